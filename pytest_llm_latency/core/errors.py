@@ -1,0 +1,42 @@
+"""Exception types shared by every layer.
+
+Pure: no pytest, no httpx.  The pytest layer maps ``ConfigError`` to
+``pytest.UsageError`` (or a collection error for YAML files) and every
+``MeasurementError`` to a failed test with the message shown verbatim.
+"""
+from __future__ import annotations
+
+
+class LatencyError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class ConfigError(LatencyError, ValueError):
+    """A bad value in configuration; the message names source, key and fix."""
+
+
+class EmptySampleError(LatencyError, ValueError):
+    """Statistics were asked of an empty sample (never reported as 0)."""
+
+
+class MeasurementError(LatencyError):
+    """A request could not be measured: a server fault or a protocol violation.
+
+    ``kind`` is a short stable identifier (``connect``, ``http_429``,
+    ``idle_timeout``, ``protocol`` ...) used in reports and counts.
+    """
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+    def __str__(self) -> str:  # pragma: no cover - trivial
+        return self.message
+
+
+class ProtocolError(MeasurementError):
+    """The byte stream broke the protocol (bad framing, bad JSON, oversize line)."""
+
+    def __init__(self, message: str):
+        super().__init__("protocol", message)
