@@ -5,7 +5,10 @@ Pure dataclasses.  The catalog *data* lives in ``pytest_llm_latency/data/``;
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+from .errors import ConfigError
+from .modelbytes import ModelBytes, kv_bytes_per_token
 
 GB = 1e9
 
@@ -19,10 +22,26 @@ class Hardware:
     memory_gb: float | None = None
     source: str = ""              # where the figure comes from (datasheet)
     aliases: tuple[str, ...] = ()
+    devices: int = 1              # >1: a tensor-parallel group; figures are the group's totals
 
     @property
     def bandwidth_bytes_s(self) -> float:
         return self.mem_bandwidth_gb_s * GB
+
+    def tensor_parallel(self, tp: int) -> "Hardware":
+        """A group of ``tp`` such devices: each reads its 1/tp shard of the weights and KV at the
+        same time, so the group's bandwidth (and FLOPs, memory) is tp x the per-device figure."""
+        if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+            raise ConfigError(f"tensor-parallel size must be an integer >= 1, got {tp!r}")
+        if tp == 1:
+            return self
+        if self.devices != 1:
+            raise ConfigError(f"{self.name} is already a group of {self.devices} devices; give tp once")
+        return replace(
+            self, name=f"{tp}x {self.name}", mem_bandwidth_gb_s=self.mem_bandwidth_gb_s * tp,
+            peak_bf16_tflops=None if self.peak_bf16_tflops is None else self.peak_bf16_tflops * tp,
+            memory_gb=None if self.memory_gb is None else self.memory_gb * tp,
+            source=f"{tp} x ({self.source})", devices=tp)
 
 
 @dataclass(frozen=True)
@@ -39,6 +58,10 @@ class ModelSpec:
     total_params: float | None = None  # MoE: all experts (memory footprint)
     max_model_len: int = 131072
     extra: dict = field(default_factory=dict, compare=False, hash=False)
+    source: str = ""
+    aliases: tuple[str, ...] = ()
+    experts: int = 0               # MoE: routed experts per layer (0: dense)
+    experts_per_token: int = 0     # MoE: experts each token is routed to
 
     @property
     def weight_bytes(self) -> float:
@@ -47,4 +70,18 @@ class ModelSpec:
     @property
     def kv_bytes_per_token(self) -> float:
         """2 (K and V) x layers x kv_heads x head_dim x bytes per element."""
-        return 2 * self.layers * self.kv_heads * self.head_dim * self.kv_bytes_per_elem
+        return kv_bytes_per_token(self.layers, self.kv_heads, self.head_dim, self.kv_bytes_per_elem)
+
+    def model_bytes(self) -> ModelBytes:
+        """What the roofline needs: weight bytes per step and KV bytes per context token."""
+        total = self.total_params if self.total_params is not None else self.params
+        routed = 0.0
+        if self.experts and self.experts_per_token and self.experts > self.experts_per_token:
+            # total - active = (E - k) experts' params, so all routed experts = that x E / (E - k)
+            routed = (total - self.params) * self.experts / (self.experts - self.experts_per_token)
+        return ModelBytes(
+            weight_bytes=self.weight_bytes, kv_bytes_per_token=self.kv_bytes_per_token, name=self.name,
+            params=self.params, total_params=total, bytes_per_param=self.weight_bytes_per_param,
+            routed_weight_bytes=routed * self.weight_bytes_per_param, experts=self.experts,
+            experts_per_token=self.experts_per_token,
+            source=self.source or f"{self.params:.4g} params x {self.weight_bytes_per_param:g} B")

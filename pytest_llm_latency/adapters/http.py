@@ -1,0 +1,168 @@
+"""The shared streaming POST: bounded timeouts, status mapping, retries, redaction.
+
+Every wait is bounded: ``connect_s`` for the TCP/TLS connect, ``idle_s``
+between two reads (httpx read timeout: a stall), and ``total_s`` for the
+whole request, checked on every read (a trickle that never idles).
+429/503 are retried at most ``max_retries`` times, honouring Retry-After up
+to ``max_retry_wait_s``; retries are counted on the record.  Error messages
+pass through ``redact`` so the API key can never leak into a report.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import httpx
+
+from ..core.errors import MeasurementError
+from ..core.record import Clock, RecordBuilder
+
+MAX_ERROR_BODY = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    connect_s: float = 10.0
+    idle_s: float = 60.0
+    total_s: float = 600.0
+    max_retries: int = 2
+    max_retry_wait_s: float = 10.0
+
+    def httpx(self) -> httpx.Timeout:
+        return httpx.Timeout(connect=self.connect_s, read=self.idle_s, write=self.idle_s, pool=self.connect_s)
+
+
+def make_http_client(timeouts: Timeouts = Timeouts(), api_key: str | None = None,
+                     transport: httpx.BaseTransport | None = None) -> httpx.Client:
+    """One pooled client per target.  ``Accept-Encoding: identity``: gzip would bunch tokens."""
+    headers = {"Accept-Encoding": "identity", "User-Agent": "pytest-llm-latency"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
+    return httpx.Client(timeout=timeouts.httpx(), headers=headers, transport=transport, limits=limits,
+                         trust_env=False)
+
+
+class Redactor:
+    def __init__(self, secrets: tuple[str, ...] = ()):
+        self._secrets = tuple(s for s in secrets if s)
+
+    def __call__(self, text: str) -> str:
+        for s in self._secrets:
+            text = text.replace(s, "***")
+        return text
+
+
+CONTEXT_LENGTH_HINTS = ("maximum context length", "maximum model length", "exceed_context_size",
+                        "context length", "too long", "max_model_len")
+
+
+def _retry_after(resp: httpx.Response) -> float | None:
+    value = resp.headers.get("retry-after")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _error_body(resp: httpx.Response) -> str:
+    data = b""
+    for chunk in resp.iter_raw():
+        data += chunk
+        if len(data) >= MAX_ERROR_BODY:
+            break
+    text = data[:MAX_ERROR_BODY].decode("utf-8", "replace")
+    try:
+        import json
+
+        obj = json.loads(text)
+        err = obj.get("error", obj) if isinstance(obj, dict) else obj
+        if isinstance(err, dict):
+            return str(err.get("message") or err.get("detail") or err)
+        return str(err)
+    except ValueError:
+        return " ".join(text.split())[:300]
+
+
+class StreamingPost:
+    """POST a streaming request and iterate ``(t_ns, bytes)`` as reads arrive."""
+
+    def __init__(self, http: httpx.Client, timeouts: Timeouts, clock: Clock, redact: Redactor,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.http, self.timeouts, self.clock, self.redact, self.sleep = http, timeouts, clock, redact, sleep
+
+    def run(self, url: str, body: dict, builder_factory: Callable[[], RecordBuilder],
+            expected_types: tuple[str, ...], describe_status: Callable[[int, str], MeasurementError | None],
+            consume: Callable[[RecordBuilder, Iterator[tuple[int, bytes]]], None]) -> RecordBuilder:
+        """POST, retry 429/503, check status and content type, then ``consume(builder, reads)``
+        where ``reads`` yields ``(t_ns, bytes)`` stamped on arrival.  Transport errors raised
+        while consuming are mapped to ``MeasurementError`` here too."""
+        retries = 0
+        while True:
+            builder = builder_factory()
+            builder.record.retries = retries
+            try:
+                with self.http.stream("POST", url, json=body) as resp:
+                    if resp.status_code in (429, 503) and retries < self.timeouts.max_retries:
+                        wait = min(_retry_after(resp) or 1.0, self.timeouts.max_retry_wait_s)
+                        retries += 1
+                        resp.close()
+                        self.sleep(wait)
+                        continue
+                    if resp.status_code >= 400:
+                        raise self._status_error(resp, url, retries, describe_status)
+                    ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
+                    if ctype not in expected_types:
+                        snippet = _error_body(resp)[:160]
+                        what = "a proxy or load balancer error page?" if ctype == "text/html" else \
+                            "is the URL pointing at the LLM server, and does it support streaming?"
+                        raise MeasurementError("content_type", self.redact(
+                            f"non-SSE response ({ctype or 'no content-type'}) from {url}, expected "
+                            f"{' or '.join(expected_types)} — {what} Body starts: {snippet!r}"))
+                    consume(builder, self._reads(resp, builder))
+                    return builder
+            except MeasurementError:
+                raise
+            except httpx.ConnectTimeout as exc:
+                raise MeasurementError("connect_timeout", self.redact(
+                    f"connect to {url} timed out after {self.timeouts.connect_s:g}s ({exc})")) from None
+            except httpx.ConnectError as exc:
+                raise MeasurementError("connect", self.redact(
+                    f"cannot connect to {url}: {exc} — is the server running and the URL right?")) from None
+            except httpx.ReadTimeout:
+                n = len(builder.record.chunks)
+                raise MeasurementError("idle_timeout", self.redact(
+                    f"stall: no bytes from {url} for {self.timeouts.idle_s:g}s after {n} tokens "
+                    f"(idle timeout; raise --llm-latency-idle-timeout if the server is just slow)")) from None
+            except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+                n = len(builder.record.chunks)
+                raise MeasurementError("reset", self.redact(
+                    f"connection to {url} closed mid-stream after {n} tokens ({type(exc).__name__}: {exc})")) from None
+            except httpx.HTTPError as exc:
+                raise MeasurementError("http", self.redact(f"{type(exc).__name__} talking to {url}: {exc}")) from None
+
+    def _status_error(self, resp: httpx.Response, url: str, retries: int,
+                      describe_status: Callable[[int, str], MeasurementError | None]) -> MeasurementError:
+        msg = self.redact(_error_body(resp))
+        code = resp.status_code
+        special = describe_status(code, msg)
+        if special is not None:
+            return special
+        if code in (429, 503):
+            ra = resp.headers.get("retry-after")
+            return MeasurementError(f"http_{code}", self.redact(
+                f"HTTP {code} from {url} after {retries} retries"
+                f"{f' (Retry-After: {ra})' if ra else ''}: {msg} — the server is at capacity or loading; "
+                f"lower concurrency or wait for readiness"))
+        return MeasurementError(f"http_{code}", self.redact(f"HTTP {code} from {url}: {msg}"))
+
+    def _reads(self, resp: httpx.Response, builder: RecordBuilder) -> Iterator[tuple[int, bytes]]:
+        deadline = builder.record.t_send_ns + int(self.timeouts.total_s * 1e9)
+        for chunk in resp.iter_raw():
+            t = builder.stamp()  # stamp before any parsing
+            yield t, chunk
+            if t > deadline:
+                raise MeasurementError("total_timeout", self.redact(
+                    f"request exceeded the total timeout of {self.timeouts.total_s:g}s after "
+                    f"{len(builder.record.chunks)} tokens (trickling server or proxy?)"))

@@ -1,0 +1,128 @@
+"""Ollama native streaming client: ``/api/generate`` and ``/api/chat`` (NDJSON).
+
+The final object's nanosecond counters are kept as the server-reported
+prefill and decode (omitted zero fields default to 0):
+``prefill_ms = prompt_eval_duration / 1e6``, ``decode_ms = eval_duration / 1e6``.
+Output length is forced with ``options.num_predict`` (Ollama cannot ignore EOS,
+so short outputs are possible and get reported).  ``/api/generate`` is sent
+with ``raw: true`` so no template changes the prompt's token count.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable, Iterator
+
+import httpx
+
+from ..core.errors import MeasurementError
+from ..core.record import Clock, RecordBuilder, RequestRecord
+from .http import CONTEXT_LENGTH_HINTS, Redactor, StreamingPost, Timeouts
+from .ndjson import NDJSONDecoder
+
+NDJSON_TYPES = ("application/x-ndjson", "application/json")
+
+
+def ollama_timings(final: dict) -> dict:
+    ns = lambda k: int(final.get(k) or 0)  # noqa: E731  (omitempty: absent means 0)
+    out = {"prefill_ms": ns("prompt_eval_duration") / 1e6, "decode_ms": ns("eval_duration") / 1e6,
+           "load_ms": ns("load_duration") / 1e6, "total_ms": ns("total_duration") / 1e6,
+           "prompt_n": ns("prompt_eval_count"), "predicted_n": ns("eval_count"), "source": "ollama"}
+    if out["predicted_n"] and ns("eval_duration"):
+        out["predicted_per_token_ms"] = out["decode_ms"] / out["predicted_n"]
+    return out
+
+
+class OllamaClient:
+    def __init__(self, http: httpx.Client, base_url: str, model: str | None, api: str = "generate", *,
+                 clock: Clock = time.perf_counter_ns, timeouts: Timeouts = Timeouts(),
+                 redact: Redactor = Redactor(), sleep: Callable[[float], None] = time.sleep,
+                 max_line_bytes: int = 4 * 1024 * 1024):
+        if api not in ("generate", "chat"):
+            raise ValueError(f"api must be 'generate' or 'chat', not {api!r}")
+        self.http, self.base_url, self.model, self.api = http, base_url.rstrip("/"), model, api
+        self.clock, self.timeouts, self.redact, self.max_line_bytes = clock, timeouts, redact, max_line_bytes
+        self._post = StreamingPost(http, timeouts, clock, redact, sleep)
+
+    def __repr__(self) -> str:
+        return f"OllamaClient({self.base_url!r}, model={self.model!r}, api={self.api!r})"
+
+    def models(self) -> list[dict]:
+        try:
+            r = self.http.get(f"{self.base_url}/api/tags", timeout=self.timeouts.connect_s + 5)
+            return [{"id": m.get("name")} for m in r.json().get("models", [])] if r.status_code == 200 else []
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return []
+
+    def resolve_model(self) -> str:
+        if not self.model:
+            models = self.models()
+            if not models:
+                raise MeasurementError("no_model", f"no model configured and {self.base_url}/api/tags lists none; "
+                                       f"set --llm-latency-model")
+            self.model = str(models[0]["id"])
+        return self.model
+
+    def request_body(self, system: str, user: str, max_tokens: int, *, extra: dict | None = None) -> dict:
+        opts = {"num_predict": max_tokens, "temperature": 0.0}
+        body: dict = {"model": self.resolve_model(), "stream": True, "options": opts}
+        if self.api == "generate":
+            body.update(prompt=system + user, raw=True)
+        else:
+            body["messages"] = ([{"role": "system", "content": system}] if system else []) + \
+                [{"role": "user", "content": user}]
+        if extra:
+            body.update(extra)
+        return body
+
+    def _describe(self, code: int, msg: str) -> MeasurementError | None:
+        low = msg.lower()
+        if code == 404 and "model" in low:
+            served = [str(m["id"]) for m in self.models()]
+            return MeasurementError("unknown_model", self.redact(
+                f"HTTP 404: model {self.model!r} is not available at {self.base_url}; local models: "
+                f"{', '.join(served) or '(none)'} — `ollama pull` it or set --llm-latency-model. Server said: {msg}"))
+        if code == 400 and any(h in low for h in CONTEXT_LENGTH_HINTS):
+            return MeasurementError("context_length", self.redact(f"prompt too long for the context: {msg}"))
+        return None
+
+    def stream(self, system: str, user: str, max_tokens: int, *, expected_prompt_tokens: int | None = None,
+               extra: dict | None = None) -> RequestRecord:
+        url = f"{self.base_url}/api/{self.api}"
+        body = self.request_body(system, user, max_tokens, extra=extra)
+        builder = self._post.run(
+            url, body,
+            lambda: RecordBuilder(self.clock, expected_prompt_tokens=expected_prompt_tokens,
+                                  expected_output_tokens=max_tokens),
+            NDJSON_TYPES, self._describe, self._consume)
+        return builder.record
+
+    def _consume(self, b: RecordBuilder, reads: Iterator[tuple[int, bytes]]) -> None:
+        dec = NDJSONDecoder(self.max_line_bytes)
+        done = False
+        t_last = b.record.t_send_ns
+        for t, chunk in reads:
+            t_last = t
+            for obj in dec.feed(chunk):
+                done = self._object(b, t, obj) or done
+        for obj in dec.close():
+            done = self._object(b, t_last, obj) or done
+        if not done:
+            raise MeasurementError("no_done", self.redact(
+                f"NDJSON stream ended without a final 'done: true' object after {len(b.record.chunks)} tokens"))
+        b.finish(t_last)
+
+    def _object(self, b: RecordBuilder, t: int, obj: dict) -> bool:
+        if "error" in obj:
+            raise MeasurementError("stream_error", self.redact(f"error inside a 200 stream: {obj['error']}"))
+        msg = obj.get("message") if isinstance(obj.get("message"), dict) else {}
+        content = obj.get("response") if self.api == "generate" else msg.get("content")
+        thinking = obj.get("thinking") or msg.get("thinking")
+        tools = msg.get("tool_calls")
+        if content or thinking or tools:
+            b.token_chunk(t, text_len=len(content or ""), reasoning=not content and not tools)
+        if obj.get("done"):
+            b.usage(int(obj.get("prompt_eval_count") or 0), int(obj.get("eval_count") or 0))
+            b.record.server_timings.update(ollama_timings(obj))
+            b.record.finish_reason = obj.get("done_reason")
+            return True
+        return False

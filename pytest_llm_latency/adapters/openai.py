@@ -1,0 +1,197 @@
+"""OpenAI-compatible streaming client (vLLM, SGLang, llama.cpp, TGI, LM Studio, Ollama /v1).
+
+Takes an injected ``httpx.Client`` (``make_http_client`` in production,
+``httpx.MockTransport`` in adapter unit tests).  One ``stream()`` call is one
+measured request; the protocol facts it relies on are in
+``shared/reference/protocols.md``:
+
+* TTFT is the first chunk with non-empty ``text`` / ``delta.content`` /
+  ``delta.reasoning`` (``reasoning_content``) / ``delta.tool_calls``; a
+  role-only chunk only sets "first byte".
+* usage is taken from a ``choices: []`` chunk or the final chunk (Ollama /v1
+  zero-fills usage on every chunk); a running, increasing
+  ``usage.completion_tokens`` (vLLM ``continuous_usage_stats``) gives exact
+  per-chunk token counts.
+* every event is checked for a top-level ``error`` before ``choices``; a stream
+  without ``data: [DONE]`` is a failed request.
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import Callable, Iterator
+
+import httpx
+
+from ..core.errors import MeasurementError, ProtocolError
+from ..core.record import Clock, RecordBuilder, RequestRecord
+from .http import CONTEXT_LENGTH_HINTS, Redactor, StreamingPost, Timeouts
+from .sse import SSEDecoder
+
+SSE_TYPES = ("text/event-stream",)
+
+
+def _nonempty(v) -> bool:
+    return bool(v) if not isinstance(v, str) else v != ""
+
+
+def llamacpp_timings(t: dict) -> dict:
+    """llama.cpp ``timings`` → normalized server timings (ms)."""
+    out = {"prefill_ms": t.get("prompt_ms"), "decode_ms": t.get("predicted_ms"), "prompt_n": t.get("prompt_n"),
+           "predicted_n": t.get("predicted_n"), "cache_n": t.get("cache_n"),
+           "predicted_per_token_ms": t.get("predicted_per_token_ms"), "source": "llama.cpp timings"}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+class OpenAIClient:
+    def __init__(self, http: httpx.Client, base_url: str, model: str | None, api: str = "completions", *,
+                 clock: Clock = time.perf_counter_ns, timeouts: Timeouts = Timeouts(),
+                 redact: Redactor = Redactor(), sleep: Callable[[float], None] = time.sleep,
+                 max_line_bytes: int = 4 * 1024 * 1024, continuous_usage: bool = True):
+        if api not in ("completions", "chat"):
+            raise ValueError(f"api must be 'completions' or 'chat', not {api!r}")
+        self.http, self.base_url, self.model, self.api = http, base_url.rstrip("/"), model, api
+        self.clock, self.timeouts, self.redact, self.max_line_bytes = clock, timeouts, redact, max_line_bytes
+        self.continuous_usage = continuous_usage
+        self._post = StreamingPost(http, timeouts, clock, redact, sleep)
+        self._models: list[dict] | None = None
+
+    def __repr__(self) -> str:
+        return f"OpenAIClient({self.base_url!r}, model={self.model!r}, api={self.api!r})"
+
+    # ----------------------------------------------------------------- discovery
+    def models(self) -> list[dict]:
+        if self._models is None:
+            try:
+                r = self.http.get(f"{self.base_url}/v1/models", timeout=self.timeouts.connect_s + 5)
+                self._models = list(r.json().get("data", [])) if r.status_code == 200 else []
+            except (httpx.HTTPError, ValueError, AttributeError):
+                self._models = []
+        return self._models
+
+    def resolve_model(self) -> str:
+        """The configured model, else the only/first model the server serves."""
+        if self.model:
+            return self.model
+        models = self.models()
+        if not models:
+            raise MeasurementError("no_model", f"no model configured and {self.base_url}/v1/models lists none; "
+                                   f"set --llm-latency-model")
+        self.model = str(models[0].get("id"))
+        return self.model
+
+    def max_model_len(self) -> int | None:
+        for m in self.models():
+            if m.get("id") == self.model and m.get("max_model_len"):
+                return int(m["max_model_len"])
+        return None
+
+    # ------------------------------------------------------------------ request
+    def request_body(self, system: str, user: str, max_tokens: int, *, stream: bool = True,
+                     extra: dict | None = None) -> dict:
+        body: dict = {"model": self.resolve_model(), "stream": stream, "temperature": 0.0,
+                      "max_tokens": max_tokens, "ignore_eos": True, "min_tokens": max_tokens}
+        if stream:
+            body["stream_options"] = {"include_usage": True}
+            if self.continuous_usage:
+                body["stream_options"]["continuous_usage_stats"] = True
+        if self.api == "completions":
+            body["prompt"] = system + user
+        else:
+            msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
+            body["messages"] = msgs
+            body["max_completion_tokens"] = max_tokens
+        if extra:
+            body.update(extra)
+        return body
+
+    def _describe_status(self, prompt_tokens: int | None, max_tokens: int) -> Callable[[int, str], MeasurementError | None]:
+        def describe(code: int, msg: str) -> MeasurementError | None:
+            low = msg.lower()
+            if code == 400 and any(h in low for h in CONTEXT_LENGTH_HINTS):
+                mml = self.max_model_len()
+                need = (prompt_tokens or 0) + max_tokens
+                return MeasurementError("context_length", self.redact(
+                    f"prompt too long for max_model_len: {prompt_tokens} prompt + {max_tokens} output = {need} "
+                    f"tokens > max_model_len {mml if mml else '(unknown)'} — shorten prompt_tokens/output_tokens "
+                    f"or raise the server's --max-model-len. Server said: {msg}"))
+            if code == 404 and "model" in low:
+                served = [str(m.get("id")) for m in self.models()]
+                return MeasurementError("unknown_model", self.redact(
+                    f"HTTP 404: model {self.model!r} is not served at {self.base_url}; served models: "
+                    f"{', '.join(served) or '(none listed)'} — set --llm-latency-model. Server said: {msg}"))
+            return None
+        return describe
+
+    def stream(self, system: str, user: str, max_tokens: int, *, expected_prompt_tokens: int | None = None,
+               extra: dict | None = None) -> RequestRecord:
+        path = "/v1/completions" if self.api == "completions" else "/v1/chat/completions"
+        url = self.base_url + path
+        body = self.request_body(system, user, max_tokens, extra=extra)
+        builder = self._post.run(
+            url, body,
+            lambda: RecordBuilder(self.clock, expected_prompt_tokens=expected_prompt_tokens,
+                                  expected_output_tokens=max_tokens),
+            SSE_TYPES, self._describe_status(expected_prompt_tokens, max_tokens), self._consume)
+        return builder.record
+
+    def _consume(self, builder: RecordBuilder, reads: Iterator[tuple[int, bytes]]) -> None:
+        dec = SSEDecoder(self.max_line_bytes)
+        state = {"done": False, "finish": None, "running": 0}
+        t_last = builder.record.t_send_ns
+        for t, chunk in reads:
+            t_last = t
+            for ev in dec.feed(chunk):
+                self._event(builder, t, ev.data, ev.error, state)
+        for ev in dec.close():
+            self._event(builder, t_last, ev.data, ev.error, state)
+        if not state["done"]:
+            raise MeasurementError("no_done", self.redact(
+                f"stream ended without 'data: [DONE]' after {len(builder.record.chunks)} token chunks: "
+                f"the server closed the stream early (crash, timeout or proxy cut)"))
+        builder.finish(t_last, state["finish"])
+
+    def _event(self, b: RecordBuilder, t: int, data: str, sse_error: str | None, state: dict) -> None:
+        if sse_error is not None:
+            raise MeasurementError("stream_error", self.redact(f"error event inside a 200 stream: {sse_error}"))
+        if state["done"]:
+            return
+        if data.strip() == "[DONE]":
+            state["done"] = True
+            return
+        try:
+            obj = json.loads(data)
+        except json.JSONDecodeError as exc:
+            raise ProtocolError(self.redact(f"malformed JSON in SSE event ({exc.msg}): {data[:120]!r}")) from None
+        if not isinstance(obj, dict):
+            raise ProtocolError(f"SSE event is not a JSON object: {data[:120]!r}")
+        if "error" in obj or obj.get("object") == "error":
+            err = obj.get("error", obj)
+            msg = err.get("message", err) if isinstance(err, dict) else err
+            raise MeasurementError("stream_error", self.redact(f"error event inside a 200 stream: {msg}"))
+        choices = obj.get("choices") or []
+        usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
+        timings = obj.get("timings")
+        if isinstance(timings, dict):
+            b.record.server_timings.update(llamacpp_timings(timings))
+        finish = None
+        running = None
+        if choices:
+            ch = choices[0] if isinstance(choices[0], dict) else {}
+            finish = ch.get("finish_reason")
+            delta = ch.get("delta") if isinstance(ch.get("delta"), dict) else {}
+            content = ch.get("text") if self.api == "completions" else delta.get("content")
+            reasoning = delta.get("reasoning") or delta.get("reasoning_content")
+            tools = delta.get("tool_calls")
+            if usage and isinstance(usage.get("completion_tokens"), int) and usage["completion_tokens"] > state["running"]:
+                running = usage["completion_tokens"]
+            if _nonempty(content) or _nonempty(reasoning) or _nonempty(tools):
+                is_reasoning = not _nonempty(content) and not _nonempty(tools)
+                text_len = len(content) if isinstance(content, str) else 0
+                b.token_chunk(t, text_len=text_len, reasoning=is_reasoning, running_completion_tokens=running)
+                if running is not None:
+                    state["running"] = running
+            if finish is not None:
+                state["finish"] = finish
+        if usage and (not choices or finish is not None):
+            b.usage(usage.get("prompt_tokens"), usage.get("completion_tokens"))

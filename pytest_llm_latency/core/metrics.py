@@ -1,0 +1,101 @@
+"""Every latency metric, defined once.  All results are in milliseconds.
+
+Notation for one request (times in ns, from ``RequestRecord``):
+  t_send   the request was handed to the transport
+  t_first  first chunk carrying any token (content, reasoning, tool_calls, text);
+           a role-only chunk is *not* a token
+  t_out    first chunk carrying non-reasoning output
+  t_last   last token-bearing chunk (usage chunk and [DONE] excluded)
+  t_end    end of the stream
+  N        output tokens: the server's ``completion_tokens`` (usage), else counted
+
+These formulas follow vLLM's ``benchmarks/serve.py`` except where noted.
+"""
+from __future__ import annotations
+
+from .record import RequestRecord
+
+NS_PER_MS = 1e6
+
+METRICS = ("ttft", "ttfo", "tpot", "itl", "e2e")
+
+
+def ttft_ms(rec: RequestRecord) -> float | None:
+    """TTFT = t_first − t_send.  None when no token arrived."""
+    if rec.t_first_token_ns is None:
+        return None
+    return (rec.t_first_token_ns - rec.t_send_ns) / NS_PER_MS
+
+
+def ttfo_ms(rec: RequestRecord) -> float | None:
+    """TTFO (time to first output) = t_out − t_send: the first non-reasoning token.
+
+    Equals TTFT for non-reasoning models; larger when the model "thinks" first.
+    """
+    if rec.t_first_output_ns is None:
+        return None
+    return (rec.t_first_output_ns - rec.t_send_ns) / NS_PER_MS
+
+
+def tpot_ms(rec: RequestRecord) -> float | None:
+    """TPOT = (t_last − t_first) / (N − 1), N from usage.
+
+    The first token's time belongs to TTFT, so N − 1 tokens share the decode
+    interval.  None when N < 2 (undefined), never 0.
+    """
+    n = rec.output_tokens
+    if n < 2 or rec.t_first_token_ns is None or rec.t_last_token_ns is None:
+        return None
+    return (rec.t_last_token_ns - rec.t_first_token_ns) / NS_PER_MS / (n - 1)
+
+
+def itl_ms(rec: RequestRecord) -> list[float]:
+    """ITL, token-weighted: for consecutive token-bearing chunks i−1, i with
+    gap g = t_i − t_{i−1} and k_i tokens in chunk i, emit k_i values of g / k_i.
+
+    So a chunk carrying 3 tokens after 30 ms contributes three 10 ms gaps, and
+    mean(ITL) x count equals (t_last − t_first), consistent with TPOT.
+    (vLLM's serve.py emits one value per chunk; this weights by tokens.)
+    """
+    out: list[float] = []
+    chunks = rec.chunks
+    for prev, cur in zip(chunks, chunks[1:]):
+        k = max(cur.tokens, 1)
+        out.extend([(cur.t_ns - prev.t_ns) / NS_PER_MS / k] * k)
+    return out
+
+
+def e2e_ms(rec: RequestRecord) -> float | None:
+    """E2E = t_end − t_send: the whole request as the user waits for it."""
+    if rec.t_end_ns is None:
+        return None
+    return (rec.t_end_ns - rec.t_send_ns) / NS_PER_MS
+
+
+def output_tps(rec: RequestRecord) -> float | None:
+    """Output tokens per second of one request = N / E2E (in seconds).
+
+    This is the user-visible rate, TTFT included.  The decode rate alone is
+    1000 / TPOT (used by the roofline gate).
+    """
+    e2e = e2e_ms(rec)
+    if e2e is None or e2e <= 0 or rec.output_tokens <= 0:
+        return None
+    return rec.output_tokens / (e2e / 1000.0)
+
+
+def decode_tps(tpot: float) -> float:
+    """Decode rate of a stream in tok/s = 1000 / TPOT (ms)."""
+    return 1000.0 / tpot
+
+
+def burst_chunks(rec: RequestRecord, threshold_ns: int = 100_000) -> int:
+    """Token chunks that arrived < 0.1 ms after the previous one: a sign of a
+    buffering proxy or gzip bunching tokens (ITL then looks falsely small)."""
+    return sum(1 for a, b in zip(rec.chunks, rec.chunks[1:]) if b.t_ns - a.t_ns < threshold_ns)
+
+
+def per_request(rec: RequestRecord) -> dict[str, float | None]:
+    """The scalar metrics of one request (ITL is a list and handled separately)."""
+    return {"ttft": ttft_ms(rec), "ttfo": ttfo_ms(rec), "tpot": tpot_ms(rec), "e2e": e2e_ms(rec),
+            "output_tps": output_tps(rec)}

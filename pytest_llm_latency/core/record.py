@@ -1,0 +1,127 @@
+"""What one streamed request records, and the builder that stamps it.
+
+The builder takes a clock (``Callable[[], int]`` returning ns); nothing here
+reads a global clock.  Adapters call the builder in receive order and stamp
+*before* parsing (``stamp()`` first, then feed the decoded event with that
+time), so parsing cost never lands inside a latency.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+Clock = Callable[[], int]
+
+
+@dataclass(frozen=True)
+class TokenChunk:
+    """One token-bearing chunk: arrival time (ns) and how many tokens it carries."""
+
+    t_ns: int
+    tokens: int
+    reasoning: bool = False
+
+
+@dataclass
+class RequestRecord:
+    t_send_ns: int
+    t_first_byte_ns: int | None = None
+    chunks: list[TokenChunk] = field(default_factory=list)
+    t_end_ns: int | None = None
+    prompt_tokens: int | None = None        # from usage / prompt_eval_count
+    completion_tokens: int | None = None    # from usage / eval_count
+    finish_reason: str | None = None
+    server_timings: dict = field(default_factory=dict)  # normalized, see ServerTimings keys
+    token_counts_exact: bool = False        # per-chunk counts came from the server
+    expected_prompt_tokens: int | None = None
+    expected_output_tokens: int | None = None
+    text_chars: int = 0
+    retries: int = 0
+
+    @property
+    def t_first_token_ns(self) -> int | None:
+        """First chunk with any token (content, reasoning, tool call or text)."""
+        return self.chunks[0].t_ns if self.chunks else None
+
+    @property
+    def t_first_output_ns(self) -> int | None:
+        """First chunk with non-reasoning output (TTFO)."""
+        for c in self.chunks:
+            if not c.reasoning:
+                return c.t_ns
+        return None
+
+    @property
+    def t_last_token_ns(self) -> int | None:
+        return self.chunks[-1].t_ns if self.chunks else None
+
+    @property
+    def output_tokens(self) -> int:
+        """N: the server's completion_tokens when reported, else the counted tokens."""
+        if self.completion_tokens is not None:
+            return self.completion_tokens
+        return sum(c.tokens for c in self.chunks)
+
+    @property
+    def short_output(self) -> bool:
+        """The server produced fewer tokens than the forced length asked for."""
+        return self.expected_output_tokens is not None and self.output_tokens < self.expected_output_tokens
+
+    @property
+    def prompt_deviation(self) -> int | None:
+        """Reported prompt tokens minus the planned exact count (None if either is unknown)."""
+        if self.prompt_tokens is None or self.expected_prompt_tokens is None:
+            return None
+        return self.prompt_tokens - self.expected_prompt_tokens
+
+
+class RecordBuilder:
+    """Accumulates one request's timeline.
+
+    ``running_completion_tokens`` (vLLM/SGLang ``continuous_usage_stats``) gives
+    exact per-chunk counts; without it every token-bearing chunk counts 1 and the
+    record is marked ``token_counts_exact=False`` (TPOT still takes N from usage;
+    ITL is then per chunk, which the report flags).
+    """
+
+    def __init__(self, clock: Clock, *, expected_prompt_tokens: int | None = None,
+                 expected_output_tokens: int | None = None):
+        self.clock = clock
+        self.record = RequestRecord(t_send_ns=clock(), expected_prompt_tokens=expected_prompt_tokens,
+                                    expected_output_tokens=expected_output_tokens)
+        self._running: int | None = None
+        self._exact = True
+
+    def stamp(self) -> int:
+        """Read the clock for bytes that just arrived; first call sets first byte."""
+        t = self.clock()
+        if self.record.t_first_byte_ns is None:
+            self.record.t_first_byte_ns = t
+        return t
+
+    def token_chunk(self, t_ns: int, *, text_len: int = 0, reasoning: bool = False,
+                    running_completion_tokens: int | None = None, n_tokens: int | None = None) -> None:
+        """Record a chunk that carries output (content, reasoning, tool_calls or text)."""
+        if n_tokens is None and running_completion_tokens is not None:
+            prev = self._running or 0
+            n_tokens = max(running_completion_tokens - prev, 1)
+            self._running = running_completion_tokens
+        elif n_tokens is None:
+            n_tokens = 1
+            self._exact = False
+        self.record.chunks.append(TokenChunk(t_ns, n_tokens, reasoning))
+        self.record.text_chars += text_len
+
+    def usage(self, prompt_tokens: int | None, completion_tokens: int | None) -> None:
+        if prompt_tokens is not None:
+            self.record.prompt_tokens = int(prompt_tokens)
+        if completion_tokens is not None:
+            self.record.completion_tokens = int(completion_tokens)
+
+    def finish(self, t_ns: int, finish_reason: str | None = None) -> RequestRecord:
+        rec = self.record
+        rec.t_end_ns = t_ns
+        if finish_reason is not None:
+            rec.finish_reason = finish_reason
+        rec.token_counts_exact = self._exact and bool(rec.chunks)
+        return rec

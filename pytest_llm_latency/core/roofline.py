@@ -1,0 +1,249 @@
+"""The decode roofline: how fast decode can possibly go, and how close a server gets.
+
+Decode is memory-bandwidth-bound: every step reads all the weights once and, for each
+sequence in the batch, its KV cache.  So
+
+    step bytes        = W + B x kv_per_token x ctx
+    per-stream tok/s  = bandwidth / step bytes
+    aggregate tok/s   = B x bandwidth / step bytes
+    decode efficiency = measured tok/s / per-stream ceiling,  measured tok/s = 1000 / TPOT ms
+
+Pure: no I/O, no pytest/httpx/yaml.  The arithmetic (``decode_ceiling``, ``evaluate_roofline``)
+is kept apart from the wording (``format_ceiling``, ``format_roofline``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from .errors import ConfigError
+from .hardware import Hardware, ModelSpec
+from .modelbytes import ModelBytes
+
+#: A measurement this far above the ceiling means the inputs are wrong, not that the server is fast.
+CONFIG_ERROR_RATIO = 1.05
+
+
+def mean_context(prompt_tokens: float, output_tokens: float) -> float:
+    """Mean context over a response's decode steps: the prompt plus half the output."""
+    for what, v in (("prompt_tokens", prompt_tokens), ("output_tokens", output_tokens)):
+        if not _finite(v) or v < 0:
+            raise ConfigError(f"roofline: {what} must be a number >= 0, got {v!r}")
+    return prompt_tokens + output_tokens / 2.0
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _as_model_bytes(model: ModelBytes | ModelSpec) -> ModelBytes:
+    if isinstance(model, ModelBytes):
+        return model
+    if isinstance(model, ModelSpec):
+        return model.model_bytes()
+    raise ConfigError(f"roofline: model must be ModelBytes or ModelSpec, got {type(model).__name__}")
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    hardware: Hardware
+    model: ModelBytes
+    context: float
+    batch: int
+    weight_bytes: float        # weights read per step (MoE: experts the batch touches)
+    kv_bytes: float            # KV read per step for the whole batch
+    step_bytes: float
+    per_stream_tok_s: float
+    aggregate_tok_s: float
+
+    @property
+    def kv_bytes_per_sequence(self) -> float:
+        return self.kv_bytes / self.batch
+
+
+def decode_ceiling(hardware: Hardware, model: ModelBytes | ModelSpec, context: float = 0.0,
+                   batch: int = 1) -> Ceiling:
+    """Memory-bandwidth ceiling of decode at ``context`` tokens for ``batch`` concurrent streams."""
+    mb = _as_model_bytes(model)
+    if not _finite(context) or context < 0:
+        raise ConfigError(f"roofline: context must be a number of tokens >= 0, got {context!r}")
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ConfigError(f"roofline: batch must be an integer >= 1, got {batch!r}")
+    if not _finite(hardware.mem_bandwidth_gb_s) or hardware.mem_bandwidth_gb_s <= 0:
+        raise ConfigError(f"roofline: {hardware.name} has no positive memory bandwidth "
+                          f"({hardware.mem_bandwidth_gb_s!r} GB/s); fix the hardware entry")
+    if not _finite(mb.weight_bytes) or mb.weight_bytes <= 0:
+        raise ConfigError(f"roofline: model weight bytes must be > 0, got {mb.weight_bytes!r}; "
+                          "give params and dtype (or a config.json / GGUF file)")
+    if context > 0 and mb.kv_bytes_per_token is None:
+        raise ConfigError(f"roofline: the KV cache size of {mb.name} is unknown but context is {context:g} "
+                          "tokens; give layers, kv_heads and head_dim (or a config.json / GGUF file), "
+                          "or context 0")
+    weights = mb.weight_bytes_at_batch(batch)
+    kv = batch * (mb.kv_bytes_per_token or 0.0) * context
+    step = weights + kv
+    per_stream = hardware.bandwidth_bytes_s / step
+    return Ceiling(hardware=hardware, model=mb, context=float(context), batch=batch, weight_bytes=weights,
+                   kv_bytes=kv, step_bytes=step, per_stream_tok_s=per_stream, aggregate_tok_s=batch * per_stream)
+
+
+def prefill_ceiling_tok_s(hardware: Hardware, params: float) -> float | None:
+    """Compute-bound prefill ceiling: peak dense bf16 FLOP/s / (2 FLOPs per param per token).
+
+    Ignores attention's quadratic term, so it is an upper bound; None when no FLOPs figure is known.
+    """
+    if hardware.peak_bf16_tflops is None or not params:
+        return None
+    return hardware.peak_bf16_tflops * 1e12 / (2.0 * params)
+
+
+@dataclass(frozen=True)
+class RooflineResult:
+    ceiling: Ceiling
+    measured_tok_s: float
+    measured_tok_s_p95: float | None
+    decode_efficiency: float
+    decode_efficiency_p95: float | None
+    min_efficiency: float | None
+    status: str                 # "pass" | "fail" | "config_error" | "report"
+    message: str = ""
+
+    @property
+    def ceiling_tok_s(self) -> float:
+        return self.ceiling.per_stream_tok_s
+
+    @property
+    def hardware(self) -> str:
+        return self.ceiling.hardware.name
+
+    @property
+    def model_bytes(self) -> float:
+        """Bytes one decode step reads (weights + the batch's KV at the mean context)."""
+        return self.ceiling.step_bytes
+
+    @property
+    def passed(self) -> bool:
+        return self.status in ("pass", "report")
+
+    def as_properties(self) -> dict:
+        """Flat dict for JSON results and JUnit properties."""
+        return {"ceiling_tok_s": self.ceiling_tok_s, "decode_efficiency": self.decode_efficiency,
+                "decode_efficiency_p95": self.decode_efficiency_p95, "hardware": self.hardware,
+                "model_bytes": self.model_bytes}
+
+
+def _tpot_to_tok_s(ms, what: str) -> float:
+    if not _finite(ms) or ms <= 0:
+        raise ConfigError(f"roofline: {what} must be a positive number of ms, got {ms!r} "
+                          "(no decode timing: did the stream deliver at least 2 tokens?)")
+    return 1000.0 / ms
+
+
+def evaluate_roofline(hardware: Hardware, model: ModelBytes | ModelSpec, *, context: float,
+                      tpot_p50_ms: float, tpot_p95_ms: float | None = None,
+                      min_efficiency: float | None = None, batch: int = 1) -> RooflineResult:
+    """The gate.  Efficiency = (1000 / TPOT p50) / per-stream ceiling; also reported at p95.
+
+    Status: ``config_error`` when the p50 efficiency exceeds 1.05 (wrong hardware or model
+    bytes, never a pass); else ``report`` when ``min_efficiency`` is None; else ``pass``/``fail``.
+    """
+    if min_efficiency is not None and (not _finite(min_efficiency) or not 0 < min_efficiency <= 1):
+        raise ConfigError(f"roofline: min_efficiency must be in (0, 1], got {min_efficiency!r}; "
+                          "e.g. 0.5 = at least half of the bandwidth ceiling, or null to only report")
+    ceiling = decode_ceiling(hardware, model, context, batch)
+    tok_s = _tpot_to_tok_s(tpot_p50_ms, "TPOT p50")
+    tok_s_p95 = None if tpot_p95_ms is None else _tpot_to_tok_s(tpot_p95_ms, "TPOT p95")
+    eff = tok_s / ceiling.per_stream_tok_s
+    eff_p95 = None if tok_s_p95 is None else tok_s_p95 / ceiling.per_stream_tok_s
+    if eff > CONFIG_ERROR_RATIO:
+        status = "config_error"
+    elif min_efficiency is None:
+        status = "report"
+    else:
+        status = "pass" if eff >= min_efficiency else "fail"
+    result = RooflineResult(ceiling=ceiling, measured_tok_s=tok_s, measured_tok_s_p95=tok_s_p95,
+                            decode_efficiency=eff, decode_efficiency_p95=eff_p95,
+                            min_efficiency=min_efficiency, status=status)
+    return replace(result, message=format_roofline(result))
+
+
+# ---------------------------------------------------------------------------- wording
+
+def _gb(b: float) -> str:
+    return f"{b / 1e9:.2f} GB"
+
+
+def format_arithmetic(c: Ceiling) -> str:
+    """``H100-SXM 3350 GB/s ÷ (16.06 GB weights + 0.52 GB KV @ 4000 ctx)``"""
+    kv = ""
+    if c.context > 0:
+        per_seq = _gb(c.kv_bytes_per_sequence)
+        kv = f" + {c.batch} × {per_seq} KV @ {c.context:g} ctx" if c.batch > 1 else f" + {per_seq} KV @ {c.context:g} ctx"
+    elif c.model.kv_bytes_per_token is None:
+        kv = ", KV not counted"
+    return f"{c.hardware.name} {c.hardware.mem_bandwidth_gb_s:g} GB/s ÷ ({_gb(c.weight_bytes)} weights{kv})"
+
+
+def format_ceiling(c: Ceiling) -> str:
+    """Multi-line description of a ceiling with its arithmetic (for the CLI)."""
+    lines = [f"decode ceiling {c.per_stream_tok_s:.1f} tok/s per stream"
+             + (f", {c.aggregate_tok_s:.1f} tok/s aggregate at batch {c.batch}" if c.batch > 1 else ""),
+             f"  = {format_arithmetic(c)}",
+             f"  hardware: {c.hardware.source or 'explicit figure'}",
+             f"  model: {c.model.source or c.model.name}"]
+    if c.model.kv_bytes_per_token:
+        lines.append(f"  KV cache: {c.model.kv_bytes_per_token:,.0f} B/token"
+                     f" = {_gb(c.model.kv_bytes_per_token * c.context)} per sequence at {c.context:g} ctx")
+    prefill = prefill_ceiling_tok_s(c.hardware, c.model.params or 0)
+    if prefill is not None:
+        lines.append(f"  prefill ceiling (compute-bound): {prefill:,.0f} tok/s"
+                     f" = {c.hardware.peak_bf16_tflops:g} TFLOPS ÷ (2 × {c.model.params:.4g} params)")
+    return "\n".join(lines)
+
+
+def suggested_checks(r: RooflineResult) -> list[str]:
+    """What to look at when decode is slow (or, for config_error, why the inputs look wrong)."""
+    c, hw, mb = r.ceiling, r.ceiling.hardware, r.ceiling.model
+    tp = f" (counted: {hw.devices} devices)" if hw.devices > 1 else " (counted: 1 device)"
+    if r.status == "config_error":
+        return [
+            f"hardware: is the server really on {hw.name} ({hw.mem_bandwidth_gb_s:g} GB/s, {hw.source or 'explicit'})? "
+            f"with tensor parallelism the ceiling is tp × per-GPU bandwidth{tp}",
+            f"model bytes: {mb.source or mb.name}; a quantized model (fewer bytes per weight) or an MoE "
+            "(only active experts read) raises the ceiling: give the real dtype/bits or the GGUF file",
+            "speculative decoding / multi-token prediction emits several tokens per weight read: "
+            "the single-token roofline does not apply (set min_efficiency to null to report only)",
+        ]
+    checks = []
+    if mb.bytes_per_param:
+        checks.append(f"quantization: weights are read at {mb.bytes_per_param:g} bytes/param; fewer bytes per "
+                      "weight means fewer bytes per token (8-bit halves the bytes of fp16, ~2× the ceiling)")
+    kv_share = c.kv_bytes / c.step_bytes if c.step_bytes else 0.0
+    checks.append(f"context length / KV cache: the KV cache is {kv_share:.0%} of the bytes read per step at "
+                  f"{c.context:g} ctx and is re-read every step; shorten the context (long system prompts) "
+                  "or use an fp8 KV cache")
+    checks.append(f"batching & concurrency: other requests share each decode step (counted batch: {c.batch}); "
+                  "check the server's running requests (vllm:num_requests_running) and the test's concurrency")
+    checks.append("chunked prefill: prefill chunks interleaved into decode steps stall every stream; lower "
+                  "--max-num-batched-tokens (vLLM, e.g. 2048) so prefills interrupt decode less")
+    checks.append(f"bandwidth: the ceiling uses the published {hw.mem_bandwidth_gb_s:g} GB/s "
+                  f"({hw.source or 'explicit'}); is the hardware entry right? tensor parallel{tp}?")
+    return checks
+
+
+def format_roofline(r: RooflineResult) -> str:
+    """The gate's message: the arithmetic, the verdict, and (unless it passed) what to check."""
+    c = r.ceiling
+    budget = f"; budget ≥ {r.min_efficiency:.2f}" if r.min_efficiency is not None else "; report only"
+    lines = [f"decode {r.measured_tok_s:.1f} tok/s = {r.decode_efficiency:.2f} of ceiling "
+             f"{c.per_stream_tok_s:.1f} tok/s",
+             f"  ({format_arithmetic(c)}){budget}"]
+    if r.measured_tok_s_p95 is not None:
+        lines.append(f"  p95: decode {r.measured_tok_s_p95:.1f} tok/s = {r.decode_efficiency_p95:.2f} of ceiling")
+    if r.status == "config_error":
+        lines.insert(0, f"roofline configuration error: measured decode is {r.decode_efficiency:.2f}× the "
+                        f"bandwidth ceiling (> {CONFIG_ERROR_RATIO:g}); the hardware or model bytes are wrong")
+    if r.status in ("fail", "config_error"):
+        lines.append("check:")
+        lines.extend(f"  - {line}" for line in suggested_checks(r))
+    return "\n".join(lines)

@@ -1,0 +1,200 @@
+"""Workload specs, budgets and the built-in workload classes.
+
+Pure: builds frozen dataclasses from plain mappings and raises ``ConfigError``
+naming the key path and the fix.  Where a value came from (file:line, marker,
+CLI) is supplied by the caller through ``where``.
+
+Budget keys are ``<metric>_<stat>`` with metric in ttft, ttfo, tpot, itl, e2e and
+stat in mean, p50, p90, p95, p99, max -- a ceiling in ms -- plus ``output_tps_min``:
+a floor on the slowest request's output tok/s.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+from .errors import ConfigError
+from .metrics import METRICS
+from .stats import STATS
+
+_UNITS_MS = {"ms": 1.0, "s": 1000.0, "sec": 1000.0, "us": 1e-3, "µs": 1e-3, "ns": 1e-6, "m": 60000.0,
+             "min": 60000.0}
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zµ]*)\s*$")
+
+BUDGET_KEYS = tuple(f"{m}_{s}" for m in METRICS for s in STATS) + ("output_tps_min",)
+
+
+def did_you_mean(word: str, choices) -> str:
+    close = difflib.get_close_matches(str(word), list(choices), n=3, cutoff=0.6)
+    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+
+
+def parse_duration_ms(value: Any, where: str) -> float:
+    """``500`` → 500 ms; ``"500ms"``, ``"1.5s"``, ``"250us"`` → ms.  Rejects negatives, NaN, typos."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{where}: expected a duration like 500 or '500ms', got {value!r}")
+    if isinstance(value, (int, float)):
+        ms = float(value)
+    elif isinstance(value, str):
+        m = _DURATION.match(value)
+        unit = m.group(2) if m else None
+        if not m or (unit and unit not in _UNITS_MS):
+            hint = did_you_mean(unit, _UNITS_MS) if m and unit else ""
+            raise ConfigError(f"{where}: cannot read duration {value!r}{hint} -- write a number of ms "
+                              f"or a number with a unit: ms, s, us (e.g. '500ms', '1.5s')")
+        ms = float(m.group(1)) * _UNITS_MS[unit or "ms"]
+    else:
+        raise ConfigError(f"{where}: expected a duration like 500 or '500ms', got {type(value).__name__} {value!r}")
+    if not math.isfinite(ms) or ms <= 0:
+        raise ConfigError(f"{where}: a budget must be a positive duration, got {value!r}")
+    return ms
+
+
+def parse_positive_number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{where}: expected a positive number, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class Budget:
+    key: str          # e.g. "ttft_p95"
+    metric: str       # ttft | ttfo | tpot | itl | e2e | output_tps
+    stat: str         # mean | p50 | ... | max | min
+    limit: float      # ms, or tok/s for output_tps
+    source: str = ""  # where it was set
+
+    @property
+    def is_floor(self) -> bool:
+        return self.metric == "output_tps"
+
+    @property
+    def unit(self) -> str:
+        return "tok/s" if self.is_floor else "ms"
+
+
+def parse_budget(key: str, value: Any, where: str) -> Budget:
+    if key not in BUDGET_KEYS:
+        raise ConfigError(f"{where}: unknown budget {key!r}{did_you_mean(key, BUDGET_KEYS)} -- budgets are "
+                          f"<metric>_<stat> with metric in {', '.join(METRICS)} and stat in "
+                          f"{', '.join(STATS)}, or output_tps_min")
+    if key == "output_tps_min":
+        return Budget(key, "output_tps", "min", parse_positive_number(value, where), where)
+    metric, stat = key.split("_", 1)
+    return Budget(key, metric, stat, parse_duration_ms(value, where), where)
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    klass: str
+    prompt_tokens: int
+    output_tokens: int
+    samples: int = 20
+    warmup: int = 2
+    system_prompt_tokens: int = 0     # part of prompt_tokens (agent: tool schemas)
+    shared_prefix_tokens: int = 0     # >0: that many leading tokens identical across requests
+    concurrency: int = 1
+    max_error_rate: float = 0.0
+    budgets: tuple[Budget, ...] = ()
+    roofline: Mapping[str, Any] | None = field(default=None, compare=False)
+
+    def budget_map(self) -> dict[str, Budget]:
+        return {b.key: b for b in self.budgets}
+
+
+@dataclass(frozen=True)
+class WorkloadClass:
+    name: str
+    prompt_tokens: int
+    output_tokens: int
+    budgets: Mapping[str, Any]
+    system_prompt_tokens: int = 0
+    why: str = ""
+
+
+BUILTIN_CLASSES: dict[str, WorkloadClass] = {
+    "chat": WorkloadClass(
+        "chat", 512, 128, {"ttft_p95": "500ms", "tpot_p95": "50ms"},
+        why="A reader needs the first words within ~0.5 s and then >= 20 tok/s (50 ms/token), "
+            "comfortable reading speed: latency = TTFT + 127 x TPOT <= 6.9 s for 128 tokens."),
+    "agent": WorkloadClass(
+        "agent", 2048, 32, {"tpot_p95": "30ms", "e2e_p95": "2s", "ttft_p95": "1s"}, system_prompt_tokens=1984,
+        why="A tool call is short (32 tokens) and blocks the agent loop, so the whole call counts: "
+            "E2E = TTFT + 31 x TPOT <= 1 s + 0.93 s fits the 2 s budget; TPOT comes first."),
+    "long_summarization": WorkloadClass(
+        "long_summarization", 6000, 512, {"tpot_p95": "60ms", "ttft_p95": "5s"},
+        why="A 6000-token document prefills for seconds; decode dominates the total: "
+            "TTFT + 511 x TPOT <= 5 s + 30.7 s."),
+}
+
+WORKLOAD_KEYS = ("class", "prompt_tokens", "output_tokens", "samples", "warmup", "system_prompt_tokens",
+                 "shared_prefix_tokens", "concurrency", "max_error_rate", "slo", "roofline")
+
+
+def _int(value: Any, where: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{where}: expected an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".join(map(str, path)),
+                  default_samples: int | None = None) -> Workload:
+    """Build a workload from a mapping (YAML ``workloads.<name>`` or marker kwargs).
+
+    ``where(path)`` turns a key path into a human location ("chat.slo.yaml:7 workloads.chat.slo").
+    Keys absent from ``spec`` come from the class (``class:``, default: the name if it is a class).
+    """
+    for key in spec:
+        if key not in WORKLOAD_KEYS:
+            raise ConfigError(f"{where((key,))}: unknown key {key!r}{did_you_mean(key, WORKLOAD_KEYS)} -- "
+                              f"allowed: {', '.join(WORKLOAD_KEYS)}")
+    klass_name = spec.get("class", name if name in BUILTIN_CLASSES else "custom")
+    if klass_name != "custom" and klass_name not in BUILTIN_CLASSES:
+        raise ConfigError(f"{where(('class',))}: unknown workload class {klass_name!r}"
+                          f"{did_you_mean(klass_name, BUILTIN_CLASSES)} -- use one of "
+                          f"{', '.join(BUILTIN_CLASSES)}, or 'custom' with prompt_tokens and output_tokens")
+    base = BUILTIN_CLASSES.get(klass_name)
+    if base is None and ("prompt_tokens" not in spec or "output_tokens" not in spec):
+        raise ConfigError(f"{where(())}: workload {name!r} has no built-in class: set prompt_tokens and "
+                          f"output_tokens, or class: one of {', '.join(BUILTIN_CLASSES)}")
+    get = lambda k, d: spec.get(k, d)  # noqa: E731
+    prompt = _int(get("prompt_tokens", base.prompt_tokens if base else None), where(("prompt_tokens",)), 1)
+    output = _int(get("output_tokens", base.output_tokens if base else None), where(("output_tokens",)), 1)
+    samples = _int(get("samples", default_samples or 20), where(("samples",)), 1)
+    warmup = _int(get("warmup", 2), where(("warmup",)), 0)
+    system = _int(get("system_prompt_tokens", base.system_prompt_tokens if base else 0),
+                  where(("system_prompt_tokens",)), 0)
+    shared = _int(get("shared_prefix_tokens", 0), where(("shared_prefix_tokens",)), 0)
+    conc = _int(get("concurrency", 1), where(("concurrency",)), 1)
+    for k, v in (("system_prompt_tokens", system), ("shared_prefix_tokens", shared)):
+        if v >= prompt:
+            raise ConfigError(f"{where((k,))}: {k} ({v}) must be smaller than prompt_tokens ({prompt})")
+    rate = get("max_error_rate", 0.0)
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate <= 1:
+        raise ConfigError(f"{where(('max_error_rate',))}: expected a fraction between 0 and 1, got {rate!r}")
+    slo = get("slo", None)
+    budgets_spec: dict[str, Any] = {k: (v, "class default") for k, v in (base.budgets.items() if base else ())}
+    if slo is not None and not isinstance(slo, Mapping):
+        raise ConfigError(f"{where(('slo',))}: expected a mapping of budgets like {{ttft_p95: 500ms}}, "
+                          f"got {type(slo).__name__}")
+    for k, v in (slo or {}).items():  # a class default can be dropped with `key: null`
+        budgets_spec[k] = (v, where(("slo", k)))
+    budgets = tuple(parse_budget(k, v, src) for k, (v, src) in budgets_spec.items() if v is not None)
+    roof = get("roofline", None)
+    if roof is not None and not isinstance(roof, Mapping):
+        raise ConfigError(f"{where(('roofline',))}: expected a mapping like {{min_efficiency: 0.5}}")
+    return Workload(name=name, klass=klass_name, prompt_tokens=prompt, output_tokens=output, samples=samples,
+                    warmup=warmup, system_prompt_tokens=system, shared_prefix_tokens=shared, concurrency=conc,
+                    max_error_rate=float(rate), budgets=budgets, roofline=roof)
+
+
+def with_budgets(w: Workload, extra: Mapping[str, Any], where: str) -> Workload:
+    """Return ``w`` with budgets from ``extra`` replacing same-key ones (marker > file)."""
+    merged = w.budget_map()
+    for k, v in extra.items():
+        merged[k] = parse_budget(k, v, f"{where} {k}")
+    return replace(w, budgets=tuple(merged.values()))

@@ -1,0 +1,169 @@
+"""Run a workload against a target: pick a token counter, build prompts, warm up,
+stream the samples (closed loop at the workload's concurrency), evaluate.
+
+No pytest import: the plugin, the fixture and the CLI all call ``measure``.
+"""
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+import httpx
+
+from .core.errors import ConfigError, MeasurementError
+from .core.prompts import Prompt, build_prompts, linear_counter
+from .core.record import Clock, RequestRecord
+from .core.result import Failure, WorkloadResult, evaluate
+from .core.workload import Workload
+from .adapters.http import Redactor, Timeouts
+from .adapters.ollama import OllamaClient
+from .adapters.openai import OpenAIClient
+
+APIS = ("openai-completions", "openai-chat", "ollama")
+
+
+class StreamClient(Protocol):
+    http: httpx.Client
+    base_url: str
+    model: str | None
+
+    def stream(self, system: str, user: str, max_tokens: int, *, expected_prompt_tokens: int | None = None,
+               extra: dict | None = None) -> RequestRecord: ...
+
+
+@dataclass(frozen=True)
+class Target:
+    url: str
+    api: str = "openai-completions"
+    model: str | None = None
+
+    def __post_init__(self):
+        if self.api not in APIS:
+            raise ConfigError(f"api {self.api!r} is not supported -- use one of {', '.join(APIS)}")
+
+
+def make_client(target: Target, http: httpx.Client, *, clock: Clock = time.perf_counter_ns,
+                timeouts: Timeouts = Timeouts(), redact: Redactor = Redactor(),
+                sleep: Callable[[float], None] = time.sleep) -> OpenAIClient | OllamaClient:
+    kw = dict(clock=clock, timeouts=timeouts, redact=redact, sleep=sleep)
+    if target.api == "ollama":
+        return OllamaClient(http, target.url, target.model, "generate", **kw)
+    return OpenAIClient(http, target.url, target.model, "chat" if target.api == "openai-chat" else "completions", **kw)
+
+
+# --------------------------------------------------------------------- counting
+def tokenize_endpoint(client) -> Callable[[str], int] | None:
+    """The server's tokenizer, if it has one: vLLM ``/tokenize`` ({model, prompt} → count),
+    llama.cpp ``/tokenize`` ({content} → tokens), SGLang ``/v1/tokenize``."""
+    if isinstance(client, OllamaClient):
+        return None
+    base, http, model = client.base_url, client.http, client.resolve_model()
+    shapes = [("/tokenize", lambda t: {"model": model, "prompt": t, "add_special_tokens": True}),
+              ("/tokenize", lambda t: {"content": t, "add_special": True}),
+              ("/v1/tokenize", lambda t: {"model": model, "prompt": t})]
+    for path, body in shapes:
+        try:
+            r = http.post(base + path, json=body("hello world"), timeout=client.timeouts.connect_s + 5)
+            data = r.json() if r.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            data = None
+        if isinstance(data, dict) and ("count" in data or isinstance(data.get("tokens"), list)):
+            def count(text: str, _p=path, _b=body) -> int:
+                resp = http.post(base + _p, json=_b(text), timeout=client.timeouts.idle_s)
+                resp.raise_for_status()
+                d = resp.json()
+                return int(d["count"]) if "count" in d else len(d["tokens"])
+            count.source = f"{path} endpoint"  # type: ignore[attr-defined]
+            return count
+    return None
+
+
+def _probe(client, system: str, user: str) -> int:
+    rec = client.stream(system, user, 1)
+    if rec.prompt_tokens is None:
+        raise MeasurementError("no_usage", f"{client.base_url} reports no prompt token usage in its stream, so "
+                               f"prompt length can neither be calibrated nor verified")
+    return rec.prompt_tokens
+
+
+def make_counter(client, workload: Workload, seed: int) -> tuple[Callable[[str], int], str]:
+    """A counter for prompt text as the *server* will count it (template and BOS included)."""
+    tok = tokenize_endpoint(client)
+    probe_sys = "[probe] You are helpful.\n" if workload.system_prompt_tokens or workload.shared_prefix_tokens else ""
+    probe_user = f"[probe {seed}] Count these words please: alpha beta gamma delta."
+    if tok is not None:
+        offset = _probe(client, probe_sys, probe_user) - tok(probe_sys + probe_user)
+        return (lambda text: tok(text) + offset), f"{tok.source} {offset:+d} (calibrated)"  # type: ignore
+    short = probe_user
+    long = probe_user + " words" * 400
+    a, b = _probe(client, probe_sys, short), _probe(client, probe_sys, long)
+    per_char = (b - a) / (len(long) - len(short))
+    fixed = a - per_char * len(probe_sys + short)
+    return linear_counter(fixed, per_char), "linear estimate from probe usage"
+
+
+# ---------------------------------------------------------------------- measure
+ProgressFn = Callable[[int, int], None]
+
+
+def measure(client, workload: Workload, *, seed: int = 0, progress: ProgressFn | None = None,
+            counter: Callable[[str], int] | None = None, extra: dict | None = None) -> WorkloadResult:
+    """Measure ``workload`` on ``client``; never raises for a server fault (counted as failure)."""
+    notes: list[str] = []
+    try:
+        if counter is None:
+            counter, how = make_counter(client, workload, seed)
+            notes.append(f"prompt tokens counted with {how}")
+        prompts = build_prompts(counter, n=workload.warmup + workload.samples, prompt_tokens=workload.prompt_tokens,
+                                seed=seed, system_prompt_tokens=workload.system_prompt_tokens,
+                                shared_prefix_tokens=workload.shared_prefix_tokens)
+    except MeasurementError as exc:
+        res = evaluate(workload, [], [Failure(exc.kind, f"while preparing prompts: {exc.message}")])
+        return res
+    except httpx.HTTPError as exc:
+        res = evaluate(workload, [], [Failure("tokenize", f"while preparing prompts: {type(exc).__name__}: "
+                                                          f"{client_redact(client, str(exc))}")])
+        return res
+
+    def one(p: Prompt) -> RequestRecord | Failure:
+        try:
+            return client.stream(p.system, p.user, workload.output_tokens, expected_prompt_tokens=p.expected_tokens,
+                                 extra=extra)
+        except MeasurementError as exc:
+            return Failure(exc.kind, exc.message)
+
+    for p in prompts[:workload.warmup]:
+        out = one(p)
+        if isinstance(out, Failure):
+            notes.append(f"warm-up request failed: {out.message}")
+    samples = prompts[workload.warmup:]
+    outcomes: list[RequestRecord | Failure] = []
+    total = len(samples)
+    if workload.concurrency == 1:
+        for i, p in enumerate(samples):
+            outcomes.append(one(p))
+            if progress:
+                progress(i + 1, total)
+    else:
+        with ThreadPoolExecutor(max_workers=workload.concurrency, thread_name_prefix="llm-latency") as pool:
+            for i, out in enumerate(pool.map(one, samples)):
+                outcomes.append(out)
+                if progress:
+                    progress(i + 1, total)
+    records = [o for o in outcomes if isinstance(o, RequestRecord)]
+    failures = [o for o in outcomes if isinstance(o, Failure)]
+    res = evaluate(workload, records, failures)
+    deviations = [r.prompt_deviation for r in records if r.prompt_deviation]
+    if deviations:
+        res.notes.append(f"prompt_tokens deviated from the planned {workload.prompt_tokens} on {len(deviations)} "
+                         f"of {len(records)} requests (by {min(deviations):+d}..{max(deviations):+d} tokens)")
+    res.notes[:0] = notes
+    res.extra["prompt_deviation_requests"] = len(deviations)
+    return res
+
+
+def client_redact(client, text: str) -> str:
+    r = getattr(client, "redact", None)
+    return r(text) if r else text
