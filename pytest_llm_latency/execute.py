@@ -1,0 +1,65 @@
+"""Run one workload for a pytest item and turn the result into an outcome:
+user_properties for JUnit/JSON, the stash result list, and a failure message."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .core.errors import ConfigError, LatencyError, MeasurementError
+from .core.result import Failure, WorkloadResult, evaluate
+from .core.workload import Workload
+from .report.properties import flatten
+from .report.terminal import Progress
+from .session import LatencySession, TargetSpec
+
+
+class SloFailure(AssertionError):
+    """A missed budget or an invalid sample; shown without a traceback."""
+
+
+def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, workload: Workload,
+                 roofline_cli: dict[str, Any] | None = None) -> WorkloadResult:
+    from . import runner
+
+    tr = item.config.pluginmanager.get_plugin("terminalreporter")
+    progress = Progress(tr, workload.name)
+    try:
+        client = sess.client(spec)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    except (MeasurementError, LatencyError, OSError, RuntimeError) as exc:
+        res = evaluate(workload, [], [Failure("target", f"target {spec.describe()} could not start: {exc}")])
+        return res
+    try:
+        res = runner.measure(client, workload, seed=sess.settings.get("seed"), progress=progress)
+    finally:
+        progress.clear()
+    server = sess.server_for(spec)
+    if server is not None and hasattr(server, "check_alive") and res.failures:
+        try:
+            server.check_alive()
+        except Exception as exc:  # noqa: BLE001 - the managed server died: show its log tail
+            res.errors.append(str(exc))
+    apply_roofline(item, sess, workload, res, roofline_cli or {})
+    return res
+
+
+def apply_roofline(item, sess: LatencySession, workload: Workload, res: WorkloadResult, overrides: dict) -> None:
+    """Roofline gate, when a workload, marker or the CLI asks for it (see roofline_gate)."""
+    try:
+        from .roofline_gate import gate_for
+    except ImportError:  # pragma: no cover - gate module not installed
+        return
+    gate_for(sess, workload, res, overrides)
+
+
+def record(item: pytest.Item, res: WorkloadResult) -> None:
+    item.user_properties[:] = [p for p in item.user_properties if not str(p[0]).startswith("llm.")]
+    item.user_properties.extend(flatten(res, item.nodeid))
+
+
+def outcome(res: WorkloadResult) -> None:
+    """Fail the test (call phase) listing every violated budget and error."""
+    if res.verdict != "pass":
+        raise SloFailure(res.failure_message())
