@@ -80,7 +80,7 @@ class SloItem(pytest.Item):
         from .execute import SloFailure
 
         if excinfo.errisinstance(SloFailure):
-            return f"{self.name}: latency SLO not met\n{excinfo.value}"
+            return f"{self.name}: latency SLO not met\n{excinfo.value}"  # first line is the summary
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self):

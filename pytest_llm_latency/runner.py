@@ -119,12 +119,13 @@ def measure(client, workload: Workload, *, seed: int = 0, progress: ProgressFn |
         prompts = build_prompts(counter, n=workload.warmup + workload.samples, prompt_tokens=workload.prompt_tokens,
                                 seed=seed, system_prompt_tokens=workload.system_prompt_tokens,
                                 shared_prefix_tokens=workload.shared_prefix_tokens)
-    except MeasurementError as exc:
-        res = evaluate(workload, [], [Failure(exc.kind, f"while preparing prompts: {exc.message}")])
-        return res
-    except httpx.HTTPError as exc:
-        res = evaluate(workload, [], [Failure("tokenize", f"while preparing prompts: {type(exc).__name__}: "
-                                                          f"{client_redact(client, str(exc))}")])
+    except (MeasurementError, httpx.HTTPError) as exc:
+        kind = getattr(exc, "kind", "tokenize")
+        msg = exc.message if isinstance(exc, MeasurementError) else \
+            f"{type(exc).__name__}: {client_redact(client, str(exc))}"
+        res = evaluate(workload, [], [])
+        res.failures.append(Failure(kind, msg))
+        res.errors[:] = [f"could not prepare prompts (tokenize/probe request failed, {kind}): {msg}"]
         return res
 
     def one(p: Prompt) -> RequestRecord | Failure:

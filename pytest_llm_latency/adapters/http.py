@@ -66,9 +66,17 @@ def _retry_after(resp: httpx.Response) -> float | None:
         return None
 
 
+def raw_chunks(resp: httpx.Response) -> Iterator[bytes]:
+    """Bytes as they arrive; an already-buffered body (some transports) comes as one chunk."""
+    try:
+        yield from resp.iter_raw()
+    except httpx.StreamConsumed:
+        yield resp.content
+
+
 def _error_body(resp: httpx.Response) -> str:
     data = b""
-    for chunk in resp.iter_raw():
+    for chunk in raw_chunks(resp):
         data += chunk
         if len(data) >= MAX_ERROR_BODY:
             break
@@ -159,7 +167,7 @@ class StreamingPost:
 
     def _reads(self, resp: httpx.Response, builder: RecordBuilder) -> Iterator[tuple[int, bytes]]:
         deadline = builder.record.t_send_ns + int(self.timeouts.total_s * 1e9)
-        for chunk in resp.iter_raw():
+        for chunk in raw_chunks(resp):
             t = builder.stamp()  # stamp before any parsing
             yield t, chunk
             if t > deadline:

@@ -1,0 +1,82 @@
+"""The plugin end to end through pytester, on the scripted fake server (virtual time)."""
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from fakeserver import FakeServerPlugin, Script
+
+CHAT = """
+target: {url: http://fake:8000}
+workloads:
+  chat:
+    class: chat
+    prompt_tokens: 64
+    output_tokens: 16
+    samples: 20
+    warmup: 1
+    slo: {ttft_p95: 500ms, tpot_p95: 50ms}
+"""
+
+
+def run(pytester, script, *args):
+    return pytester.runpytest("-p", "no:cacheprovider", *args, plugins=[FakeServerPlugin(script)])
+
+
+def test_passing_yaml_workload(pytester):
+    pytester.makefile(".slo.yaml", chat=CHAT)
+    r = run(pytester, Script(ttft_ms=120, tpot_ms=20))
+    r.assert_outcomes(passed=1)
+    r.stdout.fnmatch_lines(["*llm latency*", "*chat.slo.yaml::chat*20*120.0*120.0*20.00*PASS*"])
+
+
+def test_failing_yaml_workload_lists_every_violated_budget(pytester):
+    pytester.makefile(".slo.yaml", chat=CHAT)
+    r = run(pytester, Script(ttft_ms=612.3, tpot_ms=61))
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*TTFT p95 612.3 ms > budget 500 ms (n=20, p50 612.3 ms, max 612.3 ms)*",
+                            "*TPOT p95 61.0 ms > budget 50 ms (n=20*"])
+
+
+def test_junit_properties_present(pytester):
+    pytester.makefile(".slo.yaml", chat=CHAT)
+    r = run(pytester, Script(ttft_ms=120, tpot_ms=20), "--junitxml=out.xml")
+    r.assert_outcomes(passed=1)
+    root = ET.parse(pytester.path / "out.xml").getroot()
+    props = {p.get("name"): p.get("value") for p in root.iter("property")}
+    assert float(props["llm.ttft_ms.p95"]) == pytest.approx(120)
+    assert float(props["llm.tpot_ms.p50"]) == pytest.approx(20)
+    assert float(props["llm.budget.ttft_p95_ms"]) == 500
+    assert props["llm.verdict"] == "pass" and props["llm.n"] == "20"
+
+
+def test_json_results_match_schema(pytester):
+    jsonschema = pytest.importorskip("jsonschema")
+    from importlib import resources
+
+    pytester.makefile(".slo.yaml", chat=CHAT)
+    r = run(pytester, Script(ttft_ms=612, tpot_ms=20), "--llm-latency-json=res/out.json")
+    r.assert_outcomes(failed=1)
+    doc = json.loads((pytester.path / "res" / "out.json").read_text())
+    schema = json.loads(resources.files("pytest_llm_latency").joinpath("data/results.schema.json").read_text())
+    jsonschema.validate(doc, schema)
+    (res,) = doc["results"]
+    assert res["verdict"] == "fail" and res["ttft_ms"]["p95"] == pytest.approx(612)
+    assert res["violations"] and res["short_outputs"] == 0 and res["failed_requests"] == 0
+    assert doc["target"]["api"] == "openai-completions"
+
+
+def test_short_outputs_reported(pytester):
+    pytester.makefile(".slo.yaml", chat=CHAT)
+    r = run(pytester, Script(stop_after=5), "--llm-latency-json=o.json")
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*20 of 20 requests stopped before the forced 16 output tokens*"])
+    assert json.loads((pytester.path / "o.json").read_text())["results"][0]["short_outputs"] == 20
+
+
+def test_server_error_gives_error_never_a_pass(pytester):
+    pytester.makefile(".slo.yaml", chat=CHAT)
+    r = run(pytester, Script(status=503, error_body='{"error": {"message": "loading"}}'))
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*could not prepare prompts*http_503*HTTP 503*loading*"])
+    r.stdout.fnmatch_lines(["*chat.slo.yaml::chat*0*ERROR*"])

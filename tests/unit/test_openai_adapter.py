@@ -1,0 +1,117 @@
+"""OpenAI adapter on a scripted MockTransport with virtual time: exact timings."""
+import httpx
+import pytest
+
+from fakeserver import Script, VirtualTime, make_transport
+from pytest_llm_latency.adapters.http import Redactor, make_http_client
+from pytest_llm_latency.adapters.openai import OpenAIClient
+from pytest_llm_latency.core import metrics
+from pytest_llm_latency.core.errors import MeasurementError
+
+
+def client(script, api="completions", **kw):
+    vt = VirtualTime()
+    http = make_http_client(transport=make_transport(script, vt), api_key=kw.pop("api_key", None))
+    return OpenAIClient(http, "http://fake", script.model, api, clock=vt, sleep=lambda s: None, **kw), vt
+
+
+def test_completions_ttft_tpot_exact():
+    c, _ = client(Script(ttft_ms=120, tpot_ms=25))
+    rec = c.stream("", "hello world", 10, expected_prompt_tokens=3)
+    assert metrics.ttft_ms(rec) == pytest.approx(120)
+    assert metrics.tpot_ms(rec) == pytest.approx(25)
+    assert rec.completion_tokens == 10 and rec.prompt_tokens == 3 and rec.finish_reason == "length"
+    assert rec.token_counts_exact
+
+
+def test_role_only_first_chunk_is_not_ttft():
+    c, _ = client(Script(ttft_ms=300, tpot_ms=10, role_chunk_ms=5), api="chat")
+    rec = c.stream("sys", "hi there", 4)
+    assert (rec.t_first_byte_ns - rec.t_send_ns) / 1e6 == pytest.approx(5)
+    assert metrics.ttft_ms(rec) == pytest.approx(300)
+
+
+def test_three_tokens_in_one_chunk_count_as_three():
+    c, _ = client(Script(ttft_ms=100, tpot_ms=10, tokens_per_chunk=3))
+    rec = c.stream("", "x", 9)
+    assert [ch.tokens for ch in rec.chunks] == [3, 3, 3]
+    itl = metrics.itl_ms(rec)
+    assert len(itl) == 6 and itl == pytest.approx([10.0] * 6)  # 30 ms gaps / 3 tokens
+    assert metrics.tpot_ms(rec) == pytest.approx((180 - 120) / 8)  # chunks at 120, 150, 180 ms
+
+
+def test_without_continuous_usage_chunks_count_one_and_tpot_uses_usage():
+    c, _ = client(Script(ttft_ms=100, tpot_ms=10, tokens_per_chunk=2, continuous_usage=False))
+    rec = c.stream("", "x", 8)
+    assert not rec.token_counts_exact
+    assert rec.output_tokens == 8
+    assert metrics.tpot_ms(rec) == pytest.approx((170 - 110) / 7)
+
+
+def test_short_output_is_flagged():
+    c, _ = client(Script(stop_after=3))
+    rec = c.stream("", "x", 10)
+    assert rec.short_output and rec.finish_reason == "stop"
+
+
+def test_request_body_forces_length_and_usage():
+    s = Script()
+    c, _ = client(s)
+    c.stream("", "x", 7)
+    body = s.requests[-1]
+    assert body["max_tokens"] == 7 and body["ignore_eos"] is True and body["min_tokens"] == 7
+    assert body["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
+    assert s.seen_headers[-1]["accept-encoding"] == "identity"
+
+
+def test_api_key_sent_as_bearer_and_redacted_from_errors():
+    s = Script(status=500, error_body='{"error": {"message": "bad key sk-test-SECRET"}}')
+    vt = VirtualTime()
+    http = make_http_client(transport=make_transport(s, vt), api_key="sk-test-SECRET")
+    c = OpenAIClient(http, "http://fake", "m", clock=vt, redact=Redactor(("sk-test-SECRET",)))
+    with pytest.raises(MeasurementError) as ei:
+        c.stream("", "x", 3)
+    assert s.seen_headers[-1]["authorization"] == "Bearer sk-test-SECRET"
+    assert "sk-test-SECRET" not in str(ei.value) and "***" in str(ei.value)
+    assert "sk-test-SECRET" not in repr(c)
+
+
+def test_missing_done_is_a_failed_request():
+    def handler(request):
+        return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                              content=b'data: {"choices":[{"text":"a"}]}\n\n')
+    c = OpenAIClient(httpx.Client(transport=httpx.MockTransport(handler)), "http://x", "m")
+    with pytest.raises(MeasurementError) as ei:
+        c.stream("", "x", 3)
+    assert ei.value.kind == "no_done"
+
+
+def test_error_event_inside_200_stream_shows_server_message():
+    def handler(request):
+        return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                              content=b'data: {"error": {"message": "CUDA out of memory"}}\n\ndata: [DONE]\n\n')
+    c = OpenAIClient(httpx.Client(transport=httpx.MockTransport(handler)), "http://x", "m")
+    with pytest.raises(MeasurementError, match="CUDA out of memory"):
+        c.stream("", "x", 3)
+
+
+def test_html_error_page_is_reported_as_proxy():
+    def handler(request):
+        return httpx.Response(200, headers={"content-type": "text/html"}, content=b"<html>Bad gateway</html>")
+    c = OpenAIClient(httpx.Client(transport=httpx.MockTransport(handler)), "http://x", "m")
+    with pytest.raises(MeasurementError, match=r"non-SSE response \(text/html\).*proxy"):
+        c.stream("", "x", 3)
+
+
+def test_429_is_retried_a_bounded_number_of_times_and_counted():
+    calls = []
+
+    def handler(request):
+        calls.append(1)
+        return httpx.Response(429, headers={"retry-after": "3"}, json={"error": {"message": "busy"}})
+    waits = []
+    c = OpenAIClient(httpx.Client(transport=httpx.MockTransport(handler)), "http://x", "m", sleep=waits.append)
+    with pytest.raises(MeasurementError) as ei:
+        c.stream("", "x", 3)
+    assert ei.value.kind == "http_429" and len(calls) == 3 and waits == [3.0, 3.0]
+    assert "after 2 retries" in str(ei.value) and "Retry-After: 3" in str(ei.value)
