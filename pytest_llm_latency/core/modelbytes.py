@@ -29,7 +29,7 @@ DTYPE_BYTES: dict[str, float] = {
 # bytes per block x 8 / weights per block), scales included.  Q4_0 = (2 + 16) B / 32 = 4.5 bpw.
 GGML_TYPE_BITS: dict[str, float] = {
     "F32": 32.0, "F16": 16.0, "BF16": 16.0,
-    "Q4_0": 4.5, "Q4_1": 5.0, "Q5_0": 5.5, "Q5_1": 6.0, "Q8_0": 8.5, "Q8_1": 9.0,
+    "Q4_0": 4.5, "Q4_1": 5.0, "Q5_0": 5.5, "Q5_1": 6.0, "Q8_0": 8.5,
     "Q2_K": 2.625, "Q3_K": 3.4375, "Q4_K": 4.5, "Q5_K": 5.5, "Q6_K": 6.5625, "Q8_K": 9.125,
     "IQ1_S": 1.5625, "IQ1_M": 1.75, "IQ2_XXS": 2.0625, "IQ2_XS": 2.3125, "IQ2_S": 2.5625,
     "IQ3_XXS": 3.0625, "IQ3_S": 3.4375, "IQ4_NL": 4.5, "IQ4_XS": 4.25,
@@ -77,8 +77,9 @@ def bytes_per_param(dtype: str | None = None, bits: float | None = None, *, wher
         return gg / 8.0
     close = difflib.get_close_matches(key.upper(), [k.upper() for k in known_dtypes()], n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    raise ConfigError(f"{where}: unknown dtype {dtype!r}{hint} (known: {', '.join(known_dtypes())}; "
-                      "or give bits: N)")
+    raise ConfigError(f"{where}: unknown dtype {dtype!r}{hint} (known: fp32, bf16, fp16, fp8, int8, int4, "
+                      f"GGUF types {', '.join(sorted(set(GGML_TYPE_BITS) | set(GGUF_FILE_TYPE_BITS)))}; "
+                      "or give bits)")
 
 
 _FLOAT_DTYPES = ("fp32", "float32", "f32", "bf16", "bfloat16", "fp16", "float16", "f16", "half")
@@ -137,12 +138,13 @@ class ModelBytes:
 def model_bytes_from_params(params: float, *, dtype: str | None = None, bits: float | None = None,
                             layers: int | None = None, kv_heads: int | None = None,
                             head_dim: int | None = None, kv_dtype: str | None = None,
-                            name: str = "model", where: str = "params") -> ModelBytes:
+                            name: str = "model", where: str = "params",
+                            dtype_where: str = "dtype") -> ModelBytes:
     """Explicit ``params`` + ``dtype``/``bits``; KV from the shape when all three are given."""
-    _positive(params, f"{where}: params")
-    bpp = bytes_per_param(dtype, bits, where=where)
-    kv = kv_from_shape(layers, kv_heads, head_dim, kv_elem_bytes(kv_dtype, dtype, where=f"{where}: kv_dtype"),
-                       where=where)
+    _positive(params, where)
+    bpp = bytes_per_param(dtype, bits, where=dtype_where)
+    kv = kv_from_shape(layers, kv_heads, head_dim, kv_elem_bytes(kv_dtype, dtype, where="kv_dtype"),
+                       where="KV shape")
     label = dtype if dtype else f"{bits:g}-bit"
     return ModelBytes(weight_bytes=params * bpp, kv_bytes_per_token=kv, name=name, params=float(params),
                       total_params=float(params), bytes_per_param=bpp,

@@ -173,6 +173,11 @@ def _gb(b: float) -> str:
     return f"{b / 1e9:.2f} GB"
 
 
+def _gb_s(hw: Hardware) -> str:
+    x = hw.mem_bandwidth_gb_s
+    return f"{x:.0f} GB/s" if x >= 100 else f"{x:.1f} GB/s"
+
+
 def format_arithmetic(c: Ceiling) -> str:
     """``H100-SXM 3350 GB/s ÷ (16.06 GB weights + 0.52 GB KV @ 4000 ctx)``"""
     kv = ""
@@ -181,7 +186,7 @@ def format_arithmetic(c: Ceiling) -> str:
         kv = f" + {c.batch} × {per_seq} KV @ {c.context:g} ctx" if c.batch > 1 else f" + {per_seq} KV @ {c.context:g} ctx"
     elif c.model.kv_bytes_per_token is None:
         kv = ", KV not counted"
-    return f"{c.hardware.name} {c.hardware.mem_bandwidth_gb_s:g} GB/s ÷ ({_gb(c.weight_bytes)} weights{kv})"
+    return f"{c.hardware.name} {_gb_s(c.hardware)} ÷ ({_gb(c.weight_bytes)} weights{kv})"
 
 
 def format_ceiling(c: Ceiling) -> str:
@@ -207,7 +212,7 @@ def suggested_checks(r: RooflineResult) -> list[str]:
     tp = f" (counted: {hw.devices} devices)" if hw.devices > 1 else " (counted: 1 device)"
     if r.status == "config_error":
         return [
-            f"hardware: is the server really on {hw.name} ({hw.mem_bandwidth_gb_s:g} GB/s, {hw.source or 'explicit'})? "
+            f"hardware: is the server really on {hw.name} ({_gb_s(hw)}, {hw.source or 'explicit'})? "
             f"with tensor parallelism the ceiling is tp × per-GPU bandwidth{tp}",
             f"model bytes: {mb.source or mb.name}; a quantized model (fewer bytes per weight) or an MoE "
             "(only active experts read) raises the ceiling: give the real dtype/bits or the GGUF file",
@@ -216,8 +221,11 @@ def suggested_checks(r: RooflineResult) -> list[str]:
         ]
     checks = []
     if mb.bytes_per_param:
-        checks.append(f"quantization: weights are read at {mb.bytes_per_param:g} bytes/param; fewer bytes per "
-                      "weight means fewer bytes per token (8-bit halves the bytes of fp16, ~2× the ceiling)")
+        lever = ("8-bit halves the bytes of fp16, ~2× the ceiling" if mb.bytes_per_param >= 1.5 else
+                 "4-bit reads about half the bytes of 8-bit" if mb.bytes_per_param >= 0.75 else
+                 "already at 4 bits or fewer: a smaller model is the remaining lever")
+        checks.append(f"quantization: weights are read at {mb.bytes_per_param:.3g} bytes/param; fewer bytes per "
+                      f"weight means fewer bytes per token ({lever})")
     kv_share = c.kv_bytes / c.step_bytes if c.step_bytes else 0.0
     checks.append(f"context length / KV cache: the KV cache is {kv_share:.0%} of the bytes read per step at "
                   f"{c.context:g} ctx and is re-read every step; shorten the context (long system prompts) "
@@ -226,7 +234,7 @@ def suggested_checks(r: RooflineResult) -> list[str]:
                   "check the server's running requests (vllm:num_requests_running) and the test's concurrency")
     checks.append("chunked prefill: prefill chunks interleaved into decode steps stall every stream; lower "
                   "--max-num-batched-tokens (vLLM, e.g. 2048) so prefills interrupt decode less")
-    checks.append(f"bandwidth: the ceiling uses the published {hw.mem_bandwidth_gb_s:g} GB/s "
+    checks.append(f"bandwidth: the ceiling uses {_gb_s(hw)} "
                   f"({hw.source or 'explicit'}); is the hardware entry right? tensor parallel{tp}?")
     return checks
 

@@ -1,0 +1,110 @@
+"""The packaged hardware/model catalog."""
+import dataclasses
+
+import pytest
+
+from pytest_llm_latency import catalog
+from pytest_llm_latency.core.errors import ConfigError
+from pytest_llm_latency.core.hardware import Hardware, ModelSpec
+
+# The issue's published bandwidths (GB/s), keyed by the catalog key.
+PUBLISHED_GB_S = {
+    "cpu-ddr5-5600-2ch": 90, "a10g": 600, "l40s": 864, "rtx-4090": 1008, "a100-80gb-sxm": 2039, "h100-sxm": 3350,
+    "h100-pcie": 2000, "h100-nvl": 3900, "h200": 4800, "b200": 8000, "a100-40gb": 1555, "l4": 300, "t4": 320,
+    "v100": 900, "rtx-3090": 936, "rtx-5090": 1792, "mi300x": 5300, "mi325x": 6000, "apple-m2-ultra": 800,
+    "apple-m3-max": 400,
+}
+
+
+def test_every_published_device_is_there_with_its_bandwidth():
+    table = catalog.all_hardware()
+    for key, gb_s in PUBLISHED_GB_S.items():
+        assert table[key].mem_bandwidth_gb_s == gb_s, key
+
+
+def test_every_entry_names_its_source_and_has_sane_figures():
+    for key, hw in catalog.all_hardware().items():
+        assert len(hw.source) > 10, key
+        assert hw.mem_bandwidth_gb_s > 0
+        assert hw.peak_bf16_tflops is None or 10 < hw.peak_bf16_tflops < 5000, key
+        # a GPU's dense bf16 figure: compute-rich relative to bandwidth (prefill is compute-bound)
+        if hw.peak_bf16_tflops:
+            assert hw.peak_bf16_tflops * 1e12 / (hw.mem_bandwidth_gb_s * 1e9) > 50, key
+
+
+@pytest.mark.parametrize("name, key", [
+    ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA H100 PCIe", "h100-pcie"), ("NVIDIA H100 NVL", "h100-nvl"),
+    ("NVIDIA H200", "h200"), ("NVIDIA A100-SXM4-40GB", "a100-40gb"), ("NVIDIA A100-SXM4-80GB", "a100-80gb-sxm"),
+    ("NVIDIA A100 80GB PCIe", "a100-80gb-pcie"), ("NVIDIA L4", "l4"), ("Tesla T4", "t4"),
+    ("Tesla V100-SXM2-32GB", "v100"), ("Tesla V100-PCIE-16GB", "v100"), ("NVIDIA A10G", "a10g"),
+    ("NVIDIA L40S", "l40s"), ("NVIDIA GeForce RTX 4090", "rtx-4090"), ("NVIDIA GeForce RTX 3090", "rtx-3090"),
+    ("NVIDIA GeForce RTX 5090", "rtx-5090"), ("NVIDIA B200", "b200"), ("AMD Instinct MI300X", "mi300x"),
+    ("h100", "h100-sxm"), ("H100-SXM", "h100-sxm"), ("h100 sxm", "h100-sxm"), ("cpu", "cpu-ddr5-5600-2ch"),
+])
+def test_aliases_and_nvidia_smi_names(name, key):
+    assert catalog.hardware(name).key == key
+
+
+def test_aliases_are_unambiguous():
+    seen = {}
+    for key, hw in catalog.all_hardware().items():
+        for alias in (key, hw.name, *hw.aliases):
+            norm = catalog._norm(alias)
+            assert seen.setdefault(norm, key) == key, f"{alias!r} names both {seen[norm]} and {key}"
+
+
+def test_unknown_hardware_suggests_close_matches():
+    with pytest.raises(ConfigError, match=r"unknown hardware 'h100-sx'; did you mean h100-sxm"):
+        catalog.hardware("h100-sx")
+    with pytest.raises(ConfigError, match="known: .*l40s"):
+        catalog.hardware("nothing-like-it-zzz")
+    assert catalog.find_hardware("NVIDIA H800") is None
+    assert "h200" in catalog.close_matches("NVIDIA H20", catalog.all_hardware())
+
+
+def test_existing_keys_and_types_stay_compatible():
+    hw = catalog.hardware("h100-sxm")
+    assert isinstance(hw, Hardware) and hw.name == "H100-SXM" and hw.bandwidth_bytes_s == 3350e9
+    assert hw.peak_bf16_tflops == 989 and hw.memory_gb == 80 and hw.devices == 1
+    m = catalog.model("llama-3.1-8b")
+    assert isinstance(m, ModelSpec)
+    assert (m.params, m.weight_bytes_per_param, m.layers, m.kv_heads, m.head_dim) == (8.03e9, 2.0, 32, 8, 128)
+    assert m.weight_bytes == pytest.approx(16.06e9) and m.kv_bytes_per_token == 131072
+    assert catalog.model("Llama-3.1-8B") is m
+    # positional construction as before still works; new fields have defaults
+    ModelSpec("n", 1e9, 2.0, 2, 1, 64)
+    names = [f.name for f in dataclasses.fields(ModelSpec)][:9]
+    assert names == ["name", "params", "weight_bytes_per_param", "layers", "kv_heads", "head_dim",
+                     "kv_bytes_per_elem", "total_params", "max_model_len"]
+    assert catalog.DTYPE_BYTES["fp16"] == 2.0
+
+
+def test_moe_model_entry_and_its_bytes():
+    m = catalog.model("mixtral-8x7b")
+    mb = m.model_bytes()
+    assert mb.weight_bytes == pytest.approx(12.88e9 * 2)
+    assert mb.weight_bytes_at_batch(10_000) == pytest.approx(46.70e9 * 2, rel=1e-3)
+    with pytest.raises(ConfigError, match="unknown model 'mixtral'; did you mean mixtral-8x7b"):
+        catalog.model("mixtral")
+
+
+def test_custom_hardware():
+    hw = catalog.custom_hardware(500)
+    assert hw.mem_bandwidth_gb_s == 500 and "explicit" in hw.source and hw.name == "custom 500 GB/s"
+    for bad in (0, -3, float("inf"), "500", True):
+        with pytest.raises(ConfigError, match="mem_bandwidth_gb_s"):
+            catalog.custom_hardware(bad)
+
+
+def test_bad_entries_are_rejected_with_where(monkeypatch):
+    raw = {"devices": {"x": {"mem_bandwidth_gb_s": 100}}}
+    monkeypatch.setattr(catalog, "_raw", lambda: raw)
+    catalog.all_hardware.cache_clear()
+    try:
+        with pytest.raises(ConfigError, match="devices.x has no source"):
+            catalog.all_hardware()
+        raw["devices"]["x"] = {"mem_bandwidth_gb_s": "fast", "source": "a datasheet"}
+        with pytest.raises(ConfigError, match="devices.x.mem_bandwidth_gb_s must be a positive number"):
+            catalog.all_hardware()
+    finally:
+        catalog.all_hardware.cache_clear()

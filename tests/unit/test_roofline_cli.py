@@ -1,0 +1,166 @@
+"""`pytest-llm-latency ceiling`."""
+import json
+
+import pytest
+
+from pytest_llm_latency import cli, roofline_cli
+
+# The seed article's table: 8e9 params at 16 bits (16 GB), published bandwidth -> decode ceiling.
+SEED_TABLE = [("cpu", 6), ("a10g", 38), ("l40s", 54), ("rtx-4090", 63), ("a100-80gb-sxm", 127), ("h100-sxm", 209)]
+
+
+def run_cli(argv, capsys):
+    """Through the real dispatcher, with only our subcommand registered."""
+    code = cli.main(["ceiling", *argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.fixture(autouse=True)
+def only_ceiling(monkeypatch):
+    monkeypatch.setattr(cli, "SUBCOMMANDS", {"ceiling": cli.SUBCOMMANDS["ceiling"]})
+
+
+@pytest.mark.parametrize("hardware, expected", SEED_TABLE)
+def test_seed_table(hardware, expected, capsys):
+    code, out, _ = run_cli(["--hardware", hardware, "--params", "8e9", "--dtype", "fp16", "--context", "0",
+                            "--json"], capsys)
+    assert code == 0
+    assert round(json.loads(out)["ceiling_tok_s"]) == expected
+    # a tiny context (16 tokens of Llama-3-8B KV, 2 MB) lowers it by ~0.013%
+    _, tiny, _ = run_cli(["--hardware", hardware, "--params", "8e9", "--dtype", "fp16", "--context", "16",
+                          "--layers", "32", "--kv-heads", "8", "--head-dim", "128", "--json"], capsys)
+    assert json.loads(tiny)["ceiling_tok_s"] == pytest.approx(json.loads(out)["ceiling_tok_s"], rel=2e-4)
+    assert json.loads(tiny)["ceiling_tok_s"] < json.loads(out)["ceiling_tok_s"]
+
+
+def test_text_output_shows_the_arithmetic(capsys):
+    code, out, _ = run_cli(["--hardware", "h100-sxm", "--params", "8B", "--dtype", "fp16"], capsys)
+    assert code == 0
+    assert out.splitlines()[0] == "decode ceiling 209.4 tok/s per stream"
+    assert "H100-SXM 3350 GB/s ÷ (16.00 GB weights, KV not counted)" in out
+    assert "NVIDIA H100 datasheet" in out and "prefill ceiling" in out
+
+
+def test_quantization_doubles_the_ceiling(capsys):
+    _, fp16, _ = run_cli(["--hardware", "l40s", "--params", "8e9", "--dtype", "fp16", "--json"], capsys)
+    _, int8, _ = run_cli(["--hardware", "l40s", "--params", "8e9", "--bits", "8", "--json"], capsys)
+    assert json.loads(int8)["ceiling_tok_s"] == pytest.approx(2 * json.loads(fp16)["ceiling_tok_s"])
+
+
+def test_context_batch_and_kv_dtype(capsys):
+    args = ["--hardware", "h100-sxm", "--model", "llama-3.1-8b", "--context", "8000", "--batch", "4", "--json"]
+    _, out, _ = run_cli(args, capsys)
+    d = json.loads(out)
+    assert d["kv_bytes_per_token"] == 131072
+    assert d["step_bytes"] == pytest.approx(16.06e9 + 4 * 131072 * 8000)
+    assert d["aggregate_tok_s"] == pytest.approx(4 * d["ceiling_tok_s"])
+    _, out8, _ = run_cli(args + ["--kv-dtype", "fp8"], capsys)
+    assert json.loads(out8)["step_bytes"] == pytest.approx(16.06e9 + 4 * 65536 * 8000)
+
+
+def test_config_file(tmp_path, capsys):
+    from test_modelbytes import LLAMA_31_8B
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA_31_8B))
+    code, out, _ = run_cli(["--hardware", "l40s", "--config", str(tmp_path / "config.json"), "--context", "8000"],
+                           capsys)
+    assert code == 0 and "131,072 B/token" in out and "1.05 GB per sequence at 8000 ctx" in out
+
+
+def test_tensor_parallel_flag(capsys):
+    _, out, _ = run_cli(["--hardware", "h100-sxm", "--tp", "2", "--params", "8e9", "--dtype", "fp16", "--json"],
+                        capsys)
+    d = json.loads(out)
+    assert d["mem_bandwidth_gb_s"] == 6700 and round(d["ceiling_tok_s"]) == 419
+
+
+def test_explicit_bandwidth(capsys):
+    _, out, _ = run_cli(["--bandwidth", "160", "--params", "8e9", "--dtype", "fp16", "--json"], capsys)
+    assert json.loads(out)["ceiling_tok_s"] == pytest.approx(10.0)
+
+
+def test_hardware_all_table_lists_every_device(capsys):
+    from pytest_llm_latency import catalog
+    code, out, _ = run_cli(["--hardware", "all", "--params", "8e9", "--dtype", "fp16"], capsys)
+    assert code == 0
+    for key, expected in SEED_TABLE:
+        row = next(line for line in out.splitlines() if line.startswith(catalog.hardware(key).key + " "))
+        assert round(float(row.split()[2])) == expected
+    assert all(key in out for key in catalog.hardware_names())
+    code, out, _ = run_cli(["--hardware", "all", "--params", "8e9", "--dtype", "fp16", "--json"], capsys)
+    assert len(json.loads(out)) == len(catalog.hardware_names())
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--hardware", "h100-sx", "--params", "8e9", "--dtype", "fp16"], "--hardware: unknown hardware 'h100-sx'; did you mean h100-sxm"),
+    (["--params", "8e9", "--dtype", "fp16"], "--hardware: no hardware given"),
+    (["--hardware", "h100", "--params", "8e9"], "--params needs --dtype"),
+    (["--hardware", "h100", "--params", "8e9", "--dtype", "q4km"], "--dtype: unknown dtype 'q4km'; did you mean Q4_K_M"),
+    (["--hardware", "h100", "--dtype", "fp16"], "give exactly one of --model"),
+    (["--hardware", "h100", "--params", "8e9", "--dtype", "fp16", "--context", "100"], "--head-dim"),
+    (["--hardware", "h100", "--params", "8e9", "--dtype", "fp16", "--layers", "32"], "missing kv_heads, head_dim"),
+    (["--hardware", "h100", "--model", "llama-9"], "unknown model 'llama-9'"),
+    (["--hardware", "h100", "--bandwidth", "100", "--params", "8e9", "--dtype", "fp16"], "not both"),
+    (["--hardware", "h100", "--gguf", "/nonexistent.gguf"], "no such file"),
+])
+def test_bad_input_exits_2_naming_the_flag(argv, needle, capsys):
+    code, out, err = run_cli(argv, capsys)
+    assert code == 2 and out == ""
+    assert needle in err and err.startswith("pytest-llm-latency ceiling: error:")
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--params", "abc"], "argument --params: expected a positive number like 8e9 or 8B"),
+    (["--batch", "0"], "argument --batch: expected a positive int"),
+    (["--context", "-5"], "argument --context: expected a number of tokens >= 0"),
+    (["--bits", "x"], "argument --bits"),
+])
+def test_malformed_numbers_exit_2_from_argparse(argv, needle, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["ceiling", "--hardware", "h100", *argv])
+    assert exc.value.code == 2 and needle in capsys.readouterr().err
+
+
+def test_module_main_without_the_dispatcher(capsys):
+    assert roofline_cli.main(["--hardware", "t4", "--params", "1e9", "--dtype", "int4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ceiling_tok_s"] == pytest.approx(640.0)
+
+
+def test_gguf_file(tmp_path, capsys):
+    pytest.importorskip("gguf")
+    from test_roofline_gguf import HEADS, HIDDEN, KV_HEADS, LAYERS, write_gguf
+    path = tmp_path / "m.gguf"
+    expected = write_gguf(path)
+    code, out, _ = run_cli(["--bandwidth", "100", "--gguf", str(path), "--context", "10", "--json"], capsys)
+    d = json.loads(out)
+    assert code == 0 and d["weight_bytes"] == expected["bytes"]
+    assert d["kv_bytes_per_token"] == 2 * LAYERS * KV_HEADS * (HIDDEN // HEADS) * 2
+    code, _, err = run_cli(["--bandwidth", "100", "--gguf", str(path), "--dtype", "fp16"], capsys)
+    assert code == 2 and "--gguf: the file's tensor table gives the bytes" in err
+
+
+def test_roofline_inputs_from_a_yaml_mapping(tmp_path):
+    from pytest_llm_latency.core.errors import ConfigError
+    from test_modelbytes import LLAMA_31_8B
+    hw, mb = roofline_cli.roofline_inputs({"hardware": "NVIDIA L40S", "model": "llama-3.1-8b", "min_efficiency": 0.5,
+                                           "batch": 4})
+    assert hw.mem_bandwidth_gb_s == 864 and mb.weight_bytes == pytest.approx(16.06e9)
+    hw, mb = roofline_cli.roofline_inputs({"mem_bandwidth_gb_s": 100, "tensor_parallel": 2, "params": 1e9,
+                                           "dtype": "Q8_0", "layers": 2, "kv_heads": 2, "head_dim": 64})
+    assert hw.mem_bandwidth_gb_s == 200 and mb.weight_bytes == pytest.approx(1.0625e9)
+    assert mb.kv_bytes_per_token == 2 * 2 * 2 * 64 * 2
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA_31_8B))
+    _, mb = roofline_cli.roofline_inputs({"hardware": "h100", "config": "config.json", "kv_dtype": "fp8"},
+                                         base_dir=tmp_path)
+    assert mb.params == pytest.approx(8.03e9, rel=0.01) and mb.kv_bytes_per_token == 65536
+    hw, mb = roofline_cli.roofline_inputs({"hardware": "auto", "tensor_parallel": 2, "model_bytes": 4.9e9},
+                                          runner=lambda argv: "NVIDIA H200, 143771 MiB\nNVIDIA H200, 143771 MiB\n")
+    assert hw.mem_bandwidth_gb_s == 9600 and mb.weight_bytes == 4.9e9 and mb.kv_bytes_per_token is None
+    with pytest.raises(ConfigError, match=r"roofline.kv_head: unknown key; did you mean kv_heads\?"):
+        roofline_cli.roofline_inputs({"hardware": "h100", "model": "llama-3.1-8b", "kv_head": 8})
+    with pytest.raises(ConfigError, match=r"roofline.params needs roofline.dtype"):
+        roofline_cli.roofline_inputs({"hardware": "h100", "params": 8e9})
+    with pytest.raises(ConfigError, match=r"w.hardware: unknown hardware 'h100-sx'"):
+        roofline_cli.roofline_inputs({"hardware": "h100-sx", "model": "llama-3.1-8b"}, where="w")
+    with pytest.raises(ConfigError, match=r"roofline.model_bytes is already in bytes"):
+        roofline_cli.roofline_inputs({"hardware": "h100", "model_bytes": 1e9, "dtype": "fp16"})
