@@ -1,0 +1,70 @@
+"""``pytest-llm-latency serve-reference``: run the reference server until SIGINT/SIGTERM.
+
+Prints exactly one line on stdout, the base URL (``http://127.0.0.1:PORT``), flushed,
+once the socket is listening; everything else goes to stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import signal
+import sys
+
+from ..core.errors import ConfigError
+from .config import ReferenceConfig
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    for f in dataclasses.fields(ReferenceConfig):
+        opt = "--" + f.name.replace("_", "-")
+        help_text = f.metadata.get("help", "")
+        if f.metadata.get("flag"):
+            parser.add_argument(opt, dest=f.name, action=argparse.BooleanOptionalAction,
+                                default=f.default, help=help_text)
+            continue
+        kind = str(f.type)
+        conv = int if kind.startswith("int") else float if kind.startswith("float") else str
+        default = f.default
+        shown = "" if default is None else f" (default {default})"
+        parser.add_argument(opt, dest=f.name, type=conv, default=default, help=help_text + shown)
+
+
+def config_from_args(args: argparse.Namespace) -> ReferenceConfig:
+    kwargs = {f.name: getattr(args, f.name) for f in dataclasses.fields(ReferenceConfig)
+              if hasattr(args, f.name)}
+    return ReferenceConfig(**kwargs)
+
+
+async def serve(config: ReferenceConfig, *, out=None) -> None:
+    from .server import ReferenceServer
+
+    server = ReferenceServer(config)
+    url = await server.start()
+    out = out or sys.stdout
+    out.write(url + "\n")
+    out.flush()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # pragma: no cover - non-main thread/Windows
+            pass
+    try:
+        await stop.wait()
+    finally:
+        await server.stop()
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = config_from_args(args).validate()
+    except ConfigError as e:
+        print(f"serve-reference: {e}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(serve(config))
+    except KeyboardInterrupt:  # pragma: no cover - signal raced the handler
+        pass
+    return 0

@@ -1,0 +1,88 @@
+"""``/metrics``: vLLM's Prometheus names and types, rendered by ``prometheus_client``.
+
+Every duration observed here is *modelled* time x ``time_scale`` (the scheduler's
+deadlines), i.e. what a wall clock would read if the server met every deadline exactly;
+it never includes the server's own Python overhead.  Labels: ``model_name``.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+# vLLM's bucket boundaries (vllm/v1/metrics/loggers.py)
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
+                7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
+ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+               10.0, 20.0, 40.0, 80.0)
+REQUEST_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+                   120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class EngineMetrics:
+    """One registry per server, so several servers in one process never share numbers."""
+
+    def __init__(self, model_name: str, *, running: Callable[[], float],
+                 waiting: Callable[[], float], kv_usage: Callable[[], float],
+                 prefix_queries: Callable[[], float], prefix_hits: Callable[[], float]):
+        self.registry = CollectorRegistry(auto_describe=True)
+        r, labels = self.registry, ["model_name"]
+
+        def hist(name, doc, buckets):
+            return Histogram(name, doc, labels, registry=r, buckets=buckets).labels(model_name)
+
+        self.ttft = hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+                         TTFT_BUCKETS)
+        self.itl = hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+                        ITL_BUCKETS)
+        self.e2e = hist("vllm:e2e_request_latency_seconds",
+                        "Histogram of e2e request latency in seconds.", REQUEST_BUCKETS)
+        self.queue = hist("vllm:request_queue_time_seconds",
+                          "Histogram of time spent in WAITING phase for request.", REQUEST_BUCKETS)
+        self.prefill = hist("vllm:request_prefill_time_seconds",
+                            "Histogram of time spent in PREFILL phase for request.", REQUEST_BUCKETS)
+        self.decode = hist("vllm:request_decode_time_seconds",
+                           "Histogram of time spent in DECODE phase for request.", REQUEST_BUCKETS)
+        self.prompt_tokens = Counter("vllm:prompt_tokens", "Number of prefill tokens processed.",
+                                     labels, registry=r).labels(model_name)
+        self.generation_tokens = Counter("vllm:generation_tokens", "Number of generation tokens processed.",
+                                         labels, registry=r).labels(model_name)
+        self.success = Counter("vllm:request_success", "Count of successfully processed requests.",
+                               labels + ["finished_reason"], registry=r)
+        self._model = model_name
+        for name, doc, fn in (
+                ("vllm:num_requests_running", "Number of requests in model execution batches.", running),
+                ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", waiting),
+                ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", kv_usage)):
+            Gauge(name, doc, labels, registry=r).labels(model_name).set_function(fn)
+        _FnCounter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
+                   model_name, prefix_queries, r)
+        _FnCounter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
+                   model_name, prefix_hits, r)
+
+    def finished(self, reason: str) -> None:
+        self.success.labels(self._model, reason).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _FnCounter:
+    """A counter whose value is read from the engine at scrape time."""
+
+    def __init__(self, name: str, doc: str, model_name: str, fn: Callable[[], float], registry):
+        self.name, self.doc, self.model_name, self.fn = name, doc, model_name, fn
+        registry.register(self)
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily
+
+        fam = CounterMetricFamily(self.name, self.doc, labels=["model_name"])
+        fam.add_metric([self.model_name], float(self.fn()))
+        yield fam

@@ -1,0 +1,216 @@
+"""The asyncio driver of the pure ``Engine``: one coroutine runs engine steps in real time.
+
+Step *k* ends at the absolute deadline ``t0 + sum(duration_i x time_scale, i <= k)``
+(``loop.time()`` based), so the ~0.1-1 ms overshoot of each ``asyncio.sleep`` never
+accumulates: a late wake-up only makes the next sleep shorter.  ``t0`` is re-anchored
+to the clock when the engine goes idle, when a request arrives "after" a deadline that
+is already past, and after a stall of more than ``RESYNC_S`` seconds.  With
+``time_scale == 0`` no step sleeps (only ``sleep(0)`` to let the handlers run).
+
+Tokens are pushed, with their deadline time, into a per-request ``Sink`` that the HTTP
+handler drains.  All server-side timings (``/metrics``, Ollama's durations) are computed
+from these deadlines, i.e. modelled time x time_scale.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass, field
+from itertools import count
+
+from .engine import Engine, EngineRequest, Step
+from .metrics import EngineMetrics
+
+RESYNC_S = 1.0
+
+
+@dataclass(slots=True)
+class TokenEvent:
+    t: float            # loop.time() deadline at which the tokens were produced
+    n: int              # tokens produced at t (1; the handler groups them for stream_interval)
+    total: int          # tokens generated so far
+    finished: bool = False
+    reason: str | None = None
+
+
+class Closed(Exception):
+    """The server is stopping; the request will never finish."""
+
+
+@dataclass(eq=False)
+class RequestState:
+    rid: int
+    seq: EngineRequest
+    arrival: float
+    finish_reason: str
+    admitted_at: float | None = None
+    first_at: float | None = None
+    last_at: float | None = None
+    end_at: float | None = None
+    cached_tokens: int = 0
+    _items: deque = field(default_factory=deque)
+    _waiter: asyncio.Future | None = None
+    _closed: bool = False
+
+    # -- sink ----------------------------------------------------------------------------
+    def _push(self, item) -> None:
+        self._items.append(item)
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    async def next(self) -> TokenEvent:
+        while not self._items:
+            if self._closed:
+                raise Closed("reference server is shutting down")
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        item = self._items.popleft()
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    def next_nowait(self) -> TokenEvent | None:
+        if self._items and not isinstance(self._items[0], Exception):
+            return self._items.popleft()
+        return None
+
+    # -- server-side timings (seconds, modelled x time_scale) --------------------------------
+    @property
+    def queue_s(self) -> float:
+        return max(0.0, (self.admitted_at or self.arrival) - self.arrival)
+
+    @property
+    def prefill_s(self) -> float:
+        return max(0.0, (self.first_at or 0.0) - (self.admitted_at or self.arrival))
+
+    @property
+    def decode_s(self) -> float:
+        return max(0.0, (self.end_at or 0.0) - (self.first_at or 0.0))
+
+    @property
+    def total_s(self) -> float:
+        return max(0.0, (self.end_at or self.arrival) - self.arrival)
+
+
+class Scheduler:
+    def __init__(self, engine: Engine, *, time_scale: float, metrics: EngineMetrics | None = None):
+        self.engine = engine
+        self.time_scale = time_scale
+        self.metrics = metrics
+        self.requests: dict[int, RequestState] = {}
+        self._ids = count(1)
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        self._stopping = False
+        self.max_lag_s = 0.0     # worst observed lateness of a wake-up (diagnostics)
+
+    def start(self) -> None:
+        self._wake = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="reference-engine")
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._wake:
+            self._wake.set()
+        if self._task:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+        for st in list(self.requests.values()):
+            st._closed = True
+            st._push(Closed("reference server is shutting down"))
+        self.requests.clear()
+
+    def submit(self, prompt_len: int, max_tokens: int, target_tokens: int, finish_reason: str,
+               hashes: tuple[int, ...] = ()) -> RequestState:
+        """Queue a request; raises ``engine.AdmissionError`` if it can never fit."""
+        rid = next(self._ids)
+        seq = EngineRequest(rid=rid, prompt_len=prompt_len, max_tokens=max_tokens,
+                            target_tokens=target_tokens, hashes=hashes)
+        self.engine.add(seq)
+        st = RequestState(rid=rid, seq=seq, arrival=asyncio.get_running_loop().time(),
+                          finish_reason=finish_reason)
+        self.requests[rid] = st
+        self._wake.set()
+        return st
+
+    def abort(self, st: RequestState) -> None:
+        """The client went away: free its slot and KV blocks."""
+        if self.requests.pop(st.rid, None) is not None:
+            self.engine.abort(st.rid)
+
+    # -- the engine loop ---------------------------------------------------------------------
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        t: float | None = None
+        while not self._stopping:
+            if not self.engine.has_work():
+                self._wake.clear()
+                await self._wake.wait()
+                t = None
+                continue
+            now = loop.time()
+            if t is None or self.time_scale == 0 or now - t > RESYNC_S:
+                t = now
+            step = self.engine.step()
+            if step is None:
+                continue
+            start = t
+            for rid, _cached in step.admitted:        # nothing is admitted before it arrived
+                st = self.requests.get(rid)
+                if st is not None and st.arrival > start:
+                    start = st.arrival
+            end = start + step.seconds * self.time_scale
+            self._on_admit(step, start)
+            delay = end - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            else:
+                await asyncio.sleep(0)
+            self.max_lag_s = max(self.max_lag_s, loop.time() - end)
+            t = end
+            self._deliver(step, end)
+
+    def _on_admit(self, step: Step, start: float) -> None:
+        for rid, cached in step.admitted:
+            st = self.requests.get(rid)
+            if st is None:
+                continue
+            st.admitted_at = start
+            st.cached_tokens = cached
+            if self.metrics:
+                self.metrics.queue.observe(st.queue_s)
+                self.metrics.prompt_tokens.inc(st.seq.prompt_len)
+
+    def _deliver(self, step: Step, end: float) -> None:
+        m = self.metrics
+        finished = set(step.finished)
+        for rid in step.emitted:
+            st = self.requests.get(rid)
+            if st is None:
+                continue
+            done = rid in finished
+            if st.first_at is None:
+                st.first_at = end
+                if m:
+                    m.ttft.observe(end - st.arrival)
+            elif m:
+                m.itl.observe(end - st.last_at)
+            st.last_at = end
+            if m:
+                m.generation_tokens.inc()
+            if done:
+                st.end_at = end
+                self.requests.pop(rid, None)
+                if m:
+                    m.e2e.observe(st.total_s)
+                    m.prefill.observe(st.prefill_s)
+                    m.decode.observe(st.decode_s)
+                    m.finished(st.finish_reason)
+            st._push(TokenEvent(end, 1, st.seq.generated, done, st.finish_reason if done else None))

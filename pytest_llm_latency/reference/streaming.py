@@ -1,0 +1,174 @@
+"""Protocol-independent generation: output-length planning, streaming with faults, collecting.
+
+The OpenAI (SSE) and Ollama (NDJSON) modules provide a ``Protocol`` object that formats
+events; this module decides *when* bytes go out and applies the stream faults
+(``faults.py``), so every fault behaves the same on every endpoint.
+
+Several tokens per chunk: with ``stream_interval`` = k (server flag ``--stream-interval``
+or the request field ``stream_interval``), tokens are held back and sent k per chunk,
+like vLLM's ``--stream-interval`` (the final chunk may carry fewer).  Each chunk's
+``usage.completion_tokens`` (``continuous_usage_stats``) counts them exactly.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Protocol
+
+from .faults import Fault
+from .http import Connection
+from .scheduler import Closed, RequestState, Scheduler
+from .tokenizer import TextGenerator, natural_length
+
+
+@dataclass
+class Generation:
+    prompt_tokens: int
+    max_tokens: int
+    target: int            # tokens the model will produce
+    reason: str            # finish_reason when it has: "length" or "stop"
+    seed: int
+    stream_interval: int = 1
+
+
+def plan_output(prompt_tokens: int, max_tokens: int, *, seed: int, ignore_eos: bool = False,
+                min_tokens: int = 0, fault: Fault | None = None, stream_interval: int = 1) -> Generation:
+    """How many tokens the model produces and why it stops.
+
+    * ``ignore_eos`` -> exactly ``max_tokens`` (``"length"``);
+    * else the natural EOS point (``tokenizer.natural_length``), raised to ``min_tokens``;
+      ``"stop"`` if that is below ``max_tokens``, else ``"length"``;
+    * fault ``early_stop;after=k`` -> ``min(k, max_tokens)`` tokens, ``"stop"``, always.
+    """
+    if fault is not None and fault.mode == "early_stop":
+        return Generation(prompt_tokens, max_tokens, max(1, min(int(fault.get("after")), max_tokens)),
+                          "stop", seed, stream_interval)
+    if ignore_eos:
+        return Generation(prompt_tokens, max_tokens, max_tokens, "length", seed, stream_interval)
+    n = max(natural_length(seed), min_tokens, 1)
+    if n < max_tokens:
+        return Generation(prompt_tokens, max_tokens, n, "stop", seed, stream_interval)
+    return Generation(prompt_tokens, max_tokens, max_tokens, "length", seed, stream_interval)
+
+
+@dataclass
+class Result:
+    text: str
+    completion_tokens: int
+    finish_reason: str
+    state: RequestState
+
+
+class StreamProtocol(Protocol):
+    content_type: str
+
+    def opening(self) -> list[bytes]: ...
+    def token(self, text: str, total: int, finish_reason: str | None) -> bytes: ...
+    def closing(self, result: Result, done: bool) -> list[bytes]: ...
+    def error_event(self, message: str) -> list[bytes]: ...
+    def malformed(self) -> bytes: ...
+    def huge(self, size: int) -> bytes: ...
+    def full_body(self, result: Result) -> bytes: ...
+
+
+_STREAM_FAULTS = {"reset", "stall", "malformed_json", "error_event", "huge_line"}
+
+
+async def stream(conn: Connection, sched: Scheduler, st: RequestState, gen: Generation,
+                 proto: StreamProtocol, fault: Fault | None) -> None:
+    """Send a streamed response; every wait is bounded by the generation or the fault caps."""
+    content_type = proto.content_type
+    if fault is not None and fault.mode == "wrong_content_type":
+        if fault.get("body") == "json":
+            await respond_full(conn, sched, st, gen, proto, None, content_type="application/json")
+            return
+        content_type = "application/json"
+    if fault is not None and fault.mode == "trickle":
+        conn.trickle(float(fault.get("bytes_per_s")), fault.seconds("max_seconds"), bool(fault.get("headers")))
+    active = fault if fault is not None and fault.mode in _STREAM_FAULTS else None
+    fire_at = min(int(active.get("after")), gen.target) if active else -1
+    await conn.start_stream(200, [("content-type", content_type), ("cache-control", "no-cache")])
+    for event in proto.opening():
+        await conn.write_chunk(event)
+    if fire_at == 0 and await _fire(conn, sched, st, proto, active):
+        return
+    words = TextGenerator(gen.seed)
+    sent = chunks = pending = 0
+    interval = max(1, gen.stream_interval)
+    try:
+        while True:
+            ev = st.next_nowait() or await st.next()
+            if conn.closed:
+                sched.abort(st)
+                return
+            pending += ev.n
+            if not ev.finished and pending < interval:
+                continue
+            sent += pending
+            await conn.write_chunk(proto.token(words.next(pending), sent, ev.reason))
+            pending = 0
+            chunks += 1
+            if chunks == fire_at and await _fire(conn, sched, st, proto, active):
+                return
+            if ev.finished:
+                break
+    except Closed:
+        conn.close()
+        return
+    result = Result("", sent, gen.reason, st)
+    no_done = fault is not None and fault.mode == "no_done"
+    for event in proto.closing(result, done=not no_done):
+        await conn.write_chunk(event)
+    await conn.end_stream()
+
+
+async def _fire(conn: Connection, sched: Scheduler, st: RequestState, proto: StreamProtocol,
+                fault: Fault) -> bool:
+    """Apply a mid-stream fault; True when the response is over."""
+    mode = fault.mode
+    if mode == "reset":
+        sched.abort(st)
+        conn.reset()
+        return True
+    if mode == "stall":
+        await asyncio.sleep(fault.seconds("seconds"))
+    elif mode == "malformed_json":
+        await conn.write_chunk(proto.malformed())
+    elif mode == "huge_line":
+        await conn.write_chunk(proto.huge(int(fault.get("bytes"))))
+    elif mode == "error_event":
+        sched.abort(st)
+        for event in proto.error_event("Injected fault: the engine failed mid-stream."):
+            await conn.write_chunk(event)
+        await conn.end_stream()
+        return True
+    return False
+
+
+async def collect(st: RequestState) -> tuple[int, float]:
+    """Wait for the whole generation; returns (tokens, end time)."""
+    while True:
+        ev = st.next_nowait() or await st.next()
+        if ev.finished:
+            return ev.total, ev.t
+
+
+async def respond_full(conn: Connection, sched: Scheduler, st: RequestState, gen: Generation,
+                       proto: StreamProtocol, fault: Fault | None, *,
+                       content_type: str = "application/json") -> None:
+    """A non-streamed response.  Faults: reset (RST instead of the body), stall (delayed),
+    trickle (slow body); the stream-only modes do not apply."""
+    if fault is not None and fault.mode == "trickle":
+        conn.trickle(float(fault.get("bytes_per_s")), fault.seconds("max_seconds"), bool(fault.get("headers")))
+    try:
+        total, _ = await collect(st)
+    except Closed:
+        conn.close()
+        return
+    if fault is not None and fault.mode == "reset":
+        conn.reset()
+        return
+    if fault is not None and fault.mode == "stall":
+        await asyncio.sleep(fault.seconds("seconds"))
+    body = proto.full_body(Result(TextGenerator(gen.seed).next(total), total, gen.reason, st))
+    await conn.send(200, [("content-type", content_type)], body)

@@ -1,0 +1,216 @@
+"""Acceptance: the running server's timing, measured by a streaming client, matches the roofline.
+
+Ground truth is computed here from the catalog figures with the formulas written out
+(not by calling ``physics.py``).  Servers run in subprocess mode, so the client's
+parsing never competes with the server for one GIL.  Each test takes a median or a
+minimum over a few requests: robust to a loaded 2-core machine without widening the
+stated tolerances.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from refclient import percentile, stream_openai, words
+
+BW, PEAK = 3350e9, 989e12                    # H100-SXM datasheet (catalog)
+P, WB, KV, L = 8.03e9, 8.03e9 * 2, 131072, 32  # Llama-3.1-8B fp16 (catalog)
+H = round(math.sqrt(P / (12 * L)))           # hidden size estimate used by the attention term
+
+
+def decode_step(c: int, eff: float = 1.0) -> float:
+    return (WB + KV * c) / (BW * eff)
+
+
+def mean_tpot(prompt: int, n_tokens: int, eff: float = 1.0) -> float:
+    """Mean decode step between the first and the last token (contexts prompt .. prompt+n-2)."""
+    return statistics.fmean(decode_step(c, eff) for c in range(prompt, prompt + n_tokens - 1))
+
+
+def prefill(n: int, mfu: float) -> float:
+    return (2 * P * n + 2 * L * H * n * (n + 1)) / (PEAK * mfu)
+
+
+def forced(prompt: str, n: int, **extra) -> dict:
+    return {"prompt": prompt, "max_tokens": n, "ignore_eos": True, **extra}
+
+
+def test_decode_speed_matches_the_bandwidth_roofline(serve, http):
+    ts = 0.25
+    for eff, about in ((1.0, 208.0), (0.8, 167.0)):
+        h = serve(f"efficiency={eff}&time_scale={ts}")
+        stream_openai(http, h.url, forced("warm up", 4))
+        rates = [1.0 / (stream_openai(http, h.url, forced(words(100, f"s{i}"), 400)).tpot_s() / ts)
+                 for i in range(3)]
+        measured = statistics.median(rates)
+        model = 1.0 / mean_tpot(100, 400, eff)
+        print(f"decode eff={eff}: measured {measured:.2f} tok/s, model {model:.2f} ({measured / model - 1:+.2%})")
+        assert abs(measured / model - 1) < 0.02, (eff, measured, model, rates)
+        assert abs(measured - about) < 0.01 * about, (eff, measured)
+
+
+def test_prefill_scaling_ttft_doubles_tpot_flat(serve, http):
+    # prefill_efficiency 0.1 stretches the prefills (165/337 ms) so that the client's
+    # fixed ~2 ms overhead is small against them; the ratios do not depend on it.
+    h = serve("prefill_efficiency=0.1&decode_efficiency=0.7&time_scale=1")
+    stream_openai(http, h.url, forced("warm up", 4))
+    ttft, tpot = {}, {}
+    for n in (1000, 2000):
+        runs = [stream_openai(http, h.url, forced(words(n, f"salt{n}-{i}"), 32)) for i in range(3)]
+        ttft[n] = min(s.ttft_s for s in runs)
+        tpot[n] = statistics.median(s.tpot_s() for s in runs)
+        assert abs(ttft[n] / prefill(n, 0.1) - 1) < 0.05, (n, ttft[n], prefill(n, 0.1))
+    print(f"prefill: TTFT {ttft}, ratio {ttft[2000] / ttft[1000]:.3f}; TPOT change {tpot[2000] / tpot[1000] - 1:+.2%}")
+    assert ttft[2000] >= 2 * ttft[1000], ttft
+    assert abs(tpot[2000] / tpot[1000] - 1) < 0.05, tpot
+
+
+def test_prefix_caching_skips_a_shared_system_prompt(serve, http):
+    system = words(3000, "system")
+
+    def ttfts(url: str) -> list[float]:
+        out = []
+        for i in range(5):
+            msgs = [{"role": "system", "content": system}, {"role": "user", "content": f"question {i} please"}]
+            s = stream_openai(http, url, {"messages": msgs, "max_tokens": 2, "ignore_eos": True},
+                              path="/v1/chat/completions")
+            out.append(s.ttft_s)
+        return out
+
+    cost = prefill(3000, 0.5)                               # ~103 ms of prefill per request
+    for caching in (False, True):
+        h = serve(f"time_scale=1&prefix_caching={int(caching)}")
+        short = min(stream_openai(http, h.url, forced(f"short {i} prompt", 2)).ttft_s for i in range(3))
+        t = ttfts(h.url)
+        print(f"prefix caching={caching}: short {short * 1e3:.1f} ms, TTFTs {[round(x * 1e3, 1) for x in t]} ms")
+        assert t[0] > short + 0.8 * cost, (caching, t, short)
+        if caching:
+            assert all(x < short + 0.2 * cost for x in t[1:]), (t, short)
+        else:
+            assert all(x > short + 0.8 * cost for x in t[1:]), (t, short)
+        fams = {f.name: f for f in text_string_to_metric_families(http.get(h.url + "/metrics").text)}
+        hits = fams["vllm:prefix_cache_hits"].samples[0].value
+        assert (hits >= 4 * 2992) if caching else hits == 0
+
+
+def test_decode_slows_with_context_by_the_kv_read_ratio(serve, http):
+    ts = 0.25
+    h = serve(f"efficiency=1.0&time_scale={ts}")
+    stream_openai(http, h.url, forced("warm up", 4))
+    tp = {}
+    for ctx in (100, 8000):
+        tp[ctx] = statistics.median(stream_openai(http, h.url, forced(words(ctx, f"c{ctx}-{i}"), 300)).tpot_s()
+                                    for i in range(3))
+    predicted = mean_tpot(8000, 300) / mean_tpot(100, 300)       # ~1.064
+    measured = tp[8000] / tp[100]
+    print(f"context growth: measured {measured:.4f}, predicted {predicted:.4f} ({measured / predicted - 1:+.2%})")
+    assert abs(measured / predicted - 1) < 0.03, (measured, predicted)
+    assert abs((measured - 1) / (predicted - 1) - 1) < 0.35, (measured, predicted)  # the slowdown itself
+
+
+def _run_concurrently(url: str, n_workers: int, bodies_per_worker) -> tuple[list, float]:
+    """Closed loop: ``n_workers`` clients, created and connected first, start together."""
+    clients = [httpx.Client(timeout=60.0) for _ in range(n_workers)]
+    try:
+        for c in clients:
+            c.get(url + "/health")                   # connect outside the measurement
+        start = threading.Barrier(n_workers + 1)
+
+        def worker(i):
+            start.wait(30)
+            return [stream_openai(clients[i], url, body) for body in bodies_per_worker(i)]
+
+        with ThreadPoolExecutor(n_workers) as pool:
+            futures = [pool.submit(worker, i) for i in range(n_workers)]
+            start.wait(30)
+            t0 = time.perf_counter_ns()
+            results = [s for f in futures for s in f.result(120)]
+    finally:
+        for c in clients:
+            c.close()
+    return results, t0
+
+
+def test_batching_multiplies_throughput_and_raises_p99_itl(serve, http):
+    h = serve("time_scale=1")
+    stream_openai(http, h.url, forced("warm up", 4))
+    singles = [stream_openai(http, h.url, forced(words(100, f"one{i}"), 64)) for i in range(3)]
+    single_tps = statistics.median(s.tokens / ((s.chunks[-1][0] - s.t_send) / 1e9) for s in singles)
+    single_p99 = percentile([x for s in singles for x in s.itls_s()], 0.99)
+
+    results, t0 = _run_concurrently(h.url, 32, lambda i: [forced(words(200, f"w{i}-{k}"), 48 + 8 * (i % 4))
+                                                             for k in range(2)])
+    assert all(s.done and s.finish_reason == "length" for s in results)
+    t_end = max(s.chunks[-1][0] for s in results)
+    aggregate = sum(s.tokens for s in results) / ((t_end - t0) / 1e9)
+    conc_p99 = percentile([x for s in results for x in s.itls_s()], 0.99)
+    print(f"batching: single {single_tps:.1f} tok/s, aggregate {aggregate:.1f} tok/s "
+          f"({aggregate / single_tps:.1f}x); p99 ITL {single_p99 * 1e3:.1f} -> {conc_p99 * 1e3:.1f} ms")
+    assert aggregate >= 10 * single_tps, (aggregate, single_tps)
+    assert conc_p99 > 2 * single_p99, (conc_p99, single_p99)
+
+
+def test_queueing_shows_in_metrics_and_in_ttft(serve, http):
+    h = serve("time_scale=1&max_num_seqs=8")
+    one = stream_openai(http, h.url, forced(words(50, "solo"), 32))
+    one_e2e = (one.chunks[-1][0] - one.t_send) / 1e9
+    waiting, stop = [], threading.Event()
+
+    def scrape():
+        with httpx.Client(timeout=5.0) as c:
+            while not stop.is_set():
+                text = c.get(h.url + "/metrics").text
+                for fam in text_string_to_metric_families(text):
+                    if fam.name == "vllm:num_requests_waiting":
+                        waiting.append(fam.samples[0].value)
+                stop.wait(0.02)
+
+    scraper = threading.Thread(target=scrape)
+    scraper.start()
+    try:
+        results, _ = _run_concurrently(h.url, 32, lambda i: [forced(words(50, f"q{i}"), 32)])
+    finally:
+        stop.set()
+        scraper.join(10)
+    print(f"queueing: max waiting {max(waiting)}, TTFT p95 {percentile([s.ttft_s for s in results], 0.95):.3f} s, "
+          f"single e2e {one_e2e:.3f} s")
+    assert max(waiting) > 0, waiting
+    ttfts = [s.ttft_s for s in results]
+    # 4 waves of 8: the last wave waits for 3 full requests (~3 x one_e2e) before its prefill
+    assert percentile(ttfts, 0.95) > 2 * one_e2e, (percentile(ttfts, 0.95), one_e2e)
+    fams = {f.name: f for f in text_string_to_metric_families(http.get(h.url + "/metrics").text)}
+    q = {s.name: s.value for s in fams["vllm:request_queue_time_seconds"].samples if "le" not in s.labels}
+    mean_queue = q["vllm:request_queue_time_seconds_sum"] / q["vllm:request_queue_time_seconds_count"]
+    mean_ttft = statistics.fmean(ttfts + [one.ttft_s])
+    assert q["vllm:request_queue_time_seconds_count"] == 33
+    print(f"queueing: mean client TTFT {mean_ttft:.3f} s, mean server queue time {mean_queue:.3f} s")
+    assert 0 <= mean_ttft - mean_queue < 0.05, (mean_ttft, mean_queue)
+
+
+def test_chunked_prefill_bounds_the_stall_of_running_streams(serve, http):
+    def worst_itl(query: str) -> float:
+        h = serve(query)
+        box = {}
+
+        def running():
+            with httpx.Client(timeout=30.0) as c:
+                box["s"] = stream_openai(c, h.url, forced(words(20, "run"), 120))
+
+        t = threading.Thread(target=running)
+        t.start()
+        time.sleep(0.15)
+        stream_openai(http, h.url, forced(words(6000, "long"), 2))
+        t.join(30)
+        return max(box["s"].itls_s())
+
+    plain = worst_itl("time_scale=1")
+    chunked = worst_itl("time_scale=1&chunked_prefill=1&max_num_batched_tokens=512")
+    print(f"chunked prefill: worst ITL {plain * 1e3:.1f} ms plain, {chunked * 1e3:.1f} ms chunked")
+    assert plain > 0.8 * prefill(6000, 0.5), plain                    # one long stall (~230 ms)
+    assert chunked < 0.25 * plain, (chunked, plain)                    # many short steps instead
