@@ -77,7 +77,9 @@ def resolve_model_bytes(*, model: str | None = None, model_bytes: float | None =
         if kv_dtype is not None:
             spec = replace(spec, kv_bytes_per_elem=kv_elem_bytes(kv_dtype, where=n["kv_dtype"]))
         if dtype is not None or bits is not None:
-            spec = replace(spec, weight_bytes_per_param=bytes_per_param(dtype, bits, where=n["dtype"]), source="")
+            bpp = bytes_per_param(dtype, bits, where=n["dtype"] if dtype is not None else n["bits"])
+            spec = replace(spec, weight_bytes_per_param=bpp,
+                           source=f"{spec.name}: {spec.params:.4g} params x {bpp:.4g} B ({dtype or f'{bits:g}-bit'})")
         mb = spec.model_bytes()
     if any(v is not None for v in (layers, kv_heads, head_dim)):
         where = f"{n['layers']}/{n['kv_heads']}/{n['head_dim']}"

@@ -181,3 +181,9 @@ def test_resolve_model_bytes_sources_and_errors(tmp_path):
         resolve_model_bytes(config=str(tmp_path / "bad.json"))
     with pytest.raises(ConfigError, match="KV shape"):
         resolve_model_bytes(params=8e9, dtype="fp16", kv_dtype="fp8")
+
+
+def test_catalog_model_with_a_dtype_override_says_so():
+    mb = resolve_model_bytes(model="llama-3.1-8b", dtype="Q4_K_M")
+    assert "Llama-3.1-8B" in mb.source and "Q4_K_M" in mb.source
+    assert "4-bit" in resolve_model_bytes(model="llama-3.1-8b", bits=4).source
