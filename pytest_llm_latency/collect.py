@@ -32,6 +32,15 @@ class SloFile(pytest.File):
                                   default_samples=None)
         except (ConfigError, UnicodeDecodeError) as exc:
             raise SloFileError(str(exc)) from None
+        try:
+            from .roofline_gate import validate_roofline_spec
+
+            for w in spec.workloads:
+                if w.roofline:
+                    own = ("workloads", w.name, "roofline")
+                    validate_roofline_spec(w.roofline, spec.where(own if own in spec.lines else ("roofline",)))
+        except ConfigError as exc:
+            raise SloFileError(str(exc)) from None
         for w in spec.workloads:
             yield SloItem.from_parent(self, name=w.name, workload=w, spec=spec, cli_samples=samples)
 
@@ -75,13 +84,6 @@ class SloItem(pytest.Item):
         res = run_workload(self, sess, target, w)
         record(self, res)
         outcome(res)
-
-    def repr_failure(self, excinfo, style=None):
-        from .execute import SloFailure
-
-        if excinfo.errisinstance(SloFailure):
-            return f"{self.name}: latency SLO not met\n{excinfo.value}"  # first line is the summary
-        return super().repr_failure(excinfo, style)
 
     def reportinfo(self):
         return self.path, None, f"{self.path.name}::{self.name}"

@@ -2,6 +2,7 @@
 user_properties for JUnit/JSON, the stash result list, and a failure message."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,10 +13,6 @@ from .core.workload import Workload
 from .report.properties import flatten
 from .report.terminal import Progress
 from .session import LatencySession, TargetSpec
-
-
-class SloFailure(AssertionError):
-    """A missed budget or an invalid sample; shown without a traceback."""
 
 
 def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, workload: Workload,
@@ -41,17 +38,16 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
             server.check_alive()
         except Exception as exc:  # noqa: BLE001 - the managed server died: show its log tail
             res.errors.append(str(exc))
-    apply_roofline(item, sess, workload, res, roofline_cli or {})
+    apply_roofline(item, sess, spec, client, workload, res, roofline_cli or {})
     return res
 
 
-def apply_roofline(item, sess: LatencySession, workload: Workload, res: WorkloadResult, overrides: dict) -> None:
+def apply_roofline(item, sess: LatencySession, spec: TargetSpec, client, workload: Workload, res: WorkloadResult,
+                   overrides: dict) -> None:
     """Roofline gate, when a workload, marker or the CLI asks for it (see roofline_gate)."""
-    try:
-        from .roofline_gate import gate_for
-    except ImportError:  # pragma: no cover - gate module not installed
-        return
-    gate_for(sess, workload, res, overrides)
+    from .roofline_gate import gate_for
+
+    gate_for(sess, spec, workload, res, overrides, base_dir=Path(str(item.path)).parent, client=client)
 
 
 def record(item: pytest.Item, res: WorkloadResult) -> None:
@@ -60,6 +56,9 @@ def record(item: pytest.Item, res: WorkloadResult) -> None:
 
 
 def outcome(res: WorkloadResult) -> None:
-    """Fail the test (call phase) listing every violated budget and error."""
-    if res.verdict != "pass":
-        raise SloFailure(res.failure_message())
+    """Fail the test (call phase) listing every violated budget, failed gate and error."""
+    if res.verdict == "pass":
+        return
+    head = (f"latency SLO not met for workload {res.workload.name!r}" if res.verdict == "fail"
+            else f"latency test could not be judged for workload {res.workload.name!r} (error)")
+    pytest.fail(f"{head}\n{res.failure_message()}", pytrace=False)

@@ -44,6 +44,8 @@ class MeasuredResult:
         judged = evaluate(w, self._res.records, self._res.failures)
         judged.extra.update(self._res.extra)
         judged.notes[:0] = [n for n in self._res.notes if n not in judged.notes]
+        judged.failed_checks.extend(self._res.failed_checks)  # gates judged at measure time (roofline)
+        judged.errors.extend(e for e in self._res.errors if e not in judged.errors)
         self._res = judged
         self.checked = True
         from .execute import outcome

@@ -1,11 +1,22 @@
+import importlib
+import pkgutil
 import sys
 from pathlib import Path
 
-# pytester's in-process runs unload modules first imported inside them; numpy
-# cannot be loaded twice per process, so import the lazily-imported deps here.
+# pytester's in-process runs unload modules first imported inside them, while
+# `from . import x` can still find the stale attribute on the package: import
+# every plugin module (and numpy, which cannot load twice) up front instead.
 import httpx  # noqa: F401
 import numpy  # noqa: F401
 import yaml  # noqa: F401
+
+import pytest_llm_latency
+
+for _mod in pkgutil.walk_packages(pytest_llm_latency.__path__, "pytest_llm_latency."):
+    try:
+        importlib.import_module(_mod.name)
+    except ImportError:  # optional extras (gguf) may be missing
+        pass
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/fakeserver.py
 

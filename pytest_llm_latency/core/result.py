@@ -48,6 +48,7 @@ class WorkloadResult:
     summaries: dict[str, Summary] = field(default_factory=dict)
     violations: list[Violation] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)              # why no verdict could be reached
+    failed_checks: list[str] = field(default_factory=list)       # other gates that failed (roofline)
     notes: list[str] = field(default_factory=list)
     extra: dict = field(default_factory=dict)                     # roofline, server metrics, ...
 
@@ -72,7 +73,7 @@ class WorkloadResult:
     def verdict(self) -> str:
         if self.errors:
             return "error"
-        return "fail" if self.violations else "pass"
+        return "fail" if self.violations or self.failed_checks else "pass"
 
     # ------------------------------------------------------------------ views
     def __getattr__(self, name: str) -> Summary:
@@ -86,7 +87,7 @@ class WorkloadResult:
         raise AttributeError(name)
 
     def failure_message(self) -> str:
-        lines = [v.message for v in self.violations] + self.errors
+        lines = [v.message for v in self.violations] + self.failed_checks + self.errors
         lines += self.notes
         return "\n".join(lines)
 

@@ -1,0 +1,58 @@
+"""The roofline gate end to end on the reference target (H100 profile, decode efficiency 0.7)."""
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+SLO = """
+target: {{url: "reference://h100-sxm/llama-3.1-8b?efficiency=0.7"}}
+roofline: {{{roof}}}
+workloads:
+  decode: {{class: custom, prompt_tokens: 64, output_tokens: 64, samples: 5, warmup: 1}}
+"""
+
+
+def run(pytester, roof, *args):
+    pytester.makefile(".slo.yaml", gate=SLO.format(roof=roof))
+    return pytester.runpytest("-p", "no:cacheprovider", "--junitxml=j.xml", "--llm-latency-json=r.json", *args)
+
+
+def props(pytester):
+    root = ET.parse(pytester.path / "j.xml").getroot()
+    return {p.get("name"): p.get("value") for p in root.iter("property")}
+
+
+def test_gate_passes_at_half_and_reports_efficiency(pytester):
+    r = run(pytester, "min_efficiency: 0.5")
+    r.assert_outcomes(passed=1)
+    p = props(pytester)
+    assert 0.66 < float(p["llm.decode_efficiency"]) < 0.73
+    assert float(p["llm.ceiling_tok_s"]) == pytest.approx(3350e9 / (16.06e9 + 96 * 131072), rel=1e-3)
+    assert p["llm.hardware"] == "H100-SXM" and float(p["llm.model_bytes"]) > 16e9
+    res = json.loads((pytester.path / "r.json").read_text())["results"][0]
+    assert res["extra"]["decode_efficiency"] == pytest.approx(float(p["llm.decode_efficiency"]))
+
+
+def test_gate_fails_at_0_8_with_the_arithmetic(pytester):
+    r = run(pytester, "min_efficiency: 0.8")
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*decode 1*tok/s = 0.7* of ceiling 208.* tok/s*",
+                            "*(H100-SXM 3350 GB/s ÷ (16.06 GB weights + 0.01 GB KV @ 96 ctx)); budget ≥ 0.80*"])
+
+
+def test_cli_min_efficiency_overrides_the_file(pytester):
+    run(pytester, "min_efficiency: 0.8", "--llm-latency-min-efficiency=0.5").assert_outcomes(passed=1)
+
+
+def test_faster_than_the_ceiling_is_a_configuration_error(pytester):
+    # the server behaves like an H100; claiming an L40S puts it at ~2.7x the L40S ceiling
+    r = run(pytester, "min_efficiency: 0.5, hardware: l40s")
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*could not be judged*", "*ceiling*"])
+    assert props(pytester)["llm.verdict"] == "error"
+
+
+def test_unknown_hardware_is_a_collection_error_with_close_matches(pytester):
+    r = run(pytester, "min_efficiency: 0.5, hardware: h100-sxn")
+    r.stdout.fnmatch_lines(["*gate.slo.yaml:2 roofline.hardware: unknown hardware 'h100-sxn'; did you mean h100-sxm*"])
+    assert r.ret == pytest.ExitCode.INTERRUPTED
