@@ -13,7 +13,6 @@ server's ``/v1/models`` meta.  Hardware: a catalog name, ``auto``,
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -53,44 +52,30 @@ def validate_roofline_spec(spec: Mapping[str, Any], where: str) -> None:
             raise ConfigError(f"{where}.{key}: expected a positive integer, got {v!r}")
 
 
-def _model_bytes(roof: Mapping[str, Any], sess, spec, base_dir: Path, client):
-    from .core import modelbytes as mb
+SOURCE_KEYS = ("model", "model_bytes", "params", "config", "gguf")
+SHAPE_KEYS = ("dtype", "bits", "layers", "kv_heads", "head_dim", "kv_dtype")
 
-    kw = dict(dtype=roof.get("dtype"), bits=roof.get("bits"))
-    shape = dict(layers=roof.get("layers"), kv_heads=roof.get("kv_heads"), head_dim=roof.get("head_dim"),
-                 kv_dtype=roof.get("kv_dtype"))
-    if roof.get("model_bytes"):
-        kv = mb.kv_from_shape(shape["layers"], shape["kv_heads"], shape["head_dim"],
-                              mb.kv_elem_bytes(shape["kv_dtype"], roof.get("dtype")))
-        return mb.ModelBytes(weight_bytes=float(roof["model_bytes"]), kv_bytes_per_token=kv,
-                             source="roofline.model_bytes")
-    if roof.get("config"):
-        path = base_dir / str(roof["config"])
-        try:
-            cfg = json.loads(path.read_text("utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"roofline.config: cannot read HF config {path}: {exc}") from None
-        return mb.model_bytes_from_hf_config(cfg, kv_dtype=shape["kv_dtype"], where=str(path), **kw)
-    if roof.get("gguf"):
-        from .gguf_reader import model_bytes_from_gguf
 
-        return model_bytes_from_gguf(base_dir / str(roof["gguf"]), kv_dtype=shape["kv_dtype"])
-    if roof.get("params"):
-        if kw["dtype"] is None and kw["bits"] is None:
-            raise ConfigError("roofline.params: give dtype (fp16, bf16, fp8, int4, Q4_K_M, ...) or bits too")
-        return mb.model_bytes_from_params(float(roof["params"]), where="roofline.params", **kw, **shape)
-    if roof.get("model"):
-        from . import catalog
+def _model_bytes(roof: Mapping[str, Any], spec, base_dir: Path, client):
+    """An explicit source in the mapping (see ``roofline_cli.resolve_model_bytes``), else the
+    reference target's catalog model, else a llama.cpp server's ``/v1/models`` meta."""
+    if any(roof.get(k) is not None for k in SOURCE_KEYS):
+        from .roofline_cli import resolve_model_bytes
 
-        return catalog.model(str(roof["model"]))
+        kw = {k: roof.get(k) for k in SOURCE_KEYS + SHAPE_KEYS}
+        for k in ("config", "gguf"):
+            if kw[k] is not None:
+                kw[k] = str(base_dir / Path(str(kw[k])).expanduser())
+        return resolve_model_bytes(**kw, names={k: f"roofline.{k}" for k in SOURCE_KEYS + SHAPE_KEYS})
     ref = _reference_config(spec)
     if ref is not None:
         from . import catalog
 
         return catalog.model(ref.model)
     if client is not None and hasattr(client, "models"):
-        payload = {"data": client.models()}
-        return mb.model_bytes_from_llamacpp_models(payload, kv_bytes_per_token=None, where=f"{spec.url} /v1/models")
+        from .core.modelbytes import model_bytes_from_llamacpp_models
+
+        return model_bytes_from_llamacpp_models({"data": client.models()}, where=f"{spec.url} /v1/models")
     raise ConfigError("roofline: no model bytes -- give params + dtype, config, gguf or model in the roofline "
                       "mapping (or use a llama.cpp server, which reports them)")
 
@@ -121,7 +106,7 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
         name = hw_name.value or (ref.hardware if ref and not roof.get("mem_bandwidth_gb_s") else None)
         hardware = resolve_hardware(name, mem_bandwidth_gb_s=roof.get("mem_bandwidth_gb_s") if not hw_name.value
                                     else None, tp=int(roof.get("tensor_parallel", 1)), where=hw_name.source)
-        model = _model_bytes(roof, sess, spec, base_dir or Path.cwd(), client)
+        model = _model_bytes(roof, spec, base_dir or Path.cwd(), client)
         tpot = res.summaries["tpot"]
         result = evaluate_roofline(hardware, model, context=mean_context(workload.prompt_tokens, workload.output_tokens),
                                    tpot_p50_ms=tpot.p50, tpot_p95_ms=tpot.p95, min_efficiency=min_eff.value,
