@@ -160,8 +160,12 @@ def measure(client, workload: Workload, *, seed: int = 0, progress: ProgressFn |
     if deviations:
         res.notes.append(f"prompt_tokens deviated from the planned {workload.prompt_tokens} on {len(deviations)} "
                          f"of {len(records)} requests (by {min(deviations):+d}..{max(deviations):+d} tokens)")
+    retried = [r.retries for r in records if r.retries]
+    if retried:
+        res.notes.append(f"{len(retried)} requests succeeded after 429/503 retries ({sum(retried)} retries in all)")
     res.notes[:0] = notes
     res.extra["prompt_deviation_requests"] = len(deviations)
+    res.extra["retries"] = sum(retried)
     return res
 
 

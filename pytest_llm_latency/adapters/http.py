@@ -157,6 +157,11 @@ class StreamingPost:
         special = describe_status(code, msg)
         if special is not None:
             return special
+        ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
+        if ctype == "text/html":
+            return MeasurementError(f"http_{code}", self.redact(
+                f"HTTP {code} non-SSE response (text/html) from {url} — a proxy or load balancer error page? "
+                f"Check the URL and that the LLM server behind the proxy is up. Body: {msg[:160]!r}"))
         if code in (429, 503):
             ra = resp.headers.get("retry-after")
             return MeasurementError(f"http_{code}", self.redact(

@@ -66,8 +66,9 @@ class WorkloadResult:
 
     @property
     def error_rate(self) -> float:
+        """(failed + short) / all requests: a short output did not do what was asked."""
         total = self.n + self.failed_requests
-        return self.failed_requests / total if total else 1.0
+        return (self.failed_requests + self.short_outputs) / total if total else 1.0
 
     @property
     def verdict(self) -> str:
@@ -131,13 +132,30 @@ def evaluate(workload: Workload, records: list[RequestRecord], failures: list[Fa
         observed = s.get(b.stat)
         if (observed < b.limit) if b.is_floor else (observed > b.limit):
             res.violations.append(Violation(b, observed, s))
-    if res.failed_requests and res.error_rate > workload.max_error_rate:
-        kinds = ", ".join(sorted({f.kind for f in res.failures}))
-        res.errors.append(f"{res.failed_requests} of {res.n + res.failed_requests} requests failed ({kinds}); "
-                          f"error rate {res.error_rate:.1%} > max_error_rate {workload.max_error_rate:.1%}: "
-                          f"{res.failures[0].message}")
-    if res.short_outputs:
-        res.notes.append(f"{res.short_outputs} of {res.n} requests stopped before the forced "
-                         f"{workload.output_tokens} output tokens; excluded from TPOT/ITL/E2E "
-                         f"(the server ignores ignore_eos/min_tokens?)")
+    short = (f"{res.short_outputs} of {res.n} requests stopped before the forced {workload.output_tokens} output "
+             f"tokens (finish_reason {_short_reasons(res.records)}); excluded from TPOT/ITL/E2E -- does the server "
+             f"ignore ignore_eos/min_tokens? Allow it with max_error_rate") if res.short_outputs else ""
+    if (res.failed_requests or res.short_outputs) and res.error_rate > workload.max_error_rate:
+        parts = []
+        if res.failed_requests:
+            kinds = ", ".join(f"{k} x{c}" for k, c in sorted(_kinds(res.failures).items()))
+            parts.append(f"{res.failed_requests} of {res.n + res.failed_requests} requests failed ({kinds}): "
+                         f"{res.failures[0].message}")
+        if short:
+            parts.append(short)
+        res.errors.append("; ".join(parts) + f" -- error rate {res.error_rate:.1%} > max_error_rate "
+                                             f"{workload.max_error_rate:.1%}")
+    elif short:
+        res.notes.append(short)
     return res
+
+
+def _kinds(failures: list[Failure]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for f in failures:
+        out[f.kind] = out.get(f.kind, 0) + 1
+    return out
+
+
+def _short_reasons(records: list[RequestRecord]) -> str:
+    return "/".join(sorted({repr(r.finish_reason) for r in records if r.short_output}))
