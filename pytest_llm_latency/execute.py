@@ -34,12 +34,26 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
         progress.clear()
     server = sess.server_for(spec)
     if server is not None and hasattr(server, "check_alive") and res.failures:
-        try:
-            server.check_alive()
-        except Exception as exc:  # noqa: BLE001 - the managed server died: show its log tail
-            res.errors.append(str(exc))
+        died = _died(server)
+        if died:
+            res.errors.append(f"the managed server died during the test: {died}")
     apply_roofline(item, sess, spec, client, workload, res, roofline_cli or {})
     return res
+
+
+def _died(server, grace_s: float = 2.0) -> str | None:
+    """After failed requests, give a crashing server a bounded moment to exit, then report it."""
+    import time
+
+    deadline = time.monotonic() + grace_s
+    while True:
+        try:
+            server.check_alive()
+        except Exception as exc:  # noqa: BLE001 - its message carries exit code and log tail
+            return str(exc)
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.05)
 
 
 def apply_roofline(item, sess: LatencySession, spec: TargetSpec, client, workload: Workload, res: WorkloadResult,

@@ -33,6 +33,7 @@ class LatencySession:
     clock: Callable[[], int] = time.perf_counter_ns
     _clients: dict = field(default_factory=dict)
     _servers: dict = field(default_factory=dict)
+    _pool: Any = None
     _closers: list = field(default_factory=list)
 
     @property
@@ -52,28 +53,35 @@ class LatencySession:
         return Redactor((self.api_key,) if self.api_key else ())
 
     def resolve_url(self, spec: TargetSpec) -> str:
-        """Start what the URL or command names (reference:// or a managed command); return http URL."""
+        """Start what the URL or command names (reference:// or a managed command); return http URL.
+
+        Managed commands go through one ``TargetPool`` per session: the same
+        (command, env, ready) is started once and shared; a command that failed
+        to start is not retried for every test; a dead server is reported."""
         key = (spec.url, spec.command, spec.env)
         if key in self._servers:
-            managed = self._servers[key]
-            if hasattr(managed, "check_alive"):
-                managed.check_alive()
-            return managed.url
+            server = self._servers[key]
+            if hasattr(server, "check_alive"):
+                server.check_alive()
+            return server.url
         if spec.command:
-            from .managed import ManagedTarget
+            if self._pool is None:
+                import tempfile
 
-            log = f"{self.rootdir}/.llm-latency-logs/target-{len(self._servers)}.log"
-            server = ManagedTarget(list(spec.command), ready_path=spec.ready, startup_timeout_s=spec.startup_timeout,
-                                   env=dict(spec.env), log_path=log)
-            server.start()
+                from .managed import TargetPool
+
+                self._pool = TargetPool(tempfile.mkdtemp(prefix="llm-latency-targets-"))
+                self._closers.append(self._pool.close)
+            server = self._pool.get(list(spec.command), ready_path=spec.ready, startup_timeout_s=spec.startup_timeout,
+                                    env=dict(spec.env))
         elif spec.url.startswith("reference://"):
             from .reference.launch import parse_reference_url, start_reference
 
             server = start_reference(parse_reference_url(spec.url), mode="subprocess")
+            self._closers.append(server.stop)
         else:
             return spec.url
         self._servers[key] = server
-        self._closers.append(server.stop)
         return server.url
 
     def server_for(self, spec: TargetSpec):

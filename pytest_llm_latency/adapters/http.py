@@ -93,6 +93,29 @@ def _error_body(resp: httpx.Response) -> str:
         return " ".join(text.split())[:300]
 
 
+def map_transport_error(exc: httpx.HTTPError, url: str, timeouts: Timeouts, redact: Redactor, n_tokens: int = 0,
+                        got_bytes: bool = False) -> MeasurementError:
+    """One clear message per transport failure (connect, stall, reset, protocol violation)."""
+    if isinstance(exc, httpx.ConnectTimeout):
+        return MeasurementError("connect_timeout", redact(
+            f"connect to {url} timed out after {timeouts.connect_s:g}s ({exc})"))
+    if isinstance(exc, httpx.ConnectError):
+        return MeasurementError("connect", redact(
+            f"cannot connect to {url}: {exc} — is the server running and the URL right?"))
+    if isinstance(exc, httpx.ReadTimeout):
+        return MeasurementError("idle_timeout", redact(
+            f"stall: no bytes from {url} for {timeouts.idle_s:g}s after {n_tokens} tokens "
+            f"(idle timeout; raise --llm-latency-idle-timeout if the server is just slow)"))
+    if isinstance(exc, httpx.RemoteProtocolError) and not got_bytes:
+        return MeasurementError("protocol", redact(
+            f"invalid HTTP response from {url} ({type(exc).__name__}: {exc}) — is this an HTTP LLM server "
+            f"(not TLS, SSH or another protocol on that port)?"))
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
+        return MeasurementError("reset", redact(
+            f"connection to {url} closed mid-stream after {n_tokens} tokens ({type(exc).__name__}: {exc})"))
+    return MeasurementError("http", redact(f"{type(exc).__name__} talking to {url}: {exc}"))
+
+
 class StreamingPost:
     """POST a streaming request and iterate ``(t_ns, bytes)`` as reads arrive."""
 
@@ -132,23 +155,9 @@ class StreamingPost:
                     return builder
             except MeasurementError:
                 raise
-            except httpx.ConnectTimeout as exc:
-                raise MeasurementError("connect_timeout", self.redact(
-                    f"connect to {url} timed out after {self.timeouts.connect_s:g}s ({exc})")) from None
-            except httpx.ConnectError as exc:
-                raise MeasurementError("connect", self.redact(
-                    f"cannot connect to {url}: {exc} — is the server running and the URL right?")) from None
-            except httpx.ReadTimeout:
-                n = len(builder.record.chunks)
-                raise MeasurementError("idle_timeout", self.redact(
-                    f"stall: no bytes from {url} for {self.timeouts.idle_s:g}s after {n} tokens "
-                    f"(idle timeout; raise --llm-latency-idle-timeout if the server is just slow)")) from None
-            except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-                n = len(builder.record.chunks)
-                raise MeasurementError("reset", self.redact(
-                    f"connection to {url} closed mid-stream after {n} tokens ({type(exc).__name__}: {exc})")) from None
             except httpx.HTTPError as exc:
-                raise MeasurementError("http", self.redact(f"{type(exc).__name__} talking to {url}: {exc}")) from None
+                raise map_transport_error(exc, url, self.timeouts, self.redact, len(builder.record.chunks),
+                                          builder.record.t_first_byte_ns is not None) from None
 
     def _status_error(self, resp: httpx.Response, url: str, retries: int,
                       describe_status: Callable[[int, str], MeasurementError | None]) -> MeasurementError:

@@ -25,7 +25,7 @@ import httpx
 
 from ..core.errors import MeasurementError, ProtocolError
 from ..core.record import Clock, RecordBuilder, RequestRecord
-from .http import CONTEXT_LENGTH_HINTS, Redactor, StreamingPost, Timeouts
+from .http import CONTEXT_LENGTH_HINTS, Redactor, StreamingPost, Timeouts, map_transport_error
 from .sse import SSEDecoder
 
 SSE_TYPES = ("text/event-stream",)
@@ -61,11 +61,17 @@ class OpenAIClient:
 
     # ----------------------------------------------------------------- discovery
     def models(self) -> list[dict]:
+        """``/v1/models`` entries; [] when the server has none or answers oddly.  A transport
+        failure (refused, not HTTP) raises ``MeasurementError``: it is the real problem."""
         if self._models is None:
+            url = f"{self.base_url}/v1/models"
             try:
-                r = self.http.get(f"{self.base_url}/v1/models", timeout=self.timeouts.connect_s + 5)
-                self._models = list(r.json().get("data", [])) if r.status_code == 200 else []
-            except (httpx.HTTPError, ValueError, AttributeError):
+                r = self.http.get(url, timeout=self.timeouts.connect_s + 5)
+                data = r.json().get("data", []) if r.status_code == 200 else []
+                self._models = [m for m in data if isinstance(m, dict)] if isinstance(data, list) else []
+            except httpx.HTTPError as exc:
+                raise map_transport_error(exc, url, self.timeouts, self.redact) from None
+            except (ValueError, AttributeError):
                 self._models = []
         return self._models
 
