@@ -86,4 +86,5 @@ class SloItem(pytest.Item):
         outcome(res)
 
     def reportinfo(self):
-        return self.path, None, f"{self.path.name}::{self.name}"
+        line = self.spec.lines.get(("workloads", self.name), 1)
+        return self.path, line - 1, f"{self.path.name}::{self.name}"

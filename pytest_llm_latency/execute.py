@@ -2,6 +2,10 @@
 user_properties for JUnit/JSON, the stash result list, and a failure message."""
 from __future__ import annotations
 
+import contextlib
+import os
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,19 +30,48 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     except (MeasurementError, LatencyError, OSError, RuntimeError) as exc:
-        res = evaluate(workload, [], [Failure("target", f"target {spec.describe()} could not start: {exc}")])
+        msg = sess.redactor()(f"target {spec.describe()} could not start: {exc}")
+        res = evaluate(workload, [], [Failure("target", msg)])
         return res
     try:
-        res = runner.measure(client, workload, seed=sess.settings.get("seed"), progress=progress)
+        with xdist_measurement_lock() as waited_for:
+            t0 = time.time_ns()
+            res = runner.measure(client, workload, seed=sess.settings.get("seed"), progress=progress)
+            if waited_for is not None:
+                res.extra.update(measure_start_ns=t0, measure_end_ns=time.time_ns())
     finally:
         progress.clear()
     server = sess.server_for(spec)
     if server is not None and hasattr(server, "check_alive") and res.failures:
         died = _died(server)
         if died:
-            res.errors.append(f"the managed server died during the test: {died}")
+            res.errors.append(sess.redactor()(f"the managed server died during the test: {died}"))
     apply_roofline(item, sess, spec, client, workload, res, roofline_cli or {})
     return res
+
+
+@contextlib.contextmanager
+def xdist_measurement_lock():
+    """Under pytest-xdist, hold a run-wide file lock while measuring, so latency tests on
+    different workers are never measured concurrently (they would share the server and
+    inflate each other's latencies).  xdist_group + loadgroup normally keeps them on one
+    worker already; xdist 3.8 with pytest >= 9.2 loses the group, and this lock still holds.
+    Yields the lock path under xdist, else None."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - no flock (Windows): loadgroup only
+        fcntl = None
+    if not run or fcntl is None:
+        yield None
+        return
+    path = Path(tempfile.gettempdir()) / f"pytest-llm-latency-{run}.lock"
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield path
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _died(server, grace_s: float = 2.0) -> str | None:
@@ -67,6 +100,9 @@ def apply_roofline(item, sess: LatencySession, spec: TargetSpec, client, workloa
 def record(item: pytest.Item, res: WorkloadResult) -> None:
     item.user_properties[:] = [p for p in item.user_properties if not str(p[0]).startswith("llm.")]
     item.user_properties.extend(flatten(res, item.nodeid))
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        item.user_properties.append(("llm.worker", worker))
 
 
 def outcome(res: WorkloadResult) -> None:

@@ -65,7 +65,39 @@ def pytest_configure(config: pytest.Config) -> None:
         sess.clock = clock
     config.stash[SESSION_KEY] = sess
     config.stash[RESULTS_KEY] = []
+    _serialize_under_xdist(config)
     config.pluginmanager.register(_ResultCollector(config), "llm-latency-results")
+
+
+def _serialize_under_xdist(config: pytest.Config) -> None:
+    """Latency tests must never be measured concurrently by accident: under pytest-xdist
+    they all carry ``xdist_group("llm-latency")``, and the distribution mode is switched
+    to ``loadgroup`` so that one worker runs them one after another (other tests still
+    spread over every worker)."""
+    if hasattr(config, "workerinput"):
+        if config.workerinput.get("llm_latency_loadgroup"):
+            config.option.loadgroup = True  # xdist then suffixes grouped nodeids with @llm-latency
+        return
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    dist = getattr(config.option, "dist", "no")
+    if dist in ("no", "loadgroup", "each") or not getattr(config.option, "numprocesses", None):
+        return
+    config.option.dist = "loadgroup"
+    config.pluginmanager.register(_XdistLoadgroup(), "llm-latency-xdist")
+    config.stash[XDIST_NOTE_KEY] = f"--dist {dist} switched to loadgroup: latency tests run serially on one worker"
+
+
+class _XdistLoadgroup:
+    """Tell each worker that the controller switched to loadgroup (workers parse the
+    original command line, which still says --dist load)."""
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node) -> None:
+        node.workerinput["llm_latency_loadgroup"] = True
+
+
+XDIST_NOTE_KEY = pytest.StashKey[str]()
 
 
 def get_session(config: pytest.Config) -> LatencySession:
@@ -77,8 +109,11 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if s.get("skip"):
         return ["llm-latency: skipped (--llm-latency-skip)"]
     url = s.get("url") or "(from SLO files)"
-    return [f"llm-latency: url={url} api={s.get('api')} model={s.get('model') or '(server default)'} "
-            f"seed={s.get('seed')}"]
+    lines = [f"llm-latency: url={url} api={s.get('api')} model={s.get('model') or '(server default)'} "
+             f"seed={s.get('seed')}"]
+    if XDIST_NOTE_KEY in config.stash:
+        lines.append(f"llm-latency: {config.stash[XDIST_NOTE_KEY]}")
+    return lines
 
 
 def pytest_collect_file(file_path: Path, parent):
@@ -94,6 +129,7 @@ def _is_latency(item: pytest.Item) -> bool:
             or "llm_latency" in getattr(item, "fixturenames", ()))
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the xdist_group markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skip = get_session(config).settings.get("skip")
     for item in items:
