@@ -1,12 +1,22 @@
 """A small HTTP/1.1 server on plain asyncio streams: keep-alive, chunked responses.
 
-Why not Starlette + uvicorn?  Measured (``benchmarks/reference_overhead.py``, this
-2-core machine, ``time_scale=0``, one server core, 8 concurrent streams x 2000 tokens,
-httpx client): see ``benchmarks/RESULTS.md`` -- the bare asyncio-streams SSE server
-moves ~2x the events per second of Starlette's ``StreamingResponse`` on uvicorn (h11),
-the reference server itself stays within ~2x of the bare one, and this module needs no
-dependency beyond the standard library.  The full numbers and the reason are recorded
-in RESULTS.md ("Reference server overhead").
+Why plain asyncio streams, not Starlette + uvicorn?  Measured with
+``benchmarks/reference_overhead.py`` (this 2-core VM, each server pinned to one core,
+the load generator on the other; full table in ``benchmarks/RESULTS.md``), server CPU
+per streamed ~190-byte SSE chunk, 1 / 8 concurrent streams:
+
+* bare asyncio streams (this stack, no LLM logic):      7.0-7.5 / 6.7-6.9 us per token
+* Starlette StreamingResponse on uvicorn + h11:        12.5 / 11.2-11.3 us  (1.7x)
+* Starlette on uvicorn + httptools + uvloop:            7.5 / 7.2-7.7 us  (1.0-1.15x)
+* stdlib ThreadingHTTPServer (a thread per stream):     3.0 / 3.1-3.2 us  (no event loop)
+* the reference server itself (engine, scheduler, JSON): 19-21 / 13 us  (41k-69k tok/s)
+
+So the fastest ASGI stack only matches plain asyncio and needs three compiled
+dependencies; the default one (h11) costs 1.7x more; a thread-per-stream server is
+cheapest per chunk but would need a cross-thread hand-off of every token from the one
+engine-step loop that keeps the timing exact (a design reason, not measured here).  Half
+to two thirds of the reference's own cost is its LLM logic, not the HTTP stack, and it
+streams 8-14x the 5,000 tok/s it needs on one core.  Hence: standard library only.
 
 Scope: what LLM clients send.  Requests with ``Content-Length`` or chunked bodies,
 ``Connection: close``/keep-alive, no pipelining of a second request before the first

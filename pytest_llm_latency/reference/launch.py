@@ -107,6 +107,18 @@ class _SubprocessHandle(ReferenceHandle):
     def pid(self) -> int:
         return self.proc.pid
 
+    def check_alive(self) -> None:
+        """Raise ConfigError (with the server's stderr tail) if the process has exited."""
+        proc = self.proc
+        if proc is None or proc.poll() is None:
+            return
+        try:
+            with open(self.log_path, "rb") as f:
+                tail = f.read()[-2000:].decode("utf-8", "replace")
+        except OSError:
+            tail = ""
+        raise ConfigError(f"reference server at {self.url} exited with {proc.returncode}\n{tail}")
+
     def stop(self, timeout: float = 5.0) -> None:
         proc = getattr(self, "proc", None)
         if proc is None:

@@ -141,12 +141,26 @@ class Scheduler:
         return st
 
     def abort(self, st: RequestState) -> None:
-        """The client went away: free its slot and KV blocks."""
+        """The client went away: free its slot and KV blocks, wake its handler."""
         if self.requests.pop(st.rid, None) is not None:
             self.engine.abort(st.rid)
+        st._closed = True
+        st._push(Closed("request aborted"))
 
     # -- the engine loop ---------------------------------------------------------------------
     async def _run(self) -> None:
+        try:
+            await self._loop()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as e:   # a bug: fail every request instead of hanging them
+            for st in list(self.requests.values()):
+                st._closed = True
+                st._push(Closed(f"reference engine loop failed: {e!r}"))
+            self.requests.clear()
+            raise
+
+    async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
         t: float | None = None
         while not self._stopping:
@@ -191,6 +205,8 @@ class Scheduler:
     def _deliver(self, step: Step, end: float) -> None:
         m = self.metrics
         finished = set(step.finished)
+        if m and step.emitted:
+            m.generation_tokens.inc(len(step.emitted))
         for rid in step.emitted:
             st = self.requests.get(rid)
             if st is None:
@@ -203,8 +219,6 @@ class Scheduler:
             elif m:
                 m.itl.observe(end - st.last_at)
             st.last_at = end
-            if m:
-                m.generation_tokens.inc()
             if done:
                 st.end_at = end
                 self.requests.pop(rid, None)

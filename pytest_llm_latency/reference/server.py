@@ -20,7 +20,7 @@ from .http import Connection, Request, serve_connection
 from .metrics import CONTENT_TYPE, EngineMetrics
 from .openai_api import ApiError
 from .scheduler import Scheduler
-from .streaming import plan_output, respond_full, stream
+from .streaming import plan_output, respond_full, stream, watch_disconnect
 
 log = logging.getLogger("pytest_llm_latency.reference")
 JSON = [("content-type", "application/json")]
@@ -173,10 +173,7 @@ class ReferenceServer:
         gen, st = self._submit(r.prompt_ids, r.max_tokens, seed=r.seed, ignore_eos=r.ignore_eos,
                                min_tokens=r.min_tokens, fault=fault, stream_interval=r.stream_interval)
         proto = openai_api.OpenAIProtocol(r, self.model_name, cached_details=self.config.prefix_caching)
-        if r.stream:
-            await stream(conn, self.scheduler, st, gen, proto, fault)
-        else:
-            await respond_full(conn, self.scheduler, st, gen, proto, fault)
+        await self._respond(conn, st, gen, proto, fault, r.stream)
 
     async def ollama_generate(self, req: Request, conn: Connection) -> None:
         await self._ollama(req, conn, chat=False)
@@ -193,10 +190,18 @@ class ReferenceServer:
             body, chat=chat, served=self.model_name, max_model_len=self.max_model_len)
         gen, st = self._submit(ids, max_tokens, seed=seed, fault=fault)
         proto = ollama_api.OllamaProtocol(name, len(ids), chat=chat)
-        if streamed:
-            await stream(conn, self.scheduler, st, gen, proto, fault)
-        else:
-            await respond_full(conn, self.scheduler, st, gen, proto, fault)
+        await self._respond(conn, st, gen, proto, fault, streamed)
+
+    async def _respond(self, conn: Connection, st, gen, proto, fault: Fault | None, streamed: bool) -> None:
+        watcher = watch_disconnect(conn, self.scheduler, st)
+        try:
+            if streamed:
+                await stream(conn, self.scheduler, st, gen, proto, fault)
+            else:
+                await respond_full(conn, self.scheduler, st, gen, proto, fault)
+        finally:
+            watcher.cancel()
+            self.scheduler.abort(st)      # a no-op unless the response ended early
 
     # -- other endpoints ---------------------------------------------------------------------
     async def tokenize(self, req: Request, conn: Connection) -> None:

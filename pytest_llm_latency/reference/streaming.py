@@ -122,6 +122,20 @@ async def stream(conn: Connection, sched: Scheduler, st: RequestState, gen: Gene
     await conn.end_stream()
 
 
+def watch_disconnect(conn: Connection, sched: Scheduler, st: RequestState) -> asyncio.Task:
+    """Abort the request when the client closes its end (an HTTP/1.1 client sends nothing
+    while it waits for a response, so any EOF on the reader means it has gone)."""
+    async def watch() -> None:
+        try:
+            data = await conn.reader.read(1)
+        except (ConnectionError, OSError):
+            data = b""
+        if not data:
+            sched.abort(st)
+
+    return asyncio.get_running_loop().create_task(watch())
+
+
 async def _fire(conn: Connection, sched: Scheduler, st: RequestState, proto: StreamProtocol,
                 fault: Fault) -> bool:
     """Apply a mid-stream fault; True when the response is over."""

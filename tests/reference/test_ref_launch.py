@@ -142,3 +142,16 @@ def test_cli_rejects_bad_config():
     out = subprocess.run([sys.executable, "-m", "pytest_llm_latency.cli", "serve-reference",
                           "--hardware", "h100-sxn"], capture_output=True, timeout=30)
     assert out.returncode == 2 and b"did you mean h100-sxm" in out.stderr
+
+
+def test_check_alive_reports_a_dead_server():
+    handle = start_reference(ReferenceConfig(time_scale=0))
+    try:
+        handle.check_alive()
+        handle.proc.kill()
+        handle.proc.wait(5)
+        with pytest.raises(ConfigError) as exc:
+            handle.check_alive()
+        assert "exited with -9" in str(exc.value)
+    finally:
+        handle.stop()

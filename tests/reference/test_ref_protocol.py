@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import httpx
 import pytest
@@ -178,3 +180,27 @@ def test_keep_alive_reuses_one_connection(serve):
             assert client.post(h.url + "/v1/completions", json={"prompt": "x", "max_tokens": 2}).status_code == 200
     assert h.server.connections_accepted == 1
     assert json.loads(httpx.get(h.url + "/health", headers={"connection": "close"}).text) == {"status": "ok"}
+
+
+def test_disconnected_clients_free_their_slot(serve, http):
+    h = serve("time_scale=1&max_num_seqs=1", mode="thread")
+    url = h.url + "/v1/completions"
+    with httpx.Client() as gone:                         # streams 2 tokens of ~2000, then leaves
+        with gone.stream("POST", url, json={"prompt": "a", "max_tokens": 2000, "ignore_eos": True,
+                                            "stream": True}) as resp:
+            next(resp.iter_raw())
+    with httpx.Client() as waiting:                      # queued behind nothing now
+        s = stream_openai(waiting, h.url, {"prompt": "b", "max_tokens": 3, "ignore_eos": True})
+    assert s.done and s.ttft_s < 1.0
+    # a non-streamed request that is still queued when its client times out is dropped too
+    blocker = threading.Thread(target=lambda: httpx.post(url, json={"prompt": "c", "max_tokens": 60,
+                                                                    "ignore_eos": True}, timeout=10))
+    blocker.start()
+    time.sleep(0.05)
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(url, json={"prompt": "d", "max_tokens": 5000, "ignore_eos": True}, timeout=0.2)
+    blocker.join(10)
+    deadline = time.monotonic() + 5
+    while h.server.engine.has_work() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not h.server.engine.has_work()

@@ -214,3 +214,49 @@ def test_chunked_prefill_bounds_the_stall_of_running_streams(serve, http):
     print(f"chunked prefill: worst ITL {plain * 1e3:.1f} ms plain, {chunked * 1e3:.1f} ms chunked")
     assert plain > 0.8 * prefill(6000, 0.5), plain                    # one long stall (~230 ms)
     assert chunked < 0.25 * plain, (chunked, plain)                    # many short steps instead
+
+
+def test_kv_pool_full_makes_requests_wait(serve, http):
+    # pool of 2048 tokens; each request needs 400 + 100 = 500 -> 4 run, 4 wait
+    h = serve("time_scale=1&kv_pool_tokens=2048")
+    seen, stop = [], threading.Event()
+
+    def scrape():
+        with httpx.Client(timeout=5.0) as c:
+            while not stop.is_set():
+                fams = {f.name: f for f in text_string_to_metric_families(c.get(h.url + "/metrics").text)}
+                seen.append((fams["vllm:num_requests_waiting"].samples[0].value,
+                             fams["vllm:num_requests_running"].samples[0].value,
+                             fams["vllm:kv_cache_usage_perc"].samples[0].value))
+                stop.wait(0.02)
+
+    scraper = threading.Thread(target=scrape)
+    scraper.start()
+    try:
+        results, _ = _run_concurrently(h.url, 8, lambda i: [forced(words(400, f"kv{i}"), 100)])
+    finally:
+        stop.set()
+        scraper.join(10)
+    print(f"kv pool: max waiting {max(w for w, _, _ in seen)}, max running {max(r for _, r, _ in seen)}, "
+          f"max usage while waiting {max(u for w, _, u in seen if w > 0):.2f}")
+    assert all(s.done for s in results)
+    assert max(w for w, _, _ in seen) >= 3 and max(r for _, r, _ in seen) == 4
+    assert max(u for w, _, u in seen if w > 0) > 0.75          # waiting while the pool is nearly full
+
+
+def test_server_reported_durations_are_modelled_time_times_scale(serve, http):
+    ts = 0.2
+    h = serve(f"efficiency=1.0&time_scale={ts}&prefix_caching=0")
+    from refclient import stream_ollama
+
+    s = stream_ollama(http, h.url, {"model": "llama-3.1-8b", "prompt": words(1000, "ollama"),
+                                    "options": {"num_predict": 50}})
+    f = s.final
+    n = f["eval_count"]
+    assert n == s.tokens and f["prompt_eval_count"] == 1000
+    decode = sum(decode_step(c) for c in range(1000, 1000 + n - 1)) * ts
+    assert abs(f["eval_duration"] / 1e9 / decode - 1) < 1e-3, (f, decode)
+    assert abs(f["prompt_eval_duration"] / 1e9 / (prefill(1000, 1.0) * ts) - 1) < 1e-3, f
+    assert f["total_duration"] >= f["prompt_eval_duration"] + f["eval_duration"]
+    client_e2e = (s.chunks[-1][0] - s.t_send) / 1e9
+    assert abs(client_e2e - f["total_duration"] / 1e9) < 0.02, (client_e2e, f["total_duration"])
