@@ -194,18 +194,26 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     if hasattr(config, "workerinput"):
         return
     results = config.stash.get(RESULTS_KEY, [])
-    path = get_session(config).settings.get("json")
-    if path:
-        import json
+    s = get_session(config).settings
+    if not s.get("json") and not s.get("html"):
+        return
+    import json
 
-        from . import __version__
-        from .report.atomic import write_atomic
+    from . import __version__
+    from .report.atomic import write_atomic
 
-        s = get_session(config).settings
-        doc = {"version": __version__, "target": {"url": s.get("url"), "api": s.get("api"), "model": s.get("model")},
-               "seed": s.get("seed"), "results": results}
+    doc = {"version": __version__, "target": {"url": s.get("url"), "api": s.get("api"), "model": s.get("model")},
+           "seed": s.get("seed"), "results": results}
+    outputs = []
+    if s.get("json"):
+        outputs.append((s.get("json"), lambda: json.dumps(doc, indent=2, default=str) + "\n"))
+    if s.get("html"):
+        from .report.html import render
+
+        outputs.append((s.get("html"), lambda: render(doc)))
+    for path, make in outputs:
         try:
-            write_atomic(path, json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
+            write_atomic(path, make())
         except OSError as exc:
             tr = config.pluginmanager.get_plugin("terminalreporter")
             if tr:

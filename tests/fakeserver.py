@@ -41,6 +41,7 @@ class Script:
     count_offset: int = 1             # prompt tokens = words + offset (BOS)
     model: str = "fake-model"
     status: int = 200
+    fail_every: int = 0               # >0: every k-th completion request gets HTTP 500
     error_body: str = ""
     seen_headers: list = field(default_factory=list)
     requests: list = field(default_factory=list)
@@ -68,6 +69,8 @@ def make_transport(script: Script, vt: VirtualTime) -> httpx.MockTransport:
         if path not in ("/v1/completions", "/v1/chat/completions"):
             return httpx.Response(404, json={"detail": "Not Found"})
         script.requests.append(body)
+        if script.fail_every and len(script.requests) % script.fail_every == 0:
+            return httpx.Response(500, json={"error": {"message": "worker crashed"}})
         if script.status != 200:
             return httpx.Response(script.status, text=script.error_body,
                                   headers={"content-type": "application/json", "retry-after": "0"})

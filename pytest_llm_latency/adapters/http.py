@@ -171,6 +171,9 @@ class StreamingPost:
             return MeasurementError(f"http_{code}", self.redact(
                 f"HTTP {code} non-SSE response (text/html) from {url} — a proxy or load balancer error page? "
                 f"Check the URL and that the LLM server behind the proxy is up. Body: {msg[:160]!r}"))
+        if code in (401, 403):
+            return MeasurementError("auth", self.redact(
+                f"HTTP {code} from {url}: {msg} — check the API key in LLM_LATENCY_API_KEY"))
         if code in (429, 503):
             ra = resp.headers.get("retry-after")
             return MeasurementError(f"http_{code}", self.redact(

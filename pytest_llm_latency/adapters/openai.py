@@ -67,6 +67,9 @@ class OpenAIClient:
             url = f"{self.base_url}/v1/models"
             try:
                 r = self.http.get(url, timeout=self.timeouts.connect_s + 5)
+                if r.status_code in (401, 403):
+                    raise MeasurementError("auth", self.redact(
+                        f"HTTP {r.status_code} from {url}: {r.text[:300]} — check LLM_LATENCY_API_KEY"))
                 data = r.json().get("data", []) if r.status_code == 200 else []
                 self._models = [m for m in data if isinstance(m, dict)] if isinstance(data, list) else []
             except httpx.HTTPError as exc:

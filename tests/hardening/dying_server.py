@@ -36,6 +36,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         global served
+        if os.environ.get("LEAK_HEADERS"):  # a careless server that logs credentials
+            sys.stderr.write(f"headers: {dict(self.headers)}\n")
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         if self.path == "/tokenize":
             return self._json({"count": len(body.get("prompt", "").split()) + 1})
