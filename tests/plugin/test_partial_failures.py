@@ -4,7 +4,7 @@ import json
 
 from fakeserver import FakeServerPlugin, Script
 
-SLO = "workloads:\n  w: {class: custom, prompt_tokens: 16, output_tokens: 4, samples: 20, warmup: 0, %s slo: {ttft_p95: 1s}}\n"
+SLO = "workloads:\n  w: {class: custom, prompt_tokens: 16, output_tokens: 4, samples: 20, warmup: 0, %s slo: {ttft_p90: 1s}}\n"
 
 
 def run(pytester, rate=""):
