@@ -140,6 +140,7 @@ def measure(client, workload: Workload, *, seed: int = 0, progress: ProgressFn |
         if isinstance(out, Failure):
             notes.append(f"warm-up request failed: {out.message}")
     samples = prompts[workload.warmup:]
+    before = _scrape(client)
     outcomes: list[RequestRecord | Failure] = []
     total = len(samples)
     if workload.concurrency == 1:
@@ -153,9 +154,15 @@ def measure(client, workload: Workload, *, seed: int = 0, progress: ProgressFn |
                 outcomes.append(out)
                 if progress:
                     progress(i + 1, total)
+    after = _scrape(client) if before is not None else None
     records = [o for o in outcomes if isinstance(o, RequestRecord)]
     failures = [o for o in outcomes if isinstance(o, Failure)]
     res = evaluate(workload, records, failures)
+    if before is not None and after is not None:
+        from .adapters.prometheus import delta
+
+        res.extra.update({f"metrics.{k}": round(v, 6) for k, v in delta(before, after).items()})
+    res.extra.update(server_timing_summary(records))
     deviations = [r.prompt_deviation for r in records if r.prompt_deviation]
     if deviations:
         res.notes.append(f"prompt_tokens deviated from the planned {workload.prompt_tokens} on {len(deviations)} "
@@ -172,3 +179,25 @@ def measure(client, workload: Workload, *, seed: int = 0, progress: ProgressFn |
 def client_redact(client, text: str) -> str:
     r = getattr(client, "redact", None)
     return r(text) if r else text
+
+
+def _scrape(client):
+    """A /metrics scrape around the samples (never around probes or warm-up)."""
+    from .adapters.prometheus import scrape
+
+    try:
+        return scrape(client.http, client.base_url, client.timeouts.connect_s + 5)
+    except MeasurementError:
+        return None
+
+
+def server_timing_summary(records: list[RequestRecord]) -> dict[str, float]:
+    """p50 of the server's own prefill and per-token decode times, where it reports them."""
+    import statistics
+
+    out = {}
+    for key, name in (("prefill_ms", "server_prefill_ms_p50"), ("predicted_per_token_ms", "server_tpot_ms_p50")):
+        vals = [r.server_timings[key] for r in records if isinstance(r.server_timings.get(key), (int, float))]
+        if vals:
+            out[name] = round(float(statistics.median(vals)), 4)
+    return out

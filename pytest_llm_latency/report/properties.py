@@ -74,4 +74,5 @@ def unflatten(props: Iterable[tuple[str, Any]]) -> dict | None:
     known = {"nodeid", "workload", "class", "n", "verdict", "short_outputs", "failed_requests"}
     out["extra"] = {k: v for k, v in flat.items()
                     if k not in known and "." not in k}
+    out["server_metrics"] = {k[len("metrics."):]: v for k, v in flat.items() if k.startswith("metrics.")}
     return out
