@@ -33,15 +33,42 @@ class Timeouts:
         return httpx.Timeout(connect=self.connect_s, read=self.idle_s, write=self.idle_s, pool=self.connect_s)
 
 
+class StaleConnectionRetry(httpx.BaseTransport):
+    """Retry once when a pooled keep-alive connection turns out to be closed by the server
+    before it sent any response ("Server disconnected without sending a response").
+
+    Servers close idle or over-used keep-alive connections on their own schedule
+    (cpp-httplib, used by llama.cpp, closes after 5 requests by default); the
+    request never reached the engine, so sending it again on a fresh connection
+    is safe and keeps TCP setup out of every other request's TTFT.
+    """
+
+    def __init__(self, inner: httpx.BaseTransport):
+        self.inner = inner
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            return self.inner.handle_request(request)
+        except httpx.RemoteProtocolError as exc:
+            if "without sending a response" not in str(exc):
+                raise
+            return self.inner.handle_request(request)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 def make_http_client(timeouts: Timeouts = Timeouts(), api_key: str | None = None,
                      transport: httpx.BaseTransport | None = None) -> httpx.Client:
     """One pooled client per target.  ``Accept-Encoding: identity``: gzip would bunch tokens."""
     headers = {"Accept-Encoding": "identity", "User-Agent": "pytest-llm-latency"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
-    limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
-    return httpx.Client(timeout=timeouts.httpx(), headers=headers, transport=transport, limits=limits,
-                         trust_env=False)
+    if transport is None:
+        limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
+        transport = httpx.HTTPTransport(limits=limits, trust_env=False)
+    return httpx.Client(timeout=timeouts.httpx(), headers=headers, transport=StaleConnectionRetry(transport),
+                        trust_env=False)
 
 
 class Redactor:
@@ -55,7 +82,7 @@ class Redactor:
 
 
 CONTEXT_LENGTH_HINTS = ("maximum context length", "maximum model length", "exceed_context_size",
-                        "context length", "too long", "max_model_len")
+                        "context length", "context size", "too long", "max_model_len")
 
 
 def _retry_after(resp: httpx.Response) -> float | None:
