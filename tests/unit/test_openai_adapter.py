@@ -115,3 +115,38 @@ def test_429_is_retried_a_bounded_number_of_times_and_counted():
         c.stream("", "x", 3)
     assert ei.value.kind == "http_429" and len(calls) == 3 and waits == [3.0, 3.0]
     assert "after 2 retries" in str(ei.value) and "Retry-After: 3" in str(ei.value)
+
+
+def test_stale_keepalive_connection_is_retried_once_then_reported():
+    calls = []
+
+    def handler(request):
+        calls.append(1)
+        if len(calls) == 1:
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+        return httpx.Response(200, json={"data": [{"id": "m"}]})
+    http = make_http_client(transport=httpx.MockTransport(handler))
+    assert http.get("http://x/v1/models").status_code == 200 and len(calls) == 2
+
+    def always(request):
+        raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+    c = OpenAIClient(make_http_client(transport=httpx.MockTransport(always)), "http://x", "m")
+    with pytest.raises(MeasurementError) as ei:
+        c.stream("", "x", 3)
+    assert ei.value.kind == "protocol"
+
+
+def test_tokenize_endpoint_that_ignores_our_field_is_not_trusted():
+    from pytest_llm_latency.runner import tokenize_endpoint
+
+    def handler(request):
+        import json as _json
+        body = _json.loads(request.content)
+        if request.url.path == "/tokenize" and "content" in body:  # llama.cpp shape
+            return httpx.Response(200, json={"tokens": list(range(len(body["content"]) + 2))})
+        if request.url.path == "/tokenize":                         # vLLM shape ignored: 0 tokens
+            return httpx.Response(200, json={"tokens": []})
+        return httpx.Response(404)
+    c = OpenAIClient(make_http_client(transport=httpx.MockTransport(handler)), "http://x", "m")
+    count = tokenize_endpoint(c)
+    assert count("abcd") == 6
