@@ -41,7 +41,7 @@ def _pos_float(v: str) -> float:
 
 def _fraction(v: str) -> float:
     f = float(v)
-    if not 0 < f <= 1.05:
+    if not 0 < f <= 1:
         raise ValueError
     return f
 
@@ -56,15 +56,19 @@ def _bool(v: str) -> bool:
 
 
 def _url(v: str) -> str:
+    if not isinstance(v, str):
+        raise TypeError
     v = v.strip()
-    scheme = v.split("://", 1)[0].lower() if "://" in v else ""
-    if scheme not in ("http", "https", "reference"):
+    scheme, sep, rest = v.partition("://")
+    if not sep or scheme.lower() not in ("http", "https", "reference"):
+        raise ValueError
+    if not rest or rest.startswith("/") or any(ch.isspace() for ch in rest):  # no host
         raise ValueError
     return v
 
 
 def _api(v: str) -> str:
-    if v not in APIS:
+    if not isinstance(v, str) or v not in APIS:
         raise ValueError
     return v
 
@@ -124,7 +128,7 @@ def _parse(opt: Opt, raw: Any, source: str) -> Value:
         return Value(None, source)
     try:
         return Value(opt.parse(raw) if isinstance(raw, str) or opt.parse is not str else raw, source)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, AttributeError, OverflowError):
         raise ConfigError(f"{source}: {raw!r} is not valid for {opt.name}: expected {opt.expect}") from None
 
 

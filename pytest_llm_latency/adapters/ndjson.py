@@ -39,6 +39,9 @@ class NDJSONDecoder:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ProtocolError(f"malformed JSON in NDJSON stream ({exc.msg}): {line[:120]!r}") from None
+        except (ValueError, RecursionError) as exc:  # e.g. a 5000-digit integer, or [[[[... nested too deep
+            raise ProtocolError(f"unreadable JSON in NDJSON stream ({type(exc).__name__}: {str(exc)[:80]}): "
+                                f"{line[:120]!r}") from None
         if not isinstance(obj, dict):
             raise ProtocolError(f"NDJSON line is not a JSON object: {line[:120]!r}")
         return obj

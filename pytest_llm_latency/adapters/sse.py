@@ -41,6 +41,8 @@ class SSEDecoder:
             text = self._utf8.decode(chunk)
         except UnicodeDecodeError as exc:
             raise ProtocolError(f"SSE stream is not valid UTF-8: {exc}") from None
+        if not text:  # e.g. an empty read, or half a UTF-8 character: keep a pending "\r" pending
+            return []
         if self._skip_lf and text.startswith("\n"):
             text = text[1:]
         self._skip_lf = False

@@ -28,14 +28,18 @@ BUDGET_KEYS = tuple(f"{m}_{s}" for m in METRICS for s in STATS) + ("output_tps_m
 
 
 def did_you_mean(word: str, choices) -> str:
-    close = difflib.get_close_matches(str(word), list(choices), n=3, cutoff=0.6)
+    word = str(word)
+    swapped = [c for c in choices if c != word and sorted(c) == sorted(word)]  # '500sm': letters swapped
+    close = swapped + [c for c in difflib.get_close_matches(word, list(choices), n=3, cutoff=0.6) if c not in swapped]
+    close = close[:3]
     return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
 def parse_duration_ms(value: Any, where: str) -> float:
     """``500`` → 500 ms; ``"500ms"``, ``"1.5s"``, ``"250us"`` → ms.  Rejects negatives, NaN, typos."""
     if isinstance(value, bool):
-        raise ConfigError(f"{where}: expected a duration like 500 or '500ms', got {value!r}")
+        raise ConfigError(f"{where}: expected a duration like 500 or '500ms', got boolean {value!r} "
+                          f"(YAML reads yes/no/on/off/true/false as booleans)")
     if isinstance(value, (int, float)):
         ms = float(value)
     elif isinstance(value, str):
@@ -76,11 +80,19 @@ class Budget:
         return "tok/s" if self.is_floor else "ms"
 
 
+_PERCENTILE_KEY = re.compile(r"^([a-z0-9]+)_p([0-9]+(?:\.[0-9]+)?)$")
+
+
 def parse_budget(key: str, value: Any, where: str) -> Budget:
     if key not in BUDGET_KEYS:
-        raise ConfigError(f"{where}: unknown budget {key!r}{did_you_mean(key, BUDGET_KEYS)} -- budgets are "
-                          f"<metric>_<stat> with metric in {', '.join(METRICS)} and stat in "
-                          f"{', '.join(STATS)}, or output_tps_min")
+        m = _PERCENTILE_KEY.match(str(key))
+        if m and m.group(1) in METRICS:  # ttft_p101, tpot_p0, e2e_p99.9
+            why = (f" -- percentile p{m.group(2)} is not computed (out of range or unsupported): stats are "
+                   f"{', '.join(STATS)}, e.g. {m.group(1)}_p95")
+        else:
+            why = (f" -- budgets are <metric>_<stat> with metric in {', '.join(METRICS)} and stat in "
+                   f"{', '.join(STATS)}, or output_tps_min")
+        raise ConfigError(f"{where}: unknown budget {key!r}{did_you_mean(key, BUDGET_KEYS)}{why}")
     if key == "output_tps_min":
         return Budget(key, "output_tps", "min", parse_positive_number(value, where), where)
     metric, stat = key.split("_", 1)
@@ -153,6 +165,9 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
             raise ConfigError(f"{where((key,))}: unknown key {key!r}{did_you_mean(key, WORKLOAD_KEYS)} -- "
                               f"allowed: {', '.join(WORKLOAD_KEYS)}")
     klass_name = spec.get("class", name if name in BUILTIN_CLASSES else "custom")
+    if not isinstance(klass_name, str):
+        raise ConfigError(f"{where(('class',))}: expected a class name ({', '.join(BUILTIN_CLASSES)} or custom), "
+                          f"got {type(klass_name).__name__} {klass_name!r}")
     if klass_name != "custom" and klass_name not in BUILTIN_CLASSES:
         raise ConfigError(f"{where(('class',))}: unknown workload class {klass_name!r}"
                           f"{did_you_mean(klass_name, BUILTIN_CLASSES)} -- use one of "
@@ -190,6 +205,29 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     return Workload(name=name, klass=klass_name, prompt_tokens=prompt, output_tokens=output, samples=samples,
                     warmup=warmup, system_prompt_tokens=system, shared_prefix_tokens=shared, concurrency=conc,
                     max_error_rate=float(rate), budgets=budgets, roofline=roof)
+
+
+def check_min_samples(w: Workload, where: str, samples: int | None = None) -> None:
+    """Config-time check that ``samples`` (default ``w.samples``) can support every percentile budget.
+
+    A percentile q needs n >= 1/(1-q) samples (``stats.min_samples_for``); below that it is just the
+    max.  ITL is exempt: every request contributes ``output_tokens - 1`` ITL values.
+    """
+    from .stats import min_samples_for
+
+    n = w.samples if samples is None else samples
+    worst = None
+    for b in w.budgets:
+        need = min_samples_for(b.stat)
+        if b.metric != "itl" and n < need and (worst is None or need > worst[0]):
+            worst = (need, b)
+    if worst is None:
+        return
+    need, b = worst
+    fallback = [s for s in ("p95", "p90", "p50") if min_samples_for(s) <= n]
+    alt = f" or use {fallback[0]}" if fallback else ""
+    raise ConfigError(f"{where}: budget {b.key} ({b.source or 'class default'}): {b.stat} needs >= {need} samples, "
+                      f"got {n}: raise samples{alt}")
 
 
 def with_budgets(w: Workload, extra: Mapping[str, Any], where: str) -> Workload:
