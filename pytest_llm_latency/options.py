@@ -102,6 +102,7 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("api", f"Streaming API dialect: {', '.join(APIS)} (default openai-completions: exact prompt lengths).",
         _api, f"one of {', '.join(APIS)}", "openai-completions"),
     Opt("json", "Write all latency results of the run to this JSON file (atomically).", str, "a path"),
+    Opt("html", "Write a self-contained HTML latency report to this file (atomically).", str, "a path"),
     Opt("samples", "Override the number of measured requests per workload.", _pos_int, "a positive integer"),
     Opt("seed", "Seed for prompt synthesis and salts (default 0): the same seed sends the same prompts.",
         _nonneg_int, "a non-negative integer", 0),

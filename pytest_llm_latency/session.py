@@ -2,6 +2,7 @@
 client per target, embedded/managed servers, and cleanup.  No pytest hooks here."""
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -129,6 +130,8 @@ def target_from(settings: Settings, yaml_target: dict | None = None, where: str 
     if not url.value and not command:
         raise ConfigError("no LLM server URL: set --llm-latency-url, LLM_LATENCY_URL, ini llm_latency_url, "
                           "or target.url in the SLO file (or --llm-latency-skip for lanes without a server)")
+    if command:  # ${VAR} / $VAR / ~ in argv, so files can name binaries and models portably
+        command = [os.path.expanduser(os.path.expandvars(c)) for c in command]
     env = yaml_target.get("env") or {}
     startup = yaml_target.get("startup_timeout", 120.0)
     if isinstance(startup, bool) or not isinstance(startup, (int, float)) or startup <= 0:

@@ -91,8 +91,10 @@ class OpenAIClient:
 
     def max_model_len(self) -> int | None:
         for m in self.models():
-            if m.get("id") == self.model and m.get("max_model_len"):
-                return int(m["max_model_len"])
+            meta = m.get("meta") if isinstance(m.get("meta"), dict) else {}
+            length = m.get("max_model_len") or meta.get("n_ctx")  # vLLM | llama.cpp
+            if m.get("id") == self.model and length:
+                return int(length)
         return None
 
     # ------------------------------------------------------------------ request
