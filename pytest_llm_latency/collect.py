@@ -25,12 +25,15 @@ class SloFile(pytest.File):
         from .slofile import parse_slo_file
 
         sess = get_session(self.config)
+        samples = sess.settings.get("samples")
         try:
-            text = self.path.read_text("utf-8")
-            samples = sess.settings.get("samples")
-            spec = parse_slo_file(text, self.config.rootpath and _rel(self.path, self.config.rootpath),
-                                  default_samples=None)
-        except (ConfigError, UnicodeDecodeError) as exc:
+            spec = parse_slo_file(self.path.read_bytes(), _rel(self.path, self.config.rootpath),
+                                  samples_override=samples)
+            if not sess.settings.get("skip"):
+                from .session import target_from
+
+                target_from(sess.settings, spec.target, spec.where(("target",)))  # a URL or command exists
+        except ConfigError as exc:
             raise SloFileError(str(exc)) from None
         try:
             from .roofline_gate import validate_roofline_spec

@@ -112,3 +112,23 @@ class LatencyFixture:
         self.results.append(res)
         record(self.item, res._res)
         return res
+
+
+def validate_marker(item: pytest.Item, settings) -> None:
+    """Collection-time checks of an ``llm_slo`` marker, so a mistake is a usage error before
+    any request: arguments, the workload (when the marker alone defines it), percentile vs
+    samples, and that some URL is configured."""
+    from .core.workload import check_min_samples
+    from .session import target_from
+
+    marker = item.get_closest_marker("llm_slo")
+    where = f"{item.nodeid} @llm_slo"
+    spec, target, _ = split_marker(dict(marker.kwargs), where)
+    if marker.args:
+        spec.setdefault("class", marker.args[0])
+    if "llm_latency" not in getattr(item, "fixturenames", ()) or "class" in spec:
+        w = make_workload(str(spec.get("class") or item.name), spec,
+                          lambda p: f"{where} {'.'.join(map(str, p))}")
+        samples = settings.pick("samples", marker=spec.get("samples")).value or w.samples
+        check_min_samples(w, where, samples=samples)
+    target_from(settings, marker=target)

@@ -31,7 +31,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         else:
             group.addoption(opt.cli, action="store", default=None, dest=f"llm_latency_{opt.name}",
                             metavar=opt.name.upper(), help=f"{opt.help} Env {opt.env}, ini {opt.ini}.")
-        parser.addini(opt.ini, help=opt.help, type="bool" if opt.flag else "string", default=None)
+        parser.addini(opt.ini, help=opt.help, type="string", default=None)
 
 
 def _ini(config: pytest.Config, name: str):
@@ -49,10 +49,7 @@ def pytest_configure(config: pytest.Config) -> None:
     cli = {o.name: config.getoption(f"llm_latency_{o.name}") for o in OPTIONS}
     ini = {}
     for o in OPTIONS:
-        v = _ini(config, o.ini)
-        if o.flag and v is not None:
-            v = "true" if v else "false"
-        ini[o.name] = v
+        ini[o.name] = _ini(config, o.ini)
     try:
         settings = Settings.resolve(cli, os.environ, ini)
     except ConfigError as exc:
@@ -132,6 +129,15 @@ def _is_latency(item: pytest.Item) -> bool:
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the xdist_group markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skip = get_session(config).settings.get("skip")
+    if not skip:
+        from .fixtures import validate_marker
+
+        for item in items:
+            if item.get_closest_marker("llm_slo") is not None:
+                try:
+                    validate_marker(item, get_session(config).settings)
+                except ConfigError as exc:
+                    raise pytest.UsageError(str(exc)) from None
     for item in items:
         if _is_latency(item):
             item.add_marker(pytest.mark.llm_latency_test)

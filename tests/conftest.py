@@ -6,6 +6,7 @@ from pathlib import Path
 # pytester's in-process runs unload modules first imported inside them, while
 # `from . import x` can still find the stale attribute on the package: import
 # every plugin module (and numpy, which cannot load twice) up front instead.
+import httpcore  # noqa: F401  (httpx imports it lazily; load it before pytester can unload it)
 import httpx  # noqa: F401
 import numpy  # noqa: F401
 import yaml  # noqa: F401

@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 
 import httpx
 
-from ..core.errors import MeasurementError
+from ..core.errors import MeasurementError, ProtocolError
 from ..core.record import Clock, RecordBuilder, RequestRecord
 from .http import CONTEXT_LENGTH_HINTS, Redactor, StreamingPost, Timeouts
 from .ndjson import NDJSONDecoder
@@ -23,7 +23,12 @@ NDJSON_TYPES = ("application/x-ndjson", "application/json")
 
 
 def ollama_timings(final: dict) -> dict:
-    ns = lambda k: int(final.get(k) or 0)  # noqa: E731  (omitempty: absent means 0)
+    def ns(k: str) -> int:  # omitempty: absent means 0
+        v = final.get(k) or 0
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+            raise ProtocolError(f"Ollama final object: {k} is not a duration in ns ({v!r})")
+        return int(v)
+
     out = {"prefill_ms": ns("prompt_eval_duration") / 1e6, "decode_ms": ns("eval_duration") / 1e6,
            "load_ms": ns("load_duration") / 1e6, "total_ms": ns("total_duration") / 1e6,
            "prompt_n": ns("prompt_eval_count"), "predicted_n": ns("eval_count"), "source": "ollama"}
@@ -121,7 +126,10 @@ class OllamaClient:
         if content or thinking or tools:
             b.token_chunk(t, text_len=len(content or ""), reasoning=not content and not tools)
         if obj.get("done"):
-            b.usage(int(obj.get("prompt_eval_count") or 0), int(obj.get("eval_count") or 0))
+            counts = [obj.get("prompt_eval_count") or 0, obj.get("eval_count") or 0]
+            if any(isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in counts):
+                raise ProtocolError(f"Ollama final object has non-integer token counts: {counts!r}")
+            b.usage(*counts)
             b.record.server_timings.update(ollama_timings(obj))
             b.record.finish_reason = obj.get("done_reason")
             return True

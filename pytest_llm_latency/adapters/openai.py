@@ -31,6 +31,15 @@ from .sse import SSEDecoder
 SSE_TYPES = ("text/event-stream",)
 
 
+def _count(v, what: str, data: str) -> int | None:
+    """A token count from usage: a non-negative int, or None when absent."""
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ProtocolError(f"usage.{what} is not a token count ({v!r}) in SSE event: {data[:120]!r}")
+    return v
+
+
 def _nonempty(v) -> bool:
     return bool(v) if not isinstance(v, str) else v != ""
 
@@ -181,7 +190,11 @@ class OpenAIClient:
             msg = err.get("message", err) if isinstance(err, dict) else err
             raise MeasurementError("stream_error", self.redact(f"error event inside a 200 stream: {msg}"))
         choices = obj.get("choices") or []
+        if not isinstance(choices, list):
+            raise ProtocolError(f"'choices' is not a list in SSE event: {data[:120]!r}")
         usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
+        if usage is not None:
+            usage = {k: _count(usage.get(k), k, data) for k in ("prompt_tokens", "completion_tokens")}
         timings = obj.get("timings")
         if isinstance(timings, dict):
             b.record.server_timings.update(llamacpp_timings(timings))
@@ -194,7 +207,7 @@ class OpenAIClient:
             content = ch.get("text") if self.api == "completions" else delta.get("content")
             reasoning = delta.get("reasoning") or delta.get("reasoning_content")
             tools = delta.get("tool_calls")
-            if usage and isinstance(usage.get("completion_tokens"), int) and usage["completion_tokens"] > state["running"]:
+            if usage and usage["completion_tokens"] is not None and usage["completion_tokens"] > state["running"]:
                 running = usage["completion_tokens"]
             if _nonempty(content) or _nonempty(reasoning) or _nonempty(tools):
                 is_reasoning = not _nonempty(content) and not _nonempty(tools)

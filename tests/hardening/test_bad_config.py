@@ -9,7 +9,7 @@ recorded in ``script.seen_headers`` -- and the tests assert that it stays empty.
 
 A few mistakes are still only caught in the call phase (marker arguments, a URL that
 is missing everywhere, too few samples for a marker's percentile); they never pass and
-say how to fix, and strict xfails below pin what still has to move to collection time.
+say how to fix; marker and URL mistakes are usage errors at collection, before any request.
 """
 import re
 
@@ -150,8 +150,6 @@ def test_non_utf8_file_names_the_file(pytester):
     assert script.seen_headers == []
 
 
-@pytest.mark.xfail(strict=True, reason="collect.py reads the file with read_text(); it should pass "
-                                       "self.path.read_bytes() to parse_slo_file, which reports line:col and the fix")
 def test_non_utf8_file_names_line_and_fix(pytester):
     r, _ = run_file(pytester, NON_UTF8)
     r.stdout.fnmatch_lines(["*bad.slo.yaml:3:17: not valid UTF-8 (byte 0xff*save the file as UTF-8*"])
@@ -301,8 +299,6 @@ def test_marker_and_url_mistakes_never_pass_and_say_how_to_fix(pytester, decorat
 
 
 @pytest.mark.parametrize("decorator,args,hint", [pytest.param(*c[1:4], id=c[0]) for c in RUNTIME_CASES])
-@pytest.mark.xfail(strict=True, reason="markers and the resolved target are validated in the call phase "
-                                       "(fixtures.py / collect.py), not at collection: see the hardening report")
 def test_marker_and_url_mistakes_are_usage_errors_before_any_request(pytester, decorator, args, hint):
     r, script = _run_marker(pytester, decorator, args)
     assert r.ret == pytest.ExitCode.USAGE_ERROR
@@ -310,11 +306,9 @@ def test_marker_and_url_mistakes_are_usage_errors_before_any_request(pytester, d
     assert script.seen_headers == []
 
 
-@pytest.mark.xfail(strict=True, reason="collect.py does not pass --llm-latency-samples to parse_slo_file("
-                                       "samples_override=...), so the file's own samples are checked")
 def test_cli_samples_override_is_what_the_percentile_check_uses(pytester):
     text = URL + WL + "    prompt_tokens: 32\n    output_tokens: 4\n    warmup: 0\n    samples: 10\n" \
                       "    slo: {ttft_p99: 1s}\n"
     r, script = run_file(pytester, text.encode(), "--llm-latency-samples=100")
     r.assert_outcomes(passed=1)
-    assert len(script.requests) == 100
+    assert len([q for q in script.requests if q["max_tokens"] == 4]) == 100  # + 1 calibration probe

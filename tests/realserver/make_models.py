@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # v2: 8192-token context (long_summarization needs 6000 + 512)
 UNWANTED_LOGIT_BIAS = -1000.0
 WEIGHT_STD = 0.02
 
@@ -51,7 +51,7 @@ class ModelSpec:
     n_layer: int
     n_ff: int
     n_head: int
-    n_ctx: int = 4096
+    n_ctx: int = 8192
     seed: int = 0
 
     @property

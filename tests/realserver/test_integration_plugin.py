@@ -1,0 +1,103 @@
+"""The integration tier: the plugin against a real llama.cpp ``llama-server``.
+
+Figures are printed (run with -s) so the CI log and the closing note can quote them.
+"""
+import json
+import shutil
+import statistics
+from pathlib import Path
+
+import pytest
+
+from pytest_llm_latency.core import metrics
+
+pytestmark = pytest.mark.integration
+SLOS = Path(__file__).with_name("slos")
+
+
+def _run_examples(pytester, monkeypatch, binary, models, extra_slo=None):
+    monkeypatch.setenv("LLAMA_SERVER_BIN", str(binary))
+    monkeypatch.setenv("TINY_GGUF", str(models["tiny"]))
+    shutil.copy(SLOS / "examples_cpu.slo.yaml", pytester.path / "examples_cpu.slo.yaml")
+    if extra_slo:
+        pytester.makefile(".slo.yaml", tight=extra_slo)
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--llm-latency-json=r.json", timeout=600)
+
+
+def test_example_workloads_pass_on_llama_server_and_a_tight_budget_fails(pytester, monkeypatch,
+                                                                        llama_server_binary, gguf_models):
+    tight = ("target:\n  command: [$LLAMA_SERVER_BIN, -m, $TINY_GGUF, -np, '1', -t, '2', -c, '8192', --metrics, "
+             "--host, '{host}', --port, '{port}']\n"
+             "workloads:\n  too_tight: {class: chat, samples: 20, warmup: 1, slo: {ttft_p95: 1us, tpot_p95: 1us}}\n")
+    r = _run_examples(pytester, monkeypatch, llama_server_binary, gguf_models, tight)
+    r.assert_outcomes(passed=3, failed=1)
+    r.stdout.fnmatch_lines(["*TTFT p95 * ms > budget 0.001 ms (n=20, p50 * ms, max * ms)*",
+                            "*TPOT p95 * ms > budget 0.001 ms (n=20*"])
+    results = {res["workload"]: res for res in json.loads((pytester.path / "r.json").read_text())["results"]}
+    for name in ("chat", "agent", "long_summarization"):
+        res = results[name]
+        assert res["verdict"] == "pass" and res["n"] == 20 and res["short_outputs"] == 0
+        print(f"{name}: TTFT p50 {res['ttft_ms']['p50']:.1f} ms p95 {res['ttft_ms']['p95']:.1f} ms, "
+              f"TPOT p50 {res['tpot_ms']['p50']:.2f} ms")
+    # server /metrics deltas (parsed by prometheus_client) cover exactly the measured samples
+    chat = results["chat"]["server_metrics"]
+    assert chat["llamacpp:tokens_predicted_total"] == 20 * 128
+    assert chat["llamacpp:prompt_tokens_total"] == 20 * 512
+
+
+def _measure(llm_latency, url, **kw):
+    kw.setdefault("warmup", 1)
+    return llm_latency.measure(url=url, **{"class": "custom", **kw})
+
+
+def test_prefill_scaling_ttft_1000_vs_50_tokens(llm_latency, llama_membound):
+    short = _measure(llm_latency, llama_membound.url, prompt_tokens=50, output_tokens=4, samples=5)
+    long = _measure(llm_latency, llama_membound.url, prompt_tokens=1000, output_tokens=4, samples=5)
+    ratio = long.ttft.p50 / short.ttft.p50
+    print(f"TTFT p50: 50 tok {short.ttft.p50:.1f} ms, 1000 tok {long.ttft.p50:.1f} ms, ratio {ratio:.1f}")
+    assert ratio >= 5
+    assert all(r.prompt_tokens == 1000 for r in long.records)  # exact prompt length, verified by usage
+
+
+def test_client_timings_agree_with_the_server(llm_latency, llama_membound):
+    res = _measure(llm_latency, llama_membound.url, prompt_tokens=64, output_tokens=64, samples=5)
+    tpot_client = [metrics.tpot_ms(r) for r in res.records]
+    tpot_server = [r.server_timings["predicted_per_token_ms"] for r in res.records]
+    ttft_client = [metrics.ttft_ms(r) for r in res.records]
+    prompt_ms = [r.server_timings["prefill_ms"] for r in res.records]
+    agree = statistics.median(tpot_client) / statistics.median(tpot_server)
+    gap = statistics.median(c - p for c, p in zip(ttft_client, prompt_ms))
+    print(f"TPOT client/server = {agree:.3f}; TTFT - server prompt_ms = {gap:.1f} ms (median)")
+    assert abs(agree - 1) <= 0.10
+    assert all(c >= p for c, p in zip(ttft_client, prompt_ms))  # the client cannot see a token before prefill
+    assert 0 <= gap <= 15
+
+
+def test_prefix_cache_drop_only_with_a_shared_prefix(llm_latency, llama_membound):
+    shared = _measure(llm_latency, llama_membound.url, prompt_tokens=1100, shared_prefix_tokens=1000,
+                      output_tokens=4, samples=3, warmup=0)
+    salted = _measure(llm_latency, llama_membound.url, prompt_tokens=1100, output_tokens=4, samples=3, warmup=0)
+    s = [metrics.ttft_ms(r) for r in shared.records]
+    d = [metrics.ttft_ms(r) for r in salted.records]
+    print(f"shared prefix TTFT {s[0]:.0f} -> {s[1]:.0f} ms; salted {d[0]:.0f} -> {d[1]:.0f} ms")
+    assert s[1] < 0.5 * s[0]
+    assert d[1] >= 0.5 * d[0]
+    assert shared.records[1].server_timings.get("cache_n", 0) >= 900  # llama.cpp says it reused the prefix
+
+
+def test_roofline_gate_on_local_cpu(llm_latency, llama_membound):
+    res = _measure(llm_latency, llama_membound.url, prompt_tokens=32, output_tokens=128, samples=3,
+                   hardware="local-cpu", min_decode_efficiency=0.3)
+    eff = res.extra["decode_efficiency"]
+    print(f"local-cpu: decode efficiency {eff:.2f} of ceiling {res.extra['ceiling_tok_s']:.1f} tok/s "
+          f"({res.extra['hardware']}), model bytes {res.extra['model_bytes'] / 1e6:.0f} MB")
+    assert 0.3 <= eff <= 1.05 and res.verdict == "pass"
+
+
+def test_roofline_above_the_ceiling_is_flagged(pytester, llama_membound):
+    pytester.makefile(".slo.yaml", roof=f"target: {{url: '{llama_membound.url}'}}\n"
+                      "roofline: {mem_bandwidth_gb_s: 2, min_efficiency: 0.3}\n"
+                      "workloads:\n  w: {class: custom, prompt_tokens: 32, output_tokens: 64, samples: 3, warmup: 1}\n")
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=300)
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*could not be judged*", "*ceiling*"])
