@@ -83,7 +83,8 @@ class ReferenceConfig:
             return 4 * self.context_length()
         if pool < self.block_size:
             raise ConfigError(
-                f"reference: {model.name} weights ({model.weight_bytes / 1e9:.1f} GB) do not fit in "
+                f"reference: {model.name} weights "
+                f"({(model.total_params or model.params) * model.weight_bytes_per_param / 1e9:.1f} GB) do not fit in "
                 f"{hw.name} memory ({hw.memory_gb} GB x {self.gpu_memory_utilization}); pass "
                 f"kv_pool_tokens=N to model a pool anyway")
         return pool

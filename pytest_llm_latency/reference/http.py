@@ -97,7 +97,10 @@ class Connection:
                 headers[name.strip().lower()] = value.strip()
         conn_hdr = headers.get("connection", "").lower()
         keep_alive = "close" not in conn_hdr if version == "HTTP/1.1" else "keep-alive" in conn_hdr
-        body = await self._read_body(headers)
+        try:
+            body = await self._read_body(headers)
+        except ValueError:
+            raise BadRequest(400, "bad content-length or chunk size") from None
         parts = urlsplit(target)
         self._keep_alive = keep_alive
         return Request(method.upper(), target, parts.path or "/", dict(parse_qsl(parts.query)),

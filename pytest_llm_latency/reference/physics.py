@@ -183,10 +183,13 @@ def kv_pool_tokens(hw: Hardware, model: ModelSpec,
     """KV pool capacity in tokens: ``(memory_gb x 1e9 x utilization - Wb) / kv``.
 
     Like vLLM's start-up profiling with ``--gpu-memory-utilization`` (activations
-    ignored).  ``None`` when the catalog has no device memory (the caller then needs
-    an explicit ``kv_pool_tokens``); ``0`` or less means the weights do not fit.
+    ignored).  ``Wb`` here is the *resident* weights: all experts of a MoE
+    (``total_params``), although a decode step reads only the active ones.  ``None`` when
+    the catalog has no device memory (the caller then needs an explicit
+    ``kv_pool_tokens``); ``0`` or less means the weights do not fit.
     """
     if not hw.memory_gb:
         return None
-    free = hw.memory_gb * 1e9 * gpu_memory_utilization - model.weight_bytes
+    resident = (model.total_params or model.params) * model.weight_bytes_per_param
+    free = hw.memory_gb * 1e9 * gpu_memory_utilization - resident
     return int(free // model.kv_bytes_per_token)

@@ -1,7 +1,15 @@
 from __future__ import annotations
 
+# httpx imports httpcore lazily, and the reference server imports prometheus_client
+# lazily.  pytester's in-process runs (tests/plugin) unload every module first imported
+# inside them, after which httpx raises raw httpcore exceptions and two copies of a
+# module disagree.  Importing them here, at collection time, keeps one copy for the session.
+import httpcore  # noqa: F401
 import httpx
+import prometheus_client  # noqa: F401
 import pytest
+
+import pytest_llm_latency.reference.server  # noqa: F401
 
 from pytest_llm_latency.reference.launch import start_reference
 

@@ -130,3 +130,11 @@ def test_missing_peak_flops_falls_back_to_a_ridge():
     p = ph.Physics.from_specs(cpu, L8B)
     assert p.peak_flops == pytest.approx(ph.FALLBACK_RIDGE_FLOP_PER_BYTE * cpu.mem_bandwidth_gb_s * 1e9)
     assert ph.Physics.from_specs(cpu, L8B, peak_tflops=2.0).peak_flops == 2e12
+
+
+def test_kv_pool_counts_all_experts_of_a_moe_as_resident():
+    import dataclasses
+    moe = dataclasses.replace(L8B, total_params=4 * L8B.params)     # 64 GB resident, 16 GB read per token
+    assert ph.kv_pool_tokens(H100, moe, 0.9) == int((80e9 * 0.9 - 4 * WB) // KV)
+    assert phys().single_stream_tok_s(0) == ph.Physics.from_specs(H100, moe, decode_efficiency=1.0,
+                                                                  prefill_efficiency=1.0).single_stream_tok_s(0)
