@@ -73,9 +73,15 @@ def _model_bytes(roof: Mapping[str, Any], spec, base_dir: Path, client):
 
         return catalog.model(ref.model)
     if client is not None and hasattr(client, "models"):
+        from dataclasses import replace
+
         from .core.modelbytes import model_bytes_from_llamacpp_models
 
-        return model_bytes_from_llamacpp_models({"data": client.models()}, where=f"{spec.url} /v1/models")
+        mb = model_bytes_from_llamacpp_models({"data": client.models()}, where=f"{spec.url} /v1/models")
+        if mb.kv_bytes_per_token is None:  # llama.cpp meta has no KV shape: weights only, said out loud
+            mb = replace(mb, kv_bytes_per_token=0.0, source=mb.source + " (KV cache not counted: the server does "
+                         "not report its shape; give layers, kv_heads and head_dim, or gguf:)")
+        return mb
     raise ConfigError("roofline: no model bytes -- give params + dtype, config, gguf or model in the roofline "
                       "mapping (or use a llama.cpp server, which reports them)")
 

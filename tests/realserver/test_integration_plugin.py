@@ -42,7 +42,9 @@ def test_example_workloads_pass_on_llama_server_and_a_tight_budget_fails(pyteste
     # server /metrics deltas (parsed by prometheus_client) cover exactly the measured samples
     chat = results["chat"]["server_metrics"]
     assert chat["llamacpp:tokens_predicted_total"] == 20 * 128
-    assert chat["llamacpp:prompt_tokens_total"] == 20 * 512
+    # llama.cpp counts only uncached prompt tokens: BOS, the leading '▁' and the salt's '[' are
+    # shared by every prompt and may be reused from the slot; the salt defeats everything after them
+    assert 20 * (512 - 4) <= chat["llamacpp:prompt_tokens_total"] <= 20 * 512
 
 
 def _measure(llm_latency, url, **kw):
@@ -85,9 +87,10 @@ def test_prefix_cache_drop_only_with_a_shared_prefix(llm_latency, llama_membound
     assert shared.records[1].server_timings.get("cache_n", 0) >= 900  # llama.cpp says it reused the prefix
 
 
-def test_roofline_gate_on_local_cpu(llm_latency, llama_membound):
+def test_roofline_gate_on_local_cpu(llm_latency, llama_membound, gguf_models):
+    # model bytes and KV shape from the GGUF file the server runs (the F32 ~406 MB model)
     res = _measure(llm_latency, llama_membound.url, prompt_tokens=32, output_tokens=128, samples=3,
-                   hardware="local-cpu", min_decode_efficiency=0.3)
+                   roofline={"hardware": "local-cpu", "gguf": str(gguf_models["membound"]), "min_efficiency": 0.3})
     eff = res.extra["decode_efficiency"]
     print(f"local-cpu: decode efficiency {eff:.2f} of ceiling {res.extra['ceiling_tok_s']:.1f} tok/s "
           f"({res.extra['hardware']}), model bytes {res.extra['model_bytes'] / 1e6:.0f} MB")
