@@ -80,3 +80,29 @@ def test_server_error_gives_error_never_a_pass(pytester):
     r.assert_outcomes(failed=1)
     r.stdout.fnmatch_lines(["*could not prepare prompts*http_503*HTTP 503*loading*"])
     r.stdout.fnmatch_lines(["*chat.slo.yaml::chat*0*ERROR*"])
+
+
+STREAM = """
+workloads:
+  s: {class: custom, prompt_tokens: 32, output_tokens: 9, samples: 20, warmup: 0, slo: {ttft_p95: 1s}}
+"""
+
+
+def test_role_only_first_chunk_is_not_ttft_through_the_plugin(pytester):
+    pytester.makefile(".slo.yaml", s=STREAM)
+    r = run(pytester, Script(ttft_ms=250, tpot_ms=10, role_chunk_ms=3), "--llm-latency-api=openai-chat",
+            "--llm-latency-url=http://fake:1", "--llm-latency-json=o.json")
+    r.assert_outcomes(passed=1)
+    res = json.loads((pytester.path / "o.json").read_text())["results"][0]
+    assert res["ttft_ms"]["p50"] == pytest.approx(250)  # not the 3 ms role-only chunk
+
+
+def test_three_token_chunks_count_as_three_through_the_plugin(pytester):
+    pytester.makefile(".slo.yaml", s=STREAM)
+    r = run(pytester, Script(ttft_ms=100, tpot_ms=10, tokens_per_chunk=3), "--llm-latency-url=http://fake:1",
+            "--llm-latency-json=o.json")
+    r.assert_outcomes(passed=1)
+    res = json.loads((pytester.path / "o.json").read_text())["results"][0]
+    # chunks carry tokens 1-3, 4-6, 7-9 at 120, 150, 180 ms: 30 ms gaps / 3 tokens each
+    assert res["itl_ms"]["p50"] == pytest.approx(10) and res["itl_ms"]["n"] == 20 * 6
+    assert res["tpot_ms"]["p50"] == pytest.approx((180 - 120) / 8)  # N = 9 from usage, not 3 chunks
