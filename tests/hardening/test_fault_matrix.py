@@ -2,15 +2,14 @@
 that names it; nothing hangs, nothing passes.  Faults come from the reference
 target's fault modes, a managed server that dies mid-run, and a raw-socket
 server for HTTP protocol violations."""
-import socket
 import sys
-import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 from pytest_llm_latency.managed import free_port
+from rawserver import raw_server
 
 REF = "reference://h100-sxm/llama-3.1-8b?time_scale=0.05"
 WORKLOAD = "workloads:\n  w: {class: custom, prompt_tokens: %d, output_tokens: 8, samples: 2, warmup: 0, slo: {ttft_p50: 60s}}\n"
@@ -40,35 +39,10 @@ FAULTS = {
 }
 
 
-def _raw_server(reply: bytes):
-    """Accept connections, read a request, send ``reply`` and close; bounded by the test's lifetime."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(16)
-    srv.settimeout(0.5)
-    stop = threading.Event()
-
-    def loop():
-        while not stop.is_set():
-            try:
-                conn, _ = srv.accept()
-            except (socket.timeout, OSError):
-                continue
-            with conn:
-                conn.settimeout(2)
-                try:
-                    conn.recv(65536)
-                    conn.sendall(reply)
-                except OSError:
-                    pass
-    threading.Thread(target=loop, daemon=True).start()
-    return srv.getsockname()[1], lambda: (stop.set(), srv.close())
-
-
 @pytest.fixture
 def raw_servers():
-    garbage, stop1 = _raw_server(b"SSH-2.0-OpenSSH_9.6 not http at all\r\n\r\n")
-    bad_chunk, stop2 = _raw_server(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+    garbage, stop1 = raw_server(lambda req: b"SSH-2.0-OpenSSH_9.6 not http at all\r\n\r\n")
+    bad_chunk, stop2 = raw_server(lambda req: b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                                    b"Transfer-Encoding: chunked\r\n\r\n"
                                    b"1f\r\ndata: {\"choices\":[{\"text\":\"a\"}]}\n\n\r\nzz\r\n")
     yield {"raw_garbage": garbage, "raw_bad_chunk": bad_chunk}

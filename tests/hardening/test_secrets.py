@@ -1,46 +1,27 @@
 """The API key never appears in any output: terminal (-vv), JUnit, JSON, HTML, logs,
 a managed server's log tail, error bodies that echo it, or client reprs."""
-import socket
 import sys
-import threading
 from pathlib import Path
 
 import httpx
 
 from pytest_llm_latency.adapters.http import Redactor, make_http_client
 from pytest_llm_latency.adapters.openai import OpenAIClient
+from rawserver import raw_server
 
 SECRET = "sk-test-SECRET"
 
 
 def _echo_401_server(seen: list):
     """Answers every request 401 with a body that echoes the Authorization header it got."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(8)
-    srv.settimeout(0.5)
-    stop = threading.Event()
-
-    def loop():
-        while not stop.is_set():
-            try:
-                conn, _ = srv.accept()
-            except (socket.timeout, OSError):
-                continue
-            with conn:
-                conn.settimeout(2)
-                try:
-                    req = conn.recv(65536).decode("latin-1")
-                except OSError:
-                    continue
-                auth = next((ln.split(":", 1)[1].strip() for ln in req.split("\r\n")
-                             if ln.lower().startswith("authorization:")), "")
-                seen.append(auth)
-                body = ('{"error": {"message": "invalid api key: %s"}}' % auth).encode()
-                conn.sendall(b"HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: "
-                             + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
-    threading.Thread(target=loop, daemon=True).start()
-    return srv.getsockname()[1], lambda: (stop.set(), srv.close())
+    def respond(req: bytes) -> bytes:
+        auth = next((ln.split(":", 1)[1].strip() for ln in req.decode("latin-1").split("\r\n")
+                     if ln.lower().startswith("authorization:")), "")
+        seen.append(auth)
+        body = ('{"error": {"message": "invalid api key: %s"}}' % auth).encode()
+        return (b"HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: "
+                + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
+    return raw_server(respond)
 
 
 def test_secret_absent_from_every_output(pytester, monkeypatch):
