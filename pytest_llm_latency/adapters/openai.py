@@ -147,6 +147,18 @@ class OpenAIClient:
                extra: dict | None = None) -> RequestRecord:
         path = "/v1/completions" if self.api == "completions" else "/v1/chat/completions"
         url = self.base_url + path
+        try:
+            return self._stream(url, system, user, max_tokens, expected_prompt_tokens, extra)
+        except MeasurementError as exc:
+            # continuous_usage_stats is a vLLM/SGLang extension: a strict server rejects it once,
+            # then it is left out for the rest of the run
+            if self.continuous_usage and exc.kind == "http_400" and "continuous_usage" in exc.message:
+                self.continuous_usage = False
+                return self._stream(url, system, user, max_tokens, expected_prompt_tokens, extra)
+            raise
+
+    def _stream(self, url: str, system: str, user: str, max_tokens: int, expected_prompt_tokens: int | None,
+                extra: dict | None) -> RequestRecord:
         body = self.request_body(system, user, max_tokens, extra=extra)
         builder = self._post.run(
             url, body,

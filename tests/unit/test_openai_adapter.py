@@ -150,3 +150,23 @@ def test_tokenize_endpoint_that_ignores_our_field_is_not_trusted():
     c = OpenAIClient(make_http_client(transport=httpx.MockTransport(handler)), "http://x", "m")
     count = tokenize_endpoint(c)
     assert count("abcd") == 6
+
+
+def test_server_rejecting_continuous_usage_stats_is_retried_without_it():
+    bodies = []
+
+    def handler(request):
+        import json as _json
+        body = _json.loads(request.content)
+        bodies.append(body)
+        if body["stream_options"].get("continuous_usage_stats"):
+            return httpx.Response(400, json={"error": {"message": "Unrecognized request argument: "
+                                                                  "stream_options.continuous_usage_stats"}})
+        return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                              content=b'data: {"choices":[{"text":"a","finish_reason":"length"}]}\n\n'
+                                      b'data: {"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":1}}\n\n'
+                                      b'data: [DONE]\n\n')
+    c = OpenAIClient(make_http_client(transport=httpx.MockTransport(handler)), "http://x", "m")
+    assert c.stream("", "x", 1).completion_tokens == 1
+    assert c.stream("", "x", 1).completion_tokens == 1
+    assert [("continuous_usage_stats" in b["stream_options"]) for b in bodies] == [True, False, False]
