@@ -8,6 +8,7 @@ stated tolerances.
 """
 from __future__ import annotations
 
+import gc
 import math
 import statistics
 import threading
@@ -15,6 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from refclient import percentile, stream_openai, words
@@ -22,6 +24,21 @@ from refclient import percentile, stream_openai, words
 BW, PEAK = 3350e9, 989e12                    # H100-SXM datasheet (catalog)
 P, WB, KV, L = 8.03e9, 8.03e9 * 2, 131072, 32  # Llama-3.1-8B fp16 (catalog)
 H = round(math.sqrt(P / (12 * L)))           # hidden size estimate used by the attention term
+
+
+@pytest.fixture(autouse=True)
+def no_client_gc():
+    """A gen-2 collection in this (pytest) process pauses the client for 35-130 ms
+    (measured with gc.callbacks in a full run) and shows up as a false ITL spike, so
+    the client measures with the collector off."""
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.unfreeze()
 
 
 def decode_step(c: int, eff: float = 1.0) -> float:
