@@ -36,11 +36,24 @@ def config_from_args(args: argparse.Namespace) -> ReferenceConfig:
     return ReferenceConfig(**kwargs)
 
 
+def describe(config: ReferenceConfig) -> str:
+    """One line for humans (stderr): what the server models."""
+    phys, hw = config.physics(), config.hardware_spec()
+    return (f"reference: {hw.name} serving {config.model_name!r}: single-stream decode "
+            f"{phys.single_stream_tok_s(0):.1f} tok/s (bandwidth efficiency {phys.decode_efficiency}, "
+            f"MFU {phys.prefill_efficiency}), prefill of 1000 tokens {phys.prefill_seconds(1000) * 1e3:.1f} ms, "
+            f"KV pool {config.pool_tokens():,} tokens, max_num_seqs {config.max_num_seqs}, "
+            f"prefix caching {'on' if config.prefix_caching else 'off'}, chunked prefill "
+            f"{config.batched_tokens() or 'off'}, time_scale {config.time_scale}"
+            + (f", fault {config.fault}" if config.fault else ""))
+
+
 async def serve(config: ReferenceConfig, *, out=None) -> None:
     from .server import ReferenceServer
 
     server = ReferenceServer(config)
     url = await server.start()
+    print(describe(config), file=sys.stderr, flush=True)
     out = out or sys.stdout
     out.write(url + "\n")
     out.flush()

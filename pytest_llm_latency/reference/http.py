@@ -97,6 +97,8 @@ class Connection:
                 headers[name.strip().lower()] = value.strip()
         conn_hdr = headers.get("connection", "").lower()
         keep_alive = "close" not in conn_hdr if version == "HTTP/1.1" else "keep-alive" in conn_hdr
+        if headers.get("expect", "").lower() == "100-continue":   # curl, for bodies > 1 KiB
+            self.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         try:
             body = await self._read_body(headers)
         except ValueError:

@@ -204,3 +204,18 @@ def test_disconnected_clients_free_their_slot(serve, http):
     while h.server.engine.has_work() and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not h.server.engine.has_work()
+
+
+def test_expect_100_continue_is_answered(fast_server):
+    import socket
+    port = int(fast_server.url.rsplit(":", 1)[1])
+    body = json.dumps({"prompt": "a b", "max_tokens": 2}).encode()
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nhost: x\r\nexpect: 100-continue\r\n"
+                  b"content-length: %d\r\n\r\n" % len(body))
+        assert s.recv(100).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+        s.sendall(body)
+        got = b""
+        while b"\r\n\r\n" not in got:
+            got += s.recv(65536)
+        assert got.split(b"\r\n")[0] == b"HTTP/1.1 200 OK"
