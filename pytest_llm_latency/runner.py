@@ -5,6 +5,8 @@ No pytest import: the plugin, the fixture and the CLI all call ``measure``.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -143,17 +145,18 @@ def measure(client, workload: Workload, *, seed: int = 0, progress: ProgressFn |
     before = _scrape(client)
     outcomes: list[RequestRecord | Failure] = []
     total = len(samples)
-    if workload.concurrency == 1:
-        for i, p in enumerate(samples):
-            outcomes.append(one(p))
-            if progress:
-                progress(i + 1, total)
-    else:
-        with ThreadPoolExecutor(max_workers=workload.concurrency, thread_name_prefix="llm-latency") as pool:
-            for i, out in enumerate(pool.map(one, samples)):
-                outcomes.append(out)
+    with _no_gc_pauses():
+        if workload.concurrency == 1:
+            for i, p in enumerate(samples):
+                outcomes.append(one(p))
                 if progress:
                     progress(i + 1, total)
+        else:
+            with ThreadPoolExecutor(max_workers=workload.concurrency, thread_name_prefix="llm-latency") as pool:
+                for i, out in enumerate(pool.map(one, samples)):
+                    outcomes.append(out)
+                    if progress:
+                        progress(i + 1, total)
     after = _scrape(client) if before is not None else None
     records = [o for o in outcomes if isinstance(o, RequestRecord)]
     failures = [o for o in outcomes if isinstance(o, Failure)]
@@ -201,3 +204,18 @@ def server_timing_summary(records: list[RequestRecord]) -> dict[str, float]:
         if vals:
             out[name] = round(float(statistics.median(vals)), 4)
     return out
+
+
+@contextlib.contextmanager
+def _no_gc_pauses():
+    """Collect first, then keep the cyclic garbage collector off while samples stream: a
+    gen-2 collection in a big test process pauses for tens of milliseconds, which would land
+    inside an ITL or TTFT (as timeit does for the same reason).  Restored afterwards."""
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

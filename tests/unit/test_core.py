@@ -168,3 +168,21 @@ def test_plugin_import_is_light():
             "bad=[m for m in ('httpx','numpy','yaml') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_measurement_runs_with_the_garbage_collector_off_and_restores_it():
+    import gc
+
+    from pytest_llm_latency.runner import _no_gc_pauses
+
+    assert gc.isenabled()
+    with _no_gc_pauses():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with _no_gc_pauses():
+            pass
+        assert not gc.isenabled()  # a caller's choice is kept
+    finally:
+        gc.enable()
