@@ -61,6 +61,28 @@ class ManagedTargetError(LatencyError):
         self.log_tail = log_tail
 
 
+def die_with_parent():
+    """A ``preexec_fn`` that asks Linux to SIGKILL the child when the process that started it
+    dies -- even by SIGKILL or a CI timeout, when no teardown runs -- so a managed server is
+    never orphaned.  ``None`` (no-op) where ``prctl`` is unavailable."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:  # pragma: no cover
+        return None
+    pr_set_pdeathsig = 1
+
+    def _preexec() -> None:
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    return _preexec
+
+
 def _is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -190,7 +212,8 @@ class ManagedTarget:
         started = time.monotonic()
         try:
             self._proc = subprocess.Popen(self.argv, stdout=self._log_file, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+                                          stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                                          preexec_fn=die_with_parent())
         except OSError as exc:  # not found, not executable, bad format
             self._close_log()
             raise ManagedTargetError(

@@ -286,3 +286,35 @@ def test_pool_remembers_failures_and_reports_dead_targets(tmp_path):
         with pytest.raises(ManagedTargetError) as died:
             pool.get(server_cmd(), startup_timeout_s=30)
         assert died.value.kind == "died" and died.value.exit_code == 7
+
+
+def test_managed_server_dies_with_the_process_that_started_it(tmp_path):
+    """SIGKILL the parent (no teardown runs): the managed child must not be orphaned."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "parent.py"
+    script.write_text(  # the same Popen arguments ManagedTarget.start uses
+        "import subprocess, sys, time\n"
+        "from pytest_llm_latency.managed import die_with_parent\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],\n"
+        "                         start_new_session=True, preexec_fn=die_with_parent())\n"
+        "print(child.pid, flush=True)\n"
+        "time.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(child, signal.SIGKILL)
+        raise AssertionError("the managed child outlived its SIGKILLed parent")
