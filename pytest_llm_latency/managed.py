@@ -64,7 +64,9 @@ class ManagedTargetError(LatencyError):
 def die_with_parent():
     """A ``preexec_fn`` that asks Linux to SIGKILL the child when the process that started it
     dies -- even by SIGKILL or a CI timeout, when no teardown runs -- so a managed server is
-    never orphaned.  ``None`` (no-op) where ``prctl`` is unavailable."""
+    never orphaned.  Linux ties this to the *thread* that forked, so start targets from a
+    long-lived thread (the plugin and the fixtures use the main thread).  ``None`` (no-op)
+    where ``prctl`` is unavailable."""
     import sys
 
     if not sys.platform.startswith("linux"):
