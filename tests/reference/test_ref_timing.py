@@ -1,4 +1,4 @@
-"""Acceptance: the running server's timing, measured by a streaming client, matches the roofline.
+"""Acceptance: the running server's timing, measured through the plugin's own client, matches the roofline.
 
 Ground truth is computed here from the catalog figures with the formulas written out
 (not by calling ``physics.py``).  Servers run in subprocess mode, so the client's
@@ -19,7 +19,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from refclient import percentile, stream_openai, words
+from pluginclient import stream_openai  # the plugin's own client and metrics
+from refclient import percentile, words
 
 BW, PEAK = 3350e9, 989e12                    # H100-SXM datasheet (catalog)
 P, WB, KV, L = 8.03e9, 8.03e9 * 2, 131072, 32  # Llama-3.1-8B fp16 (catalog)
