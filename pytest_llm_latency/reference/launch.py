@@ -175,8 +175,10 @@ def _start_subprocess(config: ReferenceConfig, timeout: float) -> ReferenceHandl
     fd, log_path = tempfile.mkstemp(prefix="reference-server-", suffix=".log")
     cmd = [sys.executable, "-m", "pytest_llm_latency.cli", "serve-reference", *config.to_cli_args()]
     with os.fdopen(fd, "wb") as log:
+        from ..managed import die_with_parent  # never orphaned, even if pytest is SIGKILLed
+
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=die_with_parent())
     line = b""
     deadline = time.monotonic() + timeout
     with selectors.DefaultSelector() as sel:
