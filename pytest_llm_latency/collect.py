@@ -80,7 +80,7 @@ class SloItem(pytest.Item):
         try:
             target = target_from(sess.settings, self.spec.target, where)
         except ConfigError as exc:
-            raise pytest.UsageError(str(exc)) from None
+            pytest.fail(f"configuration error: {exc}", pytrace=False)
         w = self.workload
         if self.cli_samples:
             w = replace(w, samples=self.cli_samples)

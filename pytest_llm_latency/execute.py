@@ -28,7 +28,7 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
     try:
         client = sess.client(spec)
     except ConfigError as exc:
-        raise pytest.UsageError(str(exc)) from None
+        pytest.fail(f"configuration error: {exc}", pytrace=False)
     except (MeasurementError, LatencyError, OSError, RuntimeError) as exc:
         msg = sess.redactor()(f"target {spec.describe()} could not start: {exc}")
         res = evaluate(workload, [], [Failure("target", msg)])

@@ -106,7 +106,7 @@ class LatencyFixture:
                 w = replace(w, samples=samples)
             target = target_from(settings, marker={**self.marker_target, **target_kw})
         except ConfigError as exc:
-            raise pytest.UsageError(str(exc)) from None
+            pytest.fail(f"configuration error: {exc}", pytrace=False)
         res = MeasuredResult(run_workload(self.item, self.session, target, w, {**self.marker_roof, **roof}))
         res.checked = False
         self.results.append(res)
