@@ -1,0 +1,51 @@
+"""Terminal output: the live progress marker and the summary table."""
+from pytest_llm_latency.report.terminal import Progress, summary_lines
+
+
+class FakeTR:
+    def __init__(self, tty=True):
+        self.isatty, self.verbosity, self.out = tty, 0, ""
+
+    def write(self, text, flush=False):
+        self.out += text
+
+
+def screen(raw: str) -> str:
+    """What a terminal shows: a backspace moves the cursor left, later characters overwrite."""
+    line, pos = [], 0
+    for ch in raw:
+        if ch == "\b":
+            pos = max(pos - 1, 0)
+            continue
+        if pos < len(line):
+            line[pos] = ch
+        else:
+            line.append(ch)
+        pos += 1
+    return "".join(line).rstrip()
+
+
+def test_progress_rewrites_in_place_and_clears():
+    tr = FakeTR()
+    tr.write("chat.slo.yaml ")
+    p = Progress(tr, "chat")
+    for i in (1, 12, 20):
+        p(i, 20)
+        assert screen(tr.out) == f"chat.slo.yaml  [chat {i}/20]"
+    p.clear()
+    assert screen(tr.out) == "chat.slo.yaml"
+
+
+def test_progress_is_silent_off_a_terminal():
+    tr = FakeTR(tty=False)
+    Progress(tr, "chat")(3, 20)
+    assert tr.out == ""
+
+
+def test_summary_table_rows_and_reasons():
+    res = {"nodeid": "chat.slo.yaml::chat", "n": 20, "verdict": "fail", "ttft_ms": {"p50": 410.0, "p95": 612.3},
+           "tpot_ms": {"p50": 20.0, "p95": 25.0}, "violations": ["TTFT p95 612.3 ms > budget 500 ms"]}
+    lines = summary_lines([res])
+    row = next(ln for ln in lines if ln.startswith("chat.slo.yaml::chat"))
+    assert row.split() == ["chat.slo.yaml::chat", "20", "410.0", "612.3", "20.00", "25.00", "50.0", "FAIL"]
+    assert lines[-1].strip() == "chat.slo.yaml::chat: TTFT p95 612.3 ms > budget 500 ms"
