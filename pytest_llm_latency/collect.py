@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from .core.errors import ConfigError
+from .execute import config_failure
 from .core.workload import Workload
 
 SUFFIXES = (".slo.yaml", ".slo.yml")
@@ -80,7 +81,7 @@ class SloItem(pytest.Item):
         try:
             target = target_from(sess.settings, self.spec.target, where)
         except ConfigError as exc:
-            pytest.fail(f"configuration error: {exc}", pytrace=False)
+            config_failure(exc)
         w = self.workload
         if self.cli_samples:
             w = replace(w, samples=self.cli_samples)

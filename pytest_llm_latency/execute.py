@@ -19,6 +19,13 @@ from .report.terminal import Progress
 from .session import LatencySession, TargetSpec
 
 
+def config_failure(exc: ConfigError) -> None:
+    """Fail the running test with a configuration error, without the exception chain
+    ("During handling of the above exception...") that raising inside ``except`` shows."""
+    exc.__traceback__ = None
+    raise pytest.fail.Exception(f"configuration error: {exc}", pytrace=False) from None
+
+
 def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, workload: Workload,
                  roofline_cli: dict[str, Any] | None = None) -> WorkloadResult:
     from . import runner
@@ -28,7 +35,7 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
     try:
         client = sess.client(spec)
     except ConfigError as exc:
-        pytest.fail(f"configuration error: {exc}", pytrace=False)
+        config_failure(exc)
     except (MeasurementError, LatencyError, OSError, RuntimeError) as exc:
         msg = sess.redactor()(f"target {spec.describe()} could not start: {exc}")
         res = evaluate(workload, [], [Failure("target", msg)])
@@ -97,18 +104,31 @@ def apply_roofline(item, sess: LatencySession, spec: TargetSpec, client, workloa
     gate_for(sess, spec, workload, res, overrides, base_dir=Path(str(item.path)).parent, client=client)
 
 
-def record(item: pytest.Item, res: WorkloadResult) -> None:
+def record(item: pytest.Item, results: WorkloadResult | list[WorkloadResult]) -> None:
+    """Flat properties for every result of the test: the first as ``llm.*``, the k-th
+    (k >= 2, a test that measured several workloads) as ``llm.k.*`` with nodeid ``<id>#k``."""
+    if isinstance(results, WorkloadResult):
+        results = [results]
     item.user_properties[:] = [p for p in item.user_properties if not str(p[0]).startswith("llm.")]
-    item.user_properties.extend(flatten(res, item.nodeid))
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if worker:
-        item.user_properties.append(("llm.worker", worker))
+    for k, res in enumerate(results, 1):
+        prefix = "llm." if k == 1 else f"llm.{k}."
+        nodeid = item.nodeid if k == 1 else f"{item.nodeid}#{k}"
+        props = flatten(res, nodeid) + ([("llm.worker", worker)] if worker else [])
+        item.user_properties.extend((prefix + name[len("llm."):], value) for name, value in props)
 
 
-def outcome(res: WorkloadResult) -> None:
-    """Fail the test (call phase) listing every violated budget, failed gate and error."""
-    if res.verdict == "pass":
-        return
-    head = (f"latency SLO not met for workload {res.workload.name!r}" if res.verdict == "fail"
-            else f"latency test could not be judged for workload {res.workload.name!r} (error)")
-    pytest.fail(f"{head}\n{res.failure_message()}", pytrace=False)
+def outcome(results: WorkloadResult | list[WorkloadResult]) -> None:
+    """Fail the test (call phase) listing every violated budget, failed gate and error
+    of every result that did not pass."""
+    if isinstance(results, WorkloadResult):
+        results = [results]
+    parts = []
+    for res in results:
+        if res.verdict == "pass":
+            continue
+        head = (f"latency SLO not met for workload {res.workload.name!r}" if res.verdict == "fail"
+                else f"latency test could not be judged for workload {res.workload.name!r} (error)")
+        parts.append(f"{head}\n{res.failure_message()}")
+    if parts:
+        pytest.fail("\n".join(parts), pytrace=False)

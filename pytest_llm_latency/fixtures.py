@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from .core.errors import ConfigError
+from .execute import config_failure
 from .core.result import WorkloadResult, evaluate
 from .core.workload import BUDGET_KEYS, WORKLOAD_KEYS, make_workload, with_budgets
 
@@ -33,14 +34,19 @@ MARKER_SIGNATURE = ("llm_slo(workload='chat', *, ttft_p95=..., tpot_p95=..., e2e
 class MeasuredResult:
     """A ``WorkloadResult`` with ``.check()``; ``result.ttft.p95`` etc. are in ms."""
 
-    def __init__(self, res: WorkloadResult):
+    def __init__(self, res: WorkloadResult, owner: "LatencyFixture | None" = None):
         self._res = res
+        self._owner = owner
+        self.checked = False
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._res, name)
 
     def check(self, **budgets: Any) -> "MeasuredResult":
-        w = with_budgets(self._res.workload, budgets, "check()") if budgets else self._res.workload
+        try:
+            w = with_budgets(self._res.workload, budgets, "check()") if budgets else self._res.workload
+        except ConfigError as exc:
+            config_failure(exc)
         judged = evaluate(w, self._res.records, self._res.failures)
         judged.extra.update(self._res.extra)
         judged.notes[:0] = [n for n in self._res.notes if n not in judged.notes]
@@ -50,6 +56,8 @@ class MeasuredResult:
         self.checked = True
         from .execute import outcome
 
+        if self._owner is not None:
+            self._owner.record()  # JUnit/JSON show the judged result even though the test fails here
         outcome(judged)
         return self
 
@@ -87,10 +95,13 @@ class LatencyFixture:
         self.results: list[MeasuredResult] = []
 
     def measure(self, workload: str | None = None, **kwargs: Any) -> MeasuredResult:
-        from .execute import record, run_workload
+        from .execute import run_workload
         from .session import target_from
 
-        spec, target_kw, roof = split_marker(kwargs, f"{self.item.nodeid} measure()")
+        try:
+            spec, target_kw, roof = split_marker(kwargs, f"{self.item.nodeid} measure()")
+        except ConfigError as exc:
+            config_failure(exc)
         merged = {**self.marker_spec, **spec}
         if workload is not None:
             merged["class"] = workload
@@ -106,12 +117,16 @@ class LatencyFixture:
                 w = replace(w, samples=samples)
             target = target_from(settings, marker={**self.marker_target, **target_kw})
         except ConfigError as exc:
-            pytest.fail(f"configuration error: {exc}", pytrace=False)
-        res = MeasuredResult(run_workload(self.item, self.session, target, w, {**self.marker_roof, **roof}))
-        res.checked = False
+            config_failure(exc)
+        res = MeasuredResult(run_workload(self.item, self.session, target, w, {**self.marker_roof, **roof}), self)
         self.results.append(res)
-        record(self.item, res._res)
+        self.record()
         return res
+
+    def record(self) -> None:
+        from .execute import record
+
+        record(self.item, [r._res for r in self.results])
 
 
 def validate_marker(item: pytest.Item, settings) -> None:

@@ -162,19 +162,17 @@ def pytest_runtest_call(item: pytest.Item):
     result = yield
     marker = item.get_closest_marker("llm_slo")
     fx = item.stash.get(FIXTURE_KEY, None)
-    if fx is None and marker is None:
-        return result
-    from .execute import outcome, record
+    if marker is None and (fx is None or not fx.results):
+        return result  # the fixture was requested but nothing was measured: nothing to judge
+    from .execute import outcome
     from .fixtures import LatencyFixture
 
     if fx is None:
         fx = LatencyFixture(item)
     if not fx.results:  # empty-bodied marker test: the marker is the whole test
         fx.measure()
-    last = fx.results[-1]
-    record(item, last._res)
-    if not getattr(last, "checked", False):
-        outcome(last._res)
+    fx.record()
+    outcome([r._res for r in fx.results if not r.checked])
     return result
 
 
@@ -186,13 +184,14 @@ class _ResultCollector:
         self.config = config
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        from .report.properties import unflatten
+        from .report.properties import split_results, unflatten
 
         if report.when != "call":
             return
-        res = unflatten(report.user_properties)
-        if res is not None:
-            self.config.stash[RESULTS_KEY].append(res)
+        for props in split_results(report.user_properties):
+            res = unflatten(props)
+            if res is not None:
+                self.config.stash[RESULTS_KEY].append(res)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:

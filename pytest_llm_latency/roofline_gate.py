@@ -102,7 +102,13 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
     roof = dict(workload.roofline or {})
     s = sess.settings
     asked = roof or overrides or s.get("hardware") is not None or s.get("min_efficiency") is not None
-    if not asked or "tpot" not in res.summaries:
+    if not asked or not res.records:
+        return  # nothing asked, or no sample at all (already an error)
+    if "tpot" not in res.summaries:
+        if roof.get("min_efficiency") is not None or overrides.get("min_decode_efficiency") is not None \
+                or s.get("min_efficiency") is not None:
+            res.errors.append("roofline gate: no decode timing (every request produced < 2 tokens or stopped "
+                              "short), so decode efficiency cannot be judged -- raise output_tokens")
         return
     hw_name = s.pick("hardware", marker=overrides.get("hardware"), yaml=roof.get("hardware"))
     min_eff = s.pick("min_efficiency", marker=overrides.get("min_decode_efficiency"), yaml=roof.get("min_efficiency"),

@@ -121,7 +121,7 @@ def measure(client, workload: Workload, *, seed: int = 0, progress: ProgressFn |
         prompts = build_prompts(counter, n=workload.warmup + workload.samples, prompt_tokens=workload.prompt_tokens,
                                 seed=seed, system_prompt_tokens=workload.system_prompt_tokens,
                                 shared_prefix_tokens=workload.shared_prefix_tokens)
-    except (MeasurementError, httpx.HTTPError) as exc:
+    except (MeasurementError, httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
         kind = getattr(exc, "kind", "tokenize")
         msg = exc.message if isinstance(exc, MeasurementError) else \
             f"{type(exc).__name__}: {client_redact(client, str(exc))}"

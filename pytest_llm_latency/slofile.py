@@ -83,14 +83,31 @@ def decode_text(raw: bytes, filename: str) -> str:
                           f"-- save the file as UTF-8") from None
 
 
+def _loader():
+    """SafeLoader that also reads YAML 1.2 floats: PyYAML (YAML 1.1) takes ``8.03e9`` and
+    ``16.06e9`` -- no dot-digit or sign in the exponent -- for strings."""
+    import re
+
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789"))
+    return Loader
+
+
 def load_yaml(text: str | bytes, filename: str) -> tuple[Any, dict[tuple, int]]:
     import yaml
 
     if isinstance(text, bytes):
         text = decode_text(text, filename)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        loader = _loader()
+        node = yaml.compose(text, Loader=loader)
+        data = yaml.load(text, Loader=loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{filename}:{mark.line + 1}:{mark.column + 1}" if mark else filename

@@ -9,6 +9,7 @@ pass through ``redact`` so the API key can never leak into a report.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -88,9 +89,10 @@ CONTEXT_LENGTH_HINTS = ("maximum context length", "maximum model length", "excee
 def _retry_after(resp: httpx.Response) -> float | None:
     value = resp.headers.get("retry-after")
     try:
-        return float(value) if value is not None else None
-    except ValueError:
+        seconds = float(value) if value is not None else None
+    except ValueError:  # an HTTP date, or garbage: use the default wait
         return None
+    return seconds if seconds is not None and math.isfinite(seconds) and seconds >= 0 else None
 
 
 def raw_chunks(resp: httpx.Response) -> Iterator[bytes]:

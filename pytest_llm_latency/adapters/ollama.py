@@ -16,7 +16,7 @@ import httpx
 
 from ..core.errors import MeasurementError, ProtocolError
 from ..core.record import Clock, RecordBuilder, RequestRecord
-from .http import CONTEXT_LENGTH_HINTS, Redactor, StreamingPost, Timeouts
+from .http import CONTEXT_LENGTH_HINTS, Redactor, StreamingPost, Timeouts, map_transport_error
 from .ndjson import NDJSONDecoder
 
 NDJSON_TYPES = ("application/x-ndjson", "application/json")
@@ -52,10 +52,14 @@ class OllamaClient:
         return f"OllamaClient({self.base_url!r}, model={self.model!r}, api={self.api!r})"
 
     def models(self) -> list[dict]:
+        """Local models from ``/api/tags``; a transport failure raises (it is the real problem)."""
+        url = f"{self.base_url}/api/tags"
         try:
-            r = self.http.get(f"{self.base_url}/api/tags", timeout=self.timeouts.connect_s + 5)
+            r = self.http.get(url, timeout=self.timeouts.connect_s + 5)
             return [{"id": m.get("name")} for m in r.json().get("models", [])] if r.status_code == 200 else []
-        except (httpx.HTTPError, ValueError, AttributeError):
+        except httpx.HTTPError as exc:
+            raise map_transport_error(exc, url, self.timeouts, self.redact) from None
+        except (ValueError, AttributeError):
             return []
 
     def resolve_model(self) -> str:
@@ -126,8 +130,9 @@ class OllamaClient:
         if content or thinking or tools:
             b.token_chunk(t, text_len=len(content or ""), reasoning=not content and not tools)
         if obj.get("done"):
-            counts = [obj.get("prompt_eval_count") or 0, obj.get("eval_count") or 0]
-            if any(isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in counts):
+            # absent counts stay unknown (the counted tokens then stand), never 0
+            counts = [obj.get("prompt_eval_count"), obj.get("eval_count")]
+            if any(c is not None and (isinstance(c, bool) or not isinstance(c, int) or c < 0) for c in counts):
                 raise ProtocolError(f"Ollama final object has non-integer token counts: {counts!r}")
             b.usage(*counts)
             b.record.server_timings.update(ollama_timings(obj))

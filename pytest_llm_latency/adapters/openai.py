@@ -195,6 +195,9 @@ class OpenAIClient:
             obj = json.loads(data)
         except json.JSONDecodeError as exc:
             raise ProtocolError(self.redact(f"malformed JSON in SSE event ({exc.msg}): {data[:120]!r}")) from None
+        except (ValueError, RecursionError) as exc:  # 5000-digit ints, absurd nesting
+            raise ProtocolError(self.redact(f"unreadable JSON in SSE event ({type(exc).__name__}): "
+                                            f"{data[:120]!r}")) from None
         if not isinstance(obj, dict):
             raise ProtocolError(f"SSE event is not a JSON object: {data[:120]!r}")
         if "error" in obj or obj.get("object") == "error":

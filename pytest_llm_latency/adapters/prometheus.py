@@ -8,6 +8,7 @@ value of the second scrape.  Names are the server's own (``vllm:...``,
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import httpx
@@ -58,10 +59,13 @@ def scrape(http: httpx.Client, base_url: str, timeout_s: float = 5.0) -> Scrape 
 def delta(before: Scrape, after: Scrape) -> dict[str, float]:
     """Counter increases over the measurement, plus the gauges' final values."""
     out = {}
-    for name, v in after.counters.items():
+    for name, v in list(after.counters.items()) + list(after.gauges.items()):
+        if not math.isfinite(v):  # NaN/Inf are legal Prometheus values but not JSON
+            continue
+        if name in after.gauges:
+            out[name] = v
+            continue
         d = v - before.counters.get(name, 0.0)
-        if d >= 0:
+        if math.isfinite(d) and d >= 0:
             out[name] = d
-    for name, v in after.gauges.items():
-        out[name] = v
     return out

@@ -181,8 +181,10 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     output = _int(get("output_tokens", base.output_tokens if base else None), where(("output_tokens",)), 1)
     samples = _int(get("samples", default_samples or 20), where(("samples",)), 1)
     warmup = _int(get("warmup", 2), where(("warmup",)), 0)
-    system = _int(get("system_prompt_tokens", base.system_prompt_tokens if base else 0),
-                  where(("system_prompt_tokens",)), 0)
+    default_system = 0
+    if base and base.system_prompt_tokens:  # keep the class's system share when prompt_tokens is overridden
+        default_system = round(base.system_prompt_tokens * prompt / base.prompt_tokens)
+    system = _int(get("system_prompt_tokens", default_system), where(("system_prompt_tokens",)), 0)
     shared = _int(get("shared_prefix_tokens", 0), where(("shared_prefix_tokens",)), 0)
     conc = _int(get("concurrency", 1), where(("concurrency",)), 1)
     for k, v in (("system_prompt_tokens", system), ("shared_prefix_tokens", shared)):

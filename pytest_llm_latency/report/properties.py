@@ -41,6 +41,8 @@ def flatten(res: WorkloadResult, nodeid: str) -> list[tuple[str, Any]]:
         props.append((f"llm.violation.{i}", v.message))
     for i, e in enumerate(res.errors, 1):
         props.append((f"llm.error.{i}", e))
+    for i, c in enumerate(res.failed_checks, 1):
+        props.append((f"llm.check.{i}", c))
     kinds: dict[str, int] = {}
     for f in res.failures:
         kinds[f.kind] = kinds.get(f.kind, 0) + 1
@@ -68,6 +70,8 @@ def unflatten(props: Iterable[tuple[str, Any]]) -> dict | None:
                                                  key=lambda k: int(k.split(".")[1]))]
     out["errors"] = [flat[k] for k in sorted((k for k in flat if k.startswith("error.")),
                                              key=lambda k: int(k.split(".")[1]))]
+    out["violations"] += [flat[k] for k in sorted((k for k in flat if k.startswith("check.")),
+                                                  key=lambda k: int(k.split(".")[1]))]
     out["failures"] = {k[len("failures."):]: v for k, v in flat.items() if k.startswith("failures.")}
     out["short_outputs"] = flat.get("short_outputs", 0)
     out["failed_requests"] = flat.get("failed_requests", 0)
@@ -76,3 +80,18 @@ def unflatten(props: Iterable[tuple[str, Any]]) -> dict | None:
                     if k not in known and "." not in k}
     out["server_metrics"] = {k[len("metrics."):]: v for k, v in flat.items() if k.startswith("metrics.")}
     return out
+
+
+def split_results(props: Iterable[tuple[str, Any]]) -> list[list[tuple[str, Any]]]:
+    """Group a test's properties per result: ``llm.*`` is the first, ``llm.k.*`` the k-th;
+    each group comes back with plain ``llm.`` keys for ``unflatten``."""
+    groups: dict[int, list[tuple[str, Any]]] = {}
+    for key, value in props:
+        if not isinstance(key, str) or not key.startswith(PREFIX):
+            continue
+        head, _, rest = key[len(PREFIX):].partition(".")
+        if head.isdigit() and rest:
+            groups.setdefault(int(head), []).append((PREFIX + rest, value))
+        else:
+            groups.setdefault(1, []).append((key, value))
+    return [groups[k] for k in sorted(groups)]

@@ -1,9 +1,13 @@
 """Marker and fixture forms, skip/disable switches, secrets (pytester, fake server)."""
+import json
+
 import pytest
 
 from fakeserver import FakeServerPlugin, Script
 
 MARKED = """
+import json
+
 import pytest
 
 @pytest.mark.llm_slo(workload="chat", prompt_tokens=32, output_tokens=8, samples=20, warmup=0,
@@ -115,3 +119,40 @@ def test_report_header_and_markers_help(pytester):
     pytester.makepyfile("def test_x():\n    pass\n")
     r = pytester.runpytest("--llm-latency-url=http://h:1", "--llm-latency-seed=7", "--llm-latency-model=m")
     r.stdout.fnmatch_lines(["llm-latency: url=http://h:1 api=openai-completions model=m seed=7"])
+
+
+def test_every_measure_in_a_test_is_judged_and_reported(pytester):
+    pytester.makepyfile("""
+        def test_two(llm_latency):
+            llm_latency.measure(workload="agent", prompt_tokens=64, output_tokens=8, samples=20, warmup=0)
+            llm_latency.measure(workload="chat", prompt_tokens=32, output_tokens=8, samples=20, warmup=0)
+    """)
+    # agent: E2E 1500 + 7 x 100 = 2200 ms > 2 s; chat: TTFT 1500 ms > 500 ms -- both judged, both reported
+    r = run(pytester, Script(ttft_ms=1500, tpot_ms=100), "--llm-latency-json=r.json")
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*workload 'agent'*", "*E2E p95 2200.0 ms > budget 2000 ms*", "*workload 'chat'*"])
+    results = json.loads((pytester.path / "r.json").read_text())["results"]
+    assert [(x["nodeid"].split("::")[-1], x["workload"], x["verdict"]) for x in results] == \
+        [("test_two", "agent", "fail"), ("test_two#2", "chat", "fail")]
+
+
+def test_a_failing_check_is_what_the_reports_say(pytester):
+    pytester.makepyfile("""
+        def test_c(llm_latency):
+            r = llm_latency.measure(workload="chat", prompt_tokens=32, output_tokens=8, samples=20, warmup=0,
+                                    ttft_p95="5s")
+            r.check(ttft_p95="1ms")
+    """)
+    r = run(pytester, Script(ttft_ms=100, tpot_ms=10), "--llm-latency-json=r.json")
+    r.assert_outcomes(failed=1)
+    (res,) = json.loads((pytester.path / "r.json").read_text())["results"]
+    assert res["verdict"] == "fail" and res["violations"][0].startswith("TTFT p95 100.0 ms > budget 1 ms")
+
+
+def test_fixture_requested_but_unused_is_not_measured(pytester):
+    pytester.makepyfile("def test_u(llm_latency):\n    pass\n")
+    script = Script()
+    r = pytester.runpytest("-p", "no:cacheprovider", "--llm-latency-url=http://fake:1",
+                           plugins=[FakeServerPlugin(script)])
+    r.assert_outcomes(passed=1)
+    assert script.requests == []
