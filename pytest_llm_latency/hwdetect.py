@@ -119,11 +119,17 @@ def host_key() -> str:
     return f"{socket.gethostname()}-{os.cpu_count()}cpu"
 
 
+MAX_PROBE_PROCESSES = 16  # 256 MiB each: a 64-core affinity mask must not mean 16 GiB
+
+
 def usable_cores() -> int:
+    """Cores this process may run on, capped at ``MAX_PROBE_PROCESSES`` (a container's CPU
+    quota can be far below its affinity mask; memory bandwidth saturates long before)."""
     try:
-        return len(os.sched_getaffinity(0))
+        n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # pragma: no cover - non-Linux
-        return os.cpu_count() or 1
+        n = os.cpu_count() or 1
+    return max(1, min(n, MAX_PROBE_PROCESSES))
 
 
 Sample = tuple[float, float, float]              # (start, end, bytes read) of one process

@@ -16,6 +16,7 @@ import httpx
 
 from .core.errors import ConfigError, MeasurementError
 from .core.prompts import Prompt, build_prompts, linear_counter
+from .core import metrics as m
 from .core.record import Clock, RequestRecord
 from .core.result import Failure, WorkloadResult, evaluate
 from .core.workload import Workload
@@ -170,6 +171,16 @@ def measure(client, workload: Workload, *, seed: int = 0, progress: ProgressFn |
     if deviations:
         res.notes.append(f"prompt_tokens deviated from the planned {workload.prompt_tokens} on {len(deviations)} "
                          f"of {len(records)} requests (by {min(deviations):+d}..{max(deviations):+d} tokens)")
+    inexact = sum(1 for r in records if r.chunks and not r.token_counts_exact)
+    if inexact:
+        res.notes.append(f"{inexact} of {len(records)} streams gave no per-chunk token counts (no "
+                         f"continuous_usage_stats): ITL is per chunk there; TPOT still uses usage")
+    chunks = sum(max(len(r.chunks) - 1, 0) for r in records)
+    bursts = sum(m.burst_chunks(r) for r in records)
+    if chunks and bursts > 0.1 * chunks:
+        res.notes.append(f"{bursts} of {chunks} token chunks arrived < 0.1 ms after the previous one: a buffering "
+                         f"proxy or compression may be bunching tokens (ITL then looks falsely small)")
+    res.extra["burst_chunks"] = bursts
     retried = [r.retries for r in records if r.retries]
     if retried:
         res.notes.append(f"{len(retried)} requests succeeded after 429/503 retries ({sum(retried)} retries in all)")

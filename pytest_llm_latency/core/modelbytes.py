@@ -261,6 +261,18 @@ def model_bytes_from_hf_config(cfg: dict, *, dtype: str | None = None, bits: flo
                                where: str = "config.json") -> ModelBytes:
     """ModelBytes from an HF config dict; dtype defaults to the config's ``torch_dtype``."""
     pc = params_from_hf_config(cfg, where=where)
+    quant = cfg.get("quantization_config")
+    if dtype is None and bits is None and isinstance(quant, dict):
+        # torch_dtype of an AWQ/GPTQ/fp8 checkpoint names the activations, not the stored weights
+        method = str(quant.get("quant_method", "")).lower()
+        if isinstance(quant.get("bits"), (int, float)) and not isinstance(quant.get("bits"), bool):
+            bits = float(quant["bits"])
+        elif method in ("fp8", "fbgemm_fp8"):
+            dtype = "fp8"
+        else:
+            raise ConfigError(f"{where}: quantization_config ({method or 'unknown method'}) does not say how many "
+                              f"bits a weight takes; give dtype or bits (e.g. bits: 4.25 for 4-bit with group "
+                              f"scales)")
     if dtype is None and bits is None:
         dtype = cfg.get("torch_dtype") or cfg.get("dtype")
         if dtype is None:

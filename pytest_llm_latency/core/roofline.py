@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass, replace
 
 from .errors import ConfigError
+from .metrics import decode_tps
 from .hardware import Hardware, ModelSpec
 from .modelbytes import ModelBytes
 
@@ -136,7 +137,7 @@ def _tpot_to_tok_s(ms, what: str) -> float:
     if not _finite(ms) or ms <= 0:
         raise ConfigError(f"roofline: {what} must be a positive number of ms, got {ms!r} "
                           "(no decode timing: did the stream deliver at least 2 tokens?)")
-    return 1000.0 / ms
+    return decode_tps(ms)
 
 
 def evaluate_roofline(hardware: Hardware, model: ModelBytes | ModelSpec, *, context: float,

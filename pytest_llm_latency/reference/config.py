@@ -6,6 +6,7 @@ with ``-`` for ``_``, as ``serve-reference`` options (``cli.py``).
 from __future__ import annotations
 
 import dataclasses
+import math
 import difflib
 from dataclasses import dataclass, field
 
@@ -102,15 +103,15 @@ class ReferenceConfig:
             v = getattr(self, name)
             if v is not None and not 0 < v <= 1:
                 raise ConfigError(f"reference: {name} must be in (0, 1], got {v}")
-        if self.time_scale < 0:
-            raise ConfigError(f"reference: time_scale must be >= 0, got {self.time_scale}")
+        if not (math.isfinite(self.time_scale) and self.time_scale >= 0):
+            raise ConfigError(f"reference: time_scale must be a finite number >= 0, got {self.time_scale}")
         for name in ("max_num_seqs", "block_size", "stream_interval"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"reference: {name} must be >= 1")
         for name in ("kv_pool_tokens", "max_num_batched_tokens", "max_model_len", "peak_tflops"):
             v = getattr(self, name)
-            if v is not None and v <= 0:
-                raise ConfigError(f"reference: {name} must be > 0")
+            if v is not None and not (math.isfinite(v) and v > 0):
+                raise ConfigError(f"reference: {name} must be a finite number > 0, got {v}")
         if self.max_num_batched_tokens and not self.chunked_prefill:
             raise ConfigError("reference: max_num_batched_tokens needs chunked_prefill")
         if not 0 <= self.port < 65536:

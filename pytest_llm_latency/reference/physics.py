@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from ..core.hardware import Hardware, ModelSpec
+from ..core.modelbytes import ModelBytes
 
 DEFAULT_DECODE_EFFICIENCY = 0.7    # fraction of peak memory bandwidth reached by decode
 DEFAULT_PREFILL_EFFICIENCY = 0.5   # model FLOP utilisation (MFU) of compute-bound work
@@ -110,6 +111,13 @@ class Physics:
     bandwidth: float           # B, bytes/s
     decode_efficiency: float = DEFAULT_DECODE_EFFICIENCY    # e_m
     prefill_efficiency: float = DEFAULT_PREFILL_EFFICIENCY  # e_c
+    moe: ModelBytes | None = None  # MoE: a step of t tokens reads the experts they touch
+
+    def weights_read(self, tokens: int) -> float:
+        """Weight bytes one step reads: all of them (dense), or, for MoE, shared weights plus
+        the routed experts that ``tokens`` tokens touch (``ModelBytes.weight_bytes_at_batch``,
+        the same rule as the roofline gate's ceiling)."""
+        return self.moe.weight_bytes_at_batch(tokens) if self.moe is not None else self.weight_bytes
 
     @classmethod
     def from_specs(cls, hw: Hardware, model: ModelSpec, *,
@@ -119,10 +127,12 @@ class Physics:
         bandwidth = hw.mem_bandwidth_gb_s * 1e9
         tflops = peak_tflops or hw.peak_bf16_tflops
         peak = tflops * 1e12 if tflops else FALLBACK_RIDGE_FLOP_PER_BYTE * bandwidth
+        mb = model.model_bytes()
         return cls(params=model.params, weight_bytes=model.weight_bytes,
                    kv_bytes_per_token=model.kv_bytes_per_token, layers=model.layers,
                    hidden=hidden_size(model), peak_flops=peak, bandwidth=bandwidth,
-                   decode_efficiency=decode_efficiency, prefill_efficiency=prefill_efficiency)
+                   decode_efficiency=decode_efficiency, prefill_efficiency=prefill_efficiency,
+                   moe=mb if mb.experts else None)
 
     # -- the one formula -------------------------------------------------------------
     def step(self, decode_contexts: Iterable[int] = (),
@@ -143,7 +153,7 @@ class Physics:
             pairs += n * c + n * (n + 1) / 2.0
             kv_read_tokens += c
         flops = 2.0 * self.params * tokens + 4.0 * self.layers * self.hidden * pairs
-        nbytes = self.weight_bytes + self.kv_bytes_per_token * kv_read_tokens if tokens else 0.0
+        nbytes = self.weights_read(tokens) + self.kv_bytes_per_token * kv_read_tokens if tokens else 0.0
         return StepCost(tokens=tokens, flops=flops, bytes=nbytes,
                         compute_s=flops / (self.peak_flops * self.prefill_efficiency),
                         memory_s=nbytes / (self.bandwidth * self.decode_efficiency))

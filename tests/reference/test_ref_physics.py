@@ -138,3 +138,17 @@ def test_kv_pool_counts_all_experts_of_a_moe_as_resident():
     assert ph.kv_pool_tokens(H100, moe, 0.9) == int((80e9 * 0.9 - 4 * WB) // KV)
     assert phys().single_stream_tok_s(0) == ph.Physics.from_specs(H100, moe, decode_efficiency=1.0,
                                                                   prefill_efficiency=1.0).single_stream_tok_s(0)
+
+
+def test_moe_step_reads_the_experts_the_batch_touches_like_the_roofline_ceiling():
+    from pytest_llm_latency import catalog
+    from pytest_llm_latency.core.roofline import decode_ceiling
+    from pytest_llm_latency.reference.physics import Physics
+
+    hw, model = catalog.hardware("h200"), catalog.model("mixtral-8x7b")
+    ph = Physics.from_specs(hw, model, decode_efficiency=1.0, prefill_efficiency=1.0)
+    for batch in (1, 2, 8):
+        per_stream = 1.0 / ph.decode_step_seconds([576] * batch)
+        ceiling = decode_ceiling(hw, model.model_bytes(), 576, batch).per_stream_tok_s
+        assert per_stream == pytest.approx(ceiling, rel=0.02), batch
+    assert ph.weights_read(8) > ph.weights_read(1)  # more tokens touch more experts

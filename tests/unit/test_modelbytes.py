@@ -187,3 +187,16 @@ def test_catalog_model_with_a_dtype_override_says_so():
     mb = resolve_model_bytes(model="llama-3.1-8b", dtype="Q4_K_M")
     assert "Llama-3.1-8B" in mb.source and "Q4_K_M" in mb.source
     assert "4-bit" in resolve_model_bytes(model="llama-3.1-8b", bits=4).source
+
+
+def test_quantized_hf_config_is_charged_its_stored_bits_not_torch_dtype():
+    from pytest_llm_latency.core.modelbytes import model_bytes_from_hf_config
+
+    cfg = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256, "torch_dtype": "float16",
+           "tie_word_embeddings": False}
+    fp16 = model_bytes_from_hf_config(cfg)
+    awq = model_bytes_from_hf_config({**cfg, "quantization_config": {"quant_method": "awq", "bits": 4}})
+    assert awq.weight_bytes == pytest.approx(fp16.weight_bytes / 4)
+    with pytest.raises(ConfigError, match="give dtype or bits"):
+        model_bytes_from_hf_config({**cfg, "quantization_config": {"quant_method": "bitsandbytes"}})
