@@ -20,7 +20,7 @@ from .core import metrics as m
 from .core.record import Clock, RequestRecord
 from .core.result import Failure, WorkloadResult, evaluate
 from .core.workload import Workload
-from .adapters.http import Redactor, Timeouts
+from .adapters.http import Redactor, Timeouts, bounded_request
 from .adapters.ollama import OllamaClient
 from .adapters.openai import OpenAIClient
 
@@ -69,8 +69,9 @@ def tokenize_endpoint(client) -> Callable[[str], int] | None:
     short, long = "hello world", "hello world " + "counting tokens " * 20
     for path, body in shapes:
         def count(text: str, _p=path, _b=body) -> int:
-            resp = http.post(base + _p, json=_b(text), timeout=client.timeouts.idle_s)
-            resp.raise_for_status()
+            resp = bounded_request(http, "POST", base + _p, json=_b(text), total_s=client.timeouts.idle_s)
+            if resp.status_code != 200:
+                raise ValueError(f"HTTP {resp.status_code}")
             d = resp.json()
             return int(d["count"]) if "count" in d else len(d["tokens"])
         try:

@@ -103,6 +103,46 @@ def raw_chunks(resp: httpx.Response) -> Iterator[bytes]:
         yield resp.content
 
 
+@dataclass(frozen=True)
+class SmallResponse:
+    """A small non-streamed answer (models list, tokenize, metrics) read within a deadline."""
+
+    status_code: int
+    headers: httpx.Headers
+    content: bytes
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+    def json(self):
+        import json
+
+        return json.loads(self.content)
+
+
+def bounded_request(http: httpx.Client, method: str, url: str, *, total_s: float,
+                    max_bytes: int = 8 * 1024 * 1024, clock: Callable[[], float] = time.monotonic,
+                    **kw) -> SmallResponse:
+    """``http.request`` whose *whole* answer must arrive within ``total_s`` and ``max_bytes``.
+
+    httpx's read timeout bounds each read only, so a server trickling a byte a second would
+    otherwise hold a plain GET for hours.  Raises ``httpx.ReadTimeout`` past the deadline and
+    ``httpx.DecodingError`` past the size cap (both ``httpx.HTTPError``).
+    """
+    deadline = clock() + total_s
+    with http.stream(method, url, **kw) as resp:
+        data = bytearray()
+        for chunk in raw_chunks(resp):
+            data += chunk
+            if len(data) > max_bytes:
+                raise httpx.DecodingError(f"answer from {url} larger than {max_bytes} bytes", request=resp.request)
+            if clock() > deadline:
+                raise httpx.ReadTimeout(f"answer from {url} took longer than {total_s:g}s in all",
+                                        request=resp.request)
+        return SmallResponse(resp.status_code, resp.headers, bytes(data))
+
+
 def _error_body(resp: httpx.Response) -> str:
     data = b""
     for chunk in raw_chunks(resp):

@@ -16,7 +16,7 @@ import httpx
 
 from ..core.errors import MeasurementError, ProtocolError
 from ..core.record import Clock, RecordBuilder, RequestRecord
-from .http import CONTEXT_LENGTH_HINTS, Redactor, StreamingPost, Timeouts, map_transport_error
+from .http import CONTEXT_LENGTH_HINTS, Redactor, StreamingPost, Timeouts, bounded_request, map_transport_error
 from .ndjson import NDJSONDecoder
 
 NDJSON_TYPES = ("application/x-ndjson", "application/json")
@@ -55,7 +55,7 @@ class OllamaClient:
         """Local models from ``/api/tags``; a transport failure raises (it is the real problem)."""
         url = f"{self.base_url}/api/tags"
         try:
-            r = self.http.get(url, timeout=self.timeouts.connect_s + 5)
+            r = bounded_request(self.http, "GET", url, total_s=self.timeouts.connect_s + 5)
             return [{"id": m.get("name")} for m in r.json().get("models", [])] if r.status_code == 200 else []
         except httpx.HTTPError as exc:
             raise map_transport_error(exc, url, self.timeouts, self.redact) from None

@@ -25,7 +25,7 @@ import httpx
 
 from ..core.errors import MeasurementError, ProtocolError
 from ..core.record import Clock, RecordBuilder, RequestRecord
-from .http import CONTEXT_LENGTH_HINTS, Redactor, StreamingPost, Timeouts, map_transport_error
+from .http import CONTEXT_LENGTH_HINTS, Redactor, StreamingPost, Timeouts, bounded_request, map_transport_error
 from .sse import SSEDecoder
 
 SSE_TYPES = ("text/event-stream",)
@@ -75,7 +75,7 @@ class OpenAIClient:
         if self._models is None:
             url = f"{self.base_url}/v1/models"
             try:
-                r = self.http.get(url, timeout=self.timeouts.connect_s + 5)
+                r = bounded_request(self.http, "GET", url, total_s=self.timeouts.connect_s + 5)
                 if r.status_code in (401, 403):
                     raise MeasurementError("auth", self.redact(
                         f"HTTP {r.status_code} from {url}: {r.text[:300]} — check LLM_LATENCY_API_KEY"))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import httpx
 
 from ..core.errors import MeasurementError
+from .http import bounded_request
 
 MAX_METRICS_BYTES = 8 * 1024 * 1024
 
@@ -48,7 +49,8 @@ def parse_metrics(text: str) -> Scrape:
 def scrape(http: httpx.Client, base_url: str, timeout_s: float = 5.0) -> Scrape | None:
     """``None`` when the server has no /metrics (404, disabled) -- that is normal."""
     try:
-        r = http.get(base_url.rstrip("/") + "/metrics", timeout=timeout_s)
+        r = bounded_request(http, "GET", base_url.rstrip("/") + "/metrics", total_s=timeout_s,
+                            max_bytes=MAX_METRICS_BYTES)
     except httpx.HTTPError:
         return None
     if r.status_code != 200 or len(r.content) > MAX_METRICS_BYTES:

@@ -170,3 +170,27 @@ def test_server_rejecting_continuous_usage_stats_is_retried_without_it():
     assert c.stream("", "x", 1).completion_tokens == 1
     assert c.stream("", "x", 1).completion_tokens == 1
     assert [("continuous_usage_stats" in b["stream_options"]) for b in bodies] == [True, False, False]
+
+
+def test_small_answers_are_bounded_in_total_not_just_per_read():
+    from pytest_llm_latency.adapters.http import bounded_request
+
+    now = [0.0]
+
+    def clock():
+        return now[0]
+
+    def trickle():  # one byte per (virtual) second: every single read is quick
+        for b in b'{"data": []}' * 100:
+            now[0] += 1.0
+            yield bytes([b])
+
+    http = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200, content=trickle())))
+    with pytest.raises(httpx.ReadTimeout, match="longer than 5s in all"):
+        bounded_request(http, "GET", "http://x/v1/models", total_s=5, clock=clock)
+    assert now[0] == 6.0  # stopped at the first read past the deadline
+    big = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200, content=b"x" * 100)))
+    with pytest.raises(httpx.DecodingError, match="larger than 10 bytes"):
+        bounded_request(big, "GET", "http://x/metrics", total_s=5, max_bytes=10)
+    ok = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200, json={"data": [{"id": "m"}]})))
+    assert bounded_request(ok, "GET", "http://x/v1/models", total_s=5).json() == {"data": [{"id": "m"}]}
