@@ -205,7 +205,11 @@ class ManagedTarget:
         """
         if self.is_running():
             return self
-        self.port = free_port(self.host)
+        try:
+            self.port = free_port(self.host)
+        except OSError as exc:
+            raise ManagedTargetError("no_port", f"no free loopback port on {self.host}: {exc}",
+                                     command=self.command) from None
         self.argv = [self._substitute(c) for c in self.command]
         env = os.environ.copy()
         env.update({k: self._substitute(str(v)) for k, v in self.env.items()})
@@ -221,6 +225,7 @@ class ManagedTarget:
             raise ManagedTargetError(
                 "not_found", f"managed target command could not be executed: {exc}\n"
                 f"  command: {self._cmd_str()}", command=self.argv) from exc
+        self._stopped = False
         _LIVE.add(self)
         try:
             self._wait_ready(started)
@@ -280,6 +285,9 @@ class ManagedTarget:
         if proc is None:
             self._close_log()
             return None
+        if getattr(self, "_stopped", False):  # never signal again: the group id may be reused
+            return proc.poll()
+        self._stopped = True
         grace = self.stop_timeout_s if timeout_s is None else timeout_s
         self._signal_group(signal.SIGTERM)
         try:

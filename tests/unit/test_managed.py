@@ -318,3 +318,19 @@ def test_managed_server_dies_with_the_process_that_started_it(tmp_path):
     else:
         os.kill(child, signal.SIGKILL)
         raise AssertionError("the managed child outlived its SIGKILLed parent")
+
+
+def test_second_stop_sends_no_signal(tmp_path, monkeypatch):
+    import sys
+
+    from pytest_llm_latency.managed import ManagedTarget
+
+    t = ManagedTarget([sys.executable, "-c", "import time; time.sleep(60)"], log_path=tmp_path / "l.log")
+    import subprocess
+
+    t._proc = subprocess.Popen(t.command, start_new_session=True)
+    t._stopped = False
+    t.stop(timeout_s=5)
+    sent = []
+    monkeypatch.setattr(t, "_signal_group", sent.append)
+    assert t.stop() is not None and sent == []  # the (possibly reused) group id is left alone
