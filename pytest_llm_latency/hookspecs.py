@@ -6,9 +6,6 @@ every target (e.g. ``httpx.MockTransport`` or respx's), like pytest_httpx does;
 """
 import pytest
 
-hookspec = pytest.hookspec if hasattr(pytest, "hookspec") else None
-
-
 @pytest.hookspec(firstresult=True)
 def pytest_llm_latency_transport(config, url):
     """Return an httpx transport for requests to ``url``, or None for the default."""

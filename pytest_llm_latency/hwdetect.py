@@ -18,7 +18,6 @@ import os
 import socket
 import statistics
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -228,15 +227,9 @@ def probe_cpu_bandwidth(*, processes: int | None = None, runs: int = 5, measure:
 
 
 def _atomic_write_json(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, sort_keys=True)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from .atomic import write_atomic
+
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True))
 
 
 def _read_cache(path: Path) -> dict:

@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 
 from .core.errors import ConfigError
 
-APIS = ("openai-completions", "openai-chat", "ollama")
+from .adapters import APIS  # one list for options and runner
 
 
 def _pos_int(v: str) -> int:

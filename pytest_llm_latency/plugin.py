@@ -205,7 +205,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     import json
 
     from . import __version__
-    from .report.atomic import write_atomic
+    from .atomic import write_atomic
 
     doc = {"version": __version__, "target": {"url": s.get("url"), "api": s.get("api"), "model": s.get("model")},
            "seed": s.get("seed"), "results": results}

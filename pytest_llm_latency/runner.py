@@ -24,7 +24,7 @@ from .adapters.http import Redactor, Timeouts, bounded_request
 from .adapters.ollama import OllamaClient
 from .adapters.openai import OpenAIClient
 
-APIS = ("openai-completions", "openai-chat", "ollama")
+from .adapters import APIS  # one list for options and runner
 
 
 class StreamClient(Protocol):

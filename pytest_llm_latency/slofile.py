@@ -161,7 +161,7 @@ def _check_target(target: Mapping[str, Any], where) -> None:
                           f"{{CUDA_VISIBLE_DEVICES: '0'}}, got {env!r}")
 
 
-def parse_slo_file(text: str | bytes, filename: str, default_samples: int | None = None,
+def parse_slo_file(text: str | bytes, filename: str,
                    samples_override: int | None = None) -> SloSpec:
     """Parse one SLO file.  ``samples_override`` (``--llm-latency-samples`` and friends) replaces
     every workload's ``samples`` for the check that it can support each percentile budget."""
@@ -202,7 +202,7 @@ def parse_slo_file(text: str | bytes, filename: str, default_samples: int | None
         if file_roofline and "roofline" not in wspec:
             wspec = {**wspec, "roofline": file_roofline}
         where = lambda p, n=name: spec.where(("workloads", n) + p)  # noqa: E731
-        w = make_workload(str(name), wspec, where, default_samples=default_samples)
+        w = make_workload(str(name), wspec, where)
         samples_where = where(("samples",)) if samples_override is None else f"{where(())} (samples overridden)"
         check_min_samples(w, samples_where, samples=samples_override)
         spec.workloads.append(w)

@@ -138,7 +138,7 @@ def evaluate(workload: Workload, records: list[RequestRecord], failures: list[Fa
     if (res.failed_requests or res.short_outputs) and res.error_rate > workload.max_error_rate:
         parts = []
         if res.failed_requests:
-            kinds = ", ".join(f"{k} x{c}" for k, c in sorted(_kinds(res.failures).items()))
+            kinds = ", ".join(f"{k} x{c}" for k, c in sorted(failure_kinds(res.failures).items()))
             parts.append(f"{res.failed_requests} of {res.n + res.failed_requests} requests failed ({kinds}): "
                          f"{res.failures[0].message}")
         if short:
@@ -150,7 +150,8 @@ def evaluate(workload: Workload, records: list[RequestRecord], failures: list[Fa
     return res
 
 
-def _kinds(failures: list[Failure]) -> dict[str, int]:
+def failure_kinds(failures: list[Failure]) -> dict[str, int]:
+    """How many failed requests of each kind (``http_429``, ``reset``...)."""
     out: dict[str, int] = {}
     for f in failures:
         out[f.kind] = out.get(f.kind, 0) + 1

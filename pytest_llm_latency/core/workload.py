@@ -153,8 +153,7 @@ def _int(value: Any, where: str, minimum: int) -> int:
     return value
 
 
-def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".join(map(str, path)),
-                  default_samples: int | None = None) -> Workload:
+def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".join(map(str, path))) -> Workload:
     """Build a workload from a mapping (YAML ``workloads.<name>`` or marker kwargs).
 
     ``where(path)`` turns a key path into a human location ("chat.slo.yaml:7 workloads.chat.slo").
@@ -179,7 +178,7 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     get = lambda k, d: spec.get(k, d)  # noqa: E731
     prompt = _int(get("prompt_tokens", base.prompt_tokens if base else None), where(("prompt_tokens",)), 1)
     output = _int(get("output_tokens", base.output_tokens if base else None), where(("output_tokens",)), 1)
-    samples = _int(get("samples", default_samples or 20), where(("samples",)), 1)
+    samples = _int(get("samples", 20), where(("samples",)), 1)
     warmup = _int(get("warmup", 2), where(("warmup",)), 0)
     default_system = 0
     if base and base.system_prompt_tokens:  # keep the class's system share when prompt_tokens is overridden

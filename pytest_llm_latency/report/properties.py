@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from ..core.metrics import METRICS
-from ..core.result import WorkloadResult
+from ..core.result import WorkloadResult, failure_kinds
 from ..core.stats import STATS
 
 PREFIX = "llm."
@@ -43,10 +43,7 @@ def flatten(res: WorkloadResult, nodeid: str) -> list[tuple[str, Any]]:
         props.append((f"llm.error.{i}", e))
     for i, c in enumerate(res.failed_checks, 1):
         props.append((f"llm.check.{i}", c))
-    kinds: dict[str, int] = {}
-    for f in res.failures:
-        kinds[f.kind] = kinds.get(f.kind, 0) + 1
-    for kind, count in sorted(kinds.items()):
+    for kind, count in sorted(failure_kinds(res.failures).items()):
         props.append((f"llm.failures.{kind}", count))
     for key, value in res.extra.items():
         if isinstance(value, (int, float, str)) and not isinstance(value, bool):

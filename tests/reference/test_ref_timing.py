@@ -155,6 +155,26 @@ def _run_concurrently(url: str, n_workers: int, bodies_per_worker) -> tuple[list
     return results, t0
 
 
+def _while_scraping(url: str, gauges: list[str], run):
+    """Run ``run()`` while a thread samples these /metrics gauges every 20 ms; (result, samples)."""
+    seen, stop = [], threading.Event()
+
+    def scrape():
+        with httpx.Client(timeout=5.0) as c:
+            while not stop.is_set():
+                fams = {f.name: f for f in text_string_to_metric_families(c.get(url + "/metrics").text)}
+                seen.append(tuple(fams[g].samples[0].value for g in gauges))
+                stop.wait(0.02)
+
+    scraper = threading.Thread(target=scrape)
+    scraper.start()
+    try:
+        return run(), seen
+    finally:
+        stop.set()
+        scraper.join(10)
+
+
 def test_batching_multiplies_throughput_and_raises_p99_itl(serve, http):
     h = serve("time_scale=1")
     stream_openai(http, h.url, forced("warm up", 4))
@@ -178,24 +198,9 @@ def test_queueing_shows_in_metrics_and_in_ttft(serve, http):
     h = serve("time_scale=1&max_num_seqs=8")
     one = stream_openai(http, h.url, forced(words(50, "solo"), 32))
     one_e2e = (one.chunks[-1][0] - one.t_send) / 1e9
-    waiting, stop = [], threading.Event()
-
-    def scrape():
-        with httpx.Client(timeout=5.0) as c:
-            while not stop.is_set():
-                text = c.get(h.url + "/metrics").text
-                for fam in text_string_to_metric_families(text):
-                    if fam.name == "vllm:num_requests_waiting":
-                        waiting.append(fam.samples[0].value)
-                stop.wait(0.02)
-
-    scraper = threading.Thread(target=scrape)
-    scraper.start()
-    try:
-        results, _ = _run_concurrently(h.url, 32, lambda i: [forced(words(50, f"q{i}"), 32)])
-    finally:
-        stop.set()
-        scraper.join(10)
+    (results, _), seen = _while_scraping(h.url, ["vllm:num_requests_waiting"],
+                                         lambda: _run_concurrently(h.url, 32, lambda i: [forced(words(50, f"q{i}"), 32)]))
+    waiting = [w for (w,) in seen]
     print(f"queueing: max waiting {max(waiting)}, TTFT p95 {percentile([s.ttft_s for s in results], 0.95):.3f} s, "
           f"single e2e {one_e2e:.3f} s")
     assert max(waiting) > 0, waiting
@@ -237,24 +242,9 @@ def test_chunked_prefill_bounds_the_stall_of_running_streams(serve, http):
 def test_kv_pool_full_makes_requests_wait(serve, http):
     # pool of 2048 tokens; each request needs 400 + 100 = 500 -> 4 run, 4 wait
     h = serve("time_scale=1&kv_pool_tokens=2048")
-    seen, stop = [], threading.Event()
-
-    def scrape():
-        with httpx.Client(timeout=5.0) as c:
-            while not stop.is_set():
-                fams = {f.name: f for f in text_string_to_metric_families(c.get(h.url + "/metrics").text)}
-                seen.append((fams["vllm:num_requests_waiting"].samples[0].value,
-                             fams["vllm:num_requests_running"].samples[0].value,
-                             fams["vllm:kv_cache_usage_perc"].samples[0].value))
-                stop.wait(0.02)
-
-    scraper = threading.Thread(target=scrape)
-    scraper.start()
-    try:
-        results, _ = _run_concurrently(h.url, 8, lambda i: [forced(words(400, f"kv{i}"), 100)])
-    finally:
-        stop.set()
-        scraper.join(10)
+    (results, _), seen = _while_scraping(
+        h.url, ["vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc"],
+        lambda: _run_concurrently(h.url, 8, lambda i: [forced(words(400, f"kv{i}"), 100)]))
     print(f"kv pool: max waiting {max(w for w, _, _ in seen)}, max running {max(r for _, r, _ in seen)}, "
           f"max usage while waiting {max(u for w, _, u in seen if w > 0):.2f}")
     assert all(s.done for s in results)
