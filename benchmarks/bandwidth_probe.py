@@ -52,7 +52,7 @@ def plain(kernel: str, processes: int, array_mb: int, passes: int) -> float:
 
 def main() -> int:
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-    from pytest_llm_latency.hwdetect import probe_cpu_bandwidth, usable_cores
+    from pytest_llm_latency.roofline.hwdetect import probe_cpu_bandwidth, usable_cores
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)

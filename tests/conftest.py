@@ -14,6 +14,8 @@ import yaml  # noqa: F401
 import pytest_llm_latency
 
 for _mod in pkgutil.walk_packages(pytest_llm_latency.__path__, "pytest_llm_latency."):
+    if _mod.name.endswith(".__main__"):  # running it would run the CLI
+        continue
     try:
         importlib.import_module(_mod.name)
     except ImportError:  # optional extras (gguf) may be missing

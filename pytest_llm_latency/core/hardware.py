@@ -1,7 +1,7 @@
 """Hardware and model descriptions used by the roofline math and the reference target.
 
 Pure dataclasses.  The catalog *data* lives in ``pytest_llm_latency/data/``;
-``pytest_llm_latency.catalog`` loads it into these types.
+``pytest_llm_latency.roofline.catalog`` loads it into these types.
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ Pure: no I/O, no pytest/httpx/yaml.  Sources of the byte counts:
 * ``model_bytes_from_llamacpp_models(payload)``: llama.cpp ``/v1/models`` ``meta`` (``n_params``, ``size``);
 * ``kv_bytes_per_token(...)``: the one KV formula every layer uses.
 
-A GGUF file's tensor table is read by ``pytest_llm_latency.gguf_reader`` (I/O).
+A GGUF file's tensor table is read by ``pytest_llm_latency.roofline.gguf_reader`` (I/O).
 """
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llm_latency.atomic import write_atomic
+from pytest_llm_latency.files.atomic import write_atomic
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL and fork semantics")
 
@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parents[2]
 CHILD = r"""
 import os, sys
 sys.path.insert(0, sys.argv[4])
-from pytest_llm_latency.atomic import write_atomic
+from pytest_llm_latency.files.atomic import write_atomic
 path, versions = sys.argv[1], [open(sys.argv[2], "rb").read(), open(sys.argv[3], "rb").read()]
 i = int(sys.argv[5])
 while True:

@@ -157,7 +157,7 @@ def test_non_utf8_file_names_line_and_fix(pytester):
 
 def test_parse_slo_file_reports_non_utf8_line_and_column():
     from pytest_llm_latency.core.errors import ConfigError
-    from pytest_llm_latency.slofile import parse_slo_file
+    from pytest_llm_latency.plugin.slofile import parse_slo_file
 
     with pytest.raises(ConfigError, match=r"^f\.slo\.yaml:3:17: not valid UTF-8 \(byte 0xff.*save the file as UTF-8"):
         parse_slo_file(NON_UTF8, "f.slo.yaml")
@@ -165,7 +165,7 @@ def test_parse_slo_file_reports_non_utf8_line_and_column():
 
 def test_recursive_and_exponential_yaml_aliases_are_config_errors_not_hangs():
     from pytest_llm_latency.core.errors import ConfigError
-    from pytest_llm_latency.slofile import parse_slo_file
+    from pytest_llm_latency.plugin.slofile import parse_slo_file
 
     with pytest.raises(ConfigError, match=r"f\.slo\.yaml:1 workloads: expected a mapping"):
         parse_slo_file("workloads: &x [*x]\n", "f.slo.yaml")  # was RecursionError
@@ -249,7 +249,7 @@ def test_option_sources_keep_their_precedence_when_one_layer_is_bad(pytester, mo
 # ---------------------------------------------------------------- hardware (roofline)
 
 def test_unknown_hardware_lists_close_matches():
-    from pytest_llm_latency import catalog
+    from pytest_llm_latency.roofline import catalog
     from pytest_llm_latency.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"unknown hardware 'h100-sxn'; did you mean [^?]*h100-sxm") as ei:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llm_latency.managed import free_port
+from pytest_llm_latency.targets.process import free_port
 from rawserver import raw_server
 
 REF = "reference://h100-sxm/llama-3.1-8b?time_scale=0.05"

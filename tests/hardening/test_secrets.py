@@ -5,8 +5,8 @@ from pathlib import Path
 
 import httpx
 
-from pytest_llm_latency.adapters.http import Redactor, make_http_client
-from pytest_llm_latency.adapters.openai import OpenAIClient
+from pytest_llm_latency.client.http import Redactor, make_http_client
+from pytest_llm_latency.client.openai import OpenAIClient
 from rawserver import raw_server
 
 SECRET = "sk-test-SECRET"

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import build_llama_server  # noqa: E402
 import make_models  # noqa: E402
 
-from pytest_llm_latency.managed import ManagedTarget, ManagedTargetError, TargetPool  # noqa: E402
+from pytest_llm_latency.targets.managed import ManagedTarget, ManagedTargetError, TargetPool  # noqa: E402
 
 NO_LLAMA_ENV = "LLM_LATENCY_NO_LLAMA"
 STARTUP_TIMEOUT_S = 120.0

@@ -26,7 +26,7 @@ import make_models
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pytest_llm_latency.managed import ManagedTarget, ManagedTargetError
+from pytest_llm_latency.targets.process import ManagedTarget, ManagedTargetError
 
 pytestmark = pytest.mark.integration
 

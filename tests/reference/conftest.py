@@ -9,9 +9,9 @@ import httpx
 import prometheus_client  # noqa: F401
 import pytest
 
-import pytest_llm_latency.reference.server  # noqa: F401
+import pytest_llm_latency.targets.reference.server  # noqa: F401
 
-from pytest_llm_latency.reference.launch import start_reference
+from pytest_llm_latency.targets.reference.launch import start_reference
 
 
 @pytest.fixture(scope="module")

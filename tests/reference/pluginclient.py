@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import httpx
 
-from pytest_llm_latency.adapters.http import Timeouts
-from pytest_llm_latency.adapters.openai import OpenAIClient
+from pytest_llm_latency.client.http import Timeouts
+from pytest_llm_latency.client.openai import OpenAIClient
 from pytest_llm_latency.core import metrics
 from pytest_llm_latency.core.record import RequestRecord
 

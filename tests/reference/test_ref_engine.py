@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_llm_latency import catalog
-from pytest_llm_latency.reference import physics as ph
-from pytest_llm_latency.reference.engine import (AdmissionError, Engine, EngineRequest, PrefixCache,
+from pytest_llm_latency.roofline import catalog
+from pytest_llm_latency.targets.reference import physics as ph
+from pytest_llm_latency.targets.reference.engine import (AdmissionError, Engine, EngineRequest, PrefixCache,
                                                  block_hashes)
 
 P = ph.Physics.from_specs(catalog.hardware("h100-sxm"), catalog.model("llama-3.1-8b"),

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from pytest_llm_latency.core.errors import ConfigError
-from pytest_llm_latency.reference.faults import MAX_FAULT_SECONDS, parse_fault
+from pytest_llm_latency.targets.reference.faults import MAX_FAULT_SECONDS, parse_fault
 
 BODY = {"prompt": "a b c d", "max_tokens": 8, "ignore_eos": True, "stream": True}
 
@@ -58,7 +58,7 @@ def http_request(port: int, headers: str = "") -> bytes:
 
 @pytest.fixture(scope="module")
 def server():
-    from pytest_llm_latency.reference.launch import start_reference
+    from pytest_llm_latency.targets.reference.launch import start_reference
 
     with start_reference("reference://h100-sxm/llama-3.1-8b?time_scale=0.05", mode="thread") as h:
         yield h

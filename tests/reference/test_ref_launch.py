@@ -13,9 +13,10 @@ import httpx
 import pytest
 
 from pytest_llm_latency.core.errors import ConfigError
-from pytest_llm_latency.reference import tokenizer
-from pytest_llm_latency.reference.config import ReferenceConfig
-from pytest_llm_latency.reference.launch import parse_reference_url, start_reference
+from pytest_llm_latency.targets.process import ManagedTargetError
+from pytest_llm_latency.targets.reference import tokenizer
+from pytest_llm_latency.targets.reference.config import ReferenceConfig
+from pytest_llm_latency.targets.reference.launch import parse_reference_url, start_reference
 
 
 def test_parse_url_full():
@@ -63,8 +64,8 @@ def test_parse_url_errors(url, needle):
 def test_cli_args_round_trip():
     cfg = parse_reference_url("reference://h100-sxm/llama-3.1-8b?efficiency=0.8&prefix_caching=1"
                               "&max_num_seqs=4&served_model_name=m")
-    from pytest_llm_latency.cli import build_parser
-    from pytest_llm_latency.reference.cli import config_from_args
+    from pytest_llm_latency.cli.main import build_parser
+    from pytest_llm_latency.cli.serve_reference import config_from_args
 
     args = build_parser().parse_args(["serve-reference", *cfg.to_cli_args()])
     assert config_from_args(args) == cfg
@@ -109,14 +110,15 @@ def test_subprocess_mode_serves_and_stops():
 
 
 @pytest.mark.parametrize("mode", ["subprocess", "thread"])
-def test_start_failure_is_a_config_error(mode):
+def test_start_failure_is_a_managed_target_error(mode):
+    """One process manager, one error type: the log tail names the cause."""
     with socket.socket() as busy:                      # the port is taken: bind fails
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         cfg = ReferenceConfig(port=busy.getsockname()[1])
-        with pytest.raises(ConfigError) as exc:
+        with pytest.raises(ManagedTargetError) as exc:
             start_reference(cfg, mode=mode, startup_timeout=15)
-    assert "did not start" in str(exc.value) or "failed to start" in str(exc.value)
+    assert "before becoming ready" in str(exc.value) or "failed to start" in str(exc.value)
     assert "address already in use" in str(exc.value).lower()
 
 
@@ -151,8 +153,9 @@ def test_check_alive_reports_a_dead_server():
         handle.check_alive()
         handle.proc.kill()
         handle.proc.wait(5)
-        with pytest.raises(ConfigError) as exc:
+        with pytest.raises(ManagedTargetError) as exc:
             handle.check_alive()
-        assert "exited with -9" in str(exc.value)
+        assert "exit code -9 (killed by SIGKILL)" in str(exc.value)
+        assert os.path.exists(handle.target.log_path), "a dead server's log is kept"
     finally:
         handle.stop()

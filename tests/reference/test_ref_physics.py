@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from pytest_llm_latency import catalog
-from pytest_llm_latency.reference import physics as ph
+from pytest_llm_latency.roofline import catalog
+from pytest_llm_latency.targets.reference import physics as ph
 
 H100 = catalog.hardware("h100-sxm")
 L8B = catalog.model("llama-3.1-8b")
@@ -141,9 +141,9 @@ def test_kv_pool_counts_all_experts_of_a_moe_as_resident():
 
 
 def test_moe_step_reads_the_experts_the_batch_touches_like_the_roofline_ceiling():
-    from pytest_llm_latency import catalog
+    from pytest_llm_latency.roofline import catalog
     from pytest_llm_latency.core.roofline import decode_ceiling
-    from pytest_llm_latency.reference.physics import Physics
+    from pytest_llm_latency.targets.reference.physics import Physics
 
     hw, model = catalog.hardware("h200"), catalog.model("mixtral-8x7b")
     ph = Physics.from_specs(hw, model, decode_efficiency=1.0, prefill_efficiency=1.0)

@@ -3,7 +3,7 @@ import dataclasses
 
 import pytest
 
-from pytest_llm_latency import catalog
+from pytest_llm_latency.roofline import catalog
 from pytest_llm_latency.core.errors import ConfigError
 from pytest_llm_latency.core.hardware import Hardware, ModelSpec
 

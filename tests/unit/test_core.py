@@ -164,7 +164,7 @@ def test_core_is_pure():
 
 
 def test_plugin_import_is_light():
-    code = ("import sys, pytest_llm_latency.plugin;"
+    code = ("import sys, pytest_llm_latency.plugin.hooks;"
             "bad=[m for m in ('httpx','numpy','yaml') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -173,7 +173,7 @@ def test_plugin_import_is_light():
 def test_measurement_runs_with_the_garbage_collector_off_and_restores_it():
     import gc
 
-    from pytest_llm_latency.runner import _no_gc_pauses
+    from pytest_llm_latency.client.runner import _no_gc_pauses
 
     assert gc.isenabled()
     with _no_gc_pauses():

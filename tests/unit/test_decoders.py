@@ -1,8 +1,8 @@
 """SSE / NDJSON decoders: every split point of the byte stream gives the same events."""
 import pytest
 
-from pytest_llm_latency.adapters.ndjson import NDJSONDecoder
-from pytest_llm_latency.adapters.sse import SSEDecoder, SSEEvent
+from pytest_llm_latency.client.ndjson import NDJSONDecoder
+from pytest_llm_latency.client.sse import SSEDecoder, SSEEvent
 from pytest_llm_latency.core.errors import ProtocolError
 
 STREAM = ('data: {"choices":[{"text":"h\u00e9llo \u4e16\u754c \U0001F600"}]}\r\n\r\n'

@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from pytest_llm_latency import hwdetect
+from pytest_llm_latency.roofline import hwdetect
 from pytest_llm_latency.core.errors import ConfigError
 
 # What `nvidia-smi --query-gpu=name,memory.total --format=csv` prints on real machines.
@@ -195,5 +195,5 @@ def test_small_real_probe_returns_a_positive_finite_figure_and_caches_it(cache):
 def test_importing_hwdetect_does_not_import_numpy():
     import subprocess
     import sys
-    code = "import sys, pytest_llm_latency.hwdetect, pytest_llm_latency.roofline_cli; print('numpy' in sys.modules)"
+    code = "import sys, pytest_llm_latency.roofline.hwdetect, pytest_llm_latency.cli.ceiling; print('numpy' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"

@@ -1,4 +1,4 @@
-"""Unit tests of ``pytest_llm_latency.managed`` with a tiny Python HTTP server.
+"""Unit tests of ``pytest_llm_latency.targets.managed`` with a tiny Python HTTP server.
 
 The fake server is a real process (``sys.executable -c SERVER``), so start-up,
 port substitution, process groups, signals and log capture are exercised for
@@ -15,7 +15,8 @@ import httpx
 import pytest
 
 from pytest_llm_latency.core.errors import LatencyError
-from pytest_llm_latency.managed import ManagedTarget, ManagedTargetError, TargetPool, free_port
+from pytest_llm_latency.targets.managed import TargetPool
+from pytest_llm_latency.targets.process import ManagedTarget, ManagedTargetError, free_port
 
 # argv: --host H --port P [--mode ok|503|ignore-term|spawn-child]
 SERVER = r'''
@@ -299,7 +300,7 @@ def test_managed_server_dies_with_the_process_that_started_it(tmp_path):
     script = tmp_path / "parent.py"
     script.write_text(  # the same Popen arguments ManagedTarget.start uses
         "import subprocess, sys, time\n"
-        "from pytest_llm_latency.managed import die_with_parent\n"
+        "from pytest_llm_latency.targets.process import die_with_parent\n"
         "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],\n"
         "                         start_new_session=True, preexec_fn=die_with_parent())\n"
         "print(child.pid, flush=True)\n"
@@ -323,7 +324,7 @@ def test_managed_server_dies_with_the_process_that_started_it(tmp_path):
 def test_second_stop_sends_no_signal(tmp_path, monkeypatch):
     import sys
 
-    from pytest_llm_latency.managed import ManagedTarget
+    from pytest_llm_latency.targets.process import ManagedTarget
 
     t = ManagedTarget([sys.executable, "-c", "import time; time.sleep(60)"], log_path=tmp_path / "l.log")
     import subprocess

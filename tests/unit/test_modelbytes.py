@@ -9,7 +9,7 @@ from pytest_llm_latency.core.modelbytes import (GGML_TYPE_BITS, GGUF_FILE_TYPE_B
                                                 kv_bytes_per_token, kv_elem_bytes, model_bytes_from_hf_config,
                                                 model_bytes_from_llamacpp_models, model_bytes_from_params,
                                                 params_from_hf_config)
-from pytest_llm_latency.roofline_cli import resolve_model_bytes
+from pytest_llm_latency.roofline.resolve import resolve_model_bytes
 
 # Published architecture numbers (the models' config.json on the Hugging Face hub).
 LLAMA_31_8B = {

@@ -5,7 +5,7 @@ import httpx
 import pytest
 
 from fakeserver import VirtualTime
-from pytest_llm_latency.adapters.ollama import OllamaClient
+from pytest_llm_latency.client.ollama import OllamaClient
 from pytest_llm_latency.core import metrics
 from pytest_llm_latency.core.errors import MeasurementError
 

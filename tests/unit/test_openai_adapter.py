@@ -3,8 +3,8 @@ import httpx
 import pytest
 
 from fakeserver import Script, VirtualTime, make_transport
-from pytest_llm_latency.adapters.http import Redactor, make_http_client
-from pytest_llm_latency.adapters.openai import OpenAIClient
+from pytest_llm_latency.client.http import Redactor, make_http_client
+from pytest_llm_latency.client.openai import OpenAIClient
 from pytest_llm_latency.core import metrics
 from pytest_llm_latency.core.errors import MeasurementError
 
@@ -137,7 +137,7 @@ def test_stale_keepalive_connection_is_retried_once_then_reported():
 
 
 def test_tokenize_endpoint_that_ignores_our_field_is_not_trusted():
-    from pytest_llm_latency.runner import tokenize_endpoint
+    from pytest_llm_latency.client.runner import tokenize_endpoint
 
     def handler(request):
         import json as _json
@@ -173,7 +173,7 @@ def test_server_rejecting_continuous_usage_stats_is_retried_without_it():
 
 
 def test_small_answers_are_bounded_in_total_not_just_per_read():
-    from pytest_llm_latency.adapters.http import bounded_request
+    from pytest_llm_latency.client.http import bounded_request
 
     now = [0.0]
 

@@ -1,7 +1,7 @@
 import pytest
 
 from pytest_llm_latency.core.errors import ConfigError
-from pytest_llm_latency.options import Settings
+from pytest_llm_latency.plugin.options import Settings
 
 
 def resolve(cli=None, env=None, ini=None):

@@ -2,7 +2,7 @@
 import httpx
 import pytest
 
-from pytest_llm_latency.adapters.prometheus import delta, parse_metrics, scrape
+from pytest_llm_latency.client.prometheus import delta, parse_metrics, scrape
 from pytest_llm_latency.core.errors import MeasurementError
 
 

@@ -3,7 +3,9 @@ import json
 
 import pytest
 
-from pytest_llm_latency import cli, roofline_cli
+from pytest_llm_latency.cli import main as cli
+from pytest_llm_latency.cli import ceiling as roofline_cli
+from pytest_llm_latency.roofline import resolve
 
 # The seed article's table: 8e9 params at 16 bits (16 GB), published bandwidth -> decode ceiling.
 SEED_TABLE = [("cpu", 6), ("a10g", 38), ("l40s", 54), ("rtx-4090", 63), ("a100-80gb-sxm", 127), ("h100-sxm", 209)]
@@ -80,7 +82,7 @@ def test_explicit_bandwidth(capsys):
 
 
 def test_hardware_all_table_lists_every_device(capsys):
-    from pytest_llm_latency import catalog
+    from pytest_llm_latency.roofline import catalog
     code, out, _ = run_cli(["--hardware", "all", "--params", "8e9", "--dtype", "fp16"], capsys)
     assert code == 0
     for key, expected in SEED_TABLE:
@@ -142,25 +144,25 @@ def test_gguf_file(tmp_path, capsys):
 def test_roofline_inputs_from_a_yaml_mapping(tmp_path):
     from pytest_llm_latency.core.errors import ConfigError
     from test_modelbytes import LLAMA_31_8B
-    hw, mb = roofline_cli.roofline_inputs({"hardware": "NVIDIA L40S", "model": "llama-3.1-8b", "min_efficiency": 0.5,
+    hw, mb = resolve.roofline_inputs({"hardware": "NVIDIA L40S", "model": "llama-3.1-8b", "min_efficiency": 0.5,
                                            "batch": 4})
     assert hw.mem_bandwidth_gb_s == 864 and mb.weight_bytes == pytest.approx(16.06e9)
-    hw, mb = roofline_cli.roofline_inputs({"mem_bandwidth_gb_s": 100, "tensor_parallel": 2, "params": 1e9,
+    hw, mb = resolve.roofline_inputs({"mem_bandwidth_gb_s": 100, "tensor_parallel": 2, "params": 1e9,
                                            "dtype": "Q8_0", "layers": 2, "kv_heads": 2, "head_dim": 64})
     assert hw.mem_bandwidth_gb_s == 200 and mb.weight_bytes == pytest.approx(1.0625e9)
     assert mb.kv_bytes_per_token == 2 * 2 * 2 * 64 * 2
     (tmp_path / "config.json").write_text(json.dumps(LLAMA_31_8B))
-    _, mb = roofline_cli.roofline_inputs({"hardware": "h100", "config": "config.json", "kv_dtype": "fp8"},
+    _, mb = resolve.roofline_inputs({"hardware": "h100", "config": "config.json", "kv_dtype": "fp8"},
                                          base_dir=tmp_path)
     assert mb.params == pytest.approx(8.03e9, rel=0.01) and mb.kv_bytes_per_token == 65536
-    hw, mb = roofline_cli.roofline_inputs({"hardware": "auto", "tensor_parallel": 2, "model_bytes": 4.9e9},
+    hw, mb = resolve.roofline_inputs({"hardware": "auto", "tensor_parallel": 2, "model_bytes": 4.9e9},
                                           runner=lambda argv: "NVIDIA H200, 143771 MiB\nNVIDIA H200, 143771 MiB\n")
     assert hw.mem_bandwidth_gb_s == 9600 and mb.weight_bytes == 4.9e9 and mb.kv_bytes_per_token is None
     with pytest.raises(ConfigError, match=r"roofline.kv_head: unknown key; did you mean kv_heads\?"):
-        roofline_cli.roofline_inputs({"hardware": "h100", "model": "llama-3.1-8b", "kv_head": 8})
+        resolve.roofline_inputs({"hardware": "h100", "model": "llama-3.1-8b", "kv_head": 8})
     with pytest.raises(ConfigError, match=r"roofline.params needs roofline.dtype"):
-        roofline_cli.roofline_inputs({"hardware": "h100", "params": 8e9})
+        resolve.roofline_inputs({"hardware": "h100", "params": 8e9})
     with pytest.raises(ConfigError, match=r"w.hardware: unknown hardware 'h100-sx'"):
-        roofline_cli.roofline_inputs({"hardware": "h100-sx", "model": "llama-3.1-8b"}, where="w")
+        resolve.roofline_inputs({"hardware": "h100-sx", "model": "llama-3.1-8b"}, where="w")
     with pytest.raises(ConfigError, match=r"roofline.model_bytes is already in bytes"):
-        roofline_cli.roofline_inputs({"hardware": "h100", "model_bytes": 1e9, "dtype": "fp16"})
+        resolve.roofline_inputs({"hardware": "h100", "model_bytes": 1e9, "dtype": "fp16"})

@@ -5,7 +5,7 @@ import pytest
 from pytest_llm_latency.core.errors import ConfigError
 
 gguf = pytest.importorskip("gguf")
-from pytest_llm_latency.gguf_reader import model_bytes_from_gguf, read_gguf  # noqa: E402
+from pytest_llm_latency.roofline.gguf_reader import model_bytes_from_gguf, read_gguf  # noqa: E402
 
 HIDDEN, LAYERS, HEADS, KV_HEADS, VOCAB, FFN = 64, 2, 4, 2, 256, 128
 

@@ -1,5 +1,5 @@
 """Terminal output: the live progress marker and the summary table."""
-from pytest_llm_latency.report.terminal import Progress, summary_lines
+from pytest_llm_latency.plugin.report.terminal import Progress, summary_lines
 
 
 class FakeTR:

@@ -1,0 +1,142 @@
+"""``pytest-llm-latency ceiling``: print the decode bandwidth ceiling with its arithmetic.
+
+The model description is read by ``roofline.resolve`` (shared with the pytest gate).
+
+Examples::
+
+    pytest-llm-latency ceiling --hardware h100-sxm --params 8e9 --dtype fp16
+    pytest-llm-latency ceiling --hardware all --model llama-3.1-8b --context 8000 --batch 8
+    pytest-llm-latency ceiling --hardware auto --tp 2 --config config.json --kv-dtype fp8 --json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..core.errors import ConfigError
+from ..core.roofline import Ceiling, decode_ceiling, format_ceiling, prefill_ceiling_tok_s
+from ..roofline import catalog
+from ..roofline.resolve import FLAGS, resolve_model_bytes
+
+# ---------------------------------------------------------------------------- argparse
+
+def _count(text: str) -> float:
+    """``8e9``, ``8000000000``, ``8B``, ``70b``, ``350M``."""
+    s = text.strip().replace("_", "").replace(",", "")
+    mult = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}.get(s[-1:].lower(), 1.0)
+    try:
+        value = float(s[:-1] if mult != 1.0 else s) * mult
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number like 8e9 or 8B, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number like 8e9 or 8B, got {text!r}")
+    return value
+
+
+def _positive(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a positive {kind.__name__}, got {text!r}") from None
+        if not value > 0 or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"expected a positive {kind.__name__}, got {text!r}")
+        return value
+    return parse
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of tokens >= 0, got {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of tokens >= 0, got {text!r}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    hw = parser.add_argument_group("hardware (one of)")
+    hw.add_argument("--hardware", help="catalog name (h100-sxm, l40s, 'NVIDIA H100 80GB HBM3', ...), 'all' for a "
+                                       "table of every device, 'auto' (nvidia-smi) or 'local-cpu' (measured)")
+    hw.add_argument("--bandwidth", "--mem-bandwidth-gb-s", dest="bandwidth", type=_positive(float), metavar="GB/S",
+                    help="explicit memory bandwidth in GB/s instead of a catalog name")
+    hw.add_argument("--tp", type=_positive(int), default=1, help="tensor-parallel size: bandwidth = tp x per-device")
+    hw.add_argument("--refresh", action="store_true", help="local-cpu: measure again instead of using the cache")
+    m = parser.add_argument_group("model (one of)")
+    m.add_argument("--model", help="catalog model name (llama-3.1-8b, mixtral-8x7b, ...)")
+    m.add_argument("--model-bytes", type=_count, help="weight bytes read per token, e.g. 16.06e9 or 4.9G")
+    m.add_argument("--params", type=_count, help="parameters read per token (8e9, 8B; MoE: active)")
+    m.add_argument("--config", help="HF config.json (file or model directory): params from the architecture")
+    m.add_argument("--gguf", help="GGUF file: bytes from its tensor table (needs the 'gguf' package)")
+    m.add_argument("--dtype", help="weight dtype: fp32, bf16, fp16, fp8, int8, int4 or GGUF Q8_0, Q4_K_M, ...")
+    m.add_argument("--bits", type=_positive(float), help="bits per weight instead of --dtype (e.g. 4.5)")
+    kv = parser.add_argument_group("KV cache")
+    kv.add_argument("--layers", type=_positive(int), help="number of layers (num_hidden_layers)")
+    kv.add_argument("--kv-heads", type=_positive(int), help="KV heads (num_key_value_heads)")
+    kv.add_argument("--head-dim", type=_positive(int), help="head dimension (hidden_size / num_attention_heads)")
+    kv.add_argument("--kv-dtype", help="KV cache dtype (fp16, bf16, fp8); default: the weights' 16-bit dtype")
+    w = parser.add_argument_group("workload")
+    w.add_argument("--context", type=_non_negative, default=0.0,
+                   help="mean context in tokens (prompt + half the output); default 0: weights only")
+    w.add_argument("--batch", type=_positive(int), default=1, help="concurrent sequences per decode step")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _ceiling_dict(c: Ceiling) -> dict:
+    return {"hardware": c.hardware.name, "hardware_key": c.hardware.key,
+            "mem_bandwidth_gb_s": c.hardware.mem_bandwidth_gb_s, "hardware_source": c.hardware.source,
+            "model": c.model.name, "model_source": c.model.source, "weight_bytes": c.weight_bytes,
+            "kv_bytes_per_token": c.model.kv_bytes_per_token, "context": c.context, "batch": c.batch,
+            "step_bytes": c.step_bytes, "ceiling_tok_s": c.per_stream_tok_s, "aggregate_tok_s": c.aggregate_tok_s,
+            "prefill_ceiling_tok_s": prefill_ceiling_tok_s(c.hardware, c.model.params or 0)}
+
+
+def _table(ceilings: list[Ceiling]) -> str:
+    c0 = ceilings[0]
+    ctx = f" @ {c0.context:g} ctx" if c0.context else ""
+    head = [f"decode ceiling of {c0.model.name} ({c0.model.source}){ctx}, batch {c0.batch}",
+            f"{'device':<28} {'GB/s':>7} {'tok/s':>8}" + (f" {'aggregate':>10}" if c0.batch > 1 else "")]
+    rows = [f"{c.hardware.key:<28} {c.hardware.mem_bandwidth_gb_s:>7g} {c.per_stream_tok_s:>8.1f}"
+            + (f" {c.aggregate_tok_s:>10.1f}" if c.batch > 1 else "") for c in ceilings]
+    return "\n".join(head + rows)
+
+
+def run(args: argparse.Namespace, out=None, err=None) -> int:
+    out, err = out or sys.stdout, err or sys.stderr
+    try:
+        mb = resolve_model_bytes(model=args.model, model_bytes=args.model_bytes, params=args.params, dtype=args.dtype, bits=args.bits,
+                                 config=args.config, gguf=args.gguf, layers=args.layers, kv_heads=args.kv_heads,
+                                 head_dim=args.head_dim, kv_dtype=args.kv_dtype, names=FLAGS)
+        if args.context > 0 and mb.kv_bytes_per_token is None:
+            raise ConfigError(f"--context {args.context:g} needs the KV cache size: give --layers, --kv-heads and "
+                              "--head-dim (or --config / --gguf / --model), or --context 0 for weights only")
+        if (args.hardware or "").strip().lower() == "all":
+            if args.bandwidth is not None:
+                raise ConfigError("--hardware all and --bandwidth: give one of them")
+            ceilings = [decode_ceiling(hw.tensor_parallel(args.tp), mb, args.context, args.batch)
+                        for hw in catalog.all_hardware().values()]
+            text = json.dumps([_ceiling_dict(c) for c in ceilings], indent=2) if args.json else _table(ceilings)
+        else:
+            from ..roofline.hwdetect import resolve_hardware
+            probe = {"refresh": True} if args.refresh else {}
+            hw = resolve_hardware(args.hardware, mem_bandwidth_gb_s=args.bandwidth, tp=args.tp,
+                                  where="--hardware", **probe)
+            c = decode_ceiling(hw, mb, args.context, args.batch)
+            text = json.dumps(_ceiling_dict(c), indent=2) if args.json else format_ceiling(c)
+    except ConfigError as exc:
+        print(f"pytest-llm-latency ceiling: error: {exc}", file=err)
+        return 2
+    print(text, file=out)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="pytest-llm-latency ceiling", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

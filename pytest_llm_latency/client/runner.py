@@ -1,0 +1,233 @@
+"""Run a workload against a target: pick a token counter, build prompts, warm up,
+stream the samples (closed loop at the workload's concurrency), evaluate.
+
+No pytest import: the plugin, the fixture and the CLI all call ``measure``.
+"""
+from __future__ import annotations
+
+import contextlib
+import gc
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+import httpx
+
+from ..core.errors import ConfigError, MeasurementError
+from ..core.prompts import Prompt, build_prompts, linear_counter
+from ..core import metrics as m
+from ..core.record import Clock, RequestRecord
+from ..core.result import Failure, WorkloadResult, evaluate
+from ..core.workload import Workload
+from .http import Redactor, Timeouts, bounded_request
+from .ollama import OllamaClient
+from .openai import OpenAIClient
+
+from . import APIS  # one list for options and runner
+
+
+class StreamClient(Protocol):
+    http: httpx.Client
+    base_url: str
+    model: str | None
+
+    def stream(self, system: str, user: str, max_tokens: int, *, expected_prompt_tokens: int | None = None,
+               extra: dict | None = None) -> RequestRecord: ...
+
+
+@dataclass(frozen=True)
+class Target:
+    url: str
+    api: str = "openai-completions"
+    model: str | None = None
+
+    def __post_init__(self):
+        if self.api not in APIS:
+            raise ConfigError(f"api {self.api!r} is not supported -- use one of {', '.join(APIS)}")
+
+
+def make_client(target: Target, http: httpx.Client, *, clock: Clock = time.perf_counter_ns,
+                timeouts: Timeouts = Timeouts(), redact: Redactor = Redactor(),
+                sleep: Callable[[float], None] = time.sleep) -> OpenAIClient | OllamaClient:
+    kw = dict(clock=clock, timeouts=timeouts, redact=redact, sleep=sleep)
+    if target.api == "ollama":
+        return OllamaClient(http, target.url, target.model, "generate", **kw)
+    return OpenAIClient(http, target.url, target.model, "chat" if target.api == "openai-chat" else "completions", **kw)
+
+
+# --------------------------------------------------------------------- counting
+def tokenize_endpoint(client) -> Callable[[str], int] | None:
+    """The server's tokenizer, if it has one: vLLM ``/tokenize`` ({model, prompt} → count),
+    llama.cpp ``/tokenize`` ({content} → tokens), SGLang ``/v1/tokenize``."""
+    if isinstance(client, OllamaClient):
+        return None
+    base, http, model = client.base_url, client.http, client.resolve_model()
+    shapes = [("/tokenize", lambda t: {"model": model, "prompt": t, "add_special_tokens": True}),
+              ("/tokenize", lambda t: {"content": t, "add_special": True}),
+              ("/v1/tokenize", lambda t: {"model": model, "prompt": t})]
+    short, long = "hello world", "hello world " + "counting tokens " * 20
+    for path, body in shapes:
+        def count(text: str, _p=path, _b=body) -> int:
+            resp = bounded_request(http, "POST", base + _p, json=_b(text), total_s=client.timeouts.idle_s)
+            if resp.status_code != 200:
+                raise ValueError(f"HTTP {resp.status_code}")
+            d = resp.json()
+            return int(d["count"]) if "count" in d else len(d["tokens"])
+        try:
+            a, b = count(short), count(long)
+        except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+        if 0 < a < b:  # a server that ignores the field we sent answers 0 tokens or a constant
+            count.source = f"{path} endpoint"  # type: ignore[attr-defined]
+            return count
+    return None
+
+
+def _probe(client, system: str, user: str) -> int:
+    rec = client.stream(system, user, 1)
+    if rec.prompt_tokens is None:
+        raise MeasurementError("no_usage", f"{client.base_url} reports no prompt token usage in its stream, so "
+                               f"prompt length can neither be calibrated nor verified")
+    return rec.prompt_tokens
+
+
+def make_counter(client, workload: Workload, seed: int) -> tuple[Callable[[str], int], str]:
+    """A counter for prompt text as the *server* will count it (template and BOS included)."""
+    tok = tokenize_endpoint(client)
+    probe_sys = "[probe] You are helpful.\n" if workload.system_prompt_tokens or workload.shared_prefix_tokens else ""
+    probe_user = f"[probe {seed}] Count these words please: alpha beta gamma delta."
+    if tok is not None:
+        offset = _probe(client, probe_sys, probe_user) - tok(probe_sys + probe_user)
+        return (lambda text: tok(text) + offset), f"{tok.source} {offset:+d} (calibrated)"  # type: ignore
+    short = probe_user
+    long = probe_user + " words" * 400
+    a, b = _probe(client, probe_sys, short), _probe(client, probe_sys, long)
+    per_char = (b - a) / (len(long) - len(short))
+    fixed = a - per_char * len(probe_sys + short)
+    return linear_counter(fixed, per_char), "linear estimate from probe usage"
+
+
+# ---------------------------------------------------------------------- measure
+ProgressFn = Callable[[int, int], None]
+
+
+def measure(client, workload: Workload, *, seed: int = 0, progress: ProgressFn | None = None,
+            counter: Callable[[str], int] | None = None, extra: dict | None = None) -> WorkloadResult:
+    """Measure ``workload`` on ``client``; never raises for a server fault (counted as failure)."""
+    notes: list[str] = []
+    try:
+        if counter is None:
+            counter, how = make_counter(client, workload, seed)
+            notes.append(f"prompt tokens counted with {how}")
+        prompts = build_prompts(counter, n=workload.warmup + workload.samples, prompt_tokens=workload.prompt_tokens,
+                                seed=seed, system_prompt_tokens=workload.system_prompt_tokens,
+                                shared_prefix_tokens=workload.shared_prefix_tokens)
+    except (MeasurementError, httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+        kind = getattr(exc, "kind", "tokenize")
+        msg = exc.message if isinstance(exc, MeasurementError) else \
+            f"{type(exc).__name__}: {client_redact(client, str(exc))}"
+        res = evaluate(workload, [], [])
+        res.failures.append(Failure(kind, msg))
+        res.errors[:] = [f"could not prepare prompts (tokenize/probe request failed, {kind}): {msg}"]
+        return res
+
+    def one(p: Prompt) -> RequestRecord | Failure:
+        try:
+            return client.stream(p.system, p.user, workload.output_tokens, expected_prompt_tokens=p.expected_tokens,
+                                 extra=extra)
+        except MeasurementError as exc:
+            return Failure(exc.kind, exc.message)
+
+    for p in prompts[:workload.warmup]:
+        out = one(p)
+        if isinstance(out, Failure):
+            notes.append(f"warm-up request failed: {out.message}")
+    samples = prompts[workload.warmup:]
+    before = _scrape(client)
+    outcomes: list[RequestRecord | Failure] = []
+    total = len(samples)
+    with _no_gc_pauses():
+        if workload.concurrency == 1:
+            for i, p in enumerate(samples):
+                outcomes.append(one(p))
+                if progress:
+                    progress(i + 1, total)
+        else:
+            with ThreadPoolExecutor(max_workers=workload.concurrency, thread_name_prefix="llm-latency") as pool:
+                for i, out in enumerate(pool.map(one, samples)):
+                    outcomes.append(out)
+                    if progress:
+                        progress(i + 1, total)
+    after = _scrape(client) if before is not None else None
+    records = [o for o in outcomes if isinstance(o, RequestRecord)]
+    failures = [o for o in outcomes if isinstance(o, Failure)]
+    res = evaluate(workload, records, failures)
+    if before is not None and after is not None:
+        from .prometheus import delta
+
+        res.extra.update({f"metrics.{k}": round(v, 6) for k, v in delta(before, after).items()})
+    res.extra.update(server_timing_summary(records))
+    deviations = [r.prompt_deviation for r in records if r.prompt_deviation]
+    if deviations:
+        res.notes.append(f"prompt_tokens deviated from the planned {workload.prompt_tokens} on {len(deviations)} "
+                         f"of {len(records)} requests (by {min(deviations):+d}..{max(deviations):+d} tokens)")
+    inexact = sum(1 for r in records if r.chunks and not r.token_counts_exact)
+    if inexact:
+        res.notes.append(f"{inexact} of {len(records)} streams gave no per-chunk token counts (no "
+                         f"continuous_usage_stats): ITL is per chunk there; TPOT still uses usage")
+    chunks = sum(max(len(r.chunks) - 1, 0) for r in records)
+    bursts = sum(m.burst_chunks(r) for r in records)
+    if chunks and bursts > 0.1 * chunks:
+        res.notes.append(f"{bursts} of {chunks} token chunks arrived < 0.1 ms after the previous one: a buffering "
+                         f"proxy or compression may be bunching tokens (ITL then looks falsely small)")
+    res.extra["burst_chunks"] = bursts
+    retried = [r.retries for r in records if r.retries]
+    if retried:
+        res.notes.append(f"{len(retried)} requests succeeded after 429/503 retries ({sum(retried)} retries in all)")
+    res.notes[:0] = notes
+    res.extra["prompt_deviation_requests"] = len(deviations)
+    res.extra["retries"] = sum(retried)
+    return res
+
+
+def client_redact(client, text: str) -> str:
+    r = getattr(client, "redact", None)
+    return r(text) if r else text
+
+
+def _scrape(client):
+    """A /metrics scrape around the samples (never around probes or warm-up)."""
+    from .prometheus import scrape
+
+    try:
+        return scrape(client.http, client.base_url, client.timeouts.connect_s + 5)
+    except MeasurementError:
+        return None
+
+
+def server_timing_summary(records: list[RequestRecord]) -> dict[str, float]:
+    """p50 of the server's own prefill and per-token decode times, where it reports them."""
+    import statistics
+
+    out = {}
+    for key, name in (("prefill_ms", "server_prefill_ms_p50"), ("predicted_per_token_ms", "server_tpot_ms_p50")):
+        vals = [r.server_timings[key] for r in records if isinstance(r.server_timings.get(key), (int, float))]
+        if vals:
+            out[name] = round(float(statistics.median(vals)), 4)
+    return out
+
+
+@contextlib.contextmanager
+def _no_gc_pauses():
+    """Collect first, then keep the cyclic garbage collector off while samples stream: a
+    gen-2 collection in a big test process pauses for tens of milliseconds, which would land
+    inside an ITL or TTFT (as timeit does for the same reason).  Restored afterwards."""
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

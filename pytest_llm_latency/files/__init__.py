@@ -1,0 +1,1 @@
+"""File I/O shared by every layer above ``core``: atomic, crash-safe writes."""

@@ -1,0 +1,134 @@
+"""Run one workload for a pytest item and turn the result into an outcome:
+user_properties for JUnit/JSON, the stash result list, and a failure message."""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..core.errors import ConfigError, LatencyError, MeasurementError
+from ..core.result import Failure, WorkloadResult, evaluate
+from ..core.workload import Workload
+from .report.properties import flatten
+from .report.terminal import Progress
+from .session import LatencySession, TargetSpec
+
+
+def config_failure(exc: ConfigError) -> None:
+    """Fail the running test with a configuration error, without the exception chain
+    ("During handling of the above exception...") that raising inside ``except`` shows."""
+    exc.__traceback__ = None
+    raise pytest.fail.Exception(f"configuration error: {exc}", pytrace=False) from None
+
+
+def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, workload: Workload,
+                 roofline_cli: dict[str, Any] | None = None) -> WorkloadResult:
+    from ..client import runner
+
+    tr = item.config.pluginmanager.get_plugin("terminalreporter")
+    progress = Progress(tr, workload.name)
+    try:
+        client = sess.client(spec)
+    except ConfigError as exc:
+        config_failure(exc)
+    except (MeasurementError, LatencyError, OSError, RuntimeError) as exc:
+        msg = sess.redactor()(f"target {spec.describe()} could not start: {exc}")
+        res = evaluate(workload, [], [Failure("target", msg)])
+        return res
+    try:
+        with xdist_measurement_lock() as waited_for:
+            t0 = time.time_ns()
+            res = runner.measure(client, workload, seed=sess.settings.get("seed"), progress=progress)
+            if waited_for is not None:
+                res.extra.update(measure_start_ns=t0, measure_end_ns=time.time_ns())
+    finally:
+        progress.clear()
+    server = sess.server_for(spec)
+    if server is not None and hasattr(server, "check_alive") and res.failures:
+        died = _died(server)
+        if died:
+            res.errors.append(sess.redactor()(f"the managed server died during the test: {died}"))
+    apply_roofline(item, sess, spec, client, workload, res, roofline_cli or {})
+    return res
+
+
+@contextlib.contextmanager
+def xdist_measurement_lock():
+    """Under pytest-xdist, hold a run-wide file lock while measuring, so latency tests on
+    different workers are never measured concurrently (they would share the server and
+    inflate each other's latencies).  xdist_group + loadgroup normally keeps them on one
+    worker already; xdist 3.8 with pytest >= 9.2 loses the group, and this lock still holds.
+    Yields the lock path under xdist, else None."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - no flock (Windows): loadgroup only
+        fcntl = None
+    if not run or fcntl is None:
+        yield None
+        return
+    path = Path(tempfile.gettempdir()) / f"pytest-llm-latency-{run}.lock"
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield path
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _died(server, grace_s: float = 2.0) -> str | None:
+    """After failed requests, give a crashing server a bounded moment to exit, then report it."""
+    import time
+
+    deadline = time.monotonic() + grace_s
+    while True:
+        try:
+            server.check_alive()
+        except Exception as exc:  # noqa: BLE001 - its message carries exit code and log tail
+            return str(exc)
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.05)
+
+
+def apply_roofline(item, sess: LatencySession, spec: TargetSpec, client, workload: Workload, res: WorkloadResult,
+                   overrides: dict) -> None:
+    """Roofline gate, when a workload, marker or the CLI asks for it (see roofline_gate)."""
+    from .roofline_gate import gate_for
+
+    gate_for(sess, spec, workload, res, overrides, base_dir=Path(str(item.path)).parent, client=client)
+
+
+def record(item: pytest.Item, results: WorkloadResult | list[WorkloadResult]) -> None:
+    """Flat properties for every result of the test: the first as ``llm.*``, the k-th
+    (k >= 2, a test that measured several workloads) as ``llm.k.*`` with nodeid ``<id>#k``."""
+    if isinstance(results, WorkloadResult):
+        results = [results]
+    item.user_properties[:] = [p for p in item.user_properties if not str(p[0]).startswith("llm.")]
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    for k, res in enumerate(results, 1):
+        prefix = "llm." if k == 1 else f"llm.{k}."
+        nodeid = item.nodeid if k == 1 else f"{item.nodeid}#{k}"
+        props = flatten(res, nodeid) + ([("llm.worker", worker)] if worker else [])
+        item.user_properties.extend((prefix + name[len("llm."):], value) for name, value in props)
+
+
+def outcome(results: WorkloadResult | list[WorkloadResult]) -> None:
+    """Fail the test (call phase) listing every violated budget, failed gate and error
+    of every result that did not pass."""
+    if isinstance(results, WorkloadResult):
+        results = [results]
+    parts = []
+    for res in results:
+        if res.verdict == "pass":
+            continue
+        head = (f"latency SLO not met for workload {res.workload.name!r}" if res.verdict == "fail"
+                else f"latency test could not be judged for workload {res.workload.name!r} (error)")
+        parts.append(f"{head}\n{res.failure_message()}")
+    if parts:
+        pytest.fail("\n".join(parts), pytrace=False)

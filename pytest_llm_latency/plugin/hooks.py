@@ -1,0 +1,237 @@
+"""pytest-llm-latency: pytest hooks.  Loaded in every pytest run of a user's repo,
+so it imports nothing heavy at module level (httpx, numpy, yaml load lazily)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ..core.errors import ConfigError
+from .options import OPTIONS, Settings
+from .session import LatencySession
+from .stash import FIXTURE_KEY, RESULTS_KEY, SESSION_KEY, XDIST_NOTE_KEY, get_session
+
+
+
+def pytest_addhooks(pluginmanager):
+    from . import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("llm-latency", "LLM latency SLOs (pytest-llm-latency)")
+    for opt in OPTIONS:
+        if opt.flag:
+            group.addoption(opt.cli, action="store_true", default=None, dest=f"llm_latency_{opt.name}",
+                            help=f"{opt.help} Env {opt.env}, ini {opt.ini}.")
+        else:
+            group.addoption(opt.cli, action="store", default=None, dest=f"llm_latency_{opt.name}",
+                            metavar=opt.name.upper(), help=f"{opt.help} Env {opt.env}, ini {opt.ini}.")
+        parser.addini(opt.ini, help=opt.help, type="string", default=None)
+
+
+def _ini(config: pytest.Config, name: str):
+    try:
+        return config.getini(name)
+    except ValueError:
+        return None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from .fixtures import MARKER_SIGNATURE
+
+    config.addinivalue_line("markers", MARKER_SIGNATURE)
+    config.addinivalue_line("markers", "llm_latency_test: set by the plugin on every latency test (for -m)")
+    cli = {o.name: config.getoption(f"llm_latency_{o.name}") for o in OPTIONS}
+    ini = {}
+    for o in OPTIONS:
+        ini[o.name] = _ini(config, o.ini)
+    try:
+        settings = Settings.resolve(cli, os.environ, ini)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    transport = config.hook.pytest_llm_latency_transport
+    sess = LatencySession(settings, rootdir=str(config.rootpath))
+    sess.transport_factory = lambda url: transport(config=config, url=url)
+    clock = config.hook.pytest_llm_latency_clock(config=config)
+    if clock is not None:
+        sess.clock = clock
+    config.stash[SESSION_KEY] = sess
+    config.stash[RESULTS_KEY] = []
+    _serialize_under_xdist(config)
+    config.pluginmanager.register(_ResultCollector(config), "llm-latency-results")
+
+
+def _serialize_under_xdist(config: pytest.Config) -> None:
+    """Latency tests must never be measured concurrently by accident: under pytest-xdist
+    they all carry ``xdist_group("llm-latency")``, and the distribution mode is switched
+    to ``loadgroup`` so that one worker runs them one after another (other tests still
+    spread over every worker)."""
+    if hasattr(config, "workerinput"):
+        if config.workerinput.get("llm_latency_loadgroup"):
+            config.option.loadgroup = True  # xdist then suffixes grouped nodeids with @llm-latency
+        return
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    dist = getattr(config.option, "dist", "no")
+    if dist in ("no", "loadgroup", "each") or not getattr(config.option, "numprocesses", None):
+        return
+    config.option.dist = "loadgroup"
+    config.pluginmanager.register(_XdistLoadgroup(), "llm-latency-xdist")
+    config.stash[XDIST_NOTE_KEY] = f"--dist {dist} switched to loadgroup: latency tests run serially on one worker"
+
+
+class _XdistLoadgroup:
+    """Tell each worker that the controller switched to loadgroup (workers parse the
+    original command line, which still says --dist load)."""
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node) -> None:
+        node.workerinput["llm_latency_loadgroup"] = True
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    s = get_session(config).settings
+    if s.get("skip"):
+        return ["llm-latency: skipped (--llm-latency-skip)"]
+    url = s.get("url") or "(from SLO files)"
+    lines = [f"llm-latency: url={url} api={s.get('api')} model={s.get('model') or '(server default)'} "
+             f"seed={s.get('seed')}"]
+    if XDIST_NOTE_KEY in config.stash:
+        lines.append(f"llm-latency: {config.stash[XDIST_NOTE_KEY]}")
+    return lines
+
+
+def pytest_collect_file(file_path: Path, parent):
+    from .collect import SloFile, is_slo_file
+
+    if is_slo_file(file_path):
+        return SloFile.from_parent(parent, path=file_path)
+    return None
+
+
+def _is_latency(item: pytest.Item) -> bool:
+    return (item.get_closest_marker("llm_latency_test") is not None or item.get_closest_marker("llm_slo") is not None
+            or "llm_latency" in getattr(item, "fixturenames", ()))
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the xdist_group markers
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    skip = get_session(config).settings.get("skip")
+    if not skip:
+        from .fixtures import validate_marker
+
+        for item in items:
+            if item.get_closest_marker("llm_slo") is not None:
+                try:
+                    validate_marker(item, get_session(config).settings)
+                except ConfigError as exc:
+                    raise pytest.UsageError(str(exc)) from None
+    for item in items:
+        if _is_latency(item):
+            item.add_marker(pytest.mark.llm_latency_test)
+            if skip:
+                item.add_marker(pytest.mark.skip(reason="llm-latency: --llm-latency-skip"))
+            # under xdist --dist loadgroup: one worker measures, never two at once
+            item.add_marker(pytest.mark.xdist_group("llm-latency"))
+
+
+@pytest.fixture
+def llm_latency(request: pytest.FixtureRequest):
+    """Measure LLM latency workloads against the configured target (see pytest-llm-latency docs)."""
+    from .fixtures import LatencyFixture
+
+    fx = LatencyFixture(request.node)
+    request.node.stash[FIXTURE_KEY] = fx
+    return fx
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    result = yield
+    marker = item.get_closest_marker("llm_slo")
+    fx = item.stash.get(FIXTURE_KEY, None)
+    if marker is None and (fx is None or not fx.results):
+        return result  # the fixture was requested but nothing was measured: nothing to judge
+    from .execute import outcome
+    from .fixtures import LatencyFixture
+
+    if fx is None:
+        fx = LatencyFixture(item)
+    if not fx.results:  # empty-bodied marker test: the marker is the whole test
+        fx.measure()
+    fx.record()
+    outcome([r._res for r in fx.results if not r.checked])
+    return result
+
+
+class _ResultCollector:
+    """Rebuilds each latency result from its report's flat user_properties, so the
+    JSON file and the summary also work on the xdist controller."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        from .report.properties import split_results, unflatten
+
+        if report.when != "call":
+            return
+        for props in split_results(report.user_properties):
+            res = unflatten(props)
+            if res is not None:
+                self.config.stash[RESULTS_KEY].append(res)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
+    config = session.config
+    if hasattr(config, "workerinput"):
+        return
+    results = config.stash.get(RESULTS_KEY, [])
+    s = get_session(config).settings
+    if not s.get("json") and not s.get("html"):
+        return
+    import json
+
+    from .. import __version__
+    from ..files.atomic import write_atomic
+
+    doc = {"version": __version__, "target": {"url": s.get("url"), "api": s.get("api"), "model": s.get("model")},
+           "seed": s.get("seed"), "results": results}
+    outputs = []
+    if s.get("json"):
+        outputs.append((s.get("json"), lambda: json.dumps(doc, indent=2, default=str) + "\n"))
+    if s.get("html"):
+        from .report.html import render
+
+        outputs.append((s.get("html"), lambda: render(doc)))
+    for path, make in outputs:
+        try:
+            write_atomic(path, make())
+        except OSError as exc:
+            tr = config.pluginmanager.get_plugin("terminalreporter")
+            if tr:
+                tr.write_line(f"llm-latency: could not write {path}: {exc}", red=True)
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    try:
+        results = config.stash.get(RESULTS_KEY, [])
+        if not results:
+            return
+        from .report.terminal import summary_lines
+
+        terminalreporter.section("llm latency")
+        for line in summary_lines(results):
+            terminalreporter.write_line(line)
+    except Exception as exc:  # noqa: BLE001 - never raise from the summary
+        terminalreporter.write_line(f"llm-latency: summary failed: {type(exc).__name__}: {exc}")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    sess = config.stash.get(SESSION_KEY, None)
+    if sess is not None:
+        sess.close()

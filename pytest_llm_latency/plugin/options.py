@@ -1,0 +1,179 @@
+"""Options, env vars and ini keys: one table, one help text per setting.
+
+Precedence for every setting: marker > CLI > env > ini > YAML file > default.
+The first four are resolved here (global); markers and YAML files add their
+per-test layers through ``Settings.pick``.  Every value is validated where it
+is read and an error names its source, e.g.
+``LLM_LATENCY_SAMPLES='abc' (environment): expected a positive integer``.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from ..core.errors import ConfigError
+
+from ..client import APIS  # one list for options and runner
+
+
+def _pos_int(v: str) -> int:
+    n = int(v)
+    if n < 1:
+        raise ValueError
+    return n
+
+
+def _nonneg_int(v: str) -> int:
+    n = int(v)
+    if n < 0:
+        raise ValueError
+    return n
+
+
+def _pos_float(v: str) -> float:
+    f = float(v)
+    if not math.isfinite(f) or f <= 0:
+        raise ValueError
+    return f
+
+
+def _fraction(v: str) -> float:
+    f = float(v)
+    if not 0 < f <= 1:
+        raise ValueError
+    return f
+
+
+def _bool(v: str) -> bool:
+    low = str(v).strip().lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError
+
+
+def _url(v: str) -> str:
+    if not isinstance(v, str):
+        raise TypeError
+    v = v.strip()
+    scheme, sep, rest = v.partition("://")
+    if not sep or scheme.lower() not in ("http", "https", "reference"):
+        raise ValueError
+    if not rest or rest.startswith("/") or any(ch.isspace() for ch in rest):  # no host
+        raise ValueError
+    return v
+
+
+def _api(v: str) -> str:
+    if not isinstance(v, str) or v not in APIS:
+        raise ValueError
+    return v
+
+
+@dataclass(frozen=True)
+class Opt:
+    name: str            # setting name, e.g. "url"; flag --llm-latency-url, env LLM_LATENCY_URL, ini llm_latency_url
+    help: str
+    parse: Callable[[str], Any] = str
+    expect: str = "a string"
+    default: Any = None
+    flag: bool = False   # store_true CLI switch
+
+    @property
+    def cli(self) -> str:
+        return "--llm-latency-" + self.name.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return "LLM_LATENCY_" + self.name.upper()
+
+    @property
+    def ini(self) -> str:
+        return "llm_latency_" + self.name
+
+
+OPTIONS: tuple[Opt, ...] = (
+    Opt("url", "Base URL of the LLM server under test (http://host:port), or reference://HARDWARE/MODEL "
+        "for the embedded reference target.", _url, "an http://, https:// or reference:// URL"),
+    Opt("model", "Model name to request (default: the first model the server lists in /v1/models)."),
+    Opt("api", f"Streaming API dialect: {', '.join(APIS)} (default openai-completions: exact prompt lengths).",
+        _api, f"one of {', '.join(APIS)}", "openai-completions"),
+    Opt("json", "Write all latency results of the run to this JSON file (atomically).", str, "a path"),
+    Opt("html", "Write a self-contained HTML latency report to this file (atomically).", str, "a path"),
+    Opt("samples", "Override the number of measured requests per workload.", _pos_int, "a positive integer"),
+    Opt("seed", "Seed for prompt synthesis and salts (default 0): the same seed sends the same prompts.",
+        _nonneg_int, "a non-negative integer", 0),
+    Opt("skip", "Skip every latency test (CI lanes without a server).", _bool, "true or false", False, flag=True),
+    Opt("connect_timeout", "Seconds to wait for a TCP/TLS connect (default 10).", _pos_float, "seconds > 0", 10.0),
+    Opt("idle_timeout", "Seconds without a byte before a stream counts as stalled (default 60).", _pos_float,
+        "seconds > 0", 60.0),
+    Opt("total_timeout", "Seconds a single request may take in all (default 600).", _pos_float, "seconds > 0", 600.0),
+    Opt("hardware", "Accelerator for the roofline gate: a catalog name, 'auto' (nvidia-smi) or 'local-cpu'."),
+    Opt("min_efficiency", "Fail when decode runs below this fraction of the memory-bandwidth ceiling "
+        "(e.g. 0.5).", _fraction, "a fraction in (0, 1]"),
+)
+BY_NAME = {o.name: o for o in OPTIONS}
+
+
+@dataclass(frozen=True)
+class Value:
+    value: Any
+    source: str   # "--llm-latency-seed", "LLM_LATENCY_SEED (environment)", "llm_latency_seed (ini)", "default"
+
+
+def _parse(opt: Opt, raw: Any, source: str) -> Value:
+    if raw is None:
+        return Value(None, source)
+    try:
+        return Value(opt.parse(raw) if isinstance(raw, str) or opt.parse is not str else raw, source)
+    except (ValueError, TypeError, AttributeError, OverflowError):
+        raise ConfigError(f"{source}: {raw!r} is not valid for {opt.name}: expected {opt.expect}") from None
+
+
+class Settings:
+    """The global layers (CLI > env > ini > default), each value with its source."""
+
+    def __init__(self, values: Mapping[str, Value]):
+        self._values = dict(values)
+
+    @classmethod
+    def resolve(cls, cli: Mapping[str, Any], env: Mapping[str, str], ini: Mapping[str, Any]) -> "Settings":
+        out = {}
+        for opt in OPTIONS:
+            raw_cli = cli.get(opt.name)
+            if raw_cli is not None and raw_cli is not False:
+                out[opt.name] = _parse(opt, raw_cli if not isinstance(raw_cli, bool) else "true", opt.cli)
+            elif env.get(opt.env, "") != "":
+                out[opt.name] = _parse(opt, env[opt.env], f"{opt.env} (environment)")
+            elif ini.get(opt.name) not in (None, "", []):
+                out[opt.name] = _parse(opt, ini[opt.name], f"{opt.ini} (ini)")
+            else:
+                out[opt.name] = Value(opt.default, "default")
+        return cls(out)
+
+    def get(self, name: str) -> Any:
+        return self._values[name].value
+
+    def source(self, name: str) -> str:
+        return self._values[name].source
+
+    def pick(self, name: str, *, marker: Any = None, marker_source: str = "marker",
+             yaml: Any = None, yaml_source: str = "YAML file") -> Value:
+        """marker > CLI > env > ini > YAML > default for one test."""
+        opt = BY_NAME.get(name)
+        if marker is not None:
+            return _parse(opt, marker, marker_source) if opt else Value(marker, marker_source)
+        v = self._values.get(name)
+        if v is not None and v.source != "default":
+            return v
+        if yaml is not None:
+            return _parse(opt, yaml, yaml_source) if opt else Value(yaml, yaml_source)
+        return v if v is not None else Value(None, "default")
+
+
+def api_key_from_env(env: Mapping[str, str] = os.environ) -> str | None:
+    """The API key comes only from LLM_LATENCY_API_KEY; it is never a flag and never printed."""
+    return env.get("LLM_LATENCY_API_KEY") or None

@@ -1,0 +1,94 @@
+"""Flat ``item.user_properties`` for one workload result, and back.
+
+JUnit XML carries them as ``<property name="llm.ttft_ms.p95" value="..."/>``.
+The JSON report and the terminal summary are rebuilt from the same flat
+properties on the controller, so they also work under pytest-xdist.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ...core.metrics import METRICS
+from ...core.result import WorkloadResult, failure_kinds
+from ...core.stats import STATS
+
+PREFIX = "llm."
+STAT_KEYS = STATS + ("n",)
+JSON_METRICS = METRICS + ("output_tps",)
+
+
+def _unit(metric: str) -> str:
+    return "output_tps" if metric == "output_tps" else f"{metric}_ms"
+
+
+def flatten(res: WorkloadResult, nodeid: str) -> list[tuple[str, Any]]:
+    w = res.workload
+    props: list[tuple[str, Any]] = [
+        ("llm.nodeid", nodeid), ("llm.workload", w.name), ("llm.class", w.klass), ("llm.verdict", res.verdict),
+        ("llm.n", res.n), ("llm.short_outputs", res.short_outputs), ("llm.failed_requests", res.failed_requests),
+        ("llm.prompt_tokens", w.prompt_tokens), ("llm.output_tokens", w.output_tokens),
+        ("llm.concurrency", w.concurrency),
+    ]
+    for metric in JSON_METRICS:
+        s = res.summaries.get(metric)
+        if s is None:
+            continue
+        for stat in STAT_KEYS:
+            props.append((f"llm.{_unit(metric)}.{stat}", round(s.get(stat), 4) if stat != "n" else s.n))
+    for b in w.budgets:
+        props.append((f"llm.budget.{b.key}_{'tok_s' if b.is_floor else 'ms'}", b.limit))
+    for i, v in enumerate(res.violations, 1):
+        props.append((f"llm.violation.{i}", v.message))
+    for i, e in enumerate(res.errors, 1):
+        props.append((f"llm.error.{i}", e))
+    for i, c in enumerate(res.failed_checks, 1):
+        props.append((f"llm.check.{i}", c))
+    for kind, count in sorted(failure_kinds(res.failures).items()):
+        props.append((f"llm.failures.{kind}", count))
+    for key, value in res.extra.items():
+        if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+            props.append((f"llm.{key}", value))
+    return props
+
+
+def unflatten(props: Iterable[tuple[str, Any]]) -> dict | None:
+    """Rebuild the JSON result object from flat properties (None if not a latency test)."""
+    flat = {k[len(PREFIX):]: v for k, v in props if isinstance(k, str) and k.startswith(PREFIX)}
+    if "verdict" not in flat:
+        return None
+    out: dict[str, Any] = {"nodeid": flat.get("nodeid"), "workload": flat.get("workload"),
+                           "class": flat.get("class"), "n": flat.get("n"), "verdict": flat["verdict"]}
+    for metric in JSON_METRICS:
+        key = _unit(metric)
+        stats = {s: flat[f"{key}.{s}"] for s in STAT_KEYS if f"{key}.{s}" in flat}
+        out[key] = stats or None
+    out["budgets"] = {k[len("budget."):]: v for k, v in flat.items() if k.startswith("budget.")}
+    out["violations"] = [flat[k] for k in sorted((k for k in flat if k.startswith("violation.")),
+                                                 key=lambda k: int(k.split(".")[1]))]
+    out["errors"] = [flat[k] for k in sorted((k for k in flat if k.startswith("error.")),
+                                             key=lambda k: int(k.split(".")[1]))]
+    out["violations"] += [flat[k] for k in sorted((k for k in flat if k.startswith("check.")),
+                                                  key=lambda k: int(k.split(".")[1]))]
+    out["failures"] = {k[len("failures."):]: v for k, v in flat.items() if k.startswith("failures.")}
+    out["short_outputs"] = flat.get("short_outputs", 0)
+    out["failed_requests"] = flat.get("failed_requests", 0)
+    known = {"nodeid", "workload", "class", "n", "verdict", "short_outputs", "failed_requests"}
+    out["extra"] = {k: v for k, v in flat.items()
+                    if k not in known and "." not in k}
+    out["server_metrics"] = {k[len("metrics."):]: v for k, v in flat.items() if k.startswith("metrics.")}
+    return out
+
+
+def split_results(props: Iterable[tuple[str, Any]]) -> list[list[tuple[str, Any]]]:
+    """Group a test's properties per result: ``llm.*`` is the first, ``llm.k.*`` the k-th;
+    each group comes back with plain ``llm.`` keys for ``unflatten``."""
+    groups: dict[int, list[tuple[str, Any]]] = {}
+    for key, value in props:
+        if not isinstance(key, str) or not key.startswith(PREFIX):
+            continue
+        head, _, rest = key[len(PREFIX):].partition(".")
+        if head.isdigit() and rest:
+            groups.setdefault(int(head), []).append((PREFIX + rest, value))
+        else:
+            groups.setdefault(1, []).append((key, value))
+    return [groups[k] for k in sorted(groups)]

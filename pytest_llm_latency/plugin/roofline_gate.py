@@ -1,0 +1,139 @@
+"""Wire the roofline gate into a latency test.
+
+Sources, highest first: marker (``min_decode_efficiency=``, ``hardware=``) >
+CLI > env > ini (``--llm-latency-hardware``, ``--llm-latency-min-efficiency``)
+> the YAML ``roofline:`` mapping.  The gate runs when any of them asks for it;
+with no ``min_efficiency`` it only reports the efficiency.
+
+Model bytes come from (first found): ``model_bytes``; ``config`` (an HF
+config.json); ``gguf`` (a GGUF file); ``params`` + ``dtype``/``bits``;
+``model`` (a catalog name); the reference target's own model; a llama.cpp
+server's ``/v1/models`` meta.  Hardware: a catalog name, ``auto``,
+``local-cpu``, ``mem_bandwidth_gb_s``, or the reference target's device.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..core.errors import ConfigError
+from ..core.result import WorkloadResult
+from ..core.workload import Workload, did_you_mean
+
+ROOFLINE_KEYS = ("hardware", "mem_bandwidth_gb_s", "tensor_parallel", "min_efficiency", "model", "params", "dtype",
+                 "bits", "layers", "kv_heads", "head_dim", "kv_dtype", "config", "gguf", "model_bytes", "batch")
+LOCAL_HARDWARE = ("auto", "local-cpu", "localcpu", "local_cpu")
+
+
+def validate_roofline_spec(spec: Mapping[str, Any], where: str) -> None:
+    """Collection-time checks: unknown keys, unknown hardware, bad thresholds."""
+    from ..roofline import catalog
+
+    for key in spec:
+        if key not in ROOFLINE_KEYS:
+            raise ConfigError(f"{where}.{key}: unknown roofline key {key!r}{did_you_mean(key, ROOFLINE_KEYS)} -- "
+                              f"allowed: {', '.join(ROOFLINE_KEYS)}")
+    hw = spec.get("hardware")
+    if hw is not None and str(hw).lower() not in LOCAL_HARDWARE:
+        try:
+            catalog.hardware(str(hw))
+        except ConfigError as exc:
+            raise ConfigError(f"{where}.hardware: {exc}; or use auto, local-cpu or mem_bandwidth_gb_s") from None
+    me = spec.get("min_efficiency")
+    if me is not None and (isinstance(me, bool) or not isinstance(me, (int, float)) or not 0 < me <= 1):
+        raise ConfigError(f"{where}.min_efficiency: expected a fraction in (0, 1] such as 0.5, got {me!r}")
+    for key in ("params", "mem_bandwidth_gb_s", "model_bytes", "bits"):
+        v = spec.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0):
+            raise ConfigError(f"{where}.{key}: expected a positive number, got {v!r}")
+    for key in ("tensor_parallel", "batch", "layers", "kv_heads", "head_dim"):
+        v = spec.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ConfigError(f"{where}.{key}: expected a positive integer, got {v!r}")
+
+
+SOURCE_KEYS = ("model", "model_bytes", "params", "config", "gguf")
+SHAPE_KEYS = ("dtype", "bits", "layers", "kv_heads", "head_dim", "kv_dtype")
+
+
+def _model_bytes(roof: Mapping[str, Any], spec, base_dir: Path, client):
+    """An explicit source in the mapping (see ``roofline.resolve.resolve_model_bytes``), else the
+    reference target's catalog model, else a llama.cpp server's ``/v1/models`` meta."""
+    if any(roof.get(k) is not None for k in SOURCE_KEYS):
+        from ..roofline.resolve import resolve_model_bytes
+
+        kw = {k: roof.get(k) for k in SOURCE_KEYS + SHAPE_KEYS}
+        for k in ("config", "gguf"):
+            if kw[k] is not None:
+                kw[k] = str(base_dir / Path(str(kw[k])).expanduser())
+        return resolve_model_bytes(**kw, names={k: f"roofline.{k}" for k in SOURCE_KEYS + SHAPE_KEYS})
+    ref = _reference_config(spec)
+    if ref is not None:
+        from ..roofline import catalog
+
+        return catalog.model(ref.model)
+    if client is not None and hasattr(client, "models"):
+        from dataclasses import replace
+
+        from ..core.modelbytes import model_bytes_from_llamacpp_models
+
+        mb = model_bytes_from_llamacpp_models({"data": client.models()}, where=f"{spec.url} /v1/models")
+        if mb.kv_bytes_per_token is None:  # llama.cpp meta has no KV shape: weights only, said out loud
+            mb = replace(mb, kv_bytes_per_token=0.0, source=mb.source + " (KV cache not counted: the server does "
+                         "not report its shape; give layers, kv_heads and head_dim, or gguf:)")
+        return mb
+    raise ConfigError("roofline: no model bytes -- give params + dtype, config, gguf or model in the roofline "
+                      "mapping (or use a llama.cpp server, which reports them)")
+
+
+def _reference_config(spec):
+    if spec is None or not str(spec.url).startswith("reference://"):
+        return None
+    from ..targets.reference.launch import parse_reference_url
+
+    return parse_reference_url(spec.url)
+
+
+def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Mapping[str, Any],
+             base_dir: Path | None = None, client=None) -> None:
+    from ..core.roofline import evaluate_roofline, mean_context
+    from ..roofline.hwdetect import resolve_hardware
+
+    roof = dict(workload.roofline or {})
+    s = sess.settings
+    asked = roof or overrides or s.get("hardware") is not None or s.get("min_efficiency") is not None
+    if not asked or not res.records:
+        return  # nothing asked, or no sample at all (already an error)
+    if "tpot" not in res.summaries:
+        if roof.get("min_efficiency") is not None or overrides.get("min_decode_efficiency") is not None \
+                or s.get("min_efficiency") is not None:
+            res.errors.append("roofline gate: no decode timing (every request produced < 2 tokens or stopped "
+                              "short), so decode efficiency cannot be judged -- raise output_tokens")
+        return
+    hw_name = s.pick("hardware", marker=overrides.get("hardware"), yaml=roof.get("hardware"))
+    min_eff = s.pick("min_efficiency", marker=overrides.get("min_decode_efficiency"), yaml=roof.get("min_efficiency"),
+                     marker_source="llm_slo(min_decode_efficiency=)", yaml_source="roofline.min_efficiency")
+    try:
+        ref = _reference_config(spec)
+        name = hw_name.value or (ref.hardware if ref and not roof.get("mem_bandwidth_gb_s") else None)
+        hardware = resolve_hardware(name, mem_bandwidth_gb_s=roof.get("mem_bandwidth_gb_s") if not hw_name.value
+                                    else None, tp=int(roof.get("tensor_parallel", 1)), where=hw_name.source)
+        model = _model_bytes(roof, spec, base_dir or Path.cwd(), client)
+        tpot = res.summaries["tpot"]
+        result = evaluate_roofline(hardware, model, context=mean_context(workload.prompt_tokens, workload.output_tokens),
+                                   tpot_p50_ms=tpot.p50, tpot_p95_ms=tpot.p95, min_efficiency=min_eff.value,
+                                   batch=int(roof.get("batch", workload.concurrency)))
+    except ConfigError as exc:
+        if min_eff.value is None and not roof:
+            res.notes.append(f"roofline not evaluated: {exc}")
+            return
+        res.errors.append(f"roofline gate configuration error: {exc}")
+        return
+    res.extra.update({k: v for k, v in result.as_properties().items() if v is not None})
+    res.extra["roofline_status"] = result.status
+    if result.status == "fail":
+        res.failed_checks.append(result.message)
+    elif result.status == "config_error":
+        res.errors.append(result.message)
+    else:
+        res.notes.append(result.message)

@@ -1,0 +1,142 @@
+"""Per-run state, kept in ``config.stash[SESSION_KEY]``: settings, one pooled
+client per target, embedded/managed servers, and cleanup.  No pytest hooks here."""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..core.errors import ConfigError
+from .options import Settings, api_key_from_env
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    url: str
+    api: str
+    model: str | None
+    url_source: str = "default"
+    command: tuple[str, ...] | None = None
+    ready: str = "/health"
+    startup_timeout: float = 120.0
+    env: tuple[tuple[str, str], ...] = ()
+
+    def describe(self) -> str:
+        return f"{self.url} ({self.api}{', model ' + self.model if self.model else ''})"
+
+
+@dataclass
+class LatencySession:
+    settings: Settings
+    rootdir: str = "."
+    transport_factory: Callable[[str], Any] | None = None
+    clock: Callable[[], int] = time.perf_counter_ns
+    _clients: dict = field(default_factory=dict)
+    _servers: dict = field(default_factory=dict)
+    _pool: Any = None
+    _closers: list = field(default_factory=list)
+
+    @property
+    def api_key(self) -> str | None:
+        return api_key_from_env()
+
+    def timeouts(self):
+        from ..client.http import Timeouts
+
+        s = self.settings
+        return Timeouts(connect_s=s.get("connect_timeout"), idle_s=s.get("idle_timeout"),
+                        total_s=s.get("total_timeout"))
+
+    def redactor(self):
+        from ..client.http import Redactor
+
+        return Redactor((self.api_key,) if self.api_key else ())
+
+    def resolve_url(self, spec: TargetSpec) -> str:
+        """Start what the URL or command names (reference:// or a managed command); return http URL.
+
+        Managed commands go through one ``TargetPool`` per session: the same
+        (command, env, ready) is started once and shared; a command that failed
+        to start is not retried for every test; a dead server is reported."""
+        key = (spec.url, spec.command, spec.env)
+        if key in self._servers:
+            server = self._servers[key]
+            if hasattr(server, "check_alive"):
+                server.check_alive()
+            return server.url
+        if spec.command:
+            if self._pool is None:
+                import tempfile
+
+                from ..targets.managed import TargetPool
+
+                self._pool = TargetPool(tempfile.mkdtemp(prefix="llm-latency-targets-"))
+                self._closers.append(self._pool.close)
+            server = self._pool.get(list(spec.command), ready_path=spec.ready, startup_timeout_s=spec.startup_timeout,
+                                    env=dict(spec.env))
+        elif spec.url.startswith("reference://"):
+            from ..targets.reference.launch import parse_reference_url, start_reference
+
+            server = start_reference(parse_reference_url(spec.url), mode="subprocess")
+            self._closers.append(server.stop)
+        else:
+            return spec.url
+        self._servers[key] = server
+        return server.url
+
+    def server_for(self, spec: TargetSpec):
+        return self._servers.get((spec.url, spec.command, spec.env))
+
+    def client(self, spec: TargetSpec):
+        """One pooled httpx client per target (reused across tests)."""
+        from ..client.http import make_http_client
+        from ..client.runner import Target, make_client
+
+        url = self.resolve_url(spec)
+        key = (url, spec.api, spec.model)
+        if key not in self._clients:
+            transport = self.transport_factory(url) if self.transport_factory else None
+            http = make_http_client(self.timeouts(), self.api_key, transport)
+            self._closers.append(http.close)
+            self._clients[key] = make_client(Target(url, spec.api, spec.model), http, clock=self.clock,
+                                             timeouts=self.timeouts(), redact=self.redactor())
+        return self._clients[key]
+
+    def close(self) -> None:
+        while self._closers:
+            fn = self._closers.pop()
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - teardown must go on
+                pass
+
+
+def target_from(settings: Settings, yaml_target: dict | None = None, where: str = "",
+                marker: dict | None = None) -> TargetSpec:
+    """Resolve url/api/model with marker > CLI > env > ini > YAML > default."""
+    yaml_target = yaml_target or {}
+    marker = marker or {}
+    url = settings.pick("url", marker=marker.get("url"), yaml=yaml_target.get("url"), yaml_source=where)
+    api = settings.pick("api", marker=marker.get("api"), yaml=yaml_target.get("api"), yaml_source=where)
+    model = settings.pick("model", marker=marker.get("model"), yaml=yaml_target.get("model"), yaml_source=where)
+    command = yaml_target.get("command")
+    if command is not None and (not isinstance(command, list) or not command or
+                                not all(isinstance(c, str) for c in command)):
+        raise ConfigError(f"{where} target.command: expected a list of strings like "
+                          f"['llama-server', '--port', '{{port}}'], got {command!r}")
+    if command and url.value and url.source != where:
+        command = None  # a URL from marker/CLI/env/ini outranks the file's managed command
+    if not url.value and not command:
+        raise ConfigError("no LLM server URL: set --llm-latency-url, LLM_LATENCY_URL, ini llm_latency_url, "
+                          "or target.url in the SLO file (or --llm-latency-skip for lanes without a server)")
+    if command:  # ${VAR} / $VAR / ~ in argv, so files can name binaries and models portably
+        command = [os.path.expanduser(os.path.expandvars(c)) for c in command]
+    env = yaml_target.get("env") or {}
+    startup = yaml_target.get("startup_timeout", 120.0)
+    if isinstance(startup, bool) or not isinstance(startup, (int, float)) or startup <= 0:
+        raise ConfigError(f"{where} target.startup_timeout: expected seconds > 0, got {startup!r}")
+    return TargetSpec(url=url.value or "managed://", api=api.value or "openai-completions", model=model.value,
+                      url_source=url.source, command=tuple(command) if command else None,
+                      ready=str(yaml_target.get("ready", "/health")), startup_timeout=float(startup),
+                      env=tuple(sorted((str(k), str(v)) for k, v in env.items())))

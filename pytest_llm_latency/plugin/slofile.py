@@ -1,0 +1,209 @@
+"""Parse and validate ``*.slo.yaml`` files, with file:line in every error.
+
+The JSON Schema in ``data/slo.schema.json`` describes the same format for
+editors (``# yaml-language-server: $schema=...``); this module is the
+validator the plugin runs, so its errors can say where and how to fix.
+Everything that can be checked without a server is checked here, at
+collection time: keys, types, the ``target:`` section, duplicate keys (PyYAML
+would silently keep the last), and whether ``samples`` can support every
+percentile budget.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ..core.errors import ConfigError
+from ..core.workload import Workload, check_min_samples, did_you_mean, make_workload
+
+TOP_KEYS = ("target", "workloads", "roofline")
+TARGET_KEYS = ("url", "model", "api", "command", "ready", "startup_timeout", "env")
+
+
+@dataclass
+class SloSpec:
+    path: str
+    target: dict[str, Any] = field(default_factory=dict)
+    workloads: list[Workload] = field(default_factory=list)
+    lines: dict[tuple, int] = field(default_factory=dict)
+
+    def where(self, path: tuple) -> str:
+        return locate(self.path, self.lines, path)
+
+
+def locate(filename: str, lines: Mapping[tuple, int], path: tuple) -> str:
+    """'file:LINE key.path' for the deepest known prefix of ``path``."""
+    p = tuple(str(k) for k in path)  # the line map is keyed by the YAML text of each key
+    while p and p not in lines:
+        p = p[:-1]
+    line = lines.get(p)
+    keys = ".".join(str(k) for k in path) or "(top level)"
+    return f"{filename}:{line} {keys}" if line else f"{filename} {keys}"
+
+
+def _line_map(node, filename: str, path=(), out=None, seen_nodes=None) -> dict[tuple, int]:
+    """Key path → line, and reject duplicate keys (PyYAML silently keeps the last).
+
+    A node reached again through an alias is not walked twice: that keeps recursive
+    anchors and "billion laughs" files from recursing forever or exploding."""
+    import yaml
+
+    out = {} if out is None else out
+    seen_nodes = set() if seen_nodes is None else seen_nodes
+    out.setdefault(path, node.start_mark.line + 1)
+    if id(node) in seen_nodes:
+        return out
+    seen_nodes.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for k, v in node.value:
+            key = str(k.value) if isinstance(k, yaml.ScalarNode) else f"<{k.id} key>"
+            line = k.start_mark.line + 1
+            if key in seen and key != "<<":
+                keys = ".".join(path + (key,))
+                raise ConfigError(f"{filename}:{line} {keys}: duplicate key {key!r} (first at line {seen[key]}); "
+                                  f"YAML would silently keep only the last one -- remove or rename one of them")
+            seen[key] = line
+            out[path + (key,)] = line
+            _line_map(v, filename, path + (key,), out, seen_nodes)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            _line_map(v, filename, path + (str(i),), out, seen_nodes)
+    return out
+
+
+def decode_text(raw: bytes, filename: str) -> str:
+    """UTF-8 bytes → text; a bad byte is reported with its line and column."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ConfigError(f"{filename}:{line}:{col}: not valid UTF-8 (byte 0x{raw[exc.start]:02x}: {exc.reason}) "
+                          f"-- save the file as UTF-8") from None
+
+
+def _loader():
+    """SafeLoader that also reads YAML 1.2 floats: PyYAML (YAML 1.1) takes ``8.03e9`` and
+    ``16.06e9`` -- no dot-digit or sign in the exponent -- for strings."""
+    import re
+
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789"))
+    return Loader
+
+
+def load_yaml(text: str | bytes, filename: str) -> tuple[Any, dict[tuple, int]]:
+    import yaml
+
+    if isinstance(text, bytes):
+        text = decode_text(text, filename)
+    try:
+        loader = _loader()
+        node = yaml.compose(text, Loader=loader)
+        data = yaml.load(text, Loader=loader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{filename}:{mark.line + 1}:{mark.column + 1}" if mark else filename
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{where}: YAML syntax error: {problem} -- check indentation and quoting "
+                          f"near that line") from None
+    except RecursionError:
+        raise ConfigError(f"{filename}: YAML nested too deeply -- an SLO file is a few levels of mappings") from None
+    return data, (_line_map(node, filename) if node is not None else {})
+
+
+def _check_target(target: Mapping[str, Any], where) -> None:
+    """Collection-time checks of ``target:``; precedence is resolved later (session.target_from)."""
+    from .options import APIS, BY_NAME
+
+    url = target.get("url")
+    if url is not None:
+        ok = isinstance(url, str)
+        if ok:
+            try:
+                BY_NAME["url"].parse(url)
+            except ValueError:
+                ok = False
+        if not ok:
+            raise ConfigError(f"{where(('url',))}: {url!r} is not a server URL: expected {BY_NAME['url'].expect}, "
+                              f"e.g. 'url: http://localhost:8000'")
+    for key in ("model", "ready"):
+        v = target.get(key)
+        if v is not None and (not isinstance(v, str) or not v.strip()):
+            raise ConfigError(f"{where((key,))}: expected a non-empty string, got {v!r}")
+    ready = target.get("ready")
+    if ready is not None and not ready.startswith("/"):
+        raise ConfigError(f"{where(('ready',))}: expected a path on the server such as '/health', got {ready!r}")
+    api = target.get("api")
+    if api is not None and api not in APIS:
+        raise ConfigError(f"{where(('api',))}: unknown api {api!r}{did_you_mean(api, APIS)} -- use one of "
+                          f"{', '.join(APIS)}")
+    cmd = target.get("command")
+    if cmd is not None and (not isinstance(cmd, list) or not cmd
+                            or not all(isinstance(c, str) and c for c in cmd)):
+        raise ConfigError(f"{where(('command',))}: expected a list of strings like "
+                          f"['llama-server', '--port', '{{port}}'], got {type(cmd).__name__} {cmd!r}"
+                          + (" -- split the command into its arguments" if isinstance(cmd, str) else ""))
+    st = target.get("startup_timeout")
+    if st is not None and (isinstance(st, bool) or not isinstance(st, (int, float)) or not 0 < st < float("inf")):
+        raise ConfigError(f"{where(('startup_timeout',))}: expected seconds > 0 such as 120, got {st!r}")
+    env = target.get("env")
+    if env is not None and (not isinstance(env, dict) or
+                            not all(isinstance(k, str) and isinstance(v, (str, int, float)) for k, v in env.items())):
+        raise ConfigError(f"{where(('env',))}: expected a mapping of variable name to value like "
+                          f"{{CUDA_VISIBLE_DEVICES: '0'}}, got {env!r}")
+
+
+def parse_slo_file(text: str | bytes, filename: str,
+                   samples_override: int | None = None) -> SloSpec:
+    """Parse one SLO file.  ``samples_override`` (``--llm-latency-samples`` and friends) replaces
+    every workload's ``samples`` for the check that it can support each percentile budget."""
+    data, lines = load_yaml(text, filename)
+    spec = SloSpec(path=filename, lines=lines)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{spec.where(())}: an SLO file must be a mapping with a 'workloads:' key, "
+                          f"got {type(data).__name__ if data is not None else 'an empty file'} -- start from "
+                          f"'workloads: {{chat: {{class: chat}}}}'")
+    for key in data:
+        if key not in TOP_KEYS:
+            raise ConfigError(f"{spec.where((key,))}: unknown top-level key {key!r}{did_you_mean(key, TOP_KEYS)}"
+                              f" -- allowed: {', '.join(TOP_KEYS)}")
+    target = data.get("target") or {}
+    if not isinstance(target, dict):
+        raise ConfigError(f"{spec.where(('target',))}: expected a mapping like {{url: http://localhost:8000}}, "
+                          f"got {type(target).__name__}")
+    for key in target:
+        if key not in TARGET_KEYS:
+            raise ConfigError(f"{spec.where(('target', key))}: unknown key {key!r}{did_you_mean(key, TARGET_KEYS)}"
+                              f" -- allowed: {', '.join(TARGET_KEYS)}")
+    _check_target(target, lambda p: spec.where(("target",) + p))
+    spec.target = dict(target)
+    workloads = data.get("workloads")
+    if not isinstance(workloads, dict) or not workloads:
+        got = "nothing" if not workloads else type(workloads).__name__
+        raise ConfigError(f"{spec.where(('workloads',))}: expected a mapping of workload name to spec, e.g. "
+                          f"'workloads: {{chat: {{class: chat}}}}', got {got}")
+    file_roofline = data.get("roofline")
+    if file_roofline is not None and not isinstance(file_roofline, dict):
+        raise ConfigError(f"{spec.where(('roofline',))}: expected a mapping like {{min_efficiency: 0.5}}")
+    for name, wspec in workloads.items():
+        if wspec is None:
+            wspec = {}
+        if not isinstance(wspec, dict):
+            raise ConfigError(f"{spec.where(('workloads', name))}: expected a mapping (class, prompt_tokens, "
+                              f"output_tokens, samples, slo, ...), got {type(wspec).__name__}")
+        if file_roofline and "roofline" not in wspec:
+            wspec = {**wspec, "roofline": file_roofline}
+        where = lambda p, n=name: spec.where(("workloads", n) + p)  # noqa: E731
+        w = make_workload(str(name), wspec, where)
+        samples_where = where(("samples",)) if samples_override is None else f"{where(())} (samples overridden)"
+        check_min_samples(w, samples_where, samples=samples_override)
+        spec.workloads.append(w)
+    return spec

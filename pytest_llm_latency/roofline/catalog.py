@@ -1,0 +1,151 @@
+"""Load the packaged hardware/model catalog (``data/hardware.yaml``) into core types.
+
+Lookups are case-insensitive, ignore punctuation and accept aliases (including the names
+``nvidia-smi`` prints).  Unknown names raise ``ConfigError`` with close matches.
+"""
+from __future__ import annotations
+
+import difflib
+import functools
+from importlib import resources
+
+from ..core.errors import ConfigError
+from ..core.hardware import Hardware, ModelSpec
+from ..core.modelbytes import DTYPE_BYTES, bytes_per_param, kv_elem_bytes
+
+__all__ = ["DTYPE_BYTES", "all_hardware", "hardware", "hardware_names", "custom_hardware",
+           "all_models", "model", "find_hardware"]
+
+CATALOG_PATH = "pytest_llm_latency/roofline/hardware.yaml"
+
+
+def _norm(name: str) -> str:
+    return "".join(ch for ch in str(name).lower() if ch.isalnum())
+
+
+@functools.lru_cache(maxsize=1)
+def _raw() -> dict:
+    import yaml
+
+    text = resources.files("pytest_llm_latency.roofline").joinpath("hardware.yaml").read_text("utf-8")
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict) or not isinstance(data.get("devices"), dict):
+        raise ConfigError(f"{CATALOG_PATH}: expected a 'devices:' mapping")
+    return data
+
+
+def _number(d: dict, key: str, where: str, required: bool = True) -> float | None:
+    v = d.get(key)
+    if v is None and not required:
+        return None
+    try:  # YAML 1.1 reads 8.03e9 (no sign in the exponent) as a string
+        value = float(v) if not isinstance(v, bool) else -1.0
+    except (TypeError, ValueError):
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise ConfigError(f"{CATALOG_PATH}: {where}.{key} must be a positive number, got {v!r}")
+    return value
+
+
+def _hardware_from_entry(key: str, d: dict) -> Hardware:
+    where = f"devices.{key}"
+    if not isinstance(d, dict):
+        raise ConfigError(f"{CATALOG_PATH}: {where} must be a mapping")
+    if not str(d.get("source") or "").strip():
+        raise ConfigError(f"{CATALOG_PATH}: {where} has no source; every figure must name its datasheet")
+    return Hardware(
+        key=key, name=str(d.get("name", key)), mem_bandwidth_gb_s=_number(d, "mem_bandwidth_gb_s", where),
+        peak_bf16_tflops=_number(d, "peak_bf16_tflops", where, required=False),
+        memory_gb=_number(d, "memory_gb", where, required=False), source=str(d["source"]),
+        aliases=tuple(str(a) for a in d.get("aliases") or ()))
+
+
+@functools.lru_cache(maxsize=1)
+def all_hardware() -> dict[str, Hardware]:
+    return {key: _hardware_from_entry(key, d) for key, d in _raw()["devices"].items()}
+
+
+def hardware_names() -> list[str]:
+    return list(all_hardware())
+
+
+def _names(item) -> list[str]:
+    key = getattr(item, "key", None)
+    return [n for n in (key, item.name, *item.aliases) if n]
+
+
+def _find(name: str, table: dict) -> object | None:
+    wanted = _norm(name)
+    for key, value in table.items():
+        if _norm(key) == wanted or any(_norm(n) == wanted for n in _names(value)):
+            return value
+    return None
+
+
+def close_matches(name: str, table: dict, n: int = 3) -> list[str]:
+    """Catalog keys whose key, display name or aliases look like ``name``."""
+    by_norm: dict[str, str] = {}
+    for key, value in table.items():
+        for alias in (key, *_names(value)):
+            by_norm.setdefault(_norm(alias), key)
+    hits = difflib.get_close_matches(_norm(name), list(by_norm), n=n * 3, cutoff=0.5)
+    out: list[str] = []
+    for h in hits:
+        if by_norm[h] not in out:
+            out.append(by_norm[h])
+    return out[:n]
+
+
+def _lookup(kind: str, name: str, table: dict) -> object:
+    found = _find(name, table)
+    if found is not None:
+        return found
+    close = close_matches(name, table)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise ConfigError(f"unknown {kind} {name!r}{hint} (known: {', '.join(table)})")
+
+
+def find_hardware(name: str) -> Hardware | None:
+    """The catalog entry for ``name`` (key, display name or alias), or None."""
+    return _find(name, all_hardware())  # type: ignore[return-value]
+
+
+def hardware(name: str) -> Hardware:
+    return _lookup("hardware", name, all_hardware())  # type: ignore[return-value]
+
+
+def custom_hardware(mem_bandwidth_gb_s: float, name: str | None = None,
+                    peak_bf16_tflops: float | None = None) -> Hardware:
+    """Hardware given by an explicit bandwidth figure instead of a catalog name."""
+    if isinstance(mem_bandwidth_gb_s, bool) or not isinstance(mem_bandwidth_gb_s, (int, float)) \
+            or not mem_bandwidth_gb_s > 0 or mem_bandwidth_gb_s == float("inf"):
+        raise ConfigError(f"mem_bandwidth_gb_s must be a positive number of GB/s, got {mem_bandwidth_gb_s!r}")
+    label = name or f"custom {mem_bandwidth_gb_s:g} GB/s"
+    return Hardware(key="custom", name=label, mem_bandwidth_gb_s=float(mem_bandwidth_gb_s),
+                    peak_bf16_tflops=peak_bf16_tflops, source="explicit mem_bandwidth_gb_s")
+
+
+def _model_from_entry(key: str, d: dict) -> ModelSpec:
+    where = f"models.{key}"
+    dtype = d.get("dtype", "fp16")
+    try:
+        return ModelSpec(
+            name=str(d.get("name", key)), params=_number(d, "params", where),
+            weight_bytes_per_param=bytes_per_param(dtype, where=f"{CATALOG_PATH}: {where}.dtype"),
+            layers=int(d["layers"]), kv_heads=int(d["kv_heads"]), head_dim=int(d["head_dim"]),
+            kv_bytes_per_elem=kv_elem_bytes(d.get("kv_dtype"), dtype, where=f"{CATALOG_PATH}: {where}.kv_dtype"),
+            total_params=_number(d, "total_params", where, required=False),
+            max_model_len=int(d.get("max_model_len", 131072)), source=str(d.get("source", "")),
+            aliases=tuple(str(a) for a in d.get("aliases") or ()),
+            experts=int(d.get("experts", 0)), experts_per_token=int(d.get("experts_per_token", 0)))
+    except KeyError as exc:
+        raise ConfigError(f"{CATALOG_PATH}: {where} is missing {exc.args[0]}") from None
+
+
+@functools.lru_cache(maxsize=1)
+def all_models() -> dict[str, ModelSpec]:
+    return {key: _model_from_entry(key, d) for key, d in (_raw().get("models") or {}).items()}
+
+
+def model(name: str) -> ModelSpec:
+    return _lookup("model", name, all_models())  # type: ignore[return-value]

@@ -1,0 +1,132 @@
+"""One model-bytes resolver, used by the pytest roofline gate and by the ``ceiling`` CLI.
+
+``resolve_model_bytes`` turns the user's model description (catalog name, params + dtype/bits,
+HF config.json, GGUF file, KV shape overrides) into ``ModelBytes``; ``roofline_inputs`` reads a
+whole YAML ``roofline:`` mapping into (Hardware, ModelBytes).  ``names`` maps keyword names to
+how the user wrote them (``--kv-heads``, ``roofline.kv_heads``) so that errors name the right
+flag or key.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from ..core.errors import ConfigError
+from ..core.hardware import Hardware
+from ..core.modelbytes import (ModelBytes, bytes_per_param, kv_elem_bytes, kv_from_shape,
+                              model_bytes_from_hf_config, model_bytes_from_params)
+from . import catalog
+
+FLAGS = {"model": "--model", "model_bytes": "--model-bytes", "params": "--params", "dtype": "--dtype", "bits": "--bits", "config": "--config",
+         "gguf": "--gguf", "layers": "--layers", "kv_heads": "--kv-heads", "head_dim": "--head-dim",
+         "kv_dtype": "--kv-dtype"}
+
+
+def resolve_model_bytes(*, model: str | None = None, model_bytes: float | None = None,
+                        params: float | None = None, dtype: str | None = None,
+                        bits: float | None = None, config: str | Path | dict | None = None,
+                        gguf: str | Path | None = None, layers: int | None = None, kv_heads: int | None = None,
+                        head_dim: int | None = None, kv_dtype: str | None = None,
+                        names: dict | None = None) -> ModelBytes:
+    """One weights source (``model``, ``model_bytes``, ``params``, ``config``, ``gguf``) plus KV overrides.
+
+    ``names`` maps these keyword names to how the user wrote them (``--kv-heads``,
+    ``roofline.kv_heads``) so that errors name the right flag or key.
+    """
+    n = {**{k: k for k in FLAGS}, **(names or {})}
+    sources = {k: v for k, v in (("model", model), ("model_bytes", model_bytes), ("params", params),
+                                  ("config", config), ("gguf", gguf)) if v is not None}
+    if len(sources) != 1:
+        given = ", ".join(n[k] for k in sources) or "none"
+        raise ConfigError(f"model bytes: give exactly one of {n['model']} (catalog name), {n['params']} "
+                          f"(+ {n['dtype']}/{n['bits']}), {n['config']} (config.json), {n['gguf']} (file) or "
+                          f"{n['model_bytes']} (weight bytes per token); given: {given}")
+    if dtype is not None and bits is not None:
+        raise ConfigError(f"{n['dtype']} and {n['bits']}: give one of them, not both")
+    if model_bytes is not None:
+        if isinstance(model_bytes, bool) or not isinstance(model_bytes, (int, float)) or not 0 < model_bytes < 1e15:
+            raise ConfigError(f"{n['model_bytes']}: expected the weight bytes read per token (e.g. 16.06e9), "
+                              f"got {model_bytes!r}")
+        if dtype is not None or bits is not None:
+            raise ConfigError(f"{n['model_bytes']} is already in bytes; drop {n['dtype']}/{n['bits']}")
+        mb = ModelBytes(weight_bytes=float(model_bytes), kv_bytes_per_token=None,
+                        source=f"explicit {n['model_bytes']} {model_bytes / 1e9:.2f} GB")
+    elif params is not None:
+        if dtype is None and bits is None:
+            raise ConfigError(f"{n['params']} needs {n['dtype']} (fp16, bf16, fp8, int4, Q4_K_M, ...) or {n['bits']}")
+        mb = model_bytes_from_params(params, dtype=dtype, bits=bits, where=n["params"],
+                                    dtype_where=n["dtype"] if dtype is not None else n["bits"])
+    elif config is not None:
+        cfg, where = _load_config(config, n["config"])
+        mb = model_bytes_from_hf_config(cfg, dtype=dtype, bits=bits, kv_dtype=kv_dtype, where=where)
+    elif gguf is not None:
+        if dtype is not None or bits is not None:
+            raise ConfigError(f"{n['gguf']}: the file's tensor table gives the bytes; drop {n['dtype']}/{n['bits']}")
+        from .gguf_reader import model_bytes_from_gguf
+        mb = model_bytes_from_gguf(gguf, kv_dtype=kv_dtype)
+    else:
+        spec = catalog.model(str(model))
+        if kv_dtype is not None:
+            spec = replace(spec, kv_bytes_per_elem=kv_elem_bytes(kv_dtype, where=n["kv_dtype"]))
+        if dtype is not None or bits is not None:
+            bpp = bytes_per_param(dtype, bits, where=n["dtype"] if dtype is not None else n["bits"])
+            spec = replace(spec, weight_bytes_per_param=bpp,
+                           source=f"{spec.name}: {spec.params:.4g} params x {bpp:.4g} B ({dtype or f'{bits:g}-bit'})")
+        mb = spec.model_bytes()
+    if any(v is not None for v in (layers, kv_heads, head_dim)):
+        where = f"{n['layers']}/{n['kv_heads']}/{n['head_dim']}"
+        elem = kv_elem_bytes(kv_dtype, dtype, where=n["kv_dtype"])
+        mb = replace(mb, kv_bytes_per_token=kv_from_shape(layers, kv_heads, head_dim, elem, where=where))
+    elif kv_dtype is not None and (params is not None or model_bytes is not None):
+        raise ConfigError(f"{n['kv_dtype']} needs the KV shape: {n['layers']}, {n['kv_heads']}, {n['head_dim']}")
+    return mb
+
+
+HARDWARE_KEYS = ("hardware", "mem_bandwidth_gb_s", "tensor_parallel")
+MODEL_KEYS = tuple(FLAGS)
+GATE_KEYS = ("min_efficiency", "batch")  # read by the gate itself, accepted here
+
+
+def roofline_inputs(mapping: dict, *, where: str = "roofline", base_dir: str | Path | None = None,
+                    runner=None, **probe) -> tuple[Hardware, ModelBytes]:
+    """(Hardware, ModelBytes) from a YAML ``roofline:`` mapping; errors name ``{where}.{key}``.
+
+    Keys: hardware | mem_bandwidth_gb_s, tensor_parallel; model | model_bytes | params (+ dtype |
+    bits) | config | gguf; layers, kv_heads, head_dim, kv_dtype.  ``min_efficiency`` and ``batch``
+    are accepted and left to the caller.  Relative ``config``/``gguf`` paths are taken from
+    ``base_dir`` (the SLO file's folder).  ``runner``/``probe`` go to ``resolve_hardware``.
+    """
+    import difflib
+
+    from .hwdetect import resolve_hardware
+    if not isinstance(mapping, dict):
+        raise ConfigError(f"{where}: expected a mapping like {{hardware: h100-sxm, model: llama-3.1-8b}}")
+    known = HARDWARE_KEYS + MODEL_KEYS + GATE_KEYS
+    for key in mapping:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f"; did you mean {close[0]}?" if close else f" (known: {', '.join(known)})"
+            raise ConfigError(f"{where}.{key}: unknown key{hint}")
+    kw = {k: mapping.get(k) for k in MODEL_KEYS}
+    for k in ("config", "gguf"):
+        if kw[k] is not None and base_dir is not None and not isinstance(kw[k], dict):
+            kw[k] = str(Path(base_dir) / Path(str(kw[k])).expanduser())
+    mb = resolve_model_bytes(**kw, names={k: f"{where}.{k}" for k in MODEL_KEYS})
+    hw = resolve_hardware(mapping.get("hardware"), mem_bandwidth_gb_s=mapping.get("mem_bandwidth_gb_s"),
+                          tp=mapping.get("tensor_parallel") or 1, runner=runner, where=f"{where}.hardware", **probe)
+    return hw, mb
+
+
+def _load_config(config, flag: str) -> tuple[dict, str]:
+    if isinstance(config, dict):
+        return config, flag
+    path = Path(config)
+    if path.is_dir():
+        path = path / "config.json"
+    try:
+        return json.loads(path.read_text("utf-8")), str(path)
+    except FileNotFoundError:
+        raise ConfigError(f"{flag}: no such file {str(path)!r}; give the model's config.json") from None
+    except ValueError as exc:
+        raise ConfigError(f"{flag}: {str(path)!r} is not valid JSON ({exc})") from None

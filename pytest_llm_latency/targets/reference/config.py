@@ -1,0 +1,180 @@
+"""``ReferenceConfig``: every knob of the reference server, one table for the URL and the CLI.
+
+The same field names are used as ``reference://`` URL query keys (``launch.py``) and,
+with ``-`` for ``_``, as ``serve-reference`` options (``cli.py``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import difflib
+from dataclasses import dataclass, field
+
+from ...roofline import catalog
+from ...core.errors import ConfigError
+from . import physics as ph
+from .faults import parse_fault
+
+
+def _meta(help_text: str, flag: bool = False) -> dict:
+    return {"help": help_text, "flag": flag}
+
+
+@dataclass(frozen=True)
+class ReferenceConfig:
+    hardware: str = field(default="h100-sxm", metadata=_meta("catalog hardware key or alias"))
+    model: str = field(default="llama-3.1-8b", metadata=_meta("catalog model key"))
+    efficiency: float | None = field(default=None, metadata=_meta(
+        "sets both decode_efficiency and prefill_efficiency"))
+    decode_efficiency: float | None = field(default=None, metadata=_meta(
+        f"fraction of peak memory bandwidth (default {ph.DEFAULT_DECODE_EFFICIENCY})"))
+    prefill_efficiency: float | None = field(default=None, metadata=_meta(
+        f"model FLOP utilisation of compute-bound work (default {ph.DEFAULT_PREFILL_EFFICIENCY})"))
+    peak_tflops: float | None = field(default=None, metadata=_meta(
+        "override the catalog's peak dense bf16 TFLOPS"))
+    time_scale: float = field(default=1.0, metadata=_meta(
+        "multiply every modelled duration (0 = no modelled delay)"))
+    max_num_seqs: int = field(default=256, metadata=_meta("most sequences decoding at once"))
+    kv_pool_tokens: int | None = field(default=None, metadata=_meta(
+        "KV pool size in tokens (default: from device memory)"))
+    gpu_memory_utilization: float = field(default=ph.DEFAULT_GPU_MEMORY_UTILIZATION, metadata=_meta(
+        "fraction of device memory for weights + KV pool"))
+    block_size: int = field(default=16, metadata=_meta("KV block size in tokens"))
+    prefix_caching: bool = field(default=False, metadata=_meta("enable prefix caching", flag=True))
+    chunked_prefill: bool = field(default=False, metadata=_meta("enable chunked prefill", flag=True))
+    max_num_batched_tokens: int | None = field(default=None, metadata=_meta(
+        "token budget of one step with chunked prefill (default 2048)"))
+    max_model_len: int | None = field(default=None, metadata=_meta(
+        "context length (default: the catalog's)"))
+    served_model_name: str | None = field(default=None, metadata=_meta(
+        "model name the API serves (default: the catalog model key)"))
+    stream_interval: int = field(default=1, metadata=_meta(
+        "tokens per streamed chunk (like vLLM --stream-interval)"))
+    fault: str | None = field(default=None, metadata=_meta("server-wide fault spec (see faults.py)"))
+    host: str = field(default="127.0.0.1", metadata=_meta("bind address"))
+    port: int = field(default=0, metadata=_meta("bind port (0 = any free port)"))
+
+    # -- derived values ----------------------------------------------------------------
+    @property
+    def model_name(self) -> str:
+        return self.served_model_name or self.model
+
+    def hardware_spec(self):
+        return catalog.hardware(self.hardware)
+
+    def model_spec(self):
+        return catalog.model(self.model)
+
+    def physics(self) -> ph.Physics:
+        dec = self.decode_efficiency or self.efficiency or ph.DEFAULT_DECODE_EFFICIENCY
+        pre = self.prefill_efficiency or self.efficiency or ph.DEFAULT_PREFILL_EFFICIENCY
+        return ph.Physics.from_specs(self.hardware_spec(), self.model_spec(), decode_efficiency=dec,
+                                     prefill_efficiency=pre, peak_tflops=self.peak_tflops)
+
+    def context_length(self) -> int:
+        return self.max_model_len or self.model_spec().max_model_len
+
+    def pool_tokens(self) -> int:
+        if self.kv_pool_tokens:
+            return self.kv_pool_tokens
+        hw, model = self.hardware_spec(), self.model_spec()
+        pool = ph.kv_pool_tokens(hw, model, self.gpu_memory_utilization)
+        if pool is None:
+            # No device memory in the catalog (CPUs): room for 4 full-length sequences.
+            return 4 * self.context_length()
+        if pool < self.block_size:
+            raise ConfigError(
+                f"reference: {model.name} weights "
+                f"({(model.total_params or model.params) * model.weight_bytes_per_param / 1e9:.1f} GB) do not fit in "
+                f"{hw.name} memory ({hw.memory_gb} GB x {self.gpu_memory_utilization}); pass "
+                f"kv_pool_tokens=N to model a pool anyway")
+        return pool
+
+    def batched_tokens(self) -> int | None:
+        if not self.chunked_prefill:
+            return None
+        return self.max_num_batched_tokens or 2048
+
+    def validate(self) -> "ReferenceConfig":
+        """Raise ConfigError on any bad value; return self."""
+        self.hardware_spec()
+        self.model_spec()
+        for name in ("efficiency", "decode_efficiency", "prefill_efficiency", "gpu_memory_utilization"):
+            v = getattr(self, name)
+            if v is not None and not 0 < v <= 1:
+                raise ConfigError(f"reference: {name} must be in (0, 1], got {v}")
+        if not (math.isfinite(self.time_scale) and self.time_scale >= 0):
+            raise ConfigError(f"reference: time_scale must be a finite number >= 0, got {self.time_scale}")
+        for name in ("max_num_seqs", "block_size", "stream_interval"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"reference: {name} must be >= 1")
+        for name in ("kv_pool_tokens", "max_num_batched_tokens", "max_model_len", "peak_tflops"):
+            v = getattr(self, name)
+            if v is not None and not (math.isfinite(v) and v > 0):
+                raise ConfigError(f"reference: {name} must be a finite number > 0, got {v}")
+        if self.max_num_batched_tokens and not self.chunked_prefill:
+            raise ConfigError("reference: max_num_batched_tokens needs chunked_prefill")
+        if not 0 <= self.port < 65536:
+            raise ConfigError(f"reference: bad port {self.port}")
+        parse_fault(self.fault, source="reference fault")
+        self.pool_tokens()
+        return self
+
+    # -- conversions -------------------------------------------------------------------
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def from_strings(cls, values: dict[str, str], *, source: str = "reference") -> "ReferenceConfig":
+        """Build from string values (URL query); unknown keys and bad values raise ConfigError."""
+        kwargs: dict = {}
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        for key, raw in values.items():
+            name = key.replace("-", "_")
+            if name not in fields:
+                close = difflib.get_close_matches(name, list(fields), n=3, cutoff=0.6)
+                hint = f"; did you mean {', '.join(close)}?" if close else ""
+                raise ConfigError(f"{source}: unknown key {key!r}{hint} "
+                                  f"(known: {', '.join(fields)})")
+            kwargs[name] = _convert(fields[name], raw, source)
+        return cls(**kwargs)
+
+    def to_cli_args(self) -> list[str]:
+        """``serve-reference`` arguments that rebuild this config."""
+        args: list[str] = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value == f.default:
+                continue
+            opt = "--" + f.name.replace("_", "-")
+            if f.metadata.get("flag"):
+                args.append(opt if value else "--no-" + opt[2:])
+            else:
+                args += [opt, str(value)]
+        return args
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _convert(f: dataclasses.Field, raw: str, source: str):
+    kind = str(f.type)
+    try:
+        if f.metadata.get("flag"):
+            low = raw.strip().lower()
+            if low in _TRUE or low == "":
+                return True
+            if low in _FALSE:
+                return False
+            raise ValueError
+        if raw.strip().lower() in ("", "none") and "None" in kind:
+            return None
+        if kind.startswith("int"):
+            return int(raw)
+        if kind.startswith("float"):
+            return float(raw)
+        return raw
+    except ValueError:
+        raise ConfigError(f"{source}: bad value {raw!r} for {f.name} ({kind})") from None

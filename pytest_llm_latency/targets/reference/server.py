@@ -1,0 +1,255 @@
+"""The reference server: routing, validation, and the non-generation endpoints.
+
+Endpoints: ``POST /v1/completions``, ``POST /v1/chat/completions`` (openai_api.py),
+``POST /api/generate``, ``POST /api/chat``, ``GET /api/tags``, ``GET /api/version``
+(ollama_api.py), ``POST /tokenize`` and ``/v1/tokenize`` (vLLM ``{model, prompt}`` or
+``{model, messages}`` -> ``{count, tokens, max_model_len}``; llama.cpp ``{content}`` ->
+``{tokens}``), ``GET /v1/models``, ``GET /health``, ``GET /metrics``.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+from . import ollama_api, openai_api, tokenizer
+from .config import ReferenceConfig
+from .engine import AdmissionError, Engine, block_hashes
+from .faults import HEADER, Fault, parse_fault, status_fault_response
+from .http import Connection, Request, serve_connection
+from .metrics import CONTENT_TYPE, EngineMetrics
+from .openai_api import ApiError
+from .scheduler import Scheduler
+from .streaming import plan_output, respond_full, stream, watch_disconnect
+
+log = logging.getLogger("pytest_llm_latency.targets.reference")
+JSON = [("content-type", "application/json")]
+VERSION = "0.1.0-reference"
+
+
+class ReferenceServer:
+    def __init__(self, config: ReferenceConfig):
+        self.config = config.validate()
+        self.model_name = config.model_name
+        self.max_model_len = config.context_length()
+        self.model_spec = config.model_spec()
+        self.server_fault = parse_fault(config.fault, source="reference fault")
+        self.engine = Engine(config.physics(), kv_pool_tokens=config.pool_tokens(),
+                             max_num_seqs=config.max_num_seqs, block_size=config.block_size,
+                             chunked_prefill=config.chunked_prefill,
+                             max_num_batched_tokens=config.batched_tokens(),
+                             prefix_caching=config.prefix_caching)
+        e = self.engine
+        self.metrics = EngineMetrics(self.model_name, running=lambda: e.num_running,
+                                     waiting=lambda: e.num_waiting, kv_usage=e.kv_usage,
+                                     prefix_queries=lambda: e.prefix_queries,
+                                     prefix_hits=lambda: e.prefix_hits)
+        self.scheduler = Scheduler(e, time_scale=config.time_scale, metrics=self.metrics)
+        self._server: asyncio.AbstractServer | None = None
+        self._conns: set[asyncio.Task] = set()
+        self.port: int | None = None
+        self.connections_accepted = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.config.host}:{self.port}"
+
+    async def start(self) -> str:
+        self.scheduler.start()
+        self._server = await asyncio.start_server(self._accept, self.config.host, self.config.port,
+                                                  limit=64 * 1024, backlog=1024)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self.url
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        await self.scheduler.stop()
+        for task in list(self._conns):
+            task.cancel()
+        if self._conns:
+            await asyncio.wait(self._conns, timeout=2.0)
+        if self._server is not None:
+            try:
+                await asyncio.wait_for(self._server.wait_closed(), 2.0)
+            except (asyncio.TimeoutError, Exception):
+                pass
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.server_fault is not None and self.server_fault.mode == "refuse":
+            writer.transport.abort()
+            return
+        self.connections_accepted += 1
+        task = asyncio.current_task()
+        self._conns.add(task)
+        try:
+            await serve_connection(reader, writer, self.handle)
+        except asyncio.CancelledError:
+            writer.transport.abort()
+        finally:
+            self._conns.discard(task)
+
+    # -- routing --------------------------------------------------------------------------
+    async def handle(self, req: Request, conn: Connection) -> None:
+        route = ROUTES.get(req.path)
+        if route is None:
+            await conn.send(404, JSON, b'{"detail":"Not Found"}')
+            return
+        method, name = route
+        if req.method != method:
+            await conn.send(405, JSON, b'{"detail":"Method Not Allowed"}')
+            return
+        try:
+            await getattr(self, name)(req, conn)
+        except ApiError as e:
+            if req.path.startswith("/api/"):
+                await conn.send(e.status, JSON, json.dumps({"error": e.message}).encode())
+            else:
+                await conn.send(e.status, JSON, e.body())
+        except (ConnectionError, asyncio.CancelledError):
+            raise
+        except Exception as e:  # pragma: no cover - a bug; answer instead of hanging up
+            log.exception("reference server error")
+            await conn.send(500, JSON, ApiError(500, f"reference server error: {e!r}",
+                                                "InternalServerError").body())
+
+    @staticmethod
+    def _json(req: Request) -> dict:
+        try:
+            body = json.loads(req.body or b"{}")
+        except ValueError as e:
+            raise ApiError(400, f"request body is not valid JSON: {e}") from None
+        if not isinstance(body, dict):
+            raise ApiError(400, "request body must be a JSON object")
+        return body
+
+    def _fault(self, req: Request) -> Fault | None:
+        spec = req.header(HEADER)
+        if spec is None:
+            return self.server_fault
+        try:
+            return parse_fault(spec, source=f"{HEADER} header")
+        except ValueError as e:
+            raise ApiError(400, str(e)) from None
+
+    async def _pre_fault(self, fault: Fault | None, conn: Connection) -> bool:
+        """Faults answered before generation; True when the response is done."""
+        if fault is None:
+            return False
+        if fault.mode == "refuse":
+            conn.close()
+            return True
+        canned = status_fault_response(fault, self.max_model_len)
+        if canned is not None:
+            await conn.send(*canned)
+            return True
+        return False
+
+    def _submit(self, ids: list[int], max_tokens: int, *, seed: int | None, ignore_eos: bool = False,
+                min_tokens: int = 0, fault: Fault | None = None, stream_interval: int | None = None):
+        gen = plan_output(len(ids), max_tokens, seed=tokenizer.prompt_seed(ids, seed),
+                          ignore_eos=ignore_eos, min_tokens=min_tokens, fault=fault,
+                          stream_interval=stream_interval or self.config.stream_interval)
+        hashes = block_hashes(ids, self.config.block_size) if self.config.prefix_caching else ()
+        try:
+            st = self.scheduler.submit(len(ids), max_tokens, gen.target, gen.reason, hashes)
+        except AdmissionError as e:
+            raise ApiError(400, str(e)) from None
+        return gen, st
+
+    # -- generation endpoints ----------------------------------------------------------------
+    async def completions(self, req: Request, conn: Connection) -> None:
+        await self._openai(req, conn, chat=False)
+
+    async def chat_completions(self, req: Request, conn: Connection) -> None:
+        await self._openai(req, conn, chat=True)
+
+    async def _openai(self, req: Request, conn: Connection, *, chat: bool) -> None:
+        fault = self._fault(req)
+        body = self._json(req)
+        if await self._pre_fault(fault, conn):
+            return
+        r = openai_api.parse(body, chat=chat, served=self.model_name, max_model_len=self.max_model_len)
+        gen, st = self._submit(r.prompt_ids, r.max_tokens, seed=r.seed, ignore_eos=r.ignore_eos,
+                               min_tokens=r.min_tokens, fault=fault, stream_interval=r.stream_interval)
+        proto = openai_api.OpenAIProtocol(r, self.model_name, cached_details=self.config.prefix_caching)
+        await self._respond(conn, st, gen, proto, fault, r.stream)
+
+    async def ollama_generate(self, req: Request, conn: Connection) -> None:
+        await self._ollama(req, conn, chat=False)
+
+    async def ollama_chat(self, req: Request, conn: Connection) -> None:
+        await self._ollama(req, conn, chat=True)
+
+    async def _ollama(self, req: Request, conn: Connection, *, chat: bool) -> None:
+        fault = self._fault(req)
+        body = self._json(req)
+        if await self._pre_fault(fault, conn):
+            return
+        name, ids, max_tokens, seed, streamed = ollama_api.parse(
+            body, chat=chat, served=self.model_name, max_model_len=self.max_model_len)
+        gen, st = self._submit(ids, max_tokens, seed=seed, fault=fault)
+        proto = ollama_api.OllamaProtocol(name, len(ids), chat=chat)
+        await self._respond(conn, st, gen, proto, fault, streamed)
+
+    async def _respond(self, conn: Connection, st, gen, proto, fault: Fault | None, streamed: bool) -> None:
+        watcher = watch_disconnect(conn, self.scheduler, st)
+        try:
+            if streamed:
+                await stream(conn, self.scheduler, st, gen, proto, fault)
+            else:
+                await respond_full(conn, self.scheduler, st, gen, proto, fault)
+        finally:
+            watcher.cancel()
+            self.scheduler.abort(st)      # a no-op unless the response ended early
+
+    # -- other endpoints ---------------------------------------------------------------------
+    async def tokenize(self, req: Request, conn: Connection) -> None:
+        body = self._json(req)
+        if "content" in body and "prompt" not in body and "messages" not in body:   # llama.cpp
+            if not isinstance(body["content"], str):
+                raise ApiError(400, "content must be a string")
+            await conn.send(200, JSON, json.dumps({"tokens": tokenizer.encode(body["content"])}).encode())
+            return
+        openai_api.check_model(body, self.model_name)
+        if "messages" in body:
+            ids = openai_api.prompt_ids_of(body, chat=True)
+        elif isinstance(body.get("prompt"), str):
+            ids = tokenizer.encode(body["prompt"])
+        else:
+            raise ApiError(400, "tokenize needs prompt (string), messages, or content")
+        out = {"count": len(ids), "max_model_len": self.max_model_len, "tokens": ids, "token_strs": None}
+        await conn.send(200, JSON, json.dumps(out).encode())
+
+    async def models(self, req: Request, conn: Connection) -> None:
+        card = {"id": self.model_name, "object": "model", "created": 0, "owned_by": "reference",
+                "root": self.model_name, "parent": None, "max_model_len": self.max_model_len,
+                "permission": []}
+        await conn.send(200, JSON, json.dumps({"object": "list", "data": [card]}).encode())
+
+    async def health(self, req: Request, conn: Connection) -> None:
+        await conn.send(200, JSON, b'{"status":"ok"}')
+
+    async def prom(self, req: Request, conn: Connection) -> None:
+        await conn.send(200, [("content-type", CONTENT_TYPE)], self.metrics.render())
+
+    async def ollama_tags(self, req: Request, conn: Connection) -> None:
+        await conn.send(200, JSON, ollama_api.tags(self.model_name, self.model_spec))
+
+    async def ollama_version(self, req: Request, conn: Connection) -> None:
+        await conn.send(200, JSON, json.dumps({"version": VERSION}).encode())
+
+
+ROUTES = {
+    "/v1/completions": ("POST", "completions"),
+    "/v1/chat/completions": ("POST", "chat_completions"),
+    "/api/generate": ("POST", "ollama_generate"),
+    "/api/chat": ("POST", "ollama_chat"),
+    "/api/tags": ("GET", "ollama_tags"),
+    "/api/version": ("GET", "ollama_version"),
+    "/tokenize": ("POST", "tokenize"),
+    "/v1/tokenize": ("POST", "tokenize"),
+    "/v1/models": ("GET", "models"),
+    "/health": ("GET", "health"),
+    "/metrics": ("GET", "prom"),
+}
