@@ -20,8 +20,9 @@ from .errors import ConfigError
 from .metrics import METRICS
 from .stats import STATS
 
-_UNITS_MS = {"ms": 1.0, "s": 1000.0, "sec": 1000.0, "us": 1e-3, "µs": 1e-3, "ns": 1e-6, "m": 60000.0,
-             "min": 60000.0}
+_UNITS_MS = {"ms": 1.0, "s": 1000.0, "sec": 1000.0, "us": 1e-3, "µs": 1e-3, "ns": 1e-6, "min": 60000.0}
+#: units refused because a reader cannot tell what they mean ('500m': 500 ms typed short, or minutes?)
+_AMBIGUOUS_UNITS = {"m": "did you mean 'ms' or 'min'?"}
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zµ]*)\s*$")
 
 BUDGET_KEYS = tuple(f"{m}_{s}" for m in METRICS for s in STATS) + ("output_tps_min",)
@@ -45,10 +46,14 @@ def parse_duration_ms(value: Any, where: str) -> float:
     elif isinstance(value, str):
         m = _DURATION.match(value)
         unit = m.group(2) if m else None
+        if unit in _AMBIGUOUS_UNITS:
+            raise ConfigError(f"{where}: duration {value!r} is ambiguous: '{unit}' is not a unit here; "
+                              f"{_AMBIGUOUS_UNITS[unit]} (e.g. '{m.group(1)}ms' or '{m.group(1)}min')")
         if not m or (unit and unit not in _UNITS_MS):
             hint = did_you_mean(unit, _UNITS_MS) if m and unit else ""
             raise ConfigError(f"{where}: cannot read duration {value!r}{hint} -- write a number of ms "
-                              f"or a number with a unit: ms, s, us (e.g. '500ms', '1.5s')")
+                              f"or a number with a unit: {', '.join(u for u in _UNITS_MS if u != 'µs')} "
+                              f"(e.g. '500ms', '1.5s')")
         ms = float(m.group(1)) * _UNITS_MS[unit or "ms"]
     else:
         raise ConfigError(f"{where}: expected a duration like 500 or '500ms', got {type(value).__name__} {value!r}")
