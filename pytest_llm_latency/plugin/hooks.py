@@ -129,13 +129,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                     validate_marker(item, get_session(config).settings)
                 except ConfigError as exc:
                     raise pytest.UsageError(str(exc)) from None
+    # xdist registers the xdist_group marker; without it (not installed, or -p no:xdist) the
+    # marker would be unknown: a PytestUnknownMarkWarning, and an error under --strict-markers
+    xdist = config.pluginmanager.hasplugin("xdist")
     for item in items:
         if _is_latency(item):
             item.add_marker(pytest.mark.llm_latency_test)
             if skip:
                 item.add_marker(pytest.mark.skip(reason="llm-latency: --llm-latency-skip"))
-            # under xdist --dist loadgroup: one worker measures, never two at once
-            item.add_marker(pytest.mark.xdist_group("llm-latency"))
+            if xdist:  # under xdist --dist loadgroup: one worker measures, never two at once
+                item.add_marker(pytest.mark.xdist_group("llm-latency"))
 
 
 @pytest.fixture
