@@ -29,7 +29,7 @@ class SloFile(pytest.File):
         samples = sess.settings.get("samples")
         try:
             spec = parse_slo_file(self.path.read_bytes(), _rel(self.path, self.config.rootpath),
-                                  samples_override=samples)
+                                  samples_override=samples, samples_source=sess.settings.source("samples"))
             if not sess.settings.get("skip"):
                 from .session import target_from
 

@@ -103,7 +103,8 @@ OPTIONS: tuple[Opt, ...] = (
         _api, f"one of {', '.join(APIS)}", "openai-completions"),
     Opt("json", "Write all latency results of the run to this JSON file (atomically).", str, "a path"),
     Opt("html", "Write a self-contained HTML latency report to this file (atomically).", str, "a path"),
-    Opt("samples", "Override the number of measured requests per workload.", _pos_int, "a positive integer"),
+    Opt("samples", "Override the number of measured requests per workload (at least what each percentile "
+        "budget needs: p90 10, p95 20, p99 100; fewer is a usage error).", _pos_int, "a positive integer"),
     Opt("seed", "Seed for prompt synthesis and salts (default 0): the same seed sends the same prompts.",
         _nonneg_int, "a non-negative integer", 0),
     Opt("skip", "Skip every latency test (CI lanes without a server).", _bool, "true or false", False, flag=True),

@@ -162,7 +162,7 @@ def _check_target(target: Mapping[str, Any], where) -> None:
 
 
 def parse_slo_file(text: str | bytes, filename: str,
-                   samples_override: int | None = None) -> SloSpec:
+                   samples_override: int | None = None, samples_source: str = "--llm-latency-samples") -> SloSpec:
     """Parse one SLO file.  ``samples_override`` (``--llm-latency-samples`` and friends) replaces
     every workload's ``samples`` for the check that it can support each percentile budget."""
     data, lines = load_yaml(text, filename)
@@ -203,7 +203,8 @@ def parse_slo_file(text: str | bytes, filename: str,
             wspec = {**wspec, "roofline": file_roofline}
         where = lambda p, n=name: spec.where(("workloads", n) + p)  # noqa: E731
         w = make_workload(str(name), wspec, where)
-        samples_where = where(("samples",)) if samples_override is None else f"{where(())} (samples overridden)"
+        samples_where = (where(("samples",)) if samples_override is None else
+                         f"{where(())} (samples {samples_override} from {samples_source})")
         check_min_samples(w, samples_where, samples=samples_override)
         spec.workloads.append(w)
     return spec

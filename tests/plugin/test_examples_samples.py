@@ -1,0 +1,37 @@
+"""``--llm-latency-samples`` on the shipped examples: a value too small for their p95 budgets is a
+usage error that names where the value came from; one that is large enough runs."""
+import shutil
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "example_slos"
+FAST = "reference://h100-sxm/llama-3.1-8b?time_scale=0"
+
+
+@pytest.fixture
+def examples(pytester):
+    for f in EXAMPLES.glob("*.slo.yaml"):
+        shutil.copy(f, pytester.path / f.name)
+    return pytester
+
+
+@pytest.mark.parametrize("how, source", [(("--llm-latency-samples", "10"), "from --llm-latency-samples"),
+                                         ((), "from LLM_LATENCY_SAMPLES (environment)")])
+def test_too_few_samples_names_its_source(examples, monkeypatch, how, source):
+    if not how:
+        monkeypatch.setenv("LLM_LATENCY_SAMPLES", "10")
+    r = examples.runpytest_subprocess("-p", "no:cacheprovider", f"--llm-latency-url={FAST}", *how, timeout=120)
+    assert r.ret != 0
+    text = r.stdout.str() + r.stderr.str()
+    assert f"chat.slo.yaml:4 workloads.chat (samples 10 {source})" in text
+    assert "p95 needs >= 20 samples, got 10" in text
+
+
+def test_enough_samples_run_every_example(examples):
+    r = examples.runpytest_subprocess("-p", "no:cacheprovider", f"--llm-latency-url={FAST}",
+                                      "--llm-latency-samples", "25", "--llm-latency-json=r.json", timeout=300)
+    r.assert_outcomes(passed=3)
+    import json
+
+    assert {res["n"] for res in json.loads((examples.path / "r.json").read_text())["results"]} == {25}
