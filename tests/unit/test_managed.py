@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -270,6 +271,7 @@ def test_pool_shares_identical_targets_and_closes_all(tmp_path):
         pool.close()
     assert not any(t.is_running() for t in (a, c, d))
     assert pool.targets() == []
+    assert not (tmp_path / "logs").exists(), "a session whose targets all ran cleans its log folder up"
 
 
 def test_pool_remembers_failures_and_reports_dead_targets(tmp_path):
@@ -287,6 +289,21 @@ def test_pool_remembers_failures_and_reports_dead_targets(tmp_path):
         with pytest.raises(ManagedTargetError) as died:
             pool.get(server_cmd(), startup_timeout_s=30)
         assert died.value.kind == "died" and died.value.exit_code == 7
+    logs = tmp_path / "logs"
+    assert logs.is_dir() and str(logs) in str(first.value), "a failed target's log is kept and named"
+    assert "exiting on request" in (logs / Path(t.log_path).name).read_text()
+
+
+def test_pool_keeps_the_log_of_a_target_that_died_after_start(tmp_path):
+    pool = TargetPool(tmp_path / "logs")
+    t = pool.get(server_cmd(), startup_timeout_s=30)
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(t.url + "/exit", timeout=5, trust_env=False)
+    assert wait_until(lambda: not t.is_running())
+    with pytest.raises(ManagedTargetError) as died:
+        pool.get(server_cmd(), startup_timeout_s=30)
+    pool.close()
+    assert str(t.log_path) in str(died.value) and t.log_path.exists()
 
 
 def test_managed_server_dies_with_the_process_that_started_it(tmp_path):
