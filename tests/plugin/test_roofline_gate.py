@@ -37,7 +37,7 @@ def test_gate_fails_at_0_8_with_the_arithmetic(pytester):
     r = run(pytester, "min_efficiency: 0.8")
     r.assert_outcomes(failed=1)
     r.stdout.fnmatch_lines(["*decode 1*tok/s = 0.7* of ceiling 208.* tok/s*",
-                            "*(H100-SXM 3350 GB/s ÷ (16.06 GB weights + 0.01 GB KV @ 96 ctx)); budget ≥ 0.80*"])
+                            "*(H100-SXM 3350 GB/s ÷ (16.06 GB weights + 12.6 MB KV @ 96 ctx)); budget ≥ 0.80*"])
 
 
 def test_cli_min_efficiency_overrides_the_file(pytester):
