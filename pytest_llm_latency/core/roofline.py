@@ -209,7 +209,8 @@ def format_arithmetic(c: Ceiling) -> str:
         kv = f" + {c.batch} × {per_seq} KV @ {c.context:g} ctx" if c.batch > 1 else f" + {per_seq} KV @ {c.context:g} ctx"
     elif c.model.kv_bytes_per_token is None:
         kv = ", KV not counted"
-    return f"{c.hardware.name} {_gb_s(c.hardware)} ÷ ({format_bytes(c.weight_bytes)} weights{kv})"
+    hw = c.hardware.name if c.hardware.name.endswith("GB/s") else f"{c.hardware.name} {_gb_s(c.hardware)}"
+    return f"{hw} ÷ ({format_bytes(c.weight_bytes)} weights{kv})"
 
 
 def format_ceiling(c: Ceiling) -> str:
