@@ -109,7 +109,11 @@ def judge_with_fresh_probe(hardware, evaluate, reprobe):
     if result.status != "config_error" or hardware.key != "local-cpu":
         return result
     first = hardware.mem_bandwidth_gb_s
-    fresh = reprobe()
+    try:
+        fresh = reprobe()
+    except ConfigError as exc:
+        return evaluate(replace(hardware, note="; ".join(x for x in (hardware.note, f"probing again failed: {exc}")
+                                                        if x)))
     said = (f"decode was {result.decode_efficiency:.2f}x the ceiling at {first:.1f} GB/s"
             f"{' (cached)' if hardware.source.startswith('cached') else ''}, so the bandwidth was probed again: "
             f"{fresh.mem_bandwidth_gb_s:.1f} GB/s")

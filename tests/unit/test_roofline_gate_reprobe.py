@@ -130,3 +130,20 @@ def test_llamacpp_meta_with_the_kv_shape_counts_it(env):
     assert res.extra["model_bytes"] == pytest.approx(406e6 + kv * (32 + 128 / 2))
     errors = gate({"mem_bandwidth_gb_s": 30.0, "layers": 4}).errors  # a partial shape is not dropped silently
     assert len(errors) == 1 and "missing kv_heads, head_dim" in errors[0]
+
+
+def test_a_failed_second_probe_keeps_the_configuration_error_and_says_why():
+    from pytest_llm_latency.core.errors import ConfigError
+    from pytest_llm_latency.core.hardware import Hardware
+
+    hw = Hardware(key="local-cpu", name="local CPU", mem_bandwidth_gb_s=12.0, source="cached numpy read probe")
+    seen = []
+
+    def evaluate(h):
+        seen.append(h)
+        return SimpleNamespace(status="config_error", decode_efficiency=1.69)
+
+    def reprobe():
+        raise ConfigError("hardware 'local-cpu': the bandwidth probe did not finish")
+    roofline_gate.judge_with_fresh_probe(hw, evaluate, reprobe)
+    assert seen[-1].note == "probing again failed: hardware 'local-cpu': the bandwidth probe did not finish"
