@@ -67,7 +67,7 @@ def main() -> int:
             xs = [plain(kernel, procs, args.array_mb, args.passes) for _ in range(args.repeats)]
             rows.append((f"plain numpy `{'a.sum()' if kernel == 'sum' else 'np.dot(a, a)'}`", procs, xs))
     probes = [probe_cpu_bandwidth().mem_bandwidth_gb_s for _ in range(args.repeats)]
-    rows.append(("`local-cpu` probe (median of 5 runs each)", cores, probes))
+    rows.append(("`local-cpu` probe (best of 5 runs each)", cores, probes))
     load_after = os.getloadavg()
 
     print(f"host: {platform.node()}, {platform.processor() or platform.machine()}, {cores} usable cores, "

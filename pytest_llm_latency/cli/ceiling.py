@@ -87,6 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _ceiling_dict(c: Ceiling) -> dict:
     return {"hardware": c.hardware.name, "hardware_key": c.hardware.key,
             "mem_bandwidth_gb_s": c.hardware.mem_bandwidth_gb_s, "hardware_source": c.hardware.source,
+            "hardware_note": c.hardware.note or None, "kv_not_counted": c.model.kv_not_counted or None,
             "model": c.model.name, "model_source": c.model.source, "weight_bytes": c.weight_bytes,
             "kv_bytes_per_token": c.model.kv_bytes_per_token, "context": c.context, "batch": c.batch,
             "step_bytes": c.step_bytes, "ceiling_tok_s": c.per_stream_tok_s, "aggregate_tok_s": c.aggregate_tok_s,

@@ -2,12 +2,20 @@
 
 Subcommands are registered lazily: each lives in its own module exposing
 ``add_arguments(parser)`` and ``run(args) -> int``.
+
+A reader that goes away early (``... | head -2``) ends the command quietly with exit
+status 141 (128 + SIGPIPE), what a shell reports for any other command cut off by a
+closed pipe, so ``set -o pipefail`` treats it the same way.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+
+#: Exit status when stdout's reader has gone: 128 + SIGPIPE (13), as for ``yes | head -1``.
+EXIT_BROKEN_PIPE = 141
 
 SUBCOMMANDS = {
     # name: (module, one-line help)
@@ -27,9 +35,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    module = importlib.import_module(args._module)
-    return int(module.run(args) or 0)
+    try:
+        args = build_parser().parse_args(argv)
+        module = importlib.import_module(args._module)
+        code = int(module.run(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the try, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        # Python's recipe: point stdout at /dev/null so the flush at exit does not fail again
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, sys.stdout.fileno())
+            finally:
+                os.close(devnull)
+        except (OSError, ValueError, AttributeError):  # stdout is not a file (replaced, closed)
+            pass
+        return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -23,6 +23,7 @@ class Hardware:
     source: str = ""              # where the figure comes from (datasheet)
     aliases: tuple[str, ...] = ()
     devices: int = 1              # >1: a tensor-parallel group; figures are the group's totals
+    note: str = ""                # a caveat about the figure (e.g. a probe not cached: why), shown with it
 
     @property
     def bandwidth_bytes_s(self) -> float:

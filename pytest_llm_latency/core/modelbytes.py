@@ -97,6 +97,14 @@ def kv_elem_bytes(kv_dtype: str | None, weight_dtype: str | None = None, *, wher
     return elem
 
 
+def format_bytes(b: float) -> str:
+    """Readable decimal size: ``16.06 GB``, ``12.6 MB``, ``4.1 KB``, ``512 B``."""
+    for unit, scale, fmt in (("GB", 1e9, ".2f"), ("MB", 1e6, ".1f"), ("KB", 1e3, ".1f")):
+        if abs(b) >= scale:
+            return f"{b / scale:{fmt}} {unit}"
+    return f"{b:.0f} B"
+
+
 def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, bytes_per_elem: float) -> float:
     """K and V for every layer: 2 x layers x kv_heads x head_dim x bytes per element."""
     return 2.0 * layers * kv_heads * head_dim * bytes_per_elem
@@ -121,6 +129,7 @@ class ModelBytes:
     experts: int = 0
     experts_per_token: int = 0
     source: str = ""
+    kv_not_counted: str = ""                 # why the KV cache is left out of the step (counted as 0)
 
     def weight_bytes_at_batch(self, batch: int) -> float:
         """Weights read by one step of ``batch`` sequences (read once, shared by the batch).
@@ -315,4 +324,4 @@ def model_bytes_from_llamacpp_models(payload: dict, *, kv_bytes_per_token: float
     size, n = float(meta["size"]), float(meta["n_params"])
     return ModelBytes(weight_bytes=size, kv_bytes_per_token=kv_bytes_per_token, name=str(entry.get("id", "model")),
                       params=n, total_params=n, bytes_per_param=size / n,
-                      source=f"{where} meta: size {size / 1e9:.2f} GB, n_params {n:.4g}")
+                      source=f"{where} meta: size {format_bytes(size)}, n_params {n:.4g}")

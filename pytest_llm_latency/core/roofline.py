@@ -19,10 +19,15 @@ from dataclasses import dataclass, replace
 from .errors import ConfigError
 from .metrics import decode_tps
 from .hardware import Hardware, ModelSpec
-from .modelbytes import ModelBytes
+from .modelbytes import ModelBytes, format_bytes
 
 #: A measurement this far above the ceiling means the inputs are wrong, not that the server is fast.
 CONFIG_ERROR_RATIO = 1.05
+#: Per-step overhead, not bandwidth, bounds decode when reading a step's bytes takes less than
+#: SMALL_STEP_MS and less than OVERHEAD_SHARE of the measured TPOT (tiny models: the engine's fixed
+#: cost per step, about 7 ms on vLLM CPU, dwarfs a 0.1 ms read).
+SMALL_STEP_MS = 1.0
+OVERHEAD_SHARE = 0.2
 
 
 def mean_context(prompt_tokens: float, output_tokens: float) -> float:
@@ -126,11 +131,30 @@ class RooflineResult:
     def passed(self) -> bool:
         return self.status in ("pass", "report")
 
+    @property
+    def bandwidth_ms(self) -> float:
+        """Time one decode step needs to read its bytes at the ceiling's bandwidth."""
+        return 1000.0 / self.ceiling.per_stream_tok_s
+
+    @property
+    def overhead_bound(self) -> bool:
+        """The step's bytes are read in a sliver of the measured TPOT and in under SMALL_STEP_MS:
+        the engine's fixed per-step cost, not memory bandwidth, sets the pace."""
+        return self.bandwidth_ms < SMALL_STEP_MS and self.decode_efficiency < OVERHEAD_SHARE
+
+    @property
+    def kv_cache(self) -> str:
+        """``counted``, or ``not counted: why`` (e.g. llama.cpp meta gives weights only)."""
+        mb = self.ceiling.model
+        if mb.kv_not_counted:
+            return f"not counted: {mb.kv_not_counted}"
+        return "counted" if mb.kv_bytes_per_token is not None else "not counted: KV shape unknown"
+
     def as_properties(self) -> dict:
         """Flat dict for JSON results and JUnit properties."""
         return {"ceiling_tok_s": self.ceiling_tok_s, "decode_efficiency": self.decode_efficiency,
                 "decode_efficiency_p95": self.decode_efficiency_p95, "hardware": self.hardware,
-                "model_bytes": self.model_bytes}
+                "model_bytes": self.model_bytes, "kv_cache": self.kv_cache}
 
 
 def _tpot_to_tok_s(ms, what: str) -> float:
@@ -170,24 +194,23 @@ def evaluate_roofline(hardware: Hardware, model: ModelBytes | ModelSpec, *, cont
 
 # ---------------------------------------------------------------------------- wording
 
-def _gb(b: float) -> str:
-    return f"{b / 1e9:.2f} GB"
-
-
 def _gb_s(hw: Hardware) -> str:
     x = hw.mem_bandwidth_gb_s
     return f"{x:.0f} GB/s" if x >= 100 else f"{x:.1f} GB/s"
 
 
 def format_arithmetic(c: Ceiling) -> str:
-    """``H100-SXM 3350 GB/s ÷ (16.06 GB weights + 0.52 GB KV @ 4000 ctx)``"""
+    """``H100-SXM 3350 GB/s ÷ (16.06 GB weights + 524.3 MB KV @ 4000 ctx)``"""
     kv = ""
-    if c.context > 0:
-        per_seq = _gb(c.kv_bytes_per_sequence)
+    if c.model.kv_not_counted:
+        kv = ", KV cache not counted"
+    elif c.context > 0:
+        per_seq = format_bytes(c.kv_bytes_per_sequence)
         kv = f" + {c.batch} × {per_seq} KV @ {c.context:g} ctx" if c.batch > 1 else f" + {per_seq} KV @ {c.context:g} ctx"
     elif c.model.kv_bytes_per_token is None:
         kv = ", KV not counted"
-    return f"{c.hardware.name} {_gb_s(c.hardware)} ÷ ({_gb(c.weight_bytes)} weights{kv})"
+    hw = c.hardware.name if c.hardware.name.endswith("GB/s") else f"{c.hardware.name} {_gb_s(c.hardware)}"
+    return f"{hw} ÷ ({format_bytes(c.weight_bytes)} weights{kv})"
 
 
 def format_ceiling(c: Ceiling) -> str:
@@ -197,9 +220,13 @@ def format_ceiling(c: Ceiling) -> str:
              f"  = {format_arithmetic(c)}",
              f"  hardware: {c.hardware.source or 'explicit figure'}",
              f"  model: {c.model.source or c.model.name}"]
-    if c.model.kv_bytes_per_token:
+    if c.hardware.note:
+        lines.insert(3, f"  hardware note: {c.hardware.note}")
+    if c.model.kv_not_counted:
+        lines.append(f"  KV cache not counted: {c.model.kv_not_counted}")
+    elif c.model.kv_bytes_per_token:
         lines.append(f"  KV cache: {c.model.kv_bytes_per_token:,.0f} B/token"
-                     f" = {_gb(c.model.kv_bytes_per_token * c.context)} per sequence at {c.context:g} ctx")
+                     f" = {format_bytes(c.model.kv_bytes_per_token * c.context)} per sequence at {c.context:g} ctx")
     prefill = prefill_ceiling_tok_s(c.hardware, c.model.params or 0)
     if prefill is not None:
         lines.append(f"  prefill ceiling (compute-bound): {prefill:,.0f} tok/s"
@@ -220,7 +247,7 @@ def suggested_checks(r: RooflineResult) -> list[str]:
             "speculative decoding / multi-token prediction emits several tokens per weight read: "
             "the single-token roofline does not apply (set min_efficiency to null to report only)",
         ]
-    checks = []
+    checks = [overhead_line(r)] if r.overhead_bound else []
     if mb.bytes_per_param:
         lever = ("8-bit halves the bytes of fp16, ~2× the ceiling" if mb.bytes_per_param >= 1.5 else
                  "4-bit reads about half the bytes of 8-bit" if mb.bytes_per_param >= 0.75 else
@@ -228,9 +255,10 @@ def suggested_checks(r: RooflineResult) -> list[str]:
         checks.append(f"quantization: weights are read at {mb.bytes_per_param:.3g} bytes/param; fewer bytes per "
                       f"weight means fewer bytes per token ({lever})")
     kv_share = c.kv_bytes / c.step_bytes if c.step_bytes else 0.0
-    checks.append(f"context length / KV cache: the KV cache is {kv_share:.0%} of the bytes read per step at "
-                  f"{c.context:g} ctx and is re-read every step; shorten the context (long system prompts) "
-                  "or use an fp8 KV cache")
+    counted = ("the KV cache is not counted in this ceiling, so it is higher than the real one" if mb.kv_not_counted
+               else f"the KV cache is {kv_share:.0%} of the bytes read per step at {c.context:g} ctx")
+    checks.append(f"context length / KV cache: {counted}; it is re-read every step: shorten the context "
+                  "(long system prompts) or use an fp8 KV cache")
     checks.append(f"batching & concurrency: other requests share each decode step (counted batch: {c.batch}); "
                   "check the server's running requests (vllm:num_requests_running) and the test's concurrency")
     checks.append("chunked prefill: prefill chunks interleaved into decode steps stall every stream; lower "
@@ -238,6 +266,15 @@ def suggested_checks(r: RooflineResult) -> list[str]:
     checks.append(f"bandwidth: the ceiling uses {_gb_s(hw)} "
                   f"({hw.source or 'explicit'}); is the hardware entry right? tensor parallel{tp}?")
     return checks
+
+
+def overhead_line(r: RooflineResult) -> str:
+    tpot = 1000.0 / r.measured_tok_s
+    return (f"per-step overhead: reading {format_bytes(r.ceiling.step_bytes)} per step takes {r.bandwidth_ms:.3g} ms at "
+            f"{_gb_s(r.ceiling.hardware)}, {r.bandwidth_ms / tpot:.0%} of the measured TPOT p50 {tpot:.3g} ms; "
+            "the engine's fixed per-step cost (scheduling, kernel launches, sampling) bounds this model, not "
+            "memory bandwidth, so the roofline gate is not meaningful for models this small "
+            "(set min_efficiency to null to report only)")
 
 
 def format_roofline(r: RooflineResult) -> str:
@@ -249,6 +286,12 @@ def format_roofline(r: RooflineResult) -> str:
              f"  ({format_arithmetic(c)}){budget}"]
     if r.measured_tok_s_p95 is not None:
         lines.append(f"  p95: decode {r.measured_tok_s_p95:.1f} tok/s = {r.decode_efficiency_p95:.2f} of ceiling")
+    if c.model.kv_not_counted:
+        lines.append(f"  KV cache not counted: {c.model.kv_not_counted}")
+    if c.hardware.note:
+        lines.append(f"  hardware note: {c.hardware.note}")
+    if r.overhead_bound and r.status not in ("fail", "config_error"):
+        lines.append(f"  note: {overhead_line(r)}")
     if r.status == "config_error":
         lines.insert(0, f"roofline configuration error: measured decode is {r.decode_efficiency:.2f}× the "
                         f"bandwidth ceiling (> {CONFIG_ERROR_RATIO:g}); the hardware or model bytes are wrong")

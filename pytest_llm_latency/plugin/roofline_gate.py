@@ -73,17 +73,53 @@ def _model_bytes(roof: Mapping[str, Any], spec, base_dir: Path, client):
 
         return catalog.model(ref.model)
     if client is not None and hasattr(client, "models"):
-        from dataclasses import replace
-
-        from ..core.modelbytes import model_bytes_from_llamacpp_models
-
-        mb = model_bytes_from_llamacpp_models({"data": client.models()}, where=f"{spec.url} /v1/models")
-        if mb.kv_bytes_per_token is None:  # llama.cpp meta has no KV shape: weights only, said out loud
-            mb = replace(mb, kv_bytes_per_token=0.0, source=mb.source + " (KV cache not counted: the server does "
-                         "not report its shape; give layers, kv_heads and head_dim, or gguf:)")
-        return mb
+        return _llamacpp_model_bytes(roof, spec, client)
     raise ConfigError("roofline: no model bytes -- give params + dtype, config, gguf or model in the roofline "
                       "mapping (or use a llama.cpp server, which reports them)")
+
+
+LLAMACPP_KV_NOT_COUNTED = ("llama.cpp /v1/models meta gives weights only; set roofline.layers/kv_heads/head_dim "
+                           "or roofline.gguf to include it")
+
+
+def _llamacpp_model_bytes(roof: Mapping[str, Any], spec, client):
+    """Weights from llama.cpp ``/v1/models`` meta; the KV cache from ``layers``/``kv_heads``/``head_dim``
+    when given, else left out of the ceiling and said so (``ModelBytes.kv_not_counted``)."""
+    from dataclasses import replace
+
+    from ..core.modelbytes import kv_elem_bytes, kv_from_shape, model_bytes_from_llamacpp_models
+
+    mb = model_bytes_from_llamacpp_models({"data": client.models()}, where=f"{spec.url} /v1/models")
+    kv = kv_from_shape(roof.get("layers"), roof.get("kv_heads"), roof.get("head_dim"),
+                       kv_elem_bytes(roof.get("kv_dtype"), where="roofline.kv_dtype"),
+                       where="roofline.layers/kv_heads/head_dim")
+    if kv is not None:
+        return replace(mb, kv_bytes_per_token=kv)
+    return replace(mb, kv_bytes_per_token=0.0, kv_not_counted=LLAMACPP_KV_NOT_COUNTED)
+
+
+def judge_with_fresh_probe(hardware, evaluate, reprobe):
+    """``evaluate(hardware)``; when a measured (``local-cpu``) figure puts decode above the ceiling
+    (> 1.05), probe once more, bypassing the cache, before calling it a configuration error: a
+    figure taken while other processes competed for the memory bus is not the machine's limit.
+    A higher fresh figure is used (and cached by ``reprobe`` if it passes the caching rules)."""
+    from dataclasses import replace
+
+    result = evaluate(hardware)
+    if result.status != "config_error" or hardware.key != "local-cpu":
+        return result
+    first = hardware.mem_bandwidth_gb_s
+    try:
+        fresh = reprobe()
+    except ConfigError as exc:
+        return evaluate(replace(hardware, note="; ".join(x for x in (hardware.note, f"probing again failed: {exc}")
+                                                        if x)))
+    said = (f"decode was {result.decode_efficiency:.2f}x the ceiling at {first:.1f} GB/s"
+            f"{' (cached)' if hardware.source.startswith('cached') else ''}, so the bandwidth was probed again: "
+            f"{fresh.mem_bandwidth_gb_s:.1f} GB/s")
+    if fresh.mem_bandwidth_gb_s <= first:
+        return evaluate(replace(hardware, note="; ".join(x for x in (hardware.note, said + ", not higher") if x)))
+    return evaluate(replace(fresh, note="; ".join(x for x in (said, fresh.note) if x)))
 
 
 def _reference_config(spec):
@@ -120,9 +156,14 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
                                     else None, tp=int(roof.get("tensor_parallel", 1)), where=hw_name.source)
         model = _model_bytes(roof, spec, base_dir or Path.cwd(), client)
         tpot = res.summaries["tpot"]
-        result = evaluate_roofline(hardware, model, context=mean_context(workload.prompt_tokens, workload.output_tokens),
-                                   tpot_p50_ms=tpot.p50, tpot_p95_ms=tpot.p95, min_efficiency=min_eff.value,
-                                   batch=int(roof.get("batch", workload.concurrency)))
+        context = mean_context(workload.prompt_tokens, workload.output_tokens)
+
+        def evaluate(hw):
+            return evaluate_roofline(hw, model, context=context, tpot_p50_ms=tpot.p50, tpot_p95_ms=tpot.p95,
+                                     min_efficiency=min_eff.value, batch=int(roof.get("batch", workload.concurrency)))
+
+        result = judge_with_fresh_probe(hardware, evaluate, lambda: resolve_hardware(
+            "local-cpu", refresh=True, only_if_higher=True, where=hw_name.source))
     except ConfigError as exc:
         if min_eff.value is None and not roof:
             res.notes.append(f"roofline not evaluated: {exc}")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.errors import ConfigError
-from ..core.modelbytes import ModelBytes, kv_bytes_per_token, kv_elem_bytes
+from ..core.modelbytes import ModelBytes, format_bytes, kv_bytes_per_token, kv_elem_bytes
 
 
 @dataclass(frozen=True)
@@ -122,11 +122,11 @@ def model_bytes_from_gguf(path: str | Path, *, kv_dtype: str | None = None) -> M
     kv = None
     if s.kv_heads_total and s.head_dim:
         kv = kv_bytes_per_token(1, s.kv_heads_total, s.head_dim, kv_elem_bytes(kv_dtype, None, where="gguf: kv_dtype"))
-    types = ", ".join(f"{k} {v / 1e9:.2f} GB" for k, v in sorted(s.bytes_by_type.items(), key=lambda kv_: -kv_[1]))
+    types = ", ".join(f"{k} {format_bytes(v)}" for k, v in sorted(s.bytes_by_type.items(), key=lambda kv_: -kv_[1]))
     moe = f", {s.experts_per_token} of {s.experts} experts" if s.experts else ""
     return ModelBytes(
         weight_bytes=s.active_bytes, kv_bytes_per_token=kv, name=s.name or Path(s.path).stem,
         params=s.active_params, total_params=float(s.params), bytes_per_param=s.tensor_bytes / s.params,
         routed_weight_bytes=float(s.expert_bytes), experts=s.experts, experts_per_token=s.experts_per_token,
-        source=f"{Path(s.path).name}: {s.tensor_bytes / 1e9:.2f} GB of tensors ({types}), "
+        source=f"{Path(s.path).name}: {format_bytes(s.tensor_bytes)} of tensors ({types}), "
                f"{s.params:.4g} params{moe}")

@@ -4,8 +4,12 @@
   (the runner is injectable for tests); with tensor parallelism ``tp`` the bandwidth is tp x per-GPU.
 * ``local-cpu``: this host's memory read bandwidth, measured by a numpy probe that runs one
   process per core, each reading its own few-hundred-MB float32 array several times; the figure is
-  aggregate bytes / wall time, the median of several runs, cached per host in
+  aggregate bytes / wall time, the **best** of several runs (a ceiling is the machine's limit;
+  a slower run only means something else competed for the memory bus), cached per host in
   ``${LLM_LATENCY_CACHE:-~/.cache/pytest-llm-latency}/cpu_bandwidth.json`` (written atomically).
+  A figure is **not** cached when its runs disagree by more than ``SPREAD_LIMIT`` (best / worst)
+  or other processes took more than ``BUSY_LIMIT`` of the machine's CPU time while it ran
+  (``/proc/stat`` less this process and its workers); ``Hardware.note`` says which.
 
 numpy is imported only inside the probe's worker.
 """
@@ -16,12 +20,11 @@ import io
 import json
 import os
 import socket
-import statistics
 import subprocess
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 from . import catalog
 from ..core.errors import ConfigError
@@ -206,24 +209,98 @@ def numpy_read_measure(processes: int, runs: int, *, array_mb: int = 256, passes
     return results
 
 
+#: The probe's figure is cached only when its runs agree within this factor (best / worst) ...
+SPREAD_LIMIT = 1.5
+#: ... and other processes used at most this share of the machine's CPU time while it ran.
+BUSY_LIMIT = 0.25
+#: Written into each cache entry; entries without it (the old median-of-runs figure) are measured again.
+CACHE_METHOD = "best-of-runs"
+
+CpuSample = tuple[float, float, float]   # (machine busy s, machine total s, own + reaped children CPU s)
+LoadMeter = Callable[[], "CpuSample | None"]
+
+
+def proc_stat_sample() -> CpuSample | None:
+    """All CPUs' busy and total time from ``/proc/stat``, and this process's own CPU time plus
+    that of its reaped children (the probe's workers); None where ``/proc/stat`` is unreadable."""
+    try:
+        import resource
+
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = f.readline().split()
+        tick = float(os.sysconf("SC_CLK_TCK"))
+    except (ImportError, OSError, ValueError):  # pragma: no cover - non-Linux
+        return None
+    if not fields or fields[0] != "cpu" or len(fields) < 8:
+        return None
+    # user nice system idle iowait irq softirq steal (guest time is already in user)
+    user, nice, system, idle, iowait, irq, softirq = (float(x) for x in fields[1:8])
+    steal = float(fields[8]) if len(fields) > 8 else 0.0
+    busy = user + nice + system + irq + softirq + steal
+    own = sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                resource.getrusage(resource.RUSAGE_CHILDREN)))
+    return busy / tick, (busy + idle + iowait) / tick, own
+
+
+def others_busy_share(before: CpuSample | None, after: CpuSample | None) -> float | None:
+    """Share of the machine's CPU time between two samples used by processes other than this one
+    and its children; None when unknown."""
+    if before is None or after is None:
+        return None
+    total = after[1] - before[1]
+    if not total > 0:
+        return None
+    others = (after[0] - before[0]) - (after[2] - before[2])
+    return min(1.0, max(0.0, others / total))
+
+
 @dataclass(frozen=True)
 class ProbeResult:
-    mem_bandwidth_gb_s: float       # median of the runs
+    mem_bandwidth_gb_s: float       # the best run: the machine's attainable figure
     runs_gb_s: tuple[float, ...]
     processes: int
+    busy_share: float | None = None  # CPU share of other processes while the probe ran
+
+    @property
+    def spread(self) -> float:
+        """Best run / worst run."""
+        return max(self.runs_gb_s) / min(self.runs_gb_s)
+
+    @property
+    def runs_text(self) -> str:
+        lo, hi = min(self.runs_gb_s), max(self.runs_gb_s)
+        span = f"{hi:.1f} GB/s" if len(self.runs_gb_s) == 1 else f"{lo:.1f}-{hi:.1f} GB/s"
+        return f"best of {len(self.runs_gb_s)} run(s), {span}"
+
+    @property
+    def not_cached_reason(self) -> str | None:
+        """Why this figure must not be cached (a loaded machine), or None."""
+        reasons = []
+        if self.busy_share is not None and self.busy_share > BUSY_LIMIT:
+            reasons.append(f"the machine was busy: other processes used {self.busy_share:.0%} of its CPU time "
+                           f"during the probe (limit {BUSY_LIMIT:.0%})")
+        if self.spread > SPREAD_LIMIT:
+            reasons.append(f"the runs disagree: best {max(self.runs_gb_s):.1f} GB/s is {self.spread:.2f}x the "
+                           f"worst {min(self.runs_gb_s):.1f} GB/s (limit {SPREAD_LIMIT:g}x)")
+        return "; ".join(reasons) or None
 
     def as_json(self) -> dict:
         return {"mem_bandwidth_gb_s": self.mem_bandwidth_gb_s, "runs_gb_s": list(self.runs_gb_s),
-                "processes": self.processes}
+                "processes": self.processes, "busy_share": self.busy_share, "method": CACHE_METHOD}
 
 
-def probe_cpu_bandwidth(*, processes: int | None = None, runs: int = 5, measure: Measure | None = None) -> ProbeResult:
-    """Median aggregate read bandwidth over ``runs`` runs of ``processes`` (default: one per core)."""
+def probe_cpu_bandwidth(*, processes: int | None = None, runs: int = 5, measure: Measure | None = None,
+                        load: LoadMeter | None = None) -> ProbeResult:
+    """Best aggregate read bandwidth over ``runs`` runs of ``processes`` (default: one per core),
+    with the CPU share other processes took meanwhile (``load``: default ``/proc/stat``)."""
     procs = processes or usable_cores()
     if runs < 1 or procs < 1:
         raise ConfigError(f"local-cpu probe: runs and processes must be >= 1 (got {runs}, {procs})")
+    meter = load or proc_stat_sample
+    before = meter()
     per_run = [aggregate_run(samples) for samples in (measure or numpy_read_measure)(procs, runs)]
-    return ProbeResult(statistics.median(per_run), tuple(per_run), procs)
+    busy = others_busy_share(before, meter())
+    return ProbeResult(max(per_run), tuple(per_run), procs, busy)
 
 
 def _atomic_write_json(path: Path, data: dict) -> None:
@@ -240,30 +317,57 @@ def _read_cache(path: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def local_cpu_bandwidth(*, refresh: bool = False, cache: Path | None = None,
-                        measure: Measure | None = None, runs: int = 5) -> tuple[float, bool]:
-    """(GB/s, came_from_cache).  Measured once per host (hostname + cpu count), then cached."""
+def _cached_figure(entry) -> float | None:
+    if not isinstance(entry, dict) or entry.get("method") != CACHE_METHOD:
+        return None  # absent, or written by the old median-of-runs probe: measure again
+    value = entry.get("mem_bandwidth_gb_s")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf"):
+        return float(value)
+    return None
+
+
+class LocalBandwidth(NamedTuple):
+    gb_s: float
+    cached: bool          # the figure came from the cache
+    note: str = ""        # e.g. why a fresh figure was not cached
+    runs: str = ""        # "best of 5 run(s), 30.1-33.0 GB/s" for a fresh figure
+
+
+def local_cpu_bandwidth(*, refresh: bool = False, only_if_higher: bool = False, cache: Path | None = None,
+                        measure: Measure | None = None, runs: int = 5,
+                        load: LoadMeter | None = None) -> LocalBandwidth:
+    """This host's read bandwidth, measured once per host (hostname + cpu count) and then cached.
+
+    ``refresh`` measures again.  A figure is cached only when its runs agree and the machine was
+    quiet (``ProbeResult.not_cached_reason``); ``only_if_higher`` also keeps a cached figure that
+    is higher than the fresh one (the gate's second look: a ceiling is the machine's limit).
+    """
     path = (cache or cache_dir()) / "cpu_bandwidth.json"
     key = host_key()
-    data = _read_cache(path)
-    entry = data.get(key)
-    if not refresh and isinstance(entry, dict):
-        value = entry.get("mem_bandwidth_gb_s")
-        if isinstance(value, (int, float)) and value > 0:
-            return float(value), True
-    result = probe_cpu_bandwidth(runs=runs, measure=measure)
+    if not refresh:
+        value = _cached_figure(_read_cache(path).get(key))
+        if value is not None:
+            return LocalBandwidth(value, True)
+    result = probe_cpu_bandwidth(runs=runs, measure=measure, load=load)
+    reason = result.not_cached_reason
+    if reason is not None:
+        return LocalBandwidth(result.mem_bandwidth_gb_s, False, f"not cached: {reason}", result.runs_text)
     data = _read_cache(path)  # re-read: another process may have written meanwhile
+    old = _cached_figure(data.get(key))
+    if only_if_higher and old is not None and old >= result.mem_bandwidth_gb_s:
+        return LocalBandwidth(result.mem_bandwidth_gb_s, False,
+                              f"not cached: the cached {old:.1f} GB/s is higher", result.runs_text)
     data[key] = {**result.as_json(), "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     _atomic_write_json(path, data)
-    return result.mem_bandwidth_gb_s, False
+    return LocalBandwidth(result.mem_bandwidth_gb_s, False, "", result.runs_text)
 
 
 def local_cpu_hardware(**kwargs) -> Hardware:
-    gb_s, cached = local_cpu_bandwidth(**kwargs)
-    how = "cached numpy read probe" if cached else "numpy read probe"
+    bw = local_cpu_bandwidth(**kwargs)
     where = (kwargs.get("cache") or cache_dir()) / "cpu_bandwidth.json"
-    return Hardware(key="local-cpu", name=f"local CPU ({socket.gethostname()})", mem_bandwidth_gb_s=gb_s,
-                    source=f"{how}, {usable_cores()} processes, median of runs ({where})")
+    how = "cached numpy read probe, best of runs" if bw.cached else f"numpy read probe, {bw.runs}"
+    return Hardware(key="local-cpu", name=f"local CPU ({socket.gethostname()})", mem_bandwidth_gb_s=bw.gb_s,
+                    source=f"{how}, {usable_cores()} processes ({where})", note=bw.note)
 
 
 # ---------------------------------------------------------------------------- one entry point

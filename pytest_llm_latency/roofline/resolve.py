@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..core.errors import ConfigError
 from ..core.hardware import Hardware
-from ..core.modelbytes import (ModelBytes, bytes_per_param, kv_elem_bytes, kv_from_shape,
+from ..core.modelbytes import (ModelBytes, bytes_per_param, format_bytes, kv_elem_bytes, kv_from_shape,
                               model_bytes_from_hf_config, model_bytes_from_params)
 from . import catalog
 
@@ -51,7 +51,7 @@ def resolve_model_bytes(*, model: str | None = None, model_bytes: float | None =
         if dtype is not None or bits is not None:
             raise ConfigError(f"{n['model_bytes']} is already in bytes; drop {n['dtype']}/{n['bits']}")
         mb = ModelBytes(weight_bytes=float(model_bytes), kv_bytes_per_token=None,
-                        source=f"explicit {n['model_bytes']} {model_bytes / 1e9:.2f} GB")
+                        source=f"explicit {n['model_bytes']} {format_bytes(model_bytes)}")
     elif params is not None:
         if dtype is None and bits is None:
             raise ConfigError(f"{n['params']} needs {n['dtype']} (fp16, bf16, fp8, int4, Q4_K_M, ...) or {n['bits']}")

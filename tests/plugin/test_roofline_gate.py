@@ -37,7 +37,7 @@ def test_gate_fails_at_0_8_with_the_arithmetic(pytester):
     r = run(pytester, "min_efficiency: 0.8")
     r.assert_outcomes(failed=1)
     r.stdout.fnmatch_lines(["*decode 1*tok/s = 0.7* of ceiling 208.* tok/s*",
-                            "*(H100-SXM 3350 GB/s ÷ (16.06 GB weights + 0.01 GB KV @ 96 ctx)); budget ≥ 0.80*"])
+                            "*(H100-SXM 3350 GB/s ÷ (16.06 GB weights + 12.6 MB KV @ 96 ctx)); budget ≥ 0.80*"])
 
 
 def test_cli_min_efficiency_overrides_the_file(pytester):
@@ -56,3 +56,33 @@ def test_unknown_hardware_is_a_collection_error_with_close_matches(pytester):
     r = run(pytester, "min_efficiency: 0.5, hardware: h100-sxn")
     r.stdout.fnmatch_lines(["*gate.slo.yaml:2 roofline.hardware: unknown hardware 'h100-sxn'; did you mean h100-sxm*"])
     assert r.ret == pytest.ExitCode.INTERRUPTED
+
+
+def test_a_bandwidth_cached_under_load_is_probed_again_before_a_configuration_error(pytester, monkeypatch):
+    """The issue's case end to end: a local-cpu figure cached while the machine was loaded makes a
+    real run look faster than the ceiling; the gate probes once more (injected probe and load
+    readings) and judges with the machine's figure, which replaces the cache."""
+    from pytest_llm_latency.roofline import hwdetect
+
+    cache = pytester.path / "cache"
+    cache.mkdir()
+    monkeypatch.setenv("LLM_LATENCY_CACHE", str(cache))
+    (cache / "cpu_bandwidth.json").write_text(json.dumps({hwdetect.host_key(): {
+        "mem_bandwidth_gb_s": 1000.0, "runs_gb_s": [1000.0], "processes": 2, "method": "best-of-runs"}}))
+    probes = []
+
+    def measure(processes, runs):  # every run reads at 3350 GB/s: the H100 the reference target emulates
+        probes.append(processes)
+        window = processes / 3350.0
+        return [[(i, i + window, 1e9) for _ in range(processes)] for i in range(runs)]
+
+    ticks = iter(range(0, 10_000, 10))
+    monkeypatch.setattr(hwdetect, "numpy_read_measure", measure)
+    monkeypatch.setattr(hwdetect, "proc_stat_sample", lambda: (0.0, float(next(ticks)), 0.0), raising=False)  # quiet
+    r = run(pytester, "min_efficiency: 0.5, hardware: local-cpu")
+    r.assert_outcomes(passed=1)
+    assert len(probes) == 1
+    p = props(pytester)
+    assert 0.66 < float(p["llm.decode_efficiency"]) < 0.73 and p["llm.kv_cache"] == "counted"
+    entry = json.loads((cache / "cpu_bandwidth.json").read_text())[hwdetect.host_key()]
+    assert entry["mem_bandwidth_gb_s"] == pytest.approx(3350.0)

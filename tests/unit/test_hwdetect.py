@@ -128,44 +128,123 @@ def fake_measure(per_run_gb_s, calls=None):
     return measure
 
 
-def test_probe_takes_the_median_of_runs_with_one_process_per_core():
+def load_meter(others_share, own_s=5.0):
+    """A fake ``/proc/stat`` reader: each call advances the machine's CPU time by 10 s, of which
+    ``own_s`` is this process and its workers and ``others_share`` x 10 s other processes."""
+    state = {"busy": 100.0, "total": 1000.0, "own": 1.0}
+
+    def sample():
+        out = (state["busy"], state["total"], state["own"])
+        state["busy"] += own_s + others_share * 10.0
+        state["total"] += 10.0
+        state["own"] += own_s
+        return out
+    return sample
+
+
+def test_probe_takes_the_best_run_with_one_process_per_core():
     calls = []
-    r = hwdetect.probe_cpu_bandwidth(runs=5, measure=fake_measure([30, 10, 31, 50, 29], calls))
-    assert r.mem_bandwidth_gb_s == pytest.approx(30)
+    r = hwdetect.probe_cpu_bandwidth(runs=5, measure=fake_measure([30, 10, 31, 50, 29], calls),
+                                     load=load_meter(0.0))
+    assert r.mem_bandwidth_gb_s == pytest.approx(50)  # the old median rule said 30
     assert [round(x) for x in r.runs_gb_s] == [30, 10, 31, 50, 29]
     assert calls == [(hwdetect.usable_cores(), 5)] and r.processes == hwdetect.usable_cores()
+    assert r.spread == pytest.approx(5.0) and r.busy_share == pytest.approx(0.0)
+
+
+def test_others_busy_share_leaves_out_this_process_and_its_workers():
+    # 20 s of machine time passed; 14 s busy, 10 s of it ours: others had 4 / 20
+    assert hwdetect.others_busy_share((100.0, 1000.0, 3.0), (114.0, 1020.0, 13.0)) == pytest.approx(0.2)
+    assert hwdetect.others_busy_share((0.0, 0.0, 0.0), (5.0, 10.0, 9.0)) == 0.0  # clamped: rounding of own time
+    assert hwdetect.others_busy_share(None, (1.0, 2.0, 0.0)) is None
+    assert hwdetect.others_busy_share((1.0, 2.0, 0.0), (1.0, 2.0, 0.0)) is None  # no time passed
+
+
+def test_proc_stat_sample_reads_this_machine():
+    sample = hwdetect.proc_stat_sample()
+    if sample is None:
+        pytest.skip("no /proc/stat here")
+    busy, total, own = sample
+    assert 0 <= busy <= total and own > 0
 
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("LLM_LATENCY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(hwdetect, "proc_stat_sample", load_meter(0.0))  # a quiet machine unless a test says
     return tmp_path / "cache" / "cpu_bandwidth.json"
 
 
 def test_probe_result_is_cached_per_host(cache, monkeypatch):
     calls = []
-    gb_s, cached = hwdetect.local_cpu_bandwidth(measure=fake_measure([25.0], calls))
-    assert (round(gb_s, 6), cached) == (25.0, False) and len(calls) == 1
+    gb_s, cached, note, _ = hwdetect.local_cpu_bandwidth(measure=fake_measure([25.0], calls))
+    assert (round(gb_s, 6), cached, note) == (25.0, False, "") and len(calls) == 1
     entry = json.loads(cache.read_text())[hwdetect.host_key()]
     assert entry["mem_bandwidth_gb_s"] == pytest.approx(25.0) and entry["processes"] == hwdetect.usable_cores()
+    assert entry["method"] == "best-of-runs" and entry["busy_share"] == pytest.approx(0.0)
 
-    gb_s, cached = hwdetect.local_cpu_bandwidth(measure=fake_measure([99.0], calls))
+    gb_s, cached, _, _ = hwdetect.local_cpu_bandwidth(measure=fake_measure([99.0], calls))
     assert (round(gb_s, 6), cached) == (25.0, True) and len(calls) == 1  # not measured again
 
-    gb_s, cached = hwdetect.local_cpu_bandwidth(refresh=True, measure=fake_measure([40.0], calls))
+    gb_s, cached, _, _ = hwdetect.local_cpu_bandwidth(refresh=True, measure=fake_measure([40.0], calls))
     assert (round(gb_s, 6), cached) == (40.0, False) and len(calls) == 2
 
     monkeypatch.setattr(hwdetect.socket, "gethostname", lambda: "other-host")
-    gb_s, cached = hwdetect.local_cpu_bandwidth(measure=fake_measure([12.0], calls))
+    gb_s, cached, _, _ = hwdetect.local_cpu_bandwidth(measure=fake_measure([12.0], calls))
     assert (round(gb_s, 6), cached) == (12.0, False)
     assert len(json.loads(cache.read_text())) == 2  # both hosts kept
     assert sorted(os.listdir(cache.parent)) == ["cpu_bandwidth.json"]  # no temp files left
 
 
+def test_runs_that_disagree_widely_are_not_cached_and_say_why(cache):
+    calls = []
+    # the issue's case: a loaded moment inside the probe (21.9 GB/s) next to quiet ones
+    bw = hwdetect.local_cpu_bandwidth(measure=fake_measure([45.0, 21.9, 44.0], calls), runs=3)
+    assert bw.gb_s == pytest.approx(45.0) and not bw.cached
+    assert bw.note.startswith("not cached: the runs disagree") and "2.05x" in bw.note and "limit 1.5x" in bw.note
+    assert not cache.exists()
+    again = hwdetect.local_cpu_bandwidth(measure=fake_measure([40.0, 39.0], calls), runs=2)
+    assert len(calls) == 2 and not again.cached and again.note == ""  # measured again; this one agrees: cached
+    assert json.loads(cache.read_text())[hwdetect.host_key()]["mem_bandwidth_gb_s"] == pytest.approx(40.0)
+
+
+@pytest.mark.parametrize("others, cached", [(0.5, False), (0.26, False), (0.1, True)])
+def test_a_busy_machine_is_not_cached_and_says_why(cache, others, cached):
+    bw = hwdetect.local_cpu_bandwidth(measure=fake_measure([30.0]), load=load_meter(others))
+    assert bw.gb_s == pytest.approx(30.0)
+    assert cache.exists() is cached
+    if not cached:
+        assert bw.note == (f"not cached: the machine was busy: other processes used {others:.0%} of its CPU "
+                           "time during the probe (limit 25%)")
+
+
+def test_an_old_median_cache_entry_is_measured_again(cache):
+    cache.parent.mkdir(parents=True)
+    cache.write_text(json.dumps({hwdetect.host_key(): {"mem_bandwidth_gb_s": 21.9, "runs_gb_s": [21.9]}}))
+    calls = []
+    bw = hwdetect.local_cpu_bandwidth(measure=fake_measure([40.0], calls))
+    assert len(calls) == 1 and not bw.cached and bw.gb_s == pytest.approx(40.0)
+    assert json.loads(cache.read_text())[hwdetect.host_key()]["method"] == "best-of-runs"
+
+
+def test_a_second_look_replaces_the_cache_only_with_a_higher_figure(cache):
+    hwdetect.local_cpu_bandwidth(measure=fake_measure([40.0]))
+    lower = hwdetect.local_cpu_bandwidth(refresh=True, only_if_higher=True, measure=fake_measure([30.0]))
+    assert lower.gb_s == pytest.approx(30.0) and "the cached 40.0 GB/s is higher" in lower.note
+    assert json.loads(cache.read_text())[hwdetect.host_key()]["mem_bandwidth_gb_s"] == pytest.approx(40.0)
+    higher = hwdetect.local_cpu_bandwidth(refresh=True, only_if_higher=True, measure=fake_measure([52.0]))
+    assert higher.gb_s == pytest.approx(52.0) and higher.note == ""
+    assert json.loads(cache.read_text())[hwdetect.host_key()]["mem_bandwidth_gb_s"] == pytest.approx(52.0)
+    busy = hwdetect.local_cpu_bandwidth(refresh=True, only_if_higher=True, measure=fake_measure([60.0]),
+                                        load=load_meter(0.6))
+    assert busy.gb_s == pytest.approx(60.0) and "busy" in busy.note  # higher, but not a quiet figure
+    assert json.loads(cache.read_text())[hwdetect.host_key()]["mem_bandwidth_gb_s"] == pytest.approx(52.0)
+
+
 def test_corrupt_cache_is_measured_again_and_rewritten(cache):
     cache.parent.mkdir(parents=True)
     cache.write_text("{truncated")
-    gb_s, cached = hwdetect.local_cpu_bandwidth(measure=fake_measure([21.0]))
+    gb_s, cached, _, _ = hwdetect.local_cpu_bandwidth(measure=fake_measure([21.0]))
     assert not cached and json.loads(cache.read_text())[hwdetect.host_key()]["mem_bandwidth_gb_s"] == pytest.approx(21)
 
 
@@ -182,14 +261,30 @@ def test_local_cpu_hardware_from_cache(cache):
     hw = hwdetect.resolve_hardware("local-cpu", measure=fake_measure([33.0]))
     assert hw.key == "local-cpu" and hw.mem_bandwidth_gb_s == pytest.approx(33.0) and "probe" in hw.source
     again = hwdetect.resolve_hardware("local-cpu", measure=fake_measure([1.0]))
-    assert again.mem_bandwidth_gb_s == pytest.approx(33.0) and "cached" in again.source
+    assert again.mem_bandwidth_gb_s == pytest.approx(33.0) and again.source.startswith("cached")
+    assert hw.note == again.note == ""
+
+
+def test_why_a_figure_was_not_cached_reaches_the_roofline_message(cache):
+    from pytest_llm_latency.core.modelbytes import ModelBytes
+    from pytest_llm_latency.core.roofline import decode_ceiling, evaluate_roofline, format_ceiling
+
+    hw = hwdetect.resolve_hardware("local-cpu", measure=fake_measure([45.0, 21.9, 44.0]), runs=3)
+    assert hw.mem_bandwidth_gb_s == pytest.approx(45.0) and "best of 3 run(s), 21.9-45.0 GB/s" in hw.source
+    model = ModelBytes(weight_bytes=406e6, kv_bytes_per_token=0.0)
+    msg = evaluate_roofline(hw, model, context=96, tpot_p50_ms=20.0).message
+    assert "hardware note: not cached: the runs disagree" in msg
+    assert "hardware note: not cached: the runs disagree" in format_ceiling(decode_ceiling(hw, model))
 
 
 def test_small_real_probe_returns_a_positive_finite_figure_and_caches_it(cache):
     measure = functools.partial(hwdetect.numpy_read_measure, array_mb=16, passes=2)
-    gb_s, cached = hwdetect.local_cpu_bandwidth(measure=measure, runs=2)
-    assert math.isfinite(gb_s) and gb_s > 0 and not cached
-    assert json.loads(cache.read_text())[hwdetect.host_key()]["mem_bandwidth_gb_s"] == gb_s
+    gb_s, cached, note, runs = hwdetect.local_cpu_bandwidth(measure=measure, runs=2)  # quiet load: the fixture
+    assert math.isfinite(gb_s) and gb_s > 0 and not cached and runs.startswith("best of 2 run(s)")
+    if note:  # two runs on a shared machine may disagree; then nothing is cached, and it says so
+        assert note.startswith("not cached: the runs disagree") and not cache.exists()
+    else:
+        assert json.loads(cache.read_text())[hwdetect.host_key()]["mem_bandwidth_gb_s"] == gb_s
 
 
 def test_importing_hwdetect_does_not_import_numpy():

@@ -120,7 +120,7 @@ def test_below_budget_fails_with_arithmetic_and_checks():
     eff = 61.0 / _ceiling_4000()
     lines = r.message.splitlines()
     assert lines[0] == f"decode 61.0 tok/s = {eff:.2f} of ceiling {_ceiling_4000():.1f} tok/s"
-    assert lines[1] == "  (H100-SXM 3350 GB/s ÷ (16.06 GB weights + 0.52 GB KV @ 4000 ctx)); budget ≥ 0.50"
+    assert lines[1] == "  (H100-SXM 3350 GB/s ÷ (16.06 GB weights + 524.3 MB KV @ 4000 ctx)); budget ≥ 0.50"
     text = r.message.lower()
     for topic in ("quantization", "kv cache", "batching", "chunked prefill", "max-num-batched-tokens",
                   "tensor parallel", "3350 gb/s"):
@@ -156,7 +156,7 @@ def test_batch_gate_compares_per_stream_tpot_with_per_stream_ceiling():
     per_stream = 3350e9 / (16.06e9 + 8 * 131072 * 4000)
     assert r.ceiling_tok_s == pytest.approx(per_stream)
     assert r.decode_efficiency == pytest.approx(50.0 / per_stream)
-    assert "8 × 0.52 GB KV @ 4000 ctx" in r.message
+    assert "8 × 524.3 MB KV @ 4000 ctx" in r.message
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -174,7 +174,9 @@ def test_bad_gate_inputs_raise_config_error(kwargs, match):
 def test_as_properties_is_flat_with_the_documented_keys():
     r = evaluate_roofline(H100, LLAMA, context=4000, tpot_p50_ms=10.0, tpot_p95_ms=12.5, min_efficiency=0.3)
     props = r.as_properties()
-    assert set(props) == {"ceiling_tok_s", "decode_efficiency", "decode_efficiency_p95", "hardware", "model_bytes"}
+    assert set(props) == {"ceiling_tok_s", "decode_efficiency", "decode_efficiency_p95", "hardware", "model_bytes",
+                          "kv_cache"}
+    assert props["kv_cache"] == "counted"
     assert props["hardware"] == "H100-SXM"
     assert props["model_bytes"] == pytest.approx(16.06e9 + 131072 * 4000)
     assert props["ceiling_tok_s"] == pytest.approx(_ceiling_4000())

@@ -166,3 +166,20 @@ def test_roofline_inputs_from_a_yaml_mapping(tmp_path):
         resolve.roofline_inputs({"hardware": "h100-sx", "model": "llama-3.1-8b"}, where="w")
     with pytest.raises(ConfigError, match=r"roofline.model_bytes is already in bytes"):
         resolve.roofline_inputs({"hardware": "h100", "model_bytes": 1e9, "dtype": "fp16"})
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"]])
+def test_a_closed_pipe_ends_the_command_quietly(extra):
+    """``pytest-llm-latency ceiling --hardware all ... | head -2``: the reader is gone before the
+    output is written (its read end is closed before the child has even started Python), so the
+    write fails with EPIPE every time; the command ends with 141 (128 + SIGPIPE) and no traceback."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_llm_latency.cli", "ceiling", "--hardware", "all",
+                             "--params", "8e9", "--dtype", "fp16", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141
+    assert "Traceback" not in err and "BrokenPipeError" not in err and "Exception ignored" not in err, err
