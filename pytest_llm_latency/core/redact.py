@@ -50,11 +50,15 @@ def split_url_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
 
 
 def credential_secrets(creds: tuple[str, str] | None) -> tuple[str, ...]:
-    """The strings to mask for URL credentials: the password (and a user-only token)."""
+    """The strings to mask for URL credentials: the password (the user when it is a bare
+    token), and the basic-auth header value they become (a server may log its headers)."""
     if not creds:
         return ()
+    import base64
+
     user, password = creds
-    return (password,) if password else (user,)
+    basic = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+    return ((password,) if password else (user,)) + (basic,)
 
 
 def expand_command(command: Sequence[str], env: Mapping[str, str] = os.environ) -> tuple[list[str], tuple[str, ...]]:
