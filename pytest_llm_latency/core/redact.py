@@ -22,7 +22,7 @@ MIN_SECRET_CHARS = 4
 # scheme://user:password@ or scheme://token@ (up to the end of the authority)
 _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^\s/?#:@]*)"
                        r"(?::(?P<pw>[^\s/?#]*))?@")
-_VAR = re.compile(r"\$(?:\{(?P<braced>[^}]*)\}|(?P<plain>\w+))")
+_VAR = re.compile(r"\$(?:\{(?P<braced>[^}]*)\}|(?P<plain>\w+))", re.ASCII)  # as os.path.expandvars
 
 
 def redact_url(text: str) -> str:
