@@ -1,25 +1,35 @@
-"""The shared streaming POST: bounded timeouts, status mapping, retries, redaction.
+"""The shared streaming POST: bounded timeouts, status mapping, retries, redaction,
+connection timing.
 
 Every wait is bounded: ``connect_s`` for the TCP/TLS connect, ``idle_s``
 between two reads (httpx read timeout: a stall), and ``total_s`` for the
 whole request, checked on every read (a trickle that never idles).
 429/503 are retried at most ``max_retries`` times, honouring Retry-After up
 to ``max_retry_wait_s``; retries are counted on the record.  Error messages
-pass through ``redact`` so the API key can never leak into a report.
+pass through ``redact`` so neither the API key nor URL credentials can leak into a report.
+
+Connection timing: every request carries httpcore's ``trace`` extension
+(``ConnectionTrace``), so the record's ``t_send`` is the moment the request headers
+start to go out on an *open* connection (pool wait and TCP/TLS connect are before it),
+and a connect, when the request needed one, is stamped separately (``connect_ms``).
 """
 from __future__ import annotations
 
 import math
 import time
+import weakref
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import httpx
 
 from ..core.errors import MeasurementError
 from ..core.record import Clock, RecordBuilder
+from ..core.redact import Redactor, redact_url  # noqa: F401 - re-exported: the client layer's redaction
 
 MAX_ERROR_BODY = 64 * 1024
+DEFAULT_POOL_SIZE = 16
+STALE_RETRY_EVENT = "llm_latency.stale_connection_retry"
 
 
 @dataclass(frozen=True)
@@ -34,18 +44,65 @@ class Timeouts:
         return httpx.Timeout(connect=self.connect_s, read=self.idle_s, write=self.idle_s, pool=self.connect_s)
 
 
+class ConnectionTrace:
+    """httpcore ``trace`` callback for one request attempt: stamps, with the record's clock,
+
+    * ``connection.connect_tcp.started`` (or ``connect_unix_socket``) → ``t_connect``;
+    * ``connection.connect_tcp.complete`` / ``connection.start_tls.complete`` → ``t_connected``;
+    * ``http11.send_request_headers.started`` (``http2.`` too) → ``t_send``: the request is
+      written on an open connection.  The *last* one wins, so after a stale keep-alive
+      retry TTFT starts at the retry's send;
+    * ``STALE_RETRY_EVENT`` (sent by ``StaleConnectionRetry``) → ``reconnected``.
+
+    Other events are ignored.  Called in the thread that sends the request.
+    """
+
+    def __init__(self, builder: RecordBuilder):
+        self.builder = builder
+
+    def __call__(self, name: str, info: dict[str, Any]) -> None:
+        b = self.builder
+        if name in ("connection.connect_tcp.started", "connection.connect_unix_socket.started"):
+            b.connect_started(b.clock())
+        elif name in ("connection.connect_tcp.complete", "connection.connect_unix_socket.complete",
+                      "connection.start_tls.complete"):
+            b.connected(b.clock())
+        elif name in ("http11.send_request_headers.started", "http2.send_request_headers.started"):
+            b.sent(b.clock())
+        elif name == STALE_RETRY_EVENT:
+            b.record.reconnected = True
+
+
 class StaleConnectionRetry(httpx.BaseTransport):
-    """Retry once when a pooled keep-alive connection turns out to be closed by the server
-    before it sent any response ("Server disconnected without sending a response").
+    """The pooled transport: retries once when a pooled keep-alive connection turns out to be
+    closed by the server before it sent any response ("Server disconnected without sending
+    a response"), and grows its pool to the concurrency a workload needs.
 
     Servers close idle or over-used keep-alive connections on their own schedule
     (cpp-httplib, used by llama.cpp, closes after 5 requests by default); the
     request never reached the engine, so sending it again on a fresh connection
-    is safe and keeps TCP setup out of every other request's TTFT.
+    is safe.  The retry is announced to the request's ``trace`` callback
+    (``STALE_RETRY_EVENT``), so the sample is flagged ``reconnected`` and its TTFT
+    starts at the retry's send; the reconnect is its ``connect_ms``.
+
+    Without ``inner`` it owns an ``httpx.HTTPTransport`` keeping ``pool_size`` keep-alive
+    connections (connections are never capped: the workload's threads bound them);
+    ``ensure_pool(n)`` replaces it by a larger one when a workload needs more.  A given
+    ``inner`` (tests, the transport hook) is used as it is.
     """
 
-    def __init__(self, inner: httpx.BaseTransport):
-        self.inner = inner
+    def __init__(self, inner: httpx.BaseTransport | None = None, *, pool_size: int = DEFAULT_POOL_SIZE):
+        self.owns_pool = inner is None
+        self.pool_size = pool_size
+        self.inner = inner if inner is not None else _pooled_transport(pool_size)
+
+    def ensure_pool(self, n: int) -> None:
+        """Keep at least ``n`` connections alive.  Call between workloads (nothing in flight):
+        a larger pool replaces the old one, whose connections are closed."""
+        if not self.owns_pool or n <= self.pool_size:
+            return
+        old, self.inner, self.pool_size = self.inner, _pooled_transport(n), n
+        old.close()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         try:
@@ -53,33 +110,48 @@ class StaleConnectionRetry(httpx.BaseTransport):
         except httpx.RemoteProtocolError as exc:
             if "without sending a response" not in str(exc):
                 raise
+            trace = request.extensions.get("trace")
+            if trace is not None:
+                trace(STALE_RETRY_EVENT, {"exception": exc})
             return self.inner.handle_request(request)
 
     def close(self) -> None:
         self.inner.close()
 
 
+def _pooled_transport(pool_size: int) -> httpx.HTTPTransport:
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=pool_size)
+    return httpx.HTTPTransport(limits=limits, trust_env=False)
+
+
+_TRANSPORTS: "weakref.WeakKeyDictionary[httpx.Client, StaleConnectionRetry]" = weakref.WeakKeyDictionary()
+
+
 def make_http_client(timeouts: Timeouts = Timeouts(), api_key: str | None = None,
-                     transport: httpx.BaseTransport | None = None) -> httpx.Client:
-    """One pooled client per target.  ``Accept-Encoding: identity``: gzip would bunch tokens."""
+                     transport: httpx.BaseTransport | None = None, *, auth: tuple[str, str] | None = None,
+                     pool_size: int = DEFAULT_POOL_SIZE) -> httpx.Client:
+    """One pooled client per target.  ``Accept-Encoding: identity``: gzip would bunch tokens.
+
+    ``auth`` (user, password) from a URL's ``user:password@`` is sent as HTTP basic auth;
+    it cannot be combined with an API key (both are the ``Authorization`` header)."""
+    if api_key and auth:
+        raise ValueError("an API key and URL credentials both set the Authorization header; use one")
     headers = {"Accept-Encoding": "identity", "User-Agent": "pytest-llm-latency"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
-    if transport is None:
-        limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
-        transport = httpx.HTTPTransport(limits=limits, trust_env=False)
-    return httpx.Client(timeout=timeouts.httpx(), headers=headers, transport=StaleConnectionRetry(transport),
-                        trust_env=False)
+    wrapper = StaleConnectionRetry(transport, pool_size=pool_size)
+    http = httpx.Client(timeout=timeouts.httpx(), headers=headers, transport=wrapper, trust_env=False,
+                        auth=httpx.BasicAuth(*auth) if auth else None)
+    _TRANSPORTS[http] = wrapper
+    return http
 
 
-class Redactor:
-    def __init__(self, secrets: tuple[str, ...] = ()):
-        self._secrets = tuple(s for s in secrets if s)
-
-    def __call__(self, text: str) -> str:
-        for s in self._secrets:
-            text = text.replace(s, "***")
-        return text
+def ensure_connections(http: httpx.Client, n: int) -> None:
+    """Let ``http`` keep ``n`` connections alive (a workload at concurrency ``n``), so that
+    connections do not churn.  No-op for clients not made by ``make_http_client``."""
+    wrapper = _TRANSPORTS.get(http) if isinstance(http, httpx.Client) else None
+    if wrapper is not None:
+        wrapper.ensure_pool(n)
 
 
 CONTEXT_LENGTH_HINTS = ("maximum context length", "maximum model length", "exceed_context_size",
@@ -203,7 +275,8 @@ class StreamingPost:
             builder = builder_factory()
             builder.record.retries = retries
             try:
-                with self.http.stream("POST", url, json=body) as resp:
+                trace = {"trace": ConnectionTrace(builder)}
+                with self.http.stream("POST", url, json=body, extensions=trace) as resp:
                     if resp.status_code in (429, 503) and retries < self.timeouts.max_retries:
                         wait = min(_retry_after(resp) or 1.0, self.timeouts.max_retry_wait_s)
                         retries += 1
@@ -252,7 +325,7 @@ class StreamingPost:
         return MeasurementError(f"http_{code}", self.redact(f"HTTP {code} from {url}: {msg}"))
 
     def _reads(self, resp: httpx.Response, builder: RecordBuilder) -> Iterator[tuple[int, bytes]]:
-        deadline = builder.record.t_send_ns + int(self.timeouts.total_s * 1e9)
+        deadline = builder.record.t_submit_ns + int(self.timeouts.total_s * 1e9)
         for chunk in raw_chunks(resp):
             t = builder.stamp()  # stamp before any parsing
             yield t, chunk

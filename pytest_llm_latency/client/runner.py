@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from ..core import metrics as m
 from ..core.record import Clock, RequestRecord
 from ..core.result import Failure, WorkloadResult, evaluate
 from ..core.workload import Workload
-from .http import Redactor, Timeouts, bounded_request
+from .http import Redactor, Timeouts, bounded_request, ensure_connections
 from .ollama import OllamaClient
 from .openai import OpenAIClient
 
@@ -139,10 +140,9 @@ def measure(client, workload: Workload, *, seed: int = 0, progress: ProgressFn |
         except MeasurementError as exc:
             return Failure(exc.kind, exc.message)
 
-    for p in prompts[:workload.warmup]:
-        out = one(p)
-        if isinstance(out, Failure):
-            notes.append(f"warm-up request failed: {out.message}")
+    ensure_connections(getattr(client, "http", None), workload.concurrency)  # keep every connection alive
+    for failure in warm_up(one, prompts[:workload.warmup], workload.concurrency):
+        notes.append(f"warm-up request failed: {failure.message}")
     samples = prompts[workload.warmup:]
     before = _scrape(client)
     outcomes: list[RequestRecord | Failure] = []
@@ -182,6 +182,7 @@ def measure(client, workload: Workload, *, seed: int = 0, progress: ProgressFn |
         res.notes.append(f"{bursts} of {chunks} token chunks arrived < 0.1 ms after the previous one: a buffering "
                          f"proxy or compression may be bunching tokens (ITL then looks falsely small)")
     res.extra["burst_chunks"] = bursts
+    res.notes.extend(connection_notes(records, res.extra))
     retried = [r.retries for r in records if r.retries]
     if retried:
         res.notes.append(f"{len(retried)} requests succeeded after 429/503 retries ({sum(retried)} retries in all)")
@@ -189,6 +190,55 @@ def measure(client, workload: Workload, *, seed: int = 0, progress: ProgressFn |
     res.extra["prompt_deviation_requests"] = len(deviations)
     res.extra["retries"] = sum(retried)
     return res
+
+
+def warm_up(one: Callable[[Prompt], "RequestRecord | Failure"], prompts: list[Prompt],
+            concurrency: int) -> list[Failure]:
+    """Unmeasured requests at the workload's concurrency, so every connection the samples
+    will use is open before measuring.
+
+    ``max(len(prompts), concurrency)`` requests (warm-up prompts reused in turn); the first
+    ``concurrency`` start together (a barrier), so they are in flight at once and each
+    opens its own connection.  ``warmup: 0`` means no warm-up at all (a cold run): its
+    samples then pay the connects, which are reported as ``connect_ms``, not in TTFT."""
+    if not prompts:
+        return []
+    batch = [prompts[i % len(prompts)] for i in range(max(len(prompts), concurrency))]
+    if concurrency == 1:
+        outcomes = [one(p) for p in batch]
+    else:
+        barrier = threading.Barrier(concurrency, timeout=30.0)
+        first = set(range(concurrency))
+
+        def go(indexed: tuple[int, Prompt]):
+            i, p = indexed
+            if i in first:
+                with contextlib.suppress(threading.BrokenBarrierError):
+                    barrier.wait()
+            return one(p)
+        with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="llm-latency-warmup") as pool:
+            outcomes = list(pool.map(go, enumerate(batch)))
+    return [o for o in outcomes if isinstance(o, Failure)]
+
+
+def connection_notes(records: list[RequestRecord], extra: dict) -> list[str]:
+    """Samples that paid a connect (``connect_ms``, outside TTFT) or were re-sent after a
+    stale keep-alive connection: counted in ``extra`` and said in a note."""
+    import statistics
+
+    notes = []
+    connects = [c for c in (m.connect_ms(r) for r in records) if c is not None]
+    reconnected = sum(1 for r in records if r.reconnected)
+    extra["connect_samples"] = len(connects)
+    extra["reconnected_samples"] = reconnected
+    if connects:
+        extra["connect_ms_p50"] = round(float(statistics.median(connects)), 4)
+        notes.append(f"{len(connects)} of {len(records)} samples had to open a new connection first (connect "
+                     f"p50 {extra['connect_ms_p50']:.2f} ms, reported as connect_ms and not counted in TTFT)")
+    if reconnected:
+        notes.append(f"{reconnected} of {len(records)} samples were re-sent after the server closed a kept-alive "
+                     f"connection; their TTFT starts at the re-send")
+    return notes
 
 
 def client_redact(client, text: str) -> str:

@@ -1,7 +1,14 @@
 """Every latency metric, defined once.  All results are in milliseconds.
 
 Notation for one request (times in ns, from ``RequestRecord``):
-  t_send   the request was handed to the transport
+  t_submit the request was handed to the HTTP client
+  t_connect, t_connected
+           start and end of the TCP connect (+ TLS handshake) when the request had to
+           open a new connection; absent when it reused an open keep-alive connection
+  t_send   the request headers start going out on an open connection (after any wait
+           for a pooled connection and any connect; after a stale keep-alive retry, the
+           retry's send).  Transports that report no connection events (mock transports)
+           give t_send = t_submit.
   t_first  first chunk carrying any token (content, reasoning, tool_calls, text);
            a role-only chunk is *not* a token
   t_out    first chunk carrying non-reasoning output
@@ -20,8 +27,21 @@ NS_PER_MS = 1e6
 METRICS = ("ttft", "ttfo", "tpot", "itl", "e2e")
 
 
+def connect_ms(rec: RequestRecord) -> float | None:
+    """connect = t_connected − t_connect: the TCP connect (and TLS handshake) this request
+    paid before it could be sent.  None when it was sent on an already open connection.
+
+    Client-side setup, not server time: reported on its own, never inside TTFT or E2E."""
+    if rec.t_connect_ns is None or rec.t_connected_ns is None:
+        return None
+    return (rec.t_connected_ns - rec.t_connect_ns) / NS_PER_MS
+
+
 def ttft_ms(rec: RequestRecord) -> float | None:
-    """TTFT = t_first − t_send.  None when no token arrived."""
+    """TTFT = t_first − t_send.  None when no token arrived.
+
+    From the moment the request is written on an open connection: the client's own
+    waits (pool, TCP/TLS connect: see ``connect_ms``) are not the server's latency."""
     if rec.t_first_token_ns is None:
         return None
     return (rec.t_first_token_ns - rec.t_send_ns) / NS_PER_MS

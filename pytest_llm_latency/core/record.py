@@ -37,6 +37,16 @@ class RequestRecord:
     expected_output_tokens: int | None = None
     text_chars: int = 0
     retries: int = 0
+    # Connection timeline (see core/metrics.py).  t_submit: handed to the HTTP client; then
+    # pool wait, maybe a TCP/TLS connect (t_connect → t_connected), then t_send.
+    t_submit_ns: int | None = None
+    t_connect_ns: int | None = None         # this request opened a new connection
+    t_connected_ns: int | None = None
+    reconnected: bool = False               # re-sent after a stale keep-alive connection failed
+
+    def __post_init__(self):
+        if self.t_submit_ns is None:
+            self.t_submit_ns = self.t_send_ns
 
     @property
     def t_first_token_ns(self) -> int | None:
@@ -87,10 +97,26 @@ class RecordBuilder:
     def __init__(self, clock: Clock, *, expected_prompt_tokens: int | None = None,
                  expected_output_tokens: int | None = None):
         self.clock = clock
+        # t_send starts as the hand-over time; a transport that reports when the request is
+        # written on an open connection (``sent``) moves it there
         self.record = RequestRecord(t_send_ns=clock(), expected_prompt_tokens=expected_prompt_tokens,
                                     expected_output_tokens=expected_output_tokens)
         self._running: int | None = None
         self._exact = True
+
+    def connect_started(self, t_ns: int) -> None:
+        """The request needs a new connection: its TCP connect starts (a later connect,
+        e.g. after a stale keep-alive retry, replaces an earlier one)."""
+        self.record.t_connect_ns, self.record.t_connected_ns = t_ns, None
+
+    def connected(self, t_ns: int) -> None:
+        """TCP connect (and TLS handshake, if any) done."""
+        if self.record.t_connect_ns is not None:
+            self.record.t_connected_ns = t_ns
+
+    def sent(self, t_ns: int) -> None:
+        """The request starts going out on an open connection: this is ``t_send``."""
+        self.record.t_send_ns = t_ns
 
     def stamp(self) -> int:
         """Read the clock for bytes that just arrived; first call sets first byte."""

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from ..core.errors import ConfigError
+from ..core.redact import redact_url
 from .options import OPTIONS, Settings
 from .session import LatencySession
 from .stash import FIXTURE_KEY, RESULTS_KEY, SESSION_KEY, XDIST_NOTE_KEY, get_session
@@ -96,7 +97,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     s = get_session(config).settings
     if s.get("skip"):
         return ["llm-latency: skipped (--llm-latency-skip)"]
-    url = s.get("url") or "(from SLO files)"
+    url = redact_url(s.get("url")) if s.get("url") else "(from SLO files)"
     lines = [f"llm-latency: url={url} api={s.get('api')} model={s.get('model') or '(server default)'} "
              f"seed={s.get('seed')}"]
     if XDIST_NOTE_KEY in config.stash:
@@ -201,7 +202,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     from .. import __version__
     from ..files.atomic import write_atomic
 
-    doc = {"version": __version__, "target": {"url": s.get("url"), "api": s.get("api"), "model": s.get("model")},
+    url = redact_url(s.get("url")) if s.get("url") else s.get("url")
+    doc = {"version": __version__, "target": {"url": url, "api": s.get("api"), "model": s.get("model")},
            "seed": s.get("seed"), "results": results}
     outputs = []
     if s.get("json"):

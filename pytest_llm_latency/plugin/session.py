@@ -2,25 +2,32 @@
 client per target, embedded/managed servers, and cleanup.  No pytest hooks here."""
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..core.errors import ConfigError
+from ..core.redact import expand_command, split_url_credentials
 from .options import Settings, api_key_from_env
 
 
 @dataclass(frozen=True)
 class TargetSpec:
+    """A resolved target.  Secrets are kept out of what it shows: ``url`` carries no
+    ``user:password@`` (that is ``auth``, sent as basic auth), and ``command`` (with ``${VAR}``
+    expanded) is shown as ``command_template``; ``secrets`` are the expanded values."""
+
     url: str
     api: str
     model: str | None
     url_source: str = "default"
-    command: tuple[str, ...] | None = None
+    command: tuple[str, ...] | None = field(default=None, repr=False)
     ready: str = "/health"
     startup_timeout: float = 120.0
     env: tuple[tuple[str, str], ...] = ()
+    command_template: tuple[str, ...] | None = None
+    auth: tuple[str, str] | None = field(default=None, repr=False)
+    secrets: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     def describe(self) -> str:
         return f"{self.url} ({self.api}{', model ' + self.model if self.model else ''})"
@@ -36,10 +43,18 @@ class LatencySession:
     _servers: dict = field(default_factory=dict)
     _pool: Any = None
     _closers: list = field(default_factory=list)
+    _secrets: set = field(default_factory=set)
 
     @property
     def api_key(self) -> str | None:
         return api_key_from_env()
+
+    def add_secrets(self, spec: TargetSpec) -> None:
+        """Mask this target's secrets (URL password, expanded command values) in every
+        message of the session from now on."""
+        from ..core.redact import credential_secrets
+
+        self._secrets.update(spec.secrets, credential_secrets(spec.auth))
 
     def timeouts(self):
         from ..client.http import Timeouts
@@ -49,9 +64,12 @@ class LatencySession:
                         total_s=s.get("total_timeout"))
 
     def redactor(self):
-        from ..client.http import Redactor
+        """Masks the API key, every registered target secret and any ``user:password@``."""
+        from ..core.redact import Redactor, credential_secrets, split_url_credentials
 
-        return Redactor((self.api_key,) if self.api_key else ())
+        url = self.settings.get("url")
+        from_url = credential_secrets(split_url_credentials(url)[1]) if isinstance(url, str) else ()
+        return Redactor((self.api_key, *self._secrets, *from_url))
 
     def resolve_url(self, spec: TargetSpec) -> str:
         """Start what the URL or command names (reference:// or a managed command); return http URL.
@@ -59,6 +77,7 @@ class LatencySession:
         Managed commands go through one ``TargetPool`` per session: the same
         (command, env, ready) is started once and shared; a command that failed
         to start is not retried for every test; a dead server is reported."""
+        self.add_secrets(spec)
         key = (spec.url, spec.command, spec.env)
         if key in self._servers:
             server = self._servers[key]
@@ -74,7 +93,8 @@ class LatencySession:
                 self._pool = TargetPool(tempfile.mkdtemp(prefix="llm-latency-targets-"))
                 self._closers.append(self._pool.close)
             server = self._pool.get(list(spec.command), ready_path=spec.ready, startup_timeout_s=spec.startup_timeout,
-                                    env=dict(spec.env))
+                                    env=dict(spec.env), display_command=spec.command_template,
+                                    secrets=spec.secrets)
         elif spec.url.startswith("reference://"):
             from ..targets.reference.launch import parse_reference_url, start_reference
 
@@ -89,15 +109,20 @@ class LatencySession:
         return self._servers.get((spec.url, spec.command, spec.env))
 
     def client(self, spec: TargetSpec):
-        """One pooled httpx client per target (reused across tests)."""
+        """One pooled httpx client per target (reused across tests).  Its pool grows to the
+        concurrency each workload asks for (``runner.measure`` → ``ensure_connections``)."""
         from ..client.http import make_http_client
         from ..client.runner import Target, make_client
 
         url = self.resolve_url(spec)
-        key = (url, spec.api, spec.model)
+        key = (url, spec.api, spec.model, spec.auth)
         if key not in self._clients:
+            if spec.auth and self.api_key:
+                raise ConfigError(f"target {spec.url}: the URL carries user:password@ credentials and "
+                                  f"LLM_LATENCY_API_KEY is set; both would be the Authorization header — "
+                                  f"use one (the key as a Bearer token, or the URL's basic auth)")
             transport = self.transport_factory(url) if self.transport_factory else None
-            http = make_http_client(self.timeouts(), self.api_key, transport)
+            http = make_http_client(self.timeouts(), self.api_key, transport, auth=spec.auth)
             self._closers.append(http.close)
             self._clients[key] = make_client(Target(url, spec.api, spec.model), http, clock=self.clock,
                                              timeouts=self.timeouts(), redact=self.redactor())
@@ -130,13 +155,17 @@ def target_from(settings: Settings, yaml_target: dict | None = None, where: str 
     if not url.value and not command:
         raise ConfigError("no LLM server URL: set --llm-latency-url, LLM_LATENCY_URL, ini llm_latency_url, "
                           "or target.url in the SLO file (or --llm-latency-skip for lanes without a server)")
-    if command:  # ${VAR} / $VAR / ~ in argv, so files can name binaries and models portably
-        command = [os.path.expanduser(os.path.expandvars(c)) for c in command]
+    template, secrets = (tuple(command), ()) if command else (None, ())
+    if command:  # ${VAR} / $VAR / ~ in argv, so files can name binaries and models portably;
+        # messages show the template, and the values put in are masked in every output
+        command, secrets = expand_command(command)
+    plain_url, auth = split_url_credentials(url.value) if url.value else (url.value, None)
     env = yaml_target.get("env") or {}
     startup = yaml_target.get("startup_timeout", 120.0)
     if isinstance(startup, bool) or not isinstance(startup, (int, float)) or startup <= 0:
         raise ConfigError(f"{where} target.startup_timeout: expected seconds > 0, got {startup!r}")
-    return TargetSpec(url=url.value or "managed://", api=api.value or "openai-completions", model=model.value,
+    return TargetSpec(url=plain_url or "managed://", api=api.value or "openai-completions", model=model.value,
                       url_source=url.source, command=tuple(command) if command else None,
                       ready=str(yaml_target.get("ready", "/health")), startup_timeout=float(startup),
-                      env=tuple(sorted((str(k), str(v)) for k, v in env.items())))
+                      env=tuple(sorted((str(k), str(v)) for k, v in env.items())),
+                      command_template=template if command else None, auth=auth, secrets=secrets)

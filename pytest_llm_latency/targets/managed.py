@@ -7,6 +7,7 @@ message names is still there to read.
 """
 from __future__ import annotations
 
+import re
 import shutil
 import threading
 from pathlib import Path
@@ -37,11 +38,13 @@ class TargetPool:
         return (tuple(str(c) for c in command), tuple(sorted((env or {}).items())), ready_path)
 
     def get(self, command: Sequence[str], *, ready_path: str = "/health",
-            startup_timeout_s: float = 120.0, env: Mapping[str, str] | None = None) -> ManagedTarget:
+            startup_timeout_s: float = 120.0, env: Mapping[str, str] | None = None,
+            display_command: Sequence[str] | None = None, secrets: Sequence[str] = ()) -> ManagedTarget:
         """Return the running target for this key, starting it on first use.
 
         Raises ``ManagedTargetError`` if it cannot start, or if a shared target
-        died since (a crash must be loud, not silently restarted).
+        died since (a crash must be loud, not silently restarted).  ``display_command`` and
+        ``secrets``: see ``ManagedTarget`` (what messages show and mask).
         """
         k = self.key(command, env, ready_path)
         with self._lock:
@@ -51,10 +54,12 @@ class TargetPool:
             if target is not None:
                 target.check_alive()  # a crash is loud (and keeps the log), never silently restarted
                 return target
-            name = Path(str(command[0])).name or "target"
+            # named from the template: an expanded ${VAR} could be a secret, and the path is printed
+            name = re.sub(r"[^\w.-]", "_", Path(str((display_command or command)[0])).name) or "target"
             log = self.log_dir / f"target-{len(self._targets) + len(self._failures)}-{name}.log"
             target = ManagedTarget(command, log_path=log, ready_path=ready_path,
-                                   startup_timeout_s=startup_timeout_s, env=env, host=self.host)
+                                   startup_timeout_s=startup_timeout_s, env=env, host=self.host,
+                                   display_command=display_command, secrets=secrets)
             try:
                 target.start()
             except ManagedTargetError as exc:

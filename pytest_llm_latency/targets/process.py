@@ -13,6 +13,10 @@ period).  Every failure raises ``ManagedTargetError`` whose message names the
 command, the exit code if any and the tail of the process's log, because
 "server failed to start" without its log is useless in CI.
 
+Secrets: a command whose ``${VAR}`` values were expanded is shown as its template
+(``display_command``), and the expanded values (``secrets``) are masked in every
+message, log tail and repr.
+
 No pytest import.
 """
 from __future__ import annotations
@@ -33,6 +37,7 @@ from typing import Mapping, Sequence
 import httpx
 
 from ..core.errors import LatencyError
+from ..core.redact import Redactor
 
 __all__ = ["ManagedTarget", "ManagedTargetError", "die_with_parent", "free_port"]
 
@@ -126,7 +131,8 @@ class ManagedTarget:
     def __init__(self, command: Sequence[str], *, log_path: Path | str,
                  ready_path: str = "/health", startup_timeout_s: float = 120.0,
                  env: Mapping[str, str] | None = None, host: str = "127.0.0.1",
-                 stop_timeout_s: float = 10.0, port: int | None = None):
+                 stop_timeout_s: float = 10.0, port: int | None = None,
+                 display_command: Sequence[str] | None = None, secrets: Sequence[str] = ()):
         if not command:
             raise ValueError("ManagedTarget: command must be a non-empty list of strings")
         if not ready_path.startswith("/"):
@@ -136,6 +142,8 @@ class ManagedTarget:
         if startup_timeout_s <= 0:
             raise ValueError(f"ManagedTarget: startup_timeout_s must be > 0, got {startup_timeout_s}")
         self.command = [str(c) for c in command]
+        self.display_command = [str(c) for c in display_command] if display_command else list(self.command)
+        self.redact = Redactor(secrets)
         self.ready_path = ready_path
         self.startup_timeout_s = float(startup_timeout_s)
         self.env = dict(env or {})
@@ -156,7 +164,7 @@ class ManagedTarget:
         """Base URL, e.g. ``http://127.0.0.1:41234`` (only after ``start``)."""
         if self.port is None:
             raise ManagedTargetError("not_started", f"target not started: {self._cmd_str()}",
-                                     command=self.command)
+                                     command=self._display_argv())
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
@@ -171,8 +179,13 @@ class ManagedTarget:
     def is_running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    def _display_argv(self) -> list[str]:
+        """The command as shown: the template (``${VAR}`` unexpanded), ports filled in."""
+        argv = [self._substitute(c) for c in self.display_command] if self.port is not None else self.display_command
+        return [self.redact(c) for c in argv]
+
     def _cmd_str(self) -> str:
-        return shlex.join(self.argv or self.command)
+        return shlex.join(self._display_argv())
 
     def log_tail(self, n_lines: int = 40) -> str:
         """Last ``n_lines`` of the process's combined stdout/stderr log."""
@@ -188,12 +201,12 @@ class ManagedTarget:
         return "\n".join(lines[-n_lines:]) if n_lines > 0 else ""
 
     def _error(self, kind: str, what: str, exit_code: int | None = None) -> ManagedTargetError:
-        tail = self.log_tail()
+        tail = self.redact(self.log_tail())
         code = f" ({_describe_exit(exit_code)})" if exit_code is not None else ""
         msg = (f"managed target {what}{code}\n  command: {self._cmd_str()}\n"
                f"  log: {self.log_path}\n  log tail:\n"
                + ("\n".join("    " + line for line in tail.splitlines()) or "    <empty>"))
-        return ManagedTargetError(kind, msg, command=self.argv or self.command,
+        return ManagedTargetError(kind, self.redact(msg), command=self._display_argv(),
                                   exit_code=exit_code, log_tail=tail)
 
     # -- life cycle ----------------------------------------------------
@@ -211,7 +224,7 @@ class ManagedTarget:
             self.port = self.fixed_port or free_port(self.host)
         except OSError as exc:
             raise ManagedTargetError("no_port", f"no free loopback port on {self.host}: {exc}",
-                                     command=self.command) from None
+                                     command=self._display_argv()) from None
         self.argv = [self._substitute(c) for c in self.command]
         env = os.environ.copy()
         env.update({k: self._substitute(str(v)) for k, v in self.env.items()})
@@ -225,8 +238,8 @@ class ManagedTarget:
         except OSError as exc:  # not found, not executable, bad format
             self._close_log()
             raise ManagedTargetError(
-                "not_found", f"managed target command could not be executed: {exc}\n"
-                f"  command: {self._cmd_str()}", command=self.argv) from exc
+                "not_found", self.redact(f"managed target command could not be executed: {exc}\n"
+                                         f"  command: {self._cmd_str()}"), command=self._display_argv()) from None
         self._stopped = False
         _LIVE.add(self)
         try:

@@ -60,3 +60,109 @@ def test_client_and_header_reprs_hide_the_key():
     req = http.build_request("POST", "http://x/v1/completions")
     assert SECRET not in repr(req.headers) and SECRET not in str(httpx.HTTPStatusError("boom", request=req,
                                                                                         response=httpx.Response(401)))
+
+
+# ------------------------------------------------------------- every kind of secret
+TOKEN = "hf_EXPANDED_token_4711"
+PASSWORD = "url-PASSWORD-0815"
+
+
+def _outputs(pytester, r) -> dict[str, str]:
+    out = {"stdout": r.stdout.str(), "stderr": r.stderr.str()}
+    for name in ("j.xml", "r.json", "r.html", "run.log"):
+        path = pytester.path / name
+        out[name] = path.read_text() if path.exists() else ""
+    return out
+
+
+REPORTS = ("-p", "no:cacheprovider", "-vv", "-rA", "--junitxml=j.xml", "--llm-latency-json=r.json",
+           "--llm-latency-html=r.html", "--log-level=DEBUG", "--log-file=run.log", "--log-file-level=DEBUG",
+           "--showlocals")
+
+
+def test_expanded_command_value_absent_from_every_output(pytester, monkeypatch):
+    """A managed command's ${VAR} is expanded to start the server, but every message shows the
+    template, and the value is masked even where the server itself prints it (log tail)."""
+    pytester.makepyfile(argv_then_exit="import sys\nprint('starting with', sys.argv[1:], flush=True)\n"
+                                       "sys.exit(3)\n")
+    pytester.makefile(".slo.yaml", managed=(
+        f"target: {{command: ['{sys.executable}', 'argv_then_exit.py', '--api-key', '${{LLM_TEST_HF_TOKEN}}', "
+        f"'--port', '{{port}}'], startup_timeout: 30}}\n"
+        "workloads:\n  w: {class: custom, prompt_tokens: 24, output_tokens: 8, samples: 2, warmup: 0, "
+        "slo: {ttft_p50: 60s}}\n"))
+    monkeypatch.setenv("LLM_TEST_HF_TOKEN", TOKEN)
+    monkeypatch.delenv("LLM_LATENCY_API_KEY", raising=False)
+    r = pytester.runpytest_subprocess(*REPORTS, timeout=120)
+    outcomes = r.parseoutcomes()
+    assert outcomes.get("failed", 0) + outcomes.get("errors", outcomes.get("error", 0)) == 1
+    outputs = _outputs(pytester, r)
+    assert "exited before becoming ready" in outputs["stdout"]
+    assert "--api-key '${LLM_TEST_HF_TOKEN}'" in outputs["stdout"]      # the template is shown
+    assert "starting with" in outputs["stdout"] and "'***'" in outputs["stdout"]  # log tail, masked
+    for name, text in outputs.items():
+        assert TOKEN not in text, f"expanded ${{LLM_TEST_HF_TOKEN}} leaked into {name}"
+
+
+def test_url_credentials_sent_as_basic_auth_and_absent_from_every_output(pytester, monkeypatch):
+    import base64
+
+    seen: list = []
+    port, stop = _echo_401_server(seen)
+    pytester.makepyfile(test_m="import pytest\n\n@pytest.mark.llm_slo('custom', prompt_tokens=24, "
+                               "output_tokens=8, samples=2, warmup=0, slo={'ttft_p50': '60s'})\n"
+                               "def test_w():\n    pass\n")
+    monkeypatch.delenv("LLM_LATENCY_API_KEY", raising=False)
+    try:
+        r = pytester.runpytest_subprocess(*REPORTS, f"--llm-latency-url=http://alice:{PASSWORD}@127.0.0.1:{port}",
+                                          timeout=120)
+    finally:
+        stop()
+    basic = base64.b64encode(f"alice:{PASSWORD}".encode()).decode()
+    assert f"Basic {basic}" in seen                                      # the credentials were really sent
+    outputs = _outputs(pytester, r)
+    assert f"url=http://alice:***@127.0.0.1:{port}" in outputs["stdout"]  # report header
+    assert "invalid api key: Basic ***" in outputs["stdout"]             # echoed header value masked
+    assert "alice:***@" in outputs["r.json"] and "alice:***@" in outputs["r.html"]
+    for name, text in outputs.items():
+        assert PASSWORD not in text and basic not in text, f"URL credentials leaked into {name}"
+
+
+def test_url_credentials_and_api_key_together_are_a_clear_error(pytester, monkeypatch):
+    pytester.makepyfile(test_m="import pytest\n\n@pytest.mark.llm_slo('custom', prompt_tokens=24, "
+                               "output_tokens=8, samples=2, warmup=0, slo={'ttft_p50': '60s'})\n"
+                               "def test_w():\n    pass\n")
+    monkeypatch.setenv("LLM_LATENCY_API_KEY", SECRET)
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--llm-latency-url=http://bob:{PASSWORD}@127.0.0.1:9",
+                                      timeout=120)
+    text = r.stdout.str()
+    assert "LLM_LATENCY_API_KEY is set" in text and "use one" in text
+    assert PASSWORD not in text and SECRET not in text
+
+
+def test_redaction_functions():
+    from pytest_llm_latency.core.redact import expand_command, redact_url, split_url_credentials
+
+    assert redact_url("GET https://user:tok%40en@h:1/v1 failed") == "GET https://user:***@h:1/v1 failed"
+    assert redact_url("https://TOKEN@github.com/x") == "https://***@github.com/x"
+    assert redact_url("see http://h:8000/v1 or a@b.c") == "see http://h:8000/v1 or a@b.c"
+    assert split_url_credentials("https://u:p%40ss@h:9/x") == ("https://h:9/x", ("u", "p@ss"))
+    assert split_url_credentials("reference://h100-sxm/m?x=1") == ("reference://h100-sxm/m?x=1", None)
+    argv, secrets = expand_command(["bin", "--key=${K}", "$UNSET_VAR", "-t", "$T"], {"K": "k-secret", "T": "4"})
+    assert argv == ["bin", "--key=k-secret", "$UNSET_VAR", "-t", "4"] and secrets == ("k-secret",)
+    assert Redactor(("p@ss",))("p%40ss / p@ss / http://u:x@h") == "*** / *** / http://u:***@h"
+
+
+def test_managed_target_shows_the_template_and_masks_values(tmp_path):
+    from pytest_llm_latency.targets.process import ManagedTarget, ManagedTargetError
+
+    script = "import sys; print('key is', sys.argv[-1], flush=True); sys.exit(2)"
+    t = ManagedTarget([sys.executable, "-c", script, TOKEN], display_command=[sys.executable, "-c", script,
+                                                                             "${HF_TOKEN}"],
+                      secrets=(TOKEN,), log_path=tmp_path / "t.log", startup_timeout_s=30)
+    try:
+        t.start()
+    except ManagedTargetError as exc:
+        err = exc
+    assert "${HF_TOKEN}" in str(err) and "key is ***" in str(err) and "exit code 2" in str(err)
+    for text in (str(err), err.log_tail, " ".join(err.command), repr(t)):
+        assert TOKEN not in text

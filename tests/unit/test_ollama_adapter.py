@@ -73,3 +73,17 @@ def test_unknown_model_lists_local_models():
     c = OllamaClient(httpx.Client(transport=httpx.MockTransport(handler)), "http://o", "llama9")
     with pytest.raises(MeasurementError, match="local models: qwen2:7b"):
         c.stream("", "q", 2)
+
+
+def test_ttft_excludes_connect_and_a_stale_retry_is_flagged():
+    from connsim import SimulatedConnections
+    from pytest_llm_latency.client.http import make_http_client
+
+    vt = VirtualTime()
+    lines = [(80, {"response": "a", "done": False}), (15, {"response": "b", "done": False}), (1, FINAL)]
+    inner = ollama(lines, vt).http._transport  # the MockTransport of the helper
+    transport = SimulatedConnections(inner, vt, already_open=True, stale_after_ms=250, connect_ms=5)
+    c = OllamaClient(make_http_client(transport=transport), "http://o:11434", "llama3:8b", clock=vt)
+    rec = c.stream("", "hello", 2)
+    assert rec.reconnected and metrics.ttft_ms(rec) == pytest.approx(80)   # not 335
+    assert metrics.connect_ms(rec) == pytest.approx(5)

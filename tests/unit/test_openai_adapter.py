@@ -194,3 +194,34 @@ def test_small_answers_are_bounded_in_total_not_just_per_read():
         bounded_request(big, "GET", "http://x/metrics", total_s=5, max_bytes=10)
     ok = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200, json={"data": [{"id": "m"}]})))
     assert bounded_request(ok, "GET", "http://x/v1/models", total_s=5).json() == {"data": [{"id": "m"}]}
+
+
+# ---------------------------------------------------------------- connection timing
+def _sim_client(script, vt, **sim):
+    from connsim import SimulatedConnections
+
+    transport = SimulatedConnections(make_transport(script, vt), vt, **sim)
+    return OpenAIClient(make_http_client(transport=transport), "http://fake", script.model, clock=vt,
+                        sleep=lambda s: None), transport
+
+
+def test_ttft_starts_at_the_send_on_an_open_connection_and_connect_is_apart():
+    vt = VirtualTime()
+    c, _ = _sim_client(Script(ttft_ms=100, tpot_ms=10), vt, pool_wait_ms=7, connect_ms=3, tls_ms=4)
+    rec = c.stream("", "x", 5)
+    assert metrics.ttft_ms(rec) == pytest.approx(100)           # not 114: pool wait + connect + TLS are out
+    assert metrics.connect_ms(rec) == pytest.approx(7)          # TCP 3 + TLS 4
+    assert (rec.t_send_ns - rec.t_submit_ns) / 1e6 == pytest.approx(14)
+    assert metrics.e2e_ms(rec) == pytest.approx(140) and not rec.reconnected
+    again = c.stream("", "x", 5)                                 # the connection is kept alive
+    assert metrics.connect_ms(again) is None and metrics.ttft_ms(again) == pytest.approx(100)
+
+
+def test_stale_keepalive_retry_is_flagged_and_its_ttft_starts_at_the_resend():
+    vt = VirtualTime()
+    c, transport = _sim_client(Script(ttft_ms=30, tpot_ms=10), vt, already_open=True, stale_after_ms=500,
+                               connect_ms=2)
+    rec = c.stream("", "x", 3)
+    assert transport.attempts == 2 and rec.reconnected
+    assert metrics.ttft_ms(rec) == pytest.approx(30)             # not 532: the dead attempt is not server time
+    assert metrics.connect_ms(rec) == pytest.approx(2)           # the reconnect, reported apart
