@@ -116,10 +116,11 @@ def measure(client, workload: Workload, *, seed: int = 0, progress: ProgressFn |
             counter: Callable[[str], int] | None = None, extra: dict | None = None) -> WorkloadResult:
     """Measure ``workload`` on ``client``; never raises for a server fault (counted as failure)."""
     notes: list[str] = []
+    info: dict[str, str] = {}
     try:
         if counter is None:
             counter, how = make_counter(client, workload, seed)
-            notes.append(f"prompt tokens counted with {how}")
+            info["prompt_counter"] = how  # information, not a note (notes are warnings)
         prompts = build_prompts(counter, n=workload.warmup + workload.samples, prompt_tokens=workload.prompt_tokens,
                                 seed=seed, system_prompt_tokens=workload.system_prompt_tokens,
                                 shared_prefix_tokens=workload.shared_prefix_tokens)
@@ -137,7 +138,7 @@ def measure(client, workload: Workload, *, seed: int = 0, progress: ProgressFn |
             return client.stream(p.system, p.user, workload.output_tokens, expected_prompt_tokens=p.expected_tokens,
                                  extra=extra)
         except MeasurementError as exc:
-            return Failure(exc.kind, exc.message)
+            return Failure.from_error(exc)  # keeps the TTFT and gaps measured before the failure
 
     for p in prompts[:workload.warmup]:
         out = one(p)
@@ -186,6 +187,7 @@ def measure(client, workload: Workload, *, seed: int = 0, progress: ProgressFn |
     if retried:
         res.notes.append(f"{len(retried)} requests succeeded after 429/503 retries ({sum(retried)} retries in all)")
     res.notes[:0] = notes
+    res.extra.update(info)
     res.extra["prompt_deviation_requests"] = len(deviations)
     res.extra["retries"] = sum(retried)
     return res
