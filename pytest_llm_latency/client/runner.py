@@ -18,7 +18,7 @@ from ..core.errors import ConfigError, MeasurementError
 from ..core.prompts import Prompt, build_prompts, linear_counter
 from ..core import metrics as m
 from ..core.record import Clock, RequestRecord
-from ..core.result import Failure, WorkloadResult, evaluate
+from ..core.result import Failure, WorkloadResult, evaluate, preparation_failed
 from ..core.workload import Workload
 from .http import Redactor, Timeouts, bounded_request
 from .ollama import OllamaClient
@@ -128,10 +128,7 @@ def measure(client, workload: Workload, *, seed: int = 0, progress: ProgressFn |
         kind = getattr(exc, "kind", "tokenize")
         msg = exc.message if isinstance(exc, MeasurementError) else \
             f"{type(exc).__name__}: {client_redact(client, str(exc))}"
-        res = evaluate(workload, [], [])
-        res.failures.append(Failure(kind, msg))
-        res.errors[:] = [f"could not prepare prompts (tokenize/probe request failed, {kind}): {msg}"]
-        return res
+        return preparation_failed(workload, Failure(kind, msg))  # fail or error by kind (core.result)
 
     def one(p: Prompt) -> RequestRecord | Failure:
         try:

@@ -224,6 +224,19 @@ def rejudge(res: WorkloadResult, workload: Workload | None = None, *, server_fai
     return judged
 
 
+def preparation_failed(workload: Workload, failure: Failure) -> WorkloadResult:
+    """A tokenize/probe request failed before any sample: a fail when the server failed (it
+    would fail the samples the same way: the verdict must not depend on which request met
+    the fault first), an error when nothing answered or the request was rejected as wrong."""
+    res = WorkloadResult(workload=workload, failures=[failure])
+    text = f"could not prepare prompts (tokenize/probe request failed, {failure.kind}): {failure.message}"
+    if is_server_fault(failure.kind, server_answered=False):
+        res.failed_checks.append(f"server failed before any sample: {text}")
+    else:
+        res.errors.append(text)
+    return res
+
+
 def _failed_text(failures: list[Failure], total: int) -> str:
     kinds = ", ".join(f"{k} x{c}" for k, c in sorted(failure_kinds(failures).items()))
     return f"{len(failures)} of {total} requests failed ({kinds}): {failures[0].message}"

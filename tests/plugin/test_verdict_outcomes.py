@@ -103,3 +103,15 @@ def test_the_users_own_llm_properties_survive(pytester):
     names = [p.get("name") for p in ET.parse(pytester.path / "j.xml").getroot().iter("property")]
     assert names.count("llm.mine") == 1 and names.count("llm.after") == 1
     assert names.count("llm.verdict") == 1 and names.count("llm.2.verdict") == 1  # ours, not duplicated
+
+
+def test_under_xdist_an_unjudgeable_test_is_still_an_error(pytester):
+    pytest.importorskip("xdist")
+    pytester.makefile(".slo.yaml", w=YAML)
+    pytester.makefile(".slo.yaml", n=YAML.replace("warmup: 0,", "warmup: 0, max_error_rate: 0.5,")
+                      .replace("ttft_p50: 1s", "ttft_p50: 10s"))
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--llm-latency-json=r.json",
+                                      f"--llm-latency-url=http://127.0.0.1:{free_port()}", timeout=120)
+    r.assert_outcomes(errors=2)
+    results = json.loads((pytester.path / "r.json").read_text())["results"]
+    assert sorted(x["verdict"] for x in results) == ["error", "error"]

@@ -135,3 +135,15 @@ def test_failures_within_max_error_rate_pass_with_a_note_when_the_percentile_hol
 def test_all_requests_timing_out_is_a_fail_not_an_error():
     res = evaluate(wl(ttft_p50=500), [], [Failure("idle_timeout", "stall")] * 20)
     assert res.verdict == "fail" and res.violations and res.summaries["ttft"].p50 == INF
+
+
+@pytest.mark.parametrize("kind,verdict", [("idle_timeout", "fail"), ("http_503", "fail"), ("reset", "fail"),
+                                          ("stream_error", "fail"), ("connect", "error"), ("auth", "error"),
+                                          ("unknown_model", "error"), ("no_usage", "error"), ("tokenize", "error")])
+def test_prompt_preparation_failing_is_judged_by_kind(kind, verdict):
+    """Old code: always "error", so a stalling or 5xx server looked like a broken setup."""
+    from pytest_llm_latency.core.result import preparation_failed
+
+    res = preparation_failed(wl(ttft_p50=500), Failure(kind, "why"))
+    assert res.verdict == verdict and f"could not prepare prompts (tokenize/probe request failed, {kind}): why" \
+        in res.failure_message()
