@@ -295,11 +295,14 @@ class StreamingPost:
                             f"{' or '.join(expected_types)} — {what} Body starts: {snippet!r}"))
                     consume(builder, self._reads(resp, builder))
                     return builder
-            except MeasurementError:
+            except MeasurementError as exc:
+                exc.partial = exc.partial or builder.record  # what arrived before the failure (TTFT, gaps)
                 raise
             except httpx.HTTPError as exc:
-                raise map_transport_error(exc, url, self.timeouts, self.redact, len(builder.record.chunks),
-                                          builder.record.t_first_byte_ns is not None) from None
+                err = map_transport_error(exc, url, self.timeouts, self.redact, len(builder.record.chunks),
+                                          builder.record.t_first_byte_ns is not None)
+                err.partial = builder.record
+                raise err from None
 
     def _status_error(self, resp: httpx.Response, url: str, retries: int,
                       describe_status: Callable[[int, str], MeasurementError | None]) -> MeasurementError:

@@ -19,7 +19,7 @@ from ..core.errors import ConfigError, MeasurementError
 from ..core.prompts import Prompt, build_prompts, linear_counter
 from ..core import metrics as m
 from ..core.record import Clock, RequestRecord
-from ..core.result import Failure, WorkloadResult, evaluate
+from ..core.result import Failure, WorkloadResult, evaluate, preparation_failed
 from ..core.workload import Workload
 from .http import Redactor, Timeouts, bounded_request, ensure_connections
 from .ollama import OllamaClient
@@ -117,10 +117,11 @@ def measure(client, workload: Workload, *, seed: int = 0, progress: ProgressFn |
             counter: Callable[[str], int] | None = None, extra: dict | None = None) -> WorkloadResult:
     """Measure ``workload`` on ``client``; never raises for a server fault (counted as failure)."""
     notes: list[str] = []
+    info: dict[str, str] = {}
     try:
         if counter is None:
             counter, how = make_counter(client, workload, seed)
-            notes.append(f"prompt tokens counted with {how}")
+            info["prompt_counter"] = how  # information, not a note (notes are warnings)
         prompts = build_prompts(counter, n=workload.warmup + workload.samples, prompt_tokens=workload.prompt_tokens,
                                 seed=seed, system_prompt_tokens=workload.system_prompt_tokens,
                                 shared_prefix_tokens=workload.shared_prefix_tokens)
@@ -128,17 +129,14 @@ def measure(client, workload: Workload, *, seed: int = 0, progress: ProgressFn |
         kind = getattr(exc, "kind", "tokenize")
         msg = exc.message if isinstance(exc, MeasurementError) else \
             f"{type(exc).__name__}: {client_redact(client, str(exc))}"
-        res = evaluate(workload, [], [])
-        res.failures.append(Failure(kind, msg))
-        res.errors[:] = [f"could not prepare prompts (tokenize/probe request failed, {kind}): {msg}"]
-        return res
+        return preparation_failed(workload, Failure(kind, msg))  # fail or error by kind (core.result)
 
     def one(p: Prompt) -> RequestRecord | Failure:
         try:
             return client.stream(p.system, p.user, workload.output_tokens, expected_prompt_tokens=p.expected_tokens,
                                  extra=extra)
         except MeasurementError as exc:
-            return Failure(exc.kind, exc.message)
+            return Failure.from_error(exc)  # keeps the TTFT and gaps measured before the failure
 
     ensure_connections(getattr(client, "http", None), workload.concurrency)  # keep every connection alive
     for failure in warm_up(one, prompts[:workload.warmup], workload.concurrency):
@@ -187,6 +185,7 @@ def measure(client, workload: Workload, *, seed: int = 0, progress: ProgressFn |
     if retried:
         res.notes.append(f"{len(retried)} requests succeeded after 429/503 retries ({sum(retried)} retries in all)")
     res.notes[:0] = notes
+    res.extra.update(info)
     res.extra["prompt_deviation_requests"] = len(deviations)
     res.extra["retries"] = sum(retried)
     return res

@@ -30,6 +30,7 @@ class MeasurementError(LatencyError):
         super().__init__(message)
         self.kind = kind
         self.message = message
+        self.partial = None  # the RequestRecord as far as it got (first token, gaps), when known
 
     def __str__(self) -> str:  # pragma: no cover - trivial
         return self.message
@@ -40,3 +41,10 @@ class ProtocolError(MeasurementError):
 
     def __init__(self, message: str):
         super().__init__("protocol", message)
+
+
+class LatencyWarning(UserWarning):
+    """A note on a measurement (prompt-length deviation, bunched tokens, retries, short
+    outputs allowed by max_error_rate, roofline not evaluated...).  Public as
+    ``pytest_llm_latency.LatencyWarning``: ``-W error::pytest_llm_latency.LatencyWarning``
+    turns every note into a failure."""

@@ -3,25 +3,72 @@
 Short outputs (fewer tokens than the forced length) keep their TTFT/TTFO, which
 do not depend on N, but are excluded from TPOT, ITL, E2E and output tok/s, and
 counted in the verdict -- never silently averaged in.
+
+A failed request is a *miss* in every percentile it would have contributed to
+(``stats`` censors it at +inf): TTFT/TTFO keep the measured value when the first
+token did arrive, TPOT and E2E are +inf, output tok/s is 0, and ITL keeps the gaps
+that were measured plus +inf for every gap the forced output length still owed.
+So failures can only make a percentile worse.
+
+The verdict:
+  * ``fail``  -- a budget is missed, a gate failed, or *server* failures (timeouts,
+    stalls, resets, protocol violations, error events, dropped streams, 5xx, 429 after
+    retries, a server that stopped answering mid-run) exceed ``max_error_rate``;
+  * ``error`` -- the run could not be judged: bad configuration, nothing answering at
+    the start (every request refused), requests the server rejects as malformed (4xx,
+    auth, unknown model, context length, wrong content type), no usage reported, short
+    outputs beyond ``max_error_rate``, too few samples for a percentile;
+  * ``pass``  -- otherwise.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from . import metrics as m
 from .errors import EmptySampleError
 from .record import RequestRecord
-from .stats import Summary, min_samples_for, summarize
+from .stats import INF, Summary, fmt_stat, min_samples_for, summarize
 from .workload import Budget, Workload
 
 METRIC_LABEL = {"ttft": "TTFT", "ttfo": "TTFO", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E",
                 "output_tps": "output tok/s"}
+
+# The server failed: a fail when over max_error_rate.
+SERVER_FAULT_KINDS = frozenset({"idle_timeout", "total_timeout", "reset", "protocol", "stream_error", "no_done",
+                                "http_429", "http_408"})
+# Nothing answered: an error when it is every request of the run (nothing listening, wrong host),
+# a server fault when the server did answer other requests (it went away mid-run).
+UNREACHABLE_KINDS = frozenset({"connect", "connect_timeout", "http"})
+
+
+def is_server_fault(kind: str, server_answered: bool) -> bool:
+    """Is a failed request of this kind the server's failure (-> fail), rather than a run
+    that cannot be judged (-> error)?  5xx, 429 after retries, timeouts, stalls, resets,
+    protocol violations, error events and dropped streams are; 4xx, auth, unknown model,
+    context length, content type, no usage, tokenize and target start-up are not."""
+    if kind in SERVER_FAULT_KINDS:
+        return True
+    if kind.startswith("http_") and kind[5:].isdigit() and 500 <= int(kind[5:]) <= 599:
+        return True
+    return kind in UNREACHABLE_KINDS and server_answered
 
 
 @dataclass(frozen=True)
 class Failure:
     kind: str
     message: str
+    ttft_ms: float | None = None          # measured when the first token did arrive
+    ttfo_ms: float | None = None
+    itl_ms: tuple[float, ...] = ()        # gaps measured before the failure
+
+    @classmethod
+    def from_error(cls, exc) -> "Failure":
+        """From a ``MeasurementError``, keeping what its partial record measured."""
+        rec = getattr(exc, "partial", None)
+        if rec is None or not isinstance(rec, RequestRecord):
+            return cls(exc.kind, exc.message)
+        return cls(exc.kind, exc.message, m.ttft_ms(rec), m.ttfo_ms(rec), tuple(m.itl_ms(rec)))
 
 
 @dataclass(frozen=True)
@@ -35,9 +82,10 @@ class Violation:
         b, s = self.budget, self.summary
         label = f"{METRIC_LABEL[b.metric]} {b.stat}"
         op = "<" if b.is_floor else ">"
-        return (f"{label} {self.observed:.1f} {b.unit} {op} budget {b.limit:g} {b.unit} "
-                f"(n={s.n}, p50 {s.p50:.1f} {b.unit}, {'min' if b.is_floor else 'max'} "
-                f"{(s.min if b.is_floor else s.max):.1f} {b.unit})")
+        n = f"n={s.n}" + (f", {s.censored} failed counted as misses" if s.censored else "")
+        return (f"{label} {fmt_stat(self.observed)} {b.unit} {op} budget {b.limit:g} {b.unit} "
+                f"({n}, p50 {fmt_stat(s.p50)} {b.unit}, {'min' if b.is_floor else 'max'} "
+                f"{fmt_stat(s.min if b.is_floor else s.max)} {b.unit})")
 
 
 @dataclass
@@ -45,10 +93,11 @@ class WorkloadResult:
     workload: Workload
     records: list[RequestRecord] = field(default_factory=list)   # completed requests
     failures: list[Failure] = field(default_factory=list)        # failed requests
-    summaries: dict[str, Summary] = field(default_factory=dict)
+    summaries: dict[str, Summary] = field(default_factory=dict)  # failures counted as misses
+    completed: dict[str, Summary] = field(default_factory=dict)  # completed requests only (roofline physics)
     violations: list[Violation] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)              # why no verdict could be reached
-    failed_checks: list[str] = field(default_factory=list)       # other gates that failed (roofline)
+    failed_checks: list[str] = field(default_factory=list)       # other gates that failed (roofline, error rate)
     notes: list[str] = field(default_factory=list)
     extra: dict = field(default_factory=dict)                     # roofline, server metrics, ...
 
@@ -89,12 +138,14 @@ class WorkloadResult:
 
     def failure_message(self) -> str:
         lines = [v.message for v in self.violations] + self.failed_checks + self.errors
-        lines += self.notes
+        lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
 
-def metric_values(records: list[RequestRecord]) -> dict[str, list[float]]:
-    """Per-metric samples over records (short outputs only contribute TTFT/TTFO)."""
+def metric_values(records: list[RequestRecord], failures: list[Failure] = (),
+                  output_tokens: int | None = None) -> dict[str, list[float]]:
+    """Per-metric samples: completed records (short outputs only contribute TTFT/TTFO) and
+    failed requests as misses (+inf; 0 for output tok/s), see the module docstring."""
     values: dict[str, list[float]] = {k: [] for k in METRIC_LABEL}
     for rec in records:
         scalars = m.per_request(rec)
@@ -104,19 +155,44 @@ def metric_values(records: list[RequestRecord]) -> dict[str, list[float]]:
                 values[k].append(scalars[k])
         if not rec.short_output:
             values["itl"].extend(m.itl_ms(rec))
+    for f in failures:
+        values["ttft"].append(INF if f.ttft_ms is None else f.ttft_ms)
+        values["ttfo"].append(INF if f.ttfo_ms is None else f.ttfo_ms)
+        values["tpot"].append(INF)
+        values["e2e"].append(INF)
+        values["output_tps"].append(0.0)
+        owed = (output_tokens - 1 - len(f.itl_ms)) if output_tokens is not None else 1
+        values["itl"].extend(list(f.itl_ms) + [INF] * max(owed, 0))
     return values
 
 
-def evaluate(workload: Workload, records: list[RequestRecord], failures: list[Failure]) -> WorkloadResult:
-    """Summaries, budget violations and the verdict.  Never a pass on an empty sample."""
+def _summaries(values: dict[str, list[float]], misses: int) -> dict[str, Summary]:
+    return {k: summarize(v, METRIC_LABEL[k], censored=misses if k == "output_tps" else 0)
+            for k, v in values.items() if v}
+
+
+def evaluate(workload: Workload, records: list[RequestRecord], failures: list[Failure], *,
+             server_failed: bool = False) -> WorkloadResult:
+    """Summaries, budget violations and the verdict.  Never a pass on an empty sample.
+
+    ``server_failed``: the server is known to have failed during the run (a managed
+    server died), so requests it refused count as server faults even if none got through."""
     res = WorkloadResult(workload=workload, records=list(records), failures=list(failures))
-    for k, vals in metric_values(res.records).items():
-        if vals:
-            res.summaries[k] = summarize(vals, METRIC_LABEL[k])
-    if not res.records:
+    res.summaries = _summaries(metric_values(res.records, res.failures, workload.output_tokens), len(failures))
+    res.completed = _summaries(metric_values(res.records, [], workload.output_tokens), 0)
+    total = res.n + res.failed_requests
+    answered = server_failed or bool(res.records) or any(f.kind not in UNREACHABLE_KINDS for f in failures)
+    faults = [f for f in failures if is_server_fault(f.kind, answered)]
+    others = [f for f in failures if not is_server_fault(f.kind, answered)]
+    if not total:
+        res.errors.append("no successful requests out of 0: empty sample")
+        return res
+    if not res.records and not faults:
         kinds = sorted({f.kind for f in failures})
-        res.errors.append(f"no successful requests out of {len(failures)}" +
-                          (f" ({', '.join(kinds)}): {failures[0].message}" if failures else ": empty sample"))
+        why = "" if answered else " -- nothing answered at the start: is the server running and the URL right?"
+        res.errors.append(f"no successful requests out of {len(failures)} ({', '.join(kinds)}): "
+                          f"{failures[0].message}{why}")
+        res.summaries.clear()  # nothing was measured: result.ttft raises, never an all-miss statistic
         return res
     for b in workload.budgets:
         s = res.summaries.get(b.metric)
@@ -132,22 +208,69 @@ def evaluate(workload: Workload, records: list[RequestRecord], failures: list[Fa
         observed = s.get(b.stat)
         if (observed < b.limit) if b.is_floor else (observed > b.limit):
             res.violations.append(Violation(b, observed, s))
+    _judge_error_rate(res, workload, faults, others, total)
+    return res
+
+
+def rejudge(res: WorkloadResult, workload: Workload | None = None, *, server_failed: bool = False) -> WorkloadResult:
+    """Judge ``res``'s requests again (other budgets, or knowing the server failed), keeping
+    what was added after ``evaluate`` (notes, extra, gate results, preparation errors)."""
+    base = evaluate(res.workload, res.records, res.failures)
+    judged = evaluate(workload or res.workload, res.records, res.failures, server_failed=server_failed)
+    judged.extra.update(res.extra)
+    judged.notes[:0] = [n for n in res.notes if n not in base.notes and n not in judged.notes]
+    judged.errors.extend(e for e in res.errors if e not in base.errors and e not in judged.errors)
+    judged.failed_checks.extend(c for c in res.failed_checks if c not in base.failed_checks)
+    return judged
+
+
+def preparation_failed(workload: Workload, failure: Failure) -> WorkloadResult:
+    """A tokenize/probe request failed before any sample: a fail when the server failed (it
+    would fail the samples the same way: the verdict must not depend on which request met
+    the fault first), an error when nothing answered or the request was rejected as wrong."""
+    res = WorkloadResult(workload=workload, failures=[failure])
+    text = f"could not prepare prompts (tokenize/probe request failed, {failure.kind}): {failure.message}"
+    if is_server_fault(failure.kind, server_answered=False):
+        res.failed_checks.append(f"server failed before any sample: {text}")
+    else:
+        res.errors.append(text)
+    return res
+
+
+def _failed_text(failures: list[Failure], total: int) -> str:
+    kinds = ", ".join(f"{k} x{c}" for k, c in sorted(failure_kinds(failures).items()))
+    return f"{len(failures)} of {total} requests failed ({kinds}): {failures[0].message}"
+
+
+def _judge_error_rate(res: WorkloadResult, workload: Workload, faults: list[Failure], others: list[Failure],
+                      total: int) -> None:
+    limit = workload.max_error_rate
     short = (f"{res.short_outputs} of {res.n} requests stopped before the forced {workload.output_tokens} output "
              f"tokens (finish_reason {_short_reasons(res.records)}); excluded from TPOT/ITL/E2E -- does the server "
              f"ignore ignore_eos/min_tokens? Allow it with max_error_rate") if res.short_outputs else ""
-    if (res.failed_requests or res.short_outputs) and res.error_rate > workload.max_error_rate:
-        parts = []
-        if res.failed_requests:
-            kinds = ", ".join(f"{k} x{c}" for k, c in sorted(failure_kinds(res.failures).items()))
-            parts.append(f"{res.failed_requests} of {res.n + res.failed_requests} requests failed ({kinds}): "
-                         f"{res.failures[0].message}")
+    fault_rate = len(faults) / total
+    rate = f"error rate {res.error_rate:.1%} > max_error_rate {limit:.1%}"
+    if faults and fault_rate > limit:
+        parts = [f"server failed: {_failed_text(faults, total)}"]
+        if others:
+            parts.append(f"also {_failed_text(others, total)}")
         if short:
             parts.append(short)
-        res.errors.append("; ".join(parts) + f" -- error rate {res.error_rate:.1%} > max_error_rate "
-                                             f"{workload.max_error_rate:.1%}")
-    elif short:
-        res.notes.append(short)
-    return res
+        res.failed_checks.append("; ".join(parts) + f" -- server error rate {fault_rate:.1%} > max_error_rate "
+                                                    f"{limit:.1%}")
+    elif (res.failed_requests or res.short_outputs) and res.error_rate > limit:
+        parts = []
+        if res.failures:
+            parts.append(_failed_text(res.failures, total))
+        if short:
+            parts.append(short)
+        res.errors.append("; ".join(parts) + f" -- {rate}")
+    else:
+        if res.failures:
+            res.notes.append(f"{_failed_text(res.failures, total)} -- allowed by max_error_rate {limit:.1%}; "
+                             f"counted as misses (+inf) in the percentiles")
+        if short:
+            res.notes.append(short)
 
 
 def failure_kinds(failures: list[Failure]) -> dict[str, int]:
@@ -160,3 +283,8 @@ def failure_kinds(failures: list[Failure]) -> dict[str, int]:
 
 def _short_reasons(records: list[RequestRecord]) -> str:
     return "/".join(sorted({repr(r.finish_reason) for r in records if r.short_output}))
+
+
+def finite(v: float | None) -> float | None:
+    """None for a miss (+inf): JSON has no Infinity."""
+    return None if v is None or (isinstance(v, float) and math.isinf(v)) else v

@@ -72,7 +72,7 @@ class SloItem(pytest.Item):
     def runtest(self):
         from dataclasses import replace
 
-        from .execute import outcome, record, run_workload
+        from .execute import outcome, record, run_workload, warn_notes
         from .stash import get_session
         from .session import target_from
 
@@ -87,6 +87,7 @@ class SloItem(pytest.Item):
             w = replace(w, samples=self.cli_samples)
         res = run_workload(self, sess, target, w)
         record(self, res)
+        warn_notes(self, res)
         outcome(res)
 
     def reportinfo(self):

@@ -1,29 +1,48 @@
 """Run one workload for a pytest item and turn the result into an outcome:
-user_properties for JUnit/JSON, the stash result list, and a failure message."""
+user_properties for JUnit/JSON, notes as ``LatencyWarning``, and the test outcome.
+
+Outcome mapping (README "Verdicts"): verdict ``pass`` -> passed; ``fail`` -> failed;
+``error`` (could not be judged) -> ``Unjudged`` raised, which ``hooks`` reports as a
+pytest *error* (like a failed fixture), so the latency table and pytest agree."""
 from __future__ import annotations
 
 import contextlib
 import os
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ..core.errors import ConfigError, LatencyError, MeasurementError
-from ..core.result import Failure, WorkloadResult, evaluate
+from ..core.errors import ConfigError, LatencyError, LatencyWarning, MeasurementError
+from ..core.result import Failure, WorkloadResult, evaluate, rejudge
 from ..core.workload import Workload
 from .report.properties import flatten
 from .report.terminal import Progress
 from .session import LatencySession, TargetSpec
 
+#: the (name, value) tuples ``record`` added to an item's user_properties (so it never touches the user's own)
+OWN_PROPS_KEY = pytest.StashKey[list]()
+#: note texts already emitted as LatencyWarning for an item
+WARNED_KEY = pytest.StashKey[set]()
+
+
+class Unjudged(pytest.fail.Exception):
+    """The latency test could not be judged (bad configuration, nothing answering, no
+    usage...).  Raised in the call phase; ``hooks.pytest_runtest_makereport`` marks the
+    report and ``hooks.pytest_report_teststatus`` counts it as an *error*, as pytest does
+    for a failed fixture, never as a failed SLO."""
+
+    __module__ = "builtins"  # shown as "Unjudged: ..." in pytest's summaries, as pytest does for Failed
+
 
 def config_failure(exc: ConfigError) -> None:
-    """Fail the running test with a configuration error, without the exception chain
-    ("During handling of the above exception...") that raising inside ``except`` shows."""
+    """End the running test as an error (unjudgeable) with a configuration error, without the
+    exception chain ("During handling of the above exception...") that raising inside ``except`` shows."""
     exc.__traceback__ = None
-    raise pytest.fail.Exception(f"configuration error: {exc}", pytrace=False) from None
+    raise Unjudged(f"configuration error: {exc}", pytrace=False) from None
 
 
 def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, workload: Workload,
@@ -51,8 +70,9 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
     server = sess.server_for(spec)
     if server is not None and hasattr(server, "check_alive") and res.failures:
         died = _died(server)
-        if died:
-            res.errors.append(sess.redactor()(f"the managed server died during the test: {died}"))
+        if died:  # the server failed: a fail (its refused requests are server faults), cause named
+            res = rejudge(res, server_failed=True)
+            res.failed_checks.append(sess.redactor()(f"the managed server died during the test: {died}"))
     apply_roofline(item, sess, spec, client, workload, res, roofline_cli or {})
     return res
 
@@ -106,21 +126,46 @@ def apply_roofline(item, sess: LatencySession, spec: TargetSpec, client, workloa
 
 def record(item: pytest.Item, results: WorkloadResult | list[WorkloadResult]) -> None:
     """Flat properties for every result of the test: the first as ``llm.*``, the k-th
-    (k >= 2, a test that measured several workloads) as ``llm.k.*`` with nodeid ``<id>#k``."""
+    (k >= 2, a test that measured several workloads) as ``llm.k.*`` with nodeid ``<id>#k``.
+    Replaces only the properties this function wrote before: the user's own ``llm.*``
+    properties (``record_property("llm.mine", 1)``) are kept."""
     if isinstance(results, WorkloadResult):
         results = [results]
-    item.user_properties[:] = [p for p in item.user_properties if not str(p[0]).startswith("llm.")]
+    ours = item.stash.get(OWN_PROPS_KEY, [])
+    ours_ids = {id(p) for p in ours}
+    item.user_properties[:] = [p for p in item.user_properties if id(p) not in ours_ids]
     worker = os.environ.get("PYTEST_XDIST_WORKER")
+    added = []
     for k, res in enumerate(results, 1):
         prefix = "llm." if k == 1 else f"llm.{k}."
         nodeid = item.nodeid if k == 1 else f"{item.nodeid}#{k}"
         props = flatten(res, nodeid) + ([("llm.worker", worker)] if worker else [])
-        item.user_properties.extend((prefix + name[len("llm."):], value) for name, value in props)
+        added.extend((prefix + name[len("llm."):], value) for name, value in props)
+    item.user_properties.extend(added)
+    item.stash[OWN_PROPS_KEY] = added
+
+
+def warn_notes(item: pytest.Item, results: WorkloadResult | list[WorkloadResult]) -> None:
+    """Emit every note not yet emitted for this test as a ``LatencyWarning`` (pytest's warnings
+    summary; ``-W error::pytest_llm_latency.LatencyWarning`` makes it fail the test).  Call
+    after ``record`` so the properties are in place even when a warning is an error."""
+    if isinstance(results, WorkloadResult):
+        results = [results]
+    seen = item.stash.setdefault(WARNED_KEY, set())
+    path, line = str(item.path), (item.location[1] or 0) + 1
+    for res in results:
+        for note in res.notes:
+            text = f"{res.workload.name}: {note}"
+            if text in seen:
+                continue
+            seen.add(text)
+            warnings.warn_explicit(LatencyWarning(text), LatencyWarning, path, line, module="pytest_llm_latency")
 
 
 def outcome(results: WorkloadResult | list[WorkloadResult]) -> None:
-    """Fail the test (call phase) listing every violated budget, failed gate and error
-    of every result that did not pass."""
+    """End the test (call phase): failed when a result missed a budget or a gate (every
+    violation, failed gate and error listed); an error (``Unjudged``) when none failed but
+    one could not be judged; passed otherwise."""
     if isinstance(results, WorkloadResult):
         results = [results]
     parts = []
@@ -130,5 +175,8 @@ def outcome(results: WorkloadResult | list[WorkloadResult]) -> None:
         head = (f"latency SLO not met for workload {res.workload.name!r}" if res.verdict == "fail"
                 else f"latency test could not be judged for workload {res.workload.name!r} (error)")
         parts.append(f"{head}\n{res.failure_message()}")
-    if parts:
+    if not parts:
+        return
+    if any(res.verdict == "fail" for res in results):
         pytest.fail("\n".join(parts), pytrace=False)
+    raise Unjudged("\n".join(parts), pytrace=False)

@@ -18,7 +18,7 @@ import pytest
 
 from ..core.errors import ConfigError
 from .execute import config_failure
-from ..core.result import WorkloadResult, evaluate
+from ..core.result import WorkloadResult, rejudge
 from ..core.workload import BUDGET_KEYS, WORKLOAD_KEYS, make_workload, with_budgets
 
 TARGET_KW = ("url", "api", "model")
@@ -47,11 +47,7 @@ class MeasuredResult:
             w = with_budgets(self._res.workload, budgets, "check()") if budgets else self._res.workload
         except ConfigError as exc:
             config_failure(exc)
-        judged = evaluate(w, self._res.records, self._res.failures)
-        judged.extra.update(self._res.extra)
-        judged.notes[:0] = [n for n in self._res.notes if n not in judged.notes]
-        judged.failed_checks.extend(self._res.failed_checks)  # gates judged at measure time (roofline)
-        judged.errors.extend(e for e in self._res.errors if e not in judged.errors)
+        judged = rejudge(self._res, w)
         self._res = judged
         self.checked = True
         from .execute import outcome
@@ -121,12 +117,20 @@ class LatencyFixture:
         res = MeasuredResult(run_workload(self.item, self.session, target, w, {**self.marker_roof, **roof}), self)
         self.results.append(res)
         self.record()
+        if res._res.verdict == "error" and not res._res.records:
+            from .execute import outcome
+
+            res.checked = True
+            outcome(res._res)  # nothing was measured: the test cannot be judged (an error), stop here
         return res
 
     def record(self) -> None:
-        from .execute import record
+        """Properties for JUnit/JSON, then every new note as a LatencyWarning."""
+        from .execute import record, warn_notes
 
-        record(self.item, [r._res for r in self.results])
+        results = [r._res for r in self.results]
+        record(self.item, results)
+        warn_notes(self.item, results)
 
 
 def validate_marker(item: pytest.Item, settings) -> None:

@@ -171,6 +171,28 @@ def pytest_runtest_call(item: pytest.Item):
     return result
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """A latency test that could not be judged (``execute.Unjudged``) is marked, so that
+    ``pytest_report_teststatus`` counts it as an error, as pytest does for a failed fixture
+    (the same way pytest's own xfail marks a report and categorizes it).  The mark is a plain
+    report attribute, so it also travels from xdist workers."""
+    report = yield
+    if call.excinfo is not None and report.failed:
+        from .execute import Unjudged
+
+        if call.excinfo.errisinstance(Unjudged):
+            report.llm_latency_error = True
+    return report
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
+    if getattr(report, "llm_latency_error", False) and report.failed:
+        return "error", "E", "ERROR"
+    return None
+
+
 class _ResultCollector:
     """Rebuilds each latency result from its report's flat user_properties, so the
     JSON file and the summary also work on the xdist controller."""

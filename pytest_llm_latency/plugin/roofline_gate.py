@@ -140,7 +140,7 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
     asked = roof or overrides or s.get("hardware") is not None or s.get("min_efficiency") is not None
     if not asked or not res.records:
         return  # nothing asked, or no sample at all (already an error)
-    if "tpot" not in res.summaries:
+    if "tpot" not in res.completed:  # decode physics: completed requests only (failures are misses in SLOs)
         if roof.get("min_efficiency") is not None or overrides.get("min_decode_efficiency") is not None \
                 or s.get("min_efficiency") is not None:
             res.errors.append("roofline gate: no decode timing (every request produced < 2 tokens or stopped "
@@ -155,7 +155,7 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
         hardware = resolve_hardware(name, mem_bandwidth_gb_s=roof.get("mem_bandwidth_gb_s") if not hw_name.value
                                     else None, tp=int(roof.get("tensor_parallel", 1)), where=hw_name.source)
         model = _model_bytes(roof, spec, base_dir or Path.cwd(), client)
-        tpot = res.summaries["tpot"]
+        tpot = res.completed["tpot"]
         context = mean_context(workload.prompt_tokens, workload.output_tokens)
 
         def evaluate(hw):
@@ -176,5 +176,5 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
         res.failed_checks.append(result.message)
     elif result.status == "config_error":
         res.errors.append(result.message)
-    else:
-        res.notes.append(result.message)
+    else:  # passed or report-only: information (extra), not a note (notes are warnings)
+        res.extra["roofline_message"] = result.message

@@ -47,5 +47,26 @@ def test_summary_table_rows_and_reasons():
            "tpot_ms": {"p50": 20.0, "p95": 25.0}, "violations": ["TTFT p95 612.3 ms > budget 500 ms"]}
     lines = summary_lines([res])
     row = next(ln for ln in lines if ln.startswith("chat.slo.yaml::chat"))
-    assert row.split() == ["chat.slo.yaml::chat", "20", "410.0", "612.3", "20.00", "25.00", "50.0", "FAIL"]
+    assert row.split() == ["chat.slo.yaml::chat", "20", "410.0", "612.3", "20.00", "25.00", "50.0", "-", "FAIL"]
     assert lines[-1].strip() == "chat.slo.yaml::chat: TTFT p95 612.3 ms > budget 500 ms"
+
+
+def test_columns_name_what_they_show_decode_and_output_rates():
+    """Old code: one "tok/s" column holding 1000/TPOT p50, while the README defines output tok/s as N/E2E."""
+    res = {"nodeid": "t::x", "n": 20, "verdict": "pass", "ttft_ms": {"p50": 200.0, "p95": 250.0},
+           "tpot_ms": {"p50": 20.0, "p95": 25.0}, "output_tps": {"p50": 31.5}}
+    lines = summary_lines([res])
+    head = lines[0].split("   (")[0]
+    assert "decode tok/s" in head and "out tok/s" in head and " tok/s " not in head.replace("decode tok/s", "") \
+        .replace("out tok/s", "")
+    row = next(ln for ln in lines if ln.startswith("t::x")).split()
+    assert row[6:] == ["50.0", "31.5", "PASS"]
+
+
+def test_misses_show_as_inf_and_notes_are_marked_and_listed_below():
+    res = {"nodeid": "t::x", "n": 16, "verdict": "fail", "ttft_ms": {"p50": 100.0, "p95": None, "censored": 4},
+           "tpot_ms": {"p50": None, "p95": None, "censored": 4}, "notes": ["4 of 20 requests failed"]}
+    lines = summary_lines([res])
+    row = next(ln for ln in lines if ln.startswith("t::x")).split()
+    assert row[2:] == ["100.0", "inf", "inf", "inf", "0.0", "-", "FAIL", "*"]
+    assert lines[-2:] == ["notes (*):", "  t::x: 4 of 20 requests failed"]

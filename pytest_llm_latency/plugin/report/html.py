@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import html
 
-from .terminal import _fmt
+from .terminal import _stat
 
 STYLE = ("body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
          "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}td.l,th.l{text-align:left}"
@@ -22,14 +22,14 @@ def render(doc: dict) -> str:
         verdict = str(r.get("verdict", "?"))
         cells = [f'<td class="l">{e(str(r.get("nodeid")))}</td>', f"<td>{e(str(r.get('n')))}</td>"]
         for _, key in COLUMNS:
-            m = r.get(key) or {}
-            cells.append(f"<td>{_fmt(m.get('p50'))} / {_fmt(m.get('p95'))} / {_fmt(m.get('p99'))}</td>")
+            cells.append(f"<td>{_stat(r, key, 'p50')} / {_stat(r, key, 'p95')} / {_stat(r, key, 'p99')}</td>")
         extra = r.get("extra") or {}
         eff = extra.get("decode_efficiency")
         cells.append(f"<td>{'-' if eff is None else f'{eff:.2f}'}</td>")
         cells.append(f"<td>{e(str(r.get('short_outputs', 0)))} / {e(str(r.get('failed_requests', 0)))}</td>")
         cells.append(f'<td class="l {e(verdict)}">{e(verdict.upper())}</td>')
-        why = "\n".join(list(r.get("violations") or []) + list(r.get("errors") or []))
+        why = "\n".join(list(r.get("violations") or []) + list(r.get("errors") or [])
+                        + [f"note: {n}" for n in r.get("notes") or []])
         cells.append(f'<td class="l"><pre>{e(why)}</pre></td>')
         rows.append("<tr>" + "".join(cells) + "</tr>")
     head = "".join(f"<th>{name} p50 / p95 / p99 (ms)</th>" for name, _ in COLUMNS)

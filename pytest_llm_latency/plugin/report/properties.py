@@ -3,8 +3,15 @@
 JUnit XML carries them as ``<property name="llm.ttft_ms.p95" value="..."/>``.
 The JSON report and the terminal summary are rebuilt from the same flat
 properties on the controller, so they also work under pytest-xdist.
+
+A statistic that is a miss (failed requests counted as +inf) is the float
+``inf`` here (``"inf"`` in JUnit XML) and ``null`` in JSON, which has no
+Infinity; ``censored`` counts the misses in each metric's sample.  Notes are
+``llm.notes.<i>`` (1-based), in order.
 """
 from __future__ import annotations
+
+import math
 
 from typing import Any, Iterable
 
@@ -13,7 +20,7 @@ from ...core.result import WorkloadResult, failure_kinds
 from ...core.stats import STATS
 
 PREFIX = "llm."
-STAT_KEYS = STATS + ("n",)
+STAT_KEYS = STATS + ("n", "censored")
 JSON_METRICS = METRICS + ("output_tps",)
 
 
@@ -34,7 +41,9 @@ def flatten(res: WorkloadResult, nodeid: str) -> list[tuple[str, Any]]:
         if s is None:
             continue
         for stat in STAT_KEYS:
-            props.append((f"llm.{_unit(metric)}.{stat}", round(s.get(stat), 4) if stat != "n" else s.n))
+            v = getattr(s, stat)
+            props.append((f"llm.{_unit(metric)}.{stat}", v if stat in ("n", "censored") or math.isinf(v)
+                          else round(v, 4)))
     for b in w.budgets:
         props.append((f"llm.budget.{b.key}_{'tok_s' if b.is_floor else 'ms'}", b.limit))
     for i, v in enumerate(res.violations, 1):
@@ -43,6 +52,8 @@ def flatten(res: WorkloadResult, nodeid: str) -> list[tuple[str, Any]]:
         props.append((f"llm.error.{i}", e))
     for i, c in enumerate(res.failed_checks, 1):
         props.append((f"llm.check.{i}", c))
+    for i, note in enumerate(res.notes, 1):
+        props.append((f"llm.notes.{i}", note))
     for kind, count in sorted(failure_kinds(res.failures).items()):
         props.append((f"llm.failures.{kind}", count))
     for key, value in res.extra.items():
@@ -60,7 +71,7 @@ def unflatten(props: Iterable[tuple[str, Any]]) -> dict | None:
                            "class": flat.get("class"), "n": flat.get("n"), "verdict": flat["verdict"]}
     for metric in JSON_METRICS:
         key = _unit(metric)
-        stats = {s: flat[f"{key}.{s}"] for s in STAT_KEYS if f"{key}.{s}" in flat}
+        stats = {s: _json_number(flat[f"{key}.{s}"]) for s in STAT_KEYS if f"{key}.{s}" in flat}
         out[key] = stats or None
     out["budgets"] = {k[len("budget."):]: v for k, v in flat.items() if k.startswith("budget.")}
     out["violations"] = [flat[k] for k in sorted((k for k in flat if k.startswith("violation.")),
@@ -69,14 +80,30 @@ def unflatten(props: Iterable[tuple[str, Any]]) -> dict | None:
                                              key=lambda k: int(k.split(".")[1]))]
     out["violations"] += [flat[k] for k in sorted((k for k in flat if k.startswith("check.")),
                                                   key=lambda k: int(k.split(".")[1]))]
+    out["notes"] = _numbered(flat, "notes.")
     out["failures"] = {k[len("failures."):]: v for k, v in flat.items() if k.startswith("failures.")}
     out["short_outputs"] = flat.get("short_outputs", 0)
     out["failed_requests"] = flat.get("failed_requests", 0)
     known = {"nodeid", "workload", "class", "n", "verdict", "short_outputs", "failed_requests"}
-    out["extra"] = {k: v for k, v in flat.items()
+    out["extra"] = {k: _json_number(v) for k, v in flat.items()
                     if k not in known and "." not in k}
-    out["server_metrics"] = {k[len("metrics."):]: v for k, v in flat.items() if k.startswith("metrics.")}
+    out["server_metrics"] = {k[len("metrics."):]: _json_number(v) for k, v in flat.items()
+                             if k.startswith("metrics.")}
     return out
+
+
+def _numbered(flat: dict, head: str) -> list:
+    keys = [k for k in flat if k.startswith(head) and k[len(head):].isdigit()]
+    return [flat[k] for k in sorted(keys, key=lambda k: int(k[len(head):]))]
+
+
+def _json_number(v: Any) -> Any:
+    """``inf`` (a miss) becomes None: JSON has no Infinity; ``censored`` says how many."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, str) and v.strip().lower() in ("inf", "+inf", "infinity", "nan"):
+        return None
+    return v
 
 
 def split_results(props: Iterable[tuple[str, Any]]) -> list[list[tuple[str, Any]]]:

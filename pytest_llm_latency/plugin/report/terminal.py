@@ -1,34 +1,55 @@
 """The end-of-run latency table and the live progress line (formatting only)."""
 from __future__ import annotations
 
+COLUMNS = ("test", "n", "TTFT p50", "TTFT p95", "TPOT p50", "TPOT p95", "decode tok/s", "out tok/s", "verdict")
+LEGEND = ("   (ms; decode tok/s = 1000/TPOT p50, out tok/s = p50 of N/E2E per request; "
+          "inf: failed requests counted as misses; * see notes)")
+
 
 def _fmt(v, digits=1) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
-def _stat(res: dict, metric: str, stat: str):
+def _stat(res: dict, metric: str, stat: str, digits: int = 1) -> str:
+    """A statistic as shown: ``inf`` when it is a miss (null in JSON, with censored > 0)."""
     m = res.get(metric) or {}
-    return m.get(stat)
+    v = m.get(stat)
+    if v is None and stat in m and m.get("censored"):
+        return "inf"
+    return _fmt(v, digits)
+
+
+def _decode_tps(res: dict) -> str:
+    m = res.get("tpot_ms") or {}
+    tpot = m.get("p50")
+    if tpot is None and "p50" in m and m.get("censored"):
+        return "0.0"  # TPOT p50 is a miss: nothing decoded at that rank
+    return _fmt(1000.0 / tpot if tpot else None)
 
 
 def summary_lines(results: list[dict]) -> list[str]:
-    header = ("test", "n", "TTFT p50", "TTFT p95", "TPOT p50", "TPOT p95", "tok/s", "verdict")
     rows = []
     for r in results:
-        tps = _stat(r, "tpot_ms", "p50")
-        rows.append((str(r.get("nodeid")), str(r.get("n")), _fmt(_stat(r, "ttft_ms", "p50")),
-                     _fmt(_stat(r, "ttft_ms", "p95")), _fmt(tps, 2), _fmt(_stat(r, "tpot_ms", "p95"), 2),
-                     _fmt(1000.0 / tps if tps else None), str(r.get("verdict", "?")).upper()))
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
-    fmt = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w)  # noqa: E731
-                                  for i, (c, w) in enumerate(zip(cells, widths)))
-    lines = [fmt(header) + "   (ms; tok/s = 1000/TPOT p50)", fmt(["-" * w for w in widths])]
+        verdict = str(r.get("verdict", "?")).upper() + (" *" if r.get("notes") else "")
+        rows.append((str(r.get("nodeid")), str(r.get("n")), _stat(r, "ttft_ms", "p50"), _stat(r, "ttft_ms", "p95"),
+                     _stat(r, "tpot_ms", "p50", 2), _stat(r, "tpot_ms", "p95", 2), _decode_tps(r),
+                     _stat(r, "output_tps", "p50"), verdict))
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(COLUMNS)]
+    fmt = lambda cells: "  ".join(c.ljust(w) if i in (0, len(cells) - 1) else c.rjust(w)  # noqa: E731
+                                  for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    lines = [fmt(COLUMNS) + LEGEND, fmt(["-" * w for w in widths])]
     lines += [fmt(row) for row in rows]
     for r in results:
         for v in r.get("violations") or []:
             lines.append(f"  {r.get('nodeid')}: {v}")
         for e in r.get("errors") or []:
             lines.append(f"  {r.get('nodeid')}: {e}")
+    noted = [r for r in results if r.get("notes")]
+    if noted:
+        lines.append("notes (*):")
+        for r in noted:
+            for note in r["notes"]:
+                lines.append(f"  {r.get('nodeid')}: {note}")
     return lines
 
 
