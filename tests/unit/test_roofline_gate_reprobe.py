@@ -59,8 +59,8 @@ class FakeLlamaCpp:
 
 def gate(roof):
     workload = Workload(name="w", klass="custom", prompt_tokens=32, output_tokens=128, roofline=roof)
-    res = WorkloadResult(workload=workload, records=[object()],
-                         summaries={"tpot": Summary(5, TPOT_MS, TPOT_MS, TPOT_MS, TPOT_MS, TPOT_MS, TPOT_MS, TPOT_MS)})
+    tpot = Summary(5, TPOT_MS, TPOT_MS, TPOT_MS, TPOT_MS, TPOT_MS, TPOT_MS, TPOT_MS)
+    res = WorkloadResult(workload=workload, records=[object()], summaries={"tpot": tpot}, completed={"tpot": tpot})
     sess = SimpleNamespace(settings=Settings.resolve({}, {}, {}))
     roofline_gate.gate_for(sess, SimpleNamespace(url="http://127.0.0.1:1"), workload, res, {},
                            client=FakeLlamaCpp())
