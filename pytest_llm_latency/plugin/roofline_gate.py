@@ -176,5 +176,10 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
         res.failed_checks.append(result.message)
     elif result.status == "config_error":
         res.errors.append(result.message)
-    else:  # passed or report-only: information (extra), not a note (notes are warnings)
+    else:  # passed or report-only: information (extra), not a note (notes are warnings) ...
         res.extra["roofline_message"] = result.message
+        # ... except caveats that make the ceiling itself doubtful: those warn on every run
+        if getattr(model, "kv_not_counted", ""):  # ModelBytes; a catalog ModelSpec always counts it
+            res.notes.append(f"roofline: KV cache not counted ({model.kv_not_counted}): the ceiling is too high")
+        if result.ceiling.hardware.note:
+            res.notes.append(f"roofline hardware note: {result.ceiling.hardware.note}")
