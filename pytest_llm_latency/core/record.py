@@ -149,5 +149,8 @@ class RecordBuilder:
         rec.t_end_ns = t_ns
         if finish_reason is not None:
             rec.finish_reason = finish_reason
-        rec.token_counts_exact = self._exact and bool(rec.chunks)
+        # without per-chunk counts, N token-bearing chunks for N tokens (llama.cpp, Ollama) can
+        # only be one token each: exact after all, so no "ITL is per chunk" note on every run
+        one_each = rec.completion_tokens is not None and rec.completion_tokens == len(rec.chunks)
+        rec.token_counts_exact = (self._exact or one_each) and bool(rec.chunks)
         return rec
