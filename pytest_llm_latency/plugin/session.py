@@ -36,6 +36,7 @@ class LatencySession:
     _servers: dict = field(default_factory=dict)
     _pool: Any = None
     _closers: list = field(default_factory=list)
+    nonce: str = ""  # the run's salt nonce (``run_nonce``); "" only for sessions built by hand
 
     @property
     def api_key(self) -> str | None:
@@ -110,6 +111,19 @@ class LatencySession:
                 fn()
             except Exception:  # noqa: BLE001 - teardown must go on
                 pass
+
+
+def run_nonce(settings: Settings, workerinput: dict | None = None) -> str:
+    """The run's salt nonce: pinned by --llm-latency-nonce (replay), else the controller's
+    (an xdist worker's ``workerinput``, so every worker salts alike), else fresh."""
+    pinned = settings.get("nonce")
+    if pinned:
+        return pinned
+    if workerinput and workerinput.get("llm_latency_nonce"):
+        return str(workerinput["llm_latency_nonce"])
+    import secrets  # not client.tokens.new_nonce: that would load httpx in every pytest run
+
+    return secrets.token_hex(8)
 
 
 def target_from(settings: Settings, yaml_target: dict | None = None, where: str = "",
