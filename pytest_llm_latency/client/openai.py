@@ -111,7 +111,7 @@ class OpenAIClient:
         for m in models:  # vLLM: id (the served names); llama.cpp: id and aliases
             aliases = m.get("aliases") if isinstance(m.get("aliases"), list) else []
             served += [str(n) for n in [m.get("id"), *aliases] if n is not None]
-        if not served or self.model in served:
+        if not served or self.model in served or f"{self.model}:latest" in served:  # Ollama's implicit tag
             return None
         ids = [str(m.get("id")) for m in models]
         if len(ids) == 1:

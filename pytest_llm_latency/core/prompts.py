@@ -73,7 +73,9 @@ SALT_WORDS = 10  # 85 ** 10 ~ 2 ** 64 distinct salts per run: collisions are neg
 def salts(seed: int, nonce: str, n: int) -> list[str]:
     """``n`` salts, determined by (seed, nonce) and independent of the prompt bodies."""
     rng = random.Random(f"salt|{seed}|{nonce}")
-    return ["[ " + " ".join(rng.choice(_SALT_VOCAB) for _ in range(SALT_WORDS)) + " ] " for _ in range(n)]
+    # the first word right after "[": a character-level tokenizer then shares only BOS and "["
+    # (plus chance) with the previous prompt, as llama.cpp's slot cache would otherwise reuse
+    return ["[" + " ".join(rng.choice(_SALT_VOCAB) for _ in range(SALT_WORDS)) + "] " for _ in range(n)]
 
 
 def _tool_schema_text(rng: random.Random, n_tools: int) -> str:
