@@ -68,3 +68,15 @@ def test_a_bad_nonce_is_a_usage_error_naming_its_source(pytester, monkeypatch):
     r = pytester.runpytest("-p", "no:cacheprovider", "--llm-latency-url=http://h:1")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     r.stderr.fnmatch_lines(["*LLM_LATENCY_NONCE (environment): 'not a nonce!' is not valid for nonce: expected 1-64 *"])
+
+
+def test_xdist_workers_salt_with_the_controllers_nonce(pytester):
+    pytest.importorskip("xdist")
+    for name in ("a", "b"):
+        pytester.makefile(".slo.yaml", **{name: "workloads: {%s: {class: custom, prompt_tokens: 16, output_tokens: 4, "
+                                                "samples: 3, warmup: 0}}\n" % name})
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--llm-latency-json=r.json",
+                                      "--llm-latency-url=reference://h100-sxm/llama-3.1-8b?time_scale=0", timeout=120)
+    r.assert_outcomes(passed=2)
+    doc = json.loads((pytester.path / "r.json").read_text())
+    assert [res["extra"]["nonce"] for res in doc["results"]] == [doc["nonce"]] * 2

@@ -69,3 +69,29 @@ def test_a_salt_that_tokenizes_differently_is_refitted_alone():
     assert all(odd(p.text) == 400 for p in prompts)  # still exact
     refits = sum(1 for s in salts(2, "n", 30)[1:] if "have" in s.strip("[] ").split())
     assert 0 < refits < 30 and count.calls <= 30 + (refits + 1) * 30
+
+
+def test_measure_sends_a_bounded_number_of_tokenize_requests():
+    """The issue's case: 2 warm-up + 20 samples cost 245 /tokenize calls on vLLM before."""
+    import httpx
+
+    from fakeserver import Script, VirtualTime, make_transport
+    from pytest_llm_latency.client.http import make_http_client
+    from pytest_llm_latency.client.openai import OpenAIClient
+    from pytest_llm_latency.client.runner import measure
+    from pytest_llm_latency.core.workload import make_workload
+
+    script, vt = Script(ttft_ms=50, tpot_ms=5), VirtualTime()
+    inner, paths = make_transport(script, vt), []
+
+    def handler(request):
+        paths.append(request.url.path)
+        return inner.handle_request(request)
+
+    c = OpenAIClient(make_http_client(transport=httpx.MockTransport(handler)), "http://fake", "fake-model",
+                     clock=vt, sleep=lambda s: None)
+    w = make_workload("w", {"class": "custom", "prompt_tokens": 512, "output_tokens": 4, "samples": 20, "warmup": 2})
+    res = measure(c, w, nonce="n")
+    assert res.verdict == "pass" and all(r.prompt_tokens == 512 for r in res.records)
+    # 2 endpoint-detection calls + 1 calibration + the fit (<= 2 log2(1040) + 8 = 30) + 21 verifies
+    assert paths.count("/tokenize") <= 2 + 1 + 30 + 21, paths.count("/tokenize")
