@@ -116,11 +116,11 @@ class OpenAIClient:
         ids = [str(m.get("id")) for m in models]
         if len(ids) == 1:
             raise MeasurementError("unknown_model", self.redact(
-                f"model {self.model!r} is not served at {self.base_url}: /v1/models lists only {ids[0]!r} "
-                f"-- set --llm-latency-model {ids[0]} (or leave it unset to use the server's model)"))
+                f"model {self.model!r} is not served at {self.base_url}; served models: {ids[0]} (the only one "
+                f"/v1/models lists) -- set --llm-latency-model {ids[0]}, or leave it unset to use the server's"))
         return self.redact(f"model {self.model!r} is not among the {len(ids)} models {self.base_url}/v1/models "
-                           f"lists ({', '.join(ids[:5])}{', ...' if len(ids) > 5 else ''}): the server may "
-                           f"be serving another model under that name")
+                           f"lists; served models: {', '.join(ids[:5])}{', ...' if len(ids) > 5 else ''} -- the "
+                           f"server may be answering with another model under that name")
 
     def max_model_len(self) -> int | None:
         for m in self.models():

@@ -108,7 +108,7 @@ def test_shared_prefix_workload_is_judged_with_a_note():
 def test_wrong_model_on_a_single_model_server_is_an_error():
     res = run(cache_n=0, prompt_n=64, model="no-such-model")
     assert res.verdict == "error" and res.n == 0
-    assert "model 'no-such-model' is not served at http://x: /v1/models lists only 'smol.gguf'" in res.errors[0]
+    assert "model 'no-such-model' is not served at http://x; served models: smol.gguf (the only one" in res.errors[0]
 
 
 def test_wrong_model_among_several_is_a_note():
