@@ -61,19 +61,21 @@ def make_client(target: Target, http: httpx.Client, *, clock: Clock = time.perf_
 ProgressFn = Callable[[int, int], None]
 
 
-def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = None,
+def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = None, salt_context: str = "",
             progress: ProgressFn | None = None, counter: Callable[[str], int] | None = None,
             extra: dict | None = None) -> WorkloadResult:
     """Measure ``workload`` on ``client``; never raises for a server fault (counted as failure).
 
-    ``seed`` fixes the prompt bodies, ``nonce`` the salts (a fresh one when None: the
-    plugin passes its per-run nonce so that the run can be replayed)."""
+    ``seed`` fixes the prompt bodies; the salts come from ``nonce`` (the run's: a fresh one
+    when None) and ``salt_context`` (which measurement of the run this is, so that two
+    measurements of one workload in a run never share prompts)."""
     notes: list[str] = []
     nonce = new_nonce() if nonce is None else nonce
     try:
         model = model_note(client)
         notes += [model] if model else []
-        prompts, how = prepare_prompts(client, workload, seed=seed, nonce=nonce, counter=counter)
+        prompts, how = prepare_prompts(client, workload, seed=seed, nonce=f"{nonce}|{salt_context}",
+                                       counter=counter)
         notes += how
     except (MeasurementError, httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
         kind = getattr(exc, "kind", "tokenize")

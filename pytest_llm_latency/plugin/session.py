@@ -37,6 +37,17 @@ class LatencySession:
     _pool: Any = None
     _closers: list = field(default_factory=list)
     nonce: str = ""  # the run's salt nonce (``run_nonce``); "" only for sessions built by hand
+    _measured: dict = field(default_factory=dict)
+
+    def salt_context(self, nodeid: str, workload: str) -> str:
+        """Which measurement of the run this is: the test, the workload and how often that test
+        measured it before.  With the nonce it determines the salts, so no two measurements of
+        a run share prompts, and ``--llm-latency-nonce`` replays any single test exactly
+        (independent of test order, selection and xdist workers)."""
+        nodeid = nodeid.removesuffix("@llm-latency")  # xdist loadgroup's suffix: replays run without it
+        k = self._measured.get((nodeid, workload), 0)
+        self._measured[(nodeid, workload)] = k + 1
+        return f"{nodeid}|{workload}|{k}"
 
     @property
     def api_key(self) -> str | None:

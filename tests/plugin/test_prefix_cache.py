@@ -80,3 +80,20 @@ def test_xdist_workers_salt_with_the_controllers_nonce(pytester):
     r.assert_outcomes(passed=2)
     doc = json.loads((pytester.path / "r.json").read_text())
     assert [res["extra"]["nonce"] for res in doc["results"]] == [doc["nonce"]] * 2
+
+
+def test_one_workload_measured_twice_in_a_run_is_never_served_from_the_cache(pytester, cached_server):
+    pytester.makepyfile(test_twice="""
+        def test_twice(llm_latency):
+            for _ in range(2):
+                llm_latency.measure("custom", prompt_tokens=2048, output_tokens=4, samples=5, warmup=0,
+                                    ttft_p50="10s")
+
+        def test_again_elsewhere(llm_latency):
+            llm_latency.measure("custom", prompt_tokens=2048, output_tokens=4, samples=5, warmup=0, ttft_p50="10s")
+    """)
+    r = pytester.runpytest("-p", "no:cacheprovider", f"--llm-latency-url={cached_server}", "--llm-latency-json=r.json")
+    r.assert_outcomes(passed=2)
+    results = json.loads((pytester.path / "r.json").read_text())["results"]
+    assert len(results) == 3
+    assert all(res["server_metrics"]["vllm:prefix_cache_hits_total"] <= 5 * 16 for res in results), results
