@@ -20,8 +20,8 @@ never hit the prefix cache the first run filled.
 Token counting is bounded: the body is fitted once per workload (a binary
 search, O(log prompt_tokens) counter calls), then every salted prompt is
 verified with one call.  Salts are ``SALT_WORDS`` common four-letter words, so
-every salt has the same length in characters and, for BPE/SentencePiece
-tokenizers, almost always in tokens: the verify call confirms it, and only a
+every salt ("word word ... word: ") has the same length in characters and, for
+BPE/SentencePiece tokenizers, almost always in tokens: the verify call confirms it, and only a
 prompt whose salt tokenizes differently is re-fitted.  Pure: no I/O, no clock.
 """
 from __future__ import annotations
@@ -73,9 +73,10 @@ SALT_WORDS = 10  # 85 ** 10 ~ 2 ** 64 distinct salts per run: collisions are neg
 def salts(seed: int, nonce: str, n: int) -> list[str]:
     """``n`` salts, determined by (seed, nonce) and independent of the prompt bodies."""
     rng = random.Random(f"salt|{seed}|{nonce}")
-    # the first word right after "[": a character-level tokenizer then shares only BOS and "["
-    # (plus chance) with the previous prompt, as llama.cpp's slot cache would otherwise reuse
-    return ["[" + " ".join(rng.choice(_SALT_VOCAB) for _ in range(SALT_WORDS)) + "] " for _ in range(n)]
+    # the first word at the very start (no bracket before it): a character-level tokenizer then
+    # shares only BOS and the leading space with the previous prompt (plus chance letters),
+    # which is all that llama.cpp's slot cache can reuse
+    return [" ".join(rng.choice(_SALT_VOCAB) for _ in range(SALT_WORDS)) + ": " for _ in range(n)]
 
 
 def _tool_schema_text(rng: random.Random, n_tools: int) -> str:

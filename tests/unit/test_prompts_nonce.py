@@ -23,7 +23,7 @@ class Counting:
 
 
 def body(p) -> str:
-    return p.text.split("] ", 1)[1]
+    return p.text.split(": ", 1)[1]
 
 
 def test_a_new_nonce_changes_every_salt_but_no_body():
@@ -62,12 +62,12 @@ def test_counter_calls_are_one_fit_plus_one_verify_per_prompt(prompt_tokens, par
 
 def test_a_salt_that_tokenizes_differently_is_refitted_alone():
     def odd(text: str) -> int:  # "have" costs two tokens: salts containing it are longer
-        return words(text) + text.split("] ", 1)[0].strip("[").split().count("have")
+        return words(text) + text.split(": ", 1)[0].split().count("have")
 
     count = Counting(odd)
     prompts = build_prompts(count, n=30, prompt_tokens=400, seed=2, nonce="n")
     assert all(odd(p.text) == 400 for p in prompts)  # still exact
-    refits = sum(1 for s in salts(2, "n", 30)[1:] if "have" in s.strip("[] ").split())
+    refits = sum(1 for s in salts(2, "n", 30)[1:] if "have" in s.rstrip(": ").split())
     assert 0 < refits < 30 and count.calls <= 30 + (refits + 1) * 30
 
 
