@@ -98,6 +98,30 @@ class OpenAIClient:
         self.model = str(models[0].get("id"))
         return self.model
 
+    def check_model(self) -> str | None:
+        """Is the configured model one the server lists?  llama.cpp serves any name it is sent,
+        so a typo would be measured silently.  A name not listed is a warning note (returned),
+        or an error (``MeasurementError``) where the server lists exactly one model, which is
+        then certainly not the one meant.  None when the name is listed, none is configured
+        or the server lists no models."""
+        if not self.model:
+            return None
+        models = self.models()
+        served = []
+        for m in models:  # vLLM: id (the served names); llama.cpp: id and aliases
+            aliases = m.get("aliases") if isinstance(m.get("aliases"), list) else []
+            served += [str(n) for n in [m.get("id"), *aliases] if n is not None]
+        if not served or self.model in served or f"{self.model}:latest" in served:  # Ollama's implicit tag
+            return None
+        ids = [str(m.get("id")) for m in models]
+        if len(ids) == 1:
+            raise MeasurementError("unknown_model", self.redact(
+                f"model {self.model!r} is not served at {self.base_url}; served models: {ids[0]} (the only one "
+                f"/v1/models lists) -- set --llm-latency-model {ids[0]}, or leave it unset to use the server's"))
+        return self.redact(f"model {self.model!r} is not among the {len(ids)} models {self.base_url}/v1/models "
+                           f"lists; served models: {', '.join(ids[:5])}{', ...' if len(ids) > 5 else ''} -- the "
+                           f"server may be answering with another model under that name")
+
     def max_model_len(self) -> int | None:
         for m in self.models():
             meta = m.get("meta") if isinstance(m.get("meta"), dict) else {}

@@ -16,14 +16,15 @@ from typing import Callable, Protocol
 import httpx
 
 from ..core.errors import ConfigError, MeasurementError
-from ..core.prompts import Prompt, build_prompts, linear_counter
+from ..core.prompts import Prompt
 from ..core import metrics as m
 from ..core.record import Clock, RequestRecord
 from ..core.result import Failure, WorkloadResult, evaluate, preparation_failed
 from ..core.workload import Workload
-from .http import Redactor, Timeouts, bounded_request, ensure_connections
+from .http import Redactor, Timeouts, ensure_connections
 from .ollama import OllamaClient
 from .openai import OpenAIClient
+from .tokens import make_counter, model_note, new_nonce, prepare_prompts, tokenize_endpoint  # noqa: F401 (API)
 
 from . import APIS  # one list for options and runner
 
@@ -57,79 +58,35 @@ def make_client(target: Target, http: httpx.Client, *, clock: Clock = time.perf_
     return OpenAIClient(http, target.url, target.model, "chat" if target.api == "openai-chat" else "completions", **kw)
 
 
-# --------------------------------------------------------------------- counting
-def tokenize_endpoint(client) -> Callable[[str], int] | None:
-    """The server's tokenizer, if it has one: vLLM ``/tokenize`` ({model, prompt} → count),
-    llama.cpp ``/tokenize`` ({content} → tokens), SGLang ``/v1/tokenize``."""
-    if isinstance(client, OllamaClient):
-        return None
-    base, http, model = client.base_url, client.http, client.resolve_model()
-    shapes = [("/tokenize", lambda t: {"model": model, "prompt": t, "add_special_tokens": True}),
-              ("/tokenize", lambda t: {"content": t, "add_special": True}),
-              ("/v1/tokenize", lambda t: {"model": model, "prompt": t})]
-    short, long = "hello world", "hello world " + "counting tokens " * 20
-    for path, body in shapes:
-        def count(text: str, _p=path, _b=body) -> int:
-            resp = bounded_request(http, "POST", base + _p, json=_b(text), total_s=client.timeouts.idle_s)
-            if resp.status_code != 200:
-                raise ValueError(f"HTTP {resp.status_code}")
-            d = resp.json()
-            return int(d["count"]) if "count" in d else len(d["tokens"])
-        try:
-            a, b = count(short), count(long)
-        except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
-            continue
-        if 0 < a < b:  # a server that ignores the field we sent answers 0 tokens or a constant
-            count.source = f"{path} endpoint"  # type: ignore[attr-defined]
-            return count
-    return None
-
-
-def _probe(client, system: str, user: str) -> int:
-    rec = client.stream(system, user, 1)
-    if rec.prompt_tokens is None:
-        raise MeasurementError("no_usage", f"{client.base_url} reports no prompt token usage in its stream, so "
-                               f"prompt length can neither be calibrated nor verified")
-    return rec.prompt_tokens
-
-
-def make_counter(client, workload: Workload, seed: int) -> tuple[Callable[[str], int], str]:
-    """A counter for prompt text as the *server* will count it (template and BOS included)."""
-    tok = tokenize_endpoint(client)
-    probe_sys = "[probe] You are helpful.\n" if workload.system_prompt_tokens or workload.shared_prefix_tokens else ""
-    probe_user = f"[probe {seed}] Count these words please: alpha beta gamma delta."
-    if tok is not None:
-        offset = _probe(client, probe_sys, probe_user) - tok(probe_sys + probe_user)
-        return (lambda text: tok(text) + offset), f"{tok.source} {offset:+d} (calibrated)"  # type: ignore
-    short = probe_user
-    long = probe_user + " words" * 400
-    a, b = _probe(client, probe_sys, short), _probe(client, probe_sys, long)
-    per_char = (b - a) / (len(long) - len(short))
-    fixed = a - per_char * len(probe_sys + short)
-    return linear_counter(fixed, per_char), "linear estimate from probe usage"
-
-
 # ---------------------------------------------------------------------- measure
 ProgressFn = Callable[[int, int], None]
 
 
-def measure(client, workload: Workload, *, seed: int = 0, progress: ProgressFn | None = None,
-            counter: Callable[[str], int] | None = None, extra: dict | None = None) -> WorkloadResult:
-    """Measure ``workload`` on ``client``; never raises for a server fault (counted as failure)."""
+def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = None, salt_context: str = "",
+            progress: ProgressFn | None = None, counter: Callable[[str], int] | None = None,
+            extra: dict | None = None) -> WorkloadResult:
+    """Measure ``workload`` on ``client``; never raises for a server fault (counted as failure).
+
+    ``seed`` fixes the prompt bodies; the salts come from ``nonce`` (the run's: a fresh one
+    when None) and ``salt_context`` (which measurement of the run this is, so that two
+    measurements of one workload in a run never share prompts)."""
     notes: list[str] = []
     info: dict[str, str] = {}
+    nonce = new_nonce() if nonce is None else nonce
     try:
-        if counter is None:
-            counter, how = make_counter(client, workload, seed)
+        model = model_note(client)
+        notes += [model] if model else []
+        prompts, how = prepare_prompts(client, workload, seed=seed, nonce=f"{nonce}|{salt_context}",
+                                       counter=counter)
+        if how:
             info["prompt_counter"] = how  # information, not a note (notes are warnings)
-        prompts = build_prompts(counter, n=workload.warmup + workload.samples, prompt_tokens=workload.prompt_tokens,
-                                seed=seed, system_prompt_tokens=workload.system_prompt_tokens,
-                                shared_prefix_tokens=workload.shared_prefix_tokens)
     except (MeasurementError, httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
         kind = getattr(exc, "kind", "tokenize")
         msg = exc.message if isinstance(exc, MeasurementError) else \
             f"{type(exc).__name__}: {client_redact(client, str(exc))}"
-        return preparation_failed(workload, Failure(kind, msg))  # fail or error by kind (core.result)
+        res = preparation_failed(workload, Failure(kind, msg))  # fail or error by kind (core.result)
+        res.extra["nonce"] = nonce
+        return res
 
     def one(p: Prompt) -> RequestRecord | Failure:
         try:
@@ -161,10 +118,14 @@ def measure(client, workload: Workload, *, seed: int = 0, progress: ProgressFn |
     records = [o for o in outcomes if isinstance(o, RequestRecord)]
     failures = [o for o in outcomes if isinstance(o, Failure)]
     res = evaluate(workload, records, failures)
+    scraped = None
     if before is not None and after is not None:
         from .prometheus import delta
 
-        res.extra.update({f"metrics.{k}": round(v, 6) for k, v in delta(before, after).items()})
+        scraped = delta(before, after)
+        res.extra.update({f"metrics.{k}": round(v, 6) for k, v in scraped.items()})
+    res.extra["nonce"] = nonce
+    check_prefix_cache(res, scraped)
     res.extra.update(server_timing_summary(records))
     deviations = [r.prompt_deviation for r in records if r.prompt_deviation]
     if deviations:
@@ -238,6 +199,23 @@ def connection_notes(records: list[RequestRecord], extra: dict) -> list[str]:
         notes.append(f"{reconnected} of {len(records)} samples were re-sent after the server closed a kept-alive "
                      f"connection; their TTFT starts at the re-send")
     return notes
+
+
+def check_prefix_cache(res: WorkloadResult, metrics_delta: dict[str, float] | None) -> None:
+    """Cached prompts fake a fast TTFT: a note, and an error (not judged) unless the workload
+    shares a prefix on purpose (``core.prefix_cache``)."""
+    from ..core.prefix_cache import evidence, judge
+
+    ev = evidence(metrics_delta, [r.server_timings.get("cache_n") for r in res.records],
+                  [r.prompt_tokens or 0 for r in res.records])
+    if ev is None:
+        return
+    res.extra["prefix_cache_cached_tokens"] = ev.cached_tokens
+    verdict = judge(ev, shared_prefix_tokens=res.workload.shared_prefix_tokens)
+    if verdict.note:
+        res.notes.append(verdict.note)
+    if verdict.error:
+        res.errors.append(verdict.error)
 
 
 def client_redact(client, text: str) -> str:

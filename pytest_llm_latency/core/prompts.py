@@ -3,13 +3,26 @@
 Layout of one prompt (completions text = system + user):
 
     [shared prefix: P tokens, identical across requests]   only if shared_prefix_tokens > 0
-    [salt: unique per request]                              defeats prefix caches
+    [salt: unique per request and per run]                  defeats prefix caches
     [system part: tool schemas, ~S tokens]                  only if system_prompt_tokens > 0
     [body: filler words up to exactly N tokens]
 
 Lengths are fitted through a ``TokenCounter`` (the server's tokenize endpoint,
 or a calibrated estimate); the adapter verifies ``usage.prompt_tokens`` on
-every request afterwards.  Pure and deterministic for a given seed.
+every request afterwards.
+
+Determinism: the *seed* fixes the prompt bodies (shared prefix, tool schemas,
+filler words); the *nonce* (fresh per run, recorded in the results so a run can
+be replayed) fixes the salts.  The same (seed, nonce) gives the same prompts;
+a new nonce gives new salts, so a second run against a long-lived server can
+never hit the prefix cache the first run filled.
+
+Token counting is bounded: the body is fitted once per workload (a binary
+search, O(log prompt_tokens) counter calls), then every salted prompt is
+verified with one call.  Salts are ``SALT_WORDS`` common four-letter words, so
+every salt ("word word ... word: ") has the same length in characters and, for
+BPE/SentencePiece tokenizers, almost always in tokens: the verify call confirms it, and only a
+prompt whose salt tokenizes differently is re-fitted.  Pure: no I/O, no clock.
 """
 from __future__ import annotations
 
@@ -51,8 +64,19 @@ class Prompt:
         return self.system + self.user
 
 
-def _salt(rng: random.Random) -> str:
-    return f"[{rng.getrandbits(48):012x}] "
+# Four-letter words only: every salt has the same length in characters (a linear counter
+# sees the same count) and, as " word" pieces, the same length in tokens.
+_SALT_VOCAB = tuple(w for w in _WORDS if len(w) == 4)
+SALT_WORDS = 10  # 85 ** 10 ~ 2 ** 64 distinct salts per run: collisions are negligible
+
+
+def salts(seed: int, nonce: str, n: int) -> list[str]:
+    """``n`` salts, determined by (seed, nonce) and independent of the prompt bodies."""
+    rng = random.Random(f"salt|{seed}|{nonce}")
+    # the first word at the very start (no bracket before it): a character-level tokenizer then
+    # shares only BOS and the leading space with the previous prompt (plus chance letters),
+    # which is all that llama.cpp's slot cache can reuse
+    return [" ".join(rng.choice(_SALT_VOCAB) for _ in range(SALT_WORDS)) + ": " for _ in range(n)]
 
 
 def _tool_schema_text(rng: random.Random, n_tools: int) -> str:
@@ -96,13 +120,15 @@ def _fit_words(count: TokenCounter, head: str, words: list[str], target: int) ->
     return best_text, best_n
 
 
-def build_prompts(count: TokenCounter, *, n: int, prompt_tokens: int, seed: int,
+def build_prompts(count: TokenCounter, *, n: int, prompt_tokens: int, seed: int, nonce: str = "",
                   system_prompt_tokens: int = 0, shared_prefix_tokens: int = 0) -> list[Prompt]:
     """``n`` prompts of ``prompt_tokens`` tokens each (as counted by ``count``).
 
-    The body is fitted once; each request's salted prompt is then re-counted and
-    its body trimmed or extended so that every prompt hits the target exactly
-    whenever the tokenizer allows it.
+    The body is fitted once (against the first salt); every other salted prompt costs one
+    verify call, and is re-fitted only when its count differs, so every prompt hits the
+    target exactly whenever the tokenizer allows it.  Counter calls: the fit
+    (O(log prompt_tokens), plus O(log system_prompt_tokens) and O(log shared_prefix_tokens)
+    for those parts) + ``n - 1`` verifies + a re-fit per salt that tokenizes differently.
     """
     rng = random.Random(seed)
     prefix = ""
@@ -118,18 +144,36 @@ def build_prompts(count: TokenCounter, *, n: int, prompt_tokens: int, seed: int,
         system, _ = _fit_words(count, system, _words(rng, system_prompt_tokens), system_prompt_tokens)
         system += "\n"
     body_words = _words(rng, prompt_tokens * 2 + 16)
-    prompts = []
-    for _ in range(n):
-        salt = _salt(rng)
-        if prefix:
-            sys_part = prefix + " " + salt + system
+    user_head = "" if not system else "User: "
+    separate = bool(system or prefix)  # the salt lives in the system part, else it heads the user text
+
+    def head(salt: str) -> str:
+        return (prefix + " " + salt + system) if prefix else salt + system
+
+    def fit(salt: str) -> tuple[str, int]:
+        sys_part = head(salt)
+        return _fit_words(lambda t: count(sys_part + t), user_head, body_words, prompt_tokens)
+
+    def prompt(salt: str, body: str, got: int) -> Prompt:
+        sys_part = head(salt)
+        if separate:
+            return Prompt(system=sys_part, user=body, expected_tokens=prompt_tokens, counted_tokens=got)
+        return Prompt(system="", user=sys_part + body, expected_tokens=prompt_tokens, counted_tokens=got)
+
+    prompts: list[Prompt] = []
+    body = ""
+    fitted = -1
+    for salt in salts(seed, nonce, n):
+        if not prompts:
+            body, fitted = fit(salt)
+            prompts.append(prompt(salt, body, fitted))
+            continue
+        got = count(head(salt) + body)
+        if got != prompt_tokens and got != fitted:  # this salt tokenizes differently: re-fit this one
+            text, got = fit(salt)
+            prompts.append(prompt(salt, text, got))
         else:
-            sys_part = salt + system
-        user_head = "" if not system else "User: "
-        text, got = _fit_words(lambda t: count(sys_part + t), user_head, body_words, prompt_tokens)
-        sys_text = sys_part if system or prefix else ""
-        user_text = text if system or prefix else sys_part + text
-        prompts.append(Prompt(system=sys_text, user=user_text, expected_tokens=prompt_tokens, counted_tokens=got))
+            prompts.append(prompt(salt, body, got))
     return prompts
 
 

@@ -62,7 +62,8 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
     try:
         with xdist_measurement_lock() as waited_for:
             t0 = time.time_ns()
-            res = runner.measure(client, workload, seed=sess.settings.get("seed"), progress=progress)
+            res = runner.measure(client, workload, seed=sess.settings.get("seed"), nonce=sess.nonce or None,
+                                salt_context=sess.salt_context(item.nodeid, workload.name), progress=progress)
             if waited_for is not None:
                 res.extra.update(measure_start_ns=t0, measure_end_ns=time.time_ns())
     finally:

@@ -10,7 +10,7 @@ import pytest
 from ..core.errors import ConfigError
 from ..core.redact import redact_url
 from .options import OPTIONS, Settings
-from .session import LatencySession
+from .session import LatencySession, run_nonce
 from .stash import FIXTURE_KEY, RESULTS_KEY, SESSION_KEY, XDIST_NOTE_KEY, get_session
 
 
@@ -54,7 +54,8 @@ def pytest_configure(config: pytest.Config) -> None:
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     transport = config.hook.pytest_llm_latency_transport
-    sess = LatencySession(settings, rootdir=str(config.rootpath))
+    sess = LatencySession(settings, rootdir=str(config.rootpath),
+                          nonce=run_nonce(settings, getattr(config, "workerinput", None)))
     sess.transport_factory = lambda url: transport(config=config, url=url)
     clock = config.hook.pytest_llm_latency_clock(config=config)
     if clock is not None:
@@ -62,6 +63,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_KEY] = sess
     config.stash[RESULTS_KEY] = []
     _serialize_under_xdist(config)
+    if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_XdistNonce(sess.nonce), "llm-latency-xdist-nonce")
     config.pluginmanager.register(_ResultCollector(config), "llm-latency-results")
 
 
@@ -93,13 +96,26 @@ class _XdistLoadgroup:
         node.workerinput["llm_latency_loadgroup"] = True
 
 
+class _XdistNonce:
+    """Every xdist worker salts with the controller's nonce, so one run has one nonce."""
+
+    def __init__(self, nonce: str):
+        self.nonce = nonce
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node) -> None:
+        node.workerinput["llm_latency_nonce"] = self.nonce
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     s = get_session(config).settings
     if s.get("skip"):
         return ["llm-latency: skipped (--llm-latency-skip)"]
     url = redact_url(s.get("url")) if s.get("url") else "(from SLO files)"
     lines = [f"llm-latency: url={url} api={s.get('api')} model={s.get('model') or '(server default)'} "
-             f"seed={s.get('seed')}"]
+             f"seed={s.get('seed')}",
+             f"llm-latency: nonce={get_session(config).nonce} (salts of this run; replay its exact prompts with "
+             f"--llm-latency-seed {s.get('seed')} --llm-latency-nonce {get_session(config).nonce})"]
     if XDIST_NOTE_KEY in config.stash:
         lines.append(f"llm-latency: {config.stash[XDIST_NOTE_KEY]}")
     return lines
@@ -226,7 +242,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
 
     url = redact_url(s.get("url")) if s.get("url") else s.get("url")
     doc = {"version": __version__, "target": {"url": url, "api": s.get("api"), "model": s.get("model")},
-           "seed": s.get("seed"), "results": results}
+           "seed": s.get("seed"), "nonce": get_session(config).nonce, "results": results}
     outputs = []
     if s.get("json"):
         outputs.append((s.get("json"), lambda: json.dumps(doc, indent=2, default=str) + "\n"))

@@ -67,6 +67,16 @@ def _url(v: str) -> str:
     return v
 
 
+def _nonce(v: str) -> str:
+    """A replay nonce: what a results file recorded (16 hex digits), or any short token."""
+    if not isinstance(v, str):
+        raise TypeError
+    v = v.strip()
+    if not 1 <= len(v) <= 64 or not all(ch.isascii() and (ch.isalnum() or ch in "-_") for ch in v):
+        raise ValueError
+    return v
+
+
 def _api(v: str) -> str:
     if not isinstance(v, str) or v not in APIS:
         raise ValueError
@@ -105,8 +115,13 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("html", "Write a self-contained HTML latency report to this file (atomically).", str, "a path"),
     Opt("samples", "Override the number of measured requests per workload (at least what each percentile "
         "budget needs: p90 10, p95 20, p99 100; fewer is a usage error).", _pos_int, "a positive integer"),
-    Opt("seed", "Seed for prompt synthesis and salts (default 0): the same seed sends the same prompts.",
+    Opt("seed", "Seed for the prompt bodies (default 0): the same seed sends the same prompt text; the salts "
+        "that keep prompts out of the server's prefix cache also depend on the run's nonce.",
         _nonneg_int, "a non-negative integer", 0),
+    Opt("nonce", "Pin the per-run salt nonce (default: a fresh random one per run, recorded as 'nonce' in the "
+        "JSON results and the report header) to replay a run's exact prompts. A replay against the same "
+        "server hits its prefix cache, which the plugin then reports as an error, not a pass.",
+        _nonce, "1-64 letters, digits, '-' or '_' (e.g. the 'nonce' of a results file)"),
     Opt("skip", "Skip every latency test (CI lanes without a server).", _bool, "true or false", False, flag=True),
     Opt("connect_timeout", "Seconds to wait for a TCP/TLS connect (default 10).", _pos_float, "seconds > 0", 10.0),
     Opt("idle_timeout", "Seconds without a byte before a stream counts as stalled (default 60).", _pos_float,

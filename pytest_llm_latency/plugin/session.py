@@ -44,6 +44,18 @@ class LatencySession:
     _pool: Any = None
     _closers: list = field(default_factory=list)
     _secrets: set = field(default_factory=set)
+    nonce: str = ""  # the run's salt nonce (``run_nonce``); "" only for sessions built by hand
+    _measured: dict = field(default_factory=dict)
+
+    def salt_context(self, nodeid: str, workload: str) -> str:
+        """Which measurement of the run this is: the test, the workload and how often that test
+        measured it before.  With the nonce it determines the salts, so no two measurements of
+        a run share prompts, and ``--llm-latency-nonce`` replays any single test exactly
+        (independent of test order, selection and xdist workers)."""
+        nodeid = nodeid.removesuffix("@llm-latency")  # xdist loadgroup's suffix: replays run without it
+        k = self._measured.get((nodeid, workload), 0)
+        self._measured[(nodeid, workload)] = k + 1
+        return f"{nodeid}|{workload}|{k}"
 
     @property
     def api_key(self) -> str | None:
@@ -135,6 +147,19 @@ class LatencySession:
                 fn()
             except Exception:  # noqa: BLE001 - teardown must go on
                 pass
+
+
+def run_nonce(settings: Settings, workerinput: dict | None = None) -> str:
+    """The run's salt nonce: pinned by --llm-latency-nonce (replay), else the controller's
+    (an xdist worker's ``workerinput``, so every worker salts alike), else fresh."""
+    pinned = settings.get("nonce")
+    if pinned:
+        return pinned
+    if workerinput and workerinput.get("llm_latency_nonce"):
+        return str(workerinput["llm_latency_nonce"])
+    import secrets  # not client.tokens.new_nonce: that would load httpx in every pytest run
+
+    return secrets.token_hex(8)
 
 
 def target_from(settings: Settings, yaml_target: dict | None = None, where: str = "",

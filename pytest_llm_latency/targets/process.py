@@ -28,7 +28,6 @@ import shlex
 import signal
 import socket
 import subprocess
-import threading
 import time
 import weakref
 from pathlib import Path

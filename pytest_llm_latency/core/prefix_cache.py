@@ -1,0 +1,126 @@
+"""Did the server's prefix cache serve the measured prompts?  Pure decision logic.
+
+Every prompt starts with a salt that is unique per request and per run, so on a
+workload without ``shared_prefix_tokens`` a server should find (almost) nothing in
+its prefix cache.  When it reports that it did -- the nonce was pinned to replay an
+earlier run against the same long-lived server, or another client sent the same
+prompts -- the prefill was skipped and TTFT (and TTFO, E2E, output tok/s, which
+contain it) is faked fast: those numbers are not judged.
+
+Evidence, most precise first:
+
+* llama.cpp's per-response ``timings.cache_n`` (exactly our requests);
+* ``/metrics`` counter deltas over the samples (the scrape around them):
+  vLLM ``vllm:prefix_cache_hits_total`` (older ``vllm:gpu_prefix_cache_hits_total``),
+  llama.cpp ``llamacpp:prompt_tokens_cached_total``, SGLang ``sglang:cached_tokens_total``;
+* SGLang's ``sglang:cache_hit_rate`` gauge (recent batches; approximate).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Tokens per request that a server may always find cached, whatever the salt:
+# BOS plus a chat template's fixed head before the first user character (Llama 3.1's
+# default system header "Cutting Knowledge Date: ... Today Date: ..." is ~25 tokens;
+# ChatML heads are ~5-20), which vLLM hits as one or two whole 16-token blocks and
+# llama.cpp as a common token prefix with the previous prompt.  Two blocks: 32.
+ALWAYS_CACHED_PER_REQUEST = 32
+# Beyond that head, a share of the prompt that may be cached by chance (a salt word
+# equal to the previous prompt's, llama.cpp's byte-level common prefix).  At most this
+# share of the prefill was skipped, so TTFT is at most ~5% faster than uncached: within
+# run-to-run noise.  A cache that fakes a pass serves nearly all of it (3066 of 3072
+# tokens in the reproduction of issue 9).
+MAX_CHANCE_SHARE = 0.05
+
+# Counters over the samples can include other clients' requests.  When the server saw
+# more prompt tokens than we sent (beyond this slack for a template head), the hits
+# cannot be attributed to our prompts: a note, not an error.
+FOREIGN_TRAFFIC_SLACK = 1.10
+
+# (cached-tokens counter in a /metrics delta, counters whose sum is every prompt token the
+# server saw); first present wins
+COUNTERS = (
+    ("vllm:prefix_cache_hits_total", ("vllm:prefix_cache_queries_total",)),
+    ("vllm:gpu_prefix_cache_hits_total", ("vllm:gpu_prefix_cache_queries_total",)),
+    ("llamacpp:prompt_tokens_cached_total", ("llamacpp:prompt_tokens_total", "llamacpp:prompt_tokens_cached_total")),
+    ("sglang:cached_tokens_total", ("sglang:prompt_tokens_total",)),
+)
+SGLANG_HIT_RATE = "sglang:cache_hit_rate"
+
+
+@dataclass(frozen=True)
+class CacheEvidence:
+    cached_tokens: int     # prompt tokens the server says it served from its prefix cache
+    prompt_tokens: int     # prompt tokens of the measured requests
+    requests: int
+    source: str
+    seen_tokens: int | None = None  # every prompt token the server saw meanwhile (counters), if known
+
+    @property
+    def share(self) -> float:
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    @property
+    def foreign_traffic(self) -> bool:
+        """The server processed clearly more prompt tokens than ours: other clients share it."""
+        return self.seen_tokens is not None and self.seen_tokens > FOREIGN_TRAFFIC_SLACK * self.prompt_tokens + \
+            ALWAYS_CACHED_PER_REQUEST * self.requests
+
+    @property
+    def allowance(self) -> int:
+        """Cached tokens a salted, uncached run may still show (template head + chance)."""
+        return int(ALWAYS_CACHED_PER_REQUEST * self.requests + MAX_CHANCE_SHARE * self.prompt_tokens)
+
+
+def evidence(metrics_delta: dict[str, float] | None, per_request_cached: list[int | None],
+             prompt_tokens: list[int]) -> CacheEvidence | None:
+    """What the server reports, or ``None`` when it reports nothing about its cache.
+
+    ``per_request_cached``: ``timings.cache_n`` of each measured request (None where absent);
+    ``prompt_tokens``: each measured request's prompt length (usage)."""
+    total, n = sum(prompt_tokens), len(prompt_tokens)
+    if not n:
+        return None
+    if per_request_cached and all(isinstance(c, int) for c in per_request_cached):
+        return CacheEvidence(sum(per_request_cached), total, n, "llama.cpp timings.cache_n of each response")
+    delta = metrics_delta or {}
+    for name, seen in COUNTERS:
+        if name in delta:
+            seen_tokens = int(round(sum(delta[s] for s in seen))) if all(s in delta for s in seen) else None
+            return CacheEvidence(int(round(delta[name])), total, n, f"{name} in /metrics", seen_tokens)
+    rate = delta.get(SGLANG_HIT_RATE)
+    if rate is not None and 0.0 <= rate <= 1.0:
+        return CacheEvidence(int(round(rate * total)), total, n,
+                             f"{SGLANG_HIT_RATE} {rate:.2f} in /metrics (recent batches, approximate)")
+    return None
+
+
+@dataclass(frozen=True)
+class CacheVerdict:
+    note: str | None = None    # for the result's notes
+    error: str | None = None   # the cache-sensitive budgets cannot be judged
+
+
+def judge(ev: CacheEvidence | None, *, shared_prefix_tokens: int = 0) -> CacheVerdict:
+    """A note whenever the cache served more than a salted prompt can explain, and an error
+    (the result is not judged) unless the workload asks for a shared prefix."""
+    if ev is None or ev.cached_tokens <= 0:
+        return CacheVerdict()
+    what = f"{ev.cached_tokens} of {ev.prompt_tokens} prompt tokens ({ev.share:.0%}) of the {ev.requests} " \
+           f"measured requests were served from the server's prefix cache ({ev.source})"
+    if shared_prefix_tokens:
+        return CacheVerdict(note=f"prefix cache: {what}; the workload shares a {shared_prefix_tokens}-token prefix")
+    if ev.cached_tokens <= ev.allowance:
+        return CacheVerdict()
+    if ev.foreign_traffic:
+        return CacheVerdict(note=f"prefix cache: the server served {ev.cached_tokens} prompt tokens from its prefix "
+                                 f"cache during the samples ({ev.source}), but it processed {ev.seen_tokens} prompt "
+                                 f"tokens against the {ev.prompt_tokens} sent here: other clients share the server, "
+                                 f"so the hits cannot be attributed to these prompts")
+    return CacheVerdict(
+        note=f"prefix cache: {what}, although every prompt is salted",
+        error=f"not judged: {ev.cached_tokens} of {ev.prompt_tokens} prompt tokens were served from the server's "
+              f"prefix cache ({ev.source}; a salted run may show at most {ev.allowance}), so TTFT, TTFO, E2E and "
+              f"output tok/s skip the prefill and look faster than the server is -- was the nonce pinned "
+              f"(--llm-latency-nonce) to replay a run against the same server, or is another client sending "
+              f"the same prompts? Run with a fresh nonce")
