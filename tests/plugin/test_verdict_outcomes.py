@@ -30,7 +30,7 @@ def table_verdicts(r) -> list[str]:
     start = next(i for i, ln in enumerate(out) if ln.startswith("test ") and "verdict" in ln)
     rows = []
     for ln in out[start + 2:]:
-        if not ln or ln.startswith(("  ", "=", "notes")):
+        if not ln or ln.startswith(("  ", "=", "notes", "times in ms")):
             break
         rows.append(ln.split()[-2] if ln.endswith("*") else ln.split()[-1])
     return rows

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 COLUMNS = ("test", "n", "TTFT p50", "TTFT p95", "TPOT p50", "TPOT p95", "decode tok/s", "out tok/s", "verdict")
-LEGEND = ("   (ms; decode tok/s = 1000/TPOT p50, out tok/s = p50 of N/E2E per request; "
-          "inf: failed requests counted as misses; * see notes)")
+LEGEND = ("times in ms; decode tok/s = 1000 / TPOT p50; out tok/s = p50 of N / E2E per request; "
+          "inf = failed requests counted as misses; * = see notes")
 
 
 def _fmt(v, digits=1) -> str:
@@ -37,8 +37,9 @@ def summary_lines(results: list[dict]) -> list[str]:
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(COLUMNS)]
     fmt = lambda cells: "  ".join(c.ljust(w) if i in (0, len(cells) - 1) else c.rjust(w)  # noqa: E731
                                   for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-    lines = [fmt(COLUMNS) + LEGEND, fmt(["-" * w for w in widths])]
+    lines = [fmt(COLUMNS), fmt(["-" * w for w in widths])]
     lines += [fmt(row) for row in rows]
+    lines.append(LEGEND)
     for r in results:
         for v in r.get("violations") or []:
             lines.append(f"  {r.get('nodeid')}: {v}")
