@@ -90,25 +90,25 @@ def first_token(n: int, mfu: float, eff: float) -> float:
 
 
 def test_prefill_scaling_ttft_doubles_tpot_flat(serve, http):
-    # prefill_efficiency 0.1 stretches the prefills (165 / 337 ms).  TTFT also holds a
-    # fixed per-request cost outside the model (HTTP, JSON, tokenizing: ~1 ms on a quiet
-    # machine, ~8 ms on a slow one, more under load), which hides the attention term
-    # (TTFT 2000 / TTFT 1000 is 2.036 modelled, but 345 / 173 ms = 1.99 with 8 ms added).
-    # So it is measured here, with a tiny prompt whose modelled first token is one
-    # memory-bound step, and subtracted.
-    # The sizes are interleaved, so a busy second on the machine hits one sample of
-    # each size rather than every sample of one.
-    mfu, eff, sizes = 0.1, 0.7, (8, 1000, 2000)
-    h = serve(f"prefill_efficiency={mfu}&decode_efficiency={eff}&time_scale=1")
+    # prefill_efficiency 0.1 and time_scale 2 stretch the prefills (330 / 673 ms).  TTFT
+    # also holds a fixed per-request cost outside the model (HTTP, JSON, tokenizing: ~1 ms
+    # on a quiet machine, ~8 ms on a slow one, more under load), which hides the attention
+    # term: TTFT 2000 / TTFT 1000 is 2.036 modelled, but was 345 / 173 ms = 1.99 at
+    # time_scale 1 with 8 ms added.  So that cost is measured here, with a tiny prompt whose
+    # modelled first token is one memory-bound step, and subtracted.  The sizes are
+    # interleaved, so a busy second on the machine hits one sample of each size rather
+    # than every sample of one.
+    mfu, eff, ts, sizes = 0.1, 0.7, 2, (8, 1000, 2000)
+    h = serve(f"prefill_efficiency={mfu}&decode_efficiency={eff}&time_scale={ts}")
     stream_openai(http, h.url, forced("warm up", 4))
     runs = {n: [] for n in sizes}
     for i in range(5):
         for n in sizes:
-            runs[n].append(stream_openai(http, h.url, forced(words(n, f"salt{n}-{i}"), 32)))
+            runs[n].append(stream_openai(http, h.url, forced(words(n, f"salt{n}-{i}"), 16)))
     ttft = {n: min(s.ttft_s for s in runs[n]) for n in sizes}      # the fixed cost and noise only add
     tpot = {n: statistics.median(s.tpot_s() for s in runs[n]) for n in sizes}
-    fixed = ttft[8] - first_token(8, mfu, eff)
-    net = {n: ttft[n] - fixed for n in (1000, 2000)}
+    fixed = ttft[8] - first_token(8, mfu, eff) * ts
+    net = {n: (ttft[n] - fixed) / ts for n in (1000, 2000)}      # modelled seconds
     ratio, model_ratio = net[2000] / net[1000], prefill(2000, mfu) / prefill(1000, mfu)   # 2.036
     print(f"prefill: TTFT {ttft}, fixed {fixed * 1e3:.1f} ms, net ratio {ratio:.3f} (model {model_ratio:.3f}); "
           f"TPOT change {tpot[2000] / tpot[1000] - 1:+.2%}")
