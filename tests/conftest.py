@@ -9,6 +9,7 @@ from pathlib import Path
 import httpcore  # noqa: F401  (httpx imports it lazily; load it before pytester can unload it)
 import httpx  # noqa: F401
 import numpy  # noqa: F401
+import pytest
 import yaml  # noqa: F401
 
 import pytest_llm_latency
@@ -24,3 +25,15 @@ for _mod in pkgutil.walk_packages(pytest_llm_latency.__path__, "pytest_llm_laten
 sys.path.insert(0, str(Path(__file__).parent))  # tests/fakeserver.py
 
 pytest_plugins = ["pytester"]
+
+#: pytest-timeout's limit for the real-server tier (``integration`` marker).  Its first
+#: test builds llama-server in a session fixture (~8 min on 2 quiet cores, longer when
+#: busy), and the plugin runs inside it allow 600 s; the global ini ``timeout`` is for
+#: everything else.
+INTEGRATION_TIMEOUT_S = 2400
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.get_closest_marker("integration") and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(INTEGRATION_TIMEOUT_S))

@@ -1,4 +1,7 @@
-"""One quick check per fault mode: the raw response is what the mode promises."""
+"""One quick check per fault mode: the raw response is what the mode promises.
+
+Timing checks (stall, trickle) compare a fault's seconds with gaps of the same stream
+and leave headroom for a busy 2-core machine: a read can be ~100 ms late there."""
 from __future__ import annotations
 
 import json
@@ -116,11 +119,12 @@ def test_reset_after_k_tokens(server, client):
 
 
 def test_stall_pauses_mid_stream(server, client):
-    status, _, lines, err = raw(client, server.url, "stall;after=2;seconds=0.6")
+    status, _, lines, err = raw(client, server.url, "stall;after=2;seconds=1")
     assert status == 200 and err is None
     times = [t for t, line in lines if line.startswith(b"data: {")]
     gaps = [b - a for a, b in zip(times, times[1:])]
-    assert gaps[1] >= 0.6 and max(gaps[:1] + gaps[2:]) < 0.3
+    # one 1 s pause after the 2nd token; the other gaps are 0.3 ms steps (time_scale 0.05)
+    assert gaps[1] >= 0.9 and max(gaps[:1] + gaps[2:]) < 0.45, gaps
     assert tokens(lines) == 8 and data(lines)[-1] == b"[DONE]"
 
 
@@ -129,14 +133,15 @@ def test_trickle_sends_one_byte_at_a_time(server):
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
         s.sendall(http_request(port, "x-reference-fault: trickle;bytes_per_s=10;max_seconds=1\r\n"))
         t0 = time.monotonic()
-        got, closed = _recv_all(s, 3)
+        got, closed = _recv_all(s, 6)
         elapsed = time.monotonic() - t0
     head, _, body = got.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200")
-    assert 5 <= len(body) <= 13 and closed and 0.9 <= elapsed < 2.0
+    # ~10 bytes in 1 s, then closed; late wake-ups send fewer bytes and close later
+    assert 5 <= len(body) <= 13 and closed and 0.9 <= elapsed < 3.0, (len(body), closed, elapsed)
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
         s.sendall(http_request(port, "x-reference-fault: trickle;bytes_per_s=20;max_seconds=0.5;headers=1\r\n"))
-        got, closed = _recv_all(s, 2)
+        got, closed = _recv_all(s, 5)
     assert closed and 5 <= len(got) <= 12 and b"HTTP/1.1 200 OK".startswith(got[:len(b"HTTP/1.1 200 OK")])
 
 
