@@ -282,13 +282,8 @@ def test_pool_remembers_failures_and_reports_dead_targets(tmp_path):
         with pytest.raises(ManagedTargetError) as second:
             pool.get(bad)
         assert second.value is first.value  # not restarted: one failure per session
-        t = pool.get(server_cmd(), startup_timeout_s=30)
-        with pytest.raises(httpx.HTTPError):
-            httpx.get(t.url + "/exit", timeout=5, trust_env=False)
-        assert wait_until(lambda: not t.is_running())
-        with pytest.raises(ManagedTargetError) as died:
-            pool.get(server_cmd(), startup_timeout_s=30)
-        assert died.value.kind == "died" and died.value.exit_code == 7
+        t, died = _start_then_kill_via_exit(pool)
+        assert died.kind == "died" and died.exit_code == 7
     logs = tmp_path / "logs"
     assert logs.is_dir() and str(logs) in str(first.value), "a failed target's log is kept and named"
     assert "exiting on request" in (logs / Path(t.log_path).name).read_text()
@@ -296,14 +291,20 @@ def test_pool_remembers_failures_and_reports_dead_targets(tmp_path):
 
 def test_pool_keeps_the_log_of_a_target_that_died_after_start(tmp_path):
     pool = TargetPool(tmp_path / "logs")
+    t, died = _start_then_kill_via_exit(pool)
+    pool.close()
+    assert str(t.log_path) in str(died) and t.log_path.exists()
+
+
+def _start_then_kill_via_exit(pool: TargetPool):
+    """A pooled target that exits (code 7) after start; the pool's next get() reports it."""
     t = pool.get(server_cmd(), startup_timeout_s=30)
     with pytest.raises(httpx.HTTPError):
         httpx.get(t.url + "/exit", timeout=5, trust_env=False)
     assert wait_until(lambda: not t.is_running())
     with pytest.raises(ManagedTargetError) as died:
         pool.get(server_cmd(), startup_timeout_s=30)
-    pool.close()
-    assert str(t.log_path) in str(died.value) and t.log_path.exists()
+    return t, died.value
 
 
 def test_managed_server_dies_with_the_process_that_started_it(tmp_path):
