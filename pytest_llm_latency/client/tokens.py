@@ -18,7 +18,7 @@ import httpx
 from ..core.errors import MeasurementError
 from ..core.prompts import Prompt, build_prompts, linear_counter
 from ..core.workload import Workload
-from .http import bounded_request
+from .http import bounded_request, map_transport_error
 from .ollama import OllamaClient
 
 
@@ -41,17 +41,39 @@ def tokenize_endpoint(client) -> Callable[[str], int] | None:
         def count(text: str, _p=path, _b=body) -> int:
             resp = bounded_request(http, "POST", base + _p, json=_b(text), total_s=client.timeouts.idle_s)
             if resp.status_code != 200:
-                raise ValueError(f"HTTP {resp.status_code}")
+                raise _StatusError(resp.status_code)
             d = resp.json()
             return int(d["count"]) if "count" in d else len(d["tokens"])
         try:
             a, b = count(short), count(long)
         except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
-            continue
+            continue  # not this shape (404, another body): try the next
         if 0 < a < b:  # a server that ignores the field we sent answers 0 tokens or a constant
-            count.source = f"{path} endpoint"  # type: ignore[attr-defined]
-            return count
+            counter = _server_faults_by_kind(count, client, base + path)
+            counter.source = f"{path} endpoint"  # type: ignore[attr-defined]
+            return counter
     return None
+
+
+class _StatusError(ValueError):
+    def __init__(self, code: int):
+        super().__init__(f"HTTP {code}")
+        self.code = code
+
+
+def _server_faults_by_kind(count: Callable[[str], int], client, url: str) -> Callable[[str], int]:
+    """Once the endpoint is known, its failures carry the same kinds as a streamed request's
+    (``http_503``, ``idle_timeout``, ``reset``...), so a server that fails while prompts are
+    prepared is judged as it would be on the first sample (``core.result.is_server_fault``)."""
+    def counted(text: str) -> int:
+        try:
+            return count(text)
+        except httpx.HTTPError as exc:
+            raise map_transport_error(exc, url, client.timeouts, client.redact) from None
+        except _StatusError as exc:
+            raise MeasurementError(f"http_{exc.code}", client.redact(
+                f"HTTP {exc.code} from {url} while counting prompt tokens")) from None
+    return counted
 
 
 def _probe(client, system: str, user: str) -> int:
