@@ -100,6 +100,7 @@ class WorkloadResult:
     failed_checks: list[str] = field(default_factory=list)       # other gates that failed (roofline, error rate)
     notes: list[str] = field(default_factory=list)
     extra: dict = field(default_factory=dict)                     # roofline, server metrics, ...
+    prepared: bool = True  # False: prompt preparation failed, no sample was sent (``preparation_failed``)
 
     @property
     def n(self) -> int:
@@ -132,8 +133,8 @@ class WorkloadResult:
         if name in summaries:
             return summaries[name]
         if name in METRIC_LABEL:
-            raise EmptySampleError(f"no {METRIC_LABEL[name]} values were measured "
-                                   f"({'; '.join(self.__dict__.get('errors', [])) or 'empty sample'})")
+            why = self.__dict__.get("errors", []) + self.__dict__.get("failed_checks", [])
+            raise EmptySampleError(f"no {METRIC_LABEL[name]} values were measured ({'; '.join(why) or 'empty sample'})")
         raise AttributeError(name)
 
     def failure_message(self) -> str:
@@ -214,7 +215,13 @@ def evaluate(workload: Workload, records: list[RequestRecord], failures: list[Fa
 
 def rejudge(res: WorkloadResult, workload: Workload | None = None, *, server_failed: bool = False) -> WorkloadResult:
     """Judge ``res``'s requests again (other budgets, or knowing the server failed), keeping
-    what was added after ``evaluate`` (notes, extra, gate results, preparation errors)."""
+    what was added after ``evaluate`` (notes, extra, gate results, preparation errors).
+    A result whose preparation failed has no samples to apply budgets to: only its failure
+    is judged again."""
+    if not res.prepared:
+        judged = preparation_failed(workload or res.workload, res.failures[0], server_answered=server_failed)
+        judged.notes, judged.extra = list(res.notes), dict(res.extra)
+        return judged
     base = evaluate(res.workload, res.records, res.failures)
     judged = evaluate(workload or res.workload, res.records, res.failures, server_failed=server_failed)
     judged.extra.update(res.extra)
@@ -224,13 +231,14 @@ def rejudge(res: WorkloadResult, workload: Workload | None = None, *, server_fai
     return judged
 
 
-def preparation_failed(workload: Workload, failure: Failure) -> WorkloadResult:
+def preparation_failed(workload: Workload, failure: Failure, *, server_answered: bool = False) -> WorkloadResult:
     """A tokenize/probe request failed before any sample: a fail when the server failed (it
     would fail the samples the same way: the verdict must not depend on which request met
-    the fault first), an error when nothing answered or the request was rejected as wrong."""
-    res = WorkloadResult(workload=workload, failures=[failure])
+    the fault first), an error when nothing answered or the request was rejected as wrong.
+    ``server_answered``: the server was up before (a managed server that died)."""
+    res = WorkloadResult(workload=workload, failures=[failure], prepared=False)
     text = f"could not prepare prompts (tokenize/probe request failed, {failure.kind}): {failure.message}"
-    if is_server_fault(failure.kind, server_answered=False):
+    if is_server_fault(failure.kind, server_answered=server_answered):
         res.failed_checks.append(f"server failed before any sample: {text}")
     else:
         res.errors.append(text)

@@ -66,15 +66,17 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
                                 salt_context=sess.salt_context(item.nodeid, workload.name), progress=progress)
             if waited_for is not None:
                 res.extra.update(measure_start_ns=t0, measure_end_ns=time.time_ns())
+            server = sess.server_for(spec)
+            if server is not None and hasattr(server, "check_alive") and res.failures:
+                died = _died(server)
+                if died:  # the server failed: a fail (its refused requests are server faults), cause named
+                    res = rejudge(res, server_failed=True)
+                    res.failed_checks.append(sess.redactor()(f"the managed server died during the test: {died}"))
+            # inside the lock: a local-cpu bandwidth probe saturates memory bandwidth, so it must
+            # not overlap another worker's measurement either
+            apply_roofline(item, sess, spec, client, workload, res, roofline_cli or {})
     finally:
         progress.clear()
-    server = sess.server_for(spec)
-    if server is not None and hasattr(server, "check_alive") and res.failures:
-        died = _died(server)
-        if died:  # the server failed: a fail (its refused requests are server faults), cause named
-            res = rejudge(res, server_failed=True)
-            res.failed_checks.append(sess.redactor()(f"the managed server died during the test: {died}"))
-    apply_roofline(item, sess, spec, client, workload, res, roofline_cli or {})
     return res
 
 

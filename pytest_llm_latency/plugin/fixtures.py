@@ -117,11 +117,11 @@ class LatencyFixture:
         res = MeasuredResult(run_workload(self.item, self.session, target, w, {**self.marker_roof, **roof}), self)
         self.results.append(res)
         self.record()
-        if res._res.verdict == "error" and not res._res.records:
+        if not res._res.records and res._res.verdict != "pass":
             from .execute import outcome
 
             res.checked = True
-            outcome(res._res)  # nothing was measured: the test cannot be judged (an error), stop here
+            outcome(res._res)  # nothing was measured: stop here with the cause (error, or fail if the server failed)
         return res
 
     def record(self) -> None:

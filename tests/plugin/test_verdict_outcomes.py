@@ -115,3 +115,18 @@ def test_under_xdist_an_unjudgeable_test_is_still_an_error(pytester):
     r.assert_outcomes(errors=2)
     results = json.loads((pytester.path / "r.json").read_text())["results"]
     assert sorted(x["verdict"] for x in results) == ["error", "error"]
+
+
+def test_fixture_stops_with_the_cause_when_the_server_fails_before_any_sample(pytester):
+    """A server failing during prompt preparation is a fail; measure() stops the test there with
+    the cause, instead of handing back an empty result whose .ttft raises 'empty sample'."""
+    pytester.makepyfile(test_f="""
+        def test_f(llm_latency):
+            llm_latency.measure(workload="custom", prompt_tokens=16, output_tokens=4, samples=3, warmup=0,
+                                url="reference://h100-sxm/llama-3.1-8b?time_scale=0&fault=http_503")
+            raise AssertionError("not reached")
+    """)
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
+    r.assert_outcomes(failed=1)
+    out = r.stdout.str()
+    assert "HTTP 503" in out and "not reached" not in out and "empty sample" not in out

@@ -46,3 +46,27 @@ def test_tokenize_failing_after_detection_is_a_server_fault(status, exc, kind):
 def test_tokenize_rejecting_the_request_stays_unjudgeable():
     res = measure(_client(2, 400), WORKLOAD, nonce="n")
     assert res.failures[0].kind == "http_400" and res.verdict == "error"
+
+
+def test_rejudging_a_failed_preparation_applies_no_budgets():
+    """check() and a dead managed server judge the result again: a preparation failure has no
+    samples, so budgets must not turn it into '1 samples cannot support a p95'."""
+    from pytest_llm_latency.core.result import Failure, preparation_failed, rejudge
+
+    res = preparation_failed(WORKLOAD, Failure("idle_timeout", "stall: no bytes for 60s"))
+    assert res.verdict == "fail"
+    again = rejudge(res)
+    assert again.verdict == "fail" and not again.errors and "cannot support" not in again.failure_message()
+    refused = preparation_failed(WORKLOAD, Failure("connect", "cannot connect"))
+    assert refused.verdict == "error"
+    died = rejudge(refused, server_failed=True)  # the managed server was up, then died
+    assert died.verdict == "fail" and "cannot support" not in died.failure_message()
+
+
+def test_an_empty_result_names_the_server_failure():
+    from pytest_llm_latency.core.errors import EmptySampleError
+    from pytest_llm_latency.core.result import Failure, preparation_failed
+
+    res = preparation_failed(WORKLOAD, Failure("http_503", "HTTP 503 from http://fake/tokenize"))
+    with pytest.raises(EmptySampleError, match="HTTP 503"):
+        res.ttft
