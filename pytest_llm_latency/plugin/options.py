@@ -146,7 +146,18 @@ def _parse(opt: Opt, raw: Any, source: str) -> Value:
     try:
         return Value(opt.parse(raw) if isinstance(raw, str) or opt.parse is not str else raw, source)
     except (ValueError, TypeError, AttributeError, OverflowError):
-        raise ConfigError(f"{source}: {raw!r} is not valid for {opt.name}: expected {opt.expect}") from None
+        raise ConfigError(f"{source}: {_shown(raw)} is not valid for {opt.name}: expected {opt.expect}") from None
+
+
+def _shown(raw: Any) -> str:
+    """The rejected value as the error shows it: credentials in anything URL-like masked
+    (``htp://user:***@host``, ``***@host`` without a scheme)."""
+    from ..core.redact import redact_url
+
+    text = redact_url(repr(raw))
+    if "@" in text and "://" not in text:
+        text = text[0] + "***@" + text.rsplit("@", 1)[1]
+    return text
 
 
 class Settings:

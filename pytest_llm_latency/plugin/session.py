@@ -24,7 +24,7 @@ class TargetSpec:
     command: tuple[str, ...] | None = field(default=None, repr=False)
     ready: str = "/health"
     startup_timeout: float = 120.0
-    env: tuple[tuple[str, str], ...] = ()
+    env: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # values may be tokens
     command_template: tuple[str, ...] | None = None
     auth: tuple[str, str] | None = field(default=None, repr=False)
     secrets: tuple[str, ...] = field(default=(), repr=False, compare=False)
@@ -39,13 +39,13 @@ class LatencySession:
     rootdir: str = "."
     transport_factory: Callable[[str], Any] | None = None
     clock: Callable[[], int] = time.perf_counter_ns
-    _clients: dict = field(default_factory=dict)
-    _servers: dict = field(default_factory=dict)
-    _pool: Any = None
-    _closers: list = field(default_factory=list)
-    _secrets: set = field(default_factory=set)
+    _clients: dict = field(default_factory=dict, repr=False)
+    _servers: dict = field(default_factory=dict, repr=False)
+    _pool: Any = field(default=None, repr=False)
+    _closers: list = field(default_factory=list, repr=False)
+    _secrets: set = field(default_factory=set, repr=False)
     nonce: str = ""  # the run's salt nonce (``run_nonce``); "" only for sessions built by hand
-    _measured: dict = field(default_factory=dict)
+    _measured: dict = field(default_factory=dict, repr=False)
 
     def salt_context(self, nodeid: str, workload: str) -> str:
         """Which measurement of the run this is: the test, the workload and how often that test

@@ -132,7 +132,9 @@ def _check_target(target: Mapping[str, Any], where) -> None:
             except ValueError:
                 ok = False
         if not ok:
-            raise ConfigError(f"{where(('url',))}: {url!r} is not a server URL: expected {BY_NAME['url'].expect}, "
+            from ..core.redact import redact_url
+
+            raise ConfigError(f"{where(('url',))}: {redact_url(repr(url))} is not a server URL: expected {BY_NAME['url'].expect}, "
                               f"e.g. 'url: http://localhost:8000'")
     for key in ("model", "ready"):
         v = target.get(key)
@@ -157,8 +159,10 @@ def _check_target(target: Mapping[str, Any], where) -> None:
     env = target.get("env")
     if env is not None and (not isinstance(env, dict) or
                             not all(isinstance(k, str) and isinstance(v, (str, int, float)) for k, v in env.items())):
-        raise ConfigError(f"{where(('env',))}: expected a mapping of variable name to value like "
-                          f"{{CUDA_VISIBLE_DEVICES: '0'}}, got {env!r}")
+        got = (f"a mapping with keys {sorted(map(str, env))}" if isinstance(env, dict)  # values may be tokens
+               else type(env).__name__)
+        raise ConfigError(f"{where(('env',))}: expected a mapping of variable name to string, number like "
+                          f"{{CUDA_VISIBLE_DEVICES: '0'}}, got {got}")
 
 
 def parse_slo_file(text: str | bytes, filename: str,

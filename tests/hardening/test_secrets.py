@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from pytest_llm_latency.client.http import Redactor, make_http_client
 from pytest_llm_latency.client.openai import OpenAIClient
@@ -166,3 +167,33 @@ def test_managed_target_shows_the_template_and_masks_values(tmp_path):
     assert "${HF_TOKEN}" in str(err) and "key is ***" in str(err) and "exit code 2" in str(err)
     for text in (str(err), err.log_tail, " ".join(err.command), repr(t)):
         assert TOKEN not in text
+
+
+@pytest.mark.parametrize("where", ["env", "slofile"])
+def test_an_invalid_url_is_refused_without_its_password(pytester, monkeypatch, where):
+    bad = "htp://bob:hunter2secret@example.invalid"
+    if where == "env":
+        monkeypatch.setenv("LLM_LATENCY_URL", bad)
+        pytester.makefile(".slo.yaml", w="workloads: {w: {class: chat}}\n")
+    else:
+        pytester.makefile(".slo.yaml", w=f"target: {{url: '{bad}'}}\nworkloads: {{w: {{class: chat}}}}\n")
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=60)
+    out = r.stdout.str() + r.stderr.str()
+    assert r.ret != 0 and "bob:***@example.invalid" in out
+    assert "hunter2secret" not in out
+
+
+def test_session_and_target_reprs_hide_every_secret(monkeypatch):
+    """A session is a local variable in the plugin's frames: `pytest -l` prints its repr."""
+    from pytest_llm_latency.plugin.options import Settings
+    from pytest_llm_latency.plugin.session import LatencySession, target_from
+
+    monkeypatch.setenv("TOKEN_FOR_TEST", "tok-valueABCDEF")
+    spec = target_from(Settings.resolve({}, {}, {}), {"command": ["server", "--token", "${TOKEN_FOR_TEST}"],
+                                                     "env": {"HF_TOKEN": "hf-literal-XYZ"}}, "f.slo.yaml")
+    sess = LatencySession(Settings.resolve({"url": "https://al:pw_secret9@example.invalid"}, {}, {}))
+    sess._secrets.update({"tok-valueABCDEF", "pw_secret9"})
+    sess._servers[("k", spec.command, spec.env)] = object()
+    for text in (repr(spec), repr(sess)):
+        for secret in ("tok-valueABCDEF", "hf-literal-XYZ", "pw_secret9"):
+            assert secret not in text, text
