@@ -161,7 +161,7 @@ def _check_target(target: Mapping[str, Any], where) -> None:
                             not all(isinstance(k, str) and isinstance(v, (str, int, float)) for k, v in env.items())):
         got = (f"a mapping with keys {sorted(map(str, env))}" if isinstance(env, dict)  # values may be tokens
                else type(env).__name__)
-        raise ConfigError(f"{where(('env',))}: expected a mapping of variable name to string, number like "
+        raise ConfigError(f"{where(('env',))}: expected a mapping of variable name to value (a string or number) like "
                           f"{{CUDA_VISIBLE_DEVICES: '0'}}, got {got}")
 
 
