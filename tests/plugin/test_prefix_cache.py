@@ -97,3 +97,14 @@ def test_one_workload_measured_twice_in_a_run_is_never_served_from_the_cache(pyt
     results = json.loads((pytester.path / "r.json").read_text())["results"]
     assert len(results) == 3
     assert all(res["server_metrics"]["vllm:prefix_cache_hits_total"] <= 5 * 16 for res in results), results
+
+
+def test_strict_warnings_keep_an_unjudged_run_an_error(pytester, cached_server):
+    """-W error::LatencyWarning makes a note fail a passing test, but the cache note of a run that
+    cannot be judged must not turn that error into a failure (table and pytest must agree)."""
+    nonce = secrets.token_hex(8)
+    run(pytester, cached_server, "r1.json", f"--llm-latency-nonce={nonce}")
+    r2, _, res2 = run(pytester, cached_server, "r2.json", f"--llm-latency-nonce={nonce}",
+                      "-W", "error::pytest_llm_latency.LatencyWarning")
+    assert res2["verdict"] == "error"
+    r2.assert_outcomes(errors=1)
