@@ -141,7 +141,7 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
         res.notes.append(f"{bursts} of {chunks} token chunks arrived < 0.1 ms after the previous one: a buffering "
                          f"proxy or compression may be bunching tokens (ITL then looks falsely small)")
     res.extra["burst_chunks"] = bursts
-    res.notes.extend(connection_notes(records, res.extra))
+    connection_counts(records, res.extra)
     retried = [r.retries for r in records if r.retries]
     if retried:
         res.notes.append(f"{len(retried)} requests succeeded after 429/503 retries ({sum(retried)} retries in all)")
@@ -181,24 +181,18 @@ def warm_up(one: Callable[[Prompt], "RequestRecord | Failure"], prompts: list[Pr
     return [o for o in outcomes if isinstance(o, Failure)]
 
 
-def connection_notes(records: list[RequestRecord], extra: dict) -> list[str]:
+def connection_counts(records: list[RequestRecord], extra: dict) -> None:
     """Samples that paid a connect (``connect_ms``, outside TTFT) or were re-sent after a
-    stale keep-alive connection: counted in ``extra`` and said in a note."""
+    stale keep-alive connection, counted in ``extra`` (JUnit ``llm.connect_samples`` ...).
+    Information, not a note: neither is inside TTFT, and servers that close kept-alive
+    connections every few requests (llama.cpp's cpp-httplib) would warn on every run."""
     import statistics
 
-    notes = []
     connects = [c for c in (m.connect_ms(r) for r in records) if c is not None]
-    reconnected = sum(1 for r in records if r.reconnected)
     extra["connect_samples"] = len(connects)
-    extra["reconnected_samples"] = reconnected
+    extra["reconnected_samples"] = sum(1 for r in records if r.reconnected)
     if connects:
         extra["connect_ms_p50"] = round(float(statistics.median(connects)), 4)
-        notes.append(f"{len(connects)} of {len(records)} samples had to open a new connection first (connect "
-                     f"p50 {extra['connect_ms_p50']:.2f} ms, reported as connect_ms and not counted in TTFT)")
-    if reconnected:
-        notes.append(f"{reconnected} of {len(records)} samples were re-sent after the server closed a kept-alive "
-                     f"connection; their TTFT starts at the re-send")
-    return notes
 
 
 def check_prefix_cache(res: WorkloadResult, metrics_delta: dict[str, float] | None) -> None:

@@ -142,5 +142,5 @@ def test_forced_reconnect_is_flagged_and_timed_as_connect_not_ttft(server):
     assert metrics.connect_ms(rec) is not None and rec.t_connect_ns > server.drops[0]
     # TTFT starts at the re-send, after the server dropped the first attempt (ground truth)
     assert rec.t_send_ns > server.drops[0] > rec.t_submit_ns
-    assert any("re-sent after the server closed a kept-alive connection" in n for n in res.notes)
+    assert not any("re-sent" in n for n in res.notes)  # counted (extra, JUnit), not a warning: TTFT is right
     assert all(metrics.connect_ms(r) is None for r in res.records if r is not rec)

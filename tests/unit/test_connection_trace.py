@@ -9,7 +9,7 @@ import pytest
 from fakeserver import MS, VirtualTime
 from pytest_llm_latency.client.http import (STALE_RETRY_EVENT, ConnectionTrace, ensure_connections,
                                             make_http_client)
-from pytest_llm_latency.client.runner import connection_notes, warm_up
+from pytest_llm_latency.client.runner import connection_counts, warm_up
 from pytest_llm_latency.core import metrics
 from pytest_llm_latency.core.record import RecordBuilder
 from pytest_llm_latency.core.result import Failure
@@ -122,7 +122,7 @@ def test_warm_up_zero_means_none_and_concurrency_one_is_sequential():
     assert order == ["a", "b", "c"]
 
 
-def test_connection_notes_count_connects_and_reconnects():
+def test_connects_and_reconnects_are_counted():
     vt = VirtualTime()
     recs = []
     for connect, stale in ((None, False), (3.0, False), (5.0, True)):
@@ -133,8 +133,8 @@ def test_connection_notes_count_connects_and_reconnects():
         b.record.reconnected = stale
         recs.append(b.record)
     extra = {}
-    notes = connection_notes(recs, extra)
+    connection_counts(recs, extra)
     assert extra == {"connect_samples": 2, "reconnected_samples": 1, "connect_ms_p50": 4.0}
-    assert "2 of 3 samples had to open a new connection" in notes[0] and "not counted in TTFT" in notes[0]
-    assert "1 of 3 samples were re-sent" in notes[1]
-    assert connection_notes(recs[:1], {}) == []
+    extra = {}
+    connection_counts(recs[:1], extra)
+    assert extra == {"connect_samples": 0, "reconnected_samples": 0}
