@@ -34,4 +34,8 @@ def test_enough_samples_run_every_example(examples):
     r.assert_outcomes(passed=3)
     import json
 
-    assert {res["n"] for res in json.loads((examples.path / "r.json").read_text())["results"]} == {25}
+    results = json.loads((examples.path / "r.json").read_text())["results"]
+    assert {res["n"] for res in results} == {25}
+    for res in results:  # every documented statistic reaches the JSON (rebuilt from JUnit properties)
+        assert set(res["ttft_ms"]) == {"mean", "p50", "p90", "p95", "p99", "max", "min", "n", "censored"}
+        assert res["ttft_ms"]["min"] <= res["ttft_ms"]["p50"] <= res["ttft_ms"]["max"]

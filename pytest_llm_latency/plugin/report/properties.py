@@ -20,7 +20,7 @@ from ...core.result import WorkloadResult, failure_kinds
 from ...core.stats import STATS
 
 PREFIX = "llm."
-STAT_KEYS = STATS + ("n", "censored")
+STAT_KEYS = STATS + ("min", "n", "censored")
 JSON_METRICS = METRICS + ("output_tps",)
 
 
