@@ -96,8 +96,9 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
             return Failure.from_error(exc)  # keeps the TTFT and gaps measured before the failure
 
     ensure_connections(getattr(client, "http", None), workload.concurrency)  # keep every connection alive
-    for failure in warm_up(one, prompts[:workload.warmup], workload.concurrency):
-        notes.append(f"warm-up request failed: {failure.message}")
+    warm_failures = warm_up(one, prompts[:workload.warmup], workload.concurrency)
+    if warm_failures:  # one note, not one per request
+        notes.append(f"{len(warm_failures)} warm-up request(s) failed: {warm_failures[0].message}")
     samples = prompts[workload.warmup:]
     before = _scrape(client)
     outcomes: list[RequestRecord | Failure] = []
