@@ -34,7 +34,10 @@ def llama_server_command(binary: Path, model: Path, *extra: str) -> list[str]:
     ``{host}``/``{port}`` are filled in by ``ManagedTarget``.  F32 models need
     no ``--no-repack``; quantized ones do on AMX CPUs (pass it in ``extra``).
     """
-    return [str(binary), "-m", str(model), "-np", "1", "-t", "2", "--metrics",
+    # One thread: llama.cpp's threads spin at a barrier every step, so on a 2-core CI runner
+    # whose cores are busy with other work, -t 2 ran 10-40x slower (the examples run overran
+    # 600 s); -t 1 measured the same tier in 2 minutes with both cores busy.
+    return [str(binary), "-m", str(model), "-np", "1", "-t", "1", "--metrics",
             "--host", "{host}", "--port", "{port}", *extra]
 
 

@@ -27,7 +27,7 @@ def _run_examples(pytester, monkeypatch, binary, models, extra_slo=None):
 
 def test_example_workloads_pass_on_llama_server_and_a_tight_budget_fails(pytester, monkeypatch,
                                                                         llama_server_binary, gguf_models):
-    tight = ("target:\n  command: [$LLAMA_SERVER_BIN, -m, $TINY_GGUF, -np, '1', -t, '2', -c, '8192', --metrics, "
+    tight = ("target:\n  command: [$LLAMA_SERVER_BIN, -m, $TINY_GGUF, -np, '1', -t, '1', -c, '8192', --metrics, "
              "--host, '{host}', --port, '{port}']\n"
              "workloads:\n  too_tight: {class: chat, samples: 20, warmup: 1, slo: {ttft_p95: 1us, tpot_p95: 1us}}\n")
     r = _run_examples(pytester, monkeypatch, llama_server_binary, gguf_models, tight)
@@ -104,7 +104,7 @@ def test_roofline_gate_on_local_cpu(llm_latency, llama_membound, gguf_models):
 
 def test_roofline_above_the_ceiling_is_flagged(pytester, llama_membound):
     pytester.makefile(".slo.yaml", roof=f"target: {{url: '{llama_membound.url}'}}\n"
-                      "roofline: {mem_bandwidth_gb_s: 2, min_efficiency: 0.3}\n"
+                      "roofline: {mem_bandwidth_gb_s: 0.05, min_efficiency: 0.3}\n"
                       "workloads:\n  w: {class: custom, prompt_tokens: 32, output_tokens: 64, samples: 3, warmup: 1}\n")
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=300)
     r.assert_outcomes(errors=1)  # a configuration error: could not be judged
