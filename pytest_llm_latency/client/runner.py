@@ -24,7 +24,7 @@ from ..core.workload import Workload
 from .http import Redactor, Timeouts, ensure_connections
 from .ollama import OllamaClient
 from .openai import OpenAIClient
-from .tokens import make_counter, model_note, new_nonce, prepare_prompts, tokenize_endpoint  # noqa: F401 (API)
+from .tokens import model_note, new_nonce, prepare_prompts
 
 from . import APIS  # one list for options and runner
 

@@ -22,7 +22,6 @@ The verdict:
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from . import metrics as m
@@ -291,8 +290,3 @@ def failure_kinds(failures: list[Failure]) -> dict[str, int]:
 
 def _short_reasons(records: list[RequestRecord]) -> str:
     return "/".join(sorted({repr(r.finish_reason) for r in records if r.short_output}))
-
-
-def finite(v: float | None) -> float | None:
-    """None for a miss (+inf): JSON has no Infinity."""
-    return None if v is None or (isinstance(v, float) and math.isinf(v)) else v

@@ -77,7 +77,7 @@ class LatencySession:
 
     def redactor(self):
         """Masks the API key, every registered target secret and any ``user:password@``."""
-        from ..core.redact import Redactor, credential_secrets, split_url_credentials
+        from ..core.redact import Redactor, credential_secrets
 
         url = self.settings.get("url")
         from_url = credential_secrets(split_url_credentials(url)[1]) if isinstance(url, str) else ()

@@ -137,7 +137,7 @@ def test_stale_keepalive_connection_is_retried_once_then_reported():
 
 
 def test_tokenize_endpoint_that_ignores_our_field_is_not_trusted():
-    from pytest_llm_latency.client.runner import tokenize_endpoint
+    from pytest_llm_latency.client.tokens import tokenize_endpoint
 
     def handler(request):
         import json as _json
