@@ -35,10 +35,19 @@ TIMELINE_GAUGES = (
 BUDGET_KEY = re.compile(r"^(?P<metric>ttft|ttfo|tpot|itl|e2e)_(?P<stat>mean|max|p\d+)_ms$")
 
 
+def _d(v) -> dict:
+    """``v`` when it is a mapping, else empty: a malformed part never breaks the page."""
+    return v if isinstance(v, dict) else {}
+
+
+def _num(v) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
 def budgets_of(r: dict) -> dict[str, list[tuple[str, float]]]:
     """``{"ttft": [("p95", 500.0)], ...}`` from the result's ``budgets`` (ms budgets only)."""
     out: dict[str, list[tuple[str, float]]] = {}
-    for key, value in (r.get("budgets") or {}).items():
+    for key, value in _d(r.get("budgets")).items():
         mt = BUDGET_KEY.match(str(key))
         if mt and isinstance(value, (int, float)) and math.isfinite(value):
             out.setdefault(mt["metric"], []).append((mt["stat"], float(value)))
@@ -48,8 +57,15 @@ def budgets_of(r: dict) -> dict[str, list[tuple[str, float]]]:
 def _cdf_series(label: str, cdf: dict | None) -> CdfSeries | None:
     if not isinstance(cdf, dict):
         return None
-    pts = [(float(x), float(f)) for x, f in cdf.get("points") or [] if x is not None and f is not None]
-    return CdfSeries(label, pts, int(cdf.get("n") or len(pts)), int(cdf.get("misses") or 0))
+    raw = cdf.get("points") if isinstance(cdf.get("points"), list) else []
+    pts = [(float(p[0]), float(p[1])) for p in raw if _pair(p)]
+    n, misses = cdf.get("n"), cdf.get("misses")
+    return CdfSeries(label, pts, n if isinstance(n, int) else len(pts), misses if isinstance(misses, int) else 0)
+
+
+def _pair(p) -> bool:
+    return isinstance(p, (list, tuple)) and len(p) == 2 and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in p)
 
 
 def cdf_charts(r: dict) -> list[str]:
@@ -60,8 +76,8 @@ def cdf_charts(r: dict) -> list[str]:
     out = []
     for metric, name in CDF_METRICS:
         key = f"{metric}_ms"
-        series = [s for s in (_cdf_series("this run", (r.get("cdf") or {}).get(key)),
-                              _cdf_series(str(base.get("label") or "baseline"), (base.get("cdf") or {}).get(key)))
+        series = [s for s in (_cdf_series("this run", _d(r.get("cdf")).get(key)),
+                              _cdf_series(str(base.get("label") or "baseline"), _d(base.get("cdf")).get(key)))
                   if s is not None]
         stats = r.get(key) if isinstance(r.get(key), dict) else {}
         marks = [Mark(stat, stats.get(stat), q / 100.0) for stat, q in PERCENTILES.items()
@@ -85,15 +101,15 @@ def timeline(r: dict) -> str:
     (its TTFT, TPOT or E2E above a budget's value), short output, failed."""
     budgets = budgets_of(r)
     spans, untimed = [], 0
-    for req in r.get("requests") or []:
-        if not isinstance(req, dict) or not isinstance(req.get("send_ms"), (int, float)):
+    for req in r.get("requests") if isinstance(r.get("requests"), list) else []:
+        if not isinstance(req, dict) or _num(req.get("send_ms")) is None:
             untimed += 1
             continue
         status = str(req.get("status") or "ok")
         if status == "ok" and _over_budget(req, budgets):
             status = "over"
-        spans.append(RequestSpan(float(req["send_ms"]), req.get("first_token_ms"), req.get("last_token_ms"),
-                                 req.get("end_ms"), status))
+        spans.append(RequestSpan(float(req["send_ms"]), _num(req.get("first_token_ms")),
+                                 _num(req.get("last_token_ms")), _num(req.get("end_ms")), status))
     return timeline_chart("Requests over the run", spans, metric_series(r.get("metrics_timeline")), untimed=untimed)
 
 
@@ -106,9 +122,7 @@ def metric_series(timeline_data) -> list[MetricSeries]:
         for name in names:
             pts = timeline_data.get(name)
             if isinstance(pts, list) and pts:
-                clean = [(float(p[0]), float(p[1])) for p in pts
-                         if isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(v, (int, float))
-                                                                                 for v in p)]
+                clean = [(float(p[0]), float(p[1])) for p in pts if _pair(p)]
                 if clean:
                     out.append(MetricSeries(f"{label} ({name})", clean, fraction))
                     break
@@ -125,11 +139,11 @@ def _decode(label: str, extra: dict) -> Decode | None:
 
 def roofline(r: dict) -> tuple[str, list[str]]:
     """The chart and its arithmetic, from the gate's figures (completed requests' TPOT)."""
-    extra = r.get("extra") or {}
+    extra = _d(r.get("extra"))
     ceiling = extra.get("ceiling_tok_s")
     base = r.get("baseline") if isinstance(r.get("baseline"), dict) else {}
     measured = [d for d in (_decode("this run", extra), _decode(str(base.get("label") or "baseline"),
-                                                                 base.get("extra") or {})) if d is not None]
+                                                                 _d(base.get("extra")))) if d is not None]
     min_eff = extra.get("roofline_min_efficiency")
     min_eff = float(min_eff) if isinstance(min_eff, (int, float)) else None
     svg = roofline_chart("Decode roofline", ceiling if isinstance(ceiling, (int, float)) else None, measured,
@@ -165,8 +179,8 @@ def fingerprint(doc: dict) -> list[tuple[str, str]]:
         if value is None or isinstance(value, (dict, list)):
             continue
         out.append((str(key), redact_url(str(value))))
-    hardware = sorted({str((r.get("extra") or {}).get("hardware")) for r in doc.get("results") or []
-                       if isinstance(r, dict) and (r.get("extra") or {}).get("hardware")})
+    hardware = sorted({str(_d(r.get("extra")).get("hardware")) for r in doc.get("results") or []
+                       if isinstance(r, dict) and _d(r.get("extra")).get("hardware")})
     if hardware:
         out.append(("hardware (roofline)", ", ".join(hardware)))
     for key, label in (("seed", "seed"), ("nonce", "nonce"), ("version", "pytest-llm-latency")):
@@ -180,7 +194,7 @@ FACTS = (("workload", "workload"), ("class", "class"), ("prompt_tokens", "prompt
 
 
 def test_view(r: dict, i: int) -> dict:
-    extra = r.get("extra") or {}
+    extra = _d(r.get("extra"))
     facts = [(label, r.get(k, extra.get(k))) for k, label in FACTS if r.get(k, extra.get(k)) is not None]
     facts += [("failed / short", f"{r.get('failed_requests', 0)} / {r.get('short_outputs', 0)}")]
     roof_svg, roof_text = roofline(r)
