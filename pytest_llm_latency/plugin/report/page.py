@@ -84,8 +84,18 @@ def cdf_charts(r: dict) -> list[str]:
                  if stat in stats and (stats.get(stat) is not None or stats.get("censored"))]
         lines = [BudgetLine(f"{stat}", value, PERCENTILES[stat] / 100.0 if stat in PERCENTILES else None)
                  for stat, value in budgets.get(metric, [])]
-        out.append(cdf_chart(name, "ms", series, lines, marks))
+        out.append(cdf_chart(name, "ms", series, lines, marks, empty=_why_empty(r, metric)))
     return out
+
+
+def _why_empty(r: dict, metric: str) -> str:
+    if not isinstance(r.get("cdf"), dict):
+        return "no per-request data in this result"
+    if not r.get("n"):
+        return "no request completed"
+    if metric != "ttft" and r.get("short_outputs"):
+        return f"no values: short outputs ({r['short_outputs']}) are left out"
+    return "no values (every request produced < 2 tokens?)"
 
 
 def _over_budget(req: dict, budgets: dict[str, list[tuple[str, float]]]) -> bool:

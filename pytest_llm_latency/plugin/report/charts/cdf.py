@@ -59,13 +59,13 @@ def ecdf_points(values: Sequence[float]) -> list[tuple[float, float]]:
 
 
 def cdf_chart(title: str, unit: str, series: Sequence[CdfSeries], budgets: Sequence[BudgetLine] = (),
-              marks: Sequence[Mark] = (), *, width: int = WIDTH, height: int = HEIGHT) -> str:
+              marks: Sequence[Mark] = (), *, width: int = WIDTH, height: int = HEIGHT, empty: str = "") -> str:
     """An SVG CDF chart.  The x range holds every drawn value, budget and mark; it is log10
     when that range spans ``svg.LOG_RATIO`` or more.  With no points at all, a chart that
-    says so (zero series)."""
+    says so (zero series): ``empty``, or why it is empty."""
     drawn = [s for s in series if s.points]
     if not drawn:
-        why = "no samples" if not any(s.n for s in series) else "every sample was a miss (failed request)"
+        why = empty or ("no samples" if not any(s.n for s in series) else "every sample was a miss (failed request)")
         return message(width, height, title, "cdf", f"{why}: nothing to draw")
     values = [x for s in drawn for x, _ in s.points] + [b.value for b in budgets] + \
              [m.value for m in marks if m.value is not None]

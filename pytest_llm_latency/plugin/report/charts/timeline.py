@@ -12,9 +12,14 @@ from typing import Sequence
 
 from .svg import Scale, domain, el, message, svg_root, to_string, x_axis, y_axis
 
-WIDTH = 840
+WIDTH = 1000
 LEFT, RIGHT, TOP = 56, 56, 30
-ROWS_HEIGHT = 220
+
+def rows_height(n: int) -> int:
+    """Height of the request rows: about 2 px a request (so 200 stay apart), within 120..420."""
+    return min(max(2 * n + 20, 120), 420)
+
+
 METRICS_HEIGHT = 110
 GAP = 46
 #: request status -> (colour, legend text)
@@ -56,7 +61,8 @@ def timeline_chart(title: str, spans: Sequence[RequestSpan], metrics: Sequence[M
     times = [t for s in spans for t in (s.send_ms, s.first_ms, s.last_ms, s.end_ms) if t is not None]
     times += [t for s in metrics for t, _ in s.points]
     lo, hi = domain([t / 1000.0 for t in times] + [0.0], log=False, zero=True)
-    height = TOP + (ROWS_HEIGHT if spans else 0) + (GAP + METRICS_HEIGHT if metrics else 0) + 58
+    rows_h = rows_height(len(spans))
+    height = TOP + (rows_h if spans else 0) + (GAP + METRICS_HEIGHT if metrics else 0) + 58
     root = svg_root(width, height, title, "timeline", (1 if spans else 0) + len(metrics))
     root.set("data-x-min", repr(lo))
     root.set("data-x-max", repr(hi))
@@ -65,8 +71,8 @@ def timeline_chart(title: str, spans: Sequence[RequestSpan], metrics: Sequence[M
     sec = Scale(lo, hi, LEFT, width - RIGHT)
     y = TOP
     if spans:
-        _requests(root, spans, xs, y)
-        y += ROWS_HEIGHT
+        _requests(root, spans, xs, y, rows_h)
+        y += rows_h
         if not metrics:
             x_axis(root, sec, y, "seconds since the first request was sent", grid_to=TOP)
     if metrics:
@@ -80,12 +86,12 @@ def timeline_chart(title: str, spans: Sequence[RequestSpan], metrics: Sequence[M
     return to_string(root)
 
 
-def _requests(root, spans: Sequence[RequestSpan], xs: Scale, top: float) -> None:
+def _requests(root, spans: Sequence[RequestSpan], xs: Scale, top: float, rows_h: int) -> None:
     """Rows in send order: a thin line while waiting for the first token, a thick one while
     tokens stream, an x where a failed request ended."""
     n = len(spans)
-    rows = Scale(0.0, float(max(n, 1)), top + 4, top + ROWS_HEIGHT - 4)
-    thick = max(min((ROWS_HEIGHT - 8) / max(n, 1) * 0.8, 6.0), 0.8)
+    rows = Scale(0.0, float(max(n, 1)), top + 4, top + rows_h - 4)
+    thick = max(min((rows_h - 8) / max(n, 1) * 0.8, 6.0), 0.8)
     step = max(1, int(Scale(0.0, float(n), 0, 1).ticks(4)[1])) if n > 1 else 1
     numbers = [1] + list(range(step, n + 1, step))  # request numbers (1-based), row k at k - 0.5
     y_axis(root, rows, LEFT, "request # (in send order)", ticks=[k - 0.5 for k in numbers],
@@ -97,8 +103,8 @@ def _requests(root, spans: Sequence[RequestSpan], xs: Scale, top: float) -> None
         r = el(g, "g", class_=f"req {s.status}")
         wait_end = s.first_ms if s.first_ms is not None else s.end_ms
         if wait_end is not None:
-            el(r, "line", x1=xs(s.send_ms), x2=xs(wait_end), y1=y, y2=y, stroke=colour, stroke_width="1",
-               stroke_opacity="0.45")
+            el(r, "line", x1=xs(s.send_ms), x2=xs(wait_end), y1=y, y2=y, stroke=colour, stroke_width="1.2",
+               stroke_opacity="0.6")
         if s.first_ms is not None and s.last_ms is not None:
             el(r, "line", x1=xs(s.first_ms), x2=max(xs(s.last_ms), xs(s.first_ms) + 1.0), y1=y, y2=y, stroke=colour,
                stroke_width=f"{thick:.1f}")
