@@ -181,3 +181,19 @@ def test_a_statistic_that_is_a_miss_is_inf_on_the_page_as_in_the_terminal():
     assert r["tpot_ms"]["p95"] is None and row(r)[5] == "inf"
     html = render(doc_of(r))
     assert "<td>inf</td>" in html and "p95 inf" in html and not math.isnan(0.0)
+
+
+def test_a_failed_request_keeps_when_it_was_sent_and_when_it_failed():
+    from fakeserver import Script, VirtualTime, make_transport
+    from pytest_llm_latency.client.http import make_http_client
+    from pytest_llm_latency.client.openai import OpenAIClient
+
+    vt = VirtualTime()
+    http = make_http_client(transport=make_transport(Script(status=500, error_body="boom"), vt))
+    c = OpenAIClient(http, "http://fake", "m", "completions", clock=vt, sleep=lambda s: None)
+    with pytest.raises(MeasurementError) as info:
+        c.stream("", "x", 4)
+    f = Failure.from_error(info.value)
+    assert f.kind == "http_500" and f.t_send_ns is not None and f.t_end_ns == vt.now >= f.t_send_ns
+    row_ = request_rows(evaluate(wl(), [], [f]))[0]
+    assert row_["status"] == "failed" and row_["send_ms"] == 0.0 and row_["end_ms"] is not None
