@@ -92,8 +92,8 @@ def needs_log(values: Iterable[float]) -> bool:
 
 
 def domain(values: Iterable[float], *, log: bool, zero: bool = False) -> tuple[float, float]:
-    """An axis range that holds every value, widened to readable bounds: whole decades on a
-    log axis, tick steps on a linear one (from 0 when ``zero``).  A single value (or none)
+    """An axis range that holds every value, widened to readable bounds: 1, 2 or 5 x 10^k on
+    a log axis, whole tick steps on a linear one (from 0 when ``zero``).  A single value (or none)
     gets a range around it, never an empty one."""
     vals = [v for v in values if math.isfinite(v)]
     if not vals:
