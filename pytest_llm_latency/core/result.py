@@ -60,6 +60,10 @@ class Failure:
     ttft_ms: float | None = None          # measured when the first token did arrive
     ttfo_ms: float | None = None
     itl_ms: tuple[float, ...] = ()        # gaps measured before the failure
+    # when it happened (clock ns, as RequestRecord), for the report's timeline; None when unknown
+    t_send_ns: int | None = None
+    t_last_ns: int | None = None          # last token before the failure
+    t_end_ns: int | None = None           # the failure was seen
 
     @classmethod
     def from_error(cls, exc) -> "Failure":
@@ -67,7 +71,8 @@ class Failure:
         rec = getattr(exc, "partial", None)
         if rec is None or not isinstance(rec, RequestRecord):
             return cls(exc.kind, exc.message)
-        return cls(exc.kind, exc.message, m.ttft_ms(rec), m.ttfo_ms(rec), tuple(m.itl_ms(rec)))
+        return cls(exc.kind, exc.message, m.ttft_ms(rec), m.ttfo_ms(rec), tuple(m.itl_ms(rec)),
+                   t_send_ns=rec.t_send_ns, t_last_ns=rec.t_last_token_ns, t_end_ns=rec.t_end_ns)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from ..core.workload import Workload
 from .report.properties import flatten
 from .report.terminal import Progress
 from .session import LatencySession, TargetSpec
+from .stash import DETAIL_KEY, SESSION_KEY
 
 #: the (name, value) tuples ``record`` added to an item's user_properties (so it never touches the user's own)
 OWN_PROPS_KEY = pytest.StashKey[list]()
@@ -146,6 +147,11 @@ def record(item: pytest.Item, results: WorkloadResult | list[WorkloadResult]) ->
         added.extend((prefix + name[len("llm."):], value) for name, value in props)
     item.user_properties.extend(added)
     item.stash[OWN_PROPS_KEY] = added
+    settings = getattr(item.config.stash.get(SESSION_KEY, None), "settings", None)
+    if settings is not None and (settings.get("json") or settings.get("html")):
+        from .report.detail import detail  # per-request data: JSON and HTML only, never JUnit
+
+        item.stash[DETAIL_KEY] = [detail(res) for res in results]
 
 
 def warn_notes(item: pytest.Item, results: WorkloadResult | list[WorkloadResult]) -> None:

@@ -172,6 +172,12 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
         return
     res.extra.update({k: v for k, v in result.as_properties().items() if v is not None})
     res.extra["roofline_status"] = result.status
+    # for the HTML report's roofline chart: the gate's minimum and the ceiling's arithmetic
+    from ..core.roofline import format_arithmetic
+
+    res.extra["roofline_arithmetic"] = format_arithmetic(result.ceiling)
+    if min_eff.value is not None:
+        res.extra["roofline_min_efficiency"] = min_eff.value
     if result.status == "fail":
         res.failed_checks.append(result.message)
     elif result.status == "config_error":

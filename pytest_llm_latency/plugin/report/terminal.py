@@ -27,30 +27,45 @@ def _decode_tps(res: dict) -> str:
     return _fmt(1000.0 / tpot if tpot else None)
 
 
+def verdict_label(r: dict) -> str:
+    """``PASS``, ``FAIL``, ``ERROR``; `` *`` when the result has notes (the table's column)."""
+    return str(r.get("verdict", "?")).upper() + (" *" if r.get("notes") else "")
+
+
+def row(r: dict) -> tuple[str, ...]:
+    """One result's cells under ``COLUMNS``, as the table shows them (the HTML report too)."""
+    return (str(r.get("nodeid")), str(r.get("n")), _stat(r, "ttft_ms", "p50"), _stat(r, "ttft_ms", "p95"),
+            _stat(r, "tpot_ms", "p50", 2), _stat(r, "tpot_ms", "p95", 2), _decode_tps(r),
+            _stat(r, "output_tps", "p50"), verdict_label(r))
+
+
+def messages(r: dict) -> list[tuple[str, str]]:
+    """What the summary says about one result, in its words and order: violations (and failed
+    gates), then errors, then notes, each as ``(kind, text)``."""
+    return ([("violation", str(v)) for v in r.get("violations") or []] +
+            [("error", str(e)) for e in r.get("errors") or []] +
+            [("note", str(n)) for n in r.get("notes") or []])
+
+
 def summary_lines(results: list[dict]) -> list[str]:
-    rows = []
-    for r in results:
-        verdict = str(r.get("verdict", "?")).upper() + (" *" if r.get("notes") else "")
-        rows.append((str(r.get("nodeid")), str(r.get("n")), _stat(r, "ttft_ms", "p50"), _stat(r, "ttft_ms", "p95"),
-                     _stat(r, "tpot_ms", "p50", 2), _stat(r, "tpot_ms", "p95", 2), _decode_tps(r),
-                     _stat(r, "output_tps", "p50"), verdict))
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(COLUMNS)]
+    rows = [row(r) for r in results]
+    widths = [max(len(h), *(len(cells[i]) for cells in rows)) for i, h in enumerate(COLUMNS)]
     fmt = lambda cells: "  ".join(c.ljust(w) if i in (0, len(cells) - 1) else c.rjust(w)  # noqa: E731
                                   for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
     lines = [fmt(COLUMNS), fmt(["-" * w for w in widths])]
-    lines += [fmt(row) for row in rows]
+    lines += [fmt(cells) for cells in rows]
     lines.append(LEGEND)
     for r in results:
-        for v in r.get("violations") or []:
-            lines.append(f"  {r.get('nodeid')}: {v}")
-        for e in r.get("errors") or []:
-            lines.append(f"  {r.get('nodeid')}: {e}")
+        for kind, text in messages(r):
+            if kind != "note":
+                lines.append(f"  {r.get('nodeid')}: {text}")
     noted = [r for r in results if r.get("notes")]
     if noted:
         lines.append("notes (*):")
         for r in noted:
-            for note in r["notes"]:
-                lines.append(f"  {r.get('nodeid')}: {note}")
+            for kind, text in messages(r):
+                if kind == "note":
+                    lines.append(f"  {r.get('nodeid')}: {text}")
     return lines
 
 
