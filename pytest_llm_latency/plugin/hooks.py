@@ -258,10 +258,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     for path, make in outputs:
         try:
             write_atomic(path, make())
-        except OSError as exc:
+        except Exception as exc:  # noqa: BLE001 - a report bug must not hide the run's verdicts
+            what = str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc} (a bug; please report it)"
             tr = config.pluginmanager.get_plugin("terminalreporter")
             if tr:
-                tr.write_line(f"llm-latency: could not write {path}: {exc}", red=True)
+                tr.write_line(f"llm-latency: could not write {path}: {what}", red=True)
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
 

@@ -54,3 +54,22 @@ def test_two(llm_latency):
     html = (pytester.path / "r.html").read_text()
     assert html.count('<section class="card test"') == 4
     assert "send_ms" not in (pytester.path / "j.xml").read_text()  # per-request data stays out of JUnit
+
+
+def test_a_report_that_cannot_be_written_or_rendered_is_named_and_the_json_survives(pytester):
+    """An unwritable path (OSError) and a bug while rendering both give a named message and an
+    internal-error exit status, never an INTERNALERROR traceback; the JSON is still written."""
+    pytester.makefile(".slo.yaml", w=FILE % ("w", 3))
+    pytester.makeconftest(
+        "import pytest_llm_latency.plugin.report.html as h\n"
+        "def boom(doc):\n    raise ValueError('chart exploded')\n"
+        "h.render = boom\n")
+    args = ["-p", "no:cacheprovider", f"--llm-latency-url={FAST}", "--llm-latency-json=r.json"]
+    r = pytester.runpytest_subprocess(*args, "--llm-latency-html=report.html", timeout=120)
+    r.stdout.fnmatch_lines(["*could not write report.html: ValueError: chart exploded (a bug*"])
+    assert "INTERNALERROR" not in r.stdout.str()
+    assert r.ret == pytest.ExitCode.INTERNAL_ERROR
+    assert json.loads((pytester.path / "r.json").read_text())["results"][0]["n"] == 3
+    r = pytester.runpytest_subprocess(*args, "--llm-latency-html=no/such/dir/report.html", timeout=120)
+    r.stdout.fnmatch_lines(["*could not write no/such/dir/report.html: *"])
+    assert r.ret == pytest.ExitCode.INTERNAL_ERROR
