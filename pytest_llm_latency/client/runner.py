@@ -53,8 +53,8 @@ def make_client(target: Target, http: httpx.Client, *, clock: Clock = time.perf_
                 timeouts: Timeouts = Timeouts(), redact: Redactor = Redactor(),
                 sleep: Callable[[float], None] = time.sleep) -> OpenAIClient | OllamaClient:
     kw = dict(clock=clock, timeouts=timeouts, redact=redact, sleep=sleep)
-    if target.api == "ollama":
-        return OllamaClient(http, target.url, target.model, "generate", **kw)
+    if target.api in ("ollama", "ollama-chat"):
+        return OllamaClient(http, target.url, target.model, "chat" if target.api == "ollama-chat" else "generate", **kw)
     return OpenAIClient(http, target.url, target.model, "chat" if target.api == "openai-chat" else "completions", **kw)
 
 
