@@ -63,6 +63,9 @@ class ReferenceConfig:
     keep_alive: float = field(default=300.0, metadata=_meta(
         "seconds a loaded model stays after its last request (Ollama's default 5m; a request's keep_alive "
         "overrides it; < 0 = forever); needs load_time > 0"))
+    evict_every: int = field(default=0, metadata=_meta(
+        "unload the model after every N-th generation request, as when another client's model evicts it "
+        "(OLLAMA_MAX_LOADED_MODELS=1); the next request pays load_time (0 = never)"))
     prompt_cache: int = field(default=0, metadata=_meta(
         "Ollama API: remember the last N prompts; one sent again skips its prefill and its final object "
         "omits prompt_eval_count, as Ollama does (0 = off)"))
@@ -134,8 +137,8 @@ class ReferenceConfig:
         if not (math.isfinite(self.load_time) and self.load_time >= 0) or not math.isfinite(self.keep_alive):
             raise ConfigError(f"reference: load_time must be >= 0 and keep_alive finite, got "
                               f"{self.load_time}, {self.keep_alive}")
-        if self.prompt_cache < 0 or self.thinking_tokens < 0:
-            raise ConfigError("reference: prompt_cache and thinking_tokens must be >= 0")
+        if self.prompt_cache < 0 or self.thinking_tokens < 0 or self.evict_every < 0:
+            raise ConfigError("reference: prompt_cache, thinking_tokens and evict_every must be >= 0")
         if self.max_num_batched_tokens and not self.chunked_prefill:
             raise ConfigError("reference: max_num_batched_tokens needs chunked_prefill")
         if not 0 <= self.port < 65536:

@@ -38,8 +38,9 @@ def parse_keep_alive(value) -> float | None:
 
 
 class Residency:
-    def __init__(self, load_s: float, keep_alive_s: float):
-        self.load_s, self.default_keep_alive = load_s, keep_alive_s
+    def __init__(self, load_s: float, keep_alive_s: float, evict_every: int = 0):
+        self.load_s, self.default_keep_alive, self.evict_every = load_s, keep_alive_s, evict_every
+        self.served = 0
         self.enabled = load_s > 0
         self.loaded = not self.enabled
         self.expires_at: float | None = None   # None while loaded: no expiry (in use, or forever)
@@ -87,6 +88,13 @@ class Residency:
         ka = self.default_keep_alive if keep_alive_s is None else keep_alive_s
         self.expires_at = None if ka < 0 else self._now() + ka
         if self.enabled and self.active == 0 and ka == 0:
+            self.loaded = False
+
+    def served_one(self) -> None:
+        """A generation request ended: with ``evict_every=N`` every N-th evicts the model, as
+        another client's model would (Ollama with OLLAMA_MAX_LOADED_MODELS=1)."""
+        self.served += 1
+        if self.enabled and self.evict_every and self.served % self.evict_every == 0 and self.active == 0:
             self.loaded = False
 
     def running(self) -> dict | None:

@@ -49,7 +49,7 @@ class ReferenceServer:
                                      prefix_hits=lambda: e.prefix_hits)
         self.scheduler = Scheduler(e, time_scale=config.time_scale, metrics=self.metrics)
         self.encode = tokenizer.RULES[config.tokenizer]
-        self.residency = Residency(config.load_time * config.time_scale, config.keep_alive)
+        self.residency = Residency(config.load_time * config.time_scale, config.keep_alive, config.evict_every)
         self._prompt_cache: OrderedDict[int, None] = OrderedDict()  # Ollama's: the last N prompts
         self._server: asyncio.AbstractServer | None = None
         self._conns: set[asyncio.Task] = set()
@@ -187,6 +187,7 @@ class ReferenceServer:
             await self._respond(conn, st, gen, proto, fault, r.stream)
         finally:
             self.residency.release(None)
+            self.residency.served_one()
 
     async def ollama_generate(self, req: Request, conn: Connection) -> None:
         await self._ollama(req, conn, chat=False)
@@ -213,6 +214,8 @@ class ReferenceServer:
             await self._respond(conn, st, gen, proto, fault, r.stream)
         finally:
             self.residency.release(r.keep_alive_s)
+            if r.ids:
+                self.residency.served_one()
 
     def _cached(self, ids: list[int]) -> bool:
         """Ollama's prompt cache (``prompt_cache=N``): was this exact prompt one of the last N?"""
