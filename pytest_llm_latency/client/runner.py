@@ -183,6 +183,10 @@ def judge_cold_starts(res: WorkloadResult, workload: Workload, numbers: list[int
 
     if cold or any(coldstart.load_ms(r) is not None for r in res.records):  # servers that report loads
         res.extra["cold_starts"] = len(cold)
+    if cold and workload.cold_starts == "exclude" and not res.records and not res.failures:
+        res.errors[:] = [f"all {len(cold)} samples were cold starts, excluded by cold_starts: exclude: no warm "
+                         f"sample to judge -- the server unloads the model after every request; keep it loaded, "
+                         f"or judge them with cold_starts: include"]
     if cold:
         res.extra["cold_start_samples"] = ",".join(map(str, numbers))
         text = coldstart.describe(numbers, cold, total, workload.cold_starts)

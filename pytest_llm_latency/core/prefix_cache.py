@@ -74,7 +74,8 @@ class CacheEvidence:
 
 
 def evidence(metrics_delta: dict[str, float] | None, per_request_cached: list[int | None],
-             prompt_tokens: list[int], source: str = "llama.cpp timings.cache_n of each response") -> CacheEvidence | None:
+             prompt_tokens: list[int], source: str = "llama.cpp timings.cache_n of each response"
+             ) -> CacheEvidence | None:
     """What the server reports, or ``None`` when it reports nothing about its cache.
 
     ``per_request_cached``: ``timings.cache_n`` of each measured request (None where absent);
