@@ -7,7 +7,7 @@ Cost per workload, in requests to the server:
 * calibration: 1 probe completion + 1 tokenize call (or 2 probes without an endpoint);
 * ``build_prompts``: the fit, O(log prompt_tokens) calls, plus one verify call per prompt
   (see ``core.prompts``) -- not a binary search per prompt;
-* without an endpoint, ``correct_plan``: 1-5 more unmeasured one-token requests in the usual
+* without an endpoint, ``correct_plan``: 1-6 more unmeasured one-token requests in the usual
   case (at most ``PLAN_STEPS``), before the warm-up.
 
 Without a tokenize endpoint the linear chars-per-token estimate is off by the server's
