@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
+from .coldstart import COLD_BUDGET, COLD_STARTS
 from .errors import ConfigError
 from .metrics import METRICS
 from .stats import STATS
@@ -25,7 +26,8 @@ _UNITS_MS = {"ms": 1.0, "s": 1000.0, "sec": 1000.0, "us": 1e-3, "µs": 1e-3, "ns
 _AMBIGUOUS_UNITS = {"m": "did you mean 'ms' or 'min'?"}
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zµ]*)\s*$")
 
-BUDGET_KEYS = tuple(f"{m}_{s}" for m in METRICS for s in STATS) + ("output_tps_min",)
+# cold_ttft_max: the first request after an unload (core.coldstart), judged apart from the samples
+BUDGET_KEYS = tuple(f"{m}_{s}" for m in METRICS for s in STATS) + ("output_tps_min", COLD_BUDGET)
 
 
 def did_you_mean(word: str, choices) -> str:
@@ -100,7 +102,7 @@ def parse_budget(key: str, value: Any, where: str) -> Budget:
         raise ConfigError(f"{where}: unknown budget {key!r}{did_you_mean(key, BUDGET_KEYS)}{why}")
     if key == "output_tps_min":
         return Budget(key, "output_tps", "min", parse_positive_number(value, where), where)
-    metric, stat = key.split("_", 1)
+    metric, stat = key.rsplit("_", 1) if key == COLD_BUDGET else key.split("_", 1)
     return Budget(key, metric, stat, parse_duration_ms(value, where), where)
 
 
@@ -118,6 +120,11 @@ class Workload:
     max_error_rate: float = 0.0
     budgets: tuple[Budget, ...] = ()
     roofline: Mapping[str, Any] | None = field(default=None, compare=False)
+    cold_starts: str = "exclude"      # what a cold-start sample does: exclude | include | fail (core.coldstart)
+
+    @property
+    def cold_budget(self) -> Budget | None:
+        return self.budget_map().get(COLD_BUDGET)
 
     def budget_map(self) -> dict[str, Budget]:
         return {b.key: b for b in self.budgets}
@@ -149,7 +156,7 @@ BUILTIN_CLASSES: dict[str, WorkloadClass] = {
 }
 
 WORKLOAD_KEYS = ("class", "prompt_tokens", "output_tokens", "samples", "warmup", "system_prompt_tokens",
-                 "shared_prefix_tokens", "concurrency", "max_error_rate", "slo", "roofline")
+                 "shared_prefix_tokens", "concurrency", "max_error_rate", "slo", "roofline", "cold_starts")
 
 
 def _int(value: Any, where: str, minimum: int) -> int:
@@ -208,9 +215,13 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     roof = get("roofline", None)
     if roof is not None and not isinstance(roof, Mapping):
         raise ConfigError(f"{where(('roofline',))}: expected a mapping like {{min_efficiency: 0.5}}")
+    cold = get("cold_starts", "exclude")
+    if cold not in COLD_STARTS:
+        raise ConfigError(f"{where(('cold_starts',))}: expected one of {', '.join(COLD_STARTS)}, got {cold!r}"
+                          f"{did_you_mean(cold, COLD_STARTS) if isinstance(cold, str) else ''}")
     return Workload(name=name, klass=klass_name, prompt_tokens=prompt, output_tokens=output, samples=samples,
                     warmup=warmup, system_prompt_tokens=system, shared_prefix_tokens=shared, concurrency=conc,
-                    max_error_rate=float(rate), budgets=budgets, roofline=roof)
+                    max_error_rate=float(rate), budgets=budgets, roofline=roof, cold_starts=cold)
 
 
 def check_min_samples(w: Workload, where: str, samples: int | None = None) -> None:

@@ -45,6 +45,9 @@ class MeasuredResult:
     def check(self, **budgets: Any) -> "MeasuredResult":
         try:
             w = with_budgets(self._res.workload, budgets, "check()") if budgets else self._res.workload
+            if "cold_ttft_max" in budgets and self._res.workload.cold_budget is None:
+                raise ConfigError("check(cold_ttft_max=...): the cold start is measured while the workload runs "
+                                  "(the model is unloaded first): pass cold_ttft_max to measure() or the marker")
         except ConfigError as exc:
             config_failure(exc)
         judged = rejudge(self._res, w)
