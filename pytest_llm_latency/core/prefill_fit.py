@@ -95,27 +95,31 @@ def linearity(fit: LineFit, points: Sequence[tuple[float, float]],
     *Superlinear*: the last segment's slope is over twice what the attention model predicts
     relative to the first (quadratic blow-up, e.g. attention without a fused kernel)."""
     slack = max(SUBLINEAR_SHARE * points[0][1], 3.0 * fit.residual_mad)
-    if fit.intercept < -slack:
-        return Linearity("sublinear", None, None,
-                         f"TTFT extrapolates to {fit.intercept:.3g} ms at 0 prompt tokens (below -{slack:.3g} ms): "
-                         "it grows more slowly than the prompt, so part of each prompt was not prefilled "
-                         "(a prefix cache or a warm path); these figures are not prefill")
+    negative = fit.intercept < -slack
+    at_zero = f"TTFT extrapolates to {fit.intercept:.3g} ms at 0 prompt tokens (below -{slack:.3g} ms)"
     if len(points) < 3:
+        if negative:
+            return Linearity("unknown", None, None, f"{at_zero}: either part of each prompt was not prefilled "
+                             "(a cache) or TTFT grows faster than linear; sweep 3 or more lengths to tell")
         return Linearity("unknown", None, None)
     seg = segment_slopes(points)
     cost = list(predicted_segment_cost) if predicted_segment_cost else [1.0] * len(seg)
     predicted = cost[-1] / cost[0]
-    if seg[0] <= 0:
+    ratio = seg[-1] / seg[0] if seg[0] > 0 else None
+    if ratio is not None and ratio > SUPERLINEAR_RATIO * predicted:
+        return Linearity("superlinear", ratio, predicted,
+                         f"TTFT per token between the longest prompts is {ratio:.2f}x that between the shortest, "
+                         f"over {SUPERLINEAR_RATIO:g}x the {predicted:.2f}x the attention model predicts: quadratic "
+                         "blow-up (attention without a fused kernel, e.g. an eager fallback)")
+    if negative:
+        return Linearity("sublinear", ratio, predicted,
+                         f"{at_zero}: it grows more slowly than the prompt, so part of each prompt was not "
+                         "prefilled (a prefix cache or a warm path); these figures are not prefill")
+    if ratio is None:
         return Linearity("unknown", None, predicted, "TTFT did not grow between the two shortest prompts")
-    ratio = seg[-1] / seg[0]
     if ratio < SUBLINEAR_RATIO * predicted:
         return Linearity("sublinear", ratio, predicted,
                          f"TTFT per token between the longest prompts is {ratio:.2f}x that between the shortest "
                          f"(expected {predicted:.2f}x): it grows sublinearly, so a cache or a warm path is at work "
                          "and these figures are not prefill")
-    if ratio > SUPERLINEAR_RATIO * predicted:
-        return Linearity("superlinear", ratio, predicted,
-                         f"TTFT per token between the longest prompts is {ratio:.2f}x that between the shortest, "
-                         f"over {SUPERLINEAR_RATIO:g}x the {predicted:.2f}x the attention model predicts: quadratic "
-                         "blow-up (attention without a fused kernel, e.g. an eager fallback)")
     return Linearity("linear", ratio, predicted)
