@@ -39,6 +39,10 @@ def _prefill_model(roof: Mapping[str, Any], spec, base_dir: Path, client):
         layers = layers or cfg.get("num_hidden_layers")
         heads, head_dim = cfg.get("num_attention_heads"), cfg.get("head_dim")
         hidden = hidden or (heads * head_dim if heads and head_dim else cfg.get("hidden_size"))
+    elif roof.get("gguf"):
+        from ..roofline.gguf_reader import read_gguf
+
+        layers = layers or read_gguf(base_dir / Path(str(roof["gguf"])).expanduser()).layers
     mb = _model_bytes(roof, spec, base_dir, client)
     return prefill_model(mb.name, mb.params, layers, hidden, source=mb.source)
 

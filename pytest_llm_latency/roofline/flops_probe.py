@@ -1,8 +1,8 @@
 """Peak FLOP/s for the prefill roofline: the catalog's figure, an explicit override, or, for
 ``local-cpu``, a measured one.
 
-``local-cpu``: a numpy float32 matmul on all usable cores (one process whose BLAS runs one
-thread per core), the **best** of several runs, cached per host in
+``local-cpu``: numpy float32 matmuls on all usable cores (one single-threaded process per core,
+all starting each run together; aggregate FLOPs / wall time), the **best** of several runs, cached per host in
 ``${LLM_LATENCY_CACHE:-~/.cache/pytest-llm-latency}/cpu_flops.json`` under the same rules as the
 bandwidth probe (``probe_cache``): never cached when the runs disagree or the machine is busy.
 numpy is imported only in the probe's child process.
@@ -30,68 +30,93 @@ _BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 Clock = Callable[[], int]                 # ns
 Work = Callable[[], float]                # does one run's matmuls, returns the FLOPs done
+Sample = tuple[int, int, int, float]      # (run, start ns, end ns, FLOPs) of one process
 Measure = Callable[[int], "list[float]"]  # runs -> TFLOP/s of each run
 
 
-def timed_runs(work: Work, runs: int, clock: Clock = time.perf_counter_ns) -> list[float]:
-    """TFLOP/s of each of ``runs`` runs of ``work``, timed with ``clock`` (ns)."""
-    out = []
-    for _ in range(runs):
+def run_worker(work: Work, runs: int, put: Callable[[Sample], None], *, clock: Clock = time.perf_counter_ns,
+               barrier: Callable[[], object] = lambda: None) -> None:
+    """One process's part of the probe: ``runs`` times, wait for the others, then time ``work``."""
+    for run in range(runs):
+        barrier()
         t0 = clock()
         flops = work()
-        t1 = clock()
-        if not t1 > t0 or not flops > 0:
-            raise ConfigError(f"hardware 'local-cpu': the FLOPS probe timed {flops!r} FLOPs in {t1 - t0!r} ns; "
+        put((run, t0, clock(), flops))
+
+
+def aggregate(samples: list[Sample], runs: int) -> list[float]:
+    """TFLOP/s of each run: every process's FLOPs / (last end - first start) of that run."""
+    out = []
+    for run in range(runs):
+        mine = [s for s in samples if s[0] == run]
+        if not mine:
+            raise ConfigError(f"hardware 'local-cpu': the FLOPS probe's run {run} reported nothing; "
                               "give roofline.peak_tflops instead")
-        out.append(flops / ((t1 - t0) / 1e9) / 1e12)
+        wall = max(s[2] for s in mine) - min(s[1] for s in mine)
+        flops = sum(s[3] for s in mine)
+        if not wall > 0 or not flops > 0:
+            raise ConfigError(f"hardware 'local-cpu': the FLOPS probe timed {flops!r} FLOPs in {wall!r} ns; "
+                              "give roofline.peak_tflops instead")
+        out.append(flops / (wall / 1e9) / 1e12)
     return out
 
 
-def _child(size: int, repeats: int, runs: int, threads: int, queue) -> None:
-    for var in _BLAS_ENV:  # before numpy's import: its BLAS pool gets one thread per core
-        os.environ[var] = str(threads)
+def _child(size: int, repeats: int, runs: int, barrier, queue) -> None:
+    for var in _BLAS_ENV:  # one core per process: BLAS threads spin at barriers and stall on a busy core
+        os.environ[var] = "1"
     try:
         import numpy as np
 
         rng = np.random.default_rng(0)
         a = rng.standard_normal((size, size), dtype=np.float32)
         b = rng.standard_normal((size, size), dtype=np.float32)
-        a @ b  # warm-up: BLAS threads started, pages touched
+        a @ b  # warm-up: pages touched, kernels chosen
 
         def work() -> float:
             for _ in range(repeats):
                 a @ b
             return 2.0 * size ** 3 * repeats
 
-        queue.put(("ok", timed_runs(work, runs)))
+        run_worker(work, runs, queue.put, barrier=lambda: barrier.wait(timeout=60))
     except Exception as exc:  # noqa: BLE001 - reported by the parent
-        queue.put(("error", repr(exc)))
+        queue.put(("error", repr(exc), 0, 0.0))
 
 
-def numpy_matmul_runs(runs: int, *, threads: int | None = None, timeout_s: float = 120.0) -> list[float]:
-    """Run the matmul probe in a fresh (spawned) interpreter with ``threads`` BLAS threads."""
+def numpy_matmul_runs(runs: int, *, processes: int | None = None, timeout_s: float = 120.0) -> list[float]:
+    """One single-threaded numpy process per usable core, all starting each run together."""
     import multiprocessing as mp
 
     from .hwdetect import usable_cores
 
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=_child, args=(MATMUL_SIZE, MATMUL_REPEATS, runs, threads or usable_cores(), queue),
-                       daemon=True)
-    proc.start()
+    n = processes or usable_cores()
+    ctx = mp.get_context("spawn")  # a fresh interpreter: BLAS reads its thread count at import
+    barrier, queue = ctx.Barrier(n), ctx.Queue()
+    procs = [ctx.Process(target=_child, args=(MATMUL_SIZE, MATMUL_REPEATS, runs, barrier, queue), daemon=True)
+             for _ in range(n)]
+    samples: list[Sample] = []
     try:
-        kind, value = queue.get(timeout=timeout_s)
+        for p in procs:
+            p.start()
+        for _ in range(n * runs):
+            sample = queue.get(timeout=timeout_s)
+            if sample[0] == "error":
+                raise ConfigError(f"hardware 'local-cpu': the FLOPS probe failed ({sample[1]}); "
+                                  "give roofline.peak_tflops")
+            samples.append(sample)
+    except ConfigError:
+        raise
     except Exception as exc:
         raise ConfigError(f"hardware 'local-cpu': the FLOPS probe did not finish ({exc!r}); "
                           "give roofline.peak_tflops instead") from None
     finally:
-        proc.join(timeout=10)
-        if proc.is_alive():
-            proc.terminate()
-            proc.join(timeout=5)
-    if kind != "ok":
-        raise ConfigError(f"hardware 'local-cpu': the FLOPS probe failed ({value}); give roofline.peak_tflops")
-    return value
+        for p in procs:
+            if p.pid is None:
+                continue
+            p.join(timeout=10)
+            if p.is_alive():
+                p.terminate()
+                p.join(timeout=5)
+    return aggregate(samples, runs)
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,12 @@ def clock_from(durations_ns):
 
 
 def measure_with(durations_ns, flops=2e9):
+    """The probe's own worker and aggregation, with an injected clock and matmul."""
     def measure(runs):
         assert runs == len(durations_ns)
-        return flops_probe.timed_runs(lambda: flops, runs, clock_from(durations_ns))
+        samples = []
+        flops_probe.run_worker(lambda: flops, runs, samples.append, clock=clock_from(durations_ns))
+        return flops_probe.aggregate(samples, runs)
     return measure
 
 
@@ -31,14 +34,19 @@ def load(busy_share):
     return lambda: next(samples)
 
 
-def test_timed_runs_with_an_injected_clock():
-    got = flops_probe.timed_runs(lambda: 2e9, 3, clock_from([20_000_000, 40_000_000, 25_000_000]))
-    assert got == pytest.approx([0.1, 0.05, 0.08])  # 2 GFLOP in 20 ms = 0.1 TFLOP/s
+def test_runs_timed_with_an_injected_clock():
+    assert measure_with([20_000_000, 40_000_000, 25_000_000])(3) == pytest.approx([0.1, 0.05, 0.08])  # 2 GFLOP/20 ms
+
+
+def test_processes_add_up_over_the_runs_wall_time():
+    # two processes of one run: 2 + 2 GFLOP between 0 and 25 ms (they overlap) = 0.16 TFLOP/s
+    assert flops_probe.aggregate([(0, 0, 20_000_000, 2e9), (0, 5_000_000, 25_000_000, 2e9)], 1) == \
+        pytest.approx([0.16])
 
 
 def test_a_clock_that_does_not_advance_is_an_error():
     with pytest.raises(ConfigError, match="peak_tflops"):
-        flops_probe.timed_runs(lambda: 2e9, 1, lambda: 5)
+        flops_probe.aggregate([(0, 5, 5, 2e9)], 1)
 
 
 def test_agreeing_runs_on_a_quiet_machine_are_cached_as_the_best(tmp_path):
@@ -92,5 +100,5 @@ def test_peak_from_the_catalog_the_dtype_and_an_override():
 
 def test_the_real_matmul_probe_measures_something():
     # the real probe (a spawned numpy process, ~1 s): what the injected tests stand in for
-    runs = flops_probe.numpy_matmul_runs(2)
+    runs = flops_probe.numpy_matmul_runs(2, processes=2)
     assert len(runs) == 2 and all(0 < x < 100 for x in runs)  # TFLOP/s of a CPU
