@@ -27,7 +27,7 @@ from typing import Callable, NamedTuple, Sequence
 from . import catalog
 from ..core.errors import ConfigError
 from ..core.hardware import Hardware
-from .probe_cache import (BUSY_LIMIT, SPREAD_LIMIT, CpuSample, LoadMeter, cache_dir, host_key,  # noqa: F401
+from .probe_cache import (BUSY_LIMIT, SPREAD_LIMIT, LoadMeter, cache_dir, host_key,  # noqa: F401
                           not_cached_reason, others_busy_share, proc_stat_sample, read_cache as _read_cache,
                           write_cache)
 

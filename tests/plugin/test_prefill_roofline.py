@@ -105,17 +105,17 @@ def test_marker_and_fixture_forms_with_marker_over_cli(pytester):
     r.stdout.fnmatch_lines(["*test_marker_sweep*", "*0.2* of the compute ceiling*budget ≥ 0.35*"])
 
 
-SHARED = "    shared_prefix_tokens: 256\n"
+SHARED = "    shared_prefix_tokens: 768\n"
 
 
 @pytest.mark.parametrize("shared", [True, False])
 def test_a_cached_shared_prefix_makes_the_sublinear_note_appear(pytester, shared):
-    """Prefix caching on: with a shared prefix its 256 tokens are served from the cache, so TTFT
-    extrapolates below zero at 0 tokens -- a note; with unique prompts (salted) it does not.
-    The shortest prompt leaves 256 tokens to compute: 8.4 ms, above the 6.9 ms a step needs to
-    read the weights, so every length is compute-bound (below that the step's memory floor, not
-    the cache, would set TTFT)."""
-    r = run(pytester, 0.5, extra=SHARED if shared else "", query="&prefix_caching=true", sweep="512, 1024, 4096")
+    """Prefix caching on: with a shared prefix its 768 tokens are served from the cache (27 ms of
+    prefill skipped), so TTFT extrapolates to about -24 ms at 0 tokens -- a note; with unique
+    prompts (salted) it does not.  The shortest prompt leaves 256 tokens to compute: 8.4 ms, above
+    the 6.9 ms a step needs to read the weights, so every length is compute-bound (below that the
+    step's memory floor, not the cache, would set TTFT)."""
+    r = run(pytester, 0.5, extra=SHARED if shared else "", query="&prefix_caching=true", sweep="1024, 2048, 4096")
     r.assert_outcomes(passed=1)
     res = result(pytester)
     sublinear = [n for n in res["notes"] if "not prefilled" in n]

@@ -50,7 +50,6 @@ deployment.  ``efficiency=x`` in the config sets both.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
