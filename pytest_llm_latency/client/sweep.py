@@ -75,7 +75,8 @@ def sweep_points(w: Workload, p: WorkloadResult) -> list[SweepPoint]:
             continue
         n = int(r.prompt_tokens or w.prompt_tokens)
         st = r.server_timings
-        if isinstance(st.get("prefill_ms"), (int, float)) and not isinstance(st.get("prefill_ms"), bool):
+        if isinstance(st.get("prefill_ms"), (int, float)) and not isinstance(st.get("prefill_ms"), bool) \
+                and st["prefill_ms"] > 0:  # Ollama omits a zero duration
             out.append(SweepPoint(n, ttft, float(st["prefill_ms"]), st.get("prompt_n", n), st.get("source", "server")))
         elif vllm_ms is not None:
             out.append(SweepPoint(n, ttft, vllm_ms, n, "vllm:request_prefill_time_seconds"))

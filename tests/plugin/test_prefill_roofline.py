@@ -123,3 +123,14 @@ def test_a_cached_shared_prefix_makes_the_sublinear_note_appear(pytester, shared
     assert bool(sublinear) is shared
     if shared:
         r.stdout.fnmatch_lines(["*prefill: TTFT extrapolates to -* ms at 0 prompt tokens*"])
+
+
+def test_ollama_prompt_eval_duration_is_the_server_timing(pytester):
+    """The reference target's Ollama API reports prompt_eval_duration: the server's own fit and
+    the client − server overhead come from it (the MFU is the same measurement)."""
+    r = run(pytester, 0.5, "--llm-latency-api=ollama", extra="")
+    r.assert_outcomes(passed=1)
+    p = result(pytester)["prefill"]
+    assert p["server_source"] == "ollama"
+    assert p["server_tok_s"] == pytest.approx(p["tok_s"], rel=0.1) and 0 <= p["server_overhead_ms"] < 50
+    assert p["mfu"] == pytest.approx(0.5, rel=0.05) and p["status"] == "report"
