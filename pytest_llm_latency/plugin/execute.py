@@ -63,8 +63,11 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
     try:
         with xdist_measurement_lock() as waited_for:
             t0 = time.time_ns()
-            res = runner.measure(client, workload, seed=sess.settings.get("seed"), nonce=sess.nonce or None,
-                                salt_context=sess.salt_context(item.nodeid, workload.name), progress=progress)
+            measure = runner.measure
+            if workload.prompt_sweep:
+                from ..client.sweep import measure_sweep as measure
+            res = measure(client, workload, seed=sess.settings.get("seed"), nonce=sess.nonce or None,
+                          salt_context=sess.salt_context(item.nodeid, workload.name), progress=progress)
             if waited_for is not None:
                 res.extra.update(measure_start_ns=t0, measure_end_ns=time.time_ns())
             server = sess.server_for(spec)
@@ -122,10 +125,15 @@ def _died(server, grace_s: float = 2.0) -> str | None:
 
 def apply_roofline(item, sess: LatencySession, spec: TargetSpec, client, workload: Workload, res: WorkloadResult,
                    overrides: dict) -> None:
-    """Roofline gate, when a workload, marker or the CLI asks for it (see roofline_gate)."""
+    """Roofline gates: decode when a workload, marker or the CLI asks for it (see roofline_gate); prefill
+    for a prompt_sweep workload (see prefill_gate; its decode gate only with >= 2 output tokens)."""
+    from .prefill_gate import prefill_gate
     from .roofline_gate import gate_for
 
-    gate_for(sess, spec, workload, res, overrides, base_dir=Path(str(item.path)).parent, client=client)
+    base_dir = Path(str(item.path)).parent
+    if not workload.prompt_sweep or workload.output_tokens >= 2:
+        gate_for(sess, spec, workload, res, overrides, base_dir=base_dir, client=client)
+    prefill_gate(sess, spec, workload, res, overrides, base_dir=base_dir, client=client)
 
 
 def record(item: pytest.Item, results: WorkloadResult | list[WorkloadResult]) -> None:
