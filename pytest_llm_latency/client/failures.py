@@ -86,6 +86,7 @@ class Received:
     body_bytes: int = 0
     tokens: int = 0
     elapsed_s: float | None = None
+    stream: bool = True              # a token stream (False: a small answer: models, tokenize)
 
     @classmethod
     def from_response(cls, resp: httpx.Response, body_bytes: int = 0, **kw) -> "Received":
@@ -151,7 +152,13 @@ def map_transport_error(exc: httpx.HTTPError, url: str, timeouts: _Timeouts, red
                 f"(not TLS, SSH or another protocol on that port)?"))
         return MeasurementError("reset", redact(
             f"connection to {url} closed before any response (no status line){received.after()} — the server "
-            f"or a proxy in front of it dropped the request; check their logs ({what})"))
+            f"or a proxy in front of it dropped the request (check their logs), or that port speaks another "
+            f"protocol (an SSH banner without a blank line ends like this) ({what})"))
+    if closed and phase in ("headers", "body") and not received.stream:
+        return MeasurementError("reset", redact(
+            f"the response from {url} started (HTTP {received.status}) but the connection closed after "
+            f"{received.body_bytes} body bytes{received.after()}, before the answer was complete — the server "
+            f"or a proxy cut it ({what})"))
     if closed and phase in ("headers", "body"):
         return MeasurementError("reset", redact(closed_before_first_token(url, received, f" ({what})")))
     if closed:

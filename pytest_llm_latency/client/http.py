@@ -220,7 +220,8 @@ def bounded_request(http: httpx.Client, method: str, url: str, *, total_s: float
                     raise httpx.ReadTimeout(f"answer from {url} took longer than {total_s:g}s in all",
                                             request=resp.request)
         except httpx.HTTPError as exc:  # the status had arrived: map_transport_error names that phase
-            setattr(exc, RECEIVED_ATTR, Received.from_response(resp, len(data), elapsed_s=clock() - start))
+            setattr(exc, RECEIVED_ATTR, Received.from_response(resp, len(data), elapsed_s=clock() - start,
+                                                               stream=False))
             raise
         return SmallResponse(resp.status_code, resp.headers, bytes(data))
 

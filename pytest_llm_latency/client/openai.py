@@ -233,7 +233,7 @@ class OpenAIClient:
         for ev in dec.close():
             self._event(builder, t_last, ev.data, ev.error, state)
         if not state["done"] and not builder.record.chunks:  # a close-delimited body (HTTP/1.0) cut early
-            after = (t_last - builder.record.t_send_ns) / 1e9
+            after = (builder.clock() - builder.record.t_send_ns) / 1e9  # the close, not the last read
             raise MeasurementError("no_done", self.redact(
                 f"stream ended without 'data: [DONE]' and without a token ({n_bytes} body bytes, {after:.1f} s "
                 f"after the request): the server or a proxy closed it before the first token — "
