@@ -83,9 +83,10 @@ class OpenAIClient:
             except httpx.HTTPError as exc:
                 raise map_transport_error(exc, url, self.timeouts, self.redact) from None
             if r.status_code != 200:
-                if r.status_code in (404, 405, 501) and self.model and not proxy_page(content_type(r.headers),
-                                                                                        r.text):
-                    self._models = []  # no model list served: the configured model is sent as it is
+                if r.status_code in (404, 405, 501) and self.model:
+                    # no model list here (the server has none, or a proxy exposes the completion
+                    # path only): the configured model is sent as it is
+                    self._models = []
                     return self._models
                 raise self._models_failure(r, url)
             try:

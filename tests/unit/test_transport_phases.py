@@ -229,6 +229,8 @@ def test_models_server_error_gives_status_content_type_and_a_redacted_excerpt():
 def test_models_not_served_is_fine_with_a_configured_model_and_named_without_one():
     with_model = models_client(404, b'{"detail":"Not Found"}', "application/json", "llama")
     assert with_model.models() == [] and with_model.check_model() is None
+    only_completions = models_client(404, b"<html><h1>404 Not Found</h1></html>", "text/html", "llama")
+    assert only_completions.models() == []  # a proxy exposing the completion path only
     without = models_client(404, b'{"detail":"Not Found"}', "application/json", None)
     with pytest.raises(MeasurementError, match=r"HTTP 404 \(application/json\) from http://proxy:8080/v1/models: "
                                                r"'Not Found' — set --llm-latency-model"):
