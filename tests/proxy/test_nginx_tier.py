@@ -154,7 +154,8 @@ def failing(proxy, upstreams, tmp_path_factory) -> PluginRun:
              "upstream_down_with_model": slo(proxy.url("upstream_down"), model="llama-3.1-8b")}
     run = run_plugin(tmp_path_factory.mktemp("failing"), files)
     for stem, (outcome, message, _) in run.junit.items():
-        print(f"{stem}: {outcome}: {message.strip()[:900]}")
+        cause = next((ln for ln in message.splitlines() if "server failed" in ln), message.strip()[:300])
+        print(f"{stem}: {outcome}: {cause}")
     return run
 
 
