@@ -118,6 +118,12 @@ class Workload:
     max_error_rate: float = 0.0
     budgets: tuple[Budget, ...] = ()
     roofline: Mapping[str, Any] | None = field(default=None, compare=False)
+    # statistical verdicts (core.verdict): confidence None = point estimate; samples: auto =
+    # sequential between min_samples and max_samples (``samples`` is then max_samples)
+    confidence: float | None = None
+    inconclusive: str = "fail"
+    sequential: bool = False
+    min_samples: int = 10
 
     def budget_map(self) -> dict[str, Budget]:
         return {b.key: b for b in self.budgets}
@@ -149,7 +155,11 @@ BUILTIN_CLASSES: dict[str, WorkloadClass] = {
 }
 
 WORKLOAD_KEYS = ("class", "prompt_tokens", "output_tokens", "samples", "warmup", "system_prompt_tokens",
-                 "shared_prefix_tokens", "concurrency", "max_error_rate", "slo", "roofline")
+                 "shared_prefix_tokens", "concurrency", "max_error_rate", "slo", "roofline",
+                 "confidence", "inconclusive", "min_samples", "max_samples")
+INCONCLUSIVE = ("fail", "warn", "pass")
+DEFAULT_CONFIDENCE = 0.95
+DEFAULT_MAX_SAMPLES = 200
 
 
 def _int(value: Any, where: str, minimum: int) -> int:
@@ -183,7 +193,9 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     get = lambda k, d: spec.get(k, d)  # noqa: E731
     prompt = _int(get("prompt_tokens", base.prompt_tokens if base else None), where(("prompt_tokens",)), 1)
     output = _int(get("output_tokens", base.output_tokens if base else None), where(("output_tokens",)), 1)
-    samples = _int(get("samples", 20), where(("samples",)), 1)
+    samples = get("samples", 20)
+    if samples != "auto":
+        samples = _int(samples, where(("samples",)), 1)
     warmup = _int(get("warmup", 2), where(("warmup",)), 0)
     default_system = 0
     if base and base.system_prompt_tokens:  # keep the class's system share when prompt_tokens is overridden
@@ -208,20 +220,70 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     roof = get("roofline", None)
     if roof is not None and not isinstance(roof, Mapping):
         raise ConfigError(f"{where(('roofline',))}: expected a mapping like {{min_efficiency: 0.5}}")
-    return Workload(name=name, klass=klass_name, prompt_tokens=prompt, output_tokens=output, samples=samples,
-                    warmup=warmup, system_prompt_tokens=system, shared_prefix_tokens=shared, concurrency=conc,
-                    max_error_rate=float(rate), budgets=budgets, roofline=roof)
+    w = Workload(name=name, klass=klass_name, prompt_tokens=prompt, output_tokens=output, samples=20,
+                 warmup=warmup, system_prompt_tokens=system, shared_prefix_tokens=shared, concurrency=conc,
+                 max_error_rate=float(rate), budgets=budgets, roofline=roof)
+    return with_statistics(w, spec, where, samples)
 
 
-def check_min_samples(w: Workload, where: str, samples: int | None = None) -> None:
+def with_statistics(w: Workload, spec: Mapping[str, Any], where, samples: Any = None) -> Workload:
+    """Apply ``samples`` (an integer or ``auto``), ``min_samples``, ``max_samples``, ``confidence``
+    and ``inconclusive`` from ``spec`` (keys absent keep ``w``'s).  ``confidence`` defaults to
+    0.95 with ``samples: auto`` and to None (the point estimate) with fixed samples;
+    ``confidence: null`` (or ``"null"``) asks for the point estimate."""
+    samples = spec.get("samples", w.samples if not w.sequential else "auto") if samples is None else samples
+    auto = samples == "auto"
+    if not auto:
+        samples = _int(samples, where(("samples",)), 1)
+    lo = _int(spec.get("min_samples", w.min_samples), where(("min_samples",)), 1)
+    hi = _int(spec.get("max_samples", w.samples if w.sequential else DEFAULT_MAX_SAMPLES),
+              where(("max_samples",)), 1)
+    if auto and lo > hi:
+        raise ConfigError(f"{where(('min_samples',))}: min_samples ({lo}) must not exceed max_samples ({hi})")
+    if not auto and ("min_samples" in spec or "max_samples" in spec):
+        raise ConfigError(f"{where(('samples',))}: min_samples/max_samples apply to samples: auto only, "
+                          f"got samples: {samples}")
+    conf = spec["confidence"] if "confidence" in spec else w.confidence
+    conf = None if conf in (None, "null", "none") else conf
+    if conf is None and auto and "confidence" not in spec:
+        conf = DEFAULT_CONFIDENCE
+    if conf is not None and (isinstance(conf, bool) or not isinstance(conf, (int, float)) or not 0.5 <= conf < 1):
+        raise ConfigError(f"{where(('confidence',))}: expected a confidence level in [0.5, 1) like 0.95, "
+                          f"or null for the point estimate, got {conf!r}")
+    if auto and conf is None:
+        raise ConfigError(f"{where(('confidence',))}: samples: auto decides at a confidence: set confidence "
+                          f"(e.g. 0.95), or use a fixed number of samples with confidence: null")
+    inc = spec.get("inconclusive", w.inconclusive)
+    if inc not in INCONCLUSIVE:
+        raise ConfigError(f"{where(('inconclusive',))}: expected one of {', '.join(INCONCLUSIVE)}, got {inc!r}"
+                          f"{did_you_mean(inc, INCONCLUSIVE)}")
+    return replace(w, samples=hi if auto else samples, sequential=auto, min_samples=min(lo, hi),
+                   confidence=None if conf is None else float(conf), inconclusive=inc)
+
+
+def check_min_samples(w: Workload, where: str, samples: Any = None) -> None:
     """Config-time check that ``samples`` (default ``w.samples``) can support every percentile budget.
 
-    A percentile q needs n >= 1/(1-q) samples (``stats.min_samples_for``); below that it is just the
-    max.  ITL is exempt: every request contributes ``output_tokens - 1`` ITL values.
+    Point estimate (``confidence`` None): a percentile q needs n >= 1/(1-q) samples
+    (``stats.min_samples_for``); below that it is just the max.  At a confidence: fewer samples
+    only widen the bounds (inconclusive), and the error is for a budget that no sample size up
+    to ``samples`` (``max_samples`` with ``samples: auto``) could decide either way.  ITL is
+    exempt: every request contributes ``output_tokens - 1`` ITL values.
     """
     from .stats import min_samples_for
+    from .verdict import decidable
 
-    n = w.samples if samples is None else samples
+    if samples is not None:
+        w = with_statistics(w, {}, lambda p: where, samples)
+    n = w.samples
+    if w.confidence is not None:
+        for b in w.budgets:
+            if not decidable(b.stat, b.metric, w.confidence, n, w.sequential):
+                raise ConfigError(f"{where}: budget {b.key} ({b.source or 'class default'}): no sample size up to "
+                                  f"{n} can decide a {b.stat} at {w.confidence:.0%} confidence: raise "
+                                  f"{'max_samples' if w.sequential else 'samples'}, lower the confidence, "
+                                  f"or use confidence: null (point estimate)")
+        return
     worst = None
     for b in w.budgets:
         need = min_samples_for(b.stat)
@@ -233,7 +295,7 @@ def check_min_samples(w: Workload, where: str, samples: int | None = None) -> No
     fallback = [s for s in ("p95", "p90", "p50") if min_samples_for(s) <= n]
     alt = f" or use {fallback[0]}" if fallback else ""
     raise ConfigError(f"{where}: budget {b.key} ({b.source or 'class default'}): {b.stat} needs >= {need} samples, "
-                      f"got {n}: raise samples{alt}")
+                      f"got {n}: raise samples{alt}, or set confidence (e.g. 0.95) for a verdict with bounds")
 
 
 def with_budgets(w: Workload, extra: Mapping[str, Any], where: str) -> Workload:
