@@ -65,6 +65,7 @@ def binom_sf(k: int, n: int, p: float) -> float:
 
 
 # --------------------------------------------------------------------------- fixed-n quantile bounds
+@lru_cache(maxsize=4096)
 def upper_rank(n: int, q: float, alpha: float) -> int | None:
     """Smallest 1-based rank u with P(Bin(n, q) >= u) <= alpha: X_(u) is an upper
     confidence bound for the q-quantile.  None when even the maximum is not (n too small)."""
@@ -78,6 +79,7 @@ def upper_rank(n: int, q: float, alpha: float) -> int | None:
     return lo if lo <= n else None
 
 
+@lru_cache(maxsize=4096)
 def lower_rank(n: int, q: float, alpha: float) -> int | None:
     """Largest 1-based rank l with P(Bin(n, q) <= l - 1) <= alpha: X_(l) is a lower
     confidence bound for the q-quantile.  None when even the minimum is not."""

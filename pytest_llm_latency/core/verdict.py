@@ -71,9 +71,11 @@ def _status(lower: float, upper: float, limit: float, floor: bool) -> str:
 
 
 def judge(key: str, metric: str, stat: str, limit: float, floor: bool, values: Sequence[float],
-          confidence: float | None, *, max_n: int | None = None, alpha_share: float = 1.0) -> BudgetVerdict:
+          confidence: float | None, *, max_n: int | None = None, alpha_share: float = 1.0,
+          advise: bool = True) -> BudgetVerdict:
     """One budget on ``values`` (arrival order).  ``max_n``: sequential rule with that horizon;
-    ``alpha_share``: the part of alpha this look may use (means, Bonferroni over looks)."""
+    ``alpha_share``: the part of alpha this look may use (means, Bonferroni over looks);
+    ``advise``: estimate how many samples would decide an inconclusive one."""
     n = len(values)
     est = estimate(values, stat)
     point = _status(est, est, limit, floor)
@@ -92,7 +94,7 @@ def judge(key: str, metric: str, stat: str, limit: float, floor: bool, values: S
         lo, up = ci.quantile_bounds(sorted(values), _q(stat), alpha)
         method = "order-statistic"
     status = _status(lo, up, limit, floor)
-    more = would_decide(values, stat, limit, alpha) if status == "inconclusive" else None
+    more = would_decide(values, stat, limit, alpha) if status == "inconclusive" and advise else None
     return BudgetVerdict(key, status, est, lo, up, n, confidence, method, more)
 
 
@@ -140,14 +142,15 @@ def would_decide(values: Sequence[float], stat: str, limit: float, alpha: float,
 
 
 def decidable(stat: str, metric: str, confidence: float | None, max_n: int, sequential: bool) -> bool:
-    """Could any sample size up to ``max_n`` decide this budget either way?"""
+    """Could any sample size up to ``max_n`` decide this budget either way?  With ``samples: auto``
+    it must be able to *pass*: sampling on towards a verdict that can only be a fail is pointless."""
     q = _q(stat)
     if confidence is None or q is None or metric == "itl":
         return stat != "mean" or max_n >= 1
     alpha = 1.0 - confidence
     if sequential:
         rule = ci.sequential_quantile(q, alpha, max_n)
-        return any(r is not None for r in rule.upper) or any(r is not None for r in rule.lower)
+        return any(r is not None for r in rule.upper)
     return max_n >= min(ci.min_n_to_bound(q, alpha), ci.min_n_to_bound(q, alpha, upper=False))
 
 
@@ -188,11 +191,11 @@ class SequentialVerdicts:
                 return None
             self._mean_done[b.key] = look
             return judge(b.key, b.metric, b.stat, b.limit, b.is_floor, vals[:look], self.confidence,
-                         alpha_share=1.0 / len(self.looks))
+                         alpha_share=1.0 / len(self.looks), advise=False)
         if not self.holds_up(b):
             return None
         return judge(b.key, b.metric, b.stat, b.limit, b.is_floor, vals[: self.max_n], self.confidence,
-                     max_n=self.max_n)
+                     max_n=self.max_n, advise=False)
 
     def final(self, b, vals: Sequence[float]) -> BudgetVerdict:
         """The verdict at the end: the kept decision, else the rule at the last sample."""
