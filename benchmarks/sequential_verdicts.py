@@ -119,7 +119,7 @@ def boundary(runs: int, rng: random.Random, q: float = Q) -> dict:
     """Worst case for 'pass': true quantile just above the budget, so a sample is <= budget
     with probability q (continuous) -- simulated as Bernoulli(q) counts, checked every sample."""
     alpha = 1 - CONF
-    rule = ci.sequential_quantile(q, alpha, MAX_N)
+    rule = ci.sequential_quantile(q, alpha, MAX_N, MIN_N)
     naive = ci.naive_ranks(q, alpha, MAX_N)
     hits = {"sequential": 0, "naive": 0}
     for _ in range(runs):

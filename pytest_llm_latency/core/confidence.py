@@ -112,15 +112,26 @@ def min_n_to_bound(q: float, alpha: float, upper: bool = True) -> int:
 
 
 # --------------------------------------------------------------------------- sequential
-#: share of alpha the spending function allows at the start (the first sample size that
-#: can decide spends it); the rest is spent linearly up to max_n.  Front-loaded on purpose:
-#: a budget far from the truth is decided at the first possible look.
+#: share of alpha the upper-bound side may spend at once (see ``spent``)
 FRONT_SHARE = 0.8
 
 
-def spent(n: int, max_n: int, alpha: float) -> float:
-    """Lan-DeMets alpha-spending function: the error allowed by sample n (cumulative)."""
-    return alpha * (FRONT_SHARE + (1.0 - FRONT_SHARE) * min(n, max_n) / max_n)
+def spent(n: int, min_n: int, max_n: int, alpha: float, upper: bool) -> float:
+    """Lan-DeMets alpha-spending functions: the error allowed by sample n (cumulative), from
+    ``min_n`` (the first look) to ``max_n``, t = (n - min_n + 1) / (max_n - min_n + 1).
+
+    * upper bound (a ceiling's *pass*): front-loaded, ``alpha * (0.8 + 0.2 t)``.  The first
+      sample size at which the bound can exist at all is an atom -- every sample below the
+      budget, probability q^n (59 samples for p95 at 5%) -- so most of alpha is spent there:
+      a budget far from the truth passes at the first possible look (62 samples for p95).
+    * lower bound (a ceiling's *fail*): Pocock-type, ``alpha * ln(1 + (e - 1) t)``, spread
+      over the run, so the bound stays close to the fixed-n one at every n."""
+    if n < min_n:
+        return 0.0
+    t = min(1.0, (n - min_n + 1) / (max_n - min_n + 1))
+    if upper:
+        return alpha * (FRONT_SHARE + (1.0 - FRONT_SHARE) * t)
+    return alpha * math.log(1.0 + (math.e - 1.0) * t)
 
 
 @dataclass(frozen=True)
@@ -136,6 +147,7 @@ class SequentialQuantile:
     q: float
     alpha: float
     max_n: int
+    min_n: int
     upper: tuple = field(repr=False)
     lower: tuple = field(repr=False)
     error_upper: float
@@ -148,7 +160,7 @@ class SequentialQuantile:
         return _at(sorted_vals, self.lower[n], -INF), _at(sorted_vals, self.upper[n], INF)
 
 
-def _calibrate(q: float, alpha: float, max_n: int, upper: bool) -> tuple[tuple, float]:
+def _calibrate(q: float, alpha: float, min_n: int, max_n: int, upper: bool) -> tuple[tuple, float]:
     # upper side: crossing = S_n >= u_n (S_n ~ count below the quantile, success prob q);
     # lower side: crossing = T_n <= l_n - 1, the mirror image: count above, success prob 1-q.
     p = q if upper else 1.0 - q
@@ -161,7 +173,7 @@ def _calibrate(q: float, alpha: float, max_n: int, upper: bool) -> tuple[tuple, 
             if w:
                 nxt[s] += w * (1.0 - p)
                 nxt[s + 1] += w * p
-        allowed = spent(n, max_n, alpha) - crossed
+        allowed = spent(n, min_n, max_n, alpha, upper) - crossed
         tail, c = 0.0, n + 1  # c: smallest count that counts as a crossing
         while c > 0 and tail + nxt[c - 1] <= allowed:
             c -= 1
@@ -178,13 +190,14 @@ def _calibrate(q: float, alpha: float, max_n: int, upper: bool) -> tuple[tuple, 
 
 
 @lru_cache(maxsize=64)
-def sequential_quantile(q: float, alpha: float, max_n: int) -> SequentialQuantile:
-    """The anytime-valid rule for one (quantile, error, horizon); cached (O(max_n^2) to build)."""
-    if not (0.0 < q < 1.0 and 0.0 < alpha < 1.0 and max_n >= 1):
-        raise ValueError(f"need 0 < q < 1, 0 < alpha < 1, max_n >= 1; got {q}, {alpha}, {max_n}")
-    up, e_up = _calibrate(q, alpha, max_n, True)
-    lo, e_lo = _calibrate(q, alpha, max_n, False)
-    return SequentialQuantile(q, alpha, max_n, up, lo, e_up, e_lo)
+def sequential_quantile(q: float, alpha: float, max_n: int, min_n: int = 1) -> SequentialQuantile:
+    """The anytime-valid rule for one (quantile, error, first look, horizon): bounds for every
+    n in ``min_n..max_n``, looked at as often as one likes.  Cached (O(max_n^2) to build)."""
+    if not (0.0 < q < 1.0 and 0.0 < alpha < 1.0 and 1 <= min_n <= max_n):
+        raise ValueError(f"need 0 < q < 1, 0 < alpha < 1, 1 <= min_n <= max_n; got {q}, {alpha}, {min_n}, {max_n}")
+    up, e_up = _calibrate(q, alpha, min_n, max_n, True)
+    lo, e_lo = _calibrate(q, alpha, min_n, max_n, False)
+    return SequentialQuantile(q, alpha, max_n, min_n, up, lo, e_up, e_lo)
 
 
 def crossing_probability(q: float, ranks: Sequence, upper: bool = True, start: int = 1) -> float:

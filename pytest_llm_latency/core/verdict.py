@@ -71,7 +71,7 @@ def _status(lower: float, upper: float, limit: float, floor: bool) -> str:
 
 
 def judge(key: str, metric: str, stat: str, limit: float, floor: bool, values: Sequence[float],
-          confidence: float | None, *, max_n: int | None = None, alpha_share: float = 1.0,
+          confidence: float | None, *, max_n: int | None = None, min_n: int = 1, alpha_share: float = 1.0,
           advise: bool = True) -> BudgetVerdict:
     """One budget on ``values`` (arrival order).  ``max_n``: sequential rule with that horizon;
     ``alpha_share``: the part of alpha this look may use (means, Bonferroni over looks);
@@ -88,7 +88,7 @@ def judge(key: str, metric: str, stat: str, limit: float, floor: bool, values: S
         lo, up = ci.mean_bounds(list(values), alpha * alpha_share)
         method = "t"
     elif max_n is not None:
-        lo, up = ci.sequential_quantile(_q(stat), alpha, max_n).bounds(sorted(values))
+        lo, up = ci.sequential_quantile(_q(stat), alpha, max_n, min(min_n, max_n)).bounds(sorted(values))
         method = "sequential order-statistic"
     else:
         lo, up = ci.quantile_bounds(sorted(values), _q(stat), alpha)
@@ -141,7 +141,8 @@ def would_decide(values: Sequence[float], stat: str, limit: float, alpha: float,
     return hi_n
 
 
-def decidable(stat: str, metric: str, confidence: float | None, max_n: int, sequential: bool) -> bool:
+def decidable(stat: str, metric: str, confidence: float | None, max_n: int, sequential: bool,
+              min_n: int = 1) -> bool:
     """Could any sample size up to ``max_n`` decide this budget either way?  With ``samples: auto``
     it must be able to *pass*: sampling on towards a verdict that can only be a fail is pointless."""
     q = _q(stat)
@@ -149,7 +150,7 @@ def decidable(stat: str, metric: str, confidence: float | None, max_n: int, sequ
         return stat != "mean" or max_n >= 1
     alpha = 1.0 - confidence
     if sequential:
-        rule = ci.sequential_quantile(q, alpha, max_n)
+        rule = ci.sequential_quantile(q, alpha, max_n, min(min_n, max_n))
         return any(r is not None for r in rule.upper)
     return max_n >= min(ci.min_n_to_bound(q, alpha), ci.min_n_to_bound(q, alpha, upper=False))
 
@@ -195,7 +196,7 @@ class SequentialVerdicts:
         if not self.holds_up(b):
             return None
         return judge(b.key, b.metric, b.stat, b.limit, b.is_floor, vals[: self.max_n], self.confidence,
-                     max_n=self.max_n, advise=False)
+                     max_n=self.max_n, min_n=self.min_n, advise=False)
 
     def final(self, b, vals: Sequence[float]) -> BudgetVerdict:
         """The verdict at the end: the kept decision, else the rule at the last sample."""
@@ -203,7 +204,7 @@ class SequentialVerdicts:
             return self.decided[b.key]
         if self.holds_up(b) and b.stat != "mean":
             return judge(b.key, b.metric, b.stat, b.limit, b.is_floor, vals[: self.max_n], self.confidence,
-                         max_n=self.max_n)
+                         max_n=self.max_n, min_n=self.min_n)
         if b.stat == "mean":
             return judge(b.key, b.metric, b.stat, b.limit, b.is_floor, vals, self.confidence,
                          alpha_share=1.0 / len(self.looks))

@@ -278,7 +278,7 @@ def check_min_samples(w: Workload, where: str, samples: Any = None) -> None:
     n = w.samples
     if w.confidence is not None:
         for b in w.budgets:
-            if not decidable(b.stat, b.metric, w.confidence, n, w.sequential):
+            if not decidable(b.stat, b.metric, w.confidence, n, w.sequential, w.min_samples):
                 raise ConfigError(f"{where}: budget {b.key} ({b.source or 'class default'}): no sample size up to "
                                   f"{n} can decide a {b.stat} at {w.confidence:.0%} confidence: raise "
                                   f"{'max_samples' if w.sequential else 'samples'}, lower the confidence, "

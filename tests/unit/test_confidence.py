@@ -97,7 +97,7 @@ def test_sequential_bounds_on_a_recorded_distribution_checked_after_every_sample
     xi = truth(dist, 0.95)
     budget = max(v for v in dist if v < xi)
     p_below = sum(v <= budget for v in dist) / len(dist)
-    rule, naive = ci.sequential_quantile(0.95, ALPHA, 200), ci.naive_ranks(0.95, ALPHA, 200)
+    rule, naive = ci.sequential_quantile(0.95, ALPHA, 200, 10), ci.naive_ranks(0.95, ALPHA, 200)
     rng = random.Random(12)
     runs, seq_wrong, naive_wrong = 4000, 0, 0
     for _ in range(runs):
@@ -123,7 +123,7 @@ def test_the_real_sequential_judge_decides_as_the_rank_rule_says():
     dist = recorded("llama-server-tiny")
     limit = truth(dist, 0.95) * 1.05
     budget = Budget("ttft_p95", "ttft", "p95", limit)
-    rule = ci.sequential_quantile(0.95, ALPHA, 200)
+    rule = ci.sequential_quantile(0.95, ALPHA, 200, 10)
     rng = random.Random(3)
     for _ in range(60):
         seq = SequentialVerdicts((budget,), 0.95, 10, 200)
