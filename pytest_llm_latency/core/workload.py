@@ -31,7 +31,11 @@ BUDGET_KEYS = tuple(f"{m}_{s}" for m in METRICS for s in STATS) + ("output_tps_m
 def did_you_mean(word: str, choices) -> str:
     word = str(word)
     swapped = [c for c in choices if c != word and sorted(c) == sorted(word)]  # '500sm': letters swapped
-    close = swapped + [c for c in difflib.get_close_matches(word, list(choices), n=3, cutoff=0.6) if c not in swapped]
+    near = difflib.get_close_matches(word, list(choices), n=3, cutoff=0.6)
+    if near:  # only the best and those nearly as close ('sample': samples, not min_samples)
+        best = difflib.SequenceMatcher(None, word, near[0]).ratio()
+        near = [c for c in near if difflib.SequenceMatcher(None, word, c).ratio() >= best - 0.15]
+    close = swapped + [c for c in near if c not in swapped]
     close = close[:3]
     return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
