@@ -104,11 +104,10 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
     before = _scrape(client)
     with _no_gc_pauses():
         outcomes, sequential = send_samples(one, samples, workload, progress)
-    res_kw = {"sequential": sequential} if sequential is not None else {}
     after = _scrape(client) if before is not None else None
     records = [o for o in outcomes if isinstance(o, RequestRecord)]
     failures = [o for o in outcomes if isinstance(o, Failure)]
-    res = evaluate(workload, records, failures, **res_kw)
+    res = evaluate(workload, records, failures, sequential=sequential)
     res.extra.update(stop_info(workload, sequential, len(outcomes)))
     scraped = None
     if before is not None and after is not None:
