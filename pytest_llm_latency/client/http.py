@@ -257,6 +257,12 @@ def map_transport_error(exc: httpx.HTTPError, url: str, timeouts: Timeouts, reda
     return MeasurementError("http", redact(f"{type(exc).__name__} talking to {url}: {exc}"))
 
 
+def _stamp_failure(rec: Any, clock: Clock) -> None:
+    """When the failure was seen (``t_end``, for the report's timeline), unless already stamped."""
+    if getattr(rec, "t_end_ns", 0) is None:
+        rec.t_end_ns = clock()
+
+
 class StreamingPost:
     """POST a streaming request and iterate ``(t_ns, bytes)`` as reads arrive."""
 
@@ -297,11 +303,13 @@ class StreamingPost:
                     return builder
             except MeasurementError as exc:
                 exc.partial = exc.partial or builder.record  # what arrived before the failure (TTFT, gaps)
+                _stamp_failure(exc.partial, self.clock)
                 raise
             except httpx.HTTPError as exc:
                 err = map_transport_error(exc, url, self.timeouts, self.redact, len(builder.record.chunks),
                                           builder.record.t_first_byte_ns is not None)
                 err.partial = builder.record
+                _stamp_failure(err.partial, self.clock)
                 raise err from None
 
     def _status_error(self, resp: httpx.Response, url: str, retries: int,

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import metrics as m
+from .coldstart import COLD_BUDGET
 from .errors import EmptySampleError
 from .record import RequestRecord
 from .stats import INF, Summary, fmt_stat, min_samples_for, summarize
@@ -61,6 +62,10 @@ class Failure:
     ttft_ms: float | None = None          # measured when the first token did arrive
     ttfo_ms: float | None = None
     itl_ms: tuple[float, ...] = ()        # gaps measured before the failure
+    # when it happened (clock ns, as RequestRecord), for the report's timeline; None when unknown
+    t_send_ns: int | None = None
+    t_last_ns: int | None = None          # last token before the failure
+    t_end_ns: int | None = None           # the failure was seen
 
     @classmethod
     def from_error(cls, exc) -> "Failure":
@@ -68,7 +73,8 @@ class Failure:
         rec = getattr(exc, "partial", None)
         if rec is None or not isinstance(rec, RequestRecord):
             return cls(exc.kind, exc.message)
-        return cls(exc.kind, exc.message, m.ttft_ms(rec), m.ttfo_ms(rec), tuple(m.itl_ms(rec)))
+        return cls(exc.kind, exc.message, m.ttft_ms(rec), m.ttfo_ms(rec), tuple(m.itl_ms(rec)),
+                   t_send_ns=rec.t_send_ns, t_last_ns=rec.t_last_token_ns, t_end_ns=rec.t_end_ns)
 
 
 @dataclass(frozen=True)
@@ -203,6 +209,8 @@ def evaluate(workload: Workload, records: list[RequestRecord], failures: list[Fa
         res.summaries.clear()  # nothing was measured: result.ttft raises, never an all-miss statistic
         return res
     for b in workload.budgets:
+        if b.key == COLD_BUDGET:
+            continue  # one request after an unload, judged by the runner (core.coldstart), not the samples
         s = res.summaries.get(b.metric)
         if s is None:
             res.errors.append(f"{METRIC_LABEL[b.metric]} {b.stat}: no values to check the budget against "

@@ -22,6 +22,7 @@ from ..core.workload import Workload
 from .report.properties import flatten
 from .report.terminal import Progress
 from .session import LatencySession, TargetSpec
+from .stash import DETAIL_KEY, SESSION_KEY
 
 #: the (name, value) tuples ``record`` added to an item's user_properties (so it never touches the user's own)
 OWN_PROPS_KEY = pytest.StashKey[list]()
@@ -62,8 +63,11 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
     try:
         with xdist_measurement_lock() as waited_for:
             t0 = time.time_ns()
-            res = runner.measure(client, workload, seed=sess.settings.get("seed"), nonce=sess.nonce or None,
-                                salt_context=sess.salt_context(item.nodeid, workload.name), progress=progress)
+            measure = runner.measure
+            if workload.prompt_sweep:
+                from ..client.sweep import measure_sweep as measure
+            res = measure(client, workload, seed=sess.settings.get("seed"), nonce=sess.nonce or None,
+                          salt_context=sess.salt_context(item.nodeid, workload.name), progress=progress)
             if waited_for is not None:
                 res.extra.update(measure_start_ns=t0, measure_end_ns=time.time_ns())
             server = sess.server_for(spec)
@@ -121,10 +125,15 @@ def _died(server, grace_s: float = 2.0) -> str | None:
 
 def apply_roofline(item, sess: LatencySession, spec: TargetSpec, client, workload: Workload, res: WorkloadResult,
                    overrides: dict) -> None:
-    """Roofline gate, when a workload, marker or the CLI asks for it (see roofline_gate)."""
+    """Roofline gates: decode when a workload, marker or the CLI asks for it (see roofline_gate); prefill
+    for a prompt_sweep workload (see prefill_gate; its decode gate only with >= 2 output tokens)."""
+    from .prefill_gate import prefill_gate
     from .roofline_gate import gate_for
 
-    gate_for(sess, spec, workload, res, overrides, base_dir=Path(str(item.path)).parent, client=client)
+    base_dir = Path(str(item.path)).parent
+    if not workload.prompt_sweep or workload.output_tokens >= 2:
+        gate_for(sess, spec, workload, res, overrides, base_dir=base_dir, client=client)
+    prefill_gate(sess, spec, workload, res, overrides, base_dir=base_dir, client=client)
 
 
 def record(item: pytest.Item, results: WorkloadResult | list[WorkloadResult]) -> None:
@@ -146,6 +155,11 @@ def record(item: pytest.Item, results: WorkloadResult | list[WorkloadResult]) ->
         added.extend((prefix + name[len("llm."):], value) for name, value in props)
     item.user_properties.extend(added)
     item.stash[OWN_PROPS_KEY] = added
+    settings = getattr(item.config.stash.get(SESSION_KEY, None), "settings", None)
+    if settings is not None and (settings.get("json") or settings.get("html")):
+        from .report.detail import detail  # per-request data: JSON and HTML only, never JUnit
+
+        item.stash[DETAIL_KEY] = [detail(res) for res in results]
 
 
 def warn_notes(item: pytest.Item, results: WorkloadResult | list[WorkloadResult]) -> None:

@@ -11,7 +11,7 @@ from ..core.errors import ConfigError
 from ..core.redact import redact_url
 from .options import OPTIONS, Settings
 from .session import LatencySession, run_nonce
-from .stash import FIXTURE_KEY, RESULTS_KEY, SESSION_KEY, XDIST_NOTE_KEY, get_session
+from .stash import DETAIL_KEY, FIXTURE_KEY, RESULTS_KEY, SESSION_KEY, XDIST_NOTE_KEY, get_session
 
 
 
@@ -194,6 +194,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     (the same way pytest's own xfail marks a report and categorizes it).  The mark is a plain
     report attribute, so it also travels from xdist workers."""
     report = yield
+    if call.when == "call" and DETAIL_KEY in item.stash:  # per-request detail for JSON/HTML (travels from
+        report.llm_latency_detail = item.stash[DETAIL_KEY]  # xdist workers with the report, unlike stash)
     if call.excinfo is not None and report.failed:
         from .execute import Unjudged
 
@@ -221,9 +223,12 @@ class _ResultCollector:
 
         if report.when != "call":
             return
-        for props in split_results(report.user_properties):
+        details = getattr(report, "llm_latency_detail", None) or []
+        for k, props in enumerate(split_results(report.user_properties)):
             res = unflatten(props)
             if res is not None:
+                if k < len(details) and isinstance(details[k], dict):
+                    res.update(details[k])
                 self.config.stash[RESULTS_KEY].append(res)
 
 
@@ -253,10 +258,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     for path, make in outputs:
         try:
             write_atomic(path, make())
-        except OSError as exc:
+        except Exception as exc:  # noqa: BLE001 - a report bug must not hide the run's verdicts
+            what = str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc} (a bug; please report it)"
             tr = config.pluginmanager.get_plugin("terminalreporter")
             if tr:
-                tr.write_line(f"llm-latency: could not write {path}: {exc}", red=True)
+                tr.write_line(f"llm-latency: could not write {path}: {what}", red=True)
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
 

@@ -13,6 +13,8 @@ SESSION_KEY = pytest.StashKey[LatencySession]()
 RESULTS_KEY = pytest.StashKey[list]()
 #: the ``LatencyFixture`` of one item
 FIXTURE_KEY = pytest.StashKey[object]()
+#: per-result detail (``report.detail``: requests, CDF points) of one item, for JSON and HTML
+DETAIL_KEY = pytest.StashKey[list]()
 #: the header note when ``--dist load`` was switched to ``loadgroup``
 XDIST_NOTE_KEY = pytest.StashKey[str]()
 

@@ -182,7 +182,8 @@ def test_checker_flags_a_cycle(tmp_path):
 
 @pytest.mark.parametrize("layer, heavy", [
     ("core", ("pytest", "httpx", "yaml", "numpy")),
-    ("plugin.hooks", ("httpx", "numpy", "yaml")),
+    ("plugin.hooks", ("httpx", "numpy", "yaml", "jinja2")),
+    ("plugin.report.page", ("httpx", "numpy", "yaml", "jinja2")),  # the charts: stdlib only
 ])
 def test_light_imports(layer, heavy):
     """Importing ``core`` loads no third-party package; the plugin (loaded in every pytest

@@ -27,32 +27,48 @@ def _decode_tps(res: dict) -> str:
     return _fmt(1000.0 / tpot if tpot else None)
 
 
+def verdict_label(r: dict) -> str:
+    """``PASS``, ``FAIL``, ``ERROR``; `` *`` when the result has notes (the table's column)."""
+    return str(r.get("verdict", "?")).upper() + (" *" if r.get("notes") else "")
+
+
+def row(r: dict) -> tuple[str, ...]:
+    """One result's cells under ``COLUMNS``, as the table shows them (the HTML report too)."""
+    return (str(r.get("nodeid")), str(r.get("n")), _stat(r, "ttft_ms", "p50"), _stat(r, "ttft_ms", "p95"),
+            _stat(r, "tpot_ms", "p50", 2), _stat(r, "tpot_ms", "p95", 2), _decode_tps(r),
+            _stat(r, "output_tps", "p50"), verdict_label(r))
+
+
+def messages(r: dict) -> list[tuple[str, str]]:
+    """What the summary says about one result, in its words and order: violations (and failed
+    gates), then errors, then notes, each as ``(kind, text)``."""
+    return ([("violation", str(v)) for v in r.get("violations") or []] +
+            [("error", str(e)) for e in r.get("errors") or []] +
+            [("note", str(n)) for n in r.get("notes") or []])
+
+
 def summary_lines(results: list[dict]) -> list[str]:
-    rows = []
-    for r in results:
-        verdict = str(r.get("verdict", "?")).upper() + (" *" if r.get("notes") else "")
-        rows.append((str(r.get("nodeid")), str(r.get("n")), _stat(r, "ttft_ms", "p50"), _stat(r, "ttft_ms", "p95"),
-                     _stat(r, "tpot_ms", "p50", 2), _stat(r, "tpot_ms", "p95", 2), _decode_tps(r),
-                     _stat(r, "output_tps", "p50"), verdict))
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(COLUMNS)]
+    rows = [row(r) for r in results]
+    widths = [max(len(h), *(len(cells[i]) for cells in rows)) for i, h in enumerate(COLUMNS)]
     fmt = lambda cells: "  ".join(c.ljust(w) if i in (0, len(cells) - 1) else c.rjust(w)  # noqa: E731
                                   for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
     lines = [fmt(COLUMNS), fmt(["-" * w for w in widths])]
-    lines += [fmt(row) for row in rows]
+    lines += [fmt(cells) for cells in rows]
     lines.append(LEGEND)
     for r in results:
         lines += bound_lines(r)
     for r in results:
-        for v in r.get("violations") or []:
-            lines.append(f"  {r.get('nodeid')}: {v}")
-        for e in r.get("errors") or []:
-            lines.append(f"  {r.get('nodeid')}: {e}")
+        for kind, text in messages(r):
+            if kind != "note":
+                lines.append(f"  {r.get('nodeid')}: {text}")
+    lines += prefill_lines(results)
     noted = [r for r in results if r.get("notes")]
     if noted:
         lines.append("notes (*):")
         for r in noted:
-            for note in r["notes"]:
-                lines.append(f"  {r.get('nodeid')}: {note}")
+            for kind, text in messages(r):
+                if kind == "note":
+                    lines.append(f"  {r.get('nodeid')}: {text}")
     return lines
 
 
@@ -105,3 +121,20 @@ class Progress:
         if self.enabled and self._shown:
             self.tr.write("\b" * self._shown + " " * self._shown + "\b" * self._shown, flush=True)
             self._shown = 0
+
+
+def prefill_lines(results: list[dict]) -> list[str]:
+    """One line per prompt_sweep result: the fit, the MFU and the overhead (JSON ``prefill``)."""
+    lines = []
+    for r in results:
+        p = r.get("prefill")
+        if not p:
+            continue
+        mfu = (f", MFU {p['mfu']:.2f} of {p.get('hardware')} ({p.get('peak_tflops'):g} TFLOPS)"
+               if p.get("mfu") is not None else ", MFU -")
+        server = (f", server {p['server_tok_s']:,.0f} tok/s" if p.get("server_tok_s") is not None else "") + \
+            (f", client − server {p['server_overhead_ms']:.1f} ms" if p.get("server_overhead_ms") is not None else "")
+        lines.append(f"  {r.get('nodeid')}: {p['tok_s']:,.0f} tok/s over {p['lengths']} tokens, overhead "
+                     f"{p['overhead_ms']:.1f} ms (residuals median {p.get('residual_mad_ms', 0):.2f} ms){mfu}{server}, "
+                     f"TTFT {p['linearity']}")
+    return ["prefill roofline (TTFT = overhead + n / tok/s):"] + lines if lines else []

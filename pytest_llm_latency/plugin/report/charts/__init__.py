@@ -1,0 +1,7 @@
+"""Pure chart functions for the HTML report: numbers in, SVG strings out (no I/O, no pytest)."""
+from .cdf import BudgetLine, CdfSeries, Mark, cdf_chart, ecdf_points
+from .roofline import Decode, roofline_chart
+from .timeline import MetricSeries, RequestSpan, timeline_chart
+
+__all__ = ["BudgetLine", "CdfSeries", "Mark", "cdf_chart", "ecdf_points", "Decode", "roofline_chart",
+           "MetricSeries", "RequestSpan", "timeline_chart"]

@@ -1,0 +1,88 @@
+"""Per-request detail for the JSON results and the HTML report: each request's timestamps
+(send, first token, last token, end) and metrics, and the distributions behind the
+percentiles (TTFT, TPOT, ITL) as CDF points.
+
+Kept out of the flat JUnit properties (hundreds of values per test): the plugin attaches it
+to the test report (``report.llm_latency_detail``, which also travels from xdist workers)
+and merges it into the result dicts for the JSON file and the HTML page.
+
+Times are ms since the workload's first measured request was sent (``send_ms`` 0); a
+``/metrics`` timeline, where a result has one, uses the same axis.  The CDF samples are the
+very samples the statistics were computed from (``core.result.metric_values``): failed
+requests count as misses (+inf), which are never drawn, so a curve ends below 1.
+"""
+from __future__ import annotations
+
+import math
+
+from ...core import metrics as m
+from ...core.result import WorkloadResult, metric_values
+from ...core.stats import percentile
+
+#: CDF points kept per metric: a sample this large or smaller is kept whole (the exact
+#: empirical CDF); a larger one (ITL: samples x output tokens) as this many quantiles
+CDF_POINTS = 501
+CDF_METRICS = ("ttft", "tpot", "itl")
+
+
+def _ms(t_ns: int | None, t0: int) -> float | None:
+    return None if t_ns is None else round((t_ns - t0) / m.NS_PER_MS, 3)
+
+
+def _r(v: float | None) -> float | None:
+    return None if v is None or not math.isfinite(v) else round(v, 4)
+
+
+def request_rows(res: WorkloadResult) -> list[dict]:
+    """Every measured request in send order: ``status`` ok, short (stopped before the forced
+    length) or failed (with its ``kind``).  Failures with no timestamps (nothing was sent)
+    keep ``send_ms`` None."""
+    sends = [r.t_send_ns for r in res.records] + [f.t_send_ns for f in res.failures if f.t_send_ns is not None]
+    if not sends:
+        return [{"status": "failed", "kind": f.kind, "send_ms": None} for f in res.failures]
+    t0 = min(sends)
+    rows = []
+    for rec in res.records:
+        rows.append({"send_ms": _ms(rec.t_send_ns, t0), "first_token_ms": _ms(rec.t_first_token_ns, t0),
+                     "last_token_ms": _ms(rec.t_last_token_ns, t0), "end_ms": _ms(rec.t_end_ns, t0),
+                     "ttft_ms": _r(m.ttft_ms(rec)), "tpot_ms": _r(m.tpot_ms(rec)), "e2e_ms": _r(m.e2e_ms(rec)),
+                     "output_tokens": rec.output_tokens, "status": "short" if rec.short_output else "ok"})
+    for f in res.failures:
+        send = _ms(f.t_send_ns, t0)
+        first = None if send is None or f.ttft_ms is None else round(send + f.ttft_ms, 3)
+        rows.append({"send_ms": send, "first_token_ms": first, "last_token_ms": _ms(f.t_last_ns, t0)
+                     if send is not None else None, "end_ms": _ms(f.t_end_ns, t0) if send is not None else None,
+                     "ttft_ms": _r(f.ttft_ms), "status": "failed", "kind": f.kind})
+    rows.sort(key=lambda r: (r["send_ms"] is None, r["send_ms"] or 0.0))
+    return rows
+
+
+def cdf_samples(res: WorkloadResult, points: int = CDF_POINTS) -> dict[str, dict]:
+    """``{"ttft_ms": {"n", "misses", "points": [[value, F], ...]}, ...}`` for TTFT, TPOT and ITL.
+    Up to ``points`` samples: the empirical CDF (the i-th smallest of n at F = (i+1)/n); more:
+    ``points`` quantiles (type 7, as the statistics) at F = 0, 1/(points-1), ..., 1.  Misses
+    are counted, never drawn."""
+    values = metric_values(res.records, res.failures, res.workload.output_tokens)
+    out = {}
+    for metric in CDF_METRICS:
+        vals = sorted(values.get(metric) or [])
+        if not vals:
+            continue
+        n, misses = len(vals), sum(1 for v in vals if not math.isfinite(v))
+        if n <= points:
+            pts = [[_r(v), round((i + 1) / n, 6)] for i, v in enumerate(vals) if math.isfinite(v)]
+        else:
+            pts = []
+            for k in range(points):
+                q = k / (points - 1)
+                v = percentile(vals, 100.0 * q)
+                if not math.isfinite(v):
+                    break
+                pts.append([_r(v), round(q, 6)])
+        out[f"{metric}_ms"] = {"n": n, "misses": misses, "points": pts}
+    return out
+
+
+def detail(res: WorkloadResult) -> dict:
+    """What the JSON and HTML keep beyond the flat properties, for one result."""
+    return {"requests": request_rows(res), "cdf": cdf_samples(res)}

@@ -1,0 +1,199 @@
+"""The report's data (per-request detail in the JSON) and its page: built from the same result
+dicts as the terminal table, in the terminal's words, tolerant of missing and extra fields."""
+from __future__ import annotations
+
+import json
+import math
+import re
+from importlib import resources
+
+import pytest
+
+from pytest_llm_latency.core.errors import MeasurementError
+from pytest_llm_latency.core.record import RecordBuilder
+from pytest_llm_latency.core.result import Failure, evaluate, metric_values
+from pytest_llm_latency.core.stats import percentile
+from pytest_llm_latency.core.workload import make_workload
+from pytest_llm_latency.plugin.report.detail import CDF_POINTS, cdf_samples, detail, request_rows
+from pytest_llm_latency.plugin.report.html import render
+from pytest_llm_latency.plugin.report.properties import flatten, unflatten
+from pytest_llm_latency.plugin.report.terminal import row, summary_lines
+
+MS = 1_000_000
+T0 = 5_000 * MS  # an arbitrary clock origin (perf_counter's is arbitrary too)
+
+
+def rec(send_ms, ttft_ms=100.0, gap_ms=10.0, tokens=4, expected=4):
+    t = [T0 + int(send_ms * MS)]
+    b = RecordBuilder(lambda: t[0], expected_output_tokens=expected)
+    t[0] += int(ttft_ms * MS)
+    b.token_chunk(b.stamp())
+    for _ in range(tokens - 1):
+        t[0] += int(gap_ms * MS)
+        b.token_chunk(t[0])
+    b.usage(10, tokens)
+    return b.finish(t[0] + MS)
+
+
+def wl(samples=4, rate=0.5, **slo):
+    return make_workload("w", {"class": "custom", "prompt_tokens": 10, "output_tokens": 4, "samples": samples,
+                               "max_error_rate": rate, "slo": slo})
+
+
+def failed(send_ms, after_ms):
+    """A failure as the client makes it: a MeasurementError with the partial record."""
+    t = [T0 + int(send_ms * MS)]
+    b = RecordBuilder(lambda: t[0], expected_output_tokens=4)
+    t[0] += int(50 * MS)
+    b.token_chunk(b.stamp())
+    exc = MeasurementError("reset", "connection reset after 1 token")
+    exc.partial = b.record
+    b.record.t_end_ns = T0 + int((send_ms + after_ms) * MS)
+    return Failure.from_error(exc)
+
+
+def result_dict(res, nodeid="t.py::test_w"):
+    r = unflatten(flatten(res, nodeid))
+    r.update(detail(res))
+    return r
+
+
+# ---------------------------------------------------------------------------- detail
+def test_request_rows_are_timestamps_on_the_runs_axis_in_send_order():
+    res = evaluate(wl(ttft_p95=1000), [rec(200.0, ttft_ms=30.0), rec(0.0, ttft_ms=120.0)],
+                   [failed(100.0, 400.0)])
+    rows = request_rows(res)
+    assert [r["send_ms"] for r in rows] == [0.0, 100.0, 200.0]
+    first = rows[0]
+    assert first["first_token_ms"] == pytest.approx(120.0) and first["last_token_ms"] == pytest.approx(150.0)
+    assert first["end_ms"] == pytest.approx(151.0) and first["ttft_ms"] == pytest.approx(120.0)
+    assert first["tpot_ms"] == pytest.approx(10.0) and first["status"] == "ok" and first["output_tokens"] == 4
+    fail = rows[1]
+    assert fail["status"] == "failed" and fail["kind"] == "reset"
+    assert fail["first_token_ms"] == pytest.approx(150.0) and fail["end_ms"] == pytest.approx(500.0)
+
+
+def test_failures_without_timestamps_are_kept_untimed():
+    res = evaluate(wl(), [], [Failure("connect", "refused"), Failure("connect", "refused")])
+    assert request_rows(res) == [{"status": "failed", "kind": "connect", "send_ms": None}] * 2
+
+
+def test_cdf_samples_are_the_statistics_samples():
+    recs = [rec(10.0 * i, ttft_ms=100.0 + i) for i in range(10)]
+    res = evaluate(wl(samples=11), recs, [Failure("idle_timeout", "stall")])
+    cdf = cdf_samples(res)
+    assert cdf["ttft_ms"]["n"] == 11 and cdf["ttft_ms"]["misses"] == 1
+    assert [x for x, _ in cdf["ttft_ms"]["points"]] == sorted(100.0 + i for i in range(10))
+    assert cdf["ttft_ms"]["points"][-1][1] == pytest.approx(10 / 11)   # the miss: never drawn, F stops short
+    itl = metric_values(res.records, res.failures, 4)["itl"]
+    assert cdf["itl_ms"]["n"] == len(itl)
+
+
+def test_large_samples_become_quantiles_of_the_same_percentile_method():
+    recs = [rec(0.0, ttft_ms=1.0 + (i * 37 % 1000) / 10.0) for i in range(CDF_POINTS + 200)]
+    res = evaluate(wl(samples=len(recs)), recs, [])
+    pts = cdf_samples(res)["ttft_ms"]["points"]
+    assert len(pts) == CDF_POINTS
+    vals = sorted(metric_values(res.records, [], 4)["ttft"])
+    for x, f in (pts[0], pts[250], pts[-1]):
+        assert x == pytest.approx(percentile(vals, 100.0 * f), abs=1e-3)
+
+
+def test_json_with_detail_matches_the_schema():
+    jsonschema = pytest.importorskip("jsonschema")
+    res = evaluate(wl(ttft_p95=1000), [rec(0.0), rec(200.0)], [failed(100.0, 300.0), Failure("connect", "x")])
+    doc = {"version": "0", "target": {"url": None, "api": "openai-completions", "model": None}, "seed": 0,
+           "results": [json.loads(json.dumps(result_dict(res)))]}
+    schema = json.loads(resources.files("pytest_llm_latency").joinpath("data/results.schema.json").read_text())
+    jsonschema.validate(doc, schema)
+
+
+# ---------------------------------------------------------------------------- page
+def doc_of(*results, target=None):
+    return {"version": "9.9", "target": target or {"url": "http://h:1", "api": "openai-chat", "model": "m"},
+            "seed": 7, "nonce": "abc123", "results": list(results)}
+
+
+def svgs(html: str) -> list[str]:
+    return re.findall(r"<svg .*?</svg>", html, flags=re.S)
+
+
+def series_counts(html: str) -> list[int]:
+    return [int(re.search(r'data-series="(\d+)"', s).group(1)) for s in svgs(html)]
+
+
+def test_page_repeats_the_terminal_table_and_messages_word_for_word():
+    passing = result_dict(evaluate(wl(ttft_p95=1000), [rec(0.0), rec(200.0)], []), "t.py::test_ok")
+    failing = result_dict(evaluate(wl(ttft_p50=50, rate=0.0), [rec(0.0), rec(200.0)], [failed(100.0, 300.0)]),
+                          "t.py::test_slow")
+    html = render(doc_of(passing, failing))
+    for r in (passing, failing):
+        cells = row(r)
+        table_row = re.search(rf'<a href="#test-\d">{re.escape(cells[0])}</a>.*?</tr>', html).group(0)
+        assert re.findall(r"<td>([^<]*)</td>", table_row) == list(cells[1:-1])   # same numbers, same order
+        assert f">{cells[-1]}</span>" in table_row
+    for line in summary_lines([passing, failing]):  # every violation / error / note line's text
+        if line.startswith("  t.py::"):
+            text = line.split(": ", 1)[1]
+            assert text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") in html
+    assert any("TTFT p50" in v for v in failing["violations"]) and any("server failed" in v
+                                                                   for v in failing["violations"])
+    assert "<script" not in html and "http://h:1" in html and "abc123" in html and "9.9" in html
+    assert 'id="test-1"' in html and 'id="test-2"' in html
+
+
+def test_page_draws_every_chart_with_its_series():
+    r = result_dict(evaluate(wl(ttft_p95=1000), [rec(0.0), rec(200.0)], []))
+    r["extra"].update(ceiling_tok_s=200.0, decode_efficiency=0.5, decode_efficiency_p95=0.45, model_bytes=16e9,
+                      roofline_min_efficiency=0.4, roofline_arithmetic="H100 3350 GB/s ÷ (16 GB weights)")
+    html = render(doc_of(r))
+    assert series_counts(html) == [1, 1, 1, 1, 1]            # TTFT, TPOT, ITL, timeline, roofline
+    assert "decode = 1000 / TPOT p50 10.00 ms = 100.0 tok/s" in html
+    assert "efficiency = 100.0 / 200.0 = 0.50; gate ≥ 0.40: met" in html
+    assert "ceiling = H100 3350 GB/s ÷ (16 GB weights) = 200.0 tok/s" in html
+
+
+def test_page_overlays_a_baseline_and_a_metrics_timeline_when_a_result_carries_them():
+    run = result_dict(evaluate(wl(ttft_p95=1000), [rec(0.0), rec(200.0)], []))
+    base = detail(evaluate(wl(), [rec(0.0, ttft_ms=300.0), rec(400.0, ttft_ms=320.0)], []))
+    run["baseline"] = {"label": "baseline main@1234", "cdf": base["cdf"]}
+    run["metrics_timeline"] = {"vllm:num_requests_waiting": [[0, 0], [150, 2], [400, 0]],
+                               "vllm:num_requests_running": [[0, 1], [400, 1]],
+                               "vllm:kv_cache_usage_perc": [[0, 0.1], [400, 0.3]],
+                               "vllm:something_else": [[0, 5]]}
+    html = render(doc_of(run))
+    assert series_counts(html)[:4] == [2, 2, 2, 4]
+    assert "baseline main@1234" in html and "queue depth (vllm:num_requests_waiting)" in html
+
+
+def test_page_tolerates_missing_and_extra_fields():
+    minimal = {"nodeid": "t.py::test_<b>", "verdict": "error", "errors": ["no successful requests out of 3"],
+               "future_field": {"x": [1, 2]}, "cdf": {"ttft_ms": {"points": "garbage"}}, "requests": [None, 3]}
+    html = render(doc_of(minimal, {"verdict": "pass"}, target={"url": "https://u:s3cret@h/v1", "api": "ollama",
+                                                               "model": None, "server": "vLLM 0.11"}))
+    assert series_counts(html) == [0] * 10
+    assert "t.py::test_&lt;b&gt;" in html and "s3cret" not in html and "u:***@h" in html
+    assert "vLLM 0.11" in html and "no successful requests out of 3" in html
+
+
+def test_a_statistic_that_is_a_miss_is_inf_on_the_page_as_in_the_terminal():
+    r = result_dict(evaluate(wl(rate=1.0, ttft_p95=1000), [rec(0.0)], [failed(10.0, 50.0)] * 3))
+    assert r["tpot_ms"]["p95"] is None and row(r)[5] == "inf"
+    html = render(doc_of(r))
+    assert "<td>inf</td>" in html and "p95 inf" in html and not math.isnan(0.0)
+
+
+def test_a_failed_request_keeps_when_it_was_sent_and_when_it_failed():
+    from fakeserver import Script, VirtualTime, make_transport
+    from pytest_llm_latency.client.http import make_http_client
+    from pytest_llm_latency.client.openai import OpenAIClient
+
+    vt = VirtualTime()
+    http = make_http_client(transport=make_transport(Script(status=500, error_body="boom"), vt))
+    c = OpenAIClient(http, "http://fake", "m", "completions", clock=vt, sleep=lambda s: None)
+    with pytest.raises(MeasurementError) as info:
+        c.stream("", "x", 4)
+    f = Failure.from_error(info.value)
+    assert f.kind == "http_500" and f.t_send_ns is not None and f.t_end_ns == vt.now >= f.t_send_ns
+    row_ = request_rows(evaluate(wl(), [], [f]))[0]
+    assert row_["status"] == "failed" and row_["send_ms"] == 0.0 and row_["end_ms"] is not None
