@@ -17,7 +17,11 @@ REFERENCE = "reference://h100-sxm/llama-3.1-8b?time_scale=0.1"
 
 
 def test_samples_auto_decides_every_example_budget_and_reports_bounds_and_counts(pytester):
-    for f in EXAMPLES.glob("*.slo.yaml"):
+    # prefill.slo.yaml has no percentile budgets (it judges a prompt-length sweep's fit against
+    # the compute ceiling, which a time-scaled reference target exceeds by design): left out
+    latency_examples = [f for f in EXAMPLES.glob("*.slo.yaml") if f.name != "prefill.slo.yaml"]
+    assert len(latency_examples) == 3
+    for f in latency_examples:
         shutil.copy(f, pytester.path / f.name)
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--llm-latency-url={REFERENCE}",
                                       "--llm-latency-samples", "auto", "--llm-latency-json=r.json", timeout=570)
