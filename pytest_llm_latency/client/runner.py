@@ -19,7 +19,8 @@ from ..core.errors import ConfigError, MeasurementError
 from ..core.prompts import Prompt
 from ..core import coldstart, metrics as m
 from ..core.record import Clock, RequestRecord
-from ..core.result import Failure, WorkloadResult, evaluate, preparation_failed
+from ..core.result import Failure, WorkloadResult, evaluate, metric_values, preparation_failed
+from ..core.verdict import SequentialVerdicts
 from ..core.workload import Workload
 from .http import Redactor, Timeouts, ensure_connections
 from .ollama import OllamaClient
@@ -103,27 +104,16 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
         notes.append(f"{len(warm_failures)} warm-up request(s) failed: {warm_failures[0].message}")
     samples = prompts[workload.warmup:]
     before = _scrape(client)
-    outcomes: list[RequestRecord | Failure] = []
-    total = len(samples)
     with _no_gc_pauses():
-        if workload.concurrency == 1:
-            for i, p in enumerate(samples):
-                outcomes.append(one(p))
-                if progress:
-                    progress(i + 1, total)
-        else:
-            with ThreadPoolExecutor(max_workers=workload.concurrency, thread_name_prefix="llm-latency") as pool:
-                for i, out in enumerate(pool.map(one, samples)):
-                    outcomes.append(out)
-                    if progress:
-                        progress(i + 1, total)
+        outcomes, sequential = send_samples(one, samples, workload, progress)
     after = _scrape(client) if before is not None else None
     records = [o for o in outcomes if isinstance(o, RequestRecord)]
     failures = [o for o in outcomes if isinstance(o, Failure)]
     cold_numbers, cold = coldstart.split(records)
     if cold and workload.cold_starts == "exclude":  # the load is not the server's serving latency
         records = [r for r in records if not any(r is c for c in cold)]
-    res = evaluate(workload, records, failures)
+    res = evaluate(workload, records, failures, sequential=sequential)
+    res.extra.update(stop_info(workload, sequential, len(outcomes)))
     judge_cold_starts(res, workload, cold_numbers, cold, len(outcomes), cold_outcome)
     scraped = None
     if before is not None and after is not None:
@@ -158,6 +148,62 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
     res.extra["prompt_exact_requests"] = sum(1 for r in records if r.prompt_deviation == 0)
     res.extra["retries"] = sum(retried)
     return res
+
+
+def send_samples(one: Callable[[Prompt], "RequestRecord | Failure"], samples: list[Prompt], workload: Workload,
+                 progress: ProgressFn | None = None) -> tuple[list, SequentialVerdicts | None]:
+    """Send the samples; outcomes in arrival order.  Fixed ``samples``: all of them, a closed
+    loop at the workload's concurrency.  ``samples: auto``: in rounds of ``concurrency``
+    requests sent together, checking the budgets after each round once ``min_samples`` are
+    in, until every budget is decided or ``max_samples`` (``len(samples)``) are sent.
+
+    The seam for a concurrency engine: ``send_round(prompts) -> outcomes`` below."""
+    total, conc = len(samples), workload.concurrency
+    outcomes: list = []
+    pool = ThreadPoolExecutor(max_workers=conc, thread_name_prefix="llm-latency") if conc > 1 else None
+
+    def send_round(batch: list[Prompt]) -> list:
+        return [one(p) for p in batch] if pool is None else list(pool.map(one, batch))
+
+    try:
+        if not workload.sequential:
+            if pool is None:
+                for p in samples:
+                    outcomes.append(one(p))
+                    if progress:
+                        progress(len(outcomes), total)
+            else:
+                for out in pool.map(one, samples):
+                    outcomes.append(out)
+                    if progress:
+                        progress(len(outcomes), total)
+            return outcomes, None
+        judge = SequentialVerdicts(workload.budgets, workload.confidence, workload.min_samples, total)
+        while len(outcomes) < total:
+            outcomes += send_round(samples[len(outcomes):len(outcomes) + conc])
+            if progress:
+                progress(len(outcomes), total)
+            if len(outcomes) >= workload.min_samples:
+                records = [o for o in outcomes if isinstance(o, RequestRecord)]
+                failures = [o for o in outcomes if isinstance(o, Failure)]
+                if judge.check(metric_values(records, failures, workload.output_tokens)):
+                    break
+        return outcomes, judge
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+
+def stop_info(workload: Workload, sequential: SequentialVerdicts | None, sent: int) -> dict:
+    """Why sampling stopped (``llm.stop_reason``) and how many samples were sent."""
+    if sequential is None:
+        return {"samples_mode": "fixed", "stop_reason": f"fixed samples ({sent})"}
+    decided = all(b.key in sequential.decided or not sequential.holds_up(b) for b in workload.budgets)
+    why = (f"every budget decided at {sent} samples" if decided and sent < workload.samples else
+           f"every budget decided at max_samples ({sent})" if decided else
+           f"max_samples reached ({sent}) with budgets undecided")
+    return {"samples_mode": "auto", "stop_reason": why, "min_samples": workload.min_samples,
+            "max_samples": workload.samples}
 
 
 def measure_cold_start(client, one: Callable[[Prompt], "RequestRecord | Failure"],
