@@ -47,7 +47,8 @@ class ReferenceServer:
                                      waiting=lambda: e.num_waiting, kv_usage=e.kv_usage,
                                      prefix_queries=lambda: e.prefix_queries,
                                      prefix_hits=lambda: e.prefix_hits)
-        self.scheduler = Scheduler(e, time_scale=config.time_scale, metrics=self.metrics)
+        self.scheduler = Scheduler(e, time_scale=config.time_scale, metrics=self.metrics,
+                                   jitter=config.jitter, jitter_seed=config.jitter_seed)
         self.encode = tokenizer.RULES[config.tokenizer]
         self.residency = Residency(config.load_time * config.time_scale, config.keep_alive, config.evict_every)
         self._prompt_cache: OrderedDict[int, None] = OrderedDict()  # Ollama's: the last N prompts
