@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from .coldstart import COLD_BUDGET, COLD_STARTS
+from .compare import parse_tolerances
 from .errors import ConfigError
 from .metrics import METRICS
 from .stats import STATS
@@ -134,6 +135,8 @@ class Workload:
     inconclusive: str = "fail"
     sequential: bool = False
     min_samples: int = 10
+    # deploy gate (core.compare): per-workload regression tolerances {ttft_p95: 0.1} (YAML/marker ``regression:``)
+    regression: Mapping[str, float] | None = field(default=None, compare=False)
 
     @property
     def cold_budget(self) -> Budget | None:
@@ -171,7 +174,7 @@ BUILTIN_CLASSES: dict[str, WorkloadClass] = {
 WORKLOAD_KEYS = ("class", "prompt_tokens", "output_tokens", "samples", "warmup", "system_prompt_tokens",
                  "shared_prefix_tokens", "concurrency", "max_error_rate", "slo", "roofline", "cold_starts",
                  "prompt_sweep",
-                 "confidence", "inconclusive", "min_samples", "max_samples")
+                 "confidence", "inconclusive", "min_samples", "max_samples", "regression")
 INCONCLUSIVE = ("fail", "warn", "pass")
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_MAX_SAMPLES = 200
@@ -289,7 +292,8 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     w = Workload(name=name, klass=klass_name, prompt_tokens=prompt, output_tokens=output, samples=20,
                  warmup=warmup, system_prompt_tokens=system, shared_prefix_tokens=shared, concurrency=conc,
                  max_error_rate=float(rate), budgets=budgets, roofline=roof, cold_starts=cold,
-                 prompt_sweep=sweep, prefill_slo=prefill_slo)
+                 prompt_sweep=sweep, prefill_slo=prefill_slo,
+                 regression=parse_tolerances(get("regression", None), where(("regression",))) or None)
     return with_statistics(w, spec, where, samples)
 
 

@@ -79,6 +79,9 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
             # inside the lock: a local-cpu bandwidth probe saturates memory bandwidth, so it must
             # not overlap another worker's measurement either
             apply_roofline(item, sess, spec, client, workload, res, roofline_cli or {})
+        from .baseline import apply as apply_baseline  # deploy gate: judged against a baseline's samples
+
+        apply_baseline(item, sess, spec, client, workload, res)
     finally:
         progress.clear()
     return res
@@ -156,10 +159,11 @@ def record(item: pytest.Item, results: WorkloadResult | list[WorkloadResult]) ->
     item.user_properties.extend(added)
     item.stash[OWN_PROPS_KEY] = added
     settings = getattr(item.config.stash.get(SESSION_KEY, None), "settings", None)
-    if settings is not None and (settings.get("json") or settings.get("html")):
+    if settings is not None and (settings.get("json") or settings.get("html") or settings.get("save_baseline")):
+        from .baseline import detail_fields
         from .report.detail import detail  # per-request data: JSON and HTML only, never JUnit
 
-        item.stash[DETAIL_KEY] = [detail(res) for res in results]
+        item.stash[DETAIL_KEY] = [{**detail(res), **detail_fields(res, settings)} for res in results]
 
 
 def warn_notes(item: pytest.Item, results: WorkloadResult | list[WorkloadResult]) -> None:

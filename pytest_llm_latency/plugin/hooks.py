@@ -60,6 +60,12 @@ def pytest_configure(config: pytest.Config) -> None:
     clock = config.hook.pytest_llm_latency_clock(config=config)
     if clock is not None:
         sess.clock = clock
+    from .baseline import load_for_session  # deploy gate: the baseline is read once, bad files stop the run
+
+    try:
+        sess.baseline_doc = load_for_session(settings)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
     config.stash[SESSION_KEY] = sess
     config.stash[RESULTS_KEY] = []
     _serialize_under_xdist(config)
@@ -238,6 +244,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
         return
     results = config.stash.get(RESULTS_KEY, [])
     s = get_session(config).settings
+    if s.get("save_baseline"):
+        _save_baseline(session, s.get("save_baseline"), results)
     if not s.get("json") and not s.get("html"):
         return
     import json
@@ -264,6 +272,21 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
             if tr:
                 tr.write_line(f"llm-latency: could not write {path}: {what}", red=True)
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+
+def _save_baseline(session: pytest.Session, path: str, results: list[dict]) -> None:
+    from .baseline import save_from_results
+
+    tr = session.config.pluginmanager.get_plugin("terminalreporter")
+    try:
+        n = save_from_results(path, results)
+    except Exception as exc:  # noqa: BLE001 - as for the JSON file: reported, the run's verdicts kept
+        if tr:
+            tr.write_line(f"llm-latency: could not save the baseline {path}: {exc}", red=True)
+        session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+        return
+    if tr:
+        tr.write_line(f"llm-latency: baseline of {n} test(s) saved to {path}")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
