@@ -211,3 +211,12 @@ def fingerprint_changes(base: Mapping, cand: Mapping, ignore: Sequence[str] = ("
 
     walk(base or {}, cand or {}, "")
     return out
+
+
+def md_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A GitHub-flavoured Markdown table (``|`` in cells escaped, newlines flattened)."""
+    def cell(v: object) -> str:
+        return str(v).replace("|", "\\|").replace("\n", " ")
+    lines = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
