@@ -244,8 +244,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
         return
     results = config.stash.get(RESULTS_KEY, [])
     s = get_session(config).settings
-    if s.get("save_baseline"):
+    if s.get("save_baseline") and results:
         _save_baseline(session, s.get("save_baseline"), results)
+    _step_summary(session, results)
     if not s.get("json") and not s.get("html"):
         return
     import json
@@ -272,6 +273,19 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
             if tr:
                 tr.write_line(f"llm-latency: could not write {path}: {what}", red=True)
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+
+def _step_summary(session: pytest.Session, results: list[dict]) -> None:
+    from .report.step_summary import ENV, append
+
+    if not os.environ.get(ENV) or not results:
+        return
+    try:
+        append(results)
+    except Exception as exc:  # noqa: BLE001 - a summary must not hide the run's verdicts
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        if tr:
+            tr.write_line(f"llm-latency: could not append to ${ENV}: {exc}", red=True)
 
 
 def _save_baseline(session: pytest.Session, path: str, results: list[dict]) -> None:
