@@ -137,6 +137,7 @@ class Workload:
     min_samples: int = 10
     # deploy gate (core.compare): per-workload regression tolerances {ttft_p95: 0.1} (YAML/marker ``regression:``)
     regression: Mapping[str, float] | None = field(default=None, compare=False)
+    baseline_target: Any = field(default=None, compare=False)  # A/B in one run: a URL or {url|command: ...}
 
     @property
     def cold_budget(self) -> Budget | None:
@@ -174,7 +175,8 @@ BUILTIN_CLASSES: dict[str, WorkloadClass] = {
 WORKLOAD_KEYS = ("class", "prompt_tokens", "output_tokens", "samples", "warmup", "system_prompt_tokens",
                  "shared_prefix_tokens", "concurrency", "max_error_rate", "slo", "roofline", "cold_starts",
                  "prompt_sweep",
-                 "confidence", "inconclusive", "min_samples", "max_samples", "regression")
+                 "confidence", "inconclusive", "min_samples", "max_samples", "regression",
+                 "baseline_target")
 INCONCLUSIVE = ("fail", "warn", "pass")
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_MAX_SAMPLES = 200
@@ -293,7 +295,8 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
                  warmup=warmup, system_prompt_tokens=system, shared_prefix_tokens=shared, concurrency=conc,
                  max_error_rate=float(rate), budgets=budgets, roofline=roof, cold_starts=cold,
                  prompt_sweep=sweep, prefill_slo=prefill_slo,
-                 regression=parse_tolerances(get("regression", None), where(("regression",))) or None)
+                 regression=parse_tolerances(get("regression", None), where(("regression",))) or None,
+                 baseline_target=get("baseline_target", None))
     return with_statistics(w, spec, where, samples)
 
 

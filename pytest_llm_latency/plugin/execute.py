@@ -66,8 +66,11 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
             measure = runner.measure
             if workload.prompt_sweep:
                 from ..client.sweep import measure_sweep as measure
-            res = measure(client, workload, seed=sess.settings.get("seed"), nonce=sess.nonce or None,
-                          salt_context=sess.salt_context(item.nodeid, workload.name), progress=progress)
+            if workload.baseline_target is not None:  # A/B in one run, interleaved (plugin/ab.py)
+                res = _measure_ab(item, sess, spec, client, workload, measure, progress)
+            else:
+                res = measure(client, workload, seed=sess.settings.get("seed"), nonce=sess.nonce or None,
+                              salt_context=sess.salt_context(item.nodeid, workload.name), progress=progress)
             if waited_for is not None:
                 res.extra.update(measure_start_ns=t0, measure_end_ns=time.time_ns())
             server = sess.server_for(spec)
@@ -84,6 +87,31 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
         apply_baseline(item, sess, spec, client, workload, res)
     finally:
         progress.clear()
+    return res
+
+
+def _measure_ab(item, sess: LatencySession, spec: TargetSpec, client, workload: Workload, measure, progress):
+    """The candidate (the test's target) interleaved with ``baseline_target`` and judged against it."""
+    from . import ab, baseline
+
+    where = f"{item.nodeid} workload {workload.name!r}"
+    try:
+        spec_b = ab.baseline_spec(workload.baseline_target, spec, where)
+        client_b = sess.client(spec_b)
+    except ConfigError as exc:
+        config_failure(exc)
+    except (MeasurementError, LatencyError, OSError, RuntimeError) as exc:
+        msg = sess.redactor()(f"baseline target {spec_b.describe()} could not start: {exc}")
+        return evaluate(workload, [], [Failure("target", msg)])
+    res, res_b = ab.measure_interleaved(measure, client, client_b, workload, seed=sess.settings.get("seed"),
+                                        nonce=sess.nonce or None, progress=progress,
+                                        salt_context=sess.salt_context(item.nodeid, workload.name))
+    if not res_b.records:
+        res.failed_checks.append(f"baseline target {ab.describe(spec_b)} measured no sample: "
+                                 f"{res_b.failure_message() or 'empty sample'}")
+        return res
+    baseline.judge(res, {"samples": baseline.samples(res_b)}, baseline.tolerances(sess.settings, workload),
+                   seed=sess.settings.get("seed") or 0, label=f"baseline target {ab.describe(spec_b)}", paired=True)
     return res
 
 
