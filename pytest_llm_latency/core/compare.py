@@ -115,22 +115,22 @@ class Comparison:
     def unit(self) -> str:
         return "tok/s" if self.metric == "output_tps" else "ms"
 
-    def message(self) -> str:
+    def message(self, label: str = "baseline") -> str:
         """``TPOT p50 +14.8% vs baseline (6.88 → 7.90 ms; 95% CI +12.1%..+17.6%) > tolerance 5%``."""
         def pct(r: float) -> str:
             return "+inf%" if math.isinf(r) else f"{(r - 1) * 100:+.1f}%"
         op = {"regression": ">", "improvement": "better than", "ok": "within"}[self.status]
-        return (f"{LABEL[self.metric]} {self.stat} {pct(self.ratio)} vs baseline ({_fmt(self.base)} → "
+        return (f"{LABEL[self.metric]} {self.stat} {pct(self.ratio)} vs {label} ({_fmt(self.base)} → "
                 f"{_fmt(self.cand)} {self.unit}; {self.confidence:.0%} CI {pct(self.lower)}..{pct(self.upper)}) "
                 f"{op} tolerance {self.tolerance * 100:g}%")
 
-    def as_dict(self) -> dict:
+    def as_dict(self, label: str = "baseline") -> dict:
         def f(v):
             return None if not math.isfinite(v) else round(v, 6)
         return {"key": self.key, "base": f(self.base), "candidate": f(self.cand), "ratio": f(self.ratio),
                 "lower": f(self.lower), "upper": f(self.upper), "tolerance": self.tolerance,
                 "confidence": self.confidence, "n_base": self.n_base, "n_candidate": self.n_cand,
-                "status": self.status, "message": self.message()}
+                "status": self.status, "message": self.message(label)}
 
 
 def _fmt(v: float) -> str:

@@ -1,9 +1,11 @@
 """A/B in one run: a workload's ``baseline_target:`` (a URL, or a mapping with ``url`` or a
 managed ``command``) is measured *interleaved* with the test's own target -- blocks of
-``BLOCK`` requests, A B A B ... with the same prompts in the i-th block of each arm -- so that
-drift of the machine (a noisy neighbour, thermal state) hits both arms alike.  The verdict is
-``core.compare`` in the paired design: request i of the candidate is paired with request i of
-the baseline target (same prompt, measured in adjacent blocks) and the pairs are resampled.
+``BLOCK`` requests, A B A B ... -- so that drift of the machine (a noisy neighbour, thermal
+state) hits both arms alike.  The verdict is ``core.compare`` in the paired design: request i
+of the candidate is paired with request i of the baseline target (same prompt lengths,
+measured in adjacent blocks) and the pairs are resampled.  Each arm's prompts carry their own
+salt: were both arms one server (the same command twice), shared prompts would hit its prompt
+cache in the second arm and fake a TTFT difference.
 
 Both managed targets run at the same time (one ``TargetPool``); targets that cannot both fit
 on the machine (stop one, start the other between blocks) are not supported yet.
@@ -54,7 +56,7 @@ def describe(spec: TargetSpec) -> str:
 
 def measure_interleaved(measure, client_a, client_b, workload, *, salt_context: str, **kw):
     """(candidate result, baseline-target result): ``workload.samples`` requests each, in
-    blocks A B A B ...; block i of both arms sends the same prompts (same salt context)."""
+    blocks A B A B ...; every block of every arm has its own salt context (fresh prompts)."""
     n = workload.samples
     parts: dict[str, list] = {"a": [], "b": []}
     done, block = 0, 0
@@ -63,7 +65,7 @@ def measure_interleaved(measure, client_a, client_b, workload, *, salt_context: 
         w = replace(workload, samples=size, warmup=workload.warmup if block == 0 else 0,
                     sequential=False, budgets=())
         for arm, client in (("a", client_a), ("b", client_b)):
-            parts[arm].append(measure(client, w, salt_context=f"{salt_context}#ab{block}", **kw))
+            parts[arm].append(measure(client, w, salt_context=f"{salt_context}#ab{block}{arm}", **kw))
         done += size
         block += 1
     out = []

@@ -108,15 +108,15 @@ def judge(res: WorkloadResult, entry: dict | None, tol: dict[str, float], *, see
     base = bfile.decode_samples(entry["samples"])
     cand = metric_values(res.records, res.failures, res.workload.output_tokens)
     comps, skipped = compare_all(base, cand, tol, seed=seed, paired=paired)
-    detail: dict[str, Any] = {"label": label, "comparisons": [c.as_dict() for c in comps], "skipped": skipped}
+    detail: dict[str, Any] = {"label": label, "comparisons": [c.as_dict(label) for c in comps], "skipped": skipped}
     detail["cdf"] = _cdf(base)
     status = "ok"
     for c in comps:
         if c.status == "regression":
-            res.failed_checks.append(c.message().replace("vs baseline", f"vs {label}"))
+            res.failed_checks.append(c.message(label))
             status = "regression"
         elif c.status == "improvement":
-            res.notes.append(c.message().replace("vs baseline", f"vs {label}"))
+            res.notes.append(c.message(label))
             status = "improvement" if status == "ok" else status
     changes = fingerprint_changes(base_fingerprint or {}, res.extra.get(FINGERPRINT_KEY) or {}) \
         if base_fingerprint else []
