@@ -56,7 +56,7 @@ def test_saved_baseline_has_raw_samples_fingerprint_and_validates(saved):
 
 def test_slower_decode_fails_with_the_house_message_and_json_overlay(pytester, saved):
     write(pytester, SLOW_DECODE + "&jitter_seed=2")
-    r = run(pytester, "--llm-latency-baseline=base.json", "--llm-latency-json=r.json")
+    r = run(pytester, "--llm-latency-baseline=base.json", "--llm-latency-json=r.json", "--llm-latency-html=r.html")
     r.assert_outcomes(failed=1)
     out = r.stdout.str()
     import re
@@ -75,6 +75,9 @@ def test_slower_decode_fails_with_the_house_message_and_json_overlay(pytester, s
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads(resources.files("pytest_llm_latency").joinpath("data/results.schema.json").read_text())
     jsonschema.validate(doc, schema)
+    html = (pytester.path / "r.html").read_text()       # the HTML report overlays the baseline's CDF
+    assert html.count('data-label="baseline"') == 3 and html.count('data-label="this run"') == 3  # TTFT/TPOT/ITL
+    assert "baseline (n=40)" in html and "baseline (n=600)" in html   # ITL: 40 x 15 gaps
 
 
 def test_same_target_other_seed_passes_and_a_marker_tolerance_applies(pytester, saved):
