@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("candidate", help="candidate file (same kinds)")
     p.add_argument("--max-regression", action="append", default=[], metavar="METRIC_STAT=PCT",
                    help="tolerance, e.g. ttft_p95=10%% (repeat or comma-separate; defaults: "
-                        + ", ".join(f"{k}={v:.0%}" for k, v in DEFAULT_TOLERANCES.items()) + ")")
+                        + ", ".join(f"{k}={v * 100:g}%%" for k, v in DEFAULT_TOLERANCES.items()) + ")")
     p.add_argument("--confidence", type=float, default=0.95, help="confidence of the interval (default 0.95)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--junit-xml", metavar="PATH", help="write one JUnit test case per test x metric")

@@ -104,3 +104,11 @@ def test_a_results_file_with_samples_is_accepted_and_the_console_script_runs(tmp
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 1, p.stderr
     assert "regression: t::chat: TPOT p50 +" in p.stdout
+
+
+def test_help_names_the_default_tolerances(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["compare", "--help"])
+    assert exc.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "ttft_p50=10%, ttft_p95=15%, tpot_p50=5%, e2e_p50=10%" in out
