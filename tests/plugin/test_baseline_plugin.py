@@ -112,8 +112,12 @@ def test_json_samples_file_serves_as_a_baseline(pytester):
     write(pytester, REF + "&jitter_seed=4")
     r = run(pytester, "--llm-latency-json=r.json", "--llm-latency-json-samples")
     r.assert_outcomes(passed=1)
-    res, = json.loads((pytester.path / "r.json").read_text())["results"]
-    assert len(res["samples"]["ttft_ms"]) == 40
+    doc = json.loads((pytester.path / "r.json").read_text())
+    res, = doc["results"]
+    assert len(res["samples"]["ttft_ms"]) == 40 and res["fingerprint"]["model"] == "llama-3.1-8b"
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(resources.files("pytest_llm_latency").joinpath("data/results.schema.json").read_text())
+    jsonschema.validate(doc, schema)
     write(pytester, SLOW_DECODE + "&jitter_seed=5")
     r = run(pytester, "--llm-latency-baseline=r.json")
     r.assert_outcomes(failed=1)
