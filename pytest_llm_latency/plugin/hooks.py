@@ -24,12 +24,13 @@ def pytest_addhooks(pluginmanager):
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("llm-latency", "LLM latency SLOs (pytest-llm-latency)")
     for opt in OPTIONS:
+        cli_help = f"{opt.help} Env {opt.env}, ini {opt.ini}.".replace("%", "%%")  # argparse formats help with %
         if opt.flag:
             group.addoption(opt.cli, action="store_true", default=None, dest=f"llm_latency_{opt.name}",
-                            help=f"{opt.help} Env {opt.env}, ini {opt.ini}.")
+                            help=cli_help)
         else:
             group.addoption(opt.cli, action="store", default=None, dest=f"llm_latency_{opt.name}",
-                            metavar=opt.name.upper(), help=f"{opt.help} Env {opt.env}, ini {opt.ini}.")
+                            metavar=opt.name.upper(), help=cli_help)
         parser.addini(opt.ini, help=opt.help, type="string", default=None)
 
 
