@@ -1,6 +1,6 @@
 """Deploy gate: false-alarm rate (A/A) and detection rate (A/B) of the baseline comparison.
 
-    .venv/bin/python benchmarks/deploy_gate.py [--reps 100] [--time-scale 0.5] [--only reference|llama]
+    .venv/bin/python benchmarks/deploy_gate.py [--reps 100] [--time-scale 1] [--llama-reps 20] [--only reference|llama]
 
 Reference target (``jitter=0.05``: every engine step x a lognormal, mean-1, 5 % CV factor):
 four servers run side by side, each with its own ``jitter_seed``:
@@ -10,7 +10,8 @@ four servers run side by side, each with its own ``jitter_seed``:
 * ``Bttft``: ``prefill_efficiency`` 0.5 / 1.15 -> the (compute-bound) prefill 15 % slower.
 
 Each repetition measures one run of each (default sample size: 20 requests, warmup 2; prompt
-1024 / output 16 tokens; the runner's prompt seed = the repetition), in rotated order so that
+2048 / output 8 tokens, so that the modelled prefill (~62 ms) dominates the TTFT's HTTP and
+parsing overhead; the runner's prompt seed = the repetition), in rotated order so that
 no arm is always first, then compares ``A2``, ``Bdec`` and ``Bttft`` against ``A1`` with
 ``core.compare.compare_all`` at the default tolerances (bootstrap seed = the repetition).
 A repetition is "flagged" when any tolerance reports a regression -- the plugin's verdict.
@@ -154,7 +155,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=100)
     ap.add_argument("--llama-reps", type=int, default=20)
-    ap.add_argument("--time-scale", type=float, default=0.5)
+    ap.add_argument("--time-scale", type=float, default=1.0)
     ap.add_argument("--only", choices=("reference", "llama"))
     a = ap.parse_args()
     if a.only in (None, "reference"):
