@@ -169,7 +169,10 @@ def measure_sessions(client, workload: Workload, *, seed: int = 0, nonce: str | 
     res.extra.update(v.extra)
     res.extra["nonce"] = nonce
     res.extra["agent_tools_overhead_tokens"] = overhead
-    res.extra["agent_turns"] = turn_table(sessions)
+    for row in turn_table(sessions):  # flat scalars: JUnit llm.agent_turn<k>_..., JSON extra
+        k = row.pop("turn")
+        row.pop("n")
+        res.extra.update({f"agent_turn{k}_{key}": val for key, val in row.items() if val is not None})
     first = [t for s in sessions for t in s.turns[:1]]
     off = [t.prompt_tokens - workload.prompt_tokens for t in first if t.prompt_tokens is not None]
     if any(off):

@@ -46,6 +46,8 @@ def flatten(res: WorkloadResult, nodeid: str) -> list[tuple[str, Any]]:
                           else round(v, 4)))
     for b in w.budgets:
         props.append((f"llm.budget.{b.key}_{'tok_s' if b.is_floor else 'ms'}", b.limit))
+    for b in (w.agent.budgets if w.agent else ()):  # agent sessions (core.agent_spec)
+        props.append((f"llm.budget.{b.key}" if b.is_floor else f"llm.budget.{b.key}_ms", b.limit))
     for i, v in enumerate(res.violations, 1):
         props.append((f"llm.violation.{i}", v.message))
     for i, e in enumerate(res.errors, 1):
