@@ -53,6 +53,21 @@ def tools_overhead(client, tools: list[dict]) -> int:
     return counts[1] - counts[0]
 
 
+def chat_client(client):
+    """Sessions send messages and tools: an OpenAI-compatible client set to completions gets a
+    chat twin on the same connection pool (the server, model and key are the same)."""
+    import copy
+
+    if getattr(client, "api", None) == "completions" and hasattr(client, "stream_messages"):
+        twin = copy.copy(client)
+        twin.api = "chat"
+        return twin
+    if not hasattr(client, "stream_messages"):
+        raise MeasurementError("config", "agent sessions need an OpenAI-compatible chat endpoint (messages and "
+                                         "tools): use --llm-latency-api openai-chat")
+    return client
+
+
 def run_sessions(session: Callable[[int, Prompt], Session], prompts: list[Prompt], concurrency: int,
                  progress=None) -> list[Session]:
     """Run one session per prompt, ``concurrency`` at a time (bounded threads).  The seam
@@ -106,6 +121,7 @@ def measure_sessions(client, workload: Workload, *, seed: int = 0, nonce: str | 
     notes: list[str] = []
     tools = tool_schemas(seed, spec.tools)
     try:
+        client = chat_client(client)
         model = model_note(client)
         notes += [model] if model else []
         overhead = tools_overhead(client, tools)
