@@ -220,7 +220,7 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
         if key not in WORKLOAD_KEYS:
             raise ConfigError(f"{where((key,))}: unknown key {key!r}{did_you_mean(key, WORKLOAD_KEYS)} -- "
                               f"allowed: {', '.join(WORKLOAD_KEYS)}")
-    klass_name = spec.get("class", name if name in BUILTIN_CLASSES else "custom")
+    klass_name = spec.get("class", name if name in BUILTIN_CLASSES else AGENT_CLASS if "steps" in spec else "custom")
     if not isinstance(klass_name, str):
         raise ConfigError(f"{where(('class',))}: expected a class name ({', '.join(BUILTIN_CLASSES)} or custom), "
                           f"got {type(klass_name).__name__} {klass_name!r}")
