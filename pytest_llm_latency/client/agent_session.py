@@ -30,22 +30,22 @@ from ..core import metrics as m
 from ..core.agent_judge import Session, Turn, judge
 from ..core.agent_spec import tool_result_text, tool_schemas
 from ..core.errors import MeasurementError
-from ..core.prompts import Prompt
+from ..core.prompts import Prompt, salts
 from ..core.record import RequestRecord
 from ..core.result import Failure, WorkloadResult, evaluate, preparation_failed
 from ..core.tool_calls import assemble
 from ..core.workload import Workload
 from .tokens import model_note, new_nonce, prepare_prompts
 
-_PROBE = [{"role": "system", "content": "calibration probe: how many tokens do the tools add"},
-          {"role": "user", "content": "one two three"}]
-
-
-def tools_overhead(client, tools: list[dict]) -> int:
-    """Prompt tokens the server's template adds for ``tools`` (0 when it ignores them)."""
+def tools_overhead(client, tools: list[dict], seed: int, nonce: str) -> int:
+    """Prompt tokens the server's template adds for ``tools`` (0 when it ignores them): the same
+    messages with and without them.  Each probe has its own salt of the run (equal lengths), so
+    the probes hit no cache, neither each other's nor an earlier run's."""
     counts = []
-    for t in (None, tools):
-        rec = client.stream_messages(_PROBE, 1, tools=t)
+    for t, salt in zip((None, tools), salts(seed, f"{nonce}|tools-probe", 2)):
+        probe = [{"role": "system", "content": f"{salt}calibration probe: how many tokens do the tools add"},
+                 {"role": "user", "content": "one two three"}]
+        rec = client.stream_messages(probe, 1, tools=t)
         if rec.prompt_tokens is None:
             raise MeasurementError("no_usage", "the server reported no usage.prompt_tokens for the tools probe: "
                                                "turn 1 cannot be sized")
@@ -124,7 +124,7 @@ def measure_sessions(client, workload: Workload, *, seed: int = 0, nonce: str | 
         client = chat_client(client)
         model = model_note(client)
         notes += [model] if model else []
-        overhead = tools_overhead(client, tools)
+        overhead = tools_overhead(client, tools, seed, f"{nonce}|{salt_context}")
         fitted = workload.prompt_tokens - overhead
         if fitted < 8:
             raise MeasurementError("config", f"the {spec.tools} tool schemas alone take {overhead} prompt tokens "
