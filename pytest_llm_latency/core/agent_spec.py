@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .errors import ConfigError
 from .stats import STATS
@@ -79,10 +79,12 @@ def _positive_int(value: Any, where: str, minimum: int) -> int:
     return value
 
 
-def parse_tool_time(value: Any, where: str) -> ToolTime:
-    """``200ms`` / ``0`` (no pause) / ``{min: 100ms, max: 300ms}`` (uniform, seeded)."""
-    from .workload import parse_duration_ms
+#: ``(value, where) -> ms``: ``core.workload.parse_duration_ms``, passed in (workload imports this module)
+DurationParser = Callable[[Any, str], float]
 
+
+def parse_tool_time(value: Any, where: str, parse_duration_ms: DurationParser) -> ToolTime:
+    """``200ms`` / ``0`` (no pause) / ``{min: 100ms, max: 300ms}`` (uniform, seeded)."""
     if value == 0 and not isinstance(value, bool):
         return ToolTime(0.0, 0.0)
     if isinstance(value, Mapping):
@@ -99,9 +101,7 @@ def parse_tool_time(value: Any, where: str) -> ToolTime:
     return ToolTime(ms, ms)
 
 
-def parse_agent_budget(key: str, value: Any, where: str) -> AgentBudget:
-    from .workload import parse_duration_ms
-
+def parse_agent_budget(key: str, value: Any, where: str, parse_duration_ms: DurationParser) -> AgentBudget:
     if key == REUSE_BUDGET:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
             raise ConfigError(f"{where}: {REUSE_BUDGET} is the fraction of turn-2+ prompt tokens served from "
@@ -112,7 +112,7 @@ def parse_agent_budget(key: str, value: Any, where: str) -> AgentBudget:
 
 
 def make_agent(klass: str, spec: Mapping[str, Any], agent_slo: Mapping[str, tuple[Any, str]],
-               where) -> AgentSpec | None:
+               where, parse_duration_ms: DurationParser) -> AgentSpec | None:
     """The agent part of a workload spec, or None when it is not a session workload.
 
     ``agent_slo``: the agent budgets found in ``slo:`` (key -> (value, where))."""
@@ -128,9 +128,11 @@ def make_agent(klass: str, spec: Mapping[str, Any], agent_slo: Mapping[str, tupl
     steps = _positive_int(spec.get("steps", DEFAULT_STEPS), where(("steps",)), 2 if "steps" in spec else 1)
     result = _positive_int(spec.get("tool_result_tokens", DEFAULT_TOOL_RESULT_TOKENS),
                            where(("tool_result_tokens",)), 1)
-    pause = parse_tool_time(spec.get("tool_time", f"{DEFAULT_TOOL_TIME_MS:g}ms"), where(("tool_time",)))
+    pause = parse_tool_time(spec.get("tool_time", f"{DEFAULT_TOOL_TIME_MS:g}ms"), where(("tool_time",)),
+                            parse_duration_ms)
     tools = _positive_int(spec.get("tools", DEFAULT_TOOLS), where(("tools",)), 1)
-    budgets = tuple(parse_agent_budget(k, v, src) for k, (v, src) in agent_slo.items() if v is not None)
+    budgets = tuple(parse_agent_budget(k, v, src, parse_duration_ms) for k, (v, src) in agent_slo.items()
+                    if v is not None)
     return AgentSpec(steps=steps, tool_result_tokens=result, tool_time=pause, tools=tools, budgets=budgets)
 
 

@@ -285,7 +285,7 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
                     warmup=warmup, system_prompt_tokens=system, shared_prefix_tokens=shared, concurrency=conc,
                     max_error_rate=float(rate), budgets=budgets, roofline=roof, cold_starts=cold,
                     prompt_sweep=sweep, prefill_slo=prefill_slo,
-                    agent=make_agent(klass_name, spec, agent_slo, where))
+                    agent=make_agent(klass_name, spec, agent_slo, where, parse_duration_ms))
 
 
 def check_min_samples(w: Workload, where: str, samples: int | None = None) -> None:
@@ -322,7 +322,7 @@ def with_budgets(w: Workload, extra: Mapping[str, Any], where: str) -> Workload:
                                   f"(steps: K or class: {AGENT_CLASS})")
             from .agent_spec import parse_agent_budget
 
-            agent[k] = parse_agent_budget(k, v, f"{where} {k}")
+            agent[k] = parse_agent_budget(k, v, f"{where} {k}", parse_duration_ms)
             continue
         merged[k] = parse_budget(k, v, f"{where} {k}")
     w = replace(w, agent=replace(w.agent, budgets=tuple(agent.values()))) if w.agent else w

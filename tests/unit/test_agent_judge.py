@@ -110,7 +110,7 @@ def test_spec_parsing_and_its_errors():
     assert w2.agent.budget_map()["prefix_reuse_min"].limit == 0.5
     with pytest.raises(ConfigError, match="needs a session workload"):
         with_budgets(make_workload("c", {"class": "chat"}), {"prefix_reuse_min": 0.5}, "marker")
-    assert make_agent("chat", {}, {}, lambda p: "x") is None
+    assert make_agent("chat", {}, {}, lambda p: "x", float) is None
 
 
 def test_tool_schemas_are_seeded_json_schema_functions():
