@@ -27,7 +27,7 @@ from typing import Callable
 import httpx
 
 from ..core import metrics as m
-from ..core.agent_judge import Session, Turn, judge
+from ..core.agent_judge import Session, Turn, counters_reuse, judge
 from ..core.agent_spec import tool_result_text, tool_schemas
 from ..core.errors import MeasurementError
 from ..core.prompts import Prompt, salts
@@ -175,9 +175,17 @@ def measure_sessions(client, workload: Workload, *, seed: int = 0, nonce: str | 
 
     for p in prompts[:workload.warmup]:  # unmeasured turn 1s with their own salts: connections, first use
         _warm(client, first_messages(p), tools, workload.output_tokens)
+    from .prometheus import delta
+    from .runner import _scrape
+
+    before = _scrape(client)  # the server's prefix-cache counters, where no turn reports its own
     sessions = run_sessions(session, prompts[workload.warmup:], workload.concurrency, progress)
+    after = _scrape(client) if before is not None else None
+    scraped = delta(before, after) if before is not None and after is not None else None
     res = evaluate(workload, records, failures)
-    v = judge(spec, sessions)
+    turn1 = sum(s.turns[0].prompt_tokens or 0 for s in sessions if s.turns)
+    v = judge(spec, sessions, counters_reuse=counters_reuse(scraped, turn1))
+    res.extra.update({f"metrics.{k}": round(x, 6) for k, x in (scraped or {}).items()})
     res.failed_checks += v.failed
     res.errors += v.errors
     res.notes[:0] = notes

@@ -63,6 +63,19 @@ def reuse(turns: list[Turn]) -> float | None:
     return sum(t.cached_tokens for t in known) / sum(t.prompt_tokens for t in known)
 
 
+def counters_reuse(metrics_delta: dict[str, float] | None, turn1_prompt_tokens: int) -> float | None:
+    """Turn-2+ reuse from ``/metrics`` prefix-cache counters over the sessions (vLLM, SGLang,
+    llama.cpp), for servers that report no per-request cached tokens: the hits over the prompt
+    tokens the server saw beyond the sessions' turn 1s (which, salted, hit nothing)."""
+    from .prefix_cache import COUNTERS
+
+    for hits_key, totals in COUNTERS:
+        if metrics_delta and hits_key in metrics_delta:
+            later = sum(metrics_delta.get(k, 0.0) for k in totals) - turn1_prompt_tokens
+            return min(metrics_delta[hits_key] / later, 1.0) if later > 0 else None
+    return None
+
+
 def reuse_by_turn(sessions: list[Session]) -> dict[int, float]:
     out: dict[int, float] = {}
     steps = max((len(s.turns) for s in sessions), default=0)

@@ -117,3 +117,14 @@ def test_tool_schemas_are_seeded_json_schema_functions():
     a, b = tool_schemas(3, 4), tool_schemas(3, 4)
     assert a == b and len(a) == 4 and a != tool_schemas(4, 4)
     assert all(t["type"] == "function" and t["function"]["parameters"]["type"] == "object" for t in a)
+
+
+def test_counters_reuse_where_no_turn_reports_its_cached_tokens():
+    from pytest_llm_latency.core.agent_judge import counters_reuse
+
+    vllm = {"vllm:prefix_cache_hits_total": 900.0, "vllm:prefix_cache_queries_total": 2000.0}
+    assert counters_reuse(vllm, 1000) == pytest.approx(0.9)  # 900 of the 1000 turn-2+ tokens
+    llama = {"llamacpp:prompt_tokens_cached_total": 450.0, "llamacpp:prompt_tokens_total": 550.0}
+    assert counters_reuse(llama, 500) == pytest.approx(0.9)  # llama.cpp counts cached apart
+    assert counters_reuse({}, 10) is None and counters_reuse(None, 10) is None
+    assert counters_reuse(vllm, 2000) is None  # nothing beyond turn 1: no figure, never 0
