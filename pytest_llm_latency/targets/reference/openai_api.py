@@ -12,7 +12,18 @@ Stream: chat starts with a role-only chunk ``delta: {"role": "assistant", "conte
 each token chunk carries ``text`` / ``delta.content``; the last token chunk carries the
 ``finish_reason``; ``include_usage`` adds a ``choices: []`` usage chunk; then
 ``data: [DONE]``.  ``continuous_usage_stats`` puts the running usage on every chunk.
-With prefix caching on, usage has ``prompt_tokens_details.cached_tokens``.
+With prefix caching on (or ``prompt_tokens_details``), usage has
+``prompt_tokens_details.cached_tokens``.
+
+Tool calling: a chat request with ``tools`` (and no ``tool_choice: "none"``) is answered as
+one tool call to the first offered function (or the one ``tool_choice`` names), streamed
+as vLLM does: the first token's chunk carries ``delta.tool_calls[0]`` with ``id``, ``type``
+and ``function.name`` (``arguments: ""``); each later token's chunk a fragment of
+``function.arguments``, the JSON text cut into equal character runs (mid-string, mid-escape,
+inside multi-byte characters, sent as raw UTF-8), so the arguments are complete exactly at
+the last token: the first delta's time is TTFT, the completion's the last token's.  The
+``finish_reason`` is ``"tool_calls"`` where it would be ``"stop"``.  The template renders the
+tools and the history's tool calls (``tokenizer.render_chat``).
 """
 from __future__ import annotations
 
