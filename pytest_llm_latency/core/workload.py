@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
+from .agent_spec import AGENT_BUDGET_KEYS, AGENT_CLASS, AGENT_KEYS, AgentSpec, make_agent
 from .coldstart import COLD_BUDGET, COLD_STARTS
 from .errors import ConfigError
 from .metrics import METRICS
@@ -134,6 +135,7 @@ class Workload:
     inconclusive: str = "fail"
     sequential: bool = False
     min_samples: int = 10
+    agent: AgentSpec | None = None    # multi-turn tool-calling sessions (issue 15, core.agent_spec)
 
     @property
     def cold_budget(self) -> Budget | None:
@@ -162,6 +164,11 @@ BUILTIN_CLASSES: dict[str, WorkloadClass] = {
         "agent", 2048, 32, {"tpot_p95": "30ms", "e2e_p95": "2s", "ttft_p95": "1s"}, system_prompt_tokens=1984,
         why="A tool call is short (32 tokens) and blocks the agent loop, so the whole call counts: "
             "E2E = TTFT + 31 x TPOT <= 1 s + 0.93 s fits the 2 s budget; TPOT comes first."),
+    AGENT_CLASS: WorkloadClass(
+        AGENT_CLASS, 2048, 32, {"turn_ttft_p95": "1s", "session_e2e_p95": "8s", "prefix_reuse_min": 0.9},
+        why="A 5-step agent task: each turn re-sends a transcript that only grows, so each turn's TTFT is "
+            "cheap only if the server reuses the previous turn's prefix (>= 90% of turn-2+ prompt tokens); "
+            "the task's model time (5 x E2E, tool pauses excluded) fits 8 s."),
     "long_summarization": WorkloadClass(
         "long_summarization", 6000, 512, {"tpot_p95": "60ms", "ttft_p95": "5s"},
         why="A 6000-token document prefills for seconds; decode dominates the total: "
@@ -171,7 +178,7 @@ BUILTIN_CLASSES: dict[str, WorkloadClass] = {
 WORKLOAD_KEYS = ("class", "prompt_tokens", "output_tokens", "samples", "warmup", "system_prompt_tokens",
                  "shared_prefix_tokens", "concurrency", "max_error_rate", "slo", "roofline", "cold_starts",
                  "prompt_sweep",
-                 "confidence", "inconclusive", "min_samples", "max_samples")
+                 "confidence", "inconclusive", "min_samples", "max_samples") + AGENT_KEYS
 INCONCLUSIVE = ("fail", "warn", "pass")
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_MAX_SAMPLES = 200
@@ -227,7 +234,7 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
         if key not in WORKLOAD_KEYS:
             raise ConfigError(f"{where((key,))}: unknown key {key!r}{did_you_mean(key, WORKLOAD_KEYS)} -- "
                               f"allowed: {', '.join(WORKLOAD_KEYS)}")
-    klass_name = spec.get("class", name if name in BUILTIN_CLASSES else "custom")
+    klass_name = spec.get("class", name if name in BUILTIN_CLASSES else AGENT_CLASS if "steps" in spec else "custom")
     if not isinstance(klass_name, str):
         raise ConfigError(f"{where(('class',))}: expected a class name ({', '.join(BUILTIN_CLASSES)} or custom), "
                           f"got {type(klass_name).__name__} {klass_name!r}")
@@ -269,7 +276,11 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
         raise ConfigError(f"{where(('slo',))}: expected a mapping of budgets like {{ttft_p95: 500ms}}, "
                           f"got {type(slo).__name__}")
     prefill_slo = {}
+    agent_slo = {k: budgets_spec.pop(k) for k in list(budgets_spec) if k in AGENT_BUDGET_KEYS}
     for k, v in (slo or {}).items():  # a class default can be dropped with `key: null`
+        if k in AGENT_BUDGET_KEYS:
+            agent_slo[k] = (v, where(("slo", k)))
+            continue
         if k in PREFILL_SLO_KEYS:
             if v is not None:
                 prefill_slo[k] = (parse_prefill_slo(k, v, where(("slo", k))), where(("slo", k)))
@@ -289,7 +300,8 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     w = Workload(name=name, klass=klass_name, prompt_tokens=prompt, output_tokens=output, samples=20,
                  warmup=warmup, system_prompt_tokens=system, shared_prefix_tokens=shared, concurrency=conc,
                  max_error_rate=float(rate), budgets=budgets, roofline=roof, cold_starts=cold,
-                 prompt_sweep=sweep, prefill_slo=prefill_slo)
+                 prompt_sweep=sweep, prefill_slo=prefill_slo,
+                 agent=make_agent(klass_name, spec, agent_slo, where, parse_duration_ms))
     return with_statistics(w, spec, where, samples)
 
 
@@ -368,6 +380,16 @@ def check_min_samples(w: Workload, where: str, samples: Any = None) -> None:
 def with_budgets(w: Workload, extra: Mapping[str, Any], where: str) -> Workload:
     """Return ``w`` with budgets from ``extra`` replacing same-key ones (marker > file)."""
     merged = w.budget_map()
+    agent = w.agent.budget_map() if w.agent else {}
     for k, v in extra.items():
+        if k in AGENT_BUDGET_KEYS:
+            if w.agent is None:
+                raise ConfigError(f"{where} {k}: an agent-session budget needs a session workload "
+                                  f"(steps: K or class: {AGENT_CLASS})")
+            from .agent_spec import parse_agent_budget
+
+            agent[k] = parse_agent_budget(k, v, f"{where} {k}", parse_duration_ms)
+            continue
         merged[k] = parse_budget(k, v, f"{where} {k}")
+    w = replace(w, agent=replace(w.agent, budgets=tuple(agent.values()))) if w.agent else w
     return replace(w, budgets=tuple(merged.values()))

@@ -66,6 +66,8 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
             measure = runner.measure
             if workload.prompt_sweep:
                 from ..client.sweep import measure_sweep as measure
+            elif workload.agent is not None:  # multi-turn tool-calling sessions (issue 15)
+                from ..client.agent_session import measure_sessions as measure
             res = measure(client, workload, seed=sess.settings.get("seed"), nonce=sess.nonce or None,
                           salt_context=sess.salt_context(item.nodeid, workload.name), progress=progress)
             if waited_for is not None:

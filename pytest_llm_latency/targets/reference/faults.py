@@ -36,6 +36,10 @@ mode [params]           what the raw response is
 ``huge_line``           after ``after`` tokens one event line of about ``bytes``
           bytes=1048576 (<= 64 MiB) bytes (valid JSON with padding); then normal.
           after=1
+``rewrite_tool_history`` the chat template re-renders the whole tool-call history on every
+                        turn (each call tagged with the number of calls so far): from turn 3
+                        of an agent session the prompt changes at the first tool call, and
+                        the prefix cache stops extending there.
 ``wrong_content_type``  a stream request is answered with ``Content-Type:
           body=sse      application/json``; ``body=sse`` keeps the SSE body,
                         ``body=json`` sends a non-streamed JSON completion.
@@ -76,6 +80,7 @@ MODES: dict[str, dict[str, float | int | str | None]] = {
     "early_stop": {"after": 1},
     "huge_line": {"bytes": 1024 * 1024, "after": 1},
     "wrong_content_type": {"body": "sse"},
+    "rewrite_tool_history": {},
 }
 ALIASES = {"rate_limit": "429", "http_429": "429", "unavailable": "503", "http_503": "503",
            "html_502": "html502", "502": "html502", "context": "context_length",

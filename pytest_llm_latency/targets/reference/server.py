@@ -178,12 +178,15 @@ class ReferenceServer:
         if await self._pre_fault(fault, conn):
             return
         r = openai_api.parse(body, chat=chat, served=self.model_name, max_model_len=self.max_model_len,
-                             encode=self.encode)
+                             encode=self.encode,
+                             rewrite_tool_history=fault is not None and fault.mode == "rewrite_tool_history")
         await self.residency.acquire()  # a model unloaded after idling loads first (inside TTFT)
         try:
             gen, st = self._submit(r.prompt_ids, r.max_tokens, seed=r.seed, ignore_eos=r.ignore_eos,
                                    min_tokens=r.min_tokens, fault=fault, stream_interval=r.stream_interval)
-            proto = openai_api.OpenAIProtocol(r, self.model_name, cached_details=self.config.prefix_caching)
+            proto = openai_api.OpenAIProtocol(r, self.model_name, cached_details=self.config.prefix_caching or
+                                              self.config.prompt_tokens_details)
+            proto.planned_tokens = gen.target  # the tool-call mode cuts its arguments to the plan
             await self._respond(conn, st, gen, proto, fault, r.stream)
         finally:
             self.residency.release(None)
