@@ -302,6 +302,10 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
                  max_error_rate=float(rate), budgets=budgets, roofline=roof, cold_starts=cold,
                  prompt_sweep=sweep, prefill_slo=prefill_slo,
                  agent=make_agent(klass_name, spec, agent_slo, where, parse_duration_ms))
+    if samples == "auto" and (w.prompt_sweep or w.agent is not None):
+        raise ConfigError(f"{where(('samples',))}: samples: auto decides percentile budgets one request at a "
+                          f"time; a {'prompt_sweep' if w.prompt_sweep else 'agent session'} workload is judged on "
+                          f"its {'fit' if w.prompt_sweep else 'sessions'}: give a number of samples")
     return with_statistics(w, spec, where, samples)
 
 
@@ -311,6 +315,8 @@ def with_statistics(w: Workload, spec: Mapping[str, Any], where, samples: Any = 
     0.95 with ``samples: auto`` and to None (the point estimate) with fixed samples;
     ``confidence: null`` (or ``"null"``) asks for the point estimate."""
     samples = spec.get("samples", w.samples if not w.sequential else "auto") if samples is None else samples
+    if samples == "auto" and (w.prompt_sweep or w.agent is not None):
+        samples = w.samples  # a run-wide ``auto`` (CLI, env, ini): sweeps and sessions keep their own count
     auto = samples == "auto"
     if not auto:
         samples = _int(samples, where(("samples",)), 1)
