@@ -43,6 +43,9 @@ class RequestRecord:
     t_connect_ns: int | None = None         # this request opened a new connection
     t_connected_ns: int | None = None
     reconnected: bool = False               # re-sent after a stale keep-alive connection failed
+    # open loop: when the schedule said to send it (the load engine sets it); latency counts
+    # from here, so a client that sends late cannot hide the wait (coordinated omission)
+    t_scheduled_ns: int | None = None
 
     def __post_init__(self):
         if self.t_submit_ns is None:

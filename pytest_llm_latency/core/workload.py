@@ -25,7 +25,10 @@ _UNITS_MS = {"ms": 1.0, "s": 1000.0, "sec": 1000.0, "us": 1e-3, "µs": 1e-3, "ns
 _AMBIGUOUS_UNITS = {"m": "did you mean 'ms' or 'min'?"}
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zµ]*)\s*$")
 
-BUDGET_KEYS = tuple(f"{m}_{s}" for m in METRICS for s in STATS) + ("output_tps_min",)
+#: floors on fractions of the run (``core.goodput``): requests meeting every per-request budget,
+#: and tokens meeting their deadline (Etalon's fluidity index)
+FRACTION_BUDGETS = ("goodput_min", "fluidity_min")
+BUDGET_KEYS = tuple(f"{m}_{s}" for m in METRICS for s in STATS) + ("output_tps_min",) + FRACTION_BUDGETS
 
 
 def did_you_mean(word: str, choices) -> str:
@@ -71,18 +74,22 @@ def parse_positive_number(value: Any, where: str) -> float:
 @dataclass(frozen=True)
 class Budget:
     key: str          # e.g. "ttft_p95"
-    metric: str       # ttft | ttfo | tpot | itl | e2e | output_tps
+    metric: str       # ttft | ttfo | tpot | itl | e2e | output_tps | goodput | fluidity
     stat: str         # mean | p50 | ... | max | min
-    limit: float      # ms, or tok/s for output_tps
+    limit: float      # ms, tok/s for output_tps, a fraction for goodput and fluidity
     source: str = ""  # where it was set
 
     @property
     def is_floor(self) -> bool:
-        return self.metric == "output_tps"
+        return self.metric in ("output_tps", "goodput", "fluidity")
+
+    @property
+    def is_fraction(self) -> bool:
+        return self.metric in ("goodput", "fluidity")
 
     @property
     def unit(self) -> str:
-        return "tok/s" if self.is_floor else "ms"
+        return "" if self.is_fraction else "tok/s" if self.is_floor else "ms"
 
 
 _PERCENTILE_KEY = re.compile(r"^([a-z0-9]+)_p([0-9]+(?:\.[0-9]+)?)$")
@@ -96,12 +103,67 @@ def parse_budget(key: str, value: Any, where: str) -> Budget:
                    f"{', '.join(STATS)}, e.g. {m.group(1)}_p95")
         else:
             why = (f" -- budgets are <metric>_<stat> with metric in {', '.join(METRICS)} and stat in "
-                   f"{', '.join(STATS)}, or output_tps_min")
+                   f"{', '.join(STATS)}, or output_tps_min, goodput_min, fluidity_min")
         raise ConfigError(f"{where}: unknown budget {key!r}{did_you_mean(key, BUDGET_KEYS)}{why}")
     if key == "output_tps_min":
         return Budget(key, "output_tps", "min", parse_positive_number(value, where), where)
+    if key in FRACTION_BUDGETS:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+            raise ConfigError(f"{where}: {key} is a fraction of the run in (0, 1], e.g. 0.95, got {value!r}")
+        return Budget(key, key[:-4], "min", float(value), where)
     metric, stat = key.split("_", 1)
     return Budget(key, metric, stat, parse_duration_ms(value, where), where)
+
+
+@dataclass(frozen=True)
+class Load:
+    """How the load is offered (``client/load.py``).  ``rate`` set: open loop, requests due on a
+    seeded ``arrival`` schedule; else closed loop at ``concurrency`` with ``ramp_up_s`` to reach
+    it.  Bounded by the workload's ``samples`` (``requests:``) and/or ``duration_s``."""
+
+    rate: float | None = None         # requests/s (open loop)
+    arrival: str = "poisson"          # poisson | gamma | constant
+    burstiness: float = 1.0           # gamma shape
+    duration_s: float | None = None   # stop sending after this long
+    ramp_up_s: float = 0.0            # closed loop: workers start spread over this time
+
+    @property
+    def open_loop(self) -> bool:
+        return self.rate is not None
+
+
+#: the request cap of a ``duration:``-bounded run without ``requests:``
+DURATION_MAX_REQUESTS = 1000
+LOAD_KEYS = ("rate", "arrival", "burstiness", "requests", "duration", "ramp_up")
+
+
+def make_load(spec: Mapping[str, Any], where) -> "Load | None":
+    """The load keys of a workload spec (None when none is given)."""
+    from .schedule import ARRIVALS
+
+    if not any(k in spec for k in ("rate", "arrival", "burstiness", "duration", "ramp_up")):
+        return None
+    rate = spec.get("rate")
+    if rate is not None:
+        rate = parse_positive_number(rate, where(("rate",)))
+    arrival = spec.get("arrival", "poisson")
+    if arrival not in ARRIVALS:
+        raise ConfigError(f"{where(('arrival',))}: unknown arrival {arrival!r}{did_you_mean(arrival, ARRIVALS)} -- "
+                          f"use one of {', '.join(ARRIVALS)}")
+    if rate is None and ("arrival" in spec or "burstiness" in spec):
+        raise ConfigError(f"{where(('arrival',))}: arrival/burstiness shape an open loop: set rate (requests/s)")
+    burst = parse_positive_number(spec.get("burstiness", 1.0), where(("burstiness",)))
+    if "burstiness" in spec and arrival != "gamma":
+        raise ConfigError(f"{where(('burstiness',))}: burstiness is the shape of arrival: gamma; "
+                          f"set arrival: gamma (got {arrival!r})")
+    duration = spec.get("duration")
+    duration_s = None if duration is None else parse_duration_ms(duration, where(("duration",))) / 1000.0
+    ramp = spec.get("ramp_up")
+    ramp_s = 0.0 if ramp in (None, 0) else parse_duration_ms(ramp, where(("ramp_up",))) / 1000.0
+    if rate is not None and ramp_s:
+        raise ConfigError(f"{where(('ramp_up',))}: ramp_up is for a closed loop (concurrency); "
+                          f"an open loop (rate) has no ramp")
+    return Load(rate=rate, arrival=arrival, burstiness=burst, duration_s=duration_s, ramp_up_s=ramp_s)
 
 
 @dataclass(frozen=True)
@@ -118,6 +180,7 @@ class Workload:
     max_error_rate: float = 0.0
     budgets: tuple[Budget, ...] = ()
     roofline: Mapping[str, Any] | None = field(default=None, compare=False)
+    load: Load | None = None          # open loop / closed-loop timing (None: the plain closed loop)
 
     def budget_map(self) -> dict[str, Budget]:
         return {b.key: b for b in self.budgets}
@@ -149,7 +212,7 @@ BUILTIN_CLASSES: dict[str, WorkloadClass] = {
 }
 
 WORKLOAD_KEYS = ("class", "prompt_tokens", "output_tokens", "samples", "warmup", "system_prompt_tokens",
-                 "shared_prefix_tokens", "concurrency", "max_error_rate", "slo", "roofline")
+                 "shared_prefix_tokens", "concurrency", "max_error_rate", "slo", "roofline") + LOAD_KEYS
 
 
 def _int(value: Any, where: str, minimum: int) -> int:
@@ -183,7 +246,10 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     get = lambda k, d: spec.get(k, d)  # noqa: E731
     prompt = _int(get("prompt_tokens", base.prompt_tokens if base else None), where(("prompt_tokens",)), 1)
     output = _int(get("output_tokens", base.output_tokens if base else None), where(("output_tokens",)), 1)
-    samples = _int(get("samples", 20), where(("samples",)), 1)
+    if "requests" in spec and "samples" in spec:
+        raise ConfigError(f"{where(('requests',))}: requests and samples are the same bound: set one")
+    samples = _int(spec["requests"], where(("requests",)), 1) if "requests" in spec else \
+        _int(get("samples", 20), where(("samples",)), 1)
     warmup = _int(get("warmup", 2), where(("warmup",)), 0)
     default_system = 0
     if base and base.system_prompt_tokens:  # keep the class's system share when prompt_tokens is overridden
@@ -208,9 +274,24 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     roof = get("roofline", None)
     if roof is not None and not isinstance(roof, Mapping):
         raise ConfigError(f"{where(('roofline',))}: expected a mapping like {{min_efficiency: 0.5}}")
-    return Workload(name=name, klass=klass_name, prompt_tokens=prompt, output_tokens=output, samples=samples,
-                    warmup=warmup, system_prompt_tokens=system, shared_prefix_tokens=shared, concurrency=conc,
-                    max_error_rate=float(rate), budgets=budgets, roofline=roof)
+    load = make_load(spec, where)
+    if load is not None and load.duration_s and "samples" not in spec and "requests" not in spec:
+        samples = DURATION_MAX_REQUESTS  # bounded by the duration (and this cap)
+    w = Workload(name=name, klass=klass_name, prompt_tokens=prompt, output_tokens=output, samples=samples,
+                 warmup=warmup, system_prompt_tokens=system, shared_prefix_tokens=shared, concurrency=conc,
+                 max_error_rate=float(rate), budgets=budgets, roofline=roof, load=load)
+    check_fraction_budgets(w, where(("slo",)))
+    return w
+
+
+def check_fraction_budgets(w: Workload, where: str) -> None:
+    """fluidity needs a first-token deadline and a per-token deadline."""
+    keys = w.budget_map()
+    if "fluidity_min" in keys:
+        has = lambda metric: any(b.metric == metric for b in w.budgets)  # noqa: E731
+        if not has("ttft") or not (has("tpot") or has("itl")):
+            raise ConfigError(f"{where}: fluidity_min needs a TTFT budget (the first token's deadline) and a "
+                              f"TPOT or ITL budget (each later token's), e.g. ttft_p95: 500ms, tpot_p95: 50ms")
 
 
 def check_min_samples(w: Workload, where: str, samples: int | None = None) -> None:

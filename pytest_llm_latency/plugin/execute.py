@@ -71,7 +71,9 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
             if server is not None and hasattr(server, "check_alive") and res.failures:
                 died = _died(server)
                 if died:  # the server failed: a fail (its refused requests are server faults), cause named
+                    causes = res.causes
                     res = rejudge(res, server_failed=True)
+                    res.causes = causes
                     res.failed_checks.append(sess.redactor()(f"the managed server died during the test: {died}"))
             # inside the lock: a local-cpu bandwidth probe saturates memory bandwidth, so it must
             # not overlap another worker's measurement either
