@@ -95,13 +95,20 @@ def _prefill_bound(e: Evidence):
 
 
 def _prefix_cache(e: Evidence):
-    hit = e.s("server_prefix_hit_rate")
-    if e.shared_prefix_tokens and hit is not None and hit < HIT_RATE_NEAR_ZERO:
-        share = e.shared_prefix_tokens / e.prompt_tokens if e.prompt_tokens else None
-        could = f" (up to {share:.0%} could hit)" if share else ""
-        return Cause("prefix cache not effective", f"hit rate {hit:.1%} on a workload sharing "
-                     f"{e.shared_prefix_tokens} prefix tokens{could}: is prefix caching enabled "
-                     f"(vLLM --enable-prefix-caching, SGLang radix cache)?", FIRST_TOKEN)
+    hit, queries = e.s("server_prefix_hit_rate"), e.s("server_prefix_queries")
+    if not e.shared_prefix_tokens:
+        return None
+    share = e.shared_prefix_tokens / e.prompt_tokens if e.prompt_tokens else None
+    could = f" (up to {share:.0%} could hit)" if share else ""
+    if queries == 0:
+        seen = "no prefix-cache lookups at all"
+    elif hit is not None and hit < HIT_RATE_NEAR_ZERO:
+        seen = f"hit rate {hit:.1%}"
+    else:
+        return None
+    return Cause("prefix cache not effective", f"{seen} on a workload sharing {e.shared_prefix_tokens} prefix "
+                 f"tokens{could}: is prefix caching enabled (vLLM --enable-prefix-caching, SGLang radix cache)?",
+                 FIRST_TOKEN)
 
 
 def _decode_context(e: Evidence):

@@ -107,6 +107,7 @@ class ServerView:
     running_mean: float | None = None
     kv_usage_max: float | None = None
     prefix_hit_rate: float | None = None
+    prefix_queries: float | None = None
     preemptions: float | None = None
     queue_ms_p50: float | None = None
     queue_ms_p95: float | None = None
@@ -145,6 +146,8 @@ def view(before: Sample, after: Sample, during: list[Sample] = ()) -> ServerView
     q, h = counter_delta(before, after, "prefix_queries"), counter_delta(before, after, "prefix_hits")
     if q is not None and h is not None and _first(after.counters, COUNTERS["prefix_queries"]) == "llamacpp:prompt_tokens":
         q += h  # llama.cpp counts prompt tokens excluding the cached ones
+    if q is not None:
+        kw["prefix_queries"] = q   # 0: no lookups at all (prefix caching off)
     if q and h is not None:
         kw["prefix_hit_rate"] = h / q
     elif gauge(after, "cache_hit_rate") is not None:
