@@ -24,6 +24,7 @@ its latency counts from that time (``RequestRecord.t_scheduled_ns``), sent or no
 """
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -39,6 +40,9 @@ from ..core.workload import Workload
 #: ``send(prompt, t_scheduled_ns or None) -> RequestRecord | Failure``
 Send = Callable[[Prompt, "int | None"], "RequestRecord | Failure"]
 MAX_OPEN_LOOP_THREADS = 512
+#: the GIL switch interval while streams run (CPython's default is 5 ms): a stream thread whose
+#: bytes arrived waits at most about this long for a thread running Python to let go
+SWITCH_INTERVAL_S = 0.0005
 
 
 @dataclass
@@ -84,11 +88,16 @@ class LagMonitor:
 def run_load(send: Send, prompts: list[Prompt], workload: Workload, *, seed: int = 0,
              clock: Clock = time.perf_counter_ns, sleep: Callable[[float], None] = time.sleep,
              progress: Callable[[int, int], None] | None = None) -> LoadRun:
-    with LagMonitor(clock=clock, sleep=sleep) as mon:
-        if workload.load is not None and workload.load.open_loop:
-            run = _open_loop(send, prompts, workload, seed, clock, sleep, progress)
-        else:
-            run = _closed_loop(send, prompts, workload, clock, sleep, progress)
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL_S)  # a thread with a token to stamp waits less for the GIL
+    try:
+        with LagMonitor(clock=clock, sleep=sleep) as mon:
+            if workload.load is not None and workload.load.open_loop:
+                run = _open_loop(send, prompts, workload, seed, clock, sleep, progress)
+            else:
+                run = _closed_loop(send, prompts, workload, clock, sleep, progress)
+    finally:
+        sys.setswitchinterval(switch)
     run.lag_ns = list(mon.samples)
     return run
 

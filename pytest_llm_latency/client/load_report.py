@@ -11,7 +11,7 @@ from ..core.stats import percentile
 from .load import LoadRun
 
 #: the client fell behind when its threads woke this late (p99) ...
-STARVED_LAG_MS = 10.0
+STARVED_LAG_MS = 20.0
 #: ... and that lateness is at least this fraction of the ITL it measures
 STARVED_LAG_OF_ITL = 0.5
 
@@ -35,6 +35,8 @@ def client_health(run: LoadRun, records: list[RequestRecord], itl_p50: float | N
     out: dict = {}
     p99 = _p(lags, 99)
     if p99 is not None:
+        out["client_lag_ms_p50"] = round(_p(lags, 50), 3)
+        out["client_lag_ms_p90"] = round(_p(lags, 90), 3)
         out["client_lag_ms_p99"] = round(p99, 3)
         out["client_lag_ms_max"] = round(max(lags), 3)
     sched = [v for v in (m.client_lag_ms(r) for r in records) if v is not None]
