@@ -134,7 +134,7 @@ class Load:
 
 #: the request cap of a ``duration:``-bounded run without ``requests:``
 DURATION_MAX_REQUESTS = 1000
-LOAD_KEYS = ("rate", "arrival", "burstiness", "requests", "duration", "ramp_up")
+LOAD_KEYS = ("rate", "arrival", "burstiness", "requests", "duration", "ramp_up", "sweep")
 
 
 def make_load(spec: Mapping[str, Any], where) -> "Load | None":
@@ -181,6 +181,7 @@ class Workload:
     budgets: tuple[Budget, ...] = ()
     roofline: Mapping[str, Any] | None = field(default=None, compare=False)
     load: Load | None = None          # open loop / closed-loop timing (None: the plain closed loop)
+    sweep: Any = None                 # core.sweep.SweepSpec: find the highest rate meeting the SLO
 
     def budget_map(self) -> dict[str, Budget]:
         return {b.key: b for b in self.budgets}
@@ -274,12 +275,21 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     roof = get("roofline", None)
     if roof is not None and not isinstance(roof, Mapping):
         raise ConfigError(f"{where(('roofline',))}: expected a mapping like {{min_efficiency: 0.5}}")
+    sweep = None
+    if "sweep" in spec:
+        from .sweep import make_sweep
+
+        sweep = make_sweep(spec["sweep"], where(("sweep",)))
+        if "rate" in spec or "concurrency" in spec:
+            raise ConfigError(f"{where(('sweep',))}: a sweep chooses the rate itself (an open loop): drop "
+                              f"{'rate' if 'rate' in spec else 'concurrency'}")
+        spec = {**spec, "rate": sweep.rate_min}
     load = make_load(spec, where)
     if load is not None and load.duration_s and "samples" not in spec and "requests" not in spec:
         samples = DURATION_MAX_REQUESTS  # bounded by the duration (and this cap)
     w = Workload(name=name, klass=klass_name, prompt_tokens=prompt, output_tokens=output, samples=samples,
                  warmup=warmup, system_prompt_tokens=system, shared_prefix_tokens=shared, concurrency=conc,
-                 max_error_rate=float(rate), budgets=budgets, roofline=roof, load=load)
+                 max_error_rate=float(rate), budgets=budgets, roofline=roof, load=load, sweep=sweep)
     check_fraction_budgets(w, where(("slo",)))
     return w
 

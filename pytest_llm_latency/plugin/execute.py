@@ -63,8 +63,18 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
     try:
         with xdist_measurement_lock() as waited_for:
             t0 = time.time_ns()
-            res = runner.measure(client, workload, seed=sess.settings.get("seed"), nonce=sess.nonce or None,
-                                salt_context=sess.salt_context(item.nodeid, workload.name), progress=progress)
+            salt = sess.salt_context(item.nodeid, workload.name)
+
+            def measure_at(w: Workload) -> WorkloadResult:  # a sweep step: prompts of its own
+                return runner.measure(client, w, seed=sess.settings.get("seed"), nonce=sess.nonce or None,
+                                      salt_context=salt if w is workload else f"{salt}|rate={w.load.rate!r}",
+                                      progress=progress)
+            if workload.sweep is not None:
+                from ..client.sweep import run_sweep
+
+                res = run_sweep(measure_at, workload)[0]
+            else:
+                res = measure_at(workload)
             if waited_for is not None:
                 res.extra.update(measure_start_ns=t0, measure_end_ns=time.time_ns())
             server = sess.server_for(spec)
