@@ -108,7 +108,8 @@ class LatencyFixture:
             merged["slo"] = {**self.marker_spec["slo"], **spec["slo"]}
         name = merged.get("class") or self.item.name
         settings = self.session.settings
-        explicit_samples = spec.get("samples", self.marker_spec.get("samples"))
+        explicit_samples = spec.get("samples", spec.get("requests", self.marker_spec.get(
+            "samples", self.marker_spec.get("requests"))))
         try:
             w = make_workload(str(name), merged, lambda p: f"{self.item.nodeid} llm_slo {'.'.join(map(str, p))}")
             samples = settings.pick("samples", marker=explicit_samples).value
