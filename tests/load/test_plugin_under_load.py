@@ -44,6 +44,7 @@ def test_queueing_through_the_plugin_reaches_json_junit_and_html(pytester):
     assert "metrics_timeline" not in (pytester.path / "j.xml").read_text()  # the series stays out of JUnit
     html = (pytester.path / "r.html").read_text()
     assert re.search(r"queue depth", html)   # the timeline chart draws the server's gauges
+    assert "cause: queueing, not the model" in html
 
 
 def test_marker_load_keys_and_a_yaml_sweep(pytester):
