@@ -24,6 +24,7 @@ its latency counts from that time (``RequestRecord.t_scheduled_ns``), sent or no
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -121,10 +122,19 @@ def _closed_loop(send: Send, prompts: list[Prompt], workload: Workload, clock: C
         if not st["stop"]:
             st["stop"], st["t_stop"] = True, now
 
+    # no ramp: the first requests go out together (a barrier), and no worker sends a second one
+    # before every worker has sent its first (else a fast server lets one worker run through
+    # the prompts while the others start: all of it ramp-up)
+    barrier = threading.Barrier(c, timeout=30.0) if not ramp_ns else None
+    all_started = threading.Event()
+
     def worker(k: int) -> None:
         due = t0 + (ramp_ns * k) // c
         while (d := due - clock()) > 0 and not st["stop"]:
             sleep(min(d / 1e9, 0.05))
+        if barrier is not None:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                barrier.wait()
         first = True
         while True:
             with lock:
@@ -143,8 +153,11 @@ def _closed_loop(send: Send, prompts: list[Prompt], workload: Workload, clock: C
                     st["started"] += 1
                     if st["started"] == c:
                         st["ramp_end"] = now
-                    first = False
+                        all_started.set()
             out = send(p, None)
+            if first and barrier is not None:
+                all_started.wait(30.0)
+            first = False
             with lock:
                 now = clock()
                 if _stops(out) and not st["stop"]:
@@ -237,7 +250,7 @@ def planned_requests(workload: Workload) -> int:
     if not uses_load_engine(workload):
         return workload.samples
     c = workload.concurrency
-    return workload.samples + 2 * c + (2 * c if load is not None and load.ramp_up_s else 0)
+    return workload.samples + 2 * c + (4 * c if load is not None and load.ramp_up_s else 0)
 
 
 def in_flight(workload: Workload) -> int:
