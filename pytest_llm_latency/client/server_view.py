@@ -4,7 +4,9 @@ and after the samples, parsed with ``prometheus_client``, mapped onto one model
 with the gauges over time as ``extra["metrics_timeline"]`` (the JSON and HTML report).
 
 The scrapes during the run use their own HTTP connection (``httpx.Client`` with the
-target's headers), so they never take a connection from the measured requests' pool.
+target's headers), so they never take a connection from the measured requests' pool, and
+only fetch the text: parsing (milliseconds of Python for vLLM's ~700 lines, holding the
+GIL that the streams' threads need to stamp their tokens) waits until the samples are in.
 """
 from __future__ import annotations
 
@@ -51,16 +53,19 @@ def parse_sample(text: str) -> Sample:
     return s
 
 
-def fetch_sample(http: httpx.Client, base_url: str, timeout_s: float = 5.0) -> Sample | None:
+def fetch_text(http: httpx.Client, base_url: str, timeout_s: float = 5.0) -> str | None:
     try:
         r = bounded_request(http, "GET", base_url.rstrip("/") + "/metrics", total_s=timeout_s,
                             max_bytes=MAX_METRICS_BYTES)
     except httpx.HTTPError:
         return None
-    if r.status_code != 200:
-        return None
+    return r.text if r.status_code == 200 else None
+
+
+def fetch_sample(http: httpx.Client, base_url: str, timeout_s: float = 5.0) -> Sample | None:
+    text = fetch_text(http, base_url, timeout_s)
     try:
-        return parse_sample(r.text)
+        return None if text is None else parse_sample(text)
     except MeasurementError:
         return None
 
@@ -76,15 +81,15 @@ class ServerTimeline:
         self.enabled = before is not None and self.base_url is not None and isinstance(http, httpx.Client)
         self.headers = dict(http.headers) if self.enabled else {}
         self.interval_s, self.clock = interval_s, clock
-        self.samples: list[tuple[int, Sample]] = []
+        self.texts: list[tuple[int, str]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._http: httpx.Client | None = None
 
     def _scrape(self) -> None:
-        s = fetch_sample(self._http, self.base_url, timeout_s=max(self.interval_s * 4, 2.0))
-        if s is not None:
-            self.samples.append((self.clock(), s))
+        text = fetch_text(self._http, self.base_url, timeout_s=max(self.interval_s * 4, 2.0))
+        if text is not None:
+            self.texts.append((self.clock(), text))
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -108,10 +113,16 @@ class ServerTimeline:
 
     def attach(self, res, records, failures) -> None:
         """``server_*`` figures and ``metrics_timeline`` on ``res.extra``."""
-        if len(self.samples) < 2:
+        samples = []
+        for t, text in self.texts:
+            try:
+                samples.append((t, parse_sample(text)))
+            except MeasurementError:
+                continue
+        if len(samples) < 2:
             return
-        v = view(self.samples[0][1], self.samples[-1][1], [s for _, s in self.samples[1:-1]])
+        v = view(samples[0][1], samples[-1][1], [s for _, s in samples[1:-1]])
         res.extra.update(v.as_extra())
         sends = [r.t_send_ns for r in records] + [f.t_send_ns for f in failures if f.t_send_ns is not None]
         if sends:  # the requests' axis: ms since the first measured send (plugin/report/detail.py)
-            res.extra["metrics_timeline"] = timeline(self.samples, min(sends))
+            res.extra["metrics_timeline"] = timeline(samples, min(sends))
