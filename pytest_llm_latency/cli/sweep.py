@@ -8,7 +8,7 @@ Examples::
 
 Each step is an open-loop run (``--requests`` requests on a seeded ``--arrival`` schedule at the
 step's rate, after ``--warmup``), judged against the budgets; the rate is bisected
-(``core/sweep.py``) for at most ``--max-steps`` runs.  Exit status 0 when a capacity was
+(``core/rate_sweep.py``) for at most ``--max-steps`` runs.  Exit status 0 when a capacity was
 bracketed, 1 when no rate in the range meets the SLO (or it is below ``--capacity-min``).
 """
 from __future__ import annotations
@@ -70,7 +70,7 @@ def _spec(args) -> dict:
 def run(args) -> int:
     from ..client.http import make_http_client
     from ..client.runner import Target, make_client, measure
-    from ..client.sweep import run_sweep
+    from ..client.rate_sweep import run_sweep
     from ..core.redact import redact_url
 
     try:

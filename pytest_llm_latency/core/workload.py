@@ -181,7 +181,7 @@ class Workload:
     budgets: tuple[Budget, ...] = ()
     roofline: Mapping[str, Any] | None = field(default=None, compare=False)
     load: Load | None = None          # open loop / closed-loop timing (None: the plain closed loop)
-    sweep: Any = None                 # core.sweep.SweepSpec: find the highest rate meeting the SLO
+    sweep: Any = None                 # core.rate_sweep.SweepSpec: find the highest rate meeting the SLO
 
     def budget_map(self) -> dict[str, Budget]:
         return {b.key: b for b in self.budgets}
@@ -277,7 +277,7 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
         raise ConfigError(f"{where(('roofline',))}: expected a mapping like {{min_efficiency: 0.5}}")
     sweep = None
     if "sweep" in spec:
-        from .sweep import make_sweep
+        from .rate_sweep import make_sweep
 
         sweep = make_sweep(spec["sweep"], where(("sweep",)))
         if "rate" in spec or "concurrency" in spec:

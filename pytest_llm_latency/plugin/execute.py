@@ -70,7 +70,7 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
                                       salt_context=salt if w is workload else f"{salt}|rate={w.load.rate!r}",
                                       progress=progress)
             if workload.sweep is not None:
-                from ..client.sweep import run_sweep
+                from ..client.rate_sweep import run_sweep
 
                 res = run_sweep(measure_at, workload)[0]
             else:

@@ -1,4 +1,4 @@
-"""``sweep``: bisection over the request rate (core.sweep) -- on a known threshold, and live
+"""``sweep``: bisection over the request rate (core.rate_sweep) -- on a known threshold, and live
 against the reference target, whose model predicts its capacity."""
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import pytest
 
 from pytest_llm_latency.client.http import make_http_client
 from pytest_llm_latency.client.runner import Target, make_client, measure
-from pytest_llm_latency.client.sweep import run_sweep
+from pytest_llm_latency.client.rate_sweep import run_sweep
 from pytest_llm_latency.core.errors import ConfigError
-from pytest_llm_latency.core.sweep import Step, SweepSpec, bisect_rate, make_sweep
+from pytest_llm_latency.core.rate_sweep import Step, SweepSpec, bisect_rate, make_sweep
 from pytest_llm_latency.core.workload import make_workload
 from pytest_llm_latency.targets.reference.launch import parse_reference_url, start_reference
 

@@ -1,4 +1,4 @@
-"""Run a ``sweep`` workload: open-loop runs at the rates ``core.sweep.bisect_rate`` picks, each
+"""Run a ``sweep`` workload: open-loop runs at the rates ``core.rate_sweep.bisect_rate`` picks, each
 judged against the workload's budgets; the result is the run at the capacity (the highest rate
 that passed), with the capacity and the curve in ``extra``/notes and ``capacity_min`` judged."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..core.result import WorkloadResult
-from ..core.sweep import Step, SweepResult, bisect_rate
+from ..core.rate_sweep import Step, SweepResult, bisect_rate
 from ..core.workload import Workload
 
 
