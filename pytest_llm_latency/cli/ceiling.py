@@ -1,4 +1,4 @@
-"""``pytest-llm-latency ceiling``: print the decode bandwidth ceiling with its arithmetic.
+"""``pytest-llm-latency ceiling``: print the decode bandwidth ceiling and the prefill compute ceiling with their arithmetic.
 
 The model description is read by ``roofline.resolve`` (shared with the pytest gate).
 
@@ -7,6 +7,7 @@ Examples::
     pytest-llm-latency ceiling --hardware h100-sxm --params 8e9 --dtype fp16
     pytest-llm-latency ceiling --hardware all --model llama-3.1-8b --context 8000 --batch 8
     pytest-llm-latency ceiling --hardware auto --tp 2 --config config.json --kv-dtype fp8 --json
+    pytest-llm-latency ceiling --hardware h100-sxm --model llama-3.1-8b --prompt-tokens 4096
 """
 from __future__ import annotations
 
@@ -81,6 +82,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     w.add_argument("--context", type=_non_negative, default=0.0,
                    help="mean context in tokens (prompt + half the output); default 0: weights only")
     w.add_argument("--batch", type=_positive(int), default=1, help="concurrent sequences per decode step")
+    p = parser.add_argument_group("prefill (compute ceiling)")
+    p.add_argument("--prompt-tokens", type=_positive(int), default=1024,
+                   help="prompt length for the prefill ceiling's tok/s and ms (default 1024)")
+    p.add_argument("--peak-tflops", type=_positive(float), metavar="TFLOPS",
+                   help="peak dense TFLOPS instead of the catalog's (local-cpu: instead of the matmul probe)")
+    p.add_argument("--hidden-size", type=_positive(int),
+                   help="attention width for the attention FLOPs (with --layers); default: config / estimate")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -92,6 +100,35 @@ def _ceiling_dict(c: Ceiling) -> dict:
             "kv_bytes_per_token": c.model.kv_bytes_per_token, "context": c.context, "batch": c.batch,
             "step_bytes": c.step_bytes, "ceiling_tok_s": c.per_stream_tok_s, "aggregate_tok_s": c.aggregate_tok_s,
             "prefill_ceiling_tok_s": prefill_ceiling_tok_s(c.hardware, c.model.params or 0)}
+
+
+def _prefill(args, mb, hw):
+    """The prefill ceiling for ``--prompt-tokens`` (``core.prefill``), or None without params."""
+    from ..core.prefill import prefill_ceiling, prefill_model
+    from ..roofline.flops_probe import resolve_peak
+
+    if not mb.params:
+        return None
+    layers, hidden = args.layers, args.hidden_size
+    if args.model:
+        spec = catalog.model(args.model)
+        layers, hidden = layers or spec.layers, hidden or (spec.extra or {}).get("hidden_size")
+    elif args.config:
+        from ..roofline.resolve import _load_config
+
+        cfg, _ = _load_config(args.config, "--config")
+        layers, hidden = layers or cfg.get("num_hidden_layers"), hidden or cfg.get("hidden_size")
+    peak = resolve_peak(hw, peak_tflops=args.peak_tflops, dtype=args.dtype, where="--peak-tflops",
+                        **({"refresh": True} if args.refresh and hw.key == "local-cpu" else {}))
+    return prefill_ceiling(prefill_model(mb.name, mb.params, layers, hidden, mb.source), peak, args.prompt_tokens)
+
+
+def _prefill_dict(p) -> dict | None:
+    if p is None:
+        return None
+    return {"prompt_tokens": p.prompt_tokens, "flops": p.flops, "peak_tflops": p.peak.tflops,
+            "peak_source": p.peak.source, "tok_s": p.tok_s, "ms": p.ms,
+            "attention": "counted" if p.model.has_attention else "not counted: layers and hidden size unknown"}
 
 
 def _table(ceilings: list[Ceiling]) -> str:
@@ -125,7 +162,13 @@ def run(args: argparse.Namespace, out=None, err=None) -> int:
             hw = resolve_hardware(args.hardware, mem_bandwidth_gb_s=args.bandwidth, tp=args.tp,
                                   where="--hardware", **probe)
             c = decode_ceiling(hw, mb, args.context, args.batch)
-            text = json.dumps(_ceiling_dict(c), indent=2) if args.json else format_ceiling(c)
+            pre = _prefill(args, mb, hw)
+            if args.json:
+                text = json.dumps({**_ceiling_dict(c), "prefill": _prefill_dict(pre)}, indent=2)
+            else:
+                from ..core.prefill import format_prefill_ceiling
+
+                text = format_ceiling(c) + ("\n" + format_prefill_ceiling(pre) if pre is not None else "")
     except ConfigError as exc:
         print(f"pytest-llm-latency ceiling: error: {exc}", file=err)
         return 2

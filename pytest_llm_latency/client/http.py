@@ -7,6 +7,8 @@ whole request, checked on every read (a trickle that never idles).
 429/503 are retried at most ``max_retries`` times, honouring Retry-After up
 to ``max_retry_wait_s``; retries are counted on the record.  Error messages
 pass through ``redact`` so neither the API key nor URL credentials can leak into a report.
+Messages for transport failures and proxy pages are in ``failures.py``; ``run`` tracks what
+had arrived (``Received``) so that they name the phase.
 
 Connection timing: every request carries httpcore's ``trace`` extension
 (``ConnectionTrace``), so the record's ``t_send`` is the moment the request headers
@@ -26,8 +28,9 @@ import httpx
 from ..core.errors import MeasurementError
 from ..core.record import Clock, RecordBuilder
 from ..core.redact import Redactor, redact_url  # noqa: F401 - re-exported: the client layer's redaction
+from .failures import (MAX_ERROR_BODY, RECEIVED_ATTR, Received, content_type, error_text,  # noqa: F401
+                       map_transport_error, proxy_page, proxy_page_error)
 
-MAX_ERROR_BODY = 64 * 1024
 DEFAULT_POOL_SIZE = 16
 STALE_RETRY_EVENT = "llm_latency.stale_connection_retry"
 
@@ -200,61 +203,40 @@ def bounded_request(http: httpx.Client, method: str, url: str, *, total_s: float
 
     httpx's read timeout bounds each read only, so a server trickling a byte a second would
     otherwise hold a plain GET for hours.  Raises ``httpx.ReadTimeout`` past the deadline and
-    ``httpx.DecodingError`` past the size cap (both ``httpx.HTTPError``).
+    ``httpx.DecodingError`` past the size cap (both ``httpx.HTTPError``).  An error after the
+    status line carries what had arrived (``RECEIVED_ATTR``) for ``map_transport_error``.
     """
-    deadline = clock() + total_s
+    start = clock()
+    deadline = start + total_s
     with http.stream(method, url, **kw) as resp:
         data = bytearray()
-        for chunk in raw_chunks(resp):
-            data += chunk
-            if len(data) > max_bytes:
-                raise httpx.DecodingError(f"answer from {url} larger than {max_bytes} bytes", request=resp.request)
-            if clock() > deadline:
-                raise httpx.ReadTimeout(f"answer from {url} took longer than {total_s:g}s in all",
-                                        request=resp.request)
+        try:
+            for chunk in raw_chunks(resp):
+                data += chunk
+                if len(data) > max_bytes:
+                    raise httpx.DecodingError(f"answer from {url} larger than {max_bytes} bytes",
+                                              request=resp.request)
+                if clock() > deadline:
+                    raise httpx.ReadTimeout(f"answer from {url} took longer than {total_s:g}s in all",
+                                            request=resp.request)
+        except httpx.HTTPError as exc:  # the status had arrived: map_transport_error names that phase
+            setattr(exc, RECEIVED_ATTR, Received.from_response(resp, len(data), elapsed_s=clock() - start,
+                                                               stream=False))
+            raise
         return SmallResponse(resp.status_code, resp.headers, bytes(data))
 
 
-def _error_body(resp: httpx.Response) -> str:
+def _read_error_body(resp: httpx.Response) -> bytes:
     data = b""
     for chunk in raw_chunks(resp):
         data += chunk
         if len(data) >= MAX_ERROR_BODY:
             break
-    text = data[:MAX_ERROR_BODY].decode("utf-8", "replace")
-    try:
-        import json
-
-        obj = json.loads(text)
-        err = obj.get("error", obj) if isinstance(obj, dict) else obj
-        if isinstance(err, dict):
-            return str(err.get("message") or err.get("detail") or err)
-        return str(err)
-    except ValueError:
-        return " ".join(text.split())[:300]
+    return data[:MAX_ERROR_BODY]
 
 
-def map_transport_error(exc: httpx.HTTPError, url: str, timeouts: Timeouts, redact: Redactor, n_tokens: int = 0,
-                        got_bytes: bool = False) -> MeasurementError:
-    """One clear message per transport failure (connect, stall, reset, protocol violation)."""
-    if isinstance(exc, httpx.ConnectTimeout):
-        return MeasurementError("connect_timeout", redact(
-            f"connect to {url} timed out after {timeouts.connect_s:g}s ({exc})"))
-    if isinstance(exc, httpx.ConnectError):
-        return MeasurementError("connect", redact(
-            f"cannot connect to {url}: {exc} — is the server running and the URL right?"))
-    if isinstance(exc, httpx.ReadTimeout):
-        return MeasurementError("idle_timeout", redact(
-            f"stall: no bytes from {url} for {timeouts.idle_s:g}s after {n_tokens} tokens "
-            f"(idle timeout; raise --llm-latency-idle-timeout if the server is just slow)"))
-    if isinstance(exc, httpx.RemoteProtocolError) and not got_bytes:
-        return MeasurementError("protocol", redact(
-            f"invalid HTTP response from {url} ({type(exc).__name__}: {exc}) — is this an HTTP LLM server "
-            f"(not TLS, SSH or another protocol on that port)?"))
-    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
-        return MeasurementError("reset", redact(
-            f"connection to {url} closed mid-stream after {n_tokens} tokens ({type(exc).__name__}: {exc})"))
-    return MeasurementError("http", redact(f"{type(exc).__name__} talking to {url}: {exc}"))
+def _error_body(resp: httpx.Response) -> str:
+    return error_text(_read_error_body(resp))
 
 
 def _stamp_failure(rec: Any, clock: Clock) -> None:
@@ -280,9 +262,11 @@ class StreamingPost:
         while True:
             builder = builder_factory()
             builder.record.retries = retries
+            received = Received()
             try:
                 trace = {"trace": ConnectionTrace(builder)}
                 with self.http.stream("POST", url, json=body, extensions=trace) as resp:
+                    received = Received.from_response(resp)
                     if resp.status_code in (429, 503) and retries < self.timeouts.max_retries:
                         wait = min(_retry_after(resp) or 1.0, self.timeouts.max_retry_wait_s)
                         retries += 1
@@ -291,23 +275,24 @@ class StreamingPost:
                         continue
                     if resp.status_code >= 400:
                         raise self._status_error(resp, url, retries, describe_status)
-                    ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
+                    ctype = content_type(resp.headers)
                     if ctype not in expected_types:
                         snippet = _error_body(resp)[:160]
-                        what = "a proxy or load balancer error page?" if ctype == "text/html" else \
+                        what = "a proxy or load balancer error page?" if proxy_page(ctype, snippet) else \
                             "is the URL pointing at the LLM server, and does it support streaming?"
                         raise MeasurementError("content_type", self.redact(
                             f"non-SSE response ({ctype or 'no content-type'}) from {url}, expected "
                             f"{' or '.join(expected_types)} — {what} Body starts: {snippet!r}"))
-                    consume(builder, self._reads(resp, builder))
+                    consume(builder, self._reads(resp, builder, received))
                     return builder
             except MeasurementError as exc:
                 exc.partial = exc.partial or builder.record  # what arrived before the failure (TTFT, gaps)
                 _stamp_failure(exc.partial, self.clock)
                 raise
             except httpx.HTTPError as exc:
-                err = map_transport_error(exc, url, self.timeouts, self.redact, len(builder.record.chunks),
-                                          builder.record.t_first_byte_ns is not None)
+                received.tokens = len(builder.record.chunks)
+                received.elapsed_s = (builder.clock() - builder.record.t_send_ns) / 1e9
+                err = map_transport_error(exc, url, self.timeouts, self.redact, received)
                 err.partial = builder.record
                 _stamp_failure(err.partial, self.clock)
                 raise err from None
@@ -319,11 +304,9 @@ class StreamingPost:
         special = describe_status(code, msg)
         if special is not None:
             return special
-        ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
-        if ctype == "text/html":
-            return MeasurementError(f"http_{code}", self.redact(
-                f"HTTP {code} non-SSE response (text/html) from {url} — a proxy or load balancer error page? "
-                f"Check the URL and that the LLM server behind the proxy is up. Body: {msg[:160]!r}"))
+        ctype = content_type(resp.headers)
+        if proxy_page(ctype, msg):
+            return proxy_page_error(code, ctype, url, resp.headers, msg, self.redact, what="non-SSE response")
         if code in (401, 403):
             return MeasurementError("auth", self.redact(
                 f"HTTP {code} from {url}: {msg} — check the API key in LLM_LATENCY_API_KEY"))
@@ -335,10 +318,14 @@ class StreamingPost:
                 f"lower concurrency or wait for readiness"))
         return MeasurementError(f"http_{code}", self.redact(f"HTTP {code} from {url}: {msg}"))
 
-    def _reads(self, resp: httpx.Response, builder: RecordBuilder) -> Iterator[tuple[int, bytes]]:
+    def _reads(self, resp: httpx.Response, builder: RecordBuilder,
+               received: Received) -> Iterator[tuple[int, bytes]]:
+        """``(t_ns, bytes)`` as they arrive; ``received.body_bytes`` counts them (the phase a
+        transport error then names)."""
         deadline = builder.record.t_submit_ns + int(self.timeouts.total_s * 1e9)
         for chunk in raw_chunks(resp):
             t = builder.stamp()  # stamp before any parsing
+            received.body_bytes += len(chunk)
             yield t, chunk
             if t > deadline:
                 raise MeasurementError("total_timeout", self.redact(

@@ -6,6 +6,12 @@ prefill and decode (omitted zero fields default to 0):
 Output length is forced with ``options.num_predict`` (Ollama cannot ignore EOS,
 so short outputs are possible and get reported).  ``/api/generate`` is sent
 with ``raw: true`` so no template changes the prompt's token count.
+
+Every request sends ``keep_alive`` (``KEEP_ALIVE``) so the model that the probes and the
+warm-up loaded stays loaded for the run; ``load_duration`` is kept as ``load_ms``, from
+which ``core.coldstart`` flags a cold start.  A final object without ``prompt_eval_count``
+means the whole prompt came from Ollama's prompt cache (omitempty: nothing was evaluated):
+it is marked ``server_timings["prompt_cached"]``, never read as "no usage".
 """
 from __future__ import annotations
 
@@ -20,6 +26,9 @@ from .http import CONTEXT_LENGTH_HINTS, Redactor, StreamingPost, Timeouts, bound
 from .ndjson import NDJSONDecoder
 
 NDJSON_TYPES = ("application/x-ndjson", "application/json")
+#: sent with every request: the model stays loaded between the requests of a run (Ollama's default is 5m)
+KEEP_ALIVE = "10m"
+UNLOAD_WAIT_S = 30.0  # bounded wait for /api/ps to stop listing the model after an unload
 
 
 def ollama_timings(final: dict) -> dict:
@@ -47,6 +56,7 @@ class OllamaClient:
         self.http, self.base_url, self.model, self.api = http, base_url.rstrip("/"), model, api
         self.clock, self.timeouts, self.redact, self.max_line_bytes = clock, timeouts, redact, max_line_bytes
         self._post = StreamingPost(http, timeouts, clock, redact, sleep)
+        self.sleep = sleep
 
     def __repr__(self) -> str:
         return f"OllamaClient({self.base_url!r}, model={self.model!r}, api={self.api!r})"
@@ -62,6 +72,52 @@ class OllamaClient:
         except (ValueError, AttributeError):
             return []
 
+    def check_model(self) -> str | None:
+        """The configured model must be one ``/api/tags`` lists (``name`` matches ``name:latest``,
+        Ollama's implicit tag), else Ollama answers every request 404: an error naming the local
+        models, with close matches first.  None when listed, not configured or nothing listed."""
+        if not self.model:
+            return None
+        names = [str(m["id"]) for m in self.models() if m.get("id")]
+        if not names or self.model in names or f"{self.model}:latest" in names or \
+                (self.model.endswith(":latest") and self.model[:-len(":latest")] in names):
+            return None
+        import difflib
+
+        bases = {n.split(":", 1)[0]: n for n in names}
+        close = difflib.get_close_matches(self.model, names, n=3, cutoff=0.5)
+        close += [bases[b] for b in difflib.get_close_matches(self.model.split(":", 1)[0], list(bases), n=3,
+                                                              cutoff=0.5) if bases[b] not in close]
+        hint = f"; did you mean {' or '.join(repr(c) for c in close[:3])}?" if close else ""
+        raise MeasurementError("unknown_model", self.redact(
+            f"model {self.model!r} is not available at {self.base_url} (/api/tags lists {', '.join(names)}){hint} "
+            f"-- `ollama pull {self.model}` or set --llm-latency-model"))
+
+    def unload(self) -> None:
+        """Unload the model (``keep_alive: 0`` with no prompt) and wait, bounded, until
+        ``/api/ps`` no longer lists it, so the next request is a cold start."""
+        url = f"{self.base_url}/api/generate"
+        body = {"model": self.resolve_model(), "keep_alive": 0, "stream": False}
+        try:
+            r = bounded_request(self.http, "POST", url, json=body, total_s=self.timeouts.total_s)
+        except httpx.HTTPError as exc:
+            raise map_transport_error(exc, url, self.timeouts, self.redact) from None
+        if r.status_code != 200:
+            raise MeasurementError(f"http_{r.status_code}", self.redact(
+                f"HTTP {r.status_code} from {url} while unloading the model: {r.text[:300]}"))
+        deadline = self.clock() + int(UNLOAD_WAIT_S * 1e9)
+        while self.clock() < deadline:
+            try:
+                ps = bounded_request(self.http, "GET", f"{self.base_url}/api/ps", total_s=self.timeouts.connect_s + 5)
+                loaded = [m.get("name") for m in ps.json().get("models", [])] if ps.status_code == 200 else []
+            except (httpx.HTTPError, ValueError, AttributeError):
+                return  # no /api/ps: the unload answer is all there is to go by
+            if not any(n in (self.model, f"{self.model}:latest") for n in loaded):
+                return
+            self.sleep(0.1)
+        raise MeasurementError("unload", f"{self.base_url}/api/ps still lists {self.model!r} {UNLOAD_WAIT_S:g} s "
+                                         f"after an unload request (keep_alive: 0)")
+
     def resolve_model(self) -> str:
         if not self.model:
             models = self.models()
@@ -73,7 +129,7 @@ class OllamaClient:
 
     def request_body(self, system: str, user: str, max_tokens: int, *, extra: dict | None = None) -> dict:
         opts = {"num_predict": max_tokens, "temperature": 0.0}
-        body: dict = {"model": self.resolve_model(), "stream": True, "options": opts}
+        body: dict = {"model": self.resolve_model(), "stream": True, "options": opts, "keep_alive": KEEP_ALIVE}
         if self.api == "generate":
             body.update(prompt=system + user, raw=True)
         else:
@@ -136,6 +192,8 @@ class OllamaClient:
                 raise ProtocolError(f"Ollama final object has non-integer token counts: {counts!r}")
             b.usage(*counts)
             b.record.server_timings.update(ollama_timings(obj))
+            if counts[0] is None:  # omitempty: no prompt token was evaluated, the prompt cache served it all
+                b.record.server_timings["prompt_cached"] = True
             b.record.finish_reason = obj.get("done_reason")
             return True
         return False

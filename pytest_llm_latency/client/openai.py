@@ -25,7 +25,9 @@ import httpx
 
 from ..core.errors import MeasurementError, ProtocolError
 from ..core.record import Clock, RecordBuilder, RequestRecord
-from .http import CONTEXT_LENGTH_HINTS, Redactor, StreamingPost, Timeouts, bounded_request, map_transport_error
+from .failures import PROXY_TIMEOUT_HINT, content_type, error_text, proxy_page, proxy_page_error
+from .http import (CONTEXT_LENGTH_HINTS, Redactor, SmallResponse, StreamingPost, Timeouts, bounded_request,
+                   map_transport_error)
 from .sse import SSEDecoder
 
 SSE_TYPES = ("text/event-stream",)
@@ -70,22 +72,44 @@ class OpenAIClient:
 
     # ----------------------------------------------------------------- discovery
     def models(self) -> list[dict]:
-        """``/v1/models`` entries; [] when the server has none or answers oddly.  A transport
-        failure (refused, not HTTP) raises ``MeasurementError``: it is the real problem."""
+        """``/v1/models`` entries; [] when the 200 answer lists none or is not a model list,
+        or when the server has no such endpoint (404/405/501) and a model is configured.
+        Any other non-200 (a proxy's 502 page, a 5xx, a 404 with no model configured) and
+        a transport failure (refused, not HTTP) raise ``MeasurementError``: the real problem."""
         if self._models is None:
             url = f"{self.base_url}/v1/models"
             try:
                 r = bounded_request(self.http, "GET", url, total_s=self.timeouts.connect_s + 5)
-                if r.status_code in (401, 403):
-                    raise MeasurementError("auth", self.redact(
-                        f"HTTP {r.status_code} from {url}: {r.text[:300]} — check LLM_LATENCY_API_KEY"))
-                data = r.json().get("data", []) if r.status_code == 200 else []
-                self._models = [m for m in data if isinstance(m, dict)] if isinstance(data, list) else []
             except httpx.HTTPError as exc:
                 raise map_transport_error(exc, url, self.timeouts, self.redact) from None
+            if r.status_code != 200:
+                if r.status_code in (404, 405, 501) and self.model:
+                    # no model list here (the server has none, or a proxy exposes the completion
+                    # path only): the configured model is sent as it is
+                    self._models = []
+                    return self._models
+                raise self._models_failure(r, url)
+            try:
+                data = r.json().get("data", [])
+                self._models = [m for m in data if isinstance(m, dict)] if isinstance(data, list) else []
             except (ValueError, AttributeError):
                 self._models = []
         return self._models
+
+    def _models_failure(self, r: SmallResponse, url: str) -> MeasurementError:
+        """A non-200 ``/v1/models``: status, content type and a redacted body excerpt, through
+        the completion path's proxy-page detection."""
+        code, ctype = r.status_code, content_type(r.headers)
+        text = self.redact(error_text(r.content))
+        if code in (401, 403):
+            return MeasurementError("auth", self.redact(
+                f"HTTP {code} from {url}: {text[:300]} — check LLM_LATENCY_API_KEY"))
+        if proxy_page(ctype, text):
+            return proxy_page_error(code, ctype, url, r.headers, text, self.redact)
+        fix = "set --llm-latency-model (this server lists no models)" if code in (404, 405, 501) else \
+            "check the server's log; it could not list its models"
+        return MeasurementError(f"http_{code}", self.redact(
+            f"HTTP {code} ({ctype or 'no content-type'}) from {url}: {text[:300]!r} — {fix}"))
 
     def resolve_model(self) -> str:
         """The configured model, else the only/first model the server serves."""
@@ -122,8 +146,15 @@ class OpenAIClient:
                            f"lists; served models: {', '.join(ids[:5])}{', ...' if len(ids) > 5 else ''} -- the "
                            f"server may be answering with another model under that name")
 
+    def _listed(self) -> list[dict]:
+        """``models()``, or [] where listing failed: for messages about another failure."""
+        try:
+            return self.models()
+        except MeasurementError:
+            return []
+
     def max_model_len(self) -> int | None:
-        for m in self.models():
+        for m in self._listed():
             meta = m.get("meta") if isinstance(m.get("meta"), dict) else {}
             length = m.get("max_model_len") or meta.get("n_ctx")  # vLLM | llama.cpp
             if m.get("id") == self.model and length:
@@ -160,7 +191,7 @@ class OpenAIClient:
                     f"tokens > max_model_len {mml if mml else '(unknown)'} — shorten prompt_tokens/output_tokens "
                     f"or raise the server's --max-model-len. Server said: {msg}"))
             if code == 404 and "model" in low:
-                served = [str(m.get("id")) for m in self.models()]
+                served = [str(m.get("id")) for m in self._listed()]
                 return MeasurementError("unknown_model", self.redact(
                     f"HTTP 404: model {self.model!r} is not served at {self.base_url}; served models: "
                     f"{', '.join(served) or '(none listed)'} — set --llm-latency-model. Server said: {msg}"))
@@ -195,12 +226,19 @@ class OpenAIClient:
         dec = SSEDecoder(self.max_line_bytes)
         state = {"done": False, "finish": None, "running": 0}
         t_last = builder.record.t_send_ns
+        n_bytes = 0
         for t, chunk in reads:
-            t_last = t
+            t_last, n_bytes = t, n_bytes + len(chunk)
             for ev in dec.feed(chunk):
                 self._event(builder, t, ev.data, ev.error, state)
         for ev in dec.close():
             self._event(builder, t_last, ev.data, ev.error, state)
+        if not state["done"] and not builder.record.chunks:  # a close-delimited body (HTTP/1.0) cut early
+            after = (builder.clock() - builder.record.t_send_ns) / 1e9  # the close, not the last read
+            raise MeasurementError("no_done", self.redact(
+                f"stream ended without 'data: [DONE]' and without a token ({n_bytes} body bytes, {after:.1f} s "
+                f"after the request): the server or a proxy closed it before the first token — "
+                f"{PROXY_TIMEOUT_HINT}"))
         if not state["done"]:
             raise MeasurementError("no_done", self.redact(
                 f"stream ended without 'data: [DONE]' after {len(builder.record.chunks)} token chunks: "

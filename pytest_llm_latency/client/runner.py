@@ -17,7 +17,7 @@ import httpx
 
 from ..core.errors import ConfigError, MeasurementError
 from ..core.prompts import Prompt
-from ..core import metrics as m
+from ..core import coldstart, metrics as m
 from ..core.record import Clock, RequestRecord
 from ..core.result import Failure, WorkloadResult, evaluate, is_deterministic_rejection, preparation_failed
 from ..core.why import explain
@@ -57,8 +57,8 @@ def make_client(target: Target, http: httpx.Client, *, clock: Clock = time.perf_
                 timeouts: Timeouts = Timeouts(), redact: Redactor = Redactor(),
                 sleep: Callable[[float], None] = time.sleep) -> OpenAIClient | OllamaClient:
     kw = dict(clock=clock, timeouts=timeouts, redact=redact, sleep=sleep)
-    if target.api == "ollama":
-        return OllamaClient(http, target.url, target.model, "generate", **kw)
+    if target.api in ("ollama", "ollama-chat"):
+        return OllamaClient(http, target.url, target.model, "chat" if target.api == "ollama-chat" else "generate", **kw)
     return OpenAIClient(http, target.url, target.model, "chat" if target.api == "openai-chat" else "completions", **kw)
 
 
@@ -103,6 +103,8 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
                 exc.partial.t_scheduled_ns = t_scheduled_ns
             return Failure.from_error(exc)  # keeps the TTFT and gaps measured before the failure
 
+    cold_prompt = prompts.pop() if workload.cold_budget else None  # prepared last: the samples' salts stay put
+    cold_outcome = measure_cold_start(client, one, cold_prompt) if cold_prompt is not None else None
     ensure_connections(getattr(client, "http", None), in_flight(workload))  # keep every connection alive
     warm_failures = warm_up(one, prompts[:workload.warmup], workload.concurrency)
     if warm_failures:  # one note, not one per request
@@ -120,7 +122,7 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
         if samples and uses_load_engine(workload):
             load_run = run_load(one, samples, workload, seed=seed, progress=progress)
             outcomes = load_run.outcomes
-        elif workload.concurrency == 1:
+        else:  # one stream, one request after another
             for i, p in enumerate(samples):
                 outcomes.append(one(p))
                 if progress:
@@ -129,16 +131,14 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
                     notes.append(f"stopped at the first request: it was rejected ({outcomes[-1].kind}); the "
                                  f"other {total - i - 1} would be too, so they were not sent")
                     break
-        else:
-            with ThreadPoolExecutor(max_workers=workload.concurrency, thread_name_prefix="llm-latency") as pool:
-                for i, out in enumerate(pool.map(one, samples)):
-                    outcomes.append(out)
-                    if progress:
-                        progress(i + 1, total)
     after = _scrape(client) if before is not None else None
     records = [o for o in outcomes if isinstance(o, RequestRecord)]
     failures = [o for o in outcomes if isinstance(o, Failure)]
+    cold_numbers, cold = coldstart.split(records)
+    if cold and workload.cold_starts == "exclude":  # the load is not the server's serving latency
+        records = [r for r in records if not any(r is c for c in cold)]
     res = evaluate(workload, records, failures)
+    judge_cold_starts(res, workload, cold_numbers, cold, len(outcomes), cold_outcome)
     scraped = None
     if before is not None and after is not None:
         from .prometheus import delta
@@ -173,9 +173,58 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
     res.notes[:0] = notes
     res.extra.update(info)
     res.extra["prompt_deviation_requests"] = len(deviations)
+    res.extra["prompt_exact_requests"] = sum(1 for r in records if r.prompt_deviation == 0)
     res.extra["retries"] = sum(retried)
     explain(res)  # why a budget failed (core.diagnosis)
     return res
+
+
+def measure_cold_start(client, one: Callable[[Prompt], "RequestRecord | Failure"],
+                       prompt: Prompt) -> "RequestRecord | Failure":
+    """The ``cold_ttft_max`` request: unload the model (Ollama ``keep_alive: 0``), then send one
+    request, which loads it inside its TTFT (``core.coldstart``)."""
+    unload = getattr(client, "unload", None)
+    if unload is None:
+        return Failure("config", f"{coldstart.COLD_BUDGET} needs a server whose model can be unloaded on request: "
+                                 f"use --llm-latency-api ollama or ollama-chat")
+    try:
+        unload()
+    except MeasurementError as exc:
+        return Failure.from_error(exc)
+    return one(prompt)
+
+
+def judge_cold_starts(res: WorkloadResult, workload: Workload, numbers: list[int], cold: list[RequestRecord],
+                      total: int, cold_outcome: "RequestRecord | Failure | None") -> None:
+    """Cold samples counted and named (``cold_starts`` in ``extra``, a note), a failed check
+    under ``cold_starts: fail``; the ``cold_ttft_max`` request judged (``core.coldstart``)."""
+    from ..core.result import is_server_fault
+
+    if cold or any(coldstart.load_ms(r) is not None for r in res.records):  # servers that report loads
+        res.extra["cold_starts"] = len(cold)
+    if cold and workload.cold_starts == "exclude" and not res.records and not res.failures:
+        res.errors[:] = [f"all {len(cold)} samples were cold starts, excluded by cold_starts: exclude: no warm "
+                         f"sample to judge -- the server unloads the model after every request; keep it loaded, "
+                         f"or judge them with cold_starts: include"]
+    if cold:
+        res.extra["cold_start_samples"] = ",".join(map(str, numbers))
+        text = coldstart.describe(numbers, cold, total, workload.cold_starts)
+        (res.failed_checks if workload.cold_starts == "fail" else res.notes).append(text)
+    budget = workload.cold_budget
+    if cold_outcome is None or budget is None:
+        return
+    if isinstance(cold_outcome, Failure):
+        text = f"{coldstart.COLD_BUDGET}: the cold-start request failed ({cold_outcome.kind}): {cold_outcome.message}"
+        (res.failed_checks if is_server_fault(cold_outcome.kind, True) else res.errors).append(text)
+        return
+    ttft = m.ttft_ms(cold_outcome)
+    res.extra["cold_ttft_ms"] = round(ttft, 4) if ttft is not None else None
+    res.extra["cold_load_ms"] = round(coldstart.load_ms(cold_outcome) or 0.0, 4)
+    failed, error = coldstart.judge_cold_request(cold_outcome, ttft, budget.limit)
+    if failed:
+        res.failed_checks.append(failed)
+    if error:
+        res.errors.append(error)
 
 
 def warm_up(one: Callable[[Prompt], "RequestRecord | Failure"], prompts: list[Prompt],
@@ -226,8 +275,16 @@ def check_prefix_cache(res: WorkloadResult, metrics_delta: dict[str, float] | No
     shares a prefix on purpose (``core.prefix_cache``)."""
     from ..core.prefix_cache import evidence, judge
 
-    ev = evidence(metrics_delta, [r.server_timings.get("cache_n") for r in res.records],
-                  [r.prompt_tokens or 0 for r in res.records])
+    records = res.records
+    cached = [bool(r.server_timings.get("prompt_cached")) for r in records]
+    if any(cached):  # Ollama omitted prompt_eval_count: the whole prompt came from its cache
+        ev = evidence(None, [(r.expected_prompt_tokens or 0) if c else 0 for r, c in zip(records, cached)],
+                      [r.prompt_tokens or r.expected_prompt_tokens or 0 for r in records],
+                      source=f"Ollama omitted prompt_eval_count on {sum(cached)} of {len(records)} responses: "
+                             f"served from Ollama's prompt cache")
+    else:
+        ev = evidence(metrics_delta, [r.server_timings.get("cache_n") for r in records],
+                      [r.prompt_tokens or 0 for r in records])
     if ev is None:
         return
     res.extra["prefix_cache_cached_tokens"] = ev.cached_tokens

@@ -6,7 +6,18 @@ Cost per workload, in requests to the server:
 * endpoint detection: 2 ``/tokenize`` calls per shape tried (at most 3 shapes);
 * calibration: 1 probe completion + 1 tokenize call (or 2 probes without an endpoint);
 * ``build_prompts``: the fit, O(log prompt_tokens) calls, plus one verify call per prompt
-  (see ``core.prompts``) -- not a binary search per prompt.
+  (see ``core.prompts``) -- not a binary search per prompt;
+* without an endpoint, ``correct_plan``: 1-6 more unmeasured one-token requests in the usual
+  case (at most ``PLAN_STEPS``), before the warm-up.
+
+Without a tokenize endpoint the linear chars-per-token estimate is off by the server's
+tokenizer (a word-level count, a chat template...): 16% on a word-counting server.  Every
+response reports the server's own count (``usage.prompt_tokens``, Ollama's
+``prompt_eval_count``), so the plan is corrected on it: the body grows or shrinks by
+``d`` characters (``core.prompts.resized``) and ``d`` is found by a Newton step with the
+calibrated tokens-per-character, then secant steps, falling back to bisection inside the
+bracket -- each step one unmeasured request with a fresh salt (never a sample's prompt, so
+no sample is served from a cache the correction filled).
 """
 from __future__ import annotations
 
@@ -16,7 +27,7 @@ from typing import Callable
 import httpx
 
 from ..core.errors import MeasurementError
-from ..core.prompts import Prompt, build_prompts, linear_counter
+from ..core.prompts import Prompt, build_prompts, linear_counter, resized
 from ..core.workload import Workload
 from .http import bounded_request, map_transport_error
 from .ollama import OllamaClient
@@ -76,9 +87,18 @@ def _server_faults_by_kind(count: Callable[[str], int], client, url: str) -> Cal
     return counted
 
 
+PLAN_STEPS = 8  # most correction requests per workload
+
+
 def _probe(client, system: str, user: str) -> int:
     rec = client.stream(system, user, 1)
     if rec.prompt_tokens is None:
+        if rec.server_timings.get("prompt_cached"):
+            raise MeasurementError("prompt_cache", client.redact(
+                f"{client.base_url} served a probe prompt from Ollama's prompt cache (its final object omits "
+                f"prompt_eval_count when the whole prompt was cached), so its length could not be measured: the "
+                f"prompt was sent before -- was the nonce pinned (--llm-latency-nonce) to replay a run against "
+                f"the same server? Run with a fresh nonce"))
         raise MeasurementError("no_usage", f"{client.base_url} reports no prompt token usage in its stream, so "
                                f"prompt length can neither be calibrated nor verified")
     return rec.prompt_tokens
@@ -86,19 +106,74 @@ def _probe(client, system: str, user: str) -> int:
 
 def make_counter(client, workload: Workload, seed: int, nonce: str = "") -> tuple[Callable[[str], int], str]:
     """A counter for prompt text as the *server* will count it (template and BOS included).
-    The probes carry the nonce too, so no run's calibration is served from another's cache."""
+    The probes lead with the nonce too, so no run's calibration is served from another run's
+    cache (Ollama's prompt cache, a prefix cache), and the two probes share no prefix.
+    Without a tokenize endpoint the counter is an estimate with a ``per_char`` attribute
+    (``prepare_prompts`` then corrects the plan on the server's count)."""
     tok = tokenize_endpoint(client)
     probe_sys = "[probe] You are helpful.\n" if workload.system_prompt_tokens or workload.shared_prefix_tokens else ""
-    probe_user = f"[probe {seed} {nonce}] Count these words please: alpha beta gamma delta."
+    probe_user = f"[{nonce} probe {seed}] Count these words please: alpha beta gamma delta."
     if tok is not None:
         offset = _probe(client, probe_sys, probe_user) - tok(probe_sys + probe_user)
         return (lambda text: tok(text) + offset), f"{tok.source} {offset:+d} (calibrated)"  # type: ignore
     short = probe_user
-    long = probe_user + " words" * 400
+    long = f"[long {nonce} probe {seed}] Count these words please: alpha beta gamma delta." + " words" * 400
     a, b = _probe(client, probe_sys, short), _probe(client, probe_sys, long)
     per_char = (b - a) / (len(long) - len(short))
     fixed = a - per_char * len(probe_sys + short)
-    return linear_counter(fixed, per_char), "linear estimate from probe usage"
+    counter = linear_counter(fixed, per_char)
+    counter.per_char = per_char  # type: ignore[attr-defined]
+    return counter, "linear estimate from probe usage"
+
+
+def correct_plan(client, prompts: list[Prompt], probes: list[Prompt], per_char: float, *,
+                 seed: int) -> tuple[list[Prompt], str]:
+    """Make ``prompts`` exact on the server's own count, when only an estimate planned them.
+
+    ``probes`` are prompts planned like ``prompts`` (same body, same-length salts) but with
+    salts of their own; each step sends the next one resized by ``d`` characters with a
+    one-token output and reads the server's prompt count ``s(d)``.  ``d`` starts at 0, takes a
+    Newton step with the calibrated tokens per character, then secant steps, and bisects
+    when a step leaves the bracket ``s(lo) < N < s(hi)``.  Stops when ``s(d) == N``, when
+    the bracket closes (the tokenizer skips N: the nearest is kept, and the samples' check
+    reports the deviation) or after ``len(probes)`` requests.  Returns the prompts resized
+    by the best ``d`` and a description for the result's ``extra``."""
+    target = prompts[0].expected_tokens
+    min_d = -(len(prompts[0].user) - prompts[0].body_start - 1)
+    slope = per_char if per_char > 0 else 0.25
+    seen: dict[int, int] = {}
+    lo = hi = None
+    d, prev = 0, None
+    for probe in probes:
+        p = resized(probe, d, seed) if d else probe
+        got = _probe(client, p.system, p.user)
+        seen[d] = got
+        if got == target:
+            break
+        if got < target:
+            lo = d if lo is None or d > lo else lo
+        else:
+            hi = d if hi is None or d < hi else hi
+        if lo is not None and hi is not None and hi - lo <= 1:
+            break  # no length between: the tokenizer skips the target
+        if prev is not None and seen[prev] != got:
+            step = (target - got) * (d - prev) / (got - seen[prev])  # secant
+        else:
+            step = (target - got) / slope  # Newton, with the calibrated slope
+        nxt = d + (int(round(step)) or (1 if got < target else -1))
+        if (lo is not None and nxt <= lo) or (hi is not None and nxt >= hi) or nxt in seen:
+            if lo is None or hi is None:  # no bracket yet: keep stepping in the right direction
+                nxt = max(seen) + max(1, int(1 / slope)) if got < target else min(seen) - max(1, int(1 / slope))
+            else:
+                nxt = (lo + hi) // 2
+        prev, d = d, max(nxt, min_d)
+        if d in seen:
+            break
+    best = min(seen, key=lambda k: (abs(seen[k] - target), abs(k)))
+    out = [resized(p, best, seed) if best else p for p in prompts]
+    exact = "exact" if seen[best] == target else f"nearest {seen[best]}"
+    return out, (f"corrected on the server's count: body {best:+d} chars ({exact} for {target}, "
+                 f"{len(seen)} unmeasured request(s))")
 
 
 def prepare_prompts(client, workload: Workload, *, seed: int, nonce: str,
@@ -108,9 +183,15 @@ def prepare_prompts(client, workload: Workload, *, seed: int, nonce: str,
     how = None
     if counter is None:
         counter, how = make_counter(client, workload, seed, nonce)
-    prompts = build_prompts(counter, n=workload.warmup + workload.samples, prompt_tokens=workload.prompt_tokens,
-                            seed=seed, nonce=nonce, system_prompt_tokens=workload.system_prompt_tokens,
-                            shared_prefix_tokens=workload.shared_prefix_tokens)
+    n = workload.warmup + workload.samples + (1 if workload.cold_budget else 0)  # + the cold-start request
+    kw = dict(prompt_tokens=workload.prompt_tokens, seed=seed, system_prompt_tokens=workload.system_prompt_tokens,
+              shared_prefix_tokens=workload.shared_prefix_tokens)
+    prompts = build_prompts(counter, n=n, nonce=nonce, **kw)
+    per_char = getattr(counter, "per_char", None)
+    if per_char is not None:  # an estimate: correct the plan on the server's own count
+        probes = build_prompts(counter, n=PLAN_STEPS, nonce=f"{nonce}|plan", **kw)
+        prompts, corrected = correct_plan(client, prompts, probes, per_char, seed=seed)
+        how = f"{how}; {corrected}"
     return prompts, how
 
 

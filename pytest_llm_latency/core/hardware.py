@@ -24,6 +24,16 @@ class Hardware:
     aliases: tuple[str, ...] = ()
     devices: int = 1              # >1: a tensor-parallel group; figures are the group's totals
     note: str = ""                # a caveat about the figure (e.g. a probe not cached: why), shown with it
+    peak_tflops_by_dtype: tuple[tuple[str, float], ...] = ()  # dense figures of other dtypes, e.g. (("fp8", 1979),)
+
+    def peak_tflops(self, dtype: str | None = None) -> tuple[float | None, str]:
+        """Peak dense TFLOPS for the model's compute dtype: the dtype's own figure where the catalog
+        has one, else the bf16 figure (None: unknown); with the field it came from."""
+        key = (dtype or "").strip().lower().replace("float", "fp").replace("bfp16", "bf16")
+        for name, value in self.peak_tflops_by_dtype:
+            if name == key:
+                return value, f"peak_tflops_by_dtype.{name}"
+        return self.peak_bf16_tflops, "peak_bf16_tflops"
 
     @property
     def bandwidth_bytes_s(self) -> float:
@@ -41,6 +51,7 @@ class Hardware:
         return replace(
             self, name=f"{tp}x {self.name}", mem_bandwidth_gb_s=self.mem_bandwidth_gb_s * tp,
             peak_bf16_tflops=None if self.peak_bf16_tflops is None else self.peak_bf16_tflops * tp,
+            peak_tflops_by_dtype=tuple((k, v * tp) for k, v in self.peak_tflops_by_dtype),
             memory_gb=None if self.memory_gb is None else self.memory_gb * tp,
             source=f"{tp} x ({self.source})", devices=tp)
 

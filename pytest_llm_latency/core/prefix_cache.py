@@ -9,7 +9,8 @@ contain it) is faked fast: those numbers are not judged.
 
 Evidence, most precise first:
 
-* llama.cpp's per-response ``timings.cache_n`` (exactly our requests);
+* llama.cpp's per-response ``timings.cache_n`` (exactly our requests), or Ollama's final
+  object without ``prompt_eval_count`` (its prompt cache served the whole prompt);
 * ``/metrics`` counter deltas over the samples (the scrape around them):
   vLLM ``vllm:prefix_cache_hits_total`` (older ``vllm:gpu_prefix_cache_hits_total``),
   llama.cpp ``llamacpp:prompt_tokens_cached_total``, SGLang ``sglang:cached_tokens_total``;
@@ -73,7 +74,8 @@ class CacheEvidence:
 
 
 def evidence(metrics_delta: dict[str, float] | None, per_request_cached: list[int | None],
-             prompt_tokens: list[int]) -> CacheEvidence | None:
+             prompt_tokens: list[int], source: str = "llama.cpp timings.cache_n of each response"
+             ) -> CacheEvidence | None:
     """What the server reports, or ``None`` when it reports nothing about its cache.
 
     ``per_request_cached``: ``timings.cache_n`` of each measured request (None where absent);
@@ -82,7 +84,7 @@ def evidence(metrics_delta: dict[str, float] | None, per_request_cached: list[in
     if not n:
         return None
     if per_request_cached and all(isinstance(c, int) for c in per_request_cached):
-        return CacheEvidence(sum(per_request_cached), total, n, "llama.cpp timings.cache_n of each response")
+        return CacheEvidence(sum(per_request_cached), total, n, source)
     delta = metrics_delta or {}
     for name, seen in COUNTERS:
         if name in delta:

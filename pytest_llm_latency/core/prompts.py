@@ -58,6 +58,7 @@ class Prompt:
     user: str
     expected_tokens: int  # the target N (what the plan aimed for)
     counted_tokens: int   # what the counter said for system + user
+    body_start: int = 0   # where the fitted body starts in ``user`` (``resized`` never cuts before it)
 
     @property
     def text(self) -> str:
@@ -157,8 +158,10 @@ def build_prompts(count: TokenCounter, *, n: int, prompt_tokens: int, seed: int,
     def prompt(salt: str, body: str, got: int) -> Prompt:
         sys_part = head(salt)
         if separate:
-            return Prompt(system=sys_part, user=body, expected_tokens=prompt_tokens, counted_tokens=got)
-        return Prompt(system="", user=sys_part + body, expected_tokens=prompt_tokens, counted_tokens=got)
+            return Prompt(system=sys_part, user=body, expected_tokens=prompt_tokens, counted_tokens=got,
+                          body_start=len(user_head))
+        return Prompt(system="", user=sys_part + body, expected_tokens=prompt_tokens, counted_tokens=got,
+                      body_start=len(sys_part))
 
     prompts: list[Prompt] = []
     body = ""
@@ -175,6 +178,26 @@ def build_prompts(count: TokenCounter, *, n: int, prompt_tokens: int, seed: int,
         else:
             prompts.append(prompt(salt, body, got))
     return prompts
+
+
+def resized(p: Prompt, delta_chars: int, seed: int) -> Prompt:
+    """``p`` with its body ``delta_chars`` characters longer (seeded filler words appended) or
+    shorter (cut from the end, never into the salt or system part).  Unlike a re-fit through
+    an estimate, a body that grows one character at a time grows one token at a time under
+    word- and character-level tokenizers (a new word, or 3 more characters): the server's
+    count is a monotone, unit-step function of ``delta_chars``, so a search on it can hit any
+    count exactly (``client.tokens.correct_plan``).  ``counted_tokens`` becomes -1: no
+    counter has seen the new text; the server's count decides."""
+    if delta_chars >= 0:
+        rng = random.Random(f"extend-{seed}")
+        ext = ""
+        while len(ext) < delta_chars:
+            ext += " " + rng.choice(_WORDS)
+        user = p.user + ext[:delta_chars]
+    else:
+        user = p.user[:max(p.body_start + 1, len(p.user) + delta_chars)]
+    return Prompt(system=p.system, user=user, expected_tokens=p.expected_tokens, counted_tokens=-1,
+                  body_start=p.body_start)
 
 
 def linear_counter(fixed: float, per_char: float) -> Callable[[str], int]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import metrics as m
+from .coldstart import COLD_BUDGET
 from .errors import EmptySampleError
 from .record import RequestRecord
 from .stats import INF, Summary, fmt_stat, min_samples_for, summarize
@@ -214,6 +215,8 @@ def evaluate(workload: Workload, records: list[RequestRecord], failures: list[Fa
         res.summaries.clear()  # nothing was measured: result.ttft raises, never an all-miss statistic
         return res
     for b in workload.budgets:
+        if b.key == COLD_BUDGET:
+            continue  # one request after an unload, judged by the runner (core.coldstart), not the samples
         if b.is_fraction:
             _judge_fraction(res, workload, b)
             continue

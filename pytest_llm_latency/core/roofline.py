@@ -227,11 +227,7 @@ def format_ceiling(c: Ceiling) -> str:
     elif c.model.kv_bytes_per_token:
         lines.append(f"  KV cache: {c.model.kv_bytes_per_token:,.0f} B/token"
                      f" = {format_bytes(c.model.kv_bytes_per_token * c.context)} per sequence at {c.context:g} ctx")
-    prefill = prefill_ceiling_tok_s(c.hardware, c.model.params or 0)
-    if prefill is not None:
-        lines.append(f"  prefill ceiling (compute-bound): {prefill:,.0f} tok/s"
-                     f" = {c.hardware.peak_bf16_tflops:g} TFLOPS ÷ (2 × {c.model.params:.4g} params)")
-    return "\n".join(lines)
+    return "\n".join(lines)  # the prefill ceiling, with attention: core.prefill.format_prefill_ceiling
 
 
 def suggested_checks(r: RooflineResult) -> list[str]:

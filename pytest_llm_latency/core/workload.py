@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
+from .coldstart import COLD_BUDGET, COLD_STARTS
 from .errors import ConfigError
 from .metrics import METRICS
 from .stats import STATS
@@ -28,7 +29,8 @@ _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zµ]*)\
 #: floors on fractions of the run (``core.goodput``): requests meeting every per-request budget,
 #: and tokens meeting their deadline (Etalon's fluidity index)
 FRACTION_BUDGETS = ("goodput_min", "fluidity_min")
-BUDGET_KEYS = tuple(f"{m}_{s}" for m in METRICS for s in STATS) + ("output_tps_min",) + FRACTION_BUDGETS
+# cold_ttft_max: the first request after an unload (core.coldstart), judged apart from the samples
+BUDGET_KEYS = tuple(f"{m}_{s}" for m in METRICS for s in STATS) + ("output_tps_min", COLD_BUDGET) + FRACTION_BUDGETS
 
 
 def did_you_mean(word: str, choices) -> str:
@@ -111,7 +113,7 @@ def parse_budget(key: str, value: Any, where: str) -> Budget:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
             raise ConfigError(f"{where}: {key} is a fraction of the run in (0, 1], e.g. 0.95, got {value!r}")
         return Budget(key, key[:-4], "min", float(value), where)
-    metric, stat = key.split("_", 1)
+    metric, stat = key.rsplit("_", 1) if key == COLD_BUDGET else key.split("_", 1)
     return Budget(key, metric, stat, parse_duration_ms(value, where), where)
 
 
@@ -182,6 +184,14 @@ class Workload:
     roofline: Mapping[str, Any] | None = field(default=None, compare=False)
     load: Load | None = None          # open loop / closed-loop timing (None: the plain closed loop)
     sweep: Any = None                 # core.rate_sweep.SweepSpec: find the highest rate meeting the SLO
+    cold_starts: str = "exclude"      # what a cold-start sample does: exclude | include | fail (core.coldstart)
+    # prefill roofline (issue 19): prompt lengths swept at concurrency 1, and its budgets
+    prompt_sweep: tuple[int, ...] = ()
+    prefill_slo: Mapping[str, tuple[Any, str]] = field(default_factory=dict, compare=False)  # key -> (value, where)
+
+    @property
+    def cold_budget(self) -> Budget | None:
+        return self.budget_map().get(COLD_BUDGET)
 
     def budget_map(self) -> dict[str, Budget]:
         return {b.key: b for b in self.budgets}
@@ -213,7 +223,42 @@ BUILTIN_CLASSES: dict[str, WorkloadClass] = {
 }
 
 WORKLOAD_KEYS = ("class", "prompt_tokens", "output_tokens", "samples", "warmup", "system_prompt_tokens",
-                 "shared_prefix_tokens", "concurrency", "max_error_rate", "slo", "roofline") + LOAD_KEYS
+                 "shared_prefix_tokens", "concurrency", "max_error_rate", "slo", "roofline", "cold_starts",
+                 "prompt_sweep") + LOAD_KEYS
+#: prefill roofline budgets, written in ``slo:`` beside the latency budgets but judged on the sweep's fit
+PREFILL_SLO_KEYS = ("prefill_tps_min", "min_prefill_efficiency", "ttft_overhead_max", "require_linear_prefill")
+
+
+def parse_prefill_slo(key: str, value: Any, where: str) -> Any:
+    """One prefill budget: tok/s floor, MFU fraction, overhead ceiling (ms) or the linearity switch."""
+    if key == "prefill_tps_min":
+        return parse_positive_number(value, where)
+    if key == "min_prefill_efficiency":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+            raise ConfigError(f"{where}: expected a fraction of the compute ceiling in (0, 1] such as 0.35, "
+                              f"got {value!r}")
+        return float(value)
+    if key == "ttft_overhead_max":
+        return parse_duration_ms(value, where)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: expected true or false, got {value!r}")
+    return value
+
+
+def _prompt_sweep(spec: Mapping[str, Any], where) -> tuple[int, ...]:
+    sweep = spec.get("prompt_sweep")
+    if sweep is None:
+        return ()
+    w = where(("prompt_sweep",))
+    if not isinstance(sweep, (list, tuple)) or len(set(sweep) if all(isinstance(n, int) for n in sweep) else ()) < 2 \
+            or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in sweep):
+        raise ConfigError(f"{w}: expected a list of two or more different prompt lengths in tokens, such as "
+                          f"[256, 1024, 4096], got {sweep!r}")
+    if "prompt_tokens" in spec:
+        raise ConfigError(f"{w}: give prompt_sweep or prompt_tokens, not both (the sweep sets the prompt lengths)")
+    if spec.get("concurrency", 1) != 1:
+        raise ConfigError(f"{w}: a prompt sweep runs at concurrency 1 (no queue in TTFT); drop concurrency")
+    return tuple(sorted(set(sweep)))
 
 
 def _int(value: Any, where: str, minimum: int) -> int:
@@ -241,6 +286,9 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
                           f"{did_you_mean(klass_name, BUILTIN_CLASSES)} -- use one of "
                           f"{', '.join(BUILTIN_CLASSES)}, or 'custom' with prompt_tokens and output_tokens")
     base = BUILTIN_CLASSES.get(klass_name)
+    sweep = _prompt_sweep(spec, where)
+    if sweep:  # TTFT is what a sweep measures: one output token unless asked
+        spec = {"prompt_tokens": sweep[-1], "output_tokens": 1, **spec}
     if base is None and ("prompt_tokens" not in spec or "output_tokens" not in spec):
         raise ConfigError(f"{where(())}: workload {name!r} has no built-in class: set prompt_tokens and "
                           f"output_tokens, or class: one of {', '.join(BUILTIN_CLASSES)}")
@@ -259,8 +307,10 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     shared = _int(get("shared_prefix_tokens", 0), where(("shared_prefix_tokens",)), 0)
     conc = _int(get("concurrency", 1), where(("concurrency",)), 1)
     for k, v in (("system_prompt_tokens", system), ("shared_prefix_tokens", shared)):
-        if v >= prompt:
-            raise ConfigError(f"{where((k,))}: {k} ({v}) must be smaller than prompt_tokens ({prompt})")
+        shortest = sweep[0] if sweep else prompt
+        if v >= shortest:
+            what = "the shortest prompt_sweep length" if sweep else "prompt_tokens"
+            raise ConfigError(f"{where((k,))}: {k} ({v}) must be smaller than {what} ({shortest})")
     rate = get("max_error_rate", 0.0)
     if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate <= 1:
         raise ConfigError(f"{where(('max_error_rate',))}: expected a fraction between 0 and 1, got {rate!r}")
@@ -269,27 +319,40 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     if slo is not None and not isinstance(slo, Mapping):
         raise ConfigError(f"{where(('slo',))}: expected a mapping of budgets like {{ttft_p95: 500ms}}, "
                           f"got {type(slo).__name__}")
+    prefill_slo = {}
     for k, v in (slo or {}).items():  # a class default can be dropped with `key: null`
+        if k in PREFILL_SLO_KEYS:
+            if v is not None:
+                prefill_slo[k] = (parse_prefill_slo(k, v, where(("slo", k))), where(("slo", k)))
+            continue
         budgets_spec[k] = (v, where(("slo", k)))
+    if prefill_slo and not sweep:
+        raise ConfigError(f"{where(('slo', next(iter(prefill_slo))))}: prefill budgets need a prompt_sweep "
+                          "(e.g. prompt_sweep: [256, 1024, 4096]): the fit of TTFT against prompt length")
     budgets = tuple(parse_budget(k, v, src) for k, (v, src) in budgets_spec.items() if v is not None)
     roof = get("roofline", None)
     if roof is not None and not isinstance(roof, Mapping):
         raise ConfigError(f"{where(('roofline',))}: expected a mapping like {{min_efficiency: 0.5}}")
-    sweep = None
+    cold = get("cold_starts", "exclude")
+    if cold not in COLD_STARTS:
+        raise ConfigError(f"{where(('cold_starts',))}: expected one of {', '.join(COLD_STARTS)}, got {cold!r}"
+                          f"{did_you_mean(cold, COLD_STARTS) if isinstance(cold, str) else ''}")
+    rate_sweep = None
     if "sweep" in spec:
         from .rate_sweep import make_sweep
 
-        sweep = make_sweep(spec["sweep"], where(("sweep",)))
-        if "rate" in spec or "concurrency" in spec:
-            raise ConfigError(f"{where(('sweep',))}: a sweep chooses the rate itself (an open loop): drop "
-                              f"{'rate' if 'rate' in spec else 'concurrency'}")
-        spec = {**spec, "rate": sweep.rate_min}
+        rate_sweep = make_sweep(spec["sweep"], where(("sweep",)))
+        if "rate" in spec or "concurrency" in spec or sweep:
+            clash = "rate" if "rate" in spec else "concurrency" if "concurrency" in spec else "prompt_sweep"
+            raise ConfigError(f"{where(('sweep',))}: a sweep chooses the rate itself (an open loop): drop {clash}")
+        spec = {**spec, "rate": rate_sweep.rate_min}
     load = make_load(spec, where)
     if load is not None and load.duration_s and "samples" not in spec and "requests" not in spec:
         samples = DURATION_MAX_REQUESTS  # bounded by the duration (and this cap)
     w = Workload(name=name, klass=klass_name, prompt_tokens=prompt, output_tokens=output, samples=samples,
                  warmup=warmup, system_prompt_tokens=system, shared_prefix_tokens=shared, concurrency=conc,
-                 max_error_rate=float(rate), budgets=budgets, roofline=roof, load=load, sweep=sweep)
+                 max_error_rate=float(rate), budgets=budgets, roofline=roof, cold_starts=cold,
+                 prompt_sweep=sweep, prefill_slo=prefill_slo, load=load, sweep=rate_sweep)
     check_fraction_budgets(w, where(("slo",)))
     return w
 

@@ -63,12 +63,15 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
     try:
         with xdist_measurement_lock() as waited_for:
             t0 = time.time_ns()
+            measure = runner.measure
+            if workload.prompt_sweep:
+                from ..client.sweep import measure_sweep as measure
             salt = sess.salt_context(item.nodeid, workload.name)
 
-            def measure_at(w: Workload) -> WorkloadResult:  # a sweep step: prompts of its own
-                return runner.measure(client, w, seed=sess.settings.get("seed"), nonce=sess.nonce or None,
-                                      salt_context=salt if w is workload else f"{salt}|rate={w.load.rate!r}",
-                                      progress=progress)
+            def measure_at(w: Workload) -> WorkloadResult:  # a rate-sweep step: prompts of its own
+                return measure(client, w, seed=sess.settings.get("seed"), nonce=sess.nonce or None,
+                               salt_context=salt if w is workload else f"{salt}|rate={w.load.rate!r}",
+                               progress=progress)
             if workload.sweep is not None:
                 from ..client.rate_sweep import run_sweep
 
@@ -134,10 +137,15 @@ def _died(server, grace_s: float = 2.0) -> str | None:
 
 def apply_roofline(item, sess: LatencySession, spec: TargetSpec, client, workload: Workload, res: WorkloadResult,
                    overrides: dict) -> None:
-    """Roofline gate, when a workload, marker or the CLI asks for it (see roofline_gate)."""
+    """Roofline gates: decode when a workload, marker or the CLI asks for it (see roofline_gate); prefill
+    for a prompt_sweep workload (see prefill_gate; its decode gate only with >= 2 output tokens)."""
+    from .prefill_gate import prefill_gate
     from .roofline_gate import gate_for
 
-    gate_for(sess, spec, workload, res, overrides, base_dir=Path(str(item.path)).parent, client=client)
+    base_dir = Path(str(item.path)).parent
+    if not workload.prompt_sweep or workload.output_tokens >= 2:
+        gate_for(sess, spec, workload, res, overrides, base_dir=base_dir, client=client)
+    prefill_gate(sess, spec, workload, res, overrides, base_dir=base_dir, client=client)
 
 
 def record(item: pytest.Item, results: WorkloadResult | list[WorkloadResult]) -> None:

@@ -19,14 +19,16 @@ import pytest
 from ..core.errors import ConfigError
 from .execute import config_failure
 from ..core.result import WorkloadResult, rejudge
-from ..core.workload import BUDGET_KEYS, WORKLOAD_KEYS, make_workload, with_budgets
+from ..core.workload import BUDGET_KEYS, PREFILL_SLO_KEYS, WORKLOAD_KEYS, make_workload, with_budgets
 
 TARGET_KW = ("url", "api", "model")
-ROOFLINE_KW = ("min_decode_efficiency", "hardware")
-MARKER_KW = ("workload",) + WORKLOAD_KEYS + BUDGET_KEYS + TARGET_KW + ROOFLINE_KW
+ROOFLINE_KW = ("min_decode_efficiency", "hardware", "min_prefill_efficiency")
+SLO_KW = BUDGET_KEYS + tuple(k for k in PREFILL_SLO_KEYS if k not in ROOFLINE_KW)  # into the workload's slo
+MARKER_KW = ("workload",) + WORKLOAD_KEYS + SLO_KW + TARGET_KW + ROOFLINE_KW
 MARKER_SIGNATURE = ("llm_slo(workload='chat', *, ttft_p95=..., tpot_p95=..., e2e_p95=..., itl_p99=..., "
                     "output_tps_min=..., samples=20, prompt_tokens=..., output_tokens=..., concurrency=1, "
-                    "min_decode_efficiency=..., url=..., model=..., api=...): measure the workload against the "
+                    "min_decode_efficiency=..., prompt_sweep=[...], min_prefill_efficiency=..., prefill_tps_min=..., "
+                    "ttft_overhead_max=..., url=..., model=..., api=...): measure the workload against the "
                     "llm-latency target and fail when a budget (<metric>_<stat>: ttft|ttfo|tpot|itl|e2e x "
                     "mean|p50|p90|p95|p99|max, values in ms or '500ms'/'1.5s') is missed")
 
@@ -45,6 +47,9 @@ class MeasuredResult:
     def check(self, **budgets: Any) -> "MeasuredResult":
         try:
             w = with_budgets(self._res.workload, budgets, "check()") if budgets else self._res.workload
+            if "cold_ttft_max" in budgets and self._res.workload.cold_budget is None:
+                raise ConfigError("check(cold_ttft_max=...): the cold start is measured while the workload runs "
+                                  "(the model is unloaded first): pass cold_ttft_max to measure() or the marker")
         except ConfigError as exc:
             config_failure(exc)
         judged = rejudge(self._res, w)
@@ -71,7 +76,7 @@ def split_marker(kwargs: dict[str, Any], where: str) -> tuple[dict, dict, dict]:
     spec = {k: v for k, v in kwargs.items() if k in WORKLOAD_KEYS}
     if "workload" in kwargs:
         spec["class"] = kwargs["workload"]
-    slo = {k: v for k, v in kwargs.items() if k in BUDGET_KEYS}
+    slo = {k: v for k, v in kwargs.items() if k in SLO_KW}
     if slo:
         spec["slo"] = {**(spec.get("slo") or {}), **slo}
     target = {k: kwargs[k] for k in TARGET_KW if k in kwargs}

@@ -130,6 +130,8 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("hardware", "Accelerator for the roofline gate: a catalog name, 'auto' (nvidia-smi) or 'local-cpu'."),
     Opt("min_efficiency", "Fail when decode runs below this fraction of the memory-bandwidth ceiling "
         "(e.g. 0.5).", _fraction, "a fraction in (0, 1]"),
+    Opt("min_prefill_efficiency", "Fail a prompt_sweep workload whose prefill runs below this fraction of the "
+        "compute ceiling (MFU, e.g. 0.35).", _fraction, "a fraction in (0, 1]"),
 )
 BY_NAME = {o.name: o for o in OPTIONS}
 

@@ -21,7 +21,8 @@ from ..core.result import WorkloadResult
 from ..core.workload import Workload, did_you_mean
 
 ROOFLINE_KEYS = ("hardware", "mem_bandwidth_gb_s", "tensor_parallel", "min_efficiency", "model", "params", "dtype",
-                 "bits", "layers", "kv_heads", "head_dim", "kv_dtype", "config", "gguf", "model_bytes", "batch")
+                 "bits", "layers", "kv_heads", "head_dim", "kv_dtype", "config", "gguf", "model_bytes", "batch",
+                 "peak_tflops", "hidden_size")  # the last two: prefill roofline (MFU)
 LOCAL_HARDWARE = ("auto", "local-cpu", "localcpu", "local_cpu")
 
 
@@ -42,11 +43,11 @@ def validate_roofline_spec(spec: Mapping[str, Any], where: str) -> None:
     me = spec.get("min_efficiency")
     if me is not None and (isinstance(me, bool) or not isinstance(me, (int, float)) or not 0 < me <= 1):
         raise ConfigError(f"{where}.min_efficiency: expected a fraction in (0, 1] such as 0.5, got {me!r}")
-    for key in ("params", "mem_bandwidth_gb_s", "model_bytes", "bits"):
+    for key in ("params", "mem_bandwidth_gb_s", "model_bytes", "bits", "peak_tflops"):
         v = spec.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0):
             raise ConfigError(f"{where}.{key}: expected a positive number, got {v!r}")
-    for key in ("tensor_parallel", "batch", "layers", "kv_heads", "head_dim"):
+    for key in ("tensor_parallel", "batch", "layers", "kv_heads", "head_dim", "hidden_size"):
         v = spec.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise ConfigError(f"{where}.{key}: expected a positive integer, got {v!r}")

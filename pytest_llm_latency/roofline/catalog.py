@@ -57,7 +57,15 @@ def _hardware_from_entry(key: str, d: dict) -> Hardware:
         key=key, name=str(d.get("name", key)), mem_bandwidth_gb_s=_number(d, "mem_bandwidth_gb_s", where),
         peak_bf16_tflops=_number(d, "peak_bf16_tflops", where, required=False),
         memory_gb=_number(d, "memory_gb", where, required=False), source=str(d["source"]),
-        aliases=tuple(str(a) for a in d.get("aliases") or ()))
+        aliases=tuple(str(a) for a in d.get("aliases") or ()),
+        peak_tflops_by_dtype=_by_dtype(d, where))
+
+
+def _by_dtype(d: dict, where: str) -> tuple[tuple[str, float], ...]:
+    table = d.get("peak_tflops_by_dtype") or {}
+    if not isinstance(table, dict):
+        raise ConfigError(f"{CATALOG_PATH}: {where}.peak_tflops_by_dtype must be a mapping like {{fp8: 1979}}")
+    return tuple((str(k).lower(), _number(table, k, f"{where}.peak_tflops_by_dtype")) for k in table)
 
 
 @functools.lru_cache(maxsize=1)

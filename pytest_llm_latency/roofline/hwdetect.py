@@ -7,9 +7,8 @@
   aggregate bytes / wall time, the **best** of several runs (a ceiling is the machine's limit;
   a slower run only means something else competed for the memory bus), cached per host in
   ``${LLM_LATENCY_CACHE:-~/.cache/pytest-llm-latency}/cpu_bandwidth.json`` (written atomically).
-  A figure is **not** cached when its runs disagree by more than ``SPREAD_LIMIT`` (best / worst)
-  or other processes took more than ``BUSY_LIMIT`` of the machine's CPU time while it ran
-  (``/proc/stat`` less this process and its workers); ``Hardware.note`` says which.
+  A figure is **not** cached when its runs disagree or the machine was busy (the rules every
+  local probe shares: ``probe_cache``); ``Hardware.note`` says which.
 
 numpy is imported only inside the probe's worker.
 """
@@ -17,7 +16,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 import socket
 import subprocess
@@ -29,6 +27,9 @@ from typing import Callable, NamedTuple, Sequence
 from . import catalog
 from ..core.errors import ConfigError
 from ..core.hardware import Hardware
+from .probe_cache import (BUSY_LIMIT, SPREAD_LIMIT, LoadMeter, cache_dir, host_key,  # noqa: F401
+                          not_cached_reason, others_busy_share, proc_stat_sample, read_cache as _read_cache,
+                          write_cache)
 
 NVIDIA_SMI_ARGS = ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv"]
 Runner = Callable[[Sequence[str]], str]
@@ -112,14 +113,6 @@ def detect_nvidia(tp: int = 1, runner: Runner | None = None) -> Hardware:
 
 
 # ---------------------------------------------------------------------------- local CPU probe
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("LLM_LATENCY_CACHE") or Path.home() / ".cache" / "pytest-llm-latency")
-
-
-def host_key() -> str:
-    return f"{socket.gethostname()}-{os.cpu_count()}cpu"
-
 
 MAX_PROBE_PROCESSES = 16  # 256 MiB each: a 64-core affinity mask must not mean 16 GiB
 
@@ -209,50 +202,8 @@ def numpy_read_measure(processes: int, runs: int, *, array_mb: int = 256, passes
     return results
 
 
-#: The probe's figure is cached only when its runs agree within this factor (best / worst) ...
-SPREAD_LIMIT = 1.5
-#: ... and other processes used at most this share of the machine's CPU time while it ran.
-BUSY_LIMIT = 0.25
 #: Written into each cache entry; entries without it (the old median-of-runs figure) are measured again.
 CACHE_METHOD = "best-of-runs"
-
-CpuSample = tuple[float, float, float]   # (machine busy s, machine total s, own + reaped children CPU s)
-LoadMeter = Callable[[], "CpuSample | None"]
-
-
-def proc_stat_sample() -> CpuSample | None:
-    """All CPUs' busy and total time from ``/proc/stat``, and this process's own CPU time plus
-    that of its reaped children (the probe's workers); None where ``/proc/stat`` is unreadable."""
-    try:
-        import resource
-
-        with open("/proc/stat", encoding="ascii") as f:
-            fields = f.readline().split()
-        tick = float(os.sysconf("SC_CLK_TCK"))
-    except (ImportError, OSError, ValueError):  # pragma: no cover - non-Linux
-        return None
-    if not fields or fields[0] != "cpu" or len(fields) < 8:
-        return None
-    # user nice system idle iowait irq softirq steal (guest time is already in user)
-    user, nice, system, idle, iowait, irq, softirq = (float(x) for x in fields[1:8])
-    steal = float(fields[8]) if len(fields) > 8 else 0.0
-    busy = user + nice + system + irq + softirq + steal
-    own = sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
-                                                resource.getrusage(resource.RUSAGE_CHILDREN)))
-    return busy / tick, (busy + idle + iowait) / tick, own
-
-
-def others_busy_share(before: CpuSample | None, after: CpuSample | None) -> float | None:
-    """Share of the machine's CPU time between two samples used by processes other than this one
-    and its children; None when unknown."""
-    if before is None or after is None:
-        return None
-    total = after[1] - before[1]
-    if not total > 0:
-        return None
-    others = (after[0] - before[0]) - (after[2] - before[2])
-    return min(1.0, max(0.0, others / total))
-
 
 @dataclass(frozen=True)
 class ProbeResult:
@@ -275,14 +226,7 @@ class ProbeResult:
     @property
     def not_cached_reason(self) -> str | None:
         """Why this figure must not be cached (a loaded machine), or None."""
-        reasons = []
-        if self.busy_share is not None and self.busy_share > BUSY_LIMIT:
-            reasons.append(f"the machine was busy: other processes used {self.busy_share:.0%} of its CPU time "
-                           f"during the probe (limit {BUSY_LIMIT:.0%})")
-        if self.spread > SPREAD_LIMIT:
-            reasons.append(f"the runs disagree: best {max(self.runs_gb_s):.1f} GB/s is {self.spread:.2f}x the "
-                           f"worst {min(self.runs_gb_s):.1f} GB/s (limit {SPREAD_LIMIT:g}x)")
-        return "; ".join(reasons) or None
+        return not_cached_reason(self.runs_gb_s, self.busy_share, "GB/s")
 
     def as_json(self) -> dict:
         return {"mem_bandwidth_gb_s": self.mem_bandwidth_gb_s, "runs_gb_s": list(self.runs_gb_s),
@@ -304,17 +248,7 @@ def probe_cpu_bandwidth(*, processes: int | None = None, runs: int = 5, measure:
 
 
 def _atomic_write_json(path: Path, data: dict) -> None:
-    from ..files.atomic import write_atomic
-
-    write_atomic(path, json.dumps(data, indent=2, sort_keys=True))
-
-
-def _read_cache(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    write_cache(path, data)
 
 
 def _cached_figure(entry) -> float | None:

@@ -85,7 +85,7 @@ def resolve_model_bytes(*, model: str | None = None, model_bytes: float | None =
 
 HARDWARE_KEYS = ("hardware", "mem_bandwidth_gb_s", "tensor_parallel")
 MODEL_KEYS = tuple(FLAGS)
-GATE_KEYS = ("min_efficiency", "batch")  # read by the gate itself, accepted here
+GATE_KEYS = ("min_efficiency", "batch", "peak_tflops", "hidden_size")  # read by the gates themselves
 
 
 def roofline_inputs(mapping: dict, *, where: str = "roofline", base_dir: str | Path | None = None,

@@ -87,3 +87,97 @@ def test_ttft_excludes_connect_and_a_stale_retry_is_flagged():
     rec = c.stream("", "hello", 2)
     assert rec.reconnected and metrics.ttft_ms(rec) == pytest.approx(80)   # not 335
     assert metrics.connect_ms(rec) == pytest.approx(5)
+
+
+def test_every_request_asks_the_model_to_stay_loaded_and_chat_sends_messages():
+    vt = VirtualTime()
+    seen = []
+    c = ollama([(5, {"message": {"role": "assistant", "content": "a"}, "done": False}), (1, FINAL)], vt, seen=seen)
+    c.api = "chat"
+    c.stream("sys ", "hello", 3)
+    body = seen[-1]
+    assert body["keep_alive"] == "10m" and "raw" not in body and "prompt" not in body
+    assert body["messages"] == [{"role": "system", "content": "sys "}, {"role": "user", "content": "hello"}]
+
+
+def test_chat_thinking_and_tool_calls_are_tokens_content_is_output():
+    vt = VirtualTime()
+    c = ollama([(40, {"message": {"role": "assistant", "content": "", "thinking": "hmm"}, "done": False}),
+                (20, {"message": {"role": "assistant", "content": "", "tool_calls": [{"function": {}}]},
+                      "done": False}),
+                (1, {**FINAL, "eval_count": 2})], vt)
+    c.api = "chat"
+    rec = c.stream("", "q", 2)
+    assert metrics.ttft_ms(rec) == pytest.approx(40) and metrics.ttfo_ms(rec) == pytest.approx(60)
+
+
+def test_an_omitted_prompt_eval_count_is_the_prompt_cache_not_missing_usage():
+    vt = VirtualTime()
+    final = {k: v for k, v in FINAL.items() if k not in ("prompt_eval_count", "prompt_eval_duration")}
+    c = ollama([(5, {"response": "a", "done": False}), (1, final)], vt)
+    rec = c.stream("", "q", 3, expected_prompt_tokens=12)
+    assert rec.prompt_tokens is None and rec.prompt_deviation is None
+    assert rec.server_timings["prompt_cached"] is True and rec.server_timings["prefill_ms"] == 0
+    rec = ollama([(5, {"response": "a", "done": False}), (1, FINAL)], vt).stream("", "q", 3)
+    assert "prompt_cached" not in rec.server_timings
+
+
+def test_load_duration_is_kept_for_cold_start_detection():
+    from pytest_llm_latency.core import coldstart
+
+    vt = VirtualTime()
+    recs = [ollama([(5, {"response": "a", "done": False}), (1, {**FINAL, "load_duration": ns})], vt).stream("", "q", 3)
+            for ns in (4_000_000, 2_400_000_000)]
+    assert [r.server_timings["load_ms"] for r in recs] == [4.0, 2400.0]
+    assert [coldstart.is_cold(r) for r in recs] == [False, True]
+
+
+def tagged(names):
+    def handler(request):
+        return httpx.Response(200, json={"models": [{"name": n} for n in names]})
+    return lambda model: OllamaClient(httpx.Client(transport=httpx.MockTransport(handler)), "http://o", model)
+
+
+@pytest.mark.parametrize("model", ["llama3", "llama3:latest", "qwen2:7b"])
+def test_a_listed_model_passes_with_the_latest_tag_rule(model):
+    assert tagged(["llama3:latest", "qwen2:7b"])(model).check_model() is None
+
+
+@pytest.mark.parametrize("model, hint", [("lama3", "did you mean 'llama3:latest'?"),
+                                         ("qwen2", "did you mean 'qwen2:7b'?"),
+                                         ("qwen2:8b", "did you mean 'qwen2:7b'?"),
+                                         ("mistral", "(/api/tags lists llama3:latest, qwen2:7b) -- `ollama pull")])
+def test_an_unlisted_model_is_an_error_with_close_matches(model, hint):
+    with pytest.raises(MeasurementError) as ei:
+        tagged(["llama3:latest", "qwen2:7b"])(model).check_model()
+    assert ei.value.kind == "unknown_model" and hint in ei.value.message, ei.value.message
+    assert f"model {model!r} is not available at http://o" in ei.value.message
+
+
+def test_unload_sends_keep_alive_zero_and_waits_until_api_ps_drops_the_model():
+    vt = VirtualTime()
+    seen, ps_answers, slept = [], [["llama3:8b"], ["llama3:8b"], []], []
+
+    def handler(request):
+        if request.url.path == "/api/ps":
+            return httpx.Response(200, json={"models": [{"name": n} for n in ps_answers.pop(0)]})
+        seen.append(json.loads(request.content))
+        return httpx.Response(200, json={"model": "llama3:8b", "done": True, "done_reason": "unload"})
+    c = OllamaClient(httpx.Client(transport=httpx.MockTransport(handler)), "http://o", "llama3:8b", clock=vt,
+                     sleep=lambda s: (slept.append(s), vt.advance_ms(s * 1000)))
+    c.unload()
+    assert seen == [{"model": "llama3:8b", "keep_alive": 0, "stream": False}]
+    assert not ps_answers and len(slept) == 2
+
+
+def test_unload_that_never_happens_is_a_bounded_error():
+    vt = VirtualTime()
+
+    def handler(request):
+        if request.url.path == "/api/ps":
+            return httpx.Response(200, json={"models": [{"name": "llama3:8b"}]})
+        return httpx.Response(200, json={"done": True})
+    c = OllamaClient(httpx.Client(transport=httpx.MockTransport(handler)), "http://o", "llama3:8b", clock=vt,
+                     sleep=lambda s: vt.advance_ms(s * 1000))
+    with pytest.raises(MeasurementError, match=r"still lists 'llama3:8b' 30 s after an unload request"):
+        c.unload()

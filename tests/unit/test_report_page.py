@@ -197,3 +197,17 @@ def test_a_failed_request_keeps_when_it_was_sent_and_when_it_failed():
     assert f.kind == "http_500" and f.t_send_ns is not None and f.t_end_ns == vt.now >= f.t_send_ns
     row_ = request_rows(evaluate(wl(), [], [f]))[0]
     assert row_["status"] == "failed" and row_["send_ms"] == 0.0 and row_["end_ms"] is not None
+
+
+def test_a_prompt_sweep_shows_the_terminals_prefill_line_and_a_malformed_one_none():
+    r = result_dict(evaluate(wl(ttft_p95=1000), [rec(0.0), rec(200.0)], []), "t.py::test_sweep")
+    r["prefill"] = {"tok_s": 11358.2, "overhead_ms": 7.9, "lengths": "256,1024,4096", "samples": 9,
+                    "residual_mad_ms": 0.4, "linearity": "linear", "status": "fail", "mfu": 0.199,
+                    "hardware": "H100-SXM", "peak_tflops": 989.0}
+    from pytest_llm_latency.plugin.report.terminal import prefill_lines
+    (line,) = [ln.split(": ", 1)[1] for ln in prefill_lines([r])[1:]]
+    assert "11,358 tok/s" in line and "MFU 0.20" in line
+    html = render(doc_of(r))
+    assert "Prefill roofline" in html and line.replace("&", "&amp;") in html
+    r["prefill"] = {"tok_s": "fast"}            # malformed: no prefill block, and no crash
+    assert "Prefill roofline" not in render(doc_of(r))

@@ -183,3 +183,28 @@ def test_a_closed_pipe_ends_the_command_quietly(extra):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141
     assert "Traceback" not in err and "BrokenPipeError" not in err and "Exception ignored" not in err, err
+
+
+def test_prefill_ceiling_beside_the_decode_one(capsys):
+    code, out, _ = run_cli(["--hardware", "h100-sxm", "--params", "8e9", "--dtype", "bf16", "--layers", "32",
+                            "--kv-heads", "8", "--head-dim", "128", "--hidden-size", "4096", "--prompt-tokens", "2000"],
+                           capsys)
+    assert code == 0
+    flops = 2 * 8e9 * 2000 + 2 * 32 * 4096 * 2000 * 2001  # 2·P·n + 2·L·W·n(n+1)
+    lines = out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("prefill ceiling"))
+    assert lines[head] == (f"prefill ceiling {2000 * 989e12 / flops:,.0f} tok/s, {1000 * flops / 989e12:.4g} ms "
+                           "for 2000 prompt tokens (compute-bound, MFU 1)")
+    assert lines[head + 1] == f"  = H100-SXM 989 TFLOPS ÷ {flops / 2000 / 1e9:.4g} GFLOP/token"
+    assert "2 × 32 layers × 4096 × 2000 × 2001" in lines[head + 2]
+
+
+def test_prefill_ceiling_uses_the_dtype_figure_and_says_when_none_is_known(capsys):
+    _, out, _ = run_cli(["--hardware", "h100-sxm", "--params", "8e9", "--dtype", "fp8", "--json"], capsys)
+    pre = json.loads(out)["prefill"]
+    assert pre["peak_tflops"] == 1979 and pre["ms"] == pytest.approx(1000 * 2 * 8e9 * 1024 / 1979e12)
+    _, out, _ = run_cli(["--hardware", "v100", "--params", "8e9", "--dtype", "fp16"], capsys)
+    assert "prefill ceiling: unknown: no peak FLOP/s for V100" in out
+    _, out, _ = run_cli(["--hardware", "v100", "--params", "8e9", "--dtype", "fp16", "--peak-tflops", "125",
+                         "--json"], capsys)
+    assert json.loads(out)["prefill"]["tok_s"] == pytest.approx(125e12 / 16e9)

@@ -20,7 +20,7 @@ from ...core.redact import redact_url
 from ...core.stats import PERCENTILES
 from .charts import (BudgetLine, CdfSeries, Decode, Mark, MetricSeries, RequestSpan, cdf_chart, roofline_chart,
                      timeline_chart)
-from .terminal import COLUMNS, LEGEND, messages, row, verdict_label
+from .terminal import COLUMNS, LEGEND, messages, prefill_lines, row, verdict_label
 
 CDF_METRICS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"))
 #: gauges drawn on the timeline, first name found wins (vLLM, older vLLM, SGLang, llama.cpp, TGI)
@@ -208,7 +208,11 @@ def test_view(r: dict, i: int) -> dict:
     facts = [(label, r.get(k, extra.get(k))) for k, label in FACTS if r.get(k, extra.get(k)) is not None]
     facts += [("failed / short", f"{r.get('failed_requests', 0)} / {r.get('short_outputs', 0)}")]
     roof_svg, roof_text = roofline(r)
-    return {"anchor": f"test-{i}", "nodeid": str(r.get("nodeid")), "verdict": str(r.get("verdict", "?")),
+    try:  # the terminal's own prefill line (a prompt_sweep result), word for word
+        prefill = [line.strip().split(": ", 1)[-1] for line in prefill_lines([r])[1:]]
+    except (KeyError, TypeError, ValueError):  # a malformed prefill object: show none rather than fail
+        prefill = []
+    return {"prefill_text": prefill, "anchor": f"test-{i}", "nodeid": str(r.get("nodeid")), "verdict": str(r.get("verdict", "?")),
             "verdict_label": verdict_label(r), "messages": messages(r), "facts": facts,
             "cdfs": cdf_charts(r), "timeline": timeline(r), "roofline": roof_svg, "roofline_text": roof_text}
 

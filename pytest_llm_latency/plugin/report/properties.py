@@ -92,6 +92,9 @@ def unflatten(props: Iterable[tuple[str, Any]]) -> dict | None:
                     if k not in known and "." not in k}
     out["server_metrics"] = {k[len("metrics."):]: _json_number(v) for k, v in flat.items()
                              if k.startswith("metrics.")}
+    prefill = {k[len("prefill."):]: _json_number(v) for k, v in flat.items() if k.startswith("prefill.")}
+    if prefill:  # the prefill roofline of a prompt_sweep workload (core.prefill.PrefillResult.as_properties)
+        out["prefill"] = prefill
     return out
 
 

@@ -60,6 +60,7 @@ def summary_lines(results: list[dict]) -> list[str]:
         for kind, text in messages(r):
             if kind != "note":
                 lines.append(f"  {r.get('nodeid')}: {text}")
+    lines += prefill_lines(results)
     noted = [r for r in results if r.get("notes")]
     if noted:
         lines.append("notes (*):")
@@ -89,3 +90,20 @@ class Progress:
         if self.enabled and self._shown:
             self.tr.write("\b" * self._shown + " " * self._shown + "\b" * self._shown, flush=True)
             self._shown = 0
+
+
+def prefill_lines(results: list[dict]) -> list[str]:
+    """One line per prompt_sweep result: the fit, the MFU and the overhead (JSON ``prefill``)."""
+    lines = []
+    for r in results:
+        p = r.get("prefill")
+        if not p:
+            continue
+        mfu = (f", MFU {p['mfu']:.2f} of {p.get('hardware')} ({p.get('peak_tflops'):g} TFLOPS)"
+               if p.get("mfu") is not None else ", MFU -")
+        server = (f", server {p['server_tok_s']:,.0f} tok/s" if p.get("server_tok_s") is not None else "") + \
+            (f", client − server {p['server_overhead_ms']:.1f} ms" if p.get("server_overhead_ms") is not None else "")
+        lines.append(f"  {r.get('nodeid')}: {p['tok_s']:,.0f} tok/s over {p['lengths']} tokens, overhead "
+                     f"{p['overhead_ms']:.1f} ms (residuals median {p.get('residual_mad_ms', 0):.2f} ms){mfu}{server}, "
+                     f"TTFT {p['linearity']}")
+    return ["prefill roofline (TTFT = overhead + n / tok/s):"] + lines if lines else []

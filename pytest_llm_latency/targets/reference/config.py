@@ -14,6 +14,7 @@ from ...roofline import catalog
 from ...core.errors import ConfigError
 from . import physics as ph
 from .faults import parse_fault
+from .tokenizer import RULES
 
 
 def _meta(help_text: str, flag: bool = False) -> dict:
@@ -51,6 +52,25 @@ class ReferenceConfig:
     stream_interval: int = field(default=1, metadata=_meta(
         "tokens per streamed chunk (like vLLM --stream-interval)"))
     fault: str | None = field(default=None, metadata=_meta("server-wide fault spec (see faults.py)"))
+    # -- counting rules and Ollama's behaviours (ollama_api.py, residency.py) ----------------
+    tokenizer: str = field(default="word", metadata=_meta(
+        "token counting rule: word (one per whitespace-separated word) or chars3 (one per 3 characters)"))
+    tokenize_endpoint: bool = field(default=True, metadata=_meta(
+        "serve /tokenize and /v1/tokenize (off: 404, like Ollama and many OpenAI-compatible servers)", flag=True))
+    load_time: float = field(default=0.0, metadata=_meta(
+        "seconds (x time_scale) to load the model, paid by the first request after an idle unload and "
+        "reported as Ollama's load_duration (0 = always loaded)"))
+    keep_alive: float = field(default=300.0, metadata=_meta(
+        "seconds a loaded model stays after its last request (Ollama's default 5m; a request's keep_alive "
+        "overrides it; < 0 = forever); needs load_time > 0"))
+    evict_every: int = field(default=0, metadata=_meta(
+        "unload the model after every N-th generation request, as when another client's model evicts it "
+        "(OLLAMA_MAX_LOADED_MODELS=1); the next request pays load_time (0 = never)"))
+    prompt_cache: int = field(default=0, metadata=_meta(
+        "Ollama API: remember the last N prompts; one sent again skips its prefill and its final object "
+        "omits prompt_eval_count, as Ollama does (0 = off)"))
+    thinking_tokens: int = field(default=0, metadata=_meta(
+        "Ollama API: the first N generated tokens are 'thinking' (unless the request sends think: false)"))
     host: str = field(default="127.0.0.1", metadata=_meta("bind address"))
     port: int = field(default=0, metadata=_meta("bind port (0 = any free port)"))
 
@@ -112,6 +132,13 @@ class ReferenceConfig:
             v = getattr(self, name)
             if v is not None and not (math.isfinite(v) and v > 0):
                 raise ConfigError(f"reference: {name} must be a finite number > 0, got {v}")
+        if self.tokenizer not in RULES:
+            raise ConfigError(f"reference: tokenizer must be one of {', '.join(RULES)}, got {self.tokenizer!r}")
+        if not (math.isfinite(self.load_time) and self.load_time >= 0) or not math.isfinite(self.keep_alive):
+            raise ConfigError(f"reference: load_time must be >= 0 and keep_alive finite, got "
+                              f"{self.load_time}, {self.keep_alive}")
+        if self.prompt_cache < 0 or self.thinking_tokens < 0 or self.evict_every < 0:
+            raise ConfigError("reference: prompt_cache, thinking_tokens and evict_every must be >= 0")
         if self.max_num_batched_tokens and not self.chunked_prefill:
             raise ConfigError("reference: max_num_batched_tokens needs chunked_prefill")
         if not 0 <= self.port < 65536:

@@ -1,5 +1,10 @@
 """A small HTTP/1.1 server on plain asyncio streams: keep-alive, chunked responses.
 
+HTTP/1.0 clients (nginx's default upstream protocol, ``curl --http1.0``) get ``HTTP/1.0``
+replies: no chunked encoding (RFC 9112 forbids it for a 1.0 client), so a stream is sent
+with ``Connection: close`` and its body is delimited by the close; a ``Content-Length``
+answer keeps the connection only when the client asked for ``Connection: keep-alive``.
+
 Why plain asyncio streams, not Starlette + uvicorn?  Measured with
 ``benchmarks/reference_overhead.py`` (this 2-core VM, each server pinned to one core,
 the load generator on the other; full table in ``benchmarks/RESULTS.md``), server CPU
@@ -69,6 +74,7 @@ class Connection:
         self.transport = writer.transport
         self.must_close = False
         self._keep_alive = True
+        self._http10 = False        # the current request is HTTP/1.0: no chunked encoding
         self._trickle: _Trickle | None = None
 
     @property
@@ -97,7 +103,8 @@ class Connection:
                 headers[name.strip().lower()] = value.strip()
         conn_hdr = headers.get("connection", "").lower()
         keep_alive = "close" not in conn_hdr if version == "HTTP/1.1" else "keep-alive" in conn_hdr
-        if headers.get("expect", "").lower() == "100-continue":   # curl, for bodies > 1 KiB
+        self._http10 = version != "HTTP/1.1"
+        if headers.get("expect", "").lower() == "100-continue" and not self._http10:  # curl, bodies > 1 KiB
             self.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         try:
             body = await self._read_body(headers)
@@ -127,11 +134,13 @@ class Connection:
         return await self.reader.readexactly(length) if length else b""
 
     # -- responses ----------------------------------------------------------------------
-    def _head(self, status: int, headers: list[tuple[str, str]], extra: str) -> bytes:
+    def _head(self, status: int, headers: list[tuple[str, str]], extra: str | None) -> bytes:
         keep = self._keep_alive and not self.must_close
-        lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}", f"server: {SERVER}"]
+        version = "HTTP/1.0" if self._http10 else "HTTP/1.1"
+        lines = [f"{version} {status} {REASONS.get(status, 'Status')}", f"server: {SERVER}"]
         lines += [f"{k}: {v}" for k, v in headers]
-        lines += [extra, "connection: keep-alive" if keep else "connection: close", "", ""]
+        lines += [extra] if extra else []
+        lines += ["connection: keep-alive" if keep else "connection: close", "", ""]
         return "\r\n".join(lines).encode("latin-1")
 
     def _write(self, data: bytes, head: bool = False) -> None:
@@ -146,16 +155,23 @@ class Connection:
         await self._drain()
 
     async def start_stream(self, status: int, headers: list[tuple[str, str]]) -> None:
-        self._write(self._head(status, headers, "transfer-encoding: chunked"), head=True)
+        """Chunked for HTTP/1.1; for HTTP/1.0 the body runs until the connection closes."""
+        if self._http10:
+            self.must_close = True
+            self._write(self._head(status, headers, None), head=True)
+        else:
+            self._write(self._head(status, headers, "transfer-encoding: chunked"), head=True)
         await self._drain()
 
     async def write_chunk(self, data: bytes) -> None:
         if data:
-            self._write(b"%x\r\n%s\r\n" % (len(data), data))
+            self._write(data if self._http10 else b"%x\r\n%s\r\n" % (len(data), data))
             await self._drain()
 
     async def end_stream(self) -> None:
-        self._write(b"0\r\n\r\n")
+        """The last chunk (1.1); for 1.0 the close that follows (``must_close``) ends the body."""
+        if not self._http10:
+            self._write(b"0\r\n\r\n")
         await self._drain()
 
     async def _drain(self) -> None:

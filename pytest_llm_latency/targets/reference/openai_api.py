@@ -64,20 +64,20 @@ def check_model(body: dict, served: str) -> None:
         raise ApiError(404, f"The model `{name}` does not exist.", "NotFoundError")
 
 
-def prompt_ids_of(body: dict, chat: bool) -> list[int]:
+def prompt_ids_of(body: dict, chat: bool, encode=tokenizer.encode) -> list[int]:
     if chat:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise ApiError(400, "messages must be a non-empty list")
         try:
-            return tokenizer.encode(tokenizer.render_chat(messages))
+            return encode(tokenizer.render_chat(messages))
         except TypeError as e:
             raise ApiError(400, str(e)) from None
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
     if isinstance(prompt, str):
-        ids = tokenizer.encode(prompt)
+        ids = encode(prompt)
     elif isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool)
                                                      for t in prompt):
         ids = list(prompt)
@@ -88,9 +88,9 @@ def prompt_ids_of(body: dict, chat: bool) -> list[int]:
     return ids
 
 
-def parse(body: dict, *, chat: bool, served: str, max_model_len: int) -> OpenAIRequest:
+def parse(body: dict, *, chat: bool, served: str, max_model_len: int, encode=tokenizer.encode) -> OpenAIRequest:
     check_model(body, served)
-    ids = prompt_ids_of(body, chat)
+    ids = prompt_ids_of(body, chat, encode)
     default = max(1, max_model_len - len(ids)) if chat else 16
     max_tokens = _int(body, "max_tokens", None, 1)
     if chat:

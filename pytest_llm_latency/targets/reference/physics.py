@@ -50,12 +50,12 @@ deployment.  ``efficiency=x`` in the config sets both.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from ...core.hardware import Hardware, ModelSpec
 from ...core.modelbytes import ModelBytes
+from ...core.prefill import attention_width
 
 DEFAULT_DECODE_EFFICIENCY = 0.7    # fraction of peak memory bandwidth reached by decode
 DEFAULT_PREFILL_EFFICIENCY = 0.5   # model FLOP utilisation (MFU) of compute-bound work
@@ -76,7 +76,7 @@ def hidden_size(model: ModelSpec) -> int:
     for value in (getattr(model, "hidden_size", None), (model.extra or {}).get("hidden_size")):
         if value:
             return int(value)
-    return max(1, round(math.sqrt(model.params / (12.0 * model.layers))))
+    return attention_width(model.params, model.layers)  # the prefill roofline's estimate: one formula
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """The reference server: routing, validation, and the non-generation endpoints.
 
 Endpoints: ``POST /v1/completions``, ``POST /v1/chat/completions`` (openai_api.py),
-``POST /api/generate``, ``POST /api/chat``, ``GET /api/tags``, ``GET /api/version``
-(ollama_api.py), ``POST /tokenize`` and ``/v1/tokenize`` (vLLM ``{model, prompt}`` or
+``POST /api/generate``, ``POST /api/chat``, ``GET /api/tags``, ``GET /api/ps``,
+``GET /api/version`` (ollama_api.py), ``POST /tokenize`` and ``/v1/tokenize`` (vLLM ``{model, prompt}`` or
 ``{model, messages}`` -> ``{count, tokens, max_model_len}``; llama.cpp ``{content}`` ->
 ``{tokens}``), ``GET /v1/models``, ``GET /health``, ``GET /metrics``.
 """
@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import zlib
+from collections import OrderedDict
 
 from . import ollama_api, openai_api, tokenizer
 from .config import ReferenceConfig
@@ -19,6 +21,7 @@ from .faults import ENGINE_MODES, HEADER, Fault, parse_fault, status_fault_respo
 from .http import Connection, Request, serve_connection
 from .metrics import CONTENT_TYPE, EngineMetrics
 from .openai_api import ApiError
+from .residency import Residency
 from .scheduler import Scheduler
 from .streaming import plan_output, respond_full, stream, watch_disconnect
 
@@ -48,6 +51,9 @@ class ReferenceServer:
         if self.server_fault is not None and self.server_fault.mode in ENGINE_MODES:  # the engine's, not a response's
             self.scheduler.pause = (self.server_fault.seconds("at"), self.server_fault.seconds("seconds"))
             self.server_fault = None
+        self.encode = tokenizer.RULES[config.tokenizer]
+        self.residency = Residency(config.load_time * config.time_scale, config.keep_alive, config.evict_every)
+        self._prompt_cache: OrderedDict[int, None] = OrderedDict()  # Ollama's: the last N prompts
         self._server: asyncio.AbstractServer | None = None
         self._conns: set[asyncio.Task] = set()
         self.port: int | None = None
@@ -152,13 +158,15 @@ class ReferenceServer:
         return False
 
     def _submit(self, ids: list[int], max_tokens: int, *, seed: int | None, ignore_eos: bool = False,
-                min_tokens: int = 0, fault: Fault | None = None, stream_interval: int | None = None):
+                min_tokens: int = 0, fault: Fault | None = None, stream_interval: int | None = None,
+                cached: bool = False):
         gen = plan_output(len(ids), max_tokens, seed=tokenizer.prompt_seed(ids, seed),
                           ignore_eos=ignore_eos, min_tokens=min_tokens, fault=fault,
                           stream_interval=stream_interval or self.config.stream_interval)
         hashes = block_hashes(ids, self.config.block_size) if self.config.prefix_caching else ()
         try:
-            st = self.scheduler.submit(len(ids), max_tokens, gen.target, gen.reason, hashes)
+            # a prompt from Ollama's prompt cache computes one token, not the whole prefill
+            st = self.scheduler.submit(1 if cached else len(ids), max_tokens, gen.target, gen.reason, hashes)
         except AdmissionError as e:
             raise ApiError(400, str(e)) from None
         return gen, st
@@ -175,11 +183,17 @@ class ReferenceServer:
         body = self._json(req)
         if await self._pre_fault(fault, conn):
             return
-        r = openai_api.parse(body, chat=chat, served=self.model_name, max_model_len=self.max_model_len)
-        gen, st = self._submit(r.prompt_ids, r.max_tokens, seed=r.seed, ignore_eos=r.ignore_eos,
-                               min_tokens=r.min_tokens, fault=fault, stream_interval=r.stream_interval)
-        proto = openai_api.OpenAIProtocol(r, self.model_name, cached_details=self.config.prefix_caching)
-        await self._respond(conn, st, gen, proto, fault, r.stream)
+        r = openai_api.parse(body, chat=chat, served=self.model_name, max_model_len=self.max_model_len,
+                             encode=self.encode)
+        await self.residency.acquire()  # a model unloaded after idling loads first (inside TTFT)
+        try:
+            gen, st = self._submit(r.prompt_ids, r.max_tokens, seed=r.seed, ignore_eos=r.ignore_eos,
+                                   min_tokens=r.min_tokens, fault=fault, stream_interval=r.stream_interval)
+            proto = openai_api.OpenAIProtocol(r, self.model_name, cached_details=self.config.prefix_caching)
+            await self._respond(conn, st, gen, proto, fault, r.stream)
+        finally:
+            self.residency.release(None)
+            self.residency.served_one()
 
     async def ollama_generate(self, req: Request, conn: Connection) -> None:
         await self._ollama(req, conn, chat=False)
@@ -192,11 +206,35 @@ class ReferenceServer:
         body = self._json(req)
         if await self._pre_fault(fault, conn):
             return
-        name, ids, max_tokens, seed, streamed = ollama_api.parse(
-            body, chat=chat, served=self.model_name, max_model_len=self.max_model_len)
-        gen, st = self._submit(ids, max_tokens, seed=seed, fault=fault)
-        proto = ollama_api.OllamaProtocol(name, len(ids), chat=chat)
-        await self._respond(conn, st, gen, proto, fault, streamed)
+        r = ollama_api.parse(body, chat=chat, served=self.model_name, max_model_len=self.max_model_len,
+                             encode=self.encode)
+        load_s = await self.residency.acquire()  # Ollama's load after an idle unload: inside TTFT
+        try:
+            if not r.ids:  # no prompt: a load (or, with keep_alive 0, an unload) request
+                await conn.send(200, JSON, ollama_api.load_response(r.name, chat=chat, unloaded=r.keep_alive_s == 0))
+                return
+            cached = self._cached(r.ids)
+            gen, st = self._submit(r.ids, r.max_tokens, seed=r.seed, fault=fault, cached=cached)
+            proto = ollama_api.OllamaProtocol(r.name, len(r.ids), chat=chat, cached=cached, load_s=load_s,
+                                              thinking_tokens=self.config.thinking_tokens if r.think else 0)
+            await self._respond(conn, st, gen, proto, fault, r.stream)
+        finally:
+            self.residency.release(r.keep_alive_s)
+            if r.ids:
+                self.residency.served_one()
+
+    def _cached(self, ids: list[int]) -> bool:
+        """Ollama's prompt cache (``prompt_cache=N``): was this exact prompt one of the last N?"""
+        n = self.config.prompt_cache
+        if not n:
+            return False
+        key = zlib.crc32(b",".join(str(i).encode() for i in ids)) ^ (len(ids) << 32)
+        hit = key in self._prompt_cache
+        self._prompt_cache[key] = None
+        self._prompt_cache.move_to_end(key)
+        while len(self._prompt_cache) > n:
+            self._prompt_cache.popitem(last=False)
+        return hit
 
     async def _respond(self, conn: Connection, st, gen, proto, fault: Fault | None, streamed: bool) -> None:
         watcher = watch_disconnect(conn, self.scheduler, st)
@@ -211,17 +249,20 @@ class ReferenceServer:
 
     # -- other endpoints ---------------------------------------------------------------------
     async def tokenize(self, req: Request, conn: Connection) -> None:
+        if not self.config.tokenize_endpoint:  # tokenize_endpoint=0: a server without one
+            await conn.send(404, JSON, b'{"detail":"Not Found"}')
+            return
         body = self._json(req)
         if "content" in body and "prompt" not in body and "messages" not in body:   # llama.cpp
             if not isinstance(body["content"], str):
                 raise ApiError(400, "content must be a string")
-            await conn.send(200, JSON, json.dumps({"tokens": tokenizer.encode(body["content"])}).encode())
+            await conn.send(200, JSON, json.dumps({"tokens": self.encode(body["content"])}).encode())
             return
         openai_api.check_model(body, self.model_name)
         if "messages" in body:
-            ids = openai_api.prompt_ids_of(body, chat=True)
+            ids = openai_api.prompt_ids_of(body, chat=True, encode=self.encode)
         elif isinstance(body.get("prompt"), str):
-            ids = tokenizer.encode(body["prompt"])
+            ids = self.encode(body["prompt"])
         else:
             raise ApiError(400, "tokenize needs prompt (string), messages, or content")
         out = {"count": len(ids), "max_model_len": self.max_model_len, "tokens": ids, "token_strs": None}
@@ -242,6 +283,11 @@ class ReferenceServer:
     async def ollama_tags(self, req: Request, conn: Connection) -> None:
         await conn.send(200, JSON, ollama_api.tags(self.model_name, self.model_spec))
 
+    async def ollama_ps(self, req: Request, conn: Connection) -> None:
+        loaded = self.residency.running()
+        await conn.send(200, JSON, ollama_api.ps(self.model_name, self.model_spec,
+                                                 False if loaded is None else loaded["expires_in_s"]))
+
     async def ollama_version(self, req: Request, conn: Connection) -> None:
         await conn.send(200, JSON, json.dumps({"version": VERSION}).encode())
 
@@ -253,6 +299,7 @@ ROUTES = {
     "/api/chat": ("POST", "ollama_chat"),
     "/api/tags": ("GET", "ollama_tags"),
     "/api/version": ("GET", "ollama_version"),
+    "/api/ps": ("GET", "ollama_ps"),
     "/tokenize": ("POST", "tokenize"),
     "/v1/tokenize": ("POST", "tokenize"),
     "/v1/models": ("GET", "models"),

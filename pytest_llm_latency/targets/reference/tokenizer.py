@@ -7,6 +7,14 @@ Tokenizer rule
 ``prompt_eval_count`` all agree exactly, and a prompt of N tokens is simply N words.
 A prompt given as a list of integers is taken as token ids as-is.
 
+Other counting rules (``tokenizer=`` in the reference URL), for clients that must make
+prompt lengths exact without a tokenize endpoint (``tokenize_endpoint=0``):
+
+* ``word`` (default): the rule above;
+* ``chars3``: **one token per 3 characters** of the text, the last one partial
+  (``ceil(len(text) / 3)``; whitespace counts): a server whose counts no word-based or
+  chars-per-word estimate predicts exactly.
+
 Chat template
 -------------
 Messages are rendered as::
@@ -63,6 +71,15 @@ def encode(text: str) -> list[int]:
 
 def count(text: str) -> int:
     return len(text.split())
+
+
+def encode_chars3(text: str) -> list[int]:
+    """Token ids under the ``chars3`` rule: one per 3 characters (the last may be shorter)."""
+    return [encode_word(text[i:i + 3]) for i in range(0, len(text), 3)]
+
+
+#: counting rules by name (``ReferenceConfig.tokenizer``): text -> token ids
+RULES = {"word": encode, "chars3": encode_chars3}
 
 
 def content_text(content: Any) -> str:

@@ -1,0 +1,94 @@
+"""The rules every local-CPU probe shares (memory bandwidth in ``hwdetect``, matmul FLOP/s in
+``flops_probe``): where figures are cached, and when a fresh figure must *not* be cached.
+
+A probe reports the **best** of several runs (a ceiling is the machine's limit; a slower run
+only means something else competed).  Its figure is cached per host (hostname + cpu count) in
+``${LLM_LATENCY_CACHE:-~/.cache/pytest-llm-latency}/<file>.json`` (written atomically), except
+when its runs disagree by more than ``SPREAD_LIMIT`` (best / worst) or other processes took
+more than ``BUSY_LIMIT`` of the machine's CPU time while it ran (``/proc/stat`` less this
+process and its reaped children).
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Callable, Sequence
+
+#: A probe's figure is cached only when its runs agree within this factor (best / worst) ...
+SPREAD_LIMIT = 1.5
+#: ... and other processes used at most this share of the machine's CPU time while it ran.
+BUSY_LIMIT = 0.25
+
+CpuSample = tuple[float, float, float]   # (machine busy s, machine total s, own + reaped children CPU s)
+LoadMeter = Callable[[], "CpuSample | None"]
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("LLM_LATENCY_CACHE") or Path.home() / ".cache" / "pytest-llm-latency")
+
+
+def host_key() -> str:
+    return f"{socket.gethostname()}-{os.cpu_count()}cpu"
+
+
+def proc_stat_sample() -> CpuSample | None:
+    """All CPUs' busy and total time from ``/proc/stat``, and this process's own CPU time plus
+    that of its reaped children (a probe's workers); None where ``/proc/stat`` is unreadable."""
+    try:
+        import resource
+
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = f.readline().split()
+        tick = float(os.sysconf("SC_CLK_TCK"))
+    except (ImportError, OSError, ValueError):  # pragma: no cover - non-Linux
+        return None
+    if not fields or fields[0] != "cpu" or len(fields) < 8:
+        return None
+    # user nice system idle iowait irq softirq steal (guest time is already in user)
+    user, nice, system, idle, iowait, irq, softirq = (float(x) for x in fields[1:8])
+    steal = float(fields[8]) if len(fields) > 8 else 0.0
+    busy = user + nice + system + irq + softirq + steal
+    own = sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                resource.getrusage(resource.RUSAGE_CHILDREN)))
+    return busy / tick, (busy + idle + iowait) / tick, own
+
+
+def others_busy_share(before: CpuSample | None, after: CpuSample | None) -> float | None:
+    """Share of the machine's CPU time between two samples used by processes other than this one
+    and its children; None when unknown."""
+    if before is None or after is None:
+        return None
+    total = after[1] - before[1]
+    if not total > 0:
+        return None
+    others = (after[0] - before[0]) - (after[2] - before[2])
+    return min(1.0, max(0.0, others / total))
+
+
+def not_cached_reason(runs: Sequence[float], busy_share: float | None, unit: str) -> str | None:
+    """Why a probe's figure (best of ``runs``, in ``unit``) must not be cached, or None."""
+    reasons = []
+    if busy_share is not None and busy_share > BUSY_LIMIT:
+        reasons.append(f"the machine was busy: other processes used {busy_share:.0%} of its CPU time "
+                       f"during the probe (limit {BUSY_LIMIT:.0%})")
+    spread = max(runs) / min(runs)
+    if spread > SPREAD_LIMIT:
+        reasons.append(f"the runs disagree: best {max(runs):.1f} {unit} is {spread:.2f}x the "
+                       f"worst {min(runs):.1f} {unit} (limit {SPREAD_LIMIT:g}x)")
+    return "; ".join(reasons) or None
+
+
+def read_cache(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_cache(path: Path, data: dict) -> None:
+    from ..files.atomic import write_atomic
+
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True))

@@ -1,0 +1,190 @@
+"""The example chat workload through a real nginx, as a user would run it: one plugin run
+(a pytest subprocess, JSON + JUnit + terminal) over one SLO file per setup.
+
+Figures are printed (run with -s) so the CI log and the closing note can quote them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHAT = yaml.safe_load((ROOT / "example_slos" / "chat.slo.yaml").read_text())["workloads"]["chat"]
+RUN_TIMEOUT_S = 300
+pytestmark = pytest.mark.timeout(2 * RUN_TIMEOUT_S + 60)
+
+BUNCHING = "a buffering proxy or compression may be bunching tokens"
+
+
+def slo(url: str, model: str | None = None) -> str:
+    target = {"url": url, **({"model": model} if model else {})}
+    return yaml.safe_dump({"target": target, "workloads": {"chat": CHAT}}, sort_keys=False)
+
+
+@dataclass
+class PluginRun:
+    returncode: int
+    output: str
+    results: dict[str, dict]                 # SLO file stem -> JSON result
+    junit: dict[str, tuple[str, str, dict]]  # SLO file stem -> (outcome, message, properties)
+
+
+def run_plugin(folder: Path, files: dict[str, str]) -> PluginRun:
+    """``pytest`` on ``files`` (stem -> SLO YAML) in a fresh folder, as a user runs it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for stem, text in files.items():
+        (folder / f"{stem}.slo.yaml").write_text(text)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_LATENCY_", "PYTEST_"))}
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-rA",
+           "--llm-latency-json=r.json", "--junitxml=j.xml", "-o", "junit_family=xunit2", "."]
+    proc = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    output = proc.stdout + proc.stderr
+    assert (folder / "r.json").exists() and (folder / "j.xml").exists(), output[-3000:]
+    results = {r["nodeid"].split(".slo.yaml", 1)[0]: r for r in json.loads((folder / "r.json").read_text())["results"]}
+    junit = {}
+    for case in ET.parse(folder / "j.xml").getroot().iter("testcase"):
+        stem = (case.get("classname") or "").split(".slo", 1)[0]
+        outcome, message = "passed", ""
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                outcome, message = child.tag, (child.get("message") or "") + "\n" + (child.text or "")
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        junit[stem] = (outcome, message, props)
+    return PluginRun(proc.returncode, output, results, junit)
+
+
+@pytest.fixture(scope="module")
+def passing(proxy, upstreams, tmp_path_factory) -> PluginRun:
+    """direct, then each passing setup, in one run (so the figures share the machine's mood)."""
+    files = {"a_direct": slo(upstreams["fast"])}
+    files.update({f"nginx_{name}": slo(proxy.url(name)) for name in ("default", "sse", "gzip", "limit_rate")})
+    run = run_plugin(tmp_path_factory.mktemp("passing"), files)
+    for stem, r in run.results.items():
+        itl = r.get("itl_ms") or {}
+        print(f"{stem}: {r['verdict']} TTFT p50 {r['ttft_ms']['p50']:.2f} ms, TPOT p50 {r['tpot_ms']['p50']:.3f} ms, "
+              f"E2E p50 {r['e2e_ms']['p50']:.1f} ms, ITL p50 {itl.get('p50')} p99 {itl.get('p99')} ms, "
+              f"bunched chunks {r['extra'].get('burst_chunks')}, notes {r['notes']}")
+    return run
+
+
+def _close(a: float, b: float, rel: float, abs_ms: float) -> bool:
+    return abs(a - b) <= max(rel * b, abs_ms)
+
+
+@pytest.mark.parametrize("setup", ["sse", "gzip"])
+def test_recommended_and_gzip_setups_match_direct_without_a_warning(passing, setup):
+    """The README's block, and the same with gzip on for text/event-stream: the plugin's
+    ``Accept-Encoding: identity`` keeps gzip out, tokens pass one by one."""
+    direct, via = passing.results["a_direct"], passing.results[f"nginx_{setup}"]
+    assert via["verdict"] == "pass" and via["n"] == CHAT["samples"], via
+    assert via["notes"] == [] and direct["notes"] == [], (direct["notes"], via["notes"])
+    # Tolerances: nginx adds one loopback hop (~0.1-0.3 ms per read on a quiet machine).
+    # Time-sharing 2 cores between nginx, the upstream, the client and other jobs
+    # moves medians by a few ms, not by tens of percent.
+    assert _close(via["ttft_ms"]["p50"], direct["ttft_ms"]["p50"], 0.25, 3.0), (via["ttft_ms"], direct["ttft_ms"])
+    assert _close(via["tpot_ms"]["p50"], direct["tpot_ms"]["p50"], 0.10, 0.3), (via["tpot_ms"], direct["tpot_ms"])
+    assert _close(via["e2e_ms"]["p50"], direct["e2e_ms"]["p50"], 0.10, 20.0), (via["e2e_ms"], direct["e2e_ms"])
+    outcome, _, props = passing.junit[f"nginx_{setup}"]
+    assert outcome == "passed" and not any(k.startswith("llm.notes.") for k in props), props
+
+
+def test_gzip_setup_compresses_for_a_client_that_accepts_it(proxy, upstreams):
+    """The gzip setup is live: a client accepting gzip gets a gzipped stream (so the test
+    above shows the plugin's identity header at work, not an idle setting)."""
+    body = {"model": "llama-3.1-8b", "prompt": "hello " * 64, "max_tokens": 16, "stream": True}
+    with httpx.Client(timeout=30) as http:
+        for accept, want in (("gzip", "gzip"), ("identity", None)):
+            with http.stream("POST", proxy.url("gzip") + "/v1/completions", json=body,
+                             headers={"accept-encoding": accept}) as r:
+                r.read()
+                assert r.status_code == 200 and r.headers.get("content-encoding") == want, r.headers
+
+
+def test_default_buffering_holds_an_http10_stream_in_its_buffers(passing, proxy):
+    """nginx's defaults (HTTP/1.0 upstream, proxy_buffering on) with an upstream that answers
+    HTTP/1.0 correctly: the body is delimited by the close, and nginx passes it on only when
+    a 4/8 KB buffer fills.  The plugin names it (the bunching note) on a test that passes;
+    the end of each stream is not delayed (E2E as direct)."""
+    direct, via = passing.results["a_direct"], passing.results["nginx_default"]
+    assert via["verdict"] == "pass" and any(BUNCHING in n for n in via["notes"]), via["notes"]
+    assert _close(via["e2e_ms"]["p50"], direct["e2e_ms"]["p50"], 0.10, 20.0), (via["e2e_ms"], direct["e2e_ms"])
+    assert via["ttft_ms"]["p50"] > direct["ttft_ms"]["p50"] + 5 * direct["tpot_ms"]["p50"], \
+        (via["ttft_ms"], direct["ttft_ms"])  # the first buffer waits for ~16 tokens
+    streams = "POST /v1/completions"
+    lines = proxy.access_lines("default", streams)
+    # the upstream's replies were HTTP/1.0-framed: no chunked encoding, connection closed
+    assert lines and all("upstream_te=- " in ln and "upstream_connection=close" in ln for ln in lines), lines[:3]
+    sse = proxy.access_lines("sse", streams)
+    assert sse and all("upstream_te=chunked" in ln for ln in sse), sse[:3]  # HTTP/1.1 upstream
+
+
+def test_limit_rate_bunching_is_a_visible_note_on_a_passing_test(passing):
+    """limit_rate bunches for real: the test passes (the budgets hold) and the note is in
+    the terminal (notes table and warnings summary), the JSON and the JUnit properties."""
+    stem = "nginx_limit_rate"
+    res = passing.results[stem]
+    assert res["verdict"] == "pass", res
+    notes = [n for n in res["notes"] if BUNCHING in n]
+    assert len(notes) == 1, res["notes"]
+    bunched, chunks = map(int, re.match(r"(\d+) of (\d+) token chunks", notes[0]).groups())
+    assert chunks == CHAT["samples"] * 127 and bunched > 0.5 * chunks, notes[0]
+    assert res["itl_ms"]["p50"] < 0.1 and res["itl_ms"]["p99"] > 100, res["itl_ms"]
+    outcome, _, props = passing.junit[stem]
+    assert outcome == "passed" and notes[0] in props.values(), props
+    out = passing.output
+    assert re.search(rf"{stem}\.slo\.yaml::chat\s.*PASS \*", out), out[-3000:]
+    assert f"{stem}.slo.yaml::chat: {notes[0]}" in out  # the notes table
+    assert "LatencyWarning: chat: " + notes[0] in out  # pytest's warnings summary
+
+
+@pytest.fixture(scope="module")
+def failing(proxy, upstreams, tmp_path_factory) -> PluginRun:
+    files = {"read_timeout": slo(proxy.url("read_timeout")),
+             "upstream_down_no_model": slo(proxy.url("upstream_down")),
+             "upstream_down_with_model": slo(proxy.url("upstream_down"), model="llama-3.1-8b")}
+    run = run_plugin(tmp_path_factory.mktemp("failing"), files)
+    for stem, (outcome, message, _) in run.junit.items():
+        cause = next((ln for ln in message.splitlines() if "server failed" in ln), message.strip()[:300])
+        print(f"{stem}: {outcome}: {cause}")
+    return run
+
+
+def test_read_timeout_before_the_first_token_names_the_proxy_timeout(failing, proxy, upstreams):
+    """TTFT (ground truth: measured directly) is longer than proxy_read_timeout: nginx has
+    sent 200 and the headers, then closes; no 504 ever comes."""
+    from pytest_llm_latency.client.http import make_http_client
+    from pytest_llm_latency.client.openai import OpenAIClient
+    from pytest_llm_latency.core.metrics import ttft_ms
+
+    with make_http_client() as http:
+        rec = OpenAIClient(http, upstreams["slow"], None).stream("", "hello " * 500, 2)
+    timeout_s = proxy.read_timeout_s
+    assert ttft_ms(rec) > 2 * timeout_s * 1000, ttft_ms(rec)
+    outcome, message, _ = failing.junit["read_timeout"]
+    assert outcome == "failure", message
+    url = proxy.url("read_timeout") + "/v1/completions"
+    m = re.search(rf"the response from {re.escape(url)} started \(HTTP 200\) but the connection closed after "
+                  r"(\d+\.\d) s before the first token — a proxy read timeout shorter than TTFT\? "
+                  r"\(nginx proxy_read_timeout, envoy route timeout\)\. Response headers from: nginx/", message)
+    assert m, message
+    assert timeout_s <= float(m.group(1)) < ttft_ms(rec) / 1000, m.group(0)
+    assert "invalid HTTP response" not in message and "TLS" not in message
+
+
+@pytest.mark.parametrize("stem", ["upstream_down_no_model", "upstream_down_with_model"])
+def test_upstream_down_is_an_http_502_proxy_page(failing, proxy, stem):
+    outcome, message, _ = failing.junit[stem]
+    assert outcome == "failure", message  # a 5xx is the server side's failure
+    assert re.search(rf"HTTP 502 response \(text/html\) from {re.escape(proxy.url('upstream_down'))}/v1/models — "
+                     r"a proxy or load balancer error page \(Server: nginx/[\d.]+\)\?", message), message
+    assert "502 Bad Gateway" in message and "lists none" not in message
