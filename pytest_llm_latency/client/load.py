@@ -127,6 +127,9 @@ def _closed_loop(send: Send, prompts: list[Prompt], workload: Workload, clock: C
     # the prompts while the others start: all of it ramp-up)
     barrier = threading.Barrier(c, timeout=30.0) if not ramp_ns else None
     all_started = threading.Event()
+    # prompts the ramp-up may use before the last worker starts; the rest are the samples' and
+    # the drain's (a fast server would otherwise let the first workers spend them all)
+    ramp_budget = max(len(prompts) - workload.samples - 2 * c, c)
 
     def worker(k: int) -> None:
         due = t0 + (ramp_ns * k) // c
@@ -137,6 +140,10 @@ def _closed_loop(send: Send, prompts: list[Prompt], workload: Workload, clock: C
                 barrier.wait()
         first = True
         while True:
+            with lock:
+                ramp_spent = not first and st["ramp_end"] is None and st["next"] >= ramp_budget
+            if ramp_spent:  # the ramp's share of the prompts is spent: wait for full concurrency
+                all_started.wait(60.0)
             with lock:
                 now = clock()
                 if st["ramp_end"] is not None and duration_ns and now - st["ramp_end"] >= duration_ns:

@@ -88,3 +88,20 @@ def test_a_deterministic_rejection_stops_both_loops():
     send, sent = fake_send(clock, "http_429", fail_at=1)
     run = run_load(send, prompts(planned_requests(w)), w, clock=clock, sleep=clock.sleep)
     assert run.stopped is None and len(run.outcomes) == 6
+
+
+def test_duration_bounds_the_open_loop_schedule_and_ramp_up_staggers_the_closed_loop():
+    clock = VirtualClock()
+    w = make_workload("w", {"prompt_tokens": 8, "output_tokens": 1, "rate": 10, "duration": "3s", "warmup": 0})
+    assert w.samples == 1000   # only the duration bounds it (and the cap)
+    want = offsets(Arrival(10.0), seed=3, duration_s=3.0)
+    send, sent = fake_send(clock)
+    run = run_load(send, prompts(planned_requests(w)), w, seed=3, clock=clock, sleep=clock.sleep)
+    assert len(run.outcomes) == len(want) and all(o < 3.0 for o in want)
+
+    clock = VirtualClock()
+    w = make_workload("w", {"prompt_tokens": 8, "output_tokens": 1, "concurrency": 4, "ramp_up": "1s",
+                            "samples": 10, "warmup": 0})
+    send, sent = fake_send(clock)
+    run = run_load(send, prompts(planned_requests(w)), w, clock=clock, sleep=clock.sleep)
+    assert len(run.outcomes) == 10 and len(run.ramp) >= 4 and not run.prompts_short

@@ -27,8 +27,9 @@ def test_coordinated_omission_open_loop_shows_the_stall_a_closed_loop_hides():
     base = {"prompt_tokens": 64, "output_tokens": 16, "warmup": 0, "samples": 100,
             "slo": {"e2e_p99": "10s"}}
     opened = run(url, {**base, "rate": 20, "arrival": "poisson"}, seed=1)
-    closed = run(url, {**base, "concurrency": 2})
-    assert opened.n == 100 and closed.n == 100
+    # the closed loop sends back to back: 300 requests keep it running through the stall
+    closed = run(url, {**base, "concurrency": 2, "samples": 300})
+    assert opened.n == 100 and closed.n == 300
     t0 = min(r.t_scheduled_ns for r in opened.records)
     pause, resume = t0 + 1.5e9, t0 + 3.5e9
     during = [r for r in opened.records if pause <= r.t_scheduled_ns <= resume - 0.1e9]
@@ -37,7 +38,8 @@ def test_coordinated_omission_open_loop_shows_the_stall_a_closed_loop_hides():
         assert m.e2e_ms(r) >= (resume - r.t_scheduled_ns) / 1e6 - 150, (r.t_scheduled_ns - t0) / 1e6
     slow_open = sum(1 for r in opened.records if m.e2e_ms(r) > 1000)
     slow_closed = sum(1 for r in closed.records if m.e2e_ms(r) > 1000)
-    assert slow_open >= 15 and slow_closed <= 2   # the closed loop stopped sending during the stall
+    # the closed loop ran through the stall, but stopped sending: only the 2 requests in flight saw it
+    assert slow_open >= 15 and 1 <= slow_closed <= 2
     assert opened.e2e.p90 > 1000 > closed.e2e.p90
     assert opened.extra["client_fell_behind"] == 0 and "client_send_lag_ms_p99" in opened.extra
 
