@@ -23,7 +23,6 @@ import asyncio
 import resource
 import statistics
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
