@@ -242,6 +242,8 @@ def _open_loop(send: Send, prompts: list[Prompt], workload: Workload, seed: int,
 def uses_load_engine(workload: Workload) -> bool:
     """The engine runs open loops, closed loops at concurrency > 1, and duration-bounded runs;
     a plain sequential workload keeps the runner's simple loop."""
+    if getattr(workload, "sequential", False):  # samples: auto sends its own rounds (client.runner)
+        return False
     return workload.load is not None or workload.concurrency > 1
 
 

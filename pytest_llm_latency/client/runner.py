@@ -19,7 +19,9 @@ from ..core.errors import ConfigError, MeasurementError
 from ..core.prompts import Prompt
 from ..core import coldstart, metrics as m
 from ..core.record import Clock, RequestRecord
-from ..core.result import Failure, WorkloadResult, evaluate, is_deterministic_rejection, preparation_failed
+from ..core.result import (Failure, WorkloadResult, evaluate, is_deterministic_rejection, metric_values,
+                           preparation_failed)
+from ..core.verdict import SequentialVerdicts
 from ..core.why import explain
 from ..core.workload import Workload
 from .http import Redactor, Timeouts, ensure_connections
@@ -117,9 +119,11 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
                      f"as every sample would be")
     before = _scrape(client)
     total = len(samples)
-    load_run = timeline = None
+    load_run = timeline = sequential = None
     with _no_gc_pauses(), ServerTimeline(client, before) as timeline:
-        if samples and uses_load_engine(workload):
+        if samples and workload.sequential:  # samples: auto: rounds until every budget is decided
+            outcomes, sequential = send_samples(one, samples, workload, progress)
+        elif samples and uses_load_engine(workload):
             load_run = run_load(one, samples, workload, seed=seed, progress=progress)
             outcomes = load_run.outcomes
         else:  # one stream, one request after another
@@ -137,7 +141,8 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
     cold_numbers, cold = coldstart.split(records)
     if cold and workload.cold_starts == "exclude":  # the load is not the server's serving latency
         records = [r for r in records if not any(r is c for c in cold)]
-    res = evaluate(workload, records, failures)
+    res = evaluate(workload, records, failures, sequential=sequential)
+    res.extra.update(stop_info(workload, sequential, len(outcomes)))
     judge_cold_starts(res, workload, cold_numbers, cold, len(outcomes), cold_outcome)
     scraped = None
     if before is not None and after is not None:
@@ -177,6 +182,62 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
     res.extra["retries"] = sum(retried)
     explain(res)  # why a budget failed (core.diagnosis)
     return res
+
+
+def send_samples(one: Callable[[Prompt], "RequestRecord | Failure"], samples: list[Prompt], workload: Workload,
+                 progress: ProgressFn | None = None) -> tuple[list, SequentialVerdicts | None]:
+    """Send the samples; outcomes in arrival order.  Fixed ``samples``: all of them, a closed
+    loop at the workload's concurrency.  ``samples: auto``: in rounds of ``concurrency``
+    requests sent together, checking the budgets after each round once ``min_samples`` are
+    in, until every budget is decided or ``max_samples`` (``len(samples)``) are sent.
+
+    The seam for a concurrency engine: ``send_round(prompts) -> outcomes`` below."""
+    total, conc = len(samples), workload.concurrency
+    outcomes: list = []
+    pool = ThreadPoolExecutor(max_workers=conc, thread_name_prefix="llm-latency") if conc > 1 else None
+
+    def send_round(batch: list[Prompt]) -> list:
+        return [one(p) for p in batch] if pool is None else list(pool.map(one, batch))
+
+    try:
+        if not workload.sequential:
+            if pool is None:
+                for p in samples:
+                    outcomes.append(one(p))
+                    if progress:
+                        progress(len(outcomes), total)
+            else:
+                for out in pool.map(one, samples):
+                    outcomes.append(out)
+                    if progress:
+                        progress(len(outcomes), total)
+            return outcomes, None
+        judge = SequentialVerdicts(workload.budgets, workload.confidence, workload.min_samples, total)
+        while len(outcomes) < total:
+            outcomes += send_round(samples[len(outcomes):len(outcomes) + conc])
+            if progress:
+                progress(len(outcomes), total)
+            if len(outcomes) >= workload.min_samples:
+                records = [o for o in outcomes if isinstance(o, RequestRecord)]
+                failures = [o for o in outcomes if isinstance(o, Failure)]
+                if judge.check(metric_values(records, failures, workload.output_tokens)):
+                    break
+        return outcomes, judge
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+
+def stop_info(workload: Workload, sequential: SequentialVerdicts | None, sent: int) -> dict:
+    """Why sampling stopped (``llm.stop_reason``) and how many samples were sent."""
+    if sequential is None:
+        return {"samples_mode": "fixed", "stop_reason": f"fixed samples ({sent})"}
+    decided = all(b.key in sequential.decided or not sequential.holds_up(b) for b in workload.budgets)
+    why = (f"every budget decided at {sent} samples" if decided and sent < workload.samples else
+           f"every budget decided at max_samples ({sent})" if decided else
+           f"max_samples reached ({sent}) with budgets undecided")
+    return {"samples_mode": "auto", "stop_reason": why, "min_samples": workload.min_samples,
+            "max_samples": workload.samples}
 
 
 def measure_cold_start(client, one: Callable[[Prompt], "RequestRecord | Failure"],

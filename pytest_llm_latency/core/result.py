@@ -29,6 +29,7 @@ from .coldstart import COLD_BUDGET
 from .errors import EmptySampleError
 from .record import RequestRecord
 from .stats import INF, Summary, fmt_stat, min_samples_for, summarize
+from .verdict import BudgetVerdict, SequentialVerdicts, judge
 from .workload import Budget, Workload
 
 METRIC_LABEL = {"ttft": "TTFT", "ttfo": "TTFO", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E",
@@ -94,13 +95,16 @@ class Violation:
     budget: Budget
     observed: float
     summary: Summary
+    verdict: BudgetVerdict | None = None  # a statistical verdict: fail, or inconclusive judged as a fail
 
     @property
     def message(self) -> str:
-        b, s = self.budget, self.summary
+        b, s, v = self.budget, self.summary, self.verdict
         label = f"{METRIC_LABEL[b.metric]} {b.stat}"
         op = "<" if b.is_floor else ">"
         n = f"n={s.n}" + (f", {s.censored} failed counted as misses" if s.censored else "")
+        if v is not None and v.method not in ("point", "extreme"):
+            return verdict_text(v, b) + f" ({n})"
         return (f"{label} {fmt_stat(self.observed)} {b.unit} {op} budget {b.limit:g} {b.unit} "
                 f"({n}, p50 {fmt_stat(s.p50)} {b.unit}, {'min' if b.is_floor else 'max'} "
                 f"{fmt_stat(s.min if b.is_floor else s.max)} {b.unit})")
@@ -120,6 +124,8 @@ class WorkloadResult:
     extra: dict = field(default_factory=dict)                     # roofline, server metrics, ...
     causes: list[str] = field(default_factory=list)              # why a budget failed (core.why)
     prepared: bool = True  # False: prompt preparation failed, no sample was sent (``preparation_failed``)
+    verdicts: list[BudgetVerdict] = field(default_factory=list)  # per budget, at a confidence (core.verdict)
+    sequential: SequentialVerdicts | None = None  # samples: auto: the decisions taken while sampling
 
     @property
     def n(self) -> int:
@@ -192,13 +198,15 @@ def _summaries(values: dict[str, list[float]], misses: int) -> dict[str, Summary
 
 
 def evaluate(workload: Workload, records: list[RequestRecord], failures: list[Failure], *,
-             server_failed: bool = False) -> WorkloadResult:
+             server_failed: bool = False, sequential: SequentialVerdicts | None = None) -> WorkloadResult:
     """Summaries, budget violations and the verdict.  Never a pass on an empty sample.
 
     ``server_failed``: the server is known to have failed during the run (a managed
-    server died), so requests it refused count as server faults even if none got through."""
-    res = WorkloadResult(workload=workload, records=list(records), failures=list(failures))
-    res.summaries = _summaries(metric_values(res.records, res.failures, workload.output_tokens), len(failures))
+    server died), so requests it refused count as server faults even if none got through.
+    ``sequential``: the decisions ``samples: auto`` took while sampling (kept as they were)."""
+    res = WorkloadResult(workload=workload, records=list(records), failures=list(failures), sequential=sequential)
+    values = metric_values(res.records, res.failures, workload.output_tokens)
+    res.summaries = _summaries(values, len(failures))
     res.completed = _summaries(metric_values(res.records, [], workload.output_tokens), 0)
     total = res.n + res.failed_requests
     answered = server_failed or bool(res.records) or any(f.kind not in UNREACHABLE_KINDS for f in failures)
@@ -224,6 +232,9 @@ def evaluate(workload: Workload, records: list[RequestRecord], failures: list[Fa
         if s is None:
             res.errors.append(f"{METRIC_LABEL[b.metric]} {b.stat}: no values to check the budget against "
                               f"(every request was short or produced < 2 tokens)")
+            continue
+        if workload.confidence is not None:
+            _judge_statistically(res, b, values[b.metric], s)
             continue
         need = min_samples_for(b.stat)
         if b.metric != "itl" and s.n < need:
@@ -256,6 +267,30 @@ def _judge_fraction(res: WorkloadResult, workload: Workload, b: Budget) -> None:
         res.failed_checks.append(f"{b.metric} {observed:.3f} < budget {b.limit:g}{how}")
 
 
+def _judge_statistically(res: WorkloadResult, b: Budget, vals: list[float], s: Summary) -> None:
+    w = res.workload
+    if res.sequential is not None:
+        v = res.sequential.final(b, vals)
+    else:
+        v = judge(b.key, b.metric, b.stat, b.limit, b.is_floor, vals, w.confidence)
+    res.verdicts.append(v)
+    if v.status == "fail" or (v.status == "inconclusive" and w.inconclusive == "fail"):
+        res.violations.append(Violation(b, v.estimate, s, v))
+    elif v.status == "inconclusive" and w.inconclusive == "warn":
+        res.notes.append(verdict_text(v, b))
+
+
+def verdict_text(v: BudgetVerdict, b: Budget) -> str:
+    """``TTFT p95 612.0 ms (95% bounds 540.0..701.0 ms) > budget 500 ms``, or the inconclusive form."""
+    label = f"{METRIC_LABEL[b.metric]} {b.stat} {fmt_stat(v.estimate)} {b.unit}{v.interval(b.unit)}"
+    at = f"at {v.n} samples"
+    if v.status == "inconclusive":
+        more = f"~{v.would_decide} samples would decide" if v.would_decide else "no practical sample size would decide"
+        return f"{label} -- inconclusive {at} (budget {b.limit:g} {b.unit}); {more}"
+    op = {("pass", False): "<=", ("fail", False): ">", ("pass", True): ">=", ("fail", True): "<"}[v.status, b.is_floor]
+    return f"{label} {op} budget {b.limit:g} {b.unit}: {v.status} {at}"
+
+
 def rejudge(res: WorkloadResult, workload: Workload | None = None, *, server_failed: bool = False) -> WorkloadResult:
     """Judge ``res``'s requests again (other budgets, or knowing the server failed), keeping
     what was added after ``evaluate`` (notes, extra, gate results, preparation errors).
@@ -266,8 +301,9 @@ def rejudge(res: WorkloadResult, workload: Workload | None = None, *, server_fai
         judged = preparation_failed(workload or res.workload, res.failures[0], server_answered=server_failed)
         judged.notes, judged.extra = list(res.notes), dict(res.extra)
         return judged
-    base = evaluate(res.workload, res.records, res.failures)
-    judged = evaluate(workload or res.workload, res.records, res.failures, server_failed=server_failed)
+    base = evaluate(res.workload, res.records, res.failures, sequential=res.sequential)
+    judged = evaluate(workload or res.workload, res.records, res.failures, server_failed=server_failed,
+                      sequential=res.sequential if workload is None else None)
     judged.extra.update(res.extra)
     judged.notes[:0] = [n for n in res.notes if n not in base.notes and n not in judged.notes]
     judged.errors.extend(e for e in res.errors if e not in base.errors and e not in judged.errors)

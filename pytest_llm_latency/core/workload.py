@@ -36,7 +36,11 @@ BUDGET_KEYS = tuple(f"{m}_{s}" for m in METRICS for s in STATS) + ("output_tps_m
 def did_you_mean(word: str, choices) -> str:
     word = str(word)
     swapped = [c for c in choices if c != word and sorted(c) == sorted(word)]  # '500sm': letters swapped
-    close = swapped + [c for c in difflib.get_close_matches(word, list(choices), n=3, cutoff=0.6) if c not in swapped]
+    near = difflib.get_close_matches(word, list(choices), n=3, cutoff=0.6)
+    if near:  # only the best and those nearly as close ('sample': samples, not min_samples)
+        best = difflib.SequenceMatcher(None, word, near[0]).ratio()
+        near = [c for c in near if difflib.SequenceMatcher(None, word, c).ratio() >= best - 0.15]
+    close = swapped + [c for c in near if c not in swapped]
     close = close[:3]
     return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
@@ -188,6 +192,12 @@ class Workload:
     # prefill roofline (issue 19): prompt lengths swept at concurrency 1, and its budgets
     prompt_sweep: tuple[int, ...] = ()
     prefill_slo: Mapping[str, tuple[Any, str]] = field(default_factory=dict, compare=False)  # key -> (value, where)
+    # statistical verdicts (core.verdict): confidence None = point estimate; samples: auto =
+    # sequential between min_samples and max_samples (``samples`` is then max_samples)
+    confidence: float | None = None
+    inconclusive: str = "fail"
+    sequential: bool = False
+    min_samples: int = 10
 
     @property
     def cold_budget(self) -> Budget | None:
@@ -224,7 +234,11 @@ BUILTIN_CLASSES: dict[str, WorkloadClass] = {
 
 WORKLOAD_KEYS = ("class", "prompt_tokens", "output_tokens", "samples", "warmup", "system_prompt_tokens",
                  "shared_prefix_tokens", "concurrency", "max_error_rate", "slo", "roofline", "cold_starts",
-                 "prompt_sweep") + LOAD_KEYS
+                 "prompt_sweep",
+                 "confidence", "inconclusive", "min_samples", "max_samples") + LOAD_KEYS
+INCONCLUSIVE = ("fail", "warn", "pass")
+DEFAULT_CONFIDENCE = 0.95
+DEFAULT_MAX_SAMPLES = 200
 #: prefill roofline budgets, written in ``slo:`` beside the latency budgets but judged on the sweep's fit
 PREFILL_SLO_KEYS = ("prefill_tps_min", "min_prefill_efficiency", "ttft_overhead_max", "require_linear_prefill")
 
@@ -297,8 +311,10 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     output = _int(get("output_tokens", base.output_tokens if base else None), where(("output_tokens",)), 1)
     if "requests" in spec and "samples" in spec:
         raise ConfigError(f"{where(('requests',))}: requests and samples are the same bound: set one")
-    samples = _int(spec["requests"], where(("requests",)), 1) if "requests" in spec else \
-        _int(get("samples", 20), where(("samples",)), 1)
+    bound_key = "requests" if "requests" in spec else "samples"
+    samples = spec.get(bound_key, 20)
+    if samples != "auto":
+        samples = _int(samples, where((bound_key,)), 1)
     warmup = _int(get("warmup", 2), where(("warmup",)), 0)
     default_system = 0
     if base and base.system_prompt_tokens:  # keep the class's system share when prompt_tokens is overridden
@@ -349,10 +365,17 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     load = make_load(spec, where)
     if load is not None and load.duration_s and "samples" not in spec and "requests" not in spec:
         samples = DURATION_MAX_REQUESTS  # bounded by the duration (and this cap)
-    w = Workload(name=name, klass=klass_name, prompt_tokens=prompt, output_tokens=output, samples=samples,
+    if load is not None and samples == "auto":
+        raise ConfigError(f"{where(('samples',))}: samples: auto sends rounds at the workload's concurrency until "
+                          f"every budget is decided; it does not combine with rate/duration/ramp_up/sweep -- "
+                          f"give requests: N (or samples: N) for a load run")
+    w = Workload(name=name, klass=klass_name, prompt_tokens=prompt, output_tokens=output, samples=20,
                  warmup=warmup, system_prompt_tokens=system, shared_prefix_tokens=shared, concurrency=conc,
                  max_error_rate=float(rate), budgets=budgets, roofline=roof, cold_starts=cold,
                  prompt_sweep=sweep, prefill_slo=prefill_slo, load=load, sweep=rate_sweep)
+    if "requests" in spec:  # with_statistics reads samples: from spec
+        spec = {k: v for k, v in spec.items() if k != "requests"}
+    w = with_statistics(w, spec, where, samples)
     check_fraction_budgets(w, where(("slo",)))
     return w
 
@@ -367,15 +390,64 @@ def check_fraction_budgets(w: Workload, where: str) -> None:
                               f"TPOT or ITL budget (each later token's), e.g. ttft_p95: 500ms, tpot_p95: 50ms")
 
 
-def check_min_samples(w: Workload, where: str, samples: int | None = None) -> None:
+def with_statistics(w: Workload, spec: Mapping[str, Any], where, samples: Any = None) -> Workload:
+    """Apply ``samples`` (an integer or ``auto``), ``min_samples``, ``max_samples``, ``confidence``
+    and ``inconclusive`` from ``spec`` (keys absent keep ``w``'s).  ``confidence`` defaults to
+    0.95 with ``samples: auto`` and to None (the point estimate) with fixed samples;
+    ``confidence: null`` (or ``"null"``) asks for the point estimate."""
+    samples = spec.get("samples", w.samples if not w.sequential else "auto") if samples is None else samples
+    auto = samples == "auto"
+    if not auto:
+        samples = _int(samples, where(("samples",)), 1)
+    lo = _int(spec.get("min_samples", w.min_samples), where(("min_samples",)), 1)
+    hi = _int(spec.get("max_samples", w.samples if w.sequential else DEFAULT_MAX_SAMPLES),
+              where(("max_samples",)), 1)
+    if auto and lo > hi:
+        raise ConfigError(f"{where(('min_samples',))}: min_samples ({lo}) must not exceed max_samples ({hi})")
+    if not auto and ("min_samples" in spec or "max_samples" in spec):
+        raise ConfigError(f"{where(('samples',))}: min_samples/max_samples apply to samples: auto only, "
+                          f"got samples: {samples}")
+    conf = spec["confidence"] if "confidence" in spec else w.confidence
+    conf = None if conf in (None, "null", "none") else conf
+    if conf is None and auto and "confidence" not in spec:
+        conf = DEFAULT_CONFIDENCE
+    if conf is not None and (isinstance(conf, bool) or not isinstance(conf, (int, float)) or not 0.5 <= conf < 1):
+        raise ConfigError(f"{where(('confidence',))}: expected a confidence level in [0.5, 1) like 0.95, "
+                          f"or null for the point estimate, got {conf!r}")
+    if auto and conf is None:
+        raise ConfigError(f"{where(('confidence',))}: samples: auto decides at a confidence: set confidence "
+                          f"(e.g. 0.95), or use a fixed number of samples with confidence: null")
+    inc = spec.get("inconclusive", w.inconclusive)
+    if inc not in INCONCLUSIVE:
+        raise ConfigError(f"{where(('inconclusive',))}: expected one of {', '.join(INCONCLUSIVE)}, got {inc!r}"
+                          f"{did_you_mean(inc, INCONCLUSIVE)}")
+    return replace(w, samples=hi if auto else samples, sequential=auto, min_samples=min(lo, hi),
+                   confidence=None if conf is None else float(conf), inconclusive=inc)
+
+
+def check_min_samples(w: Workload, where: str, samples: Any = None) -> None:
     """Config-time check that ``samples`` (default ``w.samples``) can support every percentile budget.
 
-    A percentile q needs n >= 1/(1-q) samples (``stats.min_samples_for``); below that it is just the
-    max.  ITL is exempt: every request contributes ``output_tokens - 1`` ITL values.
+    Point estimate (``confidence`` None): a percentile q needs n >= 1/(1-q) samples
+    (``stats.min_samples_for``); below that it is just the max.  At a confidence: fewer samples
+    only widen the bounds (inconclusive), and the error is for a budget that no sample size up
+    to ``samples`` (``max_samples`` with ``samples: auto``) could decide either way.  ITL is
+    exempt: every request contributes ``output_tokens - 1`` ITL values.
     """
     from .stats import min_samples_for
+    from .verdict import decidable
 
-    n = w.samples if samples is None else samples
+    if samples is not None:
+        w = with_statistics(w, {}, lambda p: where, samples)
+    n = w.samples
+    if w.confidence is not None:
+        for b in w.budgets:
+            if not decidable(b.stat, b.metric, w.confidence, n, w.sequential, w.min_samples):
+                raise ConfigError(f"{where}: budget {b.key} ({b.source or 'class default'}): no sample size up to "
+                                  f"{n} can decide a {b.stat} at {w.confidence:.0%} confidence: raise "
+                                  f"{'max_samples' if w.sequential else 'samples'}, lower the confidence, "
+                                  f"or use confidence: null (point estimate)")
+        return
     worst = None
     for b in w.budgets:
         need = min_samples_for(b.stat)
@@ -387,7 +459,7 @@ def check_min_samples(w: Workload, where: str, samples: int | None = None) -> No
     fallback = [s for s in ("p95", "p90", "p50") if min_samples_for(s) <= n]
     alt = f" or use {fallback[0]}" if fallback else ""
     raise ConfigError(f"{where}: budget {b.key} ({b.source or 'class default'}): {b.stat} needs >= {need} samples, "
-                      f"got {n}: raise samples{alt}")
+                      f"got {n}: raise samples{alt}, or set confidence (e.g. 0.95) for a verdict with bounds")
 
 
 def with_budgets(w: Workload, extra: Mapping[str, Any], where: str) -> Workload:

@@ -29,7 +29,8 @@ class SloFile(pytest.File):
         samples = sess.settings.get("samples")
         try:
             spec = parse_slo_file(self.path.read_bytes(), _rel(self.path, self.config.rootpath),
-                                  samples_override=samples, samples_source=sess.settings.source("samples"))
+                                  samples_override=samples, samples_source=sess.settings.source("samples"),
+                                  confidence_override=sess.settings.get("confidence"))
             if not sess.settings.get("skip"):
                 from .session import target_from
 
@@ -70,8 +71,6 @@ class SloItem(pytest.Item):
         self.add_marker(pytest.mark.llm_latency_test)
 
     def runtest(self):
-        from dataclasses import replace
-
         from .execute import outcome, record, run_workload, warn_notes
         from .stash import get_session
         from .session import target_from
@@ -82,9 +81,7 @@ class SloItem(pytest.Item):
             target = target_from(sess.settings, self.spec.target, where)
         except ConfigError as exc:
             config_failure(exc)
-        w = self.workload
-        if self.cli_samples:
-            w = replace(w, samples=self.cli_samples)
+        w = self.workload  # samples/confidence overrides were applied by parse_slo_file
         res = run_workload(self, sess, target, w)
         record(self, res)
         warn_notes(self, res)

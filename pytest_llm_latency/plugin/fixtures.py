@@ -11,7 +11,6 @@ judges immediately, with extra budgets.
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -113,13 +112,9 @@ class LatencyFixture:
             merged["slo"] = {**self.marker_spec["slo"], **spec["slo"]}
         name = merged.get("class") or self.item.name
         settings = self.session.settings
-        explicit_samples = spec.get("samples", spec.get("requests", self.marker_spec.get(
-            "samples", self.marker_spec.get("requests"))))
         try:
             w = make_workload(str(name), merged, lambda p: f"{self.item.nodeid} llm_slo {'.'.join(map(str, p))}")
-            samples = settings.pick("samples", marker=explicit_samples).value
-            if samples:
-                w = replace(w, samples=samples)
+            w = apply_statistics(w, settings, merged)
             target = target_from(settings, marker={**self.marker_target, **target_kw})
         except ConfigError as exc:
             config_failure(exc)
@@ -157,6 +152,18 @@ def validate_marker(item: pytest.Item, settings) -> None:
     if "llm_latency" not in getattr(item, "fixturenames", ()) or "class" in spec:
         w = make_workload(str(spec.get("class") or item.name), spec,
                           lambda p: f"{where} {'.'.join(map(str, p))}")
-        samples = settings.pick("samples", marker=spec.get("samples")).value or w.samples
-        check_min_samples(w, where, samples=samples)
+        check_min_samples(apply_statistics(w, settings, spec), where)
     target_from(settings, marker=target)
+
+
+def apply_statistics(w, settings, marker_spec: dict):
+    """``samples`` and ``confidence`` by precedence (marker > CLI > env > ini > default), applied
+    with ``core.workload.with_statistics`` (``auto``, the confidence default, the checks)."""
+    from ..core.workload import with_statistics
+
+    samples = settings.pick("samples", marker=marker_spec.get("samples")).value
+    conf = settings.pick("confidence", marker=marker_spec.get("confidence", None))
+    extra = {"confidence": conf.value} if conf.value is not None else {}
+    if samples is None and not extra:
+        return w
+    return with_statistics(w, extra, lambda p: f"{conf.source} {'.'.join(map(str, p))}", samples)

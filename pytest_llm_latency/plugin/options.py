@@ -32,6 +32,20 @@ def _nonneg_int(v: str) -> int:
     return n
 
 
+def _samples(v: str) -> int | str:
+    return "auto" if str(v).strip().lower() == "auto" else _pos_int(v)
+
+
+def _confidence(v: str) -> float | str:
+    """A confidence level in [0.5, 1), or null/none for the point-estimate verdict."""
+    if str(v).strip().lower() in ("null", "none"):
+        return "null"
+    f = float(v)
+    if not 0.5 <= f < 1:
+        raise ValueError
+    return f
+
+
 def _pos_float(v: str) -> float:
     f = float(v)
     if not math.isfinite(f) or f <= 0:
@@ -113,8 +127,14 @@ OPTIONS: tuple[Opt, ...] = (
         _api, f"one of {', '.join(APIS)}", "openai-completions"),
     Opt("json", "Write all latency results of the run to this JSON file (atomically).", str, "a path"),
     Opt("html", "Write a self-contained HTML latency report to this file (atomically).", str, "a path"),
-    Opt("samples", "Override the number of measured requests per workload (at least what each percentile "
-        "budget needs: p90 10, p95 20, p99 100; fewer is a usage error).", _pos_int, "a positive integer"),
+    Opt("samples", "Override the number of measured requests per workload, or 'auto': sample until every "
+        "budget is decided at the confidence (between min_samples and max_samples). With the point "
+        "estimate (no confidence), a percentile budget needs p90 10, p95 20, p99 100 samples.",
+        _samples, "a positive integer or 'auto'"),
+    Opt("confidence", "Judge budgets on confidence bounds at this level (e.g. 0.95): pass when the bound "
+        "shows the budget is met, fail when it shows it is missed, else inconclusive; 'null' for the "
+        "point estimate. Default: 0.95 with samples: auto, the point estimate with fixed samples.",
+        _confidence, "a level in [0.5, 1) like 0.95, or null"),
     Opt("seed", "Seed for the prompt bodies (default 0): the same seed sends the same prompt text; the salts "
         "that keep prompts out of the server's prefix cache also depend on the run's nonce.",
         _nonneg_int, "a non-negative integer", 0),

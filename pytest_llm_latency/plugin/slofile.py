@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..core.errors import ConfigError
-from ..core.workload import Workload, check_min_samples, did_you_mean, make_workload
+from ..core.workload import Workload, check_min_samples, did_you_mean, make_workload, with_statistics
 
 TOP_KEYS = ("target", "workloads", "roofline")
 TARGET_KEYS = ("url", "model", "api", "command", "ready", "startup_timeout", "env")
@@ -166,9 +166,11 @@ def _check_target(target: Mapping[str, Any], where) -> None:
 
 
 def parse_slo_file(text: str | bytes, filename: str,
-                   samples_override: int | None = None, samples_source: str = "--llm-latency-samples") -> SloSpec:
-    """Parse one SLO file.  ``samples_override`` (``--llm-latency-samples`` and friends) replaces
-    every workload's ``samples`` for the check that it can support each percentile budget."""
+                   samples_override: int | str | None = None, samples_source: str = "--llm-latency-samples",
+                   confidence_override: float | str | None = None) -> SloSpec:
+    """Parse one SLO file.  ``samples_override`` (``--llm-latency-samples`` and friends: a number
+    or ``auto``) and ``confidence_override`` (``--llm-latency-confidence``...) replace every
+    workload's own, before the check that its samples can support each budget."""
     data, lines = load_yaml(text, filename)
     spec = SloSpec(path=filename, lines=lines)
     if not isinstance(data, dict):
@@ -207,8 +209,11 @@ def parse_slo_file(text: str | bytes, filename: str,
             wspec = {**wspec, "roofline": file_roofline}
         where = lambda p, n=name: spec.where(("workloads", n) + p)  # noqa: E731
         w = make_workload(str(name), wspec, where)
+        if samples_override is not None or confidence_override is not None:
+            conf = {} if confidence_override is None else {"confidence": confidence_override}
+            w = with_statistics(w, conf, where, samples_override)
         samples_where = (where(("samples",)) if samples_override is None else
                          f"{where(())} (samples {samples_override} from {samples_source})")
-        check_min_samples(w, samples_where, samples=samples_override)
+        check_min_samples(w, samples_where)
         spec.workloads.append(w)
     return spec

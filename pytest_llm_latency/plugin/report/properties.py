@@ -22,6 +22,7 @@ from ...core.stats import STATS
 PREFIX = "llm."
 STAT_KEYS = STATS + ("min", "n", "censored")
 JSON_METRICS = METRICS + ("output_tps",)
+BOUND_FIELDS = ("status", "estimate", "lower", "upper", "n", "confidence", "method", "would_decide")
 
 
 def _unit(metric: str) -> str:
@@ -46,6 +47,12 @@ def flatten(res: WorkloadResult, nodeid: str) -> list[tuple[str, Any]]:
                           else round(v, 4)))
     for b in w.budgets:
         props.append((f"llm.budget.{b.key}_{'tok_s' if b.is_floor else 'ms'}", b.limit))
+    for v in res.verdicts:  # statistical verdicts: llm.bound.<budget>.<field>
+        for name in BOUND_FIELDS:
+            value = getattr(v, name)
+            if value is not None:
+                props.append((f"llm.bound.{v.key}.{name}", round(value, 4) if isinstance(value, float)
+                              and math.isfinite(value) else value))
     for i, v in enumerate(res.violations, 1):
         props.append((f"llm.violation.{i}", v.message))
     for i, e in enumerate(res.errors, 1):
@@ -76,6 +83,13 @@ def unflatten(props: Iterable[tuple[str, Any]]) -> dict | None:
         stats = {s: _json_number(flat[f"{key}.{s}"]) for s in STAT_KEYS if f"{key}.{s}" in flat}
         out[key] = stats or None
     out["budgets"] = {k[len("budget."):]: v for k, v in flat.items() if k.startswith("budget.")}
+    bounds: dict[str, dict] = {}
+    for k, v in flat.items():
+        if k.startswith("bound.") and k.count(".") == 2:
+            _, key, name = k.split(".")
+            bounds.setdefault(key, {})[name] = _json_number(v)
+    if bounds:
+        out["bounds"] = bounds
     out["violations"] = [flat[k] for k in sorted((k for k in flat if k.startswith("violation.")),
                                                  key=lambda k: int(k.split(".")[1]))]
     out["errors"] = [flat[k] for k in sorted((k for k in flat if k.startswith("error.")),

@@ -57,6 +57,8 @@ def summary_lines(results: list[dict]) -> list[str]:
     lines += [fmt(cells) for cells in rows]
     lines.append(LEGEND)
     for r in results:
+        lines += bound_lines(r)
+    for r in results:
         for kind, text in messages(r):
             if kind != "note":
                 lines.append(f"  {r.get('nodeid')}: {text}")
@@ -69,6 +71,36 @@ def summary_lines(results: list[dict]) -> list[str]:
                 if kind == "note":
                     lines.append(f"  {r.get('nodeid')}: {text}")
     return lines
+
+
+def bound_lines(r: dict) -> list[str]:
+    """Budgets judged at a confidence: interval, verdict, samples it took, why sampling stopped."""
+    bounds = r.get("bounds") or {}
+    if not bounds:
+        return []
+    extra = r.get("extra") or {}
+    head = f"  {r.get('nodeid')}: {extra.get('stop_reason', '')}".rstrip()
+    out = [head]
+    for key, b in bounds.items():
+        conf = b.get("confidence")
+        lo, up = b.get("lower"), b.get("upper")
+        unit = "tok/s" if key.startswith("output_tps") else "ms"
+        lo_s = "-inf" if lo is None and b.get("method") != "t" else _fmt(lo, 2)
+        up_s = "inf" if up is None else _fmt(up, 2)
+        ci = (f" ({conf:.0%} bounds {lo_s}..{up_s} {unit})" if conf and b.get("method") not in ("extreme", "point")
+              else f" ({b.get('method')})")
+        more = f", ~{b['would_decide']} samples would decide" if b.get("would_decide") else ""
+        op = ">=" if key.startswith("output_tps") else "<="
+        out.append(f"    {key} {op} {_budget(r, key)} {unit}: {_fmt(b.get('estimate'), 2)}{ci} -> "
+                   f"{str(b.get('status')).upper()} at n={b.get('n')}{more}")
+    return out
+
+
+def _budget(r: dict, key: str) -> str:
+    for k, v in (r.get("budgets") or {}).items():  # ttft_p95_ms, output_tps_min_tok_s
+        if k.startswith(key + "_"):
+            return f"{v:g}"
+    return "?"
 
 
 class Progress:

@@ -1,0 +1,86 @@
+"""Record real per-request latency samples for the statistics benchmark and tests.
+
+    .venv/bin/python benchmarks/record_latency.py [--requests 400] [--only reference|llama]
+
+Two sources, each written to ``benchmarks/data/<name>.json`` as plain lists of per-request
+TTFT and TPOT in ms (``core.metrics`` definitions, via ``client.runner.measure``):
+
+* ``reference-h100-llama8b``: the embedded reference target (a subprocess, ``time_scale`` 1);
+  its timing noise is the real scheduling noise of a shared 2-core machine around the
+  modelled step times (the reference target has no modelled jitter knob);
+* ``llama-server-tiny`` / ``llama-server-membound``: the real llama.cpp ``llama-server`` of
+  ``tests/realserver`` (one thread, ``-t 1``) on the cached 2.5 MB ``tiny`` and 406 MB
+  memory-bound ``membound`` models (half as many requests for the slow one).
+
+The files are small (a few KB) and committed: ``benchmarks/sequential_verdicts.py`` and
+``tests/unit/test_confidence_real.py`` resample them (a recorded distribution is the truth).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests", "realserver"))
+
+import httpx  # noqa: E402
+
+from pytest_llm_latency.client.runner import Target, make_client, measure  # noqa: E402
+from pytest_llm_latency.core import metrics as m  # noqa: E402
+from pytest_llm_latency.core.workload import make_workload  # noqa: E402
+
+OUT = os.path.join(ROOT, "benchmarks", "data")
+
+
+def record(url: str, name: str, requests: int, prompt_tokens: int, output_tokens: int) -> None:
+    w = make_workload(name, {"class": "custom", "prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
+                             "samples": requests, "warmup": 2, "slo": {}})
+    with httpx.Client(timeout=60) as http:
+        client = make_client(Target(url), http)
+        t0 = time.time()
+        res = measure(client, w)
+    recs = res.records
+    data = {"source": name, "url": url.split("?")[0], "recorded_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "machine": f"{platform.machine()} {os.cpu_count()} cpus", "prompt_tokens": prompt_tokens,
+            "output_tokens": output_tokens, "failed": res.failed_requests,
+            "ttft_ms": [round(m.ttft_ms(r), 4) for r in recs],
+            "tpot_ms": [round(m.tpot_ms(r), 4) for r in recs if m.tpot_ms(r) is not None]}
+    os.makedirs(OUT, exist_ok=True)
+    path = os.path.join(OUT, f"{name}.json")
+    with open(path, "w") as fh:
+        json.dump(data, fh, indent=0)
+    print(f"{name}: {len(recs)} requests in {time.time() - t0:.1f} s -> {path}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--requests", type=int, default=400)
+    ap.add_argument("--only", choices=("reference", "llama"))
+    a = ap.parse_args()
+    if a.only in (None, "reference"):
+        from pytest_llm_latency.targets.reference.launch import start_reference
+
+        with start_reference("reference://h100-sxm/llama-3.1-8b") as ref:
+            record(ref.url, "reference-h100-llama8b", a.requests, 512, 32)
+    if a.only in (None, "llama"):
+        import build_llama_server
+        import make_models
+        from conftest import llama_server_command
+        from pytest_llm_latency.targets.managed import TargetPool
+
+        binary, models = build_llama_server.build(), make_models.ensure_models()
+        for name, requests in (("tiny", a.requests), ("membound", a.requests // 2)):
+            with TargetPool(tempfile.mkdtemp(prefix="record-llama-")) as pool:
+                target = pool.get(llama_server_command(binary, models[name]), ready_path="/health",
+                                  startup_timeout_s=120)
+                record(target.url, f"llama-server-{name}", requests, 128, 16)
+
+
+if __name__ == "__main__":
+    main()
