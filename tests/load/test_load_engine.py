@@ -105,3 +105,15 @@ def test_duration_bounds_the_open_loop_schedule_and_ramp_up_staggers_the_closed_
     send, sent = fake_send(clock)
     run = run_load(send, prompts(planned_requests(w)), w, clock=clock, sleep=clock.sleep)
     assert len(run.outcomes) == 10 and len(run.ramp) >= 4 and not run.prompts_short
+
+
+def test_samples_auto_keeps_its_rounds_and_refuses_load_keys():
+    import pytest
+
+    from pytest_llm_latency.core.errors import ConfigError
+
+    auto = make_workload("w", {"class": "chat", "samples": "auto", "concurrency": 4})
+    assert auto.sequential and not uses_load_engine(auto) and planned_requests(auto) == auto.samples
+    with pytest.raises(ConfigError, match="does not combine with rate"):
+        make_workload("w", {"class": "chat", "samples": "auto", "rate": 4})
+    assert make_workload("w", {"class": "chat", "requests": 30}).samples == 30
