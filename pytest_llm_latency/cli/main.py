@@ -21,6 +21,7 @@ SUBCOMMANDS = {
     # name: (module, one-line help)
     "ceiling": ("pytest_llm_latency.cli.ceiling", "print the decode memory-bandwidth ceiling (tok/s)"),
     "serve-reference": ("pytest_llm_latency.cli.serve_reference", "run the embedded reference LLM server"),
+    "sweep": ("pytest_llm_latency.cli.sweep", "find the highest request rate that meets the SLO"),
 }
 
 

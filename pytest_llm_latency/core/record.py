@@ -47,6 +47,9 @@ class RequestRecord:
     # text, kept only when the caller asks (``RecordBuilder(keep_output=True)``)
     tool_deltas: list = field(default_factory=list)
     content_parts: list[str] | None = None
+    # open loop: when the schedule said to send it (the load engine sets it); latency counts
+    # from here, so a client that sends late cannot hide the wait (coordinated omission)
+    t_scheduled_ns: int | None = None
 
     def __post_init__(self):
         if self.t_submit_ns is None:

@@ -57,6 +57,9 @@ class MeasuredResult:
         except ConfigError as exc:
             config_failure(exc)
         judged = rejudge(self._res, w)
+        from ..core.why import explain
+
+        explain(judged)  # the causes, for these budgets
         self._res = judged
         self.checked = True
         from .execute import outcome

@@ -61,6 +61,8 @@ def flatten(res: WorkloadResult, nodeid: str) -> list[tuple[str, Any]]:
         props.append((f"llm.error.{i}", e))
     for i, c in enumerate(res.failed_checks, 1):
         props.append((f"llm.check.{i}", c))
+    for i, cause in enumerate(res.causes, 1):
+        props.append((f"llm.cause.{i}", cause))
     for i, note in enumerate(res.notes, 1):
         props.append((f"llm.notes.{i}", note))
     for kind, count in sorted(failure_kinds(res.failures).items()):
@@ -97,6 +99,7 @@ def unflatten(props: Iterable[tuple[str, Any]]) -> dict | None:
     out["violations"] += [flat[k] for k in sorted((k for k in flat if k.startswith("check.")),
                                                   key=lambda k: int(k.split(".")[1]))]
     out["notes"] = _numbered(flat, "notes.")
+    out["causes"] = _numbered(flat, "cause.")
     out["failures"] = {k[len("failures."):]: v for k, v in flat.items() if k.startswith("failures.")}
     out["short_outputs"] = flat.get("short_outputs", 0)
     out["failed_requests"] = flat.get("failed_requests", 0)

@@ -41,8 +41,9 @@ def row(r: dict) -> tuple[str, ...]:
 
 def messages(r: dict) -> list[tuple[str, str]]:
     """What the summary says about one result, in its words and order: violations (and failed
-    gates), then errors, then notes, each as ``(kind, text)``."""
+    gates) with their likely causes, then errors, then notes, each as ``(kind, text)``."""
     return ([("violation", str(v)) for v in r.get("violations") or []] +
+            [("violation", str(c)) for c in r.get("causes") or []] +
             [("error", str(e)) for e in r.get("errors") or []] +
             [("note", str(n)) for n in r.get("notes") or []])
 

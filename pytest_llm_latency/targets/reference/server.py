@@ -17,7 +17,7 @@ from collections import OrderedDict
 from . import ollama_api, openai_api, tokenizer
 from .config import ReferenceConfig
 from .engine import AdmissionError, Engine, block_hashes
-from .faults import HEADER, Fault, parse_fault, status_fault_response
+from .faults import ENGINE_MODES, HEADER, Fault, parse_fault, status_fault_response
 from .http import Connection, Request, serve_connection
 from .metrics import CONTENT_TYPE, EngineMetrics
 from .openai_api import ApiError
@@ -48,6 +48,9 @@ class ReferenceServer:
                                      prefix_queries=lambda: e.prefix_queries,
                                      prefix_hits=lambda: e.prefix_hits)
         self.scheduler = Scheduler(e, time_scale=config.time_scale, metrics=self.metrics)
+        if self.server_fault is not None and self.server_fault.mode in ENGINE_MODES:  # the engine's, not a response's
+            self.scheduler.pause = (self.server_fault.seconds("at"), self.server_fault.seconds("seconds"))
+            self.server_fault = None
         self.encode = tokenizer.RULES[config.tokenizer]
         self.residency = Residency(config.load_time * config.time_scale, config.keep_alive, config.evict_every)
         self._prompt_cache: OrderedDict[int, None] = OrderedDict()  # Ollama's: the last N prompts
@@ -134,9 +137,12 @@ class ReferenceServer:
         if spec is None:
             return self.server_fault
         try:
-            return parse_fault(spec, source=f"{HEADER} header")
+            fault = parse_fault(spec, source=f"{HEADER} header")
         except ValueError as e:
             raise ApiError(400, str(e)) from None
+        if fault is not None and fault.mode in ENGINE_MODES:
+            raise ApiError(400, f"{HEADER}: fault {fault.mode!r} is server-wide only (--fault / ?fault=)")
+        return fault
 
     async def _pre_fault(self, fault: Fault | None, conn: Connection) -> bool:
         """Faults answered before generation; True when the response is done."""
