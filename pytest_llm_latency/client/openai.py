@@ -46,6 +46,11 @@ def _nonempty(v) -> bool:
     return bool(v) if not isinstance(v, str) else v != ""
 
 
+def ch_finish(choices: list) -> bool:
+    """The (first) choice carries a finish_reason: the final chunk."""
+    return isinstance(choices[0], dict) and choices[0].get("finish_reason") is not None
+
+
 def llamacpp_timings(t: dict) -> dict:
     """llama.cpp ``timings`` → normalized server timings (ms)."""
     out = {"prefill_ms": t.get("prompt_ms"), "decode_ms": t.get("predicted_ms"), "prompt_n": t.get("prompt_n"),
@@ -212,13 +217,32 @@ class OpenAIClient:
                 return self._stream(url, system, user, max_tokens, expected_prompt_tokens, extra)
             raise
 
+    def stream_messages(self, messages: list[dict], max_tokens: int, *, tools: list[dict] | None = None,
+                        expected_prompt_tokens: int | None = None, extra: dict | None = None) -> RequestRecord:
+        """One chat turn of an agent session: ``messages`` as given (tool calls and tool results
+        included) and the real ``tools`` array; the record keeps the content text and the
+        ``delta.tool_calls`` fragments with their arrival times (``core.tool_calls``)."""
+        if self.api != "chat":
+            raise MeasurementError("config", "agent sessions send messages and tools: use --llm-latency-api "
+                                             "openai-chat")
+        body_extra = {"messages": messages, **({"tools": tools} if tools else {}), **(extra or {})}
+        try:
+            return self._stream(self.base_url + "/v1/chat/completions", "", "", max_tokens, expected_prompt_tokens,
+                                body_extra, keep_output=True)
+        except MeasurementError as exc:
+            if self.continuous_usage and exc.kind == "http_400" and "continuous_usage" in exc.message:
+                self.continuous_usage = False
+                return self._stream(self.base_url + "/v1/chat/completions", "", "", max_tokens,
+                                    expected_prompt_tokens, body_extra, keep_output=True)
+            raise
+
     def _stream(self, url: str, system: str, user: str, max_tokens: int, expected_prompt_tokens: int | None,
-                extra: dict | None) -> RequestRecord:
+                extra: dict | None, keep_output: bool = False) -> RequestRecord:
         body = self.request_body(system, user, max_tokens, extra=extra)
         builder = self._post.run(
             url, body,
             lambda: RecordBuilder(self.clock, expected_prompt_tokens=expected_prompt_tokens,
-                                  expected_output_tokens=max_tokens),
+                                  expected_output_tokens=max_tokens, keep_output=keep_output),
             SSE_TYPES, self._describe_status(expected_prompt_tokens, max_tokens), self._consume)
         return builder.record
 
@@ -271,7 +295,12 @@ class OpenAIClient:
             raise ProtocolError(f"'choices' is not a list in SSE event: {data[:120]!r}")
         usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
         if usage is not None:
+            details = usage.get("prompt_tokens_details")
+            cached = _count(details.get("cached_tokens"), "prompt_tokens_details.cached_tokens", data) \
+                if isinstance(details, dict) else None
             usage = {k: _count(usage.get(k), k, data) for k in ("prompt_tokens", "completion_tokens")}
+            if cached is not None and (not choices or ch_finish(choices)):
+                b.record.server_timings["cached_tokens"] = cached
         timings = obj.get("timings")
         if isinstance(timings, dict):
             b.record.server_timings.update(llamacpp_timings(timings))
@@ -290,6 +319,10 @@ class OpenAIClient:
                 is_reasoning = not _nonempty(content) and not _nonempty(tools)
                 text_len = len(content) if isinstance(content, str) else 0
                 b.token_chunk(t, text_len=text_len, reasoning=is_reasoning, running_completion_tokens=running)
+                if _nonempty(tools):
+                    b.record.tool_deltas.append((t, tools))
+                if b.record.content_parts is not None and isinstance(content, str):
+                    b.record.content_parts.append(content)
                 if running is not None:
                     state["running"] = running
             if finish is not None:

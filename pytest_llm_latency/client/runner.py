@@ -10,7 +10,7 @@ import gc
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Protocol
 
 import httpx
@@ -19,10 +19,15 @@ from ..core.errors import ConfigError, MeasurementError
 from ..core.prompts import Prompt
 from ..core import coldstart, metrics as m
 from ..core.record import Clock, RequestRecord
-from ..core.result import Failure, WorkloadResult, evaluate, metric_values, preparation_failed
+from ..core.result import (Failure, WorkloadResult, evaluate, is_deterministic_rejection, metric_values,
+                           preparation_failed)
 from ..core.verdict import SequentialVerdicts
+from ..core.why import explain
 from ..core.workload import Workload
 from .http import Redactor, Timeouts, ensure_connections
+from .load import in_flight, planned_requests, run_load, uses_load_engine
+from .load_report import load_summary
+from .server_view import ServerTimeline
 from .ollama import OllamaClient
 from .openai import OpenAIClient
 from .tokens import model_note, new_nonce, prepare_prompts
@@ -77,8 +82,8 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
     try:
         model = model_note(client)
         notes += [model] if model else []
-        prompts, how = prepare_prompts(client, workload, seed=seed, nonce=f"{nonce}|{salt_context}",
-                                       counter=counter)
+        prompts, how = prepare_prompts(client, replace(workload, samples=planned_requests(workload)), seed=seed,
+                                       nonce=f"{nonce}|{salt_context}", counter=counter)
         if how:
             info["prompt_counter"] = how  # information, not a note (notes are warnings)
     except (MeasurementError, httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
@@ -89,23 +94,47 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
         res.extra["nonce"] = nonce
         return res
 
-    def one(p: Prompt) -> RequestRecord | Failure:
+    def one(p: Prompt, t_scheduled_ns: int | None = None) -> RequestRecord | Failure:
         try:
-            return client.stream(p.system, p.user, workload.output_tokens, expected_prompt_tokens=p.expected_tokens,
-                                 extra=extra)
+            rec = client.stream(p.system, p.user, workload.output_tokens, expected_prompt_tokens=p.expected_tokens,
+                                extra=extra)
+            rec.t_scheduled_ns = t_scheduled_ns
+            return rec
         except MeasurementError as exc:
+            if t_scheduled_ns is not None and isinstance(getattr(exc, "partial", None), RequestRecord):
+                exc.partial.t_scheduled_ns = t_scheduled_ns
             return Failure.from_error(exc)  # keeps the TTFT and gaps measured before the failure
 
     cold_prompt = prompts.pop() if workload.cold_budget else None  # prepared last: the samples' salts stay put
     cold_outcome = measure_cold_start(client, one, cold_prompt) if cold_prompt is not None else None
-    ensure_connections(getattr(client, "http", None), workload.concurrency)  # keep every connection alive
+    ensure_connections(getattr(client, "http", None), in_flight(workload))  # keep every connection alive
     warm_failures = warm_up(one, prompts[:workload.warmup], workload.concurrency)
     if warm_failures:  # one note, not one per request
         notes.append(f"{len(warm_failures)} warm-up request(s) failed: {warm_failures[0].message}")
     samples = prompts[workload.warmup:]
+    outcomes: list[RequestRecord | Failure] = []
+    if warm_failures and is_deterministic_rejection(warm_failures[0].kind):  # the samples would get it too
+        samples, outcomes = [], [warm_failures[0]]
+        notes.append(f"stopped before the samples: a warm-up request was rejected ({warm_failures[0].kind}), "
+                     f"as every sample would be")
     before = _scrape(client)
-    with _no_gc_pauses():
-        outcomes, sequential = send_samples(one, samples, workload, progress)
+    total = len(samples)
+    load_run = timeline = sequential = None
+    with _no_gc_pauses(), ServerTimeline(client, before) as timeline:
+        if samples and workload.sequential:  # samples: auto: rounds until every budget is decided
+            outcomes, sequential = send_samples(one, samples, workload, progress)
+        elif samples and uses_load_engine(workload):
+            load_run = run_load(one, samples, workload, seed=seed, progress=progress)
+            outcomes = load_run.outcomes
+        else:  # one stream, one request after another
+            for i, p in enumerate(samples):
+                outcomes.append(one(p))
+                if progress:
+                    progress(i + 1, total)
+                if isinstance(outcomes[-1], Failure) and is_deterministic_rejection(outcomes[-1].kind):
+                    notes.append(f"stopped at the first request: it was rejected ({outcomes[-1].kind}); the "
+                                 f"other {total - i - 1} would be too, so they were not sent")
+                    break
     after = _scrape(client) if before is not None else None
     records = [o for o in outcomes if isinstance(o, RequestRecord)]
     failures = [o for o in outcomes if isinstance(o, Failure)]
@@ -122,6 +151,10 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
         scraped = delta(before, after)
         res.extra.update({f"metrics.{k}": round(v, 6) for k, v in scraped.items()})
     res.extra["nonce"] = nonce
+    if load_run is not None:
+        load_summary(res, load_run)
+    if timeline is not None:
+        timeline.attach(res, records, failures)
     check_prefix_cache(res, scraped)
     res.extra.update(server_timing_summary(records))
     deviations = [r.prompt_deviation for r in records if r.prompt_deviation]
@@ -134,7 +167,7 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
                          f"continuous_usage_stats): ITL is per chunk there; TPOT still uses usage")
     chunks = sum(max(len(r.chunks) - 1, 0) for r in records)
     bursts = sum(m.burst_chunks(r) for r in records)
-    if chunks and bursts > 0.1 * chunks:
+    if chunks and bursts > 0.1 * chunks and not res.extra.get("client_fell_behind"):
         res.notes.append(f"{bursts} of {chunks} token chunks arrived < 0.1 ms after the previous one: a buffering "
                          f"proxy or compression may be bunching tokens (ITL then looks falsely small)")
     res.extra["burst_chunks"] = bursts
@@ -147,6 +180,7 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
     res.extra["prompt_deviation_requests"] = len(deviations)
     res.extra["prompt_exact_requests"] = sum(1 for r in records if r.prompt_deviation == 0)
     res.extra["retries"] = sum(retried)
+    explain(res)  # why a budget failed (core.diagnosis)
     return res
 
 

@@ -5,6 +5,8 @@ Notation for one request (times in ns, from ``RequestRecord``):
   t_connect, t_connected
            start and end of the TCP connect (+ TLS handshake) when the request had to
            open a new connection; absent when it reused an open keep-alive connection
+  t_sched  open loop only: when the arrival schedule said to send it (``core/schedule.py``)
+  t_start  t_sched when there is one, else t_send: where TTFT, TTFO and E2E count from
   t_send   the request headers start going out on an open connection (after any wait
            for a pooled connection and any connect; after a stale keep-alive retry, the
            retry's send).  Transports that report no connection events (mock transports)
@@ -37,24 +39,43 @@ def connect_ms(rec: RequestRecord) -> float | None:
     return (rec.t_connected_ns - rec.t_connect_ns) / NS_PER_MS
 
 
-def ttft_ms(rec: RequestRecord) -> float | None:
-    """TTFT = t_first − t_send.  None when no token arrived.
+def start_ns(rec: RequestRecord) -> int:
+    """t_start: the scheduled send time in an open loop, else t_send.
 
-    From the moment the request is written on an open connection: the client's own
-    waits (pool, TCP/TLS connect: see ``connect_ms``) are not the server's latency."""
+    Open loop (coordinated omission): a request that the client sent late because it fell
+    behind, or because a stalled server held every connection, still waited from the moment
+    it was due; measuring from t_send would hide exactly the queueing a load test is for.
+    How late the client was is reported on its own (``client_lag_ms``)."""
+    return rec.t_send_ns if rec.t_scheduled_ns is None else min(rec.t_scheduled_ns, rec.t_send_ns)
+
+
+def client_lag_ms(rec: RequestRecord) -> float | None:
+    """client lag = t_send − t_sched: how late the request went out against its schedule
+    (open loop only; None otherwise)."""
+    if rec.t_scheduled_ns is None:
+        return None
+    return max(rec.t_send_ns - rec.t_scheduled_ns, 0) / NS_PER_MS
+
+
+def ttft_ms(rec: RequestRecord) -> float | None:
+    """TTFT = t_first − t_start (t_start = t_send, or the scheduled time in an open loop).
+    None when no token arrived.
+
+    Closed loop: from the moment the request is written on an open connection: the client's
+    own waits (pool, TCP/TLS connect: see ``connect_ms``) are not the server's latency."""
     if rec.t_first_token_ns is None:
         return None
-    return (rec.t_first_token_ns - rec.t_send_ns) / NS_PER_MS
+    return (rec.t_first_token_ns - start_ns(rec)) / NS_PER_MS
 
 
 def ttfo_ms(rec: RequestRecord) -> float | None:
-    """TTFO (time to first output) = t_out − t_send: the first non-reasoning token.
+    """TTFO (time to first output) = t_out − t_start: the first non-reasoning token.
 
     Equals TTFT for non-reasoning models; larger when the model "thinks" first.
     """
     if rec.t_first_output_ns is None:
         return None
-    return (rec.t_first_output_ns - rec.t_send_ns) / NS_PER_MS
+    return (rec.t_first_output_ns - start_ns(rec)) / NS_PER_MS
 
 
 def tpot_ms(rec: RequestRecord) -> float | None:
@@ -86,10 +107,10 @@ def itl_ms(rec: RequestRecord) -> list[float]:
 
 
 def e2e_ms(rec: RequestRecord) -> float | None:
-    """E2E = t_end − t_send: the whole request as the user waits for it."""
+    """E2E = t_end − t_start: the whole request as the user waits for it."""
     if rec.t_end_ns is None:
         return None
-    return (rec.t_end_ns - rec.t_send_ns) / NS_PER_MS
+    return (rec.t_end_ns - start_ns(rec)) / NS_PER_MS
 
 
 def output_tps(rec: RequestRecord) -> float | None:

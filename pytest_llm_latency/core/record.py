@@ -43,6 +43,13 @@ class RequestRecord:
     t_connect_ns: int | None = None         # this request opened a new connection
     t_connected_ns: int | None = None
     reconnected: bool = False               # re-sent after a stale keep-alive connection failed
+    # agent sessions (core.tool_calls): (arrival ns, delta.tool_calls) in order, and the content
+    # text, kept only when the caller asks (``RecordBuilder(keep_output=True)``)
+    tool_deltas: list = field(default_factory=list)
+    content_parts: list[str] | None = None
+    # open loop: when the schedule said to send it (the load engine sets it); latency counts
+    # from here, so a client that sends late cannot hide the wait (coordinated omission)
+    t_scheduled_ns: int | None = None
 
     def __post_init__(self):
         if self.t_submit_ns is None:
@@ -95,7 +102,7 @@ class RecordBuilder:
     """
 
     def __init__(self, clock: Clock, *, expected_prompt_tokens: int | None = None,
-                 expected_output_tokens: int | None = None):
+                 expected_output_tokens: int | None = None, keep_output: bool = False):
         self.clock = clock
         # t_send starts as the hand-over time; a transport that reports when the request is
         # written on an open connection (``sent``) moves it there
@@ -103,6 +110,8 @@ class RecordBuilder:
                                     expected_output_tokens=expected_output_tokens)
         self._running: int | None = None
         self._exact = True
+        if keep_output:
+            self.record.content_parts = []
 
     def connect_started(self, t_ns: int) -> None:
         """The request needs a new connection: its TCP connect starts (a later connect,

@@ -55,6 +55,19 @@ def is_server_fault(kind: str, server_answered: bool) -> bool:
     return kind in UNREACHABLE_KINDS and server_answered
 
 
+#: rejected for what was asked, the same way every time: the run stops at the first (``client/load.py``)
+REJECTION_KINDS = frozenset({"context_length", "unknown_model", "no_model", "auth", "content_type"})
+
+
+def is_deterministic_rejection(kind: str) -> bool:
+    """A 4xx that every other request of the run would get too (context length, unknown model,
+    auth, a 400/404/422...): sending them would only cost time.  Not 408/429 (load)."""
+    if kind in REJECTION_KINDS:
+        return True
+    return kind.startswith("http_") and kind[5:].isdigit() and 400 <= int(kind[5:]) <= 499 \
+        and kind not in ("http_408", "http_429")
+
+
 @dataclass(frozen=True)
 class Failure:
     kind: str
@@ -109,6 +122,7 @@ class WorkloadResult:
     failed_checks: list[str] = field(default_factory=list)       # other gates that failed (roofline, error rate)
     notes: list[str] = field(default_factory=list)
     extra: dict = field(default_factory=dict)                     # roofline, server metrics, ...
+    causes: list[str] = field(default_factory=list)              # why a budget failed (core.why)
     prepared: bool = True  # False: prompt preparation failed, no sample was sent (``preparation_failed``)
     verdicts: list[BudgetVerdict] = field(default_factory=list)  # per budget, at a confidence (core.verdict)
     sequential: SequentialVerdicts | None = None  # samples: auto: the decisions taken while sampling
@@ -149,7 +163,7 @@ class WorkloadResult:
         raise AttributeError(name)
 
     def failure_message(self) -> str:
-        lines = [v.message for v in self.violations] + self.failed_checks + self.errors
+        lines = [v.message for v in self.violations] + self.failed_checks + self.causes + self.errors
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -211,6 +225,9 @@ def evaluate(workload: Workload, records: list[RequestRecord], failures: list[Fa
     for b in workload.budgets:
         if b.key == COLD_BUDGET:
             continue  # one request after an unload, judged by the runner (core.coldstart), not the samples
+        if b.is_fraction:
+            _judge_fraction(res, workload, b)
+            continue
         s = res.summaries.get(b.metric)
         if s is None:
             res.errors.append(f"{METRIC_LABEL[b.metric]} {b.stat}: no values to check the budget against "
@@ -229,6 +246,25 @@ def evaluate(workload: Workload, records: list[RequestRecord], failures: list[Fa
             res.violations.append(Violation(b, observed, s))
     _judge_error_rate(res, workload, faults, others, total)
     return res
+
+
+def _judge_fraction(res: WorkloadResult, workload: Workload, b: Budget) -> None:
+    """``goodput_min`` / ``fluidity_min``: a floor on a fraction of the run (``core.goodput``)."""
+    from .goodput import fluidity, goodput
+
+    if b.metric == "goodput":
+        g = goodput(res.records, len(res.failures), workload.budgets, 1.0)
+        observed = None if g is None else g.fraction
+        how = "" if g is None else f" ({g.good} of {g.total} requests met every per-request budget)"
+    else:
+        observed = fluidity(res.records, res.failures, workload)
+        how = " (mean over requests of the tokens that met their deadline)"
+    if observed is None:
+        res.errors.append(f"{b.metric}: no requests to compute it from")
+        return
+    res.extra[f"{b.metric}_fraction" if b.metric == "goodput" else "fluidity_index"] = round(observed, 4)
+    if observed < b.limit:
+        res.failed_checks.append(f"{b.metric} {observed:.3f} < budget {b.limit:g}{how}")
 
 
 def _judge_statistically(res: WorkloadResult, b: Budget, vals: list[float], s: Summary) -> None:
@@ -258,6 +294,7 @@ def verdict_text(v: BudgetVerdict, b: Budget) -> str:
 def rejudge(res: WorkloadResult, workload: Workload | None = None, *, server_failed: bool = False) -> WorkloadResult:
     """Judge ``res``'s requests again (other budgets, or knowing the server failed), keeping
     what was added after ``evaluate`` (notes, extra, gate results, preparation errors).
+    The causes of failed budgets are the caller's to add again (``core.why.explain``).
     A result whose preparation failed has no samples to apply budgets to: only its failure
     is judged again."""
     if not res.prepared:

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
+from .agent_spec import AGENT_BUDGET_KEYS, AGENT_CLASS, AGENT_KEYS, AgentSpec, make_agent
 from .coldstart import COLD_BUDGET, COLD_STARTS
 from .compare import parse_tolerances
 from .errors import ConfigError
@@ -27,8 +28,11 @@ _UNITS_MS = {"ms": 1.0, "s": 1000.0, "sec": 1000.0, "us": 1e-3, "µs": 1e-3, "ns
 _AMBIGUOUS_UNITS = {"m": "did you mean 'ms' or 'min'?"}
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zµ]*)\s*$")
 
+#: floors on fractions of the run (``core.goodput``): requests meeting every per-request budget,
+#: and tokens meeting their deadline (Etalon's fluidity index)
+FRACTION_BUDGETS = ("goodput_min", "fluidity_min")
 # cold_ttft_max: the first request after an unload (core.coldstart), judged apart from the samples
-BUDGET_KEYS = tuple(f"{m}_{s}" for m in METRICS for s in STATS) + ("output_tps_min", COLD_BUDGET)
+BUDGET_KEYS = tuple(f"{m}_{s}" for m in METRICS for s in STATS) + ("output_tps_min", COLD_BUDGET) + FRACTION_BUDGETS
 
 
 def did_you_mean(word: str, choices) -> str:
@@ -78,18 +82,22 @@ def parse_positive_number(value: Any, where: str) -> float:
 @dataclass(frozen=True)
 class Budget:
     key: str          # e.g. "ttft_p95"
-    metric: str       # ttft | ttfo | tpot | itl | e2e | output_tps
+    metric: str       # ttft | ttfo | tpot | itl | e2e | output_tps | goodput | fluidity
     stat: str         # mean | p50 | ... | max | min
-    limit: float      # ms, or tok/s for output_tps
+    limit: float      # ms, tok/s for output_tps, a fraction for goodput and fluidity
     source: str = ""  # where it was set
 
     @property
     def is_floor(self) -> bool:
-        return self.metric == "output_tps"
+        return self.metric in ("output_tps", "goodput", "fluidity")
+
+    @property
+    def is_fraction(self) -> bool:
+        return self.metric in ("goodput", "fluidity")
 
     @property
     def unit(self) -> str:
-        return "tok/s" if self.is_floor else "ms"
+        return "" if self.is_fraction else "tok/s" if self.is_floor else "ms"
 
 
 _PERCENTILE_KEY = re.compile(r"^([a-z0-9]+)_p([0-9]+(?:\.[0-9]+)?)$")
@@ -103,12 +111,67 @@ def parse_budget(key: str, value: Any, where: str) -> Budget:
                    f"{', '.join(STATS)}, e.g. {m.group(1)}_p95")
         else:
             why = (f" -- budgets are <metric>_<stat> with metric in {', '.join(METRICS)} and stat in "
-                   f"{', '.join(STATS)}, or output_tps_min")
+                   f"{', '.join(STATS)}, or output_tps_min, goodput_min, fluidity_min")
         raise ConfigError(f"{where}: unknown budget {key!r}{did_you_mean(key, BUDGET_KEYS)}{why}")
     if key == "output_tps_min":
         return Budget(key, "output_tps", "min", parse_positive_number(value, where), where)
+    if key in FRACTION_BUDGETS:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+            raise ConfigError(f"{where}: {key} is a fraction of the run in (0, 1], e.g. 0.95, got {value!r}")
+        return Budget(key, key[:-4], "min", float(value), where)
     metric, stat = key.rsplit("_", 1) if key == COLD_BUDGET else key.split("_", 1)
     return Budget(key, metric, stat, parse_duration_ms(value, where), where)
+
+
+@dataclass(frozen=True)
+class Load:
+    """How the load is offered (``client/load.py``).  ``rate`` set: open loop, requests due on a
+    seeded ``arrival`` schedule; else closed loop at ``concurrency`` with ``ramp_up_s`` to reach
+    it.  Bounded by the workload's ``samples`` (``requests:``) and/or ``duration_s``."""
+
+    rate: float | None = None         # requests/s (open loop)
+    arrival: str = "poisson"          # poisson | gamma | constant
+    burstiness: float = 1.0           # gamma shape
+    duration_s: float | None = None   # stop sending after this long
+    ramp_up_s: float = 0.0            # closed loop: workers start spread over this time
+
+    @property
+    def open_loop(self) -> bool:
+        return self.rate is not None
+
+
+#: the request cap of a ``duration:``-bounded run without ``requests:``
+DURATION_MAX_REQUESTS = 1000
+LOAD_KEYS = ("rate", "arrival", "burstiness", "requests", "duration", "ramp_up", "sweep")
+
+
+def make_load(spec: Mapping[str, Any], where) -> "Load | None":
+    """The load keys of a workload spec (None when none is given)."""
+    from .schedule import ARRIVALS
+
+    if not any(k in spec for k in ("rate", "arrival", "burstiness", "duration", "ramp_up")):
+        return None
+    rate = spec.get("rate")
+    if rate is not None:
+        rate = parse_positive_number(rate, where(("rate",)))
+    arrival = spec.get("arrival", "poisson")
+    if arrival not in ARRIVALS:
+        raise ConfigError(f"{where(('arrival',))}: unknown arrival {arrival!r}{did_you_mean(arrival, ARRIVALS)} -- "
+                          f"use one of {', '.join(ARRIVALS)}")
+    if rate is None and ("arrival" in spec or "burstiness" in spec):
+        raise ConfigError(f"{where(('arrival',))}: arrival/burstiness shape an open loop: set rate (requests/s)")
+    burst = parse_positive_number(spec.get("burstiness", 1.0), where(("burstiness",)))
+    if "burstiness" in spec and arrival != "gamma":
+        raise ConfigError(f"{where(('burstiness',))}: burstiness is the shape of arrival: gamma; "
+                          f"set arrival: gamma (got {arrival!r})")
+    duration = spec.get("duration")
+    duration_s = None if duration is None else parse_duration_ms(duration, where(("duration",))) / 1000.0
+    ramp = spec.get("ramp_up")
+    ramp_s = 0.0 if ramp in (None, 0) else parse_duration_ms(ramp, where(("ramp_up",))) / 1000.0
+    if rate is not None and ramp_s:
+        raise ConfigError(f"{where(('ramp_up',))}: ramp_up is for a closed loop (concurrency); "
+                          f"an open loop (rate) has no ramp")
+    return Load(rate=rate, arrival=arrival, burstiness=burst, duration_s=duration_s, ramp_up_s=ramp_s)
 
 
 @dataclass(frozen=True)
@@ -125,6 +188,8 @@ class Workload:
     max_error_rate: float = 0.0
     budgets: tuple[Budget, ...] = ()
     roofline: Mapping[str, Any] | None = field(default=None, compare=False)
+    load: Load | None = None          # open loop / closed-loop timing (None: the plain closed loop)
+    sweep: Any = None                 # core.rate_sweep.SweepSpec: find the highest rate meeting the SLO
     cold_starts: str = "exclude"      # what a cold-start sample does: exclude | include | fail (core.coldstart)
     # prefill roofline (issue 19): prompt lengths swept at concurrency 1, and its budgets
     prompt_sweep: tuple[int, ...] = ()
@@ -135,6 +200,7 @@ class Workload:
     inconclusive: str = "fail"
     sequential: bool = False
     min_samples: int = 10
+    agent: AgentSpec | None = None    # multi-turn tool-calling sessions (issue 15, core.agent_spec)
     # deploy gate (core.compare): per-workload regression tolerances {ttft_p95: 0.1} (YAML/marker ``regression:``)
     regression: Mapping[str, float] | None = field(default=None, compare=False)
     baseline_target: Any = field(default=None, compare=False)  # A/B in one run: a URL or {url|command: ...}
@@ -166,6 +232,11 @@ BUILTIN_CLASSES: dict[str, WorkloadClass] = {
         "agent", 2048, 32, {"tpot_p95": "30ms", "e2e_p95": "2s", "ttft_p95": "1s"}, system_prompt_tokens=1984,
         why="A tool call is short (32 tokens) and blocks the agent loop, so the whole call counts: "
             "E2E = TTFT + 31 x TPOT <= 1 s + 0.93 s fits the 2 s budget; TPOT comes first."),
+    AGENT_CLASS: WorkloadClass(
+        AGENT_CLASS, 2048, 32, {"turn_ttft_p95": "1s", "session_e2e_p95": "8s", "prefix_reuse_min": 0.9},
+        why="A 5-step agent task: each turn re-sends a transcript that only grows, so each turn's TTFT is "
+            "cheap only if the server reuses the previous turn's prefix (>= 90% of turn-2+ prompt tokens); "
+            "the task's model time (5 x E2E, tool pauses excluded) fits 8 s."),
     "long_summarization": WorkloadClass(
         "long_summarization", 6000, 512, {"tpot_p95": "60ms", "ttft_p95": "5s"},
         why="A 6000-token document prefills for seconds; decode dominates the total: "
@@ -176,7 +247,7 @@ WORKLOAD_KEYS = ("class", "prompt_tokens", "output_tokens", "samples", "warmup",
                  "shared_prefix_tokens", "concurrency", "max_error_rate", "slo", "roofline", "cold_starts",
                  "prompt_sweep",
                  "confidence", "inconclusive", "min_samples", "max_samples", "regression",
-                 "baseline_target")
+                 "baseline_target") + AGENT_KEYS + LOAD_KEYS
 INCONCLUSIVE = ("fail", "warn", "pass")
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_MAX_SAMPLES = 200
@@ -232,7 +303,7 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
         if key not in WORKLOAD_KEYS:
             raise ConfigError(f"{where((key,))}: unknown key {key!r}{did_you_mean(key, WORKLOAD_KEYS)} -- "
                               f"allowed: {', '.join(WORKLOAD_KEYS)}")
-    klass_name = spec.get("class", name if name in BUILTIN_CLASSES else "custom")
+    klass_name = spec.get("class", name if name in BUILTIN_CLASSES else AGENT_CLASS if "steps" in spec else "custom")
     if not isinstance(klass_name, str):
         raise ConfigError(f"{where(('class',))}: expected a class name ({', '.join(BUILTIN_CLASSES)} or custom), "
                           f"got {type(klass_name).__name__} {klass_name!r}")
@@ -250,9 +321,12 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     get = lambda k, d: spec.get(k, d)  # noqa: E731
     prompt = _int(get("prompt_tokens", base.prompt_tokens if base else None), where(("prompt_tokens",)), 1)
     output = _int(get("output_tokens", base.output_tokens if base else None), where(("output_tokens",)), 1)
-    samples = get("samples", 20)
+    if "requests" in spec and "samples" in spec:
+        raise ConfigError(f"{where(('requests',))}: requests and samples are the same bound: set one")
+    bound_key = "requests" if "requests" in spec else "samples"
+    samples = spec.get(bound_key, 20)
     if samples != "auto":
-        samples = _int(samples, where(("samples",)), 1)
+        samples = _int(samples, where((bound_key,)), 1)
     warmup = _int(get("warmup", 2), where(("warmup",)), 0)
     default_system = 0
     if base and base.system_prompt_tokens:  # keep the class's system share when prompt_tokens is overridden
@@ -274,7 +348,11 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
         raise ConfigError(f"{where(('slo',))}: expected a mapping of budgets like {{ttft_p95: 500ms}}, "
                           f"got {type(slo).__name__}")
     prefill_slo = {}
+    agent_slo = {k: budgets_spec.pop(k) for k in list(budgets_spec) if k in AGENT_BUDGET_KEYS}
     for k, v in (slo or {}).items():  # a class default can be dropped with `key: null`
+        if k in AGENT_BUDGET_KEYS:
+            agent_slo[k] = (v, where(("slo", k)))
+            continue
         if k in PREFILL_SLO_KEYS:
             if v is not None:
                 prefill_slo[k] = (parse_prefill_slo(k, v, where(("slo", k))), where(("slo", k)))
@@ -291,13 +369,48 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     if cold not in COLD_STARTS:
         raise ConfigError(f"{where(('cold_starts',))}: expected one of {', '.join(COLD_STARTS)}, got {cold!r}"
                           f"{did_you_mean(cold, COLD_STARTS) if isinstance(cold, str) else ''}")
+    rate_sweep = None
+    if "sweep" in spec:
+        from .rate_sweep import make_sweep
+
+        rate_sweep = make_sweep(spec["sweep"], where(("sweep",)))
+        if "rate" in spec or "concurrency" in spec or sweep:
+            clash = "rate" if "rate" in spec else "concurrency" if "concurrency" in spec else "prompt_sweep"
+            raise ConfigError(f"{where(('sweep',))}: a sweep chooses the rate itself (an open loop): drop {clash}")
+        spec = {**spec, "rate": rate_sweep.rate_min}
+    load = make_load(spec, where)
+    if load is not None and load.duration_s and "samples" not in spec and "requests" not in spec:
+        samples = DURATION_MAX_REQUESTS  # bounded by the duration (and this cap)
+    if load is not None and samples == "auto":
+        raise ConfigError(f"{where(('samples',))}: samples: auto sends rounds at the workload's concurrency until "
+                          f"every budget is decided; it does not combine with rate/duration/ramp_up/sweep -- "
+                          f"give requests: N (or samples: N) for a load run")
     w = Workload(name=name, klass=klass_name, prompt_tokens=prompt, output_tokens=output, samples=20,
                  warmup=warmup, system_prompt_tokens=system, shared_prefix_tokens=shared, concurrency=conc,
                  max_error_rate=float(rate), budgets=budgets, roofline=roof, cold_starts=cold,
-                 prompt_sweep=sweep, prefill_slo=prefill_slo,
+                 prompt_sweep=sweep, prefill_slo=prefill_slo, load=load, sweep=rate_sweep,
+                 agent=make_agent(klass_name, spec, agent_slo, where, parse_duration_ms),
                  regression=parse_tolerances(get("regression", None), where(("regression",))) or None,
                  baseline_target=get("baseline_target", None))
-    return with_statistics(w, spec, where, samples)
+    if samples == "auto" and (w.prompt_sweep or w.agent is not None):
+        raise ConfigError(f"{where(('samples',))}: samples: auto decides percentile budgets one request at a "
+                          f"time; a {'prompt_sweep' if w.prompt_sweep else 'agent session'} workload is judged on "
+                          f"its {'fit' if w.prompt_sweep else 'sessions'}: give a number of samples")
+    if "requests" in spec:  # with_statistics reads samples: from spec
+        spec = {k: v for k, v in spec.items() if k != "requests"}
+    w = with_statistics(w, spec, where, samples)
+    check_fraction_budgets(w, where(("slo",)))
+    return w
+
+
+def check_fraction_budgets(w: Workload, where: str) -> None:
+    """fluidity needs a first-token deadline and a per-token deadline."""
+    keys = w.budget_map()
+    if "fluidity_min" in keys:
+        has = lambda metric: any(b.metric == metric for b in w.budgets)  # noqa: E731
+        if not has("ttft") or not (has("tpot") or has("itl")):
+            raise ConfigError(f"{where}: fluidity_min needs a TTFT budget (the first token's deadline) and a "
+                              f"TPOT or ITL budget (each later token's), e.g. ttft_p95: 500ms, tpot_p95: 50ms")
 
 
 def with_statistics(w: Workload, spec: Mapping[str, Any], where, samples: Any = None) -> Workload:
@@ -306,6 +419,8 @@ def with_statistics(w: Workload, spec: Mapping[str, Any], where, samples: Any = 
     0.95 with ``samples: auto`` and to None (the point estimate) with fixed samples;
     ``confidence: null`` (or ``"null"``) asks for the point estimate."""
     samples = spec.get("samples", w.samples if not w.sequential else "auto") if samples is None else samples
+    if samples == "auto" and (w.prompt_sweep or w.agent is not None):
+        samples = w.samples  # a run-wide ``auto`` (CLI, env, ini): sweeps and sessions keep their own count
     auto = samples == "auto"
     if not auto:
         samples = _int(samples, where(("samples",)), 1)
@@ -375,6 +490,16 @@ def check_min_samples(w: Workload, where: str, samples: Any = None) -> None:
 def with_budgets(w: Workload, extra: Mapping[str, Any], where: str) -> Workload:
     """Return ``w`` with budgets from ``extra`` replacing same-key ones (marker > file)."""
     merged = w.budget_map()
+    agent = w.agent.budget_map() if w.agent else {}
     for k, v in extra.items():
+        if k in AGENT_BUDGET_KEYS:
+            if w.agent is None:
+                raise ConfigError(f"{where} {k}: an agent-session budget needs a session workload "
+                                  f"(steps: K or class: {AGENT_CLASS})")
+            from .agent_spec import parse_agent_budget
+
+            agent[k] = parse_agent_budget(k, v, f"{where} {k}", parse_duration_ms)
+            continue
         merged[k] = parse_budget(k, v, f"{where} {k}")
+    w = replace(w, agent=replace(w.agent, budgets=tuple(agent.values()))) if w.agent else w
     return replace(w, budgets=tuple(merged.values()))

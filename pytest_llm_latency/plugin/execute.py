@@ -66,18 +66,31 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
             measure = runner.measure
             if workload.prompt_sweep:
                 from ..client.sweep import measure_sweep as measure
+            elif workload.agent is not None:  # multi-turn tool-calling sessions (issue 15)
+                from ..client.agent_session import measure_sessions as measure
+            salt = sess.salt_context(item.nodeid, workload.name)
+
+            def measure_at(w: Workload) -> WorkloadResult:  # a rate-sweep step: prompts of its own
+                return measure(client, w, seed=sess.settings.get("seed"), nonce=sess.nonce or None,
+                               salt_context=salt if w is workload else f"{salt}|rate={w.load.rate!r}",
+                               progress=progress)
             if workload.baseline_target is not None:  # A/B in one run, interleaved (plugin/ab.py)
                 res = _measure_ab(item, sess, spec, client, workload, measure, progress)
+            elif workload.sweep is not None:
+                from ..client.rate_sweep import run_sweep
+
+                res = run_sweep(measure_at, workload)[0]
             else:
-                res = measure(client, workload, seed=sess.settings.get("seed"), nonce=sess.nonce or None,
-                              salt_context=sess.salt_context(item.nodeid, workload.name), progress=progress)
+                res = measure_at(workload)
             if waited_for is not None:
                 res.extra.update(measure_start_ns=t0, measure_end_ns=time.time_ns())
             server = sess.server_for(spec)
             if server is not None and hasattr(server, "check_alive") and res.failures:
                 died = _died(server)
                 if died:  # the server failed: a fail (its refused requests are server faults), cause named
+                    causes = res.causes
                     res = rejudge(res, server_failed=True)
+                    res.causes = causes
                     res.failed_checks.append(sess.redactor()(f"the managed server died during the test: {died}"))
             # inside the lock: a local-cpu bandwidth probe saturates memory bandwidth, so it must
             # not overlap another worker's measurement either

@@ -18,11 +18,12 @@ import pytest
 from ..core.errors import ConfigError
 from .execute import config_failure
 from ..core.result import WorkloadResult, rejudge
+from ..core.agent_spec import AGENT_BUDGET_KEYS
 from ..core.workload import BUDGET_KEYS, PREFILL_SLO_KEYS, WORKLOAD_KEYS, make_workload, with_budgets
 
 TARGET_KW = ("url", "api", "model")
 ROOFLINE_KW = ("min_decode_efficiency", "hardware", "min_prefill_efficiency")
-SLO_KW = BUDGET_KEYS + tuple(k for k in PREFILL_SLO_KEYS if k not in ROOFLINE_KW)  # into the workload's slo
+SLO_KW = BUDGET_KEYS + tuple(k for k in PREFILL_SLO_KEYS if k not in ROOFLINE_KW) + AGENT_BUDGET_KEYS  # into slo
 MARKER_KW = ("workload",) + WORKLOAD_KEYS + SLO_KW + TARGET_KW + ROOFLINE_KW
 MARKER_SIGNATURE = ("llm_slo(workload='chat', *, ttft_p95=..., tpot_p95=..., e2e_p95=..., itl_p99=..., "
                     "output_tps_min=..., samples=20, prompt_tokens=..., output_tokens=..., concurrency=1, "
@@ -46,12 +47,19 @@ class MeasuredResult:
     def check(self, **budgets: Any) -> "MeasuredResult":
         try:
             w = with_budgets(self._res.workload, budgets, "check()") if budgets else self._res.workload
+            agent_keys = [k for k in budgets if k in AGENT_BUDGET_KEYS]
+            if agent_keys:  # judged on the sessions while they run (client.agent_session)
+                raise ConfigError(f"check({agent_keys[0]}=...): agent-session budgets are judged on the sessions as "
+                                  f"they run: pass {agent_keys[0]} to measure() or the marker")
             if "cold_ttft_max" in budgets and self._res.workload.cold_budget is None:
                 raise ConfigError("check(cold_ttft_max=...): the cold start is measured while the workload runs "
                                   "(the model is unloaded first): pass cold_ttft_max to measure() or the marker")
         except ConfigError as exc:
             config_failure(exc)
         judged = rejudge(self._res, w)
+        from ..core.why import explain
+
+        explain(judged)  # the causes, for these budgets
         self._res = judged
         self.checked = True
         from .execute import outcome

@@ -57,7 +57,9 @@ PROBE = """JSON.stringify({
       const series = [...svg.querySelectorAll('g.series')];
       return {kind: svg.getAttribute('class').split(' ')[1], declared: +svg.dataset.series,
               drawn: series.length, w: box.width, h: box.height, elements: svg.querySelectorAll('*').length,
-              visible: series.map(g => { const b = g.getBBox(); return b.width > 0 && b.height > 0; })};
+              // a server gauge constant over the run (queue depth 0) is a horizontal line: no height
+              visible: series.map(g => { const b = g.getBBox();
+                return b.width > 0 && (b.height > 0 || g.querySelector('polyline, path, line') !== null); })};
     })}))})"""
 
 
@@ -121,22 +123,26 @@ def test_report_of_a_real_run_in_chromium(pytester, chromium):
             assert c["w"] > 300 and c["h"] > 80 and c["elements"] >= 4, (t["title"], c)
             assert all(c["visible"]), (t["title"], c)            # each series has painted geometry
     by_id = {r["nodeid"]: r for r in results}
+    # the reference target has /metrics: the timeline adds its queue depth, running requests and KV usage
     assert expected_series(by_id["test_gate.py::test_agent_gate"]) == [
-        ("cdf", 1), ("cdf", 1), ("cdf", 1), ("timeline", 1), ("roofline", 1)]  # the gate's bar is drawn
+        ("cdf", 1), ("cdf", 1), ("cdf", 1), ("timeline", 4), ("roofline", 1)]  # the gate's bar is drawn
     assert expected_series(by_id["test_gate.py::test_chat_stops_early"]) == [
-        ("cdf", 1), ("cdf", 0), ("cdf", 0), ("timeline", 1), ("roofline", 0)]  # short outputs: TTFT only
+        ("cdf", 1), ("cdf", 0), ("cdf", 0), ("timeline", 4), ("roofline", 0)]  # short outputs: TTFT only
     for nodeid in ("agent.slo.yaml::agent", "chat.slo.yaml::chat",
                    "long_summarization.slo.yaml::long_summarization"):
-        assert [n for _, n in expected_series(by_id[nodeid])] == [1, 1, 1, 1, 0]
+        assert [n for _, n in expected_series(by_id[nodeid])] == [1, 1, 1, 4, 0]
     print(f"report: {size} bytes, loaded in {load_ms:.0f} ms, page height {page['height']} px")
 
 
 def expected_series(r: dict) -> list[tuple[str, int]]:
     """From the results file, independently of the page: a curve per metric with CDF points,
-    the requests row when any request has a send time, a bar when the roofline was evaluated."""
+    the requests row when any request has a send time, plus a line per server gauge in
+    ``metrics_timeline`` (queue depth, running requests, KV usage: one name each), a bar when
+    the roofline was evaluated."""
     cdf = r.get("cdf") or {}
     out = [("cdf", 1 if (cdf.get(k) or {}).get("points") else 0) for k in ("ttft_ms", "tpot_ms", "itl_ms")]
     timed = any(q.get("send_ms") is not None for q in r.get("requests") or [])
-    out.append(("timeline", 1 if timed else 0))
+    gauges = sum(1 for points in (r.get("metrics_timeline") or {}).values() if points)
+    out.append(("timeline", (1 if timed else 0) + gauges))
     out.append(("roofline", 1 if (r.get("extra") or {}).get("ceiling_tok_s") else 0))
     return out

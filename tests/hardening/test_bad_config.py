@@ -83,7 +83,7 @@ YAML_CASES = [
     ("unknown-class", URL + WL + "    class: chatt\n", "class: chatt", "workloads.chat.class",
      r"unknown workload class 'chatt'; did you mean 'chat'\?"),
     ("class-is-a-list", URL + WL + "    class: [chat]\n", "class:", "workloads.chat.class",
-     r"expected a class name \(chat, agent, long_summarization or custom\)"),
+     r"expected a class name \(chat, agent, agent_session, long_summarization or custom\)"),
     ("custom-without-prompt-tokens", URL + "workloads:\n  summarize:\n    output_tokens: 64\n", "summarize:",
      "workloads.summarize", r"set prompt_tokens and output_tokens, or class: one of chat"),
     ("samples-zero", URL + WL + "    samples: 0\n", "samples:", "workloads.chat.samples",

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "example_slos"
-FAST = "reference://h100-sxm/llama-3.1-8b?time_scale=0"
+FAST = "reference://h100-sxm/llama-3.1-8b?time_scale=0&prefix_caching=1"  # as example_slos/pytest.ini
 
 
 @pytest.fixture
@@ -33,14 +33,16 @@ def test_enough_samples_run_every_example(examples):
                                       "--llm-latency-samples", "25", "--llm-latency-json=r.json", timeout=300)
     # time_scale=0 models no prefill time: the sweep's TTFT barely grows with the prompt, far above
     # the compute ceiling (or not at all), which can never pass: an error that says so
-    r.assert_outcomes(passed=3, errors=1)
+    r.assert_outcomes(passed=4, errors=1)
     out = r.stdout.str()
     assert "prefill roofline configuration error" in out or "TTFT does not grow with prompt length" in out
     import json
 
     results = [res for res in json.loads((examples.path / "r.json").read_text())["results"]
                if res["workload"] != "prefill"]
-    assert {res["n"] for res in results} == {25}
+    # samples are sessions in agent_session.slo.yaml: 25 sessions of 5 turns are 125 requests
+    assert {res["workload"]: res["n"] for res in results} == {"chat": 25, "agent": 25, "long_summarization": 25,
+                                                              "agent_session": 125}
     for res in results:  # every documented statistic reaches the JSON (rebuilt from JUnit properties)
         assert set(res["ttft_ms"]) == {"mean", "p50", "p90", "p95", "p99", "max", "min", "n", "censored"}
         assert res["ttft_ms"]["min"] <= res["ttft_ms"]["p50"] <= res["ttft_ms"]["max"]

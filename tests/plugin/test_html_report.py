@@ -27,7 +27,8 @@ def test_html_from_cli_env_or_ini(pytester, monkeypatch, how):
     r = pytester.runpytest_subprocess(*args, timeout=120)
     r.assert_outcomes(passed=1)
     html = (pytester.path / "out" / "report.html").read_text()
-    assert series_counts(html) == [1, 1, 1, 1, 0]              # TTFT, TPOT, ITL, timeline; no roofline asked
+    # TTFT, TPOT, ITL, timeline (requests + the reference target's queue, running, KV gauges); no roofline asked
+    assert series_counts(html) == [1, 1, 1, 4, 0]
     result = json.loads((pytester.path / "r.json").read_text())["results"][0]
     assert [q["status"] for q in result["requests"]] == ["ok"] * 5
     assert result["cdf"]["ttft_ms"]["n"] == 5 and len(result["cdf"]["ttft_ms"]["points"]) == 5

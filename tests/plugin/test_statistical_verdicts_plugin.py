@@ -17,9 +17,11 @@ REFERENCE = "reference://h100-sxm/llama-3.1-8b?time_scale=0.1"
 
 
 def test_samples_auto_decides_every_example_budget_and_reports_bounds_and_counts(pytester):
-    # prefill.slo.yaml has no percentile budgets (it judges a prompt-length sweep's fit against
-    # the compute ceiling, which a time-scaled reference target exceeds by design): left out
-    latency_examples = [f for f in EXAMPLES.glob("*.slo.yaml") if f.name != "prefill.slo.yaml"]
+    # prefill.slo.yaml judges a prompt-length sweep's fit against the compute ceiling (which a
+    # time-scaled reference target exceeds by design) and agent_session.slo.yaml its sessions:
+    # a run-wide ``auto`` leaves both at their own sample counts (tested below); left out here
+    latency_examples = [f for f in EXAMPLES.glob("*.slo.yaml")
+                        if f.name not in ("prefill.slo.yaml", "agent_session.slo.yaml")]
     assert len(latency_examples) == 3
     for f in latency_examples:
         shutil.copy(f, pytester.path / f.name)
@@ -96,3 +98,19 @@ def test_bad_confidence_is_a_usage_error_naming_its_source(pytester):
     r = run(pytester, Script(ttft_ms=100, tpot_ms=10), "--llm-latency-confidence", "1.5")
     assert r.ret != 0
     assert "--llm-latency-confidence: '1.5' is not valid for confidence" in r.stdout.str() + r.stderr.str()
+
+
+def test_a_run_wide_auto_leaves_sessions_and_sweeps_their_count_and_an_explicit_one_is_refused(pytester):
+    from pytest_llm_latency.core.errors import ConfigError
+    from pytest_llm_latency.core.workload import make_workload, with_statistics
+
+    session = make_workload("s", {"class": "agent_session", "prompt_tokens": 256, "output_tokens": 8,
+                                  "steps": 2, "samples": 3})
+    sweep = make_workload("p", {"prompt_sweep": [64, 128], "samples": 2})
+    for w, n in ((session, 3), (sweep, 2)):
+        got = with_statistics(w, {}, lambda p: "CLI", "auto")  # --llm-latency-samples auto
+        assert (got.samples, got.sequential, got.confidence) == (n, False, None)
+        spec = ({"class": "agent_session", "prompt_tokens": 256, "output_tokens": 8, "steps": 2}
+                if w is session else {"prompt_sweep": [64, 128]})
+        with pytest.raises(ConfigError, match="samples: auto decides percentile budgets"):
+            make_workload("x", {**spec, "samples": "auto"}, where=lambda p: "f.slo.yaml " + ".".join(p))

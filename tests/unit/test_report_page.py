@@ -211,3 +211,18 @@ def test_a_prompt_sweep_shows_the_terminals_prefill_line_and_a_malformed_one_non
     assert "Prefill roofline" in html and line.replace("&", "&amp;") in html
     r["prefill"] = {"tok_s": "fast"}            # malformed: no prefill block, and no crash
     assert "Prefill roofline" not in render(doc_of(r))
+
+
+def test_an_agent_session_shows_the_terminals_agent_line_and_a_malformed_one_none():
+    r = result_dict(evaluate(wl(ttft_p95=1000), [rec(0.0), rec(200.0)], []), "t.py::test_agent")
+    r["extra"] = {**(r.get("extra") or {}), "agent_sessions": 4, "agent_steps": 3, "agent_prefix_reuse": 0.931,
+                  "agent_turn2_reuse": 0.94, "agent_turn3_reuse": 0.92, "agent_turn_ttft_ms_p95": 67.5,
+                  "agent_session_e2e_ms_p95": 629.8}
+    from pytest_llm_latency.plugin.report.terminal import agent_lines
+    (line,) = [ln.split(": ", 1)[1] for ln in agent_lines([r])[1:]]
+    assert line == ("4 sessions x 3 turns, prefix reuse 93% (t2 94%, t3 92%); turn TTFT p95 67.5 ms, "
+                    "session model time p95 629.8 ms")
+    html = render(doc_of(r))
+    assert "Agent sessions" in html and line in html
+    r["extra"]["agent_prefix_reuse"] = "most"  # malformed: no agent block, and no crash
+    assert "Agent sessions" not in render(doc_of(r))

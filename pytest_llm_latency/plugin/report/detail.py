@@ -84,5 +84,10 @@ def cdf_samples(res: WorkloadResult, points: int = CDF_POINTS) -> dict[str, dict
 
 
 def detail(res: WorkloadResult) -> dict:
-    """What the JSON and HTML keep beyond the flat properties, for one result."""
-    return {"requests": request_rows(res), "cdf": cdf_samples(res)}
+    """What the JSON and HTML keep beyond the flat properties, for one result (with the
+    server's gauges over the run, ``metrics_timeline``, where ``/metrics`` was scraped)."""
+    out = {"requests": request_rows(res), "cdf": cdf_samples(res)}
+    timeline = res.extra.get("metrics_timeline")
+    if isinstance(timeline, dict) and timeline:
+        out["metrics_timeline"] = timeline
+    return out

@@ -20,7 +20,7 @@ from ...core.redact import redact_url
 from ...core.stats import PERCENTILES
 from .charts import (BudgetLine, CdfSeries, Decode, Mark, MetricSeries, RequestSpan, cdf_chart, roofline_chart,
                      timeline_chart)
-from .terminal import COLUMNS, LEGEND, messages, prefill_lines, row, verdict_label
+from .terminal import COLUMNS, LEGEND, agent_lines, messages, prefill_lines, row, verdict_label
 
 CDF_METRICS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"))
 #: gauges drawn on the timeline, first name found wins (vLLM, older vLLM, SGLang, llama.cpp, TGI)
@@ -212,7 +212,11 @@ def test_view(r: dict, i: int) -> dict:
         prefill = [line.strip().split(": ", 1)[-1] for line in prefill_lines([r])[1:]]
     except (KeyError, TypeError, ValueError):  # a malformed prefill object: show none rather than fail
         prefill = []
-    return {"prefill_text": prefill, "anchor": f"test-{i}", "nodeid": str(r.get("nodeid")), "verdict": str(r.get("verdict", "?")),
+    try:  # the terminal's agent-session line (prefix reuse per turn, session figures), word for word
+        agent = [line.strip().split(": ", 1)[-1] for line in agent_lines([r])[1:]]
+    except (KeyError, TypeError, ValueError):
+        agent = []
+    return {"prefill_text": prefill, "agent_text": agent, "anchor": f"test-{i}", "nodeid": str(r.get("nodeid")), "verdict": str(r.get("verdict", "?")),
             "verdict_label": verdict_label(r), "messages": messages(r), "facts": facts,
             "cdfs": cdf_charts(r), "timeline": timeline(r), "roofline": roof_svg, "roofline_text": roof_text}
 

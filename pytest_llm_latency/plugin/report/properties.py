@@ -53,12 +53,16 @@ def flatten(res: WorkloadResult, nodeid: str) -> list[tuple[str, Any]]:
             if value is not None:
                 props.append((f"llm.bound.{v.key}.{name}", round(value, 4) if isinstance(value, float)
                               and math.isfinite(value) else value))
+    for b in (w.agent.budgets if w.agent else ()):  # agent sessions (core.agent_spec)
+        props.append((f"llm.budget.{b.key}" if b.is_floor else f"llm.budget.{b.key}_ms", b.limit))
     for i, v in enumerate(res.violations, 1):
         props.append((f"llm.violation.{i}", v.message))
     for i, e in enumerate(res.errors, 1):
         props.append((f"llm.error.{i}", e))
     for i, c in enumerate(res.failed_checks, 1):
         props.append((f"llm.check.{i}", c))
+    for i, cause in enumerate(res.causes, 1):
+        props.append((f"llm.cause.{i}", cause))
     for i, note in enumerate(res.notes, 1):
         props.append((f"llm.notes.{i}", note))
     for kind, count in sorted(failure_kinds(res.failures).items()):
@@ -95,6 +99,7 @@ def unflatten(props: Iterable[tuple[str, Any]]) -> dict | None:
     out["violations"] += [flat[k] for k in sorted((k for k in flat if k.startswith("check.")),
                                                   key=lambda k: int(k.split(".")[1]))]
     out["notes"] = _numbered(flat, "notes.")
+    out["causes"] = _numbered(flat, "cause.")
     out["failures"] = {k[len("failures."):]: v for k, v in flat.items() if k.startswith("failures.")}
     out["short_outputs"] = flat.get("short_outputs", 0)
     out["failed_requests"] = flat.get("failed_requests", 0)

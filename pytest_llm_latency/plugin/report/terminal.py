@@ -41,8 +41,9 @@ def row(r: dict) -> tuple[str, ...]:
 
 def messages(r: dict) -> list[tuple[str, str]]:
     """What the summary says about one result, in its words and order: violations (and failed
-    gates), then errors, then notes, each as ``(kind, text)``."""
+    gates) with their likely causes, then errors, then notes, each as ``(kind, text)``."""
     return ([("violation", str(v)) for v in r.get("violations") or []] +
+            [("violation", str(c)) for c in r.get("causes") or []] +
             [("error", str(e)) for e in r.get("errors") or []] +
             [("note", str(n)) for n in r.get("notes") or []])
 
@@ -62,6 +63,7 @@ def summary_lines(results: list[dict]) -> list[str]:
             if kind != "note":
                 lines.append(f"  {r.get('nodeid')}: {text}")
     lines += prefill_lines(results)
+    lines += agent_lines(results)
     noted = [r for r in results if r.get("notes")]
     if noted:
         lines.append("notes (*):")
@@ -138,3 +140,22 @@ def prefill_lines(results: list[dict]) -> list[str]:
                      f"{p['overhead_ms']:.1f} ms (residuals median {p.get('residual_mad_ms', 0):.2f} ms){mfu}{server}, "
                      f"TTFT {p['linearity']}")
     return ["prefill roofline (TTFT = overhead + n / tok/s):"] + lines if lines else []
+
+
+def agent_lines(results: list[dict]) -> list[str]:
+    """One line per agent-session result: reuse per turn and the session figures (JSON ``extra``)."""
+    lines = []
+    for r in results:
+        x = r.get("extra") or {}
+        if "agent_sessions" not in x:
+            continue
+        turns = [k for k in range(2, int(x.get("agent_steps") or 0) + 1) if f"agent_turn{k}_reuse" in x]
+        per_turn = ", ".join(f"t{k} {x[f'agent_turn{k}_reuse']:.0%}" for k in turns)
+        reuse = (f"prefix reuse {x['agent_prefix_reuse']:.0%} ({per_turn or x.get('agent_prefix_reuse_source')})"
+                 if x.get("agent_prefix_reuse") is not None else "prefix reuse not reported")
+        figs = [f"{label} p95 {x[key]:.1f} ms" for key, label in (
+            ("agent_turn_ttft_ms_p95", "turn TTFT"), ("agent_session_e2e_ms_p95", "session model time"),
+            ("agent_tool_call_complete_ms_p95", "tool call complete")) if x.get(key) is not None]
+        lines.append(f"  {r.get('nodeid')}: {x['agent_sessions']} sessions x {x.get('agent_steps')} turns, "
+                     f"{reuse}; " + ", ".join(figs))
+    return ["agent sessions (turn 2+ prefix reuse; model time without tool pauses):"] + lines if lines else []

@@ -47,6 +47,9 @@ class ReferenceConfig:
         "fraction of device memory for weights + KV pool"))
     block_size: int = field(default=16, metadata=_meta("KV block size in tokens"))
     prefix_caching: bool = field(default=False, metadata=_meta("enable prefix caching", flag=True))
+    prompt_tokens_details: bool = field(default=False, metadata=_meta(
+        "report usage.prompt_tokens_details.cached_tokens with prefix caching off too (0), like vLLM "
+        "--enable-prompt-tokens-details (with prefix_caching it is always reported)", flag=True))
     chunked_prefill: bool = field(default=False, metadata=_meta("enable chunked prefill", flag=True))
     max_num_batched_tokens: int | None = field(default=None, metadata=_meta(
         "token budget of one step with chunked prefill (default 2048)"))

@@ -36,6 +36,14 @@ mode [params]           what the raw response is
 ``huge_line``           after ``after`` tokens one event line of about ``bytes``
           bytes=1048576 (<= 64 MiB) bytes (valid JSON with padding); then normal.
           after=1
+``rewrite_tool_history`` the chat template re-renders the whole tool-call history on every
+                        turn (each call tagged with the number of calls so far): from turn 3
+                        of an agent session the prompt changes at the first tool call, and
+                        the prefix cache stops extending there.
+``pause`` at=1 seconds=2 server-wide only: the engine stops once for ``seconds`` (<= 60), at
+                        its first step ``at`` seconds (wall clock) after the first generation
+                        request: every running request stalls and new ones queue (a GC pause,
+                        a stuck step).  The coordinated-omission demo uses it.
 ``wrong_content_type``  a stream request is answered with ``Content-Type:
           body=sse      application/json``; ``body=sse`` keeps the SSE body,
                         ``body=json`` sends a non-streamed JSON completion.
@@ -76,7 +84,11 @@ MODES: dict[str, dict[str, float | int | str | None]] = {
     "early_stop": {"after": 1},
     "huge_line": {"bytes": 1024 * 1024, "after": 1},
     "wrong_content_type": {"body": "sse"},
+    "rewrite_tool_history": {},
+    "pause": {"at": 1.0, "seconds": 2.0},
 }
+#: modes that act on the engine, not on one response
+ENGINE_MODES = frozenset({"pause"})
 ALIASES = {"rate_limit": "429", "http_429": "429", "unavailable": "503", "http_503": "503",
            "html_502": "html502", "502": "html502", "context": "context_length",
            "malformed": "malformed_json", "missing_done": "no_done", "error": "error_event",

@@ -12,7 +12,18 @@ Stream: chat starts with a role-only chunk ``delta: {"role": "assistant", "conte
 each token chunk carries ``text`` / ``delta.content``; the last token chunk carries the
 ``finish_reason``; ``include_usage`` adds a ``choices: []`` usage chunk; then
 ``data: [DONE]``.  ``continuous_usage_stats`` puts the running usage on every chunk.
-With prefix caching on, usage has ``prompt_tokens_details.cached_tokens``.
+With prefix caching on (or ``prompt_tokens_details``), usage has
+``prompt_tokens_details.cached_tokens``.
+
+Tool calling: a chat request with ``tools`` (and no ``tool_choice: "none"``) is answered as
+one tool call to the first offered function (or the one ``tool_choice`` names), streamed
+as vLLM does: the first token's chunk carries ``delta.tool_calls[0]`` with ``id``, ``type``
+and ``function.name`` (``arguments: ""``); each later token's chunk a fragment of
+``function.arguments``, the JSON text cut into equal character runs (mid-string, mid-escape,
+inside multi-byte characters, sent as raw UTF-8), so the arguments are complete exactly at
+the last token: the first delta's time is TTFT, the completion's the last token's.  The
+``finish_reason`` is ``"tool_calls"`` where it would be ``"stop"``.  The template renders the
+tools and the history's tool calls (``tokenizer.render_chat``).
 """
 from __future__ import annotations
 
@@ -47,6 +58,7 @@ class OpenAIRequest:
     include_usage: bool
     continuous_usage: bool
     stream_interval: int | None
+    tool_names: tuple[str, ...] = ()   # tool-calling output mode: the functions offered (``tools``)
 
 
 def _int(body: dict, key: str, default: int | None, minimum: int) -> int | None:
@@ -64,13 +76,25 @@ def check_model(body: dict, served: str) -> None:
         raise ApiError(404, f"The model `{name}` does not exist.", "NotFoundError")
 
 
-def prompt_ids_of(body: dict, chat: bool, encode=tokenizer.encode) -> list[int]:
+def tools_of(body: dict) -> list:
+    """The request's ``tools`` array (OpenAI function tools), [] when absent or ``tool_choice: none``."""
+    tools = body.get("tools")
+    if tools is None or body.get("tool_choice") == "none":
+        return []
+    if not isinstance(tools, list) or not all(isinstance(t, dict) and isinstance(t.get("function"), dict)
+                                              and isinstance(t["function"].get("name"), str) for t in tools):
+        raise ApiError(400, "tools must be a list of {type: function, function: {name, parameters}}")
+    return tools
+
+
+def prompt_ids_of(body: dict, chat: bool, encode=tokenizer.encode, *, rewrite_tool_history: bool = False) -> list[int]:
     if chat:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise ApiError(400, "messages must be a non-empty list")
         try:
-            return encode(tokenizer.render_chat(messages))
+            return encode(tokenizer.render_chat(messages, tools_of(body) if body.get("tools") else None,
+                                                rewrite_tool_history=rewrite_tool_history))
         except TypeError as e:
             raise ApiError(400, str(e)) from None
     prompt = body.get("prompt")
@@ -88,9 +112,14 @@ def prompt_ids_of(body: dict, chat: bool, encode=tokenizer.encode) -> list[int]:
     return ids
 
 
-def parse(body: dict, *, chat: bool, served: str, max_model_len: int, encode=tokenizer.encode) -> OpenAIRequest:
+def parse(body: dict, *, chat: bool, served: str, max_model_len: int, encode=tokenizer.encode,
+          rewrite_tool_history: bool = False) -> OpenAIRequest:
     check_model(body, served)
-    ids = prompt_ids_of(body, chat, encode)
+    ids = prompt_ids_of(body, chat, encode, rewrite_tool_history=rewrite_tool_history)
+    tools = tools_of(body) if chat else []
+    choice = body.get("tool_choice")
+    named = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+    names = tuple([named] if named else [t["function"]["name"] for t in tools])
     default = max(1, max_model_len - len(ids)) if chat else 16
     max_tokens = _int(body, "max_tokens", None, 1)
     if chat:
@@ -108,7 +137,7 @@ def parse(body: dict, *, chat: bool, served: str, max_model_len: int, encode=tok
         min_tokens=min(_int(body, "min_tokens", 0, 0), max_tokens), seed=seed if isinstance(seed, int) else None,
         stream=bool(body.get("stream")), include_usage=bool(opts.get("include_usage")),
         continuous_usage=bool(opts.get("continuous_usage_stats")),
-        stream_interval=_int(body, "stream_interval", None, 1))
+        stream_interval=_int(body, "stream_interval", None, 1), tool_names=names)
 
 
 class OpenAIProtocol:
@@ -132,6 +161,42 @@ class OpenAIProtocol:
             self._pre = (head + ',"choices":[{"index":0,"text":').encode()
             self._post = b',"logprobs":null,"finish_reason":null,"stop_reason":null}]}\n\n'
         self._pre = b"data: " + self._pre
+
+    # -- tool-calling output mode (the request offered ``tools``) ------------------------------
+    #: set by the server from the output plan: the tokens this response will have
+    planned_tokens: int = 1
+    _tool_args: str | None = None
+
+    @property
+    def tool_mode(self) -> bool:
+        return self.req.chat and bool(self.req.tool_names)
+
+    def tool_arguments(self) -> str:
+        """The call's arguments: JSON with non-ASCII text, an escaped quote and a backslash, so
+        the fragments below split mid-string, mid-escape and inside multi-byte characters."""
+        if self._tool_args is None:
+            n = max(self.planned_tokens - 1, 1)
+            ids = " ".join(tokenizer.WORDS[(i * 7) % len(tokenizer.WORDS)] for i in range(max(n // 2, 1)))
+            self._tool_args = json.dumps({"id": ids, "limit": n, "note": 'café – 東京 "quoted" \\ ✓'},
+                                         ensure_ascii=False)
+        return self._tool_args
+
+    def tool_fragment(self, first: int, last: int) -> str:
+        """The argument text of tokens ``first..last`` (1-based): token 1 is the function name
+        (vLLM sends it with ``arguments: ""``); tokens 2..T carry the arguments cut into T-1
+        nearly equal character runs, so they are complete exactly at the last token."""
+        args, pieces = self.tool_arguments(), max(self.planned_tokens - 1, 1)
+        if self.planned_tokens == 1:
+            return args
+        cut = lambda k: round(len(args) * max(k - 1, 0) / pieces)  # noqa: E731  end of token k's run
+        return args[cut(first - 1 if first > 1 else 1):cut(last)]
+
+    def tool_delta(self, prev_total: int, total: int) -> dict:
+        entry: dict = {"index": 0, "function": {"arguments": self.tool_fragment(prev_total + 1, total)}}
+        if prev_total == 0:
+            entry = {"index": 0, "id": f"chatcmpl-tool-{self.id[-16:]}", "type": "function",
+                     "function": {"name": self.req.tool_names[0], "arguments": entry["function"]["arguments"]}}
+        return {"tool_calls": [entry]}
 
     def usage(self, completion: int, cached: int | None = None) -> dict:
         u = {"prompt_tokens": self.prompt_tokens, "total_tokens": self.prompt_tokens + completion,
@@ -162,6 +227,15 @@ class OpenAIProtocol:
         return [self._event([choice], self.usage(0) if self.req.continuous_usage else None)]
 
     def token(self, text: str, total: int, finish_reason: str | None) -> bytes:
+        if self.tool_mode:
+            prev, self._sent = getattr(self, "_sent", 0), total
+            choice = {"index": 0, "delta": self.tool_delta(prev, total), "logprobs": None,
+                      "finish_reason": "tool_calls" if finish_reason == "stop" else finish_reason}
+            obj = {"id": self.id, "object": self.object, "created": self.created, "model": self.model,
+                   "choices": [choice]}
+            if self.req.continuous_usage:
+                obj["usage"] = self.usage(total)
+            return b"data: " + json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
         if finish_reason is None and not self.req.continuous_usage:
             return self._pre + json.dumps(text).encode() + self._post
         usage = self.usage(total) if self.req.continuous_usage else None
@@ -188,7 +262,10 @@ class OpenAIProtocol:
 
     def full_body(self, result: Result) -> bytes:
         if self.req.chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": result.text, "tool_calls": []},
+            calls = [{"id": f"chatcmpl-tool-{self.id[-16:]}", "type": "function", "function": {
+                "name": self.req.tool_names[0], "arguments": self.tool_arguments()}}] if self.tool_mode else []
+            choice = {"index": 0, "message": {"role": "assistant", "content": None if calls else result.text,
+                                              "tool_calls": calls},
                       "logprobs": None, "finish_reason": result.finish_reason, "stop_reason": None}
             obj = "chat.completion"
         else:

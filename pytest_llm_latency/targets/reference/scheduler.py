@@ -115,6 +115,8 @@ class Scheduler:
         self._task: asyncio.Task | None = None
         self._stopping = False
         self.max_lag_s = 0.0     # worst observed lateness of a wake-up (diagnostics)
+        self.pause: tuple[float, float] | None = None   # (at, seconds): the ``pause`` fault, once
+        self._first_arrival: float | None = None
 
     def start(self) -> None:
         self._wake = asyncio.Event()
@@ -145,6 +147,8 @@ class Scheduler:
         st = RequestState(rid=rid, seq=seq, arrival=asyncio.get_running_loop().time(),
                           finish_reason=finish_reason)
         self.requests[rid] = st
+        if self._first_arrival is None:
+            self._first_arrival = st.arrival
         self._wake.set()
         return st
 
@@ -178,6 +182,11 @@ class Scheduler:
                 t = None
                 continue
             now = loop.time()
+            if self.pause is not None and self._first_arrival is not None and now >= self._first_arrival + self.pause[0]:
+                seconds, self.pause = self.pause[1], None   # the engine stops once: every stream stalls
+                await asyncio.sleep(seconds)
+                t = None
+                continue
             if t is None or self.time_scale == 0 or now - t > RESYNC_S:
                 t = now
             step = self.engine.step()

@@ -17,7 +17,7 @@ from collections import OrderedDict
 from . import ollama_api, openai_api, tokenizer
 from .config import ReferenceConfig
 from .engine import AdmissionError, Engine, block_hashes
-from .faults import HEADER, Fault, parse_fault, status_fault_response
+from .faults import ENGINE_MODES, HEADER, Fault, parse_fault, status_fault_response
 from .http import Connection, Request, serve_connection
 from .metrics import CONTENT_TYPE, EngineMetrics
 from .openai_api import ApiError
@@ -49,6 +49,9 @@ class ReferenceServer:
                                      prefix_hits=lambda: e.prefix_hits)
         self.scheduler = Scheduler(e, time_scale=config.time_scale, metrics=self.metrics,
                                    jitter=config.jitter, jitter_seed=config.jitter_seed)
+        if self.server_fault is not None and self.server_fault.mode in ENGINE_MODES:  # the engine's, not a response's
+            self.scheduler.pause = (self.server_fault.seconds("at"), self.server_fault.seconds("seconds"))
+            self.server_fault = None
         self.encode = tokenizer.RULES[config.tokenizer]
         self.residency = Residency(config.load_time * config.time_scale, config.keep_alive, config.evict_every)
         self._prompt_cache: OrderedDict[int, None] = OrderedDict()  # Ollama's: the last N prompts
@@ -135,9 +138,12 @@ class ReferenceServer:
         if spec is None:
             return self.server_fault
         try:
-            return parse_fault(spec, source=f"{HEADER} header")
+            fault = parse_fault(spec, source=f"{HEADER} header")
         except ValueError as e:
             raise ApiError(400, str(e)) from None
+        if fault is not None and fault.mode in ENGINE_MODES:
+            raise ApiError(400, f"{HEADER}: fault {fault.mode!r} is server-wide only (--fault / ?fault=)")
+        return fault
 
     async def _pre_fault(self, fault: Fault | None, conn: Connection) -> bool:
         """Faults answered before generation; True when the response is done."""
@@ -179,12 +185,15 @@ class ReferenceServer:
         if await self._pre_fault(fault, conn):
             return
         r = openai_api.parse(body, chat=chat, served=self.model_name, max_model_len=self.max_model_len,
-                             encode=self.encode)
+                             encode=self.encode,
+                             rewrite_tool_history=fault is not None and fault.mode == "rewrite_tool_history")
         await self.residency.acquire()  # a model unloaded after idling loads first (inside TTFT)
         try:
             gen, st = self._submit(r.prompt_ids, r.max_tokens, seed=r.seed, ignore_eos=r.ignore_eos,
                                    min_tokens=r.min_tokens, fault=fault, stream_interval=r.stream_interval)
-            proto = openai_api.OpenAIProtocol(r, self.model_name, cached_details=self.config.prefix_caching)
+            proto = openai_api.OpenAIProtocol(r, self.model_name, cached_details=self.config.prefix_caching or
+                                              self.config.prompt_tokens_details)
+            proto.planned_tokens = gen.target  # the tool-call mode cuts its arguments to the plan
             await self._respond(conn, st, gen, proto, fault, r.stream)
         finally:
             self.residency.release(None)

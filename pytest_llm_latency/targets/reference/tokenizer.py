@@ -36,6 +36,7 @@ stop (EOS) point is geometric with a per-token probability ``EOS_PROBABILITY`` (
 """
 from __future__ import annotations
 
+import json
 import math
 import random
 import zlib
@@ -99,14 +100,46 @@ def content_text(content: Any) -> str:
     raise TypeError("message content must be a string or a list of parts")
 
 
-def render_chat(messages: Iterable[dict]) -> str:
-    """Apply the fixed chat template (module docstring)."""
+def _tool_calls_text(calls: Any, tag: str) -> str:
+    if not isinstance(calls, list):
+        raise TypeError("tool_calls must be a list")
+    parts = []
+    for c in calls:
+        fn = c.get("function") if isinstance(c, dict) and isinstance(c.get("function"), dict) else {}
+        args = fn.get("arguments", "")
+        args = args if isinstance(args, str) else json.dumps(args)
+        parts.append(f"<|tool_call|>{tag} {fn.get('name', '')} {args}")
+    return " ".join(parts)
+
+
+def render_chat(messages: Iterable[dict], tools: list | None = None, *, rewrite_tool_history: bool = False) -> str:
+    """Apply the fixed chat template (module docstring).
+
+    ``tools`` (the request's array) are rendered as ``<|tools|> <JSON> <|end|>`` right after a
+    leading system message (else first).  An assistant message's ``tool_calls`` render as
+    ``<|tool_call|> name arguments`` after its content.  ``rewrite_tool_history`` (the fault
+    ``rewrite_tool_history``) tags every tool call in the history with how many the transcript
+    holds (``<|tool_call|>#3``), as templates that renumber or re-serialize the whole tool-call
+    history do: from turn 3 on the transcript changes at the first tool call, so the prefix
+    cache stops extending there (turn 2 still reuses turn 1's prompt)."""
+    messages = list(messages)
     out = []
-    for m in messages:
+    tools_text = f"<|tools|> {json.dumps(tools)} <|end|>" if tools else ""
+    calls_at = [i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("tool_calls")]
+    for i, m in enumerate(messages):
         if not isinstance(m, dict):
             raise TypeError("each message must be an object")
         role = str(m.get("role", "user")).replace(" ", "_") or "user"
-        out.append(f"<|{role}|> {content_text(m.get('content'))} <|end|>")
+        text = content_text(m.get("content"))
+        if m.get("tool_calls"):
+            tag = f"#{len(calls_at)}" if rewrite_tool_history else ""
+            text = f"{text} {_tool_calls_text(m['tool_calls'], tag)}".strip()
+        out.append(f"<|{role}|> {text} <|end|>")
+        if tools_text and i == 0 and role == "system":
+            out.append(tools_text)
+            tools_text = ""
+    if tools_text:
+        out.insert(0, tools_text)
     out.append("<|assistant|>")
     return " ".join(out)
 

@@ -1,0 +1,269 @@
+"""The load engine: a closed loop with ramp-up and steady-state measurement, and an open loop
+on a seeded arrival schedule -- on threads, one blocking stream per thread.
+
+Design (measured, ``benchmarks/load_engine.py``; results in ``benchmarks/README.md``): the
+stream adapters (``client/openai.py``, ``client/ollama.py``) are synchronous and stamp every
+read before parsing; a thread per in-flight stream keeps them unchanged, and the measured
+client cost per stream read stays far below the inter-token latencies it measures at 128
+streams.  What no design avoids is a starved client, so the engine watches its own health:
+
+* ``LagMonitor``: a thread that wakes every ``tick`` and records how late it woke -- the time a
+  ready thread of this process waited for a CPU (and the GIL).  Reading a token is late by as
+  much, so its p99 bounds how wrong the client's timestamps can be;
+* per request, in an open loop: how late it went out against its schedule (``client lag``);
+* per stream: how many events arrived in one read (the adapters stamp once per read).
+
+Closed loop (``concurrency: C``): ``C`` workers start spread over ``ramp_up``; a request counts
+only when it ran entirely at full concurrency: sent after the last worker's first request,
+finished before the run stopped issuing.  The run stops issuing once ``samples`` such requests
+are in (or after ``duration``); the requests still in flight then (the drain, at falling
+concurrency) and the ramp-up ones are excluded and reported.
+
+Open loop (``rate: R``): request ``i`` is due at ``t0 + offsets[i]`` (``core/schedule.py``) and
+its latency counts from that time (``RequestRecord.t_scheduled_ns``), sent or not.
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..core.prompts import Prompt
+from ..core.record import Clock, RequestRecord
+from ..core.result import Failure, is_deterministic_rejection
+from ..core.schedule import Arrival, offsets
+from ..core.workload import Workload
+
+#: ``send(prompt, t_scheduled_ns or None) -> RequestRecord | Failure``
+Send = Callable[[Prompt, "int | None"], "RequestRecord | Failure"]
+MAX_OPEN_LOOP_THREADS = 512
+#: the GIL switch interval while streams run (CPython's default is 5 ms): a stream thread whose
+#: bytes arrived waits at most about this long for a thread running Python to let go
+SWITCH_INTERVAL_S = 0.0005
+
+
+@dataclass
+class LoadRun:
+    mode: str                                         # "closed" | "open"
+    outcomes: list = field(default_factory=list)      # measured: RequestRecord | Failure
+    ramp: list = field(default_factory=list)          # closed loop: excluded, before full concurrency
+    drain: list = field(default_factory=list)         # closed loop: excluded, in flight when it stopped
+    window_ns: int = 0                                # the measured window
+    lag_ns: list[int] = field(default_factory=list)   # LagMonitor wake-up lateness
+    send_lag_ns: list[int] = field(default_factory=list)  # open loop: thread start - due time
+    stopped: str | None = None                        # why it stopped early (deterministic 4xx)
+    unsent: int = 0                                   # requests never sent because of ``stopped``
+    prompts_short: bool = False                       # ran out of prepared prompts
+
+
+class LagMonitor:
+    """A daemon thread that sleeps ``tick_s`` at a time and records how late it woke (ns)."""
+
+    def __init__(self, tick_s: float = 0.005, clock: Clock = time.perf_counter_ns,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.tick_s, self.clock, self.sleep = tick_s, clock, sleep
+        self.samples: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="llm-latency-lag", daemon=True)
+
+    def _run(self) -> None:
+        tick_ns = int(self.tick_s * 1e9)
+        while not self._stop.is_set():
+            t = self.clock()
+            self.sleep(self.tick_s)
+            self.samples.append(max(self.clock() - t - tick_ns, 0))
+
+    def __enter__(self) -> "LagMonitor":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5.0)
+
+
+def run_load(send: Send, prompts: list[Prompt], workload: Workload, *, seed: int = 0,
+             clock: Clock = time.perf_counter_ns, sleep: Callable[[float], None] = time.sleep,
+             progress: Callable[[int, int], None] | None = None) -> LoadRun:
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL_S)  # a thread with a token to stamp waits less for the GIL
+    try:
+        with LagMonitor(clock=clock, sleep=sleep) as mon:
+            if workload.load is not None and workload.load.open_loop:
+                run = _open_loop(send, prompts, workload, seed, clock, sleep, progress)
+            else:
+                run = _closed_loop(send, prompts, workload, clock, sleep, progress)
+    finally:
+        sys.setswitchinterval(switch)
+    run.lag_ns = list(mon.samples)
+    return run
+
+
+def _stops(out) -> bool:
+    return isinstance(out, Failure) and is_deterministic_rejection(out.kind)
+
+
+def _closed_loop(send: Send, prompts: list[Prompt], workload: Workload, clock: Clock, sleep,
+                 progress) -> LoadRun:
+    c = workload.concurrency
+    load = workload.load
+    ramp_ns = int((load.ramp_up_s if load else 0.0) * 1e9)
+    duration_ns = int(load.duration_s * 1e9) if load and load.duration_s else None
+    run = LoadRun("closed")
+    lock = threading.Lock()
+    st = {"next": 0, "started": 0, "ramp_end": None, "stop": False, "t_stop": None}
+    t0 = clock()
+
+    def stop(now: int) -> None:
+        if not st["stop"]:
+            st["stop"], st["t_stop"] = True, now
+
+    # no ramp: the first requests go out together (a barrier), and no worker sends a second one
+    # before every worker has sent its first (else a fast server lets one worker run through
+    # the prompts while the others start: all of it ramp-up)
+    barrier = threading.Barrier(c, timeout=30.0) if not ramp_ns else None
+    all_started = threading.Event()
+    # prompts the ramp-up may use before the last worker starts; the rest are the samples' and
+    # the drain's (a fast server would otherwise let the first workers spend them all)
+    ramp_budget = max(len(prompts) - workload.samples - 2 * c, c)
+
+    def worker(k: int) -> None:
+        due = t0 + (ramp_ns * k) // c
+        while (d := due - clock()) > 0 and not st["stop"]:
+            sleep(min(d / 1e9, 0.05))
+        if barrier is not None:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                barrier.wait()
+        first = True
+        while True:
+            with lock:
+                ramp_spent = not first and st["ramp_end"] is None and st["next"] >= ramp_budget
+            if ramp_spent:  # the ramp's share of the prompts is spent: wait for full concurrency
+                all_started.wait(60.0)
+            with lock:
+                now = clock()
+                if st["ramp_end"] is not None and duration_ns and now - st["ramp_end"] >= duration_ns:
+                    stop(now)
+                if st["stop"] or st["next"] >= len(prompts):
+                    if not st["stop"]:
+                        run.prompts_short = True
+                        stop(now)
+                    return
+                p = prompts[st["next"]]
+                st["next"] += 1
+                steady = st["ramp_end"] is not None
+                if first:
+                    st["started"] += 1
+                    if st["started"] == c:
+                        st["ramp_end"] = now
+                        all_started.set()
+            out = send(p, None)
+            if first and barrier is not None:
+                all_started.wait(30.0)
+            first = False
+            with lock:
+                now = clock()
+                if _stops(out) and not st["stop"]:
+                    st["stop_reason"] = out
+                    run.outcomes.append(out)
+                    stop(now)
+                    continue
+                if steady and not st["stop"]:
+                    run.outcomes.append(out)
+                    if progress:
+                        progress(len(run.outcomes), workload.samples)
+                    if len(run.outcomes) >= workload.samples:
+                        stop(now)
+                elif steady:
+                    run.drain.append(out)
+                else:
+                    run.ramp.append(out)
+
+    with ThreadPoolExecutor(max_workers=c, thread_name_prefix="llm-latency-load") as pool:
+        for f in [pool.submit(worker, k) for k in range(c)]:
+            f.result()
+    end = st["t_stop"] or clock()
+    run.window_ns = max(end - (st["ramp_end"] or t0), 0)
+    if "stop_reason" in st:
+        run.stopped = st["stop_reason"].kind
+        run.unsent = max(workload.samples - len(run.outcomes), 0)
+        run.outcomes += [o for o in run.ramp + run.drain if isinstance(o, Failure)]
+    return run
+
+
+def _open_loop(send: Send, prompts: list[Prompt], workload: Workload, seed: int, clock: Clock, sleep,
+               progress) -> LoadRun:
+    load = workload.load
+    due = offsets(Arrival(load.rate, load.arrival, load.burstiness), seed=seed, n=workload.samples,
+                  duration_s=load.duration_s)
+    if len(due) > len(prompts):
+        due = due[:len(prompts)]
+    run = LoadRun("open")
+    lock = threading.Lock()
+    stop = threading.Event()
+    ends: list[int] = []
+
+    def task(p: Prompt, t_due: int) -> None:
+        run.send_lag_ns.append(max(clock() - t_due, 0))
+        if stop.is_set():
+            return
+        out = send(p, t_due)
+        with lock:
+            run.outcomes.append(out)
+            ends.append(clock())
+            if _stops(out) and not stop.is_set():
+                run.stopped = out.kind
+                stop.set()
+            if progress:
+                progress(len(run.outcomes), len(due))
+
+    workers = min(max(len(due), 1), MAX_OPEN_LOOP_THREADS)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm-latency-open") as pool:
+        t0 = clock()
+        submitted = 0
+        for p, off in zip(prompts, due):
+            t_due = t0 + int(off * 1e9)
+            while (d := t_due - clock()) > 0 and not stop.is_set():
+                sleep(min(d / 1e9, 0.05))
+            if stop.is_set():
+                break
+            pool.submit(task, p, t_due)
+            submitted += 1
+    run.unsent = len(due) - len(run.outcomes) if run.stopped else 0
+    run.window_ns = max((max(ends) if ends else clock()) - t0, 0)
+    return run
+
+
+# ---------------------------------------------------------------------- planning (for the runner)
+def uses_load_engine(workload: Workload) -> bool:
+    """The engine runs open loops, closed loops at concurrency > 1, and duration-bounded runs;
+    a plain sequential workload keeps the runner's simple loop."""
+    if getattr(workload, "sequential", False):  # samples: auto sends its own rounds (client.runner)
+        return False
+    return workload.load is not None or workload.concurrency > 1
+
+
+def planned_requests(workload: Workload) -> int:
+    """Samples to prepare prompts for: the measured ones plus, in a closed loop, the ramp-up
+    and the drain (``2 x concurrency`` more; ramping over time may use more)."""
+    load = workload.load
+    if load is not None and load.open_loop:
+        from ..core.schedule import planned_requests as planned
+
+        return planned(Arrival(load.rate, load.arrival, load.burstiness), n=workload.samples,
+                       duration_s=load.duration_s)
+    if not uses_load_engine(workload):
+        return workload.samples
+    c = workload.concurrency
+    return workload.samples + 2 * c + (4 * c if load is not None and load.ramp_up_s else 0)
+
+
+def in_flight(workload: Workload) -> int:
+    """Connections to keep alive: the concurrency, or the open loop's thread cap."""
+    if workload.load is not None and workload.load.open_loop:
+        return min(planned_requests(workload), MAX_OPEN_LOOP_THREADS)
+    return workload.concurrency

@@ -1,0 +1,93 @@
+"""What a load run adds to its result: throughput, goodput, fluidity, the client's health, and
+the excluded ramp-up and drain.  (Why a budget failed: ``core.why``.)
+"""
+from __future__ import annotations
+
+from ..core import metrics as m
+from ..core.goodput import fluidity, goodput
+from ..core.record import RequestRecord
+from ..core.result import WorkloadResult
+from ..core.stats import percentile
+from .load import LoadRun
+
+#: the client fell behind when its threads woke this late (p99) ...
+STARVED_LAG_MS = 20.0
+#: ... and that lateness is at least this fraction of the ITL it measures
+STARVED_LAG_OF_ITL = 0.5
+
+
+def _p(values: list[float], q: float) -> float | None:
+    return percentile(sorted(values), q) if values else None
+
+
+def events_per_read(records: list[RequestRecord]) -> float | None:
+    """Token events per socket read: the adapters stamp once per read, so chunks with the same
+    timestamp arrived in one read (1.0: every event read on its own)."""
+    chunks = reads = 0
+    for r in records:
+        chunks += len(r.chunks)
+        reads += len({c.t_ns for c in r.chunks})
+    return chunks / reads if reads else None
+
+
+def client_health(run: LoadRun, records: list[RequestRecord], itl_p50: float | None) -> dict:
+    lags = [x / 1e6 for x in run.lag_ns] + [x / 1e6 for x in run.send_lag_ns]
+    out: dict = {}
+    p99 = _p(lags, 99)
+    if p99 is not None:
+        out["client_lag_ms_p50"] = round(_p(lags, 50), 3)
+        out["client_lag_ms_p90"] = round(_p(lags, 90), 3)
+        out["client_lag_ms_p99"] = round(p99, 3)
+        out["client_lag_ms_max"] = round(max(lags), 3)
+    sched = [v for v in (m.client_lag_ms(r) for r in records) if v is not None]
+    if sched:
+        out["client_send_lag_ms_p99"] = round(_p(sched, 99), 3)
+    epr = events_per_read(records)
+    if epr is not None:
+        out["events_per_read"] = round(epr, 3)
+    behind = p99 is not None and p99 >= STARVED_LAG_MS and (itl_p50 is None or p99 >= STARVED_LAG_OF_ITL * itl_p50)
+    out["client_fell_behind"] = int(behind)
+    return out
+
+
+def load_summary(res: WorkloadResult, run: LoadRun) -> None:
+    """Extra keys (JSON, JUnit ``llm.*``) and notes for a run of the load engine."""
+    w = res.workload
+    window_s = run.window_ns / 1e9
+    extra = res.extra
+    extra["load_mode"] = run.mode
+    if w.load is not None and w.load.open_loop:
+        extra["offered_rate_rps"] = w.load.rate
+        extra["arrival"] = w.load.arrival
+    if window_s > 0:
+        extra["window_s"] = round(window_s, 4)
+        done = len(res.records) + len(res.failures)
+        extra["throughput_rps"] = round(done / window_s, 4)
+        extra["output_tok_s"] = round(sum(r.output_tokens for r in res.records) / window_s, 3)
+        g = goodput(res.records, len(res.failures), w.budgets, window_s)
+        if g is not None:
+            extra["goodput_rps"] = round(g.per_s, 4)
+            extra["goodput_fraction"] = round(g.fraction, 4)
+    fl = fluidity(res.records, res.failures, w)
+    if fl is not None:
+        extra["fluidity_index"] = round(fl, 4)
+    itl = res.summaries.get("itl")
+    if itl is not None and itl.n:
+        extra["itl_ms_p99_under_load"] = round(itl.p99, 4) if itl.p99 != float("inf") else "inf"
+    itl50 = res.completed["itl"].p50 if "itl" in res.completed else None
+    extra.update(client_health(run, res.records, itl50))
+    if extra["client_fell_behind"]:
+        res.errors.append(f"the client fell behind (CPU-starved: lag p99 {extra['client_lag_ms_p99']:.0f} ms); "
+                          f"these figures are not the server's -- give the test process a CPU of its own "
+                          f"(fewer pytest-xdist workers, no other load on the runner)")
+    if run.mode == "closed":
+        extra["ramp_excluded"] = len(run.ramp)
+        extra["drain_excluded"] = len(run.drain)
+        res.notes.append(f"closed loop at concurrency {w.concurrency}: {len(res.records) + len(res.failures)} "
+                         f"requests measured at full concurrency; {len(run.ramp)} ramp-up and {len(run.drain)} "
+                         f"drain requests (at lower concurrency) excluded")
+    if run.prompts_short:
+        res.notes.append("ran out of prepared prompts before the bound was reached: fewer samples than asked")
+    if run.stopped:
+        res.notes.append(f"stopped early: a request was rejected ({run.stopped}) as every other would be; "
+                         f"{run.unsent} request(s) were not sent")

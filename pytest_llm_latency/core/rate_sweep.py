@@ -1,0 +1,127 @@
+"""``sweep``: the highest request rate that still meets the SLO, by bisection over the rate.
+
+Pure: ``bisect_rate(run_at, spec)`` calls ``run_at(rate) -> Step`` (one open-loop run at that
+rate, judged against the workload's budgets) at most ``max_steps`` times:
+
+1. ``rate_max``: if it passes, the capacity is at least ``rate_max`` (said so, not guessed);
+2. ``rate_min``: if it fails, the capacity is below ``rate_min``;
+3. the geometric midpoint of the highest passing and the lowest failing rate, until they are
+   within ``tolerance`` of each other or the steps run out.
+
+The capacity reported is the highest rate that passed; the curve is every step, in rate order.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from .errors import ConfigError
+
+SWEEP_KEYS = ("rate_min", "rate_max", "max_steps", "tolerance", "capacity_min")
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    rate_min: float
+    rate_max: float
+    max_steps: int = 8
+    tolerance: float = 0.05           # stop when lowest failing / highest passing - 1 <= this
+    capacity_min: float | None = None  # a floor on the capacity (req/s): the sweep's own budget
+
+
+@dataclass(frozen=True)
+class Step:
+    rate: float
+    passed: bool
+    summary: str = ""                 # what decided it (the failure's first line, or key figures)
+
+
+@dataclass
+class SweepResult:
+    spec: SweepSpec
+    steps: list[Step] = field(default_factory=list)
+
+    @property
+    def capacity(self) -> float | None:
+        ok = [s.rate for s in self.steps if s.passed]
+        return max(ok) if ok else None
+
+    @property
+    def lowest_failing(self) -> float | None:
+        bad = [s.rate for s in self.steps if not s.passed]
+        return min(bad) if bad else None
+
+    @property
+    def bounded(self) -> str:
+        """'' when bracketed, else which end it ran into."""
+        if self.capacity is None:
+            return f"below rate_min {self.spec.rate_min:g} req/s"
+        if self.lowest_failing is None:
+            return f"at least rate_max {self.spec.rate_max:g} req/s"
+        return ""
+
+    def curve(self) -> list[Step]:
+        return sorted(self.steps, key=lambda s: s.rate)
+
+    def describe(self) -> str:
+        cap, bad = self.capacity, self.lowest_failing
+        if self.bounded:
+            head = f"capacity {self.bounded}"
+        else:
+            head = f"capacity {cap:.3g} req/s (passes; {bad:.3g} req/s fails)"
+        pts = ", ".join(f"{s.rate:.3g} {'pass' if s.passed else 'FAIL'}" for s in self.curve())
+        return f"{head} after {len(self.steps)} steps: {pts}"
+
+
+def bisect_rate(run_at: Callable[[float], Step], spec: SweepSpec) -> SweepResult:
+    res = SweepResult(spec)
+
+    def step(rate: float) -> bool:
+        s = run_at(rate)
+        res.steps.append(s)
+        return s.passed
+
+    if step(spec.rate_max) or len(res.steps) >= spec.max_steps:
+        return res
+    if not step(spec.rate_min):
+        return res
+    lo, hi = spec.rate_min, spec.rate_max
+    while len(res.steps) < spec.max_steps and hi / lo - 1 > spec.tolerance:
+        mid = math.sqrt(lo * hi)
+        if step(mid):
+            lo = mid
+        else:
+            hi = mid
+    return res
+
+
+def make_sweep(spec: Mapping[str, Any] | None, where: str) -> SweepSpec | None:
+    """``sweep: {rate_min, rate_max, max_steps, tolerance, capacity_min}`` of a workload."""
+    if spec is None:
+        return None
+    if not isinstance(spec, Mapping):
+        raise ConfigError(f"{where}: expected a mapping like {{rate_min: 1, rate_max: 64}}")
+    for k in spec:
+        if k not in SWEEP_KEYS:
+            raise ConfigError(f"{where}.{k}: unknown key {k!r} -- allowed: {', '.join(SWEEP_KEYS)}")
+
+    def pos(key, default=None):
+        v = spec.get(key, default)
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise ConfigError(f"{where}.{key}: expected a positive number, got {v!r}")
+        return float(v)
+
+    lo, hi = pos("rate_min"), pos("rate_max")
+    if lo is None or hi is None:
+        raise ConfigError(f"{where}: a sweep needs rate_min and rate_max (requests/s), e.g. "
+                          f"{{rate_min: 1, rate_max: 64}}")
+    if lo >= hi:
+        raise ConfigError(f"{where}: rate_min ({lo:g}) must be below rate_max ({hi:g})")
+    steps = spec.get("max_steps", 8)
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 2 <= steps <= 30:
+        raise ConfigError(f"{where}.max_steps: expected an integer from 2 to 30, got {steps!r}")
+    tol = pos("tolerance", 0.05)
+    return SweepSpec(lo, hi, steps, tol, pos("capacity_min"))

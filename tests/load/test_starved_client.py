@@ -1,0 +1,65 @@
+"""A starved client is reported as such: busy-loop processes pin every core while a 64-stream
+run goes, and the run says the client fell behind instead of publishing its figures as the
+server's (an error, not a verdict on the server).
+
+The client runs in a child process at the lowest CPU priority (``nice 19``, which any user
+may set) against busy loops at normal priority: on a shared 2-core runner a client at equal
+priority is only sometimes starved, which would make the test's premise depend on the
+neighbours; at nice 19 it is starved every time."""
+from __future__ import annotations
+
+import multiprocessing
+import os
+
+
+def _spin(core: int, stop) -> None:
+    os.sched_setaffinity(0, {core})
+    while not stop.is_set():
+        for _ in range(100_000):
+            pass
+
+
+def _client(url: str, out, ready, go) -> None:
+    from pytest_llm_latency.client.http import make_http_client
+    from pytest_llm_latency.client.runner import Target, make_client, measure
+    from pytest_llm_latency.core.workload import make_workload
+
+    os.nice(19)
+    ready.set()
+    go.wait(60)
+
+    client = make_client(Target(url, "openai-completions"), make_http_client())
+    res = measure(client, make_workload("w", {"prompt_tokens": 64, "output_tokens": 16, "concurrency": 64,
+                                             "samples": 32, "warmup": 0, "slo": {"itl_p99": "50ms"}}))
+    out.put({"verdict": res.verdict, "errors": res.errors, "notes": res.notes, "extra": {
+        k: v for k, v in res.extra.items() if isinstance(v, (int, float, str))}})
+
+
+def test_busy_loops_on_every_core_make_the_64_stream_run_say_the_client_fell_behind():
+    from pytest_llm_latency.targets.reference.launch import start_reference
+
+    cores = sorted(os.sched_getaffinity(0))
+    ctx = multiprocessing.get_context("spawn")
+    stop, out, ready, go = ctx.Event(), ctx.Queue(), ctx.Event(), ctx.Event()
+    with start_reference("reference://h100-sxm/llama-3.1-8b?time_scale=0.5", mode="subprocess") as h:
+        client = ctx.Process(target=_client, args=(h.url, out, ready, go), daemon=True)
+        client.start()
+        assert ready.wait(60), "the client process did not start"
+        spinners = [ctx.Process(target=_spin, args=(c, stop), daemon=True) for c in (cores * 2)[:max(2, len(cores))]]
+        for p in spinners:
+            p.start()
+        try:
+            go.set()
+            res = out.get(timeout=240)
+            client.join(timeout=30)
+        finally:
+            stop.set()
+            for p in spinners:
+                p.join(timeout=10)
+                if p.is_alive():
+                    p.kill()
+    assert res["verdict"] == "error", res
+    said = [e for e in res["errors"] if e.startswith("the client fell behind (CPU-starved: lag p99 ")]
+    assert said and "these figures are not the server's" in said[0]
+    assert res["extra"]["client_fell_behind"] == 1 and res["extra"]["client_lag_ms_p99"] >= 20
+    assert not any("buffering proxy" in n for n in res["notes"])  # the client is named, not a proxy
