@@ -18,6 +18,9 @@ from pytest_llm_latency.targets.reference.launch import start_reference
 #: for a few ms on a busy 2-core machine already reads 8% of chunks in pairs, close to the
 #: bunching note's 10%; at full time such noise stays well below it.
 FAST_UPSTREAM = "reference://h100-sxm/llama-3.1-8b"
+#: the same, sending ``X-Accel-Buffering: no`` with its streams as llama-server does
+#: (vLLM and SGLang send no such header)
+FAST_ACCEL_UPSTREAM = FAST_UPSTREAM + "?x_accel_buffering=1"
 #: a prefill 100x slower than the examples' (prefill MFU 0.005): TTFT ~1.7 s for the chat
 #: workload's 512 prompt tokens, above the read-timeout setup's proxy_read_timeout
 SLOW_PREFILL_UPSTREAM = "reference://h100-sxm/llama-3.1-8b?prefill_efficiency=0.005"
@@ -33,15 +36,18 @@ GZIP = ("gzip on;", "gzip_types text/event-stream application/json;", "gzip_prox
 LIMIT_RATE = ("limit_rate 24k;",)
 
 
-def setups(fast: str, slow: str, dead: str) -> list[Site]:
+def setups(fast: str, slow: str, dead: str, fast_accel: str) -> list[Site]:
     """name -> upstream and location directives.  ``default``: nginx's defaults (HTTP/1.0
-    upstream, buffering on); the others start from the README's recommended block."""
+    upstream, buffering on) in front of a server that sends ``X-Accel-Buffering: no``;
+    ``default_vllm_like``: the same defaults in front of one that does not; the others
+    start from the README's recommended block."""
     rec = tuple(readme_recommended())
     no_timeout = tuple(d for d in rec if not d.startswith("proxy_read_timeout"))
     buffered = tuple(d for d in rec if d != "proxy_buffering off;")
     assert len(buffered) == len(rec) - 1 and len(no_timeout) == len(rec) - 1, rec
     return [
-        Site("default", fast),
+        Site("default", fast_accel),
+        Site("default_vllm_like", fast),
         Site("sse", fast, rec),
         Site("gzip", fast, rec + GZIP),
         Site("limit_rate", fast, buffered + LIMIT_RATE),
@@ -67,14 +73,16 @@ def _hostport(url: str) -> str:
 def upstreams():
     """The reference targets behind the proxy (own processes, so their timing is not the
     test process's), and a loopback port nothing listens on (the upstream that is down)."""
-    with start_reference(FAST_UPSTREAM) as fast, start_reference(SLOW_PREFILL_UPSTREAM) as slow:
-        yield {"fast": fast.url, "slow": slow.url, "dead": f"http://127.0.0.1:{free_port()}"}
+    with start_reference(FAST_UPSTREAM) as fast, start_reference(SLOW_PREFILL_UPSTREAM) as slow, \
+            start_reference(FAST_ACCEL_UPSTREAM) as accel:
+        yield {"fast": fast.url, "slow": slow.url, "dead": f"http://127.0.0.1:{free_port()}",
+               "fast_accel": accel.url}
 
 
 @pytest.fixture(scope="session")
 def proxy(nginx_binary, upstreams):
     """One nginx with every setup, each on its own port; stopped by its pid at the end."""
-    sites = setups(*(_hostport(upstreams[k]) for k in ("fast", "slow", "dead")))
+    sites = setups(*(_hostport(upstreams[k]) for k in ("fast", "slow", "dead", "fast_accel")))
     nginx = Nginx(nginx_binary, sites)
     try:
         nginx.start()

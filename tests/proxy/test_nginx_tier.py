@@ -67,7 +67,8 @@ def run_plugin(folder: Path, files: dict[str, str]) -> PluginRun:
 def passing(proxy, upstreams, tmp_path_factory) -> PluginRun:
     """direct, then each passing setup, in one run (so the figures share the machine's mood)."""
     files = {"a_direct": slo(upstreams["fast"])}
-    files.update({f"nginx_{name}": slo(proxy.url(name)) for name in ("default", "sse", "gzip", "limit_rate")})
+    files.update({f"nginx_{name}": slo(proxy.url(name)) for name in ("default", "default_vllm_like", "sse",
+                                                                          "gzip", "limit_rate")})
     run = run_plugin(tmp_path_factory.mktemp("passing"), files)
     for stem, r in run.results.items():
         itl = r.get("itl_ms") or {}
@@ -81,10 +82,11 @@ def _close(a: float, b: float, rel: float, abs_ms: float) -> bool:
     return abs(a - b) <= max(rel * b, abs_ms)
 
 
-@pytest.mark.parametrize("setup", ["sse", "gzip"])
-def test_recommended_and_gzip_setups_match_direct_without_a_warning(passing, setup):
-    """The README's block, and the same with gzip on for text/event-stream: the plugin's
-    ``Accept-Encoding: identity`` keeps gzip out, tokens pass one by one."""
+@pytest.mark.parametrize("setup", ["default", "sse", "gzip"])
+def test_default_recommended_and_gzip_setups_match_direct_without_a_warning(passing, setup):
+    """nginx's defaults in front of a server that sends ``X-Accel-Buffering: no`` (as
+    llama-server does), the README's block, and the same with gzip on for text/event-stream:
+    the plugin's ``Accept-Encoding: identity`` keeps gzip out, tokens pass one by one."""
     direct, via = passing.results["a_direct"], passing.results[f"nginx_{setup}"]
     assert via["verdict"] == "pass" and via["n"] == CHAT["samples"], via
     assert via["notes"] == [] and direct["notes"] == [], (direct["notes"], via["notes"])
@@ -112,18 +114,23 @@ def test_gzip_setup_compresses_for_a_client_that_accepts_it(proxy, upstreams):
 
 def test_default_buffering_holds_an_http10_stream_in_its_buffers(passing, proxy):
     """nginx's defaults (HTTP/1.0 upstream, proxy_buffering on) with an upstream that answers
-    HTTP/1.0 correctly: the body is delimited by the close, and nginx passes it on only when
-    a 4/8 KB buffer fills.  The plugin names it (the bunching note) on a test that passes;
-    the end of each stream is not delayed (E2E as direct)."""
-    direct, via = passing.results["a_direct"], passing.results["nginx_default"]
+    HTTP/1.0 correctly and sends no ``X-Accel-Buffering: no`` (as vLLM and SGLang do): the
+    body is delimited by the close, and nginx passes it on only when a 4/8 KB buffer fills.
+    The plugin names it (the bunching note) on a test that passes; the end of each stream is
+    not delayed (E2E as direct)."""
+    direct, via = passing.results["a_direct"], passing.results["nginx_default_vllm_like"]
     assert via["verdict"] == "pass" and any(BUNCHING in n for n in via["notes"]), via["notes"]
     assert _close(via["e2e_ms"]["p50"], direct["e2e_ms"]["p50"], 0.10, 20.0), (via["e2e_ms"], direct["e2e_ms"])
     assert via["ttft_ms"]["p50"] > direct["ttft_ms"]["p50"] + 5 * direct["tpot_ms"]["p50"], \
         (via["ttft_ms"], direct["ttft_ms"])  # the first buffer waits for ~16 tokens
     streams = "POST /v1/completions"
-    lines = proxy.access_lines("default", streams)
+    lines = proxy.access_lines("default_vllm_like", streams)
     # the upstream's replies were HTTP/1.0-framed: no chunked encoding, connection closed
     assert lines and all("upstream_te=- " in ln and "upstream_connection=close" in ln for ln in lines), lines[:3]
+    # the same HTTP/1.0 framing reached nginx from the upstream that sends X-Accel-Buffering: no,
+    # which the "default" setup passed on token by token (the test above): the header is the difference
+    accel = proxy.access_lines("default", streams)
+    assert accel and all("upstream_te=- " in ln and "upstream_connection=close" in ln for ln in accel), accel[:3]
     sse = proxy.access_lines("sse", streams)
     assert sse and all("upstream_te=chunked" in ln for ln in sse), sse[:3]  # HTTP/1.1 upstream
 

@@ -226,3 +226,19 @@ def test_an_agent_session_shows_the_terminals_agent_line_and_a_malformed_one_non
     assert "Agent sessions" in html and line in html
     r["extra"]["agent_prefix_reuse"] = "most"  # malformed: no agent block, and no crash
     assert "Agent sessions" not in render(doc_of(r))
+
+
+def test_statistical_bounds_are_on_the_page_in_the_terminals_words():
+    from pytest_llm_latency.core.workload import with_statistics
+    from pytest_llm_latency.plugin.report.terminal import bound_lines
+
+    w = with_statistics(wl(samples=4, ttft_p50=1000), {"confidence": 0.9}, lambda p: "test")
+    r = result_dict(evaluate(w, [rec(float(i) * 200) for i in range(4)], []), "t.py::test_bounds")
+    lines = bound_lines(r)
+    assert r.get("bounds") and len(lines) >= 2, r.get("bounds")
+    html = render(doc_of(r))
+    assert "Statistical verdicts" in html
+    for line in lines[1:]:                      # every budget's bound, word for word
+        assert line.strip().replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") in html
+    r["bounds"] = {"ttft_p50": "garbled"}       # malformed: no block, no crash
+    assert "Statistical verdicts" not in render(doc_of(r))

@@ -20,7 +20,7 @@ from ...core.redact import redact_url
 from ...core.stats import PERCENTILES
 from .charts import (BudgetLine, CdfSeries, Decode, Mark, MetricSeries, RequestSpan, cdf_chart, roofline_chart,
                      timeline_chart)
-from .terminal import COLUMNS, LEGEND, agent_lines, messages, prefill_lines, row, verdict_label
+from .terminal import COLUMNS, LEGEND, agent_lines, bound_lines, messages, prefill_lines, row, verdict_label
 
 CDF_METRICS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"))
 #: gauges drawn on the timeline, first name found wins (vLLM, older vLLM, SGLang, llama.cpp, TGI)
@@ -203,20 +203,25 @@ FACTS = (("workload", "workload"), ("class", "class"), ("prompt_tokens", "prompt
          ("output_tokens", "output tokens"), ("concurrency", "concurrency"))
 
 
+def _terminal_text(lines_of, r: dict, skip: int = 1) -> list[str]:
+    """The terminal's lines about ``r`` (prefill fit, agent sessions, statistical bounds), word
+    for word, without the ``nodeid:`` lead; a malformed part shows nothing rather than failing."""
+    try:
+        lines = lines_of(r) if lines_of is bound_lines else lines_of([r])
+        return [line.strip().split(": ", 1)[-1] if line.startswith("  ") and not line.startswith("    ")
+                else line.strip() for line in lines[skip:]]
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return []
+
+
 def test_view(r: dict, i: int) -> dict:
     extra = _d(r.get("extra"))
     facts = [(label, r.get(k, extra.get(k))) for k, label in FACTS if r.get(k, extra.get(k)) is not None]
     facts += [("failed / short", f"{r.get('failed_requests', 0)} / {r.get('short_outputs', 0)}")]
     roof_svg, roof_text = roofline(r)
-    try:  # the terminal's own prefill line (a prompt_sweep result), word for word
-        prefill = [line.strip().split(": ", 1)[-1] for line in prefill_lines([r])[1:]]
-    except (KeyError, TypeError, ValueError):  # a malformed prefill object: show none rather than fail
-        prefill = []
-    try:  # the terminal's agent-session line (prefix reuse per turn, session figures), word for word
-        agent = [line.strip().split(": ", 1)[-1] for line in agent_lines([r])[1:]]
-    except (KeyError, TypeError, ValueError):
-        agent = []
-    return {"prefill_text": prefill, "agent_text": agent, "anchor": f"test-{i}", "nodeid": str(r.get("nodeid")), "verdict": str(r.get("verdict", "?")),
+    return {"prefill_text": _terminal_text(prefill_lines, r), "agent_text": _terminal_text(agent_lines, r),
+            "bounds_text": _terminal_text(bound_lines, r, skip=0),
+            "anchor": f"test-{i}", "nodeid": str(r.get("nodeid")), "verdict": str(r.get("verdict", "?")),
             "verdict_label": verdict_label(r), "messages": messages(r), "facts": facts,
             "cdfs": cdf_charts(r), "timeline": timeline(r), "roofline": roof_svg, "roofline_text": roof_text}
 

@@ -63,6 +63,9 @@ class ReferenceConfig:
     # -- counting rules and Ollama's behaviours (ollama_api.py, residency.py) ----------------
     tokenizer: str = field(default="word", metadata=_meta(
         "token counting rule: word (one per whitespace-separated word) or chars3 (one per 3 characters)"))
+    x_accel_buffering: bool = field(default=False, metadata=_meta(
+        "send 'X-Accel-Buffering: no' with streams, as llama-server does (vLLM and SGLang do not): nginx then "
+        "passes the stream on token by token even with its default proxy_buffering", flag=True))
     tokenize_endpoint: bool = field(default=True, metadata=_meta(
         "serve /tokenize and /v1/tokenize (off: 404, like Ollama and many OpenAI-compatible servers)", flag=True))
     load_time: float = field(default=0.0, metadata=_meta(

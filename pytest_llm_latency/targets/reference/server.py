@@ -244,7 +244,8 @@ class ReferenceServer:
         watcher = watch_disconnect(conn, self.scheduler, st)
         try:
             if streamed:
-                await stream(conn, self.scheduler, st, gen, proto, fault)
+                await stream(conn, self.scheduler, st, gen, proto, fault,
+                             no_proxy_buffering=self.config.x_accel_buffering)
             else:
                 await respond_full(conn, self.scheduler, st, gen, proto, fault)
         finally:

@@ -75,8 +75,9 @@ _STREAM_FAULTS = {"reset", "stall", "malformed_json", "error_event", "huge_line"
 
 
 async def stream(conn: Connection, sched: Scheduler, st: RequestState, gen: Generation,
-                 proto: StreamProtocol, fault: Fault | None) -> None:
-    """Send a streamed response; every wait is bounded by the generation or the fault caps."""
+                 proto: StreamProtocol, fault: Fault | None, *, no_proxy_buffering: bool = False) -> None:
+    """Send a streamed response; every wait is bounded by the generation or the fault caps.
+    ``no_proxy_buffering``: the ``X-Accel-Buffering: no`` header (nginx then does not buffer)."""
     content_type = proto.content_type
     if fault is not None and fault.mode == "wrong_content_type":
         if fault.get("body") == "json":
@@ -87,7 +88,8 @@ async def stream(conn: Connection, sched: Scheduler, st: RequestState, gen: Gene
         conn.trickle(float(fault.get("bytes_per_s")), fault.seconds("max_seconds"), bool(fault.get("headers")))
     active = fault if fault is not None and fault.mode in _STREAM_FAULTS else None
     fire_at = min(int(active.get("after")), gen.target) if active else -1
-    await conn.start_stream(200, [("content-type", content_type), ("cache-control", "no-cache")])
+    headers = [("content-type", content_type), ("cache-control", "no-cache")]
+    await conn.start_stream(200, headers + ([("x-accel-buffering", "no")] if no_proxy_buffering else []))
     for event in proto.opening():
         await conn.write_chunk(event)
     if fire_at == 0 and await _fire(conn, sched, st, proto, active):
