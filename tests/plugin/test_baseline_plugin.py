@@ -87,8 +87,10 @@ def test_same_target_other_seed_passes_and_a_marker_tolerance_applies(pytester, 
     res, = json.loads((pytester.path / "r.json").read_text())["results"]
     assert res["extra"]["baseline"] in ("ok", "improvement")
     assert {c["key"] for c in res["baseline"]["comparisons"]} == {"ttft_p50", "ttft_p95", "tpot_p50", "e2e_p50"}
-    # a 15% slower decode passes when the marker's tolerance allows 40%
-    write(pytester, SLOW_DECODE, extra=", regression={'tpot_p50': '40%', 'e2e_p50': '40%'}")
+    # a 15% slower decode passes when the marker's tolerances allow 40% (TTFT too: a 64-token
+    # prefill is memory-bound, so decode_efficiency slows it as well)
+    write(pytester, SLOW_DECODE, extra=", regression={'tpot_p50': '40%', 'e2e_p50': '40%', 'ttft_p50': '40%', "
+                                       "'ttft_p95': '40%'}")
     r = run(pytester, "--llm-latency-baseline=base.json")
     r.assert_outcomes(passed=1)
 
