@@ -20,6 +20,7 @@ EXIT_BROKEN_PIPE = 141
 SUBCOMMANDS = {
     # name: (module, one-line help)
     "ceiling": ("pytest_llm_latency.cli.ceiling", "print the decode memory-bandwidth ceiling (tok/s)"),
+    "compare": ("pytest_llm_latency.cli.compare", "deploy gate: compare two baselines / results files with samples"),
     "serve-reference": ("pytest_llm_latency.cli.serve_reference", "run the embedded reference LLM server"),
     "sweep": ("pytest_llm_latency.cli.sweep", "find the highest request rate that meets the SLO"),
 }

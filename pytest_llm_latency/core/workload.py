@@ -18,6 +18,7 @@ from .agent_spec import AGENT_BUDGET_KEYS, AGENT_CLASS, AGENT_KEYS, AgentSpec, m
 from .budgets import (BUDGET_KEYS, FRACTION_BUDGETS, Budget, did_you_mean,  # noqa: F401
                       parse_budget, parse_duration_ms, parse_positive_number)
 from .coldstart import COLD_BUDGET, COLD_STARTS  # noqa: F401
+from .compare import parse_tolerances
 from .errors import ConfigError
 from .load_spec import DURATION_MAX_REQUESTS, LOAD_KEYS, Load, make_load  # noqa: F401
 
@@ -49,6 +50,9 @@ class Workload:
     sequential: bool = False
     min_samples: int = 10
     agent: AgentSpec | None = None    # multi-turn tool-calling sessions (issue 15, core.agent_spec)
+    # deploy gate (core.compare): per-workload regression tolerances {ttft_p95: 0.1} (YAML/marker ``regression:``)
+    regression: Mapping[str, float] | None = field(default=None, compare=False)
+    baseline_target: Any = field(default=None, compare=False)  # A/B in one run: a URL or {url|command: ...}
 
     @property
     def cold_budget(self) -> Budget | None:
@@ -91,7 +95,8 @@ BUILTIN_CLASSES: dict[str, WorkloadClass] = {
 WORKLOAD_KEYS = ("class", "prompt_tokens", "output_tokens", "samples", "warmup", "system_prompt_tokens",
                  "shared_prefix_tokens", "concurrency", "max_error_rate", "slo", "roofline", "cold_starts",
                  "prompt_sweep",
-                 "confidence", "inconclusive", "min_samples", "max_samples") + AGENT_KEYS + LOAD_KEYS
+                 "confidence", "inconclusive", "min_samples", "max_samples", "regression",
+                 "baseline_target") + AGENT_KEYS + LOAD_KEYS
 INCONCLUSIVE = ("fail", "warn", "pass")
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_MAX_SAMPLES = 200
@@ -233,7 +238,9 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
                  warmup=warmup, system_prompt_tokens=system, shared_prefix_tokens=shared, concurrency=conc,
                  max_error_rate=float(rate), budgets=budgets, roofline=roof, cold_starts=cold,
                  prompt_sweep=sweep, prefill_slo=prefill_slo, load=load, sweep=rate_sweep,
-                 agent=make_agent(klass_name, spec, agent_slo, where, parse_duration_ms))
+                 agent=make_agent(klass_name, spec, agent_slo, where, parse_duration_ms),
+                 regression=parse_tolerances(get("regression", None), where(("regression",))) or None,
+                 baseline_target=get("baseline_target", None))
     if samples == "auto" and (w.prompt_sweep or w.agent is not None):
         raise ConfigError(f"{where(('samples',))}: samples: auto decides percentile budgets one request at a "
                           f"time; a {'prompt_sweep' if w.prompt_sweep else 'agent session'} workload is judged on "

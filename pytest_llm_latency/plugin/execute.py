@@ -74,7 +74,9 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
                 return measure(client, w, seed=sess.settings.get("seed"), nonce=sess.nonce or None,
                                salt_context=salt if w is workload else f"{salt}|rate={w.load.rate!r}",
                                progress=progress)
-            if workload.sweep is not None:
+            if workload.baseline_target is not None:  # A/B in one run, interleaved (plugin/ab.py)
+                res = _measure_ab(item, sess, spec, client, workload, measure, progress)
+            elif workload.sweep is not None:
                 from ..client.rate_sweep import run_sweep
 
                 res = run_sweep(measure_at, workload)[0]
@@ -93,8 +95,36 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
             # inside the lock: a local-cpu bandwidth probe saturates memory bandwidth, so it must
             # not overlap another worker's measurement either
             apply_roofline(item, sess, spec, client, workload, res, roofline_cli or {})
+        from .baseline import apply as apply_baseline  # deploy gate: judged against a baseline's samples
+
+        apply_baseline(item, sess, spec, client, workload, res)
     finally:
         progress.clear()
+    return res
+
+
+def _measure_ab(item, sess: LatencySession, spec: TargetSpec, client, workload: Workload, measure, progress):
+    """The candidate (the test's target) interleaved with ``baseline_target`` and judged against it."""
+    from . import ab, baseline
+
+    where = f"{item.nodeid} workload {workload.name!r}"
+    try:
+        spec_b = ab.baseline_spec(workload.baseline_target, spec, where)
+        client_b = sess.client(spec_b)
+    except ConfigError as exc:
+        config_failure(exc)
+    except (MeasurementError, LatencyError, OSError, RuntimeError) as exc:
+        msg = sess.redactor()(f"baseline target {spec_b.describe()} could not start: {exc}")
+        return evaluate(workload, [], [Failure("target", msg)])
+    res, res_b = ab.measure_interleaved(measure, client, client_b, workload, seed=sess.settings.get("seed"),
+                                        nonce=sess.nonce or None, progress=progress,
+                                        salt_context=sess.salt_context(item.nodeid, workload.name))
+    if not res_b.records:
+        res.failed_checks.append(f"baseline target {ab.describe(spec_b)} measured no sample: "
+                                 f"{res_b.failure_message() or 'empty sample'}")
+        return res
+    baseline.judge(res, {"samples": baseline.samples(res_b)}, baseline.tolerances(sess.settings, workload),
+                   seed=sess.settings.get("seed") or 0, label=f"baseline target {ab.describe(spec_b)}", paired=True)
     return res
 
 
@@ -170,10 +200,11 @@ def record(item: pytest.Item, results: WorkloadResult | list[WorkloadResult]) ->
     item.user_properties.extend(added)
     item.stash[OWN_PROPS_KEY] = added
     settings = getattr(item.config.stash.get(SESSION_KEY, None), "settings", None)
-    if settings is not None and (settings.get("json") or settings.get("html")):
+    if settings is not None and (settings.get("json") or settings.get("html") or settings.get("save_baseline")):
+        from .baseline import detail_fields
         from .report.detail import detail  # per-request data: JSON and HTML only, never JUnit
 
-        item.stash[DETAIL_KEY] = [detail(res) for res in results]
+        item.stash[DETAIL_KEY] = [{**detail(res), **detail_fields(res, settings)} for res in results]
 
 
 def warn_notes(item: pytest.Item, results: WorkloadResult | list[WorkloadResult]) -> None:

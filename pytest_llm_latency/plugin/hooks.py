@@ -24,12 +24,13 @@ def pytest_addhooks(pluginmanager):
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("llm-latency", "LLM latency SLOs (pytest-llm-latency)")
     for opt in OPTIONS:
+        cli_help = f"{opt.help} Env {opt.env}, ini {opt.ini}.".replace("%", "%%")  # argparse formats help with %
         if opt.flag:
             group.addoption(opt.cli, action="store_true", default=None, dest=f"llm_latency_{opt.name}",
-                            help=f"{opt.help} Env {opt.env}, ini {opt.ini}.")
+                            help=cli_help)
         else:
             group.addoption(opt.cli, action="store", default=None, dest=f"llm_latency_{opt.name}",
-                            metavar=opt.name.upper(), help=f"{opt.help} Env {opt.env}, ini {opt.ini}.")
+                            metavar=opt.name.upper(), help=cli_help)
         parser.addini(opt.ini, help=opt.help, type="string", default=None)
 
 
@@ -60,6 +61,12 @@ def pytest_configure(config: pytest.Config) -> None:
     clock = config.hook.pytest_llm_latency_clock(config=config)
     if clock is not None:
         sess.clock = clock
+    from .baseline import load_for_session  # deploy gate: the baseline is read once, bad files stop the run
+
+    try:
+        sess.baseline_doc = load_for_session(settings)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
     config.stash[SESSION_KEY] = sess
     config.stash[RESULTS_KEY] = []
     _serialize_under_xdist(config)
@@ -238,6 +245,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
         return
     results = config.stash.get(RESULTS_KEY, [])
     s = get_session(config).settings
+    if s.get("save_baseline") and results:
+        _save_baseline(session, s.get("save_baseline"), results)
+    _step_summary(session, results)
     if not s.get("json") and not s.get("html"):
         return
     import json
@@ -264,6 +274,34 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
             if tr:
                 tr.write_line(f"llm-latency: could not write {path}: {what}", red=True)
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+
+def _step_summary(session: pytest.Session, results: list[dict]) -> None:
+    from .report.step_summary import ENV, append
+
+    if not os.environ.get(ENV) or not results:
+        return
+    try:
+        append(results)
+    except Exception as exc:  # noqa: BLE001 - a summary must not hide the run's verdicts
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        if tr:
+            tr.write_line(f"llm-latency: could not append to ${ENV}: {exc}", red=True)
+
+
+def _save_baseline(session: pytest.Session, path: str, results: list[dict]) -> None:
+    from .baseline import save_from_results
+
+    tr = session.config.pluginmanager.get_plugin("terminalreporter")
+    try:
+        n = save_from_results(path, results)
+    except Exception as exc:  # noqa: BLE001 - as for the JSON file: reported, the run's verdicts kept
+        if tr:
+            tr.write_line(f"llm-latency: could not save the baseline {path}: {exc}", red=True)
+        session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+        return
+    if tr:
+        tr.write_line(f"llm-latency: baseline of {n} test(s) saved to {path}")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:

@@ -150,6 +150,16 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("hardware", "Accelerator for the roofline gate: a catalog name, 'auto' (nvidia-smi) or 'local-cpu'."),
     Opt("min_efficiency", "Fail when decode runs below this fraction of the memory-bandwidth ceiling "
         "(e.g. 0.5).", _fraction, "a fraction in (0, 1]"),
+    # -- deploy gate (plugin/baseline.py, core/compare.py) --
+    Opt("save_baseline", "Save every latency test's raw per-request samples and a fingerprint to this "
+        "baseline file (atomically) for later --llm-latency-baseline runs.", str, "a path"),
+    Opt("baseline", "Judge each latency test against this baseline file (or a results file written with "
+        "--llm-latency-json-samples): fail on a regression that is beyond the tolerance and significant.",
+        str, "a path"),
+    Opt("json_samples", "Also write raw per-request samples to the --llm-latency-json file, so it can serve "
+        "as a baseline.", _bool, "true or false", False, flag=True),
+    Opt("max_regression", "Regression tolerances, e.g. 'ttft_p95=10%,tpot_p50=5%' (defaults: ttft_p50=10%, "
+        "ttft_p95=15%, tpot_p50=5%, e2e_p50=10%).", str, "metric_stat=percent pairs like ttft_p95=10%"),
     Opt("min_prefill_efficiency", "Fail a prompt_sweep workload whose prefill runs below this fraction of the "
         "compute ceiling (MFU, e.g. 0.35).", _fraction, "a fraction in (0, 1]"),
 )

@@ -46,6 +46,7 @@ class LatencySession:
     _secrets: set = field(default_factory=set, repr=False)
     nonce: str = ""  # the run's salt nonce (``run_nonce``); "" only for sessions built by hand
     _measured: dict = field(default_factory=dict, repr=False)
+    baseline_doc: dict | None = field(default=None, repr=False)  # --llm-latency-baseline (plugin.baseline)
 
     def salt_context(self, nodeid: str, workload: str) -> str:
         """Which measurement of the run this is: the test, the workload and how often that test

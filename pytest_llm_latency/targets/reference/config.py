@@ -35,6 +35,11 @@ class ReferenceConfig:
         "override the catalog's peak dense bf16 TFLOPS"))
     time_scale: float = field(default=1.0, metadata=_meta(
         "multiply every modelled duration (0 = no modelled delay)"))
+    jitter: float = field(default=0.0, metadata=_meta(
+        "coefficient of variation of a lognormal, mean-1 noise factor on every engine step "
+        "(prefill and decode); 0 = off (exact roofline timings)"))
+    jitter_seed: int = field(default=0, metadata=_meta(
+        "seed of the jitter noise: same seed and same request sequence = same timings"))
     max_num_seqs: int = field(default=256, metadata=_meta("most sequences decoding at once"))
     kv_pool_tokens: int | None = field(default=None, metadata=_meta(
         "KV pool size in tokens (default: from device memory)"))
@@ -131,6 +136,9 @@ class ReferenceConfig:
                 raise ConfigError(f"reference: {name} must be in (0, 1], got {v}")
         if not (math.isfinite(self.time_scale) and self.time_scale >= 0):
             raise ConfigError(f"reference: time_scale must be a finite number >= 0, got {self.time_scale}")
+        if not (math.isfinite(self.jitter) and 0 <= self.jitter <= 1):
+            raise ConfigError(f"reference: jitter must be in [0, 1] (a coefficient of variation), "
+                              f"got {self.jitter}")
         for name in ("max_num_seqs", "block_size", "stream_interval"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"reference: {name} must be >= 1")

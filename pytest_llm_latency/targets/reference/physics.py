@@ -50,6 +50,7 @@ deployment.  ``efficiency=x`` in the config sets both.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -186,6 +187,21 @@ class Physics:
             else:
                 hi = mid
         return hi
+
+
+def jitter_factor(rng, cv: float) -> float:
+    """One multiplicative noise factor for a step's duration: lognormal with mean 1 and
+    coefficient of variation ``cv`` (``sigma^2 = ln(1 + cv^2)``, ``mu = -sigma^2 / 2``).
+
+    Lognormal because a duration is positive and its noise multiplicative (clock, cache and
+    scheduling effects scale the work); mean 1 keeps the roofline's *expected* timings.
+    ``cv <= 0`` returns exactly 1 without drawing (jitter off: bit-identical timings).
+    ``rng`` is a ``random.Random``: the caller seeds it, so a run is reproducible.
+    """
+    if cv <= 0:
+        return 1.0
+    sigma2 = math.log1p(cv * cv)
+    return rng.lognormvariate(-sigma2 / 2.0, math.sqrt(sigma2))
 
 
 def kv_pool_tokens(hw: Hardware, model: ModelSpec,

@@ -6,6 +6,9 @@ accumulates: a late wake-up only makes the next sleep shorter.  ``t0`` is re-anc
 to the clock when the engine goes idle, when a request arrives "after" a deadline that
 is already past, and after a stall of more than ``RESYNC_S`` seconds.  With
 ``time_scale == 0`` no step sleeps (only ``sleep(0)`` to let the handlers run).
+With ``jitter`` > 0 each step's duration is multiplied by ``physics.jitter_factor`` drawn
+from one ``random.Random(jitter_seed)``: the same seed and request sequence give the same
+timings, another seed an independent sample (what an A/A comparison needs).
 
 Tokens are pushed, with their deadline time, into a per-request ``Sink`` that the HTTP
 handler drains.  All server-side timings (``/metrics``, Ollama's durations) are computed
@@ -14,11 +17,13 @@ from these deadlines, i.e. modelled time x time_scale.
 from __future__ import annotations
 
 import asyncio
+import random
 from collections import deque
 from dataclasses import dataclass, field
 from itertools import count
 
 from .engine import Engine, EngineRequest, Step
+from .physics import jitter_factor
 from .metrics import EngineMetrics
 
 RESYNC_S = 1.0
@@ -97,9 +102,12 @@ class RequestState:
 
 
 class Scheduler:
-    def __init__(self, engine: Engine, *, time_scale: float, metrics: EngineMetrics | None = None):
+    def __init__(self, engine: Engine, *, time_scale: float, metrics: EngineMetrics | None = None,
+                 jitter: float = 0.0, jitter_seed: int = 0):
         self.engine = engine
         self.time_scale = time_scale
+        self.jitter = jitter                          # physics.jitter_factor: CV of each step's noise
+        self._rng = random.Random(jitter_seed)
         self.metrics = metrics
         self.requests: dict[int, RequestState] = {}
         self._ids = count(1)
@@ -189,7 +197,7 @@ class Scheduler:
                 st = self.requests.get(rid)
                 if st is not None and st.arrival > start:
                     start = st.arrival
-            end = start + step.seconds * self.time_scale
+            end = start + step.seconds * self.time_scale * jitter_factor(self._rng, self.jitter)
             self._on_admit(step, start)
             delay = end - loop.time()
             if delay > 0:

@@ -47,7 +47,8 @@ class ReferenceServer:
                                      waiting=lambda: e.num_waiting, kv_usage=e.kv_usage,
                                      prefix_queries=lambda: e.prefix_queries,
                                      prefix_hits=lambda: e.prefix_hits)
-        self.scheduler = Scheduler(e, time_scale=config.time_scale, metrics=self.metrics)
+        self.scheduler = Scheduler(e, time_scale=config.time_scale, metrics=self.metrics,
+                                   jitter=config.jitter, jitter_seed=config.jitter_seed)
         if self.server_fault is not None and self.server_fault.mode in ENGINE_MODES:  # the engine's, not a response's
             self.scheduler.pause = (self.server_fault.seconds("at"), self.server_fault.seconds("seconds"))
             self.server_fault = None

@@ -1,0 +1,168 @@
+"""Deploy gate: false-alarm rate (A/A) and detection rate (A/B) of the baseline comparison.
+
+    .venv/bin/python benchmarks/deploy_gate.py [--reps 100] [--time-scale 1] [--llama-reps 20] [--only reference|llama]
+
+Reference target (``jitter=0.05``: every engine step x a lognormal, mean-1, 5 % CV factor):
+four servers run side by side, each with its own ``jitter_seed``:
+
+* ``A1``, ``A2``: the same target (H100 / Llama-3.1-8B defaults) -- A/A;
+* ``Bdec``: ``decode_efficiency`` 0.7 / 1.15 -> every decode step 15 % slower;
+* ``Bttft``: ``prefill_efficiency`` 0.5 / 1.15 -> the (compute-bound) prefill 15 % slower.
+
+Each repetition measures one run of each (default sample size: 20 requests, warmup 2; prompt
+2048 / output 8 tokens, so that the modelled prefill (~62 ms) dominates the TTFT's HTTP and
+parsing overhead; the runner's prompt seed = the repetition), in rotated order so that
+no arm is always first, then compares ``A2``, ``Bdec`` and ``Bttft`` against ``A1`` with
+``core.compare.compare_all`` at the default tolerances (bootstrap seed = the repetition).
+A repetition is "flagged" when any tolerance reports a regression -- the plugin's verdict.
+The realized effect (pooled medians over all repetitions) is printed too: HTTP and scheduling
+overhead dilute a modelled 15 % a little.
+
+``--only llama``: the same A/A and A/B pair on the real llama.cpp ``llama-server`` of
+``tests/realserver`` (``-t 1``): A = the 406 MB ``membound`` model (A1 and A2 are two runs on
+one server), B = the same model with a 7th layer (16.7 % more weight bytes: a real slowdown of
+decode and prefill of about that size on a memory-bound CPU); fewer repetitions (``--llama-reps``).
+Prompt seeds differ between all runs (the server's prompt cache must not favour a run).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests", "realserver"))
+
+import httpx  # noqa: E402
+
+from pytest_llm_latency.client.runner import Target, make_client, measure  # noqa: E402
+from pytest_llm_latency.core.compare import DEFAULT_TOLERANCES, compare_all  # noqa: E402
+from pytest_llm_latency.core.result import metric_values  # noqa: E402
+from pytest_llm_latency.core.workload import make_workload  # noqa: E402
+
+REF = "reference://h100-sxm/llama-3.1-8b?jitter=0.05&time_scale={ts}&jitter_seed={seed}"
+PROMPT = int(os.environ.get("GATE_PROMPT", "2048"))
+ARMS = {"A1": "", "A2": "", "Bdec": "&decode_efficiency=0.6087", "Bttft": "&prefill_efficiency=0.4348"}
+
+
+FAILED: dict[str, int] = {}
+
+
+def run_once(client, w, seed: int) -> dict[str, list[float]]:
+    """One run's samples; failed requests stay in as misses (+inf), as the plugin counts them."""
+    res = measure(client, w, seed=seed, nonce=f"r{seed}")
+    for f in res.failures:
+        FAILED[f.kind] = FAILED.get(f.kind, 0) + 1
+    return metric_values(res.records, res.failures, w.output_tokens)
+
+
+def rates(samples: dict[str, list[dict]], base: str, others: list[str], reps: int) -> dict[str, dict]:
+    out = {}
+    for arm in others:
+        flagged, keys = 0, {}
+        for rep in range(reps):
+            comps, _ = compare_all(samples[base][rep], samples[arm][rep], DEFAULT_TOLERANCES, seed=rep)
+            hit = [c.key for c in comps if c.status == "regression"]
+            flagged += bool(hit)
+            for k in hit:
+                keys[k] = keys.get(k, 0) + 1
+        eff = {m: statistics.median(v for rep in samples[arm] for v in rep[m]) /
+               statistics.median(v for rep in samples[base] for v in rep[m]) - 1 for m in ("ttft", "tpot")}
+        out[arm] = {"flagged": flagged, "reps": reps, "by_key": keys, "effect": eff,
+                    "base": {m: statistics.median(v for rep in samples[base] for v in rep[m]) for m in ("ttft", "tpot")}}
+    return out
+
+
+def report(title: str, r: dict) -> None:
+    print(f"\n{title}" + (f" (failed requests, counted as misses: {FAILED})" if FAILED else ""))
+    print("| candidate vs A1 | flagged | rate | by tolerance | realized TTFT / TPOT median change |")
+    print("|---|---|---|---|---|")
+    b = next(iter(r.values()))["base"]
+    print(f"A1 pooled medians: TTFT {b['ttft']:.2f} ms, TPOT {b['tpot']:.2f} ms")
+    for arm, v in r.items():
+        by = ", ".join(f"{k} {n}" for k, n in sorted(v["by_key"].items())) or "-"
+        print(f"| {arm} | {v['flagged']} / {v['reps']} | {v['flagged'] / v['reps']:.1%} | {by} | "
+              f"{v['effect']['ttft']:+.1%} / {v['effect']['tpot']:+.1%} |")
+
+
+def reference(reps: int, ts: float) -> None:
+    from pytest_llm_latency.targets.reference.launch import start_reference
+
+    w = make_workload("gate", {"class": "custom", "prompt_tokens": PROMPT, "output_tokens": 8, "slo": {}})
+    handles = {arm: start_reference(REF.format(ts=ts, seed=i + 1) + extra)
+               for i, (arm, extra) in enumerate(ARMS.items())}
+    samples: dict[str, list] = {arm: [] for arm in ARMS}
+    t0 = time.time()
+    try:
+        with httpx.Client(timeout=60) as http:
+            clients = {arm: make_client(Target(h.url), http) for arm, h in handles.items()}
+            order = list(ARMS)
+            for rep in range(reps):
+                rot = order[rep % 4:] + order[:rep % 4]
+                for arm in rot:
+                    samples[arm].append(run_once(clients[arm], w, seed=rep))
+                if rep % 10 == 9:
+                    print(f"  {rep + 1} repetitions, {time.time() - t0:.0f} s", file=sys.stderr)
+    finally:
+        for h in handles.values():
+            h.stop()
+    print(f"reference target, jitter 0.05, time_scale {ts}, {reps} repetitions x 4 runs of {w.samples} "
+          f"requests (prompt {w.prompt_tokens} / output {w.output_tokens}), default tolerances "
+          f"{DEFAULT_TOLERANCES}, 95% CI, {time.time() - t0:.0f} s")
+    report("A/A (A2) and A/B (Bdec: decode 15% slower, Bttft: prefill 15% slower)",
+           rates(samples, "A1", ["A2", "Bdec", "Bttft"], reps))
+
+
+def llama(reps: int) -> None:
+    import tempfile
+
+    import build_llama_server
+    import make_models
+    from conftest import llama_server_command
+    from pytest_llm_latency.targets.managed import TargetPool
+
+    # B: the membound model with a 7th layer -- 16.7 % more weight bytes (and FLOPs), so on a
+    # memory-bound CPU decode and prefill are ~15-17 % slower: a real, known-size slowdown.
+    make_models.SPECS.setdefault("membound7", make_models.ModelSpec("membound7", n_embd=1024, n_layer=7,
+                                                                     n_ff=4096, n_head=16, seed=2))
+    binary = build_llama_server.build()
+    models = make_models.ensure_models(names=["membound", "membound7"])
+    w = make_workload("gate", {"class": "custom", "prompt_tokens": 128, "output_tokens": 8, "slo": {}})
+    t0 = time.time()
+    samples: dict[str, list] = {"A1": [], "A2": [], "B": []}
+    with TargetPool(tempfile.mkdtemp(prefix="gate-llama-")) as pool:
+        ta = pool.get(llama_server_command(binary, models["membound"]), ready_path="/health", startup_timeout_s=120)
+        tb = pool.get(llama_server_command(binary, models["membound7"]), ready_path="/health", startup_timeout_s=120)
+        with httpx.Client(timeout=120) as http:
+            clients = {"A1": make_client(Target(ta.url), http), "A2": make_client(Target(ta.url), http),
+                       "B": make_client(Target(tb.url), http)}
+            order = ["A1", "B", "A2"]
+            for rep in range(reps):
+                for arm in order[rep % 3:] + order[:rep % 3]:
+                    samples[arm].append(run_once(clients[arm], w, seed=rep * 3 + order.index(arm)))
+                print(f"  {rep + 1} repetitions, {time.time() - t0:.0f} s", file=sys.stderr)
+    print(f"\nllama-server -t 1 (membound 406 MB F32; B = the same with a 7th layer, +16.7 % weights), "
+          f"{reps} repetitions x 3 runs of {w.samples} requests (prompt {w.prompt_tokens} / output "
+          f"{w.output_tokens}), {time.time() - t0:.0f} s")
+    report("A/A (A2: same server, another run) and A/B (B: 16.7 % more weights)",
+           rates(samples, "A1", ["A2", "B"], reps))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=100)
+    ap.add_argument("--llama-reps", type=int, default=20)
+    ap.add_argument("--time-scale", type=float, default=1.0)
+    ap.add_argument("--only", choices=("reference", "llama"))
+    a = ap.parse_args()
+    if a.only in (None, "reference"):
+        reference(a.reps, a.time_scale)
+    if a.only in (None, "llama"):
+        llama(a.llama_reps)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""The baseline file: each latency test's raw per-request samples and a fingerprint of what
+produced them, so a later run (or ``pytest-llm-latency compare``) can judge a candidate
+statistically.  Format ``data/baseline.schema.json``, version ``FORMAT_VERSION``.
+
+    {"format": "pytest-llm-latency-baseline", "version": 1,
+     "fingerprint": {model, server, target, command, hardware, plugin_version, time},
+     "tests": {"<nodeid>::<workload>": {"workload": {...}, "fingerprint": {...}?,
+               "samples": {"ttft_ms": [...], "ttfo_ms", "tpot_ms", "e2e_ms", "itl_ms",
+                           "output_tps", "output_tokens", "prompt_tokens"}}}}
+
+A miss (a failed request, +inf in the statistics) is stored as ``null`` -- JSON has no
+Infinity -- and read back as +inf (0 for output tok/s is stored as is).  Written atomically
+(``files.atomic``); read with a structural check that names the file, the key and the fix.
+The same ``tests`` block, with ``--llm-latency-json-samples``, is also written into the JSON
+results (``results[i].samples``), so one results file can serve as a baseline.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Mapping
+
+from .atomic import write_atomic
+
+FORMAT = "pytest-llm-latency-baseline"
+FORMAT_VERSION = 1
+#: per-request sample lists, the metric key of ``core.compare`` each maps to
+SAMPLE_KEYS = {"ttft_ms": "ttft", "ttfo_ms": "ttfo", "tpot_ms": "tpot", "itl_ms": "itl", "e2e_ms": "e2e",
+               "output_tps": "output_tps"}
+COUNT_KEYS = ("output_tokens", "prompt_tokens")
+
+
+class BaselineError(ValueError):
+    """A baseline or results file that cannot be used; the message names the file and the fix."""
+
+
+def entry_key(nodeid: str, workload: str) -> str:
+    return f"{nodeid}::{workload}"
+
+
+def encode_samples(values: Mapping[str, list[float]]) -> dict[str, list]:
+    """``{"ttft": [..]}`` (``core.result.metric_values``) -> ``{"ttft_ms": [..]}`` with +inf as null."""
+    out: dict[str, list] = {}
+    for key, metric in SAMPLE_KEYS.items():
+        if metric in values:
+            out[key] = [None if not math.isfinite(v) else round(v, 4) for v in values[metric]]
+    return out
+
+
+def decode_samples(samples: Mapping[str, Any]) -> dict[str, list[float]]:
+    """The inverse: ``{"ttft": [...]}`` floats, null -> +inf."""
+    return {metric: [math.inf if v is None else float(v) for v in samples.get(key) or []]
+            for key, metric in SAMPLE_KEYS.items() if key in samples}
+
+
+def make_document(tests: Mapping[str, Mapping], fingerprint: Mapping) -> dict:
+    return {"format": FORMAT, "version": FORMAT_VERSION, "fingerprint": dict(fingerprint), "tests": dict(tests)}
+
+
+def save(path: str | Path, doc: Mapping) -> None:
+    validate(doc, str(path))
+    write_atomic(path, json.dumps(doc, indent=1, sort_keys=False) + "\n")
+
+
+def _fail(where: str, what: str) -> BaselineError:
+    return BaselineError(f"{where}: {what}")
+
+
+def validate(doc: Any, where: str) -> dict:
+    """The structural rules of ``data/baseline.schema.json`` (the package has no runtime
+    jsonschema dependency; the test suite checks both agree)."""
+    if not isinstance(doc, dict):
+        raise _fail(where, f"expected a JSON object, got {type(doc).__name__}")
+    if doc.get("format") != FORMAT:
+        raise _fail(where, f"not a baseline file (format {doc.get('format')!r}, expected {FORMAT!r}); "
+                           f"write one with --llm-latency-save-baseline, or pass a results file written "
+                           f"with --llm-latency-json-samples")
+    if doc.get("version") != FORMAT_VERSION:
+        raise _fail(where, f"baseline format version {doc.get('version')!r} is not supported (this plugin "
+                           f"reads version {FORMAT_VERSION}); save the baseline again with this version")
+    if not isinstance(doc.get("fingerprint"), dict):
+        raise _fail(where, "'fingerprint' must be an object")
+    tests = doc.get("tests")
+    if not isinstance(tests, dict):
+        raise _fail(where, "'tests' must be an object of '<nodeid>::<workload>' entries")
+    for name, entry in tests.items():
+        at = f"{where}: tests[{name!r}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("samples"), dict):
+            raise BaselineError(f"{at}: expected an object with 'samples'")
+        for key, vals in entry["samples"].items():
+            if key not in SAMPLE_KEYS and key not in COUNT_KEYS:
+                raise BaselineError(f"{at}.samples: unknown key {key!r} (known: "
+                                    f"{', '.join(list(SAMPLE_KEYS) + list(COUNT_KEYS))})")
+            if not isinstance(vals, list) or not all(v is None or (isinstance(v, (int, float))
+                                                                    and not isinstance(v, bool)) for v in vals):
+                raise BaselineError(f"{at}.samples.{key}: expected a list of numbers (null = a failed request)")
+    return doc
+
+
+def from_results(doc: Any, where: str) -> dict:
+    """A JSON results file written with ``--llm-latency-json-samples`` as a baseline document."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
+        raise _fail(where, "neither a baseline file nor a JSON results file (no 'results' list)")
+    tests = {}
+    for r in doc["results"]:
+        if isinstance(r, dict) and isinstance(r.get("samples"), dict):
+            tests[entry_key(str(r.get("nodeid")), str(r.get("workload")))] = {
+                "samples": r["samples"], "workload": {"name": r.get("workload")},
+                **({"fingerprint": r["fingerprint"]} if isinstance(r.get("fingerprint"), dict) else {})}
+    if not tests:
+        raise _fail(where, "this JSON results file has no per-request samples: write it with "
+                           "--llm-latency-json-samples (or save a baseline with --llm-latency-save-baseline)")
+    fp = doc.get("fingerprint") if isinstance(doc.get("fingerprint"), dict) else {}
+    return validate(make_document(tests, fp), where)
+
+
+def load(path: str | Path) -> dict:
+    """Read a baseline file (or a results file with samples); BaselineError names what is wrong."""
+    where = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise _fail(where, "no such file (save one first with --llm-latency-save-baseline PATH)") from None
+    except OSError as exc:
+        raise _fail(where, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _fail(where, f"not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from None
+    if isinstance(doc, dict) and "results" in doc and "format" not in doc:
+        return from_results(doc, where)
+    return validate(doc, where)

@@ -1,0 +1,191 @@
+"""Baselines in a pytest run: judge each latency result against a saved baseline's raw samples
+(``--llm-latency-baseline``), and collect the samples a new baseline is saved from
+(``--llm-latency-save-baseline``, ``--llm-latency-json-samples``).
+
+A regression (``core.compare``: worse than the tolerance *and* significant) fails that test
+(a failed check); an improvement beyond the tolerance, a test with no baseline entry ("new")
+and a fingerprint that changed are notes, i.e. ``LatencyWarning``.  The result's ``baseline``
+field (JSON, HTML overlay) carries the baseline's CDF points and the comparisons.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+from typing import Any
+
+from ..core.compare import DEFAULT_TOLERANCES, compare_all, fingerprint_changes, parse_tolerances
+from ..core.errors import ConfigError
+from ..core.result import WorkloadResult, metric_values
+from ..files import baseline as bfile
+
+#: ``res.extra`` keys this module sets (plain values travel in the flat properties, the rest in the detail)
+STATUS_KEY = "baseline"          # regression | improvement | ok | new
+DETAIL_KEY = "baseline_detail"   # {"label", "cdf", "comparisons", "fingerprint_changes"}
+FINGERPRINT_KEY = "fingerprint"
+
+
+def load_for_session(settings) -> dict | None:
+    """The baseline document of ``--llm-latency-baseline`` (None when not set); a bad file or a
+    bad ``--llm-latency-max-regression`` is a ConfigError naming its source."""
+    tolerances(settings, None)  # validate the CLI/env/ini tolerances at start-up
+    path = settings.get("baseline")
+    if not path:
+        return None
+    try:
+        return bfile.load(path)
+    except bfile.BaselineError as exc:
+        raise ConfigError(f"{settings.source('baseline')}: {exc}") from None
+
+
+def tolerances(settings, workload) -> dict[str, float]:
+    """marker/YAML ``regression:`` (on the workload) > --llm-latency-max-regression > defaults;
+    a key not named keeps its default, so ``ttft_p95=10%`` changes only that tolerance."""
+    out = dict(DEFAULT_TOLERANCES)
+    raw = settings.get("max_regression")
+    if raw:
+        out.update(parse_tolerances(raw, settings.source("max_regression")))
+    if workload is not None and getattr(workload, "regression", None):
+        out.update(workload.regression)
+    return out
+
+
+def fingerprint(sess, spec, client, workload) -> dict:
+    """What produced these samples: model, server (Server header, /version, system_fingerprint),
+    target URL (redacted) and managed command, hardware, workload spec, plugin version, time."""
+    from .. import __version__
+    from ..core.redact import redact_url
+
+    server: dict[str, Any] = {}
+    http, base = getattr(client, "http", None), getattr(client, "base_url", None)
+    if http is not None and base:
+        for path in ("/version", "/v1/models"):
+            try:
+                r = http.get(base + path, timeout=5.0)
+            except Exception:  # noqa: BLE001 - a fingerprint is best effort, never a test failure
+                continue
+            if r.headers.get("server"):
+                server["header"] = r.headers["server"]
+            if r.status_code == 200 and path == "/version":
+                server["version"] = r.text.strip()[:200]
+            if r.status_code == 200 and path == "/v1/models":
+                try:
+                    data = r.json().get("data") or []
+                    server["models"] = [str(m.get("id")) for m in data if isinstance(m, dict)][:8]
+                except Exception:  # noqa: BLE001
+                    pass
+    w = {k: v for k, v in vars(workload).items()
+         if isinstance(v, (int, float, str, bool, tuple)) and k not in ("budgets", "name")}
+    return {
+        "model": getattr(client, "model", None) or spec.model,
+        "server": server,
+        "target": redact_url(spec.url),
+        "command": list(spec.command_template) if spec.command_template else None,
+        "hardware": {"machine": platform.machine(), "processor": platform.processor() or None,
+                     "cpus": os.cpu_count(), "system": platform.system()},
+        "workload": {k: list(v) if isinstance(v, tuple) else v for k, v in w.items()},
+        "plugin_version": __version__,
+        "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def samples(res: WorkloadResult) -> dict[str, list]:
+    """Raw per-request samples for a baseline (``files.baseline`` encoding)."""
+    out = bfile.encode_samples(metric_values(res.records, res.failures, res.workload.output_tokens))
+    out["output_tokens"] = [r.output_tokens for r in res.records]
+    return out
+
+
+def judge(res: WorkloadResult, entry: dict | None, tol: dict[str, float], *, seed: int = 0,
+          label: str = "baseline", base_fingerprint: dict | None = None, paired: bool = False) -> None:
+    """Compare ``res`` with a baseline entry, adding failed checks / notes and the detail."""
+    if not res.records:
+        return  # nothing measured: the result is already an error or a fail of its own
+    if entry is None:
+        res.extra[STATUS_KEY] = "new"
+        res.notes.append(f"new: no {label} entry for this test, nothing to compare")
+        return
+    base = bfile.decode_samples(entry["samples"])
+    cand = metric_values(res.records, res.failures, res.workload.output_tokens)
+    comps, skipped = compare_all(base, cand, tol, seed=seed, paired=paired)
+    detail: dict[str, Any] = {"label": label, "comparisons": [c.as_dict(label) for c in comps], "skipped": skipped}
+    detail["cdf"] = _cdf(base)
+    status = "ok"
+    for c in comps:
+        if c.status == "regression":
+            res.failed_checks.append(c.message(label))
+            status = "regression"
+        elif c.status == "improvement":
+            res.notes.append(c.message(label))
+            status = "improvement" if status == "ok" else status
+    changes = fingerprint_changes(base_fingerprint or {}, res.extra.get(FINGERPRINT_KEY) or {}) \
+        if base_fingerprint else []
+    if changes:
+        detail["fingerprint_changes"] = changes
+        res.notes.append(f"fingerprint differs from the {label}: " + "; ".join(changes))
+    res.extra[STATUS_KEY] = status
+    res.extra[DETAIL_KEY] = detail
+
+
+def _cdf(values: dict[str, list[float]]) -> dict:
+    """The baseline's CDF points in the HTML report's format (``report.detail.cdf_samples``)."""
+    import math
+
+    out = {}
+    for metric in ("ttft", "tpot", "itl"):
+        vals = sorted(values.get(metric) or [])
+        if not vals:
+            continue
+        n = len(vals)
+        step = max(1, n // 500)
+        pts = [[round(v, 4), round((i + 1) / n, 6)] for i, v in enumerate(vals)
+               if math.isfinite(v) and (i % step == 0 or i == n - 1)]
+        out[f"{metric}_ms"] = {"n": n, "misses": sum(1 for v in vals if not math.isfinite(v)), "points": pts}
+    return out
+
+
+def apply(item, sess, spec, client, workload, res: WorkloadResult) -> None:
+    """Called by ``execute.run_workload`` after the measurement."""
+    s = sess.settings
+    doc = getattr(sess, "baseline_doc", None)
+    wanted = doc is not None or s.get("save_baseline") or s.get("json_samples")
+    if not wanted or not res.records:
+        return
+    res.extra[FINGERPRINT_KEY] = fingerprint(sess, spec, client, workload)
+    if doc is None:
+        return
+    key = bfile.entry_key(item.nodeid, workload.name)
+    entry = doc["tests"].get(key)
+    base_fp = (entry or {}).get("fingerprint") or doc.get("fingerprint")
+    judge(res, entry, tolerances(s, workload), seed=s.get("seed") or 0, base_fingerprint=base_fp)
+
+
+def detail_fields(res: WorkloadResult, settings) -> dict:
+    """What the JSON/HTML detail of one result gains: the baseline overlay, and the samples
+    and fingerprint when a baseline is saved or ``--llm-latency-json-samples`` asks."""
+    out: dict[str, Any] = {}
+    if DETAIL_KEY in res.extra:
+        out["baseline"] = res.extra[DETAIL_KEY]
+    if (settings.get("save_baseline") or settings.get("json_samples")) and res.records:
+        out["samples"] = samples(res)
+        if FINGERPRINT_KEY in res.extra:
+            out["fingerprint"] = res.extra[FINGERPRINT_KEY]
+    return out
+
+
+def save_from_results(path: str, results: list[dict]) -> int:
+    """Write the baseline file from the session's result dicts (those with samples); returns
+    how many tests it holds."""
+    tests = {}
+    fp: dict = {}
+    for r in results:
+        if isinstance(r.get("samples"), dict):
+            entry = {"samples": r["samples"], "workload": {"name": r.get("workload")}}
+            if isinstance(r.get("fingerprint"), dict):
+                entry["fingerprint"] = r["fingerprint"]
+                fp = fp or {k: v for k, v in r["fingerprint"].items() if k != "workload"}
+            tests[bfile.entry_key(str(r.get("nodeid")), str(r.get("workload")))] = entry
+    if not tests:  # never replace a good baseline with an empty one
+        raise bfile.BaselineError("no latency test measured any sample: nothing saved")
+    bfile.save(path, bfile.make_document(tests, fp))
+    return len(tests)

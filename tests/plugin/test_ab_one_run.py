@@ -1,0 +1,46 @@
+"""A/B in one run: ``baseline_target`` measured interleaved (ABAB blocks) with the test's target
+and judged in the paired design.  Reference targets with jitter on: the same target (another
+jitter seed) is not flagged, a 15% slower decode is."""
+import json
+
+REF = "reference://h100-sxm/llama-3.1-8b?time_scale=0.5&jitter=0.05"
+TEST = """
+import pytest
+
+@pytest.mark.llm_slo(workload="chat", prompt_tokens=64, output_tokens=16, samples=30, warmup=1,
+                     ttft_p95=None, tpot_p95=None, url={url!r}, baseline_target={bt!r})
+def test_ab():
+    pass
+"""
+
+
+def run(pytester, url, bt, *args):
+    pytester.makepyfile(test_ab=TEST.format(url=url, bt=bt))
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--llm-latency-json=r.json", *args, timeout=300)
+
+
+def test_same_target_is_not_flagged_and_results_carry_the_paired_comparison(pytester):
+    r = run(pytester, REF + "&jitter_seed=1", REF + "&jitter_seed=2")
+    r.assert_outcomes(passed=1)
+    res, = json.loads((pytester.path / "r.json").read_text())["results"]
+    assert res["n"] == 30 and res["extra"]["ab_blocks"] == 6 and res["extra"]["ab_block_size"] == 5
+    assert res["extra"]["baseline"] in ("ok", "improvement")
+    base = res["baseline"]
+    assert base["label"] == f"baseline target {REF}&jitter_seed=2"
+    assert base["cdf"]["tpot_ms"]["n"] == 30                 # the B arm measured as many requests
+    assert all(c["status"] != "regression" for c in base["comparisons"])
+
+
+def test_slower_candidate_decode_is_flagged_against_the_baseline_target(pytester):
+    r = run(pytester, REF + "&jitter_seed=3&decode_efficiency=0.6087", REF + "&jitter_seed=4")
+    r.assert_outcomes(failed=1)
+    out = r.stdout.str()
+    assert "TPOT p50 +" in out and f"vs baseline target {REF}&jitter_seed=4 (" in out
+    assert "> tolerance 5%" in out
+
+
+def test_bad_baseline_target_is_a_configuration_error(pytester):
+    pytester.makepyfile(test_ab=TEST.format(url=REF, bt={"cmd": ["x"]}))
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
+    r.assert_outcomes(errors=1)
+    assert "baseline_target: expected a URL, or a mapping with url: or command:" in r.stdout.str()

@@ -1,0 +1,43 @@
+"""A/B in one run on a real llama-server (integration tier): the shipped example
+``example_slos/ab_llama_server.yaml`` (-np 1 candidate vs -np 4 baseline target, both managed),
+and the same command against itself, which must not be flagged."""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+EXAMPLE = Path(__file__).resolve().parents[2] / "example_slos" / "ab_llama_server.yaml"
+
+
+def _run(pytester, monkeypatch, binary, models, text):
+    monkeypatch.setenv("LLAMA_SERVER_BIN", str(binary))
+    monkeypatch.setenv("TINY_GGUF", str(models["tiny"]))
+    (pytester.path / "ab.slo.yaml").write_text(text)
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--llm-latency-json=r.json", timeout=600)
+    res, = json.loads((pytester.path / "r.json").read_text())["results"]
+    return r, res
+
+
+def test_example_two_flag_sets_are_compared_interleaved(pytester, monkeypatch, llama_server_binary, gguf_models):
+    r, res = _run(pytester, monkeypatch, llama_server_binary, gguf_models, EXAMPLE.read_text())
+    comps = res["baseline"]["comparisons"]
+    assert {c["key"] for c in comps} >= {"ttft_p50", "tpot_p50", "e2e_p50"}
+    assert res["baseline"]["label"].startswith("baseline target $LLAMA_SERVER_BIN -m $TINY_GGUF -np 4")
+    assert res["n"] == 40 and res["extra"]["ab_blocks"] == 8
+    regressed = [c for c in comps if c["status"] == "regression"]
+    # the verdict follows the comparison (whatever this machine measures for -np 1 vs -np 4)
+    r.assert_outcomes(**({"failed": 1} if regressed else {"passed": 1}))
+    for c in comps:
+        assert c["lower"] <= c["ratio"] <= c["upper"]
+        print(c["message"])
+
+
+def test_same_command_against_itself_is_not_flagged(pytester, monkeypatch, llama_server_binary, gguf_models):
+    text = EXAMPLE.read_text().replace('-np, "4"', '-np, "1"')
+    r, res = _run(pytester, monkeypatch, llama_server_binary, gguf_models, text)
+    r.assert_outcomes(passed=1)
+    assert all(c["status"] != "regression" for c in res["baseline"]["comparisons"])
+    for c in res["baseline"]["comparisons"]:
+        print(c["message"])

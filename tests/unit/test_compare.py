@@ -1,0 +1,118 @@
+"""core.compare: the seeded bootstrap ratio CI, the regression rule, tolerances, fingerprints."""
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from pytest_llm_latency.core.compare import (DEFAULT_TOLERANCES, compare, compare_all, fingerprint_changes,
+                                             parse_tolerances)
+from pytest_llm_latency.core.errors import ConfigError
+
+
+def lognormal(n: int, median: float, sigma: float, seed: int) -> list[float]:
+    rng = random.Random(seed)
+    return [median * math.exp(rng.gauss(0, sigma)) for _ in range(n)]
+
+
+def test_a_real_15_percent_slowdown_is_a_regression_with_the_house_message():
+    base = lognormal(100, 6.88, 0.05, 1)
+    cand = [v * 1.15 for v in lognormal(100, 6.88, 0.05, 2)]
+    c = compare("tpot_p50", base, cand, 0.05, seed=3)
+    assert c.status == "regression"
+    assert 1.10 < c.ratio < 1.20 and 1.0 < c.lower < c.ratio < c.upper
+    msg = c.message()
+    assert msg.startswith(f"TPOT p50 +{(c.ratio - 1) * 100:.1f}% vs baseline (")
+    assert "95% CI +" in msg and msg.endswith("> tolerance 5%")
+    assert "→" in msg and " ms;" in msg
+
+
+def test_same_distribution_is_not_flagged_and_the_interval_covers_one():
+    flagged = 0
+    for rep in range(40):
+        base, cand = lognormal(100, 50, 0.2, 2 * rep), lognormal(100, 50, 0.2, 2 * rep + 1)
+        c = compare("ttft_p50", base, cand, 0.10, seed=rep, n_boot=400)
+        flagged += c.status == "regression"
+    assert flagged == 0
+
+
+def test_significant_but_within_tolerance_is_ok_and_big_but_noisy_is_ok():
+    base = lognormal(400, 10, 0.01, 1)
+    small = [v * 1.03 for v in lognormal(400, 10, 0.01, 2)]
+    c = compare("tpot_p50", base, small, 0.05, seed=0, n_boot=400)
+    assert c.lower > 1 and c.status == "ok"          # real, but below the tolerance
+    noisy_b, noisy_c = lognormal(5, 10, 1.0, 3), lognormal(5, 12, 1.0, 4)
+    c = compare("ttft_p50", noisy_b, noisy_c, 0.05, seed=0, n_boot=400)
+    assert c.lower <= 1 or c.ratio <= 1.05            # never a regression unless significant
+    assert c.status != "regression" or c.lower > 1
+
+
+def test_improvement_is_reported_and_output_tps_lower_is_worse():
+    base = lognormal(100, 10, 0.05, 1)
+    faster = [v * 0.8 for v in lognormal(100, 10, 0.05, 2)]
+    assert compare("e2e_p50", base, faster, 0.10, seed=1, n_boot=400).status == "improvement"
+    tps_b = [1000 / v for v in base]
+    tps_c = [1000 / v for v in faster]       # the faster candidate has a higher tok/s: an improvement
+    c = compare("output_tps_p50", tps_b, tps_c, 0.10, seed=1, n_boot=400)
+    assert c.status == "improvement" and c.ratio < 1 and "tok/s" in c.message()
+
+
+def test_seeded_reproducible_and_paired_needs_equal_lengths():
+    base, cand = lognormal(50, 10, 0.2, 1), lognormal(50, 11, 0.2, 2)
+    a = compare("ttft_p95", base, cand, 0.1, seed=7, n_boot=300)
+    b = compare("ttft_p95", base, cand, 0.1, seed=7, n_boot=300)
+    c = compare("ttft_p95", base, cand, 0.1, seed=8, n_boot=300)
+    assert a == b and (a.lower, a.upper) != (c.lower, c.upper)
+    with pytest.raises(ValueError, match="one length"):
+        compare("ttft_p50", base, cand[:-1], 0.1, paired=True)
+    with pytest.raises(ValueError, match="empty sample"):
+        compare("ttft_p50", [], cand, 0.1)
+
+
+def test_paired_design_cancels_shared_drift():
+    # both arms share a slow drift much larger than the 15% effect: the paired interval is tight
+    drift = [1 + 2.0 * i / 60 for i in range(60)]
+    rng = random.Random(5)
+    base = [10 * d * math.exp(rng.gauss(0, 0.02)) for d in drift]
+    cand = [11.5 * d * math.exp(rng.gauss(0, 0.02)) for d in drift]
+    paired = compare("tpot_p50", base, cand, 0.05, seed=1, n_boot=500, paired=True)
+    indep = compare("tpot_p50", base, cand, 0.05, seed=1, n_boot=500)
+    assert paired.status == "regression"
+    assert paired.upper - paired.lower < (indep.upper - indep.lower) / 2
+
+
+def test_misses_make_the_candidate_worse_never_equal():
+    base = lognormal(20, 10, 0.1, 1)
+    cand = lognormal(20, 10, 0.1, 1)[:10] + [math.inf] * 10
+    c = compare("ttft_p95", base, cand, 0.1, seed=0, n_boot=200)
+    assert c.status == "regression" and math.isinf(c.ratio)
+    assert "+inf%" in c.message()
+
+
+def test_tolerances_parse_from_yaml_mapping_cli_list_and_reject_typos():
+    assert parse_tolerances({"ttft_p95": "10%", "tpot_p50": 0.05}, "f.yaml: regression") == {
+        "ttft_p95": 0.10, "tpot_p50": 0.05}
+    assert parse_tolerances("ttft_p95=10%,tpot_p50=5 %", "--llm-latency-max-regression") == {
+        "ttft_p95": 0.10, "tpot_p50": 0.05}
+    with pytest.raises(ConfigError, match=r"--x: unknown regression key 'tfft_p95'"):
+        parse_tolerances("tfft_p95=10%", "--x")
+    with pytest.raises(ConfigError, match="expected a percentage"):
+        parse_tolerances({"ttft_p95": "ten"}, "f.yaml")
+    with pytest.raises(ConfigError, match="metric_stat=tolerance"):
+        parse_tolerances(["ttft_p95"], "--x")
+    assert set(DEFAULT_TOLERANCES) == {"ttft_p50", "ttft_p95", "tpot_p50", "e2e_p50"}
+
+
+def test_compare_all_skips_missing_metrics_with_a_reason():
+    res, skipped = compare_all({"ttft": [1.0] * 10}, {"ttft": [1.0] * 10, "tpot": [1.0] * 10},
+                               {"ttft_p50": 0.1, "tpot_p50": 0.05}, n_boot=50)
+    assert [c.key for c in res] == ["ttft_p50"] and res[0].status == "ok"
+    assert skipped == ["tpot_p50: no TPOT samples in the baseline"]
+
+
+def test_fingerprint_changes_lists_what_changed_and_ignores_time():
+    a = {"model": "m1", "server": {"version": "b1", "header": "llama.cpp"}, "time": "t1", "plugin_version": "1"}
+    b = {"model": "m2", "server": {"version": "b2", "header": "llama.cpp"}, "time": "t2", "plugin_version": "2"}
+    assert fingerprint_changes(a, b) == ["model: 'm1' -> 'm2'", "server.version: 'b1' -> 'b2'"]
+    assert fingerprint_changes(a, a) == []
