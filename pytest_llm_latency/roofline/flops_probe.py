@@ -20,7 +20,7 @@ from ..core.errors import ConfigError
 from ..core.hardware import Hardware
 from ..core.prefill import Peak
 from .probe_cache import (LoadMeter, cache_dir, host_key, not_cached_reason, others_busy_share, proc_stat_sample,
-                          read_cache, write_cache)
+                          read_cache, reap, write_cache)
 
 CACHE_FILE = "cpu_flops.json"
 CACHE_METHOD = "best-of-runs-matmul-f32"
@@ -109,13 +109,7 @@ def numpy_matmul_runs(runs: int, *, processes: int | None = None, timeout_s: flo
         raise ConfigError(f"hardware 'local-cpu': the FLOPS probe did not finish ({exc!r}); "
                           "give roofline.peak_tflops instead") from None
     finally:
-        for p in procs:
-            if p.pid is None:
-                continue
-            p.join(timeout=10)
-            if p.is_alive():
-                p.terminate()
-                p.join(timeout=5)
+        reap(procs)
     return aggregate(samples, runs)
 
 

@@ -29,7 +29,7 @@ from ..core.errors import ConfigError
 from ..core.hardware import Hardware
 from .probe_cache import (BUSY_LIMIT, SPREAD_LIMIT, LoadMeter, cache_dir, host_key,  # noqa: F401
                           not_cached_reason, others_busy_share, proc_stat_sample, read_cache as _read_cache,
-                          write_cache)
+                          reap, write_cache)
 
 NVIDIA_SMI_ARGS = ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv"]
 Runner = Callable[[Sequence[str]], str]
@@ -192,13 +192,7 @@ def numpy_read_measure(processes: int, runs: int, *, array_mb: int = 256, passes
         raise ConfigError(f"hardware 'local-cpu': the bandwidth probe did not finish ({exc!r}); "
                           "give mem_bandwidth_gb_s instead") from None
     finally:
-        for p in procs:
-            if p.pid is None:
-                continue
-            p.join(timeout=10)
-            if p.is_alive():
-                p.terminate()
-                p.join(timeout=5)
+        reap(procs)
     return results
 
 

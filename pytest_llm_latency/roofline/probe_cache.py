@@ -92,3 +92,14 @@ def write_cache(path: Path, data: dict) -> None:
     from ..files.atomic import write_atomic
 
     write_atomic(path, json.dumps(data, indent=2, sort_keys=True))
+
+
+def reap(procs) -> None:
+    """Join a probe's worker processes, bounded: a worker still alive after 10 s is terminated."""
+    for p in procs:
+        if p.pid is None:  # never started
+            continue
+        p.join(timeout=10)
+        if p.is_alive():
+            p.terminate()
+            p.join(timeout=5)
