@@ -25,7 +25,7 @@ from ..core.workload import make_workload
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", required=True, help="target base URL, or a reference:// URL (started here)")
-    parser.add_argument("--api", default="openai-completions", choices=APIS, help=", ".join(APIS))
+    parser.add_argument("--api", default="openai-completions", choices=APIS, help="the streaming API the server speaks")
     parser.add_argument("--model", default=None, help="model name (default: the server's only model)")
     parser.add_argument("--class", dest="klass", default=None, help="workload class (chat, agent, ...)")
     parser.add_argument("--prompt-tokens", type=int, default=None)
