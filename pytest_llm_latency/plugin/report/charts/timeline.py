@@ -62,7 +62,9 @@ def timeline_chart(title: str, spans: Sequence[RequestSpan], metrics: Sequence[M
     times += [t for s in metrics for t, _ in s.points]
     lo, hi = domain([t / 1000.0 for t in times] + [0.0], log=False, zero=True)
     rows_h = rows_height(len(spans))
-    height = TOP + (rows_h if spans else 0) + (GAP + METRICS_HEIGHT if metrics else 0) + 58
+    # the legend: one line for the requests, and one for the server's gauges (their labels are long)
+    legend_h = 16 if spans and metrics else 0
+    height = TOP + (rows_h if spans else 0) + (GAP + METRICS_HEIGHT if metrics else 0) + 58 + legend_h
     root = svg_root(width, height, title, "timeline", (1 if spans else 0) + len(metrics))
     root.set("data-x-min", repr(lo))
     root.set("data-x-max", repr(hi))
@@ -82,7 +84,7 @@ def timeline_chart(title: str, spans: Sequence[RequestSpan], metrics: Sequence[M
         _metrics(root, metrics, xs, y)
         y += METRICS_HEIGHT
         x_axis(root, sec, y, "seconds since the first request was sent", grid_to=y - METRICS_HEIGHT)
-    _legend(root, spans, metrics, height - 12, untimed)
+    _legend(root, spans, metrics, height - 12 - legend_h, untimed, line_h=legend_h)
     return to_string(root)
 
 
@@ -131,7 +133,8 @@ def _metrics(root, metrics: Sequence[MetricSeries], xs: Scale, top: float) -> No
            stroke_dasharray="5 3" if s.fraction else None)
 
 
-def _legend(root, spans: Sequence[RequestSpan], metrics: Sequence[MetricSeries], y: float, untimed: int) -> None:
+def _legend(root, spans: Sequence[RequestSpan], metrics: Sequence[MetricSeries], y: float, untimed: int,
+            line_h: float = 0) -> None:
     g = el(root, "g", class_="legend")
     x = float(LEFT)
     counts = {k: sum(1 for s in spans if s.status == k) for k in STATUS}
@@ -145,10 +148,12 @@ def _legend(root, spans: Sequence[RequestSpan], metrics: Sequence[MetricSeries],
     if spans:
         el(g, "text", "thin: waiting for the first token · thick: streaming", x=x, y=y, fill="#666")
         x += 26 + 6.0 * 50
+    if line_h:  # the gauges on a line of their own
+        x, y = float(LEFT), y + line_h
     for i, s in enumerate(metrics):
         el(g, "line", x1=x, x2=x + 16, y1=y - 4, y2=y - 4, stroke=METRIC_COLOURS[i % len(METRIC_COLOURS)],
            stroke_width="2", stroke_dasharray="5 3" if s.fraction else None)
         el(g, "text", s.label, x=x + 20, y=y)
-        x += 30 + 6.2 * len(s.label)
+        x += 36 + 6.6 * len(s.label)
     if untimed:
         el(g, "text", f"{untimed} failed request(s) without timestamps not shown", x=x, y=y, fill="#cf222e")
