@@ -46,8 +46,9 @@ def parse_metrics(text: str) -> Scrape:
     return Scrape(counters, gauges)
 
 
-def scrape(http: httpx.Client, base_url: str, timeout_s: float = 5.0) -> Scrape | None:
-    """``None`` when the server has no /metrics (404, disabled) -- that is normal."""
+def fetch_text(http: httpx.Client, base_url: str, timeout_s: float = 5.0) -> str | None:
+    """The ``/metrics`` text, bounded in time and size; ``None`` when there is none (404,
+    disabled, unreachable) -- that is normal."""
     try:
         r = bounded_request(http, "GET", base_url.rstrip("/") + "/metrics", total_s=timeout_s,
                             max_bytes=MAX_METRICS_BYTES)
@@ -55,7 +56,13 @@ def scrape(http: httpx.Client, base_url: str, timeout_s: float = 5.0) -> Scrape 
         return None
     if r.status_code != 200 or len(r.content) > MAX_METRICS_BYTES:
         return None
-    return parse_metrics(r.text)
+    return r.text
+
+
+def scrape(http: httpx.Client, base_url: str, timeout_s: float = 5.0) -> Scrape | None:
+    """``None`` when the server has no /metrics (404, disabled) -- that is normal."""
+    text = fetch_text(http, base_url, timeout_s)
+    return None if text is None else parse_metrics(text)
 
 
 def delta(before: Scrape, after: Scrape) -> dict[str, float]:

@@ -17,7 +17,7 @@ import httpx
 
 from ..core.errors import MeasurementError
 from ..core.server_model import Histogram, Sample, timeline, view
-from .http import bounded_request
+from .prometheus import fetch_text
 
 INTERVAL_S = 0.5
 MAX_METRICS_BYTES = 8 * 1024 * 1024
@@ -51,15 +51,6 @@ def parse_sample(text: str) -> Sample:
     except ValueError as exc:
         raise MeasurementError("metrics", f"/metrics is not valid Prometheus text: {exc}") from None
     return s
-
-
-def fetch_text(http: httpx.Client, base_url: str, timeout_s: float = 5.0) -> str | None:
-    try:
-        r = bounded_request(http, "GET", base_url.rstrip("/") + "/metrics", total_s=timeout_s,
-                            max_bytes=MAX_METRICS_BYTES)
-    except httpx.HTTPError:
-        return None
-    return r.text if r.status_code == 200 else None
 
 
 def fetch_sample(http: httpx.Client, base_url: str, timeout_s: float = 5.0) -> Sample | None:
