@@ -19,8 +19,8 @@ from typing import Callable, NamedTuple
 from ..core.errors import ConfigError
 from ..core.hardware import Hardware
 from ..core.prefill import Peak
-from .probe_cache import (LoadMeter, cache_dir, host_key, not_cached_reason, others_busy_share, proc_stat_sample,
-                          read_cache, reap, write_cache)
+from .probe_cache import (LoadMeter, cache_dir, cached_or_measured, not_cached_reason, others_busy_share,
+                          proc_stat_sample, reap)
 
 CACHE_FILE = "cpu_flops.json"
 CACHE_METHOD = "best-of-runs-matmul-f32"
@@ -120,6 +120,10 @@ class FlopsProbe:
     busy_share: float | None = None
 
     @property
+    def value(self) -> float:
+        return self.tflops
+
+    @property
     def not_cached_reason(self) -> str | None:
         return not_cached_reason([x * 1e3 for x in self.runs_tflops], self.busy_share, "GFLOP/s")
 
@@ -145,36 +149,15 @@ class LocalPeak(NamedTuple):
     runs: str = ""
 
 
-def _cached(entry) -> float | None:
-    if not isinstance(entry, dict) or entry.get("method") != CACHE_METHOD:
-        return None
-    v = entry.get("tflops")
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < float("inf") else None
-
-
 def local_cpu_tflops(*, refresh: bool = False, only_if_higher: bool = False, cache: Path | None = None,
                      measure: Measure | None = None, runs: int = 5, load: LoadMeter | None = None) -> LocalPeak:
     """This host's float32 matmul peak, measured once per host and cached (``probe_cache`` rules);
     ``refresh`` measures again; ``only_if_higher`` keeps a higher cached figure."""
-    path = (cache or cache_dir()) / CACHE_FILE
-    key = host_key()
-    if not refresh:
-        value = _cached(read_cache(path).get(key))
-        if value is not None:
-            return LocalPeak(value, True)
-    result = probe_cpu_flops(runs=runs, measure=measure, load=load)
-    reason = result.not_cached_reason
-    if reason is not None:
-        return LocalPeak(result.tflops, False, f"not cached: {reason}", result.runs_text)
-    data = read_cache(path)
-    old = _cached(data.get(key))
-    if only_if_higher and old is not None and old >= result.tflops:
-        return LocalPeak(result.tflops, False, f"not cached: the cached {old * 1e3:.1f} GFLOP/s is higher",
-                         result.runs_text)
-    data[key] = {"tflops": result.tflops, "runs_tflops": list(result.runs_tflops), "busy_share": result.busy_share,
-                 "method": CACHE_METHOD, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    write_cache(path, data)
-    return LocalPeak(result.tflops, False, "", result.runs_text)
+    return LocalPeak(*cached_or_measured(
+        (cache or cache_dir()) / CACHE_FILE, field="tflops", method=CACHE_METHOD,
+        measure=lambda: probe_cpu_flops(runs=runs, measure=measure, load=load),
+        entry=lambda r: {"tflops": r.tflops, "runs_tflops": list(r.runs_tflops), "busy_share": r.busy_share},
+        show=lambda old: f"{old * 1e3:.1f} GFLOP/s", refresh=refresh, only_if_higher=only_if_higher))
 
 
 def local_cpu_peak(**probe) -> Peak:

@@ -27,9 +27,8 @@ from typing import Callable, NamedTuple, Sequence
 from . import catalog
 from ..core.errors import ConfigError
 from ..core.hardware import Hardware
-from .probe_cache import (BUSY_LIMIT, SPREAD_LIMIT, LoadMeter, cache_dir, host_key,  # noqa: F401
-                          not_cached_reason, others_busy_share, proc_stat_sample, read_cache as _read_cache,
-                          reap, write_cache)
+from .probe_cache import (BUSY_LIMIT, SPREAD_LIMIT, LoadMeter, cache_dir, cached_or_measured,  # noqa: F401
+                          host_key, not_cached_reason, others_busy_share, proc_stat_sample, reap, write_cache)
 
 NVIDIA_SMI_ARGS = ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv"]
 Runner = Callable[[Sequence[str]], str]
@@ -207,6 +206,10 @@ class ProbeResult:
     busy_share: float | None = None  # CPU share of other processes while the probe ran
 
     @property
+    def value(self) -> float:
+        return self.mem_bandwidth_gb_s
+
+    @property
     def spread(self) -> float:
         """Best run / worst run."""
         return max(self.runs_gb_s) / min(self.runs_gb_s)
@@ -245,15 +248,6 @@ def _atomic_write_json(path: Path, data: dict) -> None:
     write_cache(path, data)
 
 
-def _cached_figure(entry) -> float | None:
-    if not isinstance(entry, dict) or entry.get("method") != CACHE_METHOD:
-        return None  # absent, or written by the old median-of-runs probe: measure again
-    value = entry.get("mem_bandwidth_gb_s")
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf"):
-        return float(value)
-    return None
-
-
 class LocalBandwidth(NamedTuple):
     gb_s: float
     cached: bool          # the figure came from the cache
@@ -269,25 +263,13 @@ def local_cpu_bandwidth(*, refresh: bool = False, only_if_higher: bool = False, 
     ``refresh`` measures again.  A figure is cached only when its runs agree and the machine was
     quiet (``ProbeResult.not_cached_reason``); ``only_if_higher`` also keeps a cached figure that
     is higher than the fresh one (the gate's second look: a ceiling is the machine's limit).
+    The read-measure-keep rule is ``probe_cache.cached_or_measured``, shared with the FLOPs probe.
     """
-    path = (cache or cache_dir()) / "cpu_bandwidth.json"
-    key = host_key()
-    if not refresh:
-        value = _cached_figure(_read_cache(path).get(key))
-        if value is not None:
-            return LocalBandwidth(value, True)
-    result = probe_cpu_bandwidth(runs=runs, measure=measure, load=load)
-    reason = result.not_cached_reason
-    if reason is not None:
-        return LocalBandwidth(result.mem_bandwidth_gb_s, False, f"not cached: {reason}", result.runs_text)
-    data = _read_cache(path)  # re-read: another process may have written meanwhile
-    old = _cached_figure(data.get(key))
-    if only_if_higher and old is not None and old >= result.mem_bandwidth_gb_s:
-        return LocalBandwidth(result.mem_bandwidth_gb_s, False,
-                              f"not cached: the cached {old:.1f} GB/s is higher", result.runs_text)
-    data[key] = {**result.as_json(), "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    _atomic_write_json(path, data)
-    return LocalBandwidth(result.mem_bandwidth_gb_s, False, "", result.runs_text)
+    return LocalBandwidth(*cached_or_measured(
+        (cache or cache_dir()) / "cpu_bandwidth.json", field="mem_bandwidth_gb_s", method=CACHE_METHOD,
+        measure=lambda: probe_cpu_bandwidth(runs=runs, measure=measure, load=load),
+        entry=lambda r: r.as_json(), show=lambda old: f"{old:.1f} GB/s",
+        refresh=refresh, only_if_higher=only_if_higher))
 
 
 def local_cpu_hardware(**kwargs) -> Hardware:

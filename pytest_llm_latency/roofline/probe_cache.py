@@ -103,3 +103,45 @@ def reap(procs) -> None:
         if p.is_alive():
             p.terminate()
             p.join(timeout=5)
+
+
+def cached_value(entry, field: str, method: str) -> float | None:
+    """A cache entry's positive finite ``field``, or None when absent, malformed, or written by
+    another probe ``method`` (an older method's figure is measured again, never reused)."""
+    if not isinstance(entry, dict) or entry.get("method") != method:
+        return None
+    value = entry.get(field)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf"):
+        return float(value)
+    return None
+
+
+def cached_or_measured(path: Path, *, field: str, method: str, measure: Callable[[], object],
+                       entry: Callable[[object], dict], show: Callable[[float], str],
+                       refresh: bool = False, only_if_higher: bool = False) -> tuple[float, bool, str, str]:
+    """The one read-measure-keep rule of every probe: ``(figure, from_cache, note, runs_text)``.
+
+    Without ``refresh`` a cached figure for this host is returned as is.  Otherwise ``measure()``
+    runs (its result has ``.value``, ``.runs_text`` and ``.not_cached_reason``); a fresh figure
+    is cached, as ``entry(result)`` plus the time, unless ``not_cached_reason`` says why not or
+    (``only_if_higher``: the gate's second look) the cached figure is higher.  The file is re-read
+    before the write: another process may have written meanwhile.
+    """
+    key = host_key()
+    if not refresh:
+        value = cached_value(read_cache(path).get(key), field, method)
+        if value is not None:
+            return value, True, "", ""
+    result = measure()
+    fresh = result.value
+    if result.not_cached_reason is not None:
+        return fresh, False, f"not cached: {result.not_cached_reason}", result.runs_text
+    data = read_cache(path)
+    old = cached_value(data.get(key), field, method)
+    if only_if_higher and old is not None and old >= fresh:
+        return fresh, False, f"not cached: the cached {show(old)} is higher", result.runs_text
+    import time
+
+    data[key] = {**entry(result), "method": method, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    write_cache(path, data)
+    return fresh, False, "", result.runs_text
