@@ -317,7 +317,8 @@ def preparation_failed(workload: Workload, failure: Failure, *, server_answered:
     the fault first), an error when nothing answered or the request was rejected as wrong.
     ``server_answered``: the server was up before (a managed server that died)."""
     res = WorkloadResult(workload=workload, failures=[failure], prepared=False)
-    text = f"could not prepare prompts (tokenize/probe request failed, {failure.kind}): {failure.message}"
+    text = (f"could not prepare the run (a request before the first sample failed: model check, tokenize or "
+            f"probe; {failure.kind}): {failure.message}")
     if is_server_fault(failure.kind, server_answered=server_answered):
         res.failed_checks.append(f"server failed before any sample: {text}")
     else:

@@ -78,7 +78,7 @@ def test_server_failing_before_any_sample_fails_never_passes(pytester):
     pytester.makefile(".slo.yaml", chat=CHAT)
     r = run(pytester, Script(status=503, error_body='{"error": {"message": "loading"}}'))
     r.assert_outcomes(failed=1)  # the server failed (5xx): a fail whichever request met it first
-    r.stdout.fnmatch_lines(["*server failed before any sample: could not prepare prompts*http_503*HTTP 503*loading*"])
+    r.stdout.fnmatch_lines(["*server failed before any sample: could not prepare the run*http_503*HTTP 503*loading*"])
     r.stdout.fnmatch_lines(["*chat.slo.yaml::chat*0*FAIL*"])
 
 

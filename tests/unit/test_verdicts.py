@@ -145,5 +145,6 @@ def test_prompt_preparation_failing_is_judged_by_kind(kind, verdict):
     from pytest_llm_latency.core.result import preparation_failed
 
     res = preparation_failed(wl(ttft_p50=500), Failure(kind, "why"))
-    assert res.verdict == verdict and f"could not prepare prompts (tokenize/probe request failed, {kind}): why" \
-        in res.failure_message()
+    assert res.verdict == verdict
+    assert (f"could not prepare the run (a request before the first sample failed: model check, tokenize or "
+            f"probe; {kind}): why") in res.failure_message()
