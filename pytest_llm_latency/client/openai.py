@@ -317,8 +317,10 @@ class OpenAIClient:
                 running = usage["completion_tokens"]
             if _nonempty(content) or _nonempty(reasoning) or _nonempty(tools):
                 is_reasoning = not _nonempty(content) and not _nonempty(tools)
-                text_len = len(content) if isinstance(content, str) else 0
-                b.token_chunk(t, text_len=text_len, reasoning=is_reasoning, running_completion_tokens=running)
+                text = content if isinstance(content, str) and content else \
+                    reasoning if isinstance(reasoning, str) and reasoning else None
+                b.token_chunk(t, text_len=len(content) if isinstance(content, str) else 0, reasoning=is_reasoning,
+                              running_completion_tokens=running, text=text)
                 if _nonempty(tools):
                     b.record.tool_deltas.append((t, tools))
                 if b.record.content_parts is not None and isinstance(content, str):
