@@ -41,8 +41,10 @@ Stamps file (JSON lines, written atomically):
 * first line ``{"kind": "meta", "args": {...}, "lateness_ns": {"p50", "p99", "max"}, "cpu_s",
   "events", "requests", "dropped"}``;
 * one ``{"kind": "request", "rid", "conn", "path", "recv_ns", "prompt_tokens", "max_tokens",
-  "prompt_head"}`` per request (``prompt_head``: the first 120 characters of the prompt or of the
-  last message, for matching a client's request);
+  "prompt_head", "prompt_sha1"}`` per request (``prompt_head``: the first 120 characters of the
+  prompt or of the last message; ``prompt_sha1``: the first 16 hex digits of the SHA-1 of the
+  whole prompt string (completions) or of ``json.dumps(messages, sort_keys=True)`` (chat), for
+  matching a client's request);
 * one ``{"kind": "event", "rid", "i", "tok", "due_ns", "sent_ns", "wrote_ns", "text"}`` per
   written event: ``i`` counts the request's events from 0 (role chunk and tail included),
   ``tok`` is the tokens in it (0 for the role chunk and the tail), ``sent_ns`` is
@@ -51,6 +53,7 @@ Stamps file (JSON lines, written atomically):
 from __future__ import annotations
 
 import argparse
+import hashlib
 import heapq
 import itertools
 import json
@@ -262,18 +265,21 @@ class Emitter:
             prompt_tokens = chat_tokens(msgs)
             last = msgs[-1].get("content") if msgs and isinstance(msgs[-1], dict) else ""
             head = last if isinstance(last, str) else json.dumps(last)
+            full = json.dumps(msgs, sort_keys=True)
         else:
             p = req.get("prompt", "")
             p = p[0] if isinstance(p, list) and p and isinstance(p[0], str) else p
             prompt_tokens = count_words(p) if isinstance(p, str) else len(p)
             head = p if isinstance(p, str) else ""
+            full = p if isinstance(p, str) else json.dumps(p)
         n_out = int(req.get("max_completion_tokens") or req.get("max_tokens") or a.default_tokens)
         so = req.get("stream_options") or {}
         mode = a.usage
         if mode == "request":
             mode = "per-chunk" if so.get("continuous_usage_stats") else "final" if so.get("include_usage") else "none"
         rid = next(self.rids)
-        self.requests.append((rid, conn, path, recv, prompt_tokens, n_out, head[:120]))
+        self.requests.append((rid, conn, path, recv, prompt_tokens, n_out, head[:120],
+                              hashlib.sha1(full.encode()).hexdigest()[:16]))
         rng = random.Random(a.seed * 1_000_003 + rid)
         sizes = chunk_sizes(a.tokens_per_chunk, n_out, rng)
         # generation times of every token, then each chunk is due with its last token
@@ -351,9 +357,10 @@ class Emitter:
             return s
         args = {k: v for k, v in vars(self.a).items()}
         lines = [json.dumps({"kind": "meta", "args": args, **s})]
-        for rid, conn, p, recv, pt, mt, head in list(self.requests):
+        for rid, conn, p, recv, pt, mt, head, sha in list(self.requests):
             lines.append(json.dumps({"kind": "request", "rid": rid, "conn": conn, "path": p, "recv_ns": recv,
-                                     "prompt_tokens": pt, "max_tokens": mt, "prompt_head": head}))
+                                     "prompt_tokens": pt, "max_tokens": mt, "prompt_head": head,
+                                     "prompt_sha1": sha}))
         for rid, i, tok, due, sent, wrote in list(self.events):
             text = self.texts.get(rid, [])
             lines.append(json.dumps({"kind": "event", "rid": rid, "i": i, "tok": tok, "due_ns": due,
@@ -406,6 +413,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--model", default="emitter")
     ap.add_argument("--default-tokens", type=int, default=16)
     ap.add_argument("--max-model-len", type=int, default=32768)
+    ap.add_argument("--cpu", type=int, default=None, help="pin the emitter to this CPU (sched_setaffinity)")
     ap.add_argument("--stamps", default=None, help="JSONL file written at exit and on POST /_emitter/dump")
     a = ap.parse_args(argv)
     if a.tokens_per_chunk.startswith("var:"):
@@ -422,6 +430,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> None:
     a = parse_args(argv)
     sys.setswitchinterval(0.0002)   # the sender thread gets the GIL back quickly
+    if a.cpu is not None:
+        os.sched_setaffinity(0, {a.cpu})
     em = Emitter(a)
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
