@@ -175,6 +175,9 @@ def recover_token_counts(rec: RequestRecord, count: Callable[[str], int | None] 
     if n is None:
         rec.token_count_rule = "per chunk"
         return "the server reported no completion_tokens to recover per-chunk counts from"
+    if n == len(rec.chunks):  # llama.cpp chat without usage: timings.predicted_n
+        _set_counts(rec, [1] * n, "one each")
+        return None
     why = None
     if count is not None:
         counts = []
