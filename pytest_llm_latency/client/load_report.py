@@ -16,7 +16,7 @@ STARVED_LAG_MS = 20.0
 STARVED_LAG_OF_ITL = 0.5
 #: bunched: more than this share of token gaps under 0.1 ms (``core.metrics.burst_chunks``) ...
 BURST_SHARE = 0.1
-#: ... by the client when its lag p90 is at least this fraction of the token interval (TPOT p50)
+#: ... by the client unless its lag p99 stayed under this fraction of the token interval (TPOT p50)
 CLIENT_BUNCHING_LAG_OF_TPOT = 0.5
 #: a server decoding faster than this (TPOT p50, ms) sends gaps under 0.1 ms on its own: not bunching
 FAST_TOKEN_MS = 1.0
@@ -79,12 +79,12 @@ def bunching(res: WorkloadResult) -> None:
     """Token chunks arriving < 0.1 ms after the previous one (``burst_chunks``) on more than
     ``BURST_SHARE`` of the gaps make ITL look falsely small.  Who bunched them:
 
-    * the client, when its threads woke late by at least ``CLIENT_BUNCHING_LAG_OF_TPOT`` of the
-      token interval (lag p90 against TPOT p50), or it fell behind: the events waited in the
-      socket for a client that was busy, and left it in one read.  ``client_limited`` = 1 and
-      a note that names the client, never a proxy;
+    * the client, unless 99 % of its wake-ups came within ``CLIENT_BUNCHING_LAG_OF_TPOT`` of a
+      token interval (lag p99 against TPOT p50), or when it fell behind: the events waited in
+      the socket for a client that was busy, and were read together.  ``client_limited`` = 1
+      and a note that names the client, never a proxy;
     * a buffering proxy or compression only when the client was demonstrably idle (its lag
-      measured, and below that).  Otherwise the cause is left open."""
+      measured, and below that).  Without a lag or a TPOT the cause is left open."""
     extra = res.extra
     records = res.records
     chunks = sum(max(len(r.chunks) - 1, 0) for r in records)
@@ -95,7 +95,7 @@ def bunching(res: WorkloadResult) -> None:
     tpot = res.completed["tpot"].p50 if "tpot" in res.completed and res.completed["tpot"].n else None
     if not chunks or bursts <= BURST_SHARE * chunks or (tpot is not None and tpot < FAST_TOKEN_MS):
         return  # few bursts, or a server whose tokens come that fast anyway
-    lag = extra.get("client_lag_ms_p90")
+    lag = extra.get("client_lag_ms_p99")
     said = f"{bursts} of {chunks} token chunks arrived < 0.1 ms after the previous one"
     if lag is None or tpot is None:
         res.notes.append(f"{said} (ITL then looks falsely small); the client's lag could not be set against the "
@@ -103,12 +103,12 @@ def bunching(res: WorkloadResult) -> None:
                          f"them is not known")
     elif behind or lag >= CLIENT_BUNCHING_LAG_OF_TPOT * tpot:
         extra["client_limited"] = 1
-        res.notes.append(f"client-limited: {said} while the client's own threads woke up late (lag p90 {lag:.2f} "
+        res.notes.append(f"client-limited: {said} while the client's own threads woke up late (lag p99 {lag:.2f} "
                          f"ms against a {tpot:.2f} ms token interval; {extra.get('events_per_read')} events per "
                          f"read): the client read them late, bunched, not a proxy (ITL looks falsely small) -- "
                          f"give the test process a CPU of its own, or fewer streams")
     else:
-        res.notes.append(f"{said} while the client was idle (lag p90 {lag:.2f} ms against a {tpot:.2f} ms token "
+        res.notes.append(f"{said} while the client was idle (lag p99 {lag:.2f} ms against a {tpot:.2f} ms token "
                          f"interval): a buffering proxy or compression may be bunching tokens (ITL then looks "
                          f"falsely small)")
 
