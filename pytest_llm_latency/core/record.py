@@ -133,9 +133,10 @@ class RecordBuilder:
         """The request starts going out on an open connection: this is ``t_send``."""
         self.record.t_send_ns = t_ns
 
-    def stamp(self) -> int:
-        """Read the clock for bytes that just arrived; first call sets first byte."""
-        t = self.clock()
+    def stamp(self, t_ns: int | None = None) -> int:
+        """Read the clock for bytes that just arrived (or take ``t_ns``: when the read that
+        brought them returned); first call sets first byte."""
+        t = self.clock() if t_ns is None else t_ns
         if self.record.t_first_byte_ns is None:
             self.record.t_first_byte_ns = t
         return t
