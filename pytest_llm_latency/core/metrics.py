@@ -166,9 +166,11 @@ def recover_token_counts(rec: RequestRecord, count: Callable[[str], int | None] 
     For a stream without per-chunk counts (``token_count_rule`` None): ``count`` (the server's
     tokenize endpoint, called after the stream, off the timing path; None where there is none,
     and a call may answer None: it failed) counts each chunk's text; the counts are kept only
-    when they sum to N (``reported_output_tokens``).  Counting pieces separately can differ
-    from counting the whole text (a tokenizer merges across chunk boundaries), so a sum that
-    differs falls back to apportioning N by text length, and says so."""
+    when they sum to N (``reported_output_tokens``), or to N plus the same number c for every
+    chunk (a tokenizer that adds c tokens to each text it is sent, as SentencePiece's dummy
+    prefix ``▁`` does on llama.cpp: c is taken off each).  Counting pieces separately can
+    differ from counting the whole text otherwise (a tokenizer merges across chunk
+    boundaries), so a sum that differs falls back to apportioning N by text length, and says so."""
     if rec.token_count_rule is not None or not rec.chunks:
         return None
     n = reported_output_tokens(rec)
@@ -188,11 +190,13 @@ def recover_token_counts(rec: RequestRecord, count: Callable[[str], int | None] 
                 break
             counts.append(k)
         else:
-            if sum(counts) == n and min(counts) >= 1:
-                _set_counts(rec, counts, "tokenize")
+            extra, rem = divmod(sum(counts) - n, len(counts))
+            if rem == 0 and extra >= 0 and min(counts) - extra >= 1:  # extra: what every call adds
+                _set_counts(rec, [k - extra for k in counts], "tokenize")
                 return None
             why = (f"the chunks tokenized one by one sum to {sum(counts)} tokens, not the {n} the server "
-                   f"reported (the tokenizer merges across chunk boundaries)")
+                   f"reported (counting pieces apart is not counting the whole: the tokenizer merges across "
+                   f"chunk boundaries)")
     shares = apportion([len(c.text or "") for c in rec.chunks], n)
     if shares is None:
         rec.token_count_rule = "per chunk"

@@ -241,3 +241,15 @@ def test_apportion_gives_every_chunk_a_token_and_sums_to_the_total(weights, tota
 
 def test_apportion_refuses_more_chunks_than_tokens():
     assert m.apportion([3, 3, 3], 2) is None and m.apportion([], 5) is None
+
+
+def test_a_tokenizer_adding_the_same_tokens_to_every_call_is_corrected_not_dropped():
+    """An endpoint that adds one token to whatever it counts (a BOS it was asked not to add, or
+    SentencePiece's dummy prefix, found on a real llama-server: tests/realserver) sums to N plus
+    one per chunk: that constant comes off each chunk, and the counts are the server's."""
+    events = load_events(VLLM)[1]
+    truth = replay(rechunk(events, VAR))
+    rec = replay(rechunk(events, VAR, strip_usage=True))
+    extra, notes, _ = recover(rec, ChunkCounter(lambda text: len(text.encode()) + 1))
+    assert extra == {"itl_token_counts": "tokenize"} and notes == []
+    assert [c.tokens for c in rec.chunks] == [c.tokens for c in truth.chunks]
