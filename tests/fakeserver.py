@@ -65,7 +65,9 @@ def make_transport(script: Script, vt: VirtualTime) -> httpx.MockTransport:
         if path == "/tokenize":
             if not script.tokenize:
                 return httpx.Response(404, json={"detail": "Not Found"})
-            return httpx.Response(200, json={"count": count_tokens(body.get("prompt", ""), script)})
+            special = body.get("add_special_tokens", True)  # vLLM: False counts without BOS
+            return httpx.Response(200, json={"count": count_tokens(body.get("prompt", ""), script)
+                                             - (0 if special else script.count_offset)})
         if path not in ("/v1/completions", "/v1/chat/completions"):
             return httpx.Response(404, json={"detail": "Not Found"})
         script.requests.append(body)

@@ -28,6 +28,7 @@ import httpx
 from ..core.errors import MeasurementError
 from ..core.record import Clock, RecordBuilder
 from ..core.redact import Redactor, redact_url  # noqa: F401 - re-exported: the client layer's redaction
+from .recv_stamp import install, read_clock
 from .failures import (MAX_ERROR_BODY, RECEIVED_ATTR, Received, content_type, error_text,  # noqa: F401
                        map_transport_error, proxy_page, proxy_page_error)
 
@@ -124,7 +125,7 @@ class StaleConnectionRetry(httpx.BaseTransport):
 
 def _pooled_transport(pool_size: int) -> httpx.HTTPTransport:
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=pool_size)
-    return httpx.HTTPTransport(limits=limits, trust_env=False)
+    return install(httpx.HTTPTransport(limits=limits, trust_env=False))  # reads stamped as they return
 
 
 _TRANSPORTS: "weakref.WeakKeyDictionary[httpx.Client, StaleConnectionRetry]" = weakref.WeakKeyDictionary()
@@ -323,8 +324,9 @@ class StreamingPost:
         """``(t_ns, bytes)`` as they arrive; ``received.body_bytes`` counts them (the phase a
         transport error then names)."""
         deadline = builder.record.t_submit_ns + int(self.timeouts.total_s * 1e9)
+        read_at = read_clock(resp, builder.clock)  # when the socket read that brought a chunk returned
         for chunk in raw_chunks(resp):
-            t = builder.stamp()  # stamp before any parsing
+            t = builder.stamp(read_at() if read_at is not None else None)  # stamp before any parsing
             received.body_bytes += len(chunk)
             yield t, chunk
             if t > deadline:

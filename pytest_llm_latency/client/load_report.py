@@ -1,5 +1,5 @@
-"""What a load run adds to its result: throughput, goodput, fluidity, the client's health, and
-the excluded ramp-up and drain.  (Why a budget failed: ``core.why``.)
+"""What a load run adds to its result: throughput, goodput, fluidity and the excluded ramp-up
+and drain; and, for every run, the client's health and who bunched the tokens.  (Why a budget failed: ``core.why``.)
 """
 from __future__ import annotations
 
@@ -14,6 +14,12 @@ from .load import LoadRun
 STARVED_LAG_MS = 20.0
 #: ... and that lateness is at least this fraction of the ITL it measures
 STARVED_LAG_OF_ITL = 0.5
+#: bunched: more than this share of token gaps under 0.1 ms (``core.metrics.burst_chunks``) ...
+BURST_SHARE = 0.1
+#: ... by the client unless its lag p99 stayed under this fraction of the token interval (TPOT p50)
+CLIENT_BUNCHING_LAG_OF_TPOT = 0.5
+#: a server decoding faster than this (TPOT p50, ms) sends gaps under 0.1 ms on its own: not bunching
+FAST_TOKEN_MS = 1.0
 
 
 def _p(values: list[float], q: float) -> float | None:
@@ -30,8 +36,11 @@ def events_per_read(records: list[RequestRecord]) -> float | None:
     return chunks / reads if reads else None
 
 
-def client_health(run: LoadRun, records: list[RequestRecord], itl_p50: float | None) -> dict:
-    lags = [x / 1e6 for x in run.lag_ns] + [x / 1e6 for x in run.send_lag_ns]
+def client_health(lag_ns: list[int], send_lag_ns: list[int], records: list[RequestRecord],
+                  itl_p50: float | None) -> dict:
+    """The client's scheduling lag (``LagMonitor`` wake-ups, and an open loop's late sends),
+    events per read, and whether it fell behind."""
+    lags = [x / 1e6 for x in lag_ns] + [x / 1e6 for x in send_lag_ns]
     out: dict = {}
     p99 = _p(lags, 99)
     if p99 is not None:
@@ -48,6 +57,60 @@ def client_health(run: LoadRun, records: list[RequestRecord], itl_p50: float | N
     behind = p99 is not None and p99 >= STARVED_LAG_MS and (itl_p50 is None or p99 >= STARVED_LAG_OF_ITL * itl_p50)
     out["client_fell_behind"] = int(behind)
     return out
+
+
+def client_summary(res: WorkloadResult, lag_ns: list[int], send_lag_ns: list[int] = (), *,
+                   engine: bool = True) -> None:
+    """Every run: the client's health (extra keys) and who bunched the tokens when many arrived
+    together (``bunching``).  A load-engine run (``engine``) whose client fell behind is an
+    error; a run of one stream at a time says so in the bunching note (its one thread reads
+    as soon as it runs, so a lag there delays stamps by less than what it measures)."""
+    itl50 = res.completed["itl"].p50 if "itl" in res.completed else None
+    extra = res.extra
+    extra.update(client_health(list(lag_ns), list(send_lag_ns), res.records, itl50))
+    if extra["client_fell_behind"] and engine:
+        res.errors.append(f"the client fell behind (CPU-starved: lag p99 {extra['client_lag_ms_p99']:.0f} ms); "
+                          f"these figures are not the server's -- give the test process a CPU of its own "
+                          f"(fewer pytest-xdist workers, no other load on the runner)")
+    bunching(res)
+
+
+def bunching(res: WorkloadResult) -> None:
+    """Token chunks arriving < 0.1 ms after the previous one (``burst_chunks``) on more than
+    ``BURST_SHARE`` of the gaps make ITL look falsely small.  Who bunched them:
+
+    * the client, unless 99 % of its wake-ups came within ``CLIENT_BUNCHING_LAG_OF_TPOT`` of a
+      token interval (lag p99 against TPOT p50), or when it fell behind: the events waited in
+      the socket for a client that was busy, and were read together.  ``client_limited`` = 1
+      and a note that names the client, never a proxy;
+    * a buffering proxy or compression only when the client was demonstrably idle (its lag
+      measured, and below that).  Without a lag or a TPOT the cause is left open."""
+    extra = res.extra
+    records = res.records
+    chunks = sum(max(len(r.chunks) - 1, 0) for r in records)
+    bursts = sum(m.burst_chunks(r) for r in records)
+    extra["burst_chunks"] = bursts
+    behind = bool(extra.get("client_fell_behind"))
+    extra["client_limited"] = int(behind)
+    tpot = res.completed["tpot"].p50 if "tpot" in res.completed and res.completed["tpot"].n else None
+    if not chunks or bursts <= BURST_SHARE * chunks or (tpot is not None and tpot < FAST_TOKEN_MS):
+        return  # few bursts, or a server whose tokens come that fast anyway
+    lag = extra.get("client_lag_ms_p99")
+    said = f"{bursts} of {chunks} token chunks arrived < 0.1 ms after the previous one"
+    if lag is None or tpot is None:
+        res.notes.append(f"{said} (ITL then looks falsely small); the client's lag could not be set against the "
+                         f"token interval, so whether a buffering proxy, compression or a busy client bunched "
+                         f"them is not known")
+    elif behind or lag >= CLIENT_BUNCHING_LAG_OF_TPOT * tpot:
+        extra["client_limited"] = 1
+        res.notes.append(f"client-limited: {said} while the client's own threads woke up late (lag p99 {lag:.2f} "
+                         f"ms against a {tpot:.2f} ms token interval; {extra.get('events_per_read')} events per "
+                         f"read): the client read them late, bunched, not a proxy (ITL looks falsely small) -- "
+                         f"give the test process a CPU of its own, or fewer streams")
+    else:
+        res.notes.append(f"{said} while the client was idle (lag p99 {lag:.2f} ms against a {tpot:.2f} ms token "
+                         f"interval): a buffering proxy or compression may be bunching tokens (ITL then looks "
+                         f"falsely small)")
 
 
 def load_summary(res: WorkloadResult, run: LoadRun) -> None:
@@ -74,12 +137,6 @@ def load_summary(res: WorkloadResult, run: LoadRun) -> None:
     itl = res.summaries.get("itl")
     if itl is not None and itl.n:
         extra["itl_ms_p99_under_load"] = round(itl.p99, 4) if itl.p99 != float("inf") else "inf"
-    itl50 = res.completed["itl"].p50 if "itl" in res.completed else None
-    extra.update(client_health(run, res.records, itl50))
-    if extra["client_fell_behind"]:
-        res.errors.append(f"the client fell behind (CPU-starved: lag p99 {extra['client_lag_ms_p99']:.0f} ms); "
-                          f"these figures are not the server's -- give the test process a CPU of its own "
-                          f"(fewer pytest-xdist workers, no other load on the runner)")
     if run.mode == "closed":
         extra["ramp_excluded"] = len(run.ramp)
         extra["drain_excluded"] = len(run.drain)

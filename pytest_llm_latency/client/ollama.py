@@ -184,7 +184,8 @@ class OllamaClient:
         thinking = obj.get("thinking") or msg.get("thinking")
         tools = msg.get("tool_calls")
         if content or thinking or tools:
-            b.token_chunk(t, text_len=len(content or ""), reasoning=not content and not tools)
+            text = content if isinstance(content, str) and content else thinking if isinstance(thinking, str) else None
+            b.token_chunk(t, text_len=len(content or ""), reasoning=not content and not tools, text=text)
         if obj.get("done"):
             # absent counts stay unknown (the counted tokens then stand), never 0
             counts = [obj.get("prompt_eval_count"), obj.get("eval_count")]

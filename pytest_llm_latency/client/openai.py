@@ -31,6 +31,7 @@ from .http import (CONTEXT_LENGTH_HINTS, Redactor, SmallResponse, StreamingPost,
 from .sse import SSEDecoder
 
 SSE_TYPES = ("text/event-stream",)
+_decode_json = json.JSONDecoder().decode  # json.loads without its per-call type checks (the read path)
 
 
 def _count(v, what: str, data: str) -> int | None:
@@ -274,11 +275,11 @@ class OpenAIClient:
             raise MeasurementError("stream_error", self.redact(f"error event inside a 200 stream: {sse_error}"))
         if state["done"]:
             return
-        if data.strip() == "[DONE]":
+        if data[:1] != "{" and data.strip() == "[DONE]":  # no copy of every JSON event
             state["done"] = True
             return
         try:
-            obj = json.loads(data)
+            obj = _decode_json(data)
         except json.JSONDecodeError as exc:
             raise ProtocolError(self.redact(f"malformed JSON in SSE event ({exc.msg}): {data[:120]!r}")) from None
         except (ValueError, RecursionError) as exc:  # 5000-digit ints, absurd nesting
@@ -317,8 +318,10 @@ class OpenAIClient:
                 running = usage["completion_tokens"]
             if _nonempty(content) or _nonempty(reasoning) or _nonempty(tools):
                 is_reasoning = not _nonempty(content) and not _nonempty(tools)
-                text_len = len(content) if isinstance(content, str) else 0
-                b.token_chunk(t, text_len=text_len, reasoning=is_reasoning, running_completion_tokens=running)
+                text = content if isinstance(content, str) and content else \
+                    reasoning if isinstance(reasoning, str) and reasoning else None
+                b.token_chunk(t, text_len=len(content) if isinstance(content, str) else 0, reasoning=is_reasoning,
+                              running_completion_tokens=running, text=text)
                 if _nonempty(tools):
                     b.record.tool_deltas.append((t, tools))
                 if b.record.content_parts is not None and isinstance(content, str):

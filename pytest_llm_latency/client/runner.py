@@ -25,8 +25,9 @@ from ..core.verdict import SequentialVerdicts
 from ..core.why import explain
 from ..core.workload import Workload
 from .http import Redactor, Timeouts, ensure_connections
-from .load import in_flight, planned_requests, run_load, uses_load_engine
-from .load_report import load_summary
+from .chunk_counts import CountRecovery
+from .load import LagMonitor, in_flight, planned_requests, run_load, uses_load_engine
+from .load_report import client_summary, load_summary
 from .server_view import ServerTimeline
 from .ollama import OllamaClient
 from .openai import OpenAIClient
@@ -120,10 +121,13 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
     before = _scrape(client)
     total = len(samples)
     load_run = timeline = sequential = None
-    with _no_gc_pauses(), ServerTimeline(client, before) as timeline:
+    recovery = CountRecovery(client, workload)  # per-chunk token counts the streams did not give
+    engine = bool(samples) and uses_load_engine(workload) and not workload.sequential
+    with _no_gc_pauses(), ServerTimeline(client, before) as timeline, \
+            contextlib.nullcontext() if engine else LagMonitor() as lag:  # the load engine has its own
         if samples and workload.sequential:  # samples: auto: rounds until every budget is decided
-            outcomes, sequential = send_samples(one, samples, workload, progress)
-        elif samples and uses_load_engine(workload):
+            outcomes, sequential = send_samples(one, samples, workload, progress, recover=recovery.apply)
+        elif engine:
             load_run = run_load(one, samples, workload, seed=seed, progress=progress)
             outcomes = load_run.outcomes
         else:  # one stream, one request after another
@@ -138,6 +142,7 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
     after = _scrape(client) if before is not None else None
     records = [o for o in outcomes if isinstance(o, RequestRecord)]
     failures = [o for o in outcomes if isinstance(o, Failure)]
+    recovery.apply(records)  # after the samples: off every stream's timing path
     cold_numbers, cold = coldstart.split(records)
     if cold and workload.cold_starts == "exclude":  # the load is not the server's serving latency
         records = [r for r in records if not any(r is c for c in cold)]
@@ -153,6 +158,7 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
     res.extra["nonce"] = nonce
     if load_run is not None:
         load_summary(res, load_run)
+    client_summary(res, *((load_run.lag_ns, load_run.send_lag_ns) if load_run else (lag.samples, ())), engine=engine)
     if timeline is not None:
         timeline.attach(res, records, failures)
     check_prefix_cache(res, scraped)
@@ -161,16 +167,10 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
     if deviations:
         res.notes.append(f"prompt_tokens deviated from the planned {workload.prompt_tokens} on {len(deviations)} "
                          f"of {len(records)} requests (by {min(deviations):+d}..{max(deviations):+d} tokens)")
-    inexact = sum(1 for r in records if r.chunks and not r.token_counts_exact)
-    if inexact:
-        res.notes.append(f"{inexact} of {len(records)} streams gave no per-chunk token counts (no "
-                         f"continuous_usage_stats): ITL is per chunk there; TPOT still uses usage")
-    chunks = sum(max(len(r.chunks) - 1, 0) for r in records)
-    bursts = sum(m.burst_chunks(r) for r in records)
-    if chunks and bursts > 0.1 * chunks and not res.extra.get("client_fell_behind"):
-        res.notes.append(f"{bursts} of {chunks} token chunks arrived < 0.1 ms after the previous one: a buffering "
-                         f"proxy or compression may be bunching tokens (ITL then looks falsely small)")
-    res.extra["burst_chunks"] = bursts
+    counted, count_notes, count_errors = recovery.report(records)
+    res.extra.update(counted)
+    res.notes += count_notes
+    res.errors += count_errors
     connection_counts(records, res.extra)
     retried = [r.retries for r in records if r.retries]
     if retried:
@@ -185,7 +185,8 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
 
 
 def send_samples(one: Callable[[Prompt], "RequestRecord | Failure"], samples: list[Prompt], workload: Workload,
-                 progress: ProgressFn | None = None) -> tuple[list, SequentialVerdicts | None]:
+                 progress: ProgressFn | None = None,
+                 recover: Callable[[list], None] = lambda _: None) -> tuple[list, SequentialVerdicts | None]:
     """Send the samples; outcomes in arrival order.  Fixed ``samples``: all of them, a closed
     loop at the workload's concurrency.  ``samples: auto``: in rounds of ``concurrency``
     requests sent together, checking the budgets after each round once ``min_samples`` are
@@ -220,6 +221,7 @@ def send_samples(one: Callable[[Prompt], "RequestRecord | Failure"], samples: li
             if len(outcomes) >= workload.min_samples:
                 records = [o for o in outcomes if isinstance(o, RequestRecord)]
                 failures = [o for o in outcomes if isinstance(o, Failure)]
+                recover(records)  # between rounds: ITL judged on per-token counts
                 if judge.check(metric_values(records, failures, workload.output_tokens)):
                     break
         return outcomes, judge

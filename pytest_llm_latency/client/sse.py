@@ -12,15 +12,14 @@ hostile stream must not eat memory).  Old llama.cpp sent a non-standard
 from __future__ import annotations
 
 import codecs
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..core.errors import ProtocolError
 
 DEFAULT_MAX_LINE_BYTES = 4 * 1024 * 1024
 
 
-@dataclass(frozen=True)
-class SSEEvent:
+class SSEEvent(NamedTuple):  # a tuple: the cheapest object per event on the read path
     data: str
     event: str | None = None
     error: str | None = None
@@ -46,10 +45,12 @@ class SSEDecoder:
         if self._skip_lf and text.startswith("\n"):
             text = text[1:]
         self._skip_lf = False
-        self._buf += text
+        buf = self._buf + text if self._buf else text
+        if "\r" not in buf:  # LLM servers end lines with "\n" only (recordings): the fast path
+            return self._feed_lf(buf)
+        self._buf = buf
         out: list[SSEEvent] = []
         start = 0
-        buf = self._buf
         while True:
             i_n = buf.find("\n", start)
             i_r = buf.find("\r", start)
@@ -67,6 +68,28 @@ class SSEDecoder:
         self._buf = buf[start:]
         if len(self._buf) > self._max:
             raise ProtocolError(f"SSE line longer than {self._max} bytes without a newline (cap); "
+                                f"the server or a proxy sent a runaway line")
+        return out
+
+    def _feed_lf(self, buf: str) -> list[SSEEvent]:
+        """``feed`` for text without ``\r``: split once, ``data:`` lines and blank lines inline
+        (the same rules as ``_line``, which takes every other line)."""
+        out: list[SSEEvent] = []
+        lines = buf.split("\n")
+        rest = lines.pop()
+        mx = self._max
+        for line in lines:
+            if not line:
+                if self._data or self._error is not None:
+                    out.append(SSEEvent("\n".join(self._data), self._event, self._error))
+                self._data, self._event, self._error = [], None, None
+            elif line.startswith("data:") and len(line) <= mx:
+                self._data.append(line[6:] if line[5:6] == " " else line[5:])
+            else:
+                self._line(line, out)
+        self._buf = rest
+        if len(rest) > mx:
+            raise ProtocolError(f"SSE line longer than {mx} bytes without a newline (cap); "
                                 f"the server or a proxy sent a runaway line")
         return out
 

@@ -38,15 +38,17 @@ def new_nonce() -> str:
     return secrets.token_hex(8)
 
 
-def tokenize_endpoint(client) -> Callable[[str], int] | None:
+def tokenize_endpoint(client, *, add_special: bool = True) -> Callable[[str], int] | None:
     """The server's tokenizer, if it has one: vLLM ``/tokenize`` ({model, prompt} → count),
-    llama.cpp ``/tokenize`` ({content} → tokens), SGLang ``/v1/tokenize``."""
+    llama.cpp ``/tokenize`` ({content} → tokens), SGLang ``/v1/tokenize``.  ``add_special``
+    False counts text without BOS/special tokens (output text, not a prompt)."""
     if isinstance(client, OllamaClient):
         return None
     base, http, model = client.base_url, client.http, client.resolve_model()
-    shapes = [("/tokenize", lambda t: {"model": model, "prompt": t, "add_special_tokens": True}),
-              ("/tokenize", lambda t: {"content": t, "add_special": True}),
-              ("/v1/tokenize", lambda t: {"model": model, "prompt": t})]
+    shapes = [("/tokenize", lambda t: {"model": model, "prompt": t, "add_special_tokens": add_special}),
+              ("/tokenize", lambda t: {"content": t, "add_special": add_special}),
+              ("/v1/tokenize", lambda t: {"model": model, "prompt": t,
+                                          **({} if add_special else {"add_special_tokens": False})})]
     short, long = "hello world", "hello world " + "counting tokens " * 20
     for path, body in shapes:
         def count(text: str, _p=path, _b=body) -> int:

@@ -22,6 +22,9 @@ These formulas follow vLLM's ``benchmarks/serve.py`` except where noted.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Callable
+
 from .record import RequestRecord
 
 NS_PER_MS = 1e6
@@ -97,6 +100,12 @@ def itl_ms(rec: RequestRecord) -> list[float]:
     So a chunk carrying 3 tokens after 30 ms contributes three 10 ms gaps, and
     mean(ITL) x count equals (t_last − t_first), consistent with TPOT.
     (vLLM's serve.py emits one value per chunk; this weights by tokens.)
+
+    k_i is known by the first rule of ``COUNT_RULES`` that applies (``recover_token_counts``):
+    the server's per-chunk counts; one token per chunk when there are as many chunks as
+    tokens; each chunk's text counted with the server's tokenize endpoint after the stream,
+    when the counts sum to N; N apportioned over the chunks by text length; else ITL is per
+    chunk (k_i = 1), and an ITL budget is refused.
     """
     out: list[float] = []
     chunks = rec.chunks
@@ -104,6 +113,101 @@ def itl_ms(rec: RequestRecord) -> list[float]:
         k = max(cur.tokens, 1)
         out.extend([(cur.t_ns - prev.t_ns) / NS_PER_MS / k] * k)
     return out
+
+
+#: how a stream's per-chunk token counts (k_i of ITL) were known, in the order they are tried
+COUNT_RULES = {
+    "server": "the server's per-chunk counts (continuous_usage_stats)",
+    "one each": "as many token chunks as output tokens: one each",
+    "tokenize": "each chunk's text counted with the server's tokenize endpoint after the stream "
+                "(the counts sum to completion_tokens)",
+    "apportioned": "completion_tokens apportioned over the chunks by text length",
+    "per chunk": "not known: ITL is per chunk, not per token",
+}
+
+
+def reported_output_tokens(rec: RequestRecord) -> int | None:
+    """N as the server reported it: ``usage.completion_tokens``, else llama.cpp's
+    ``timings.predicted_n`` (a chat stream without usage still has it); None if neither."""
+    if rec.completion_tokens is not None:
+        return rec.completion_tokens
+    n = rec.server_timings.get("predicted_n")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else None
+
+
+def apportion(weights: list[int], total: int) -> list[int] | None:
+    """``total`` tokens over chunks in proportion to ``weights`` (text lengths), each chunk at
+    least one token (it carried output), largest remainders first.  None when there are more
+    chunks than tokens (no such split) or no chunk at all."""
+    n = len(weights)
+    if n == 0 or total < n:
+        return None
+    w = [max(x, 0) for x in weights]
+    s = sum(w)
+    ideal = [total * x / s for x in w] if s else [total / n] * n
+    out = [max(1, int(x)) for x in ideal]
+    diff = total - sum(out)
+    if diff > 0:  # the rest to the largest remainders (fewer than n: each floor lost < 1)
+        for j in sorted(range(n), key=lambda j: ideal[j] - out[j], reverse=True)[:diff]:
+            out[j] += 1
+    while diff < 0:  # chunks raised to 1 took more than their share: back from those most over it
+        for j in sorted((j for j in range(n) if out[j] > 1), key=lambda j: out[j] - ideal[j], reverse=True):
+            if diff == 0:
+                break
+            out[j] -= 1
+            diff += 1
+    return out
+
+
+def recover_token_counts(rec: RequestRecord, count: Callable[[str], int | None] | None) -> str | None:
+    """Set ``rec.token_count_rule`` and, where recovered, each chunk's token count; returns why
+    a rule was passed over (None when the first applicable one held).
+
+    For a stream without per-chunk counts (``token_count_rule`` None): ``count`` (the server's
+    tokenize endpoint, called after the stream, off the timing path; None where there is none,
+    and a call may answer None: it failed) counts each chunk's text; the counts are kept only
+    when they sum to N (``reported_output_tokens``), or to N plus the same number c for every
+    chunk (a tokenizer that adds c tokens to each text it is sent, as SentencePiece's dummy
+    prefix ``▁`` does on llama.cpp: c is taken off each).  Counting pieces separately can
+    differ from counting the whole text otherwise (a tokenizer merges across chunk
+    boundaries), so a sum that differs falls back to apportioning N by text length, and says so."""
+    if rec.token_count_rule is not None or not rec.chunks:
+        return None
+    n = reported_output_tokens(rec)
+    if n is None:
+        rec.token_count_rule = "per chunk"
+        return "the server reported no completion_tokens to recover per-chunk counts from"
+    if n == len(rec.chunks):  # llama.cpp chat without usage: timings.predicted_n
+        _set_counts(rec, [1] * n, "one each")
+        return None
+    why = None
+    if count is not None:
+        counts = []
+        for c in rec.chunks:
+            k = count(c.text) if c.text else None
+            if k is None:
+                why = "the tokenize endpoint could not count every chunk"
+                break
+            counts.append(k)
+        else:
+            extra, rem = divmod(sum(counts) - n, len(counts))
+            if rem == 0 and extra >= 0 and min(counts) - extra >= 1:  # extra: what every call adds
+                _set_counts(rec, [k - extra for k in counts], "tokenize")
+                return None
+            why = (f"the chunks tokenized one by one sum to {sum(counts)} tokens, not the {n} the server "
+                   f"reported (counting pieces apart is not counting the whole: the tokenizer merges across "
+                   f"chunk boundaries)")
+    shares = apportion([len(c.text or "") for c in rec.chunks], n)
+    if shares is None:
+        rec.token_count_rule = "per chunk"
+        return f"{len(rec.chunks)} token chunks for {n} output tokens: no split gives each chunk a token"
+    _set_counts(rec, shares, "apportioned")
+    return why or "the server has no tokenize endpoint"
+
+
+def _set_counts(rec: RequestRecord, counts: list[int], rule: str) -> None:
+    rec.chunks = [replace(c, tokens=k) for c, k in zip(rec.chunks, counts)]
+    rec.token_count_rule = rule
 
 
 def e2e_ms(rec: RequestRecord) -> float | None:

@@ -15,11 +15,14 @@ Clock = Callable[[], int]
 
 @dataclass(frozen=True)
 class TokenChunk:
-    """One token-bearing chunk: arrival time (ns) and how many tokens it carries."""
+    """One token-bearing chunk: arrival time (ns), how many tokens it carries, and its text
+    (a reference to the decoded string, kept so that counts the stream did not give can be
+    recovered after it: ``core.metrics.recover_token_counts``)."""
 
     t_ns: int
     tokens: int
     reasoning: bool = False
+    text: str | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -33,6 +36,9 @@ class RequestRecord:
     finish_reason: str | None = None
     server_timings: dict = field(default_factory=dict)  # normalized, see ServerTimings keys
     token_counts_exact: bool = False        # per-chunk counts came from the server
+    # how the per-chunk token counts were known: a key of ``core.metrics.COUNT_RULES``
+    # (None until the stream finished, or while they still have to be recovered)
+    token_count_rule: str | None = None
     expected_prompt_tokens: int | None = None
     expected_output_tokens: int | None = None
     text_chars: int = 0
@@ -97,8 +103,8 @@ class RecordBuilder:
 
     ``running_completion_tokens`` (vLLM/SGLang ``continuous_usage_stats``) gives
     exact per-chunk counts; without it every token-bearing chunk counts 1 and the
-    record is marked ``token_counts_exact=False`` (TPOT still takes N from usage;
-    ITL is then per chunk, which the report flags).
+    record is marked ``token_counts_exact=False`` (TPOT still takes N from usage), and
+    its counts are recovered after the stream (``core.metrics.recover_token_counts``).
     """
 
     def __init__(self, clock: Clock, *, expected_prompt_tokens: int | None = None,
@@ -127,16 +133,19 @@ class RecordBuilder:
         """The request starts going out on an open connection: this is ``t_send``."""
         self.record.t_send_ns = t_ns
 
-    def stamp(self) -> int:
-        """Read the clock for bytes that just arrived; first call sets first byte."""
-        t = self.clock()
+    def stamp(self, t_ns: int | None = None) -> int:
+        """Read the clock for bytes that just arrived (or take ``t_ns``: when the read that
+        brought them returned); first call sets first byte."""
+        t = self.clock() if t_ns is None else t_ns
         if self.record.t_first_byte_ns is None:
             self.record.t_first_byte_ns = t
         return t
 
     def token_chunk(self, t_ns: int, *, text_len: int = 0, reasoning: bool = False,
-                    running_completion_tokens: int | None = None, n_tokens: int | None = None) -> None:
-        """Record a chunk that carries output (content, reasoning, tool_calls or text)."""
+                    running_completion_tokens: int | None = None, n_tokens: int | None = None,
+                    text: str | None = None) -> None:
+        """Record a chunk that carries output (content, reasoning, tool_calls or text);
+        ``text`` is the chunk's text (content or reasoning), for counting it after the stream."""
         if n_tokens is None and running_completion_tokens is not None:
             prev = self._running or 0
             n_tokens = max(running_completion_tokens - prev, 1)
@@ -144,7 +153,7 @@ class RecordBuilder:
         elif n_tokens is None:
             n_tokens = 1
             self._exact = False
-        self.record.chunks.append(TokenChunk(t_ns, n_tokens, reasoning))
+        self.record.chunks.append(TokenChunk(t_ns, n_tokens, reasoning, text))
         self.record.text_chars += text_len
 
     def usage(self, prompt_tokens: int | None, completion_tokens: int | None) -> None:
@@ -162,4 +171,6 @@ class RecordBuilder:
         # only be one token each: exact after all, so no "ITL is per chunk" note on every run
         one_each = rec.completion_tokens is not None and rec.completion_tokens == len(rec.chunks)
         rec.token_counts_exact = (self._exact or one_each) and bool(rec.chunks)
+        if rec.token_counts_exact:
+            rec.token_count_rule = "server" if self._exact else "one each"
         return rec

@@ -1,11 +1,16 @@
 """A starved client is reported as such: busy-loop processes pin every core while a 64-stream
 run goes, and the run says the client fell behind instead of publishing its figures as the
-server's (an error, not a verdict on the server).
+server's (an error, not a verdict on the server), and never blames a proxy for the tokens it
+read late, together.
 
-The client runs in a child process at the lowest CPU priority (``nice 19``, which any user
-may set) against busy loops at normal priority: on a shared 2-core runner a client at equal
-priority is only sometimes starved, which would make the test's premise depend on the
-neighbours; at nice 19 it is starved every time."""
+The first test runs the client in a child process at the lowest CPU priority (``nice 19``,
+which any user may set) against busy loops at normal priority: starved every time, it falls
+behind (an error).  The second runs it at the busy loops' own priority (the issue's case: two
+busy processes pinning both cores): it keeps up in part, and its late reads bunch the tokens;
+the run must say "client-limited", never "a buffering proxy".  Measured on the shared 2-core
+machine (3 runs): lag p99 14.6-20.6 ms against a 3.4-14.1 ms token interval, 40-57 % of the
+token gaps under 0.1 ms, all three client-limited.  Each test takes about 5 s; the busy loops
+are stopped in a ``finally`` (killed if they do not stop)."""
 from __future__ import annotations
 
 import multiprocessing
@@ -19,12 +24,12 @@ def _spin(core: int, stop) -> None:
             pass
 
 
-def _client(url: str, out, ready, go) -> None:
+def _client(url: str, out, ready, go, nice: int = 19) -> None:
     from pytest_llm_latency.client.http import make_http_client
     from pytest_llm_latency.client.runner import Target, make_client, measure
     from pytest_llm_latency.core.workload import make_workload
 
-    os.nice(19)
+    os.nice(nice)
     ready.set()
     go.wait(60)
 
@@ -35,14 +40,14 @@ def _client(url: str, out, ready, go) -> None:
         k: v for k, v in res.extra.items() if isinstance(v, (int, float, str))}})
 
 
-def test_busy_loops_on_every_core_make_the_64_stream_run_say_the_client_fell_behind():
+def _starved_run(nice: int) -> dict:
     from pytest_llm_latency.targets.reference.launch import start_reference
 
     cores = sorted(os.sched_getaffinity(0))
     ctx = multiprocessing.get_context("spawn")
     stop, out, ready, go = ctx.Event(), ctx.Queue(), ctx.Event(), ctx.Event()
     with start_reference("reference://h100-sxm/llama-3.1-8b?time_scale=0.5", mode="subprocess") as h:
-        client = ctx.Process(target=_client, args=(h.url, out, ready, go), daemon=True)
+        client = ctx.Process(target=_client, args=(h.url, out, ready, go, nice), daemon=True)
         client.start()
         assert ready.wait(60), "the client process did not start"
         spinners = [ctx.Process(target=_spin, args=(c, stop), daemon=True) for c in (cores * 2)[:max(2, len(cores))]]
@@ -58,8 +63,26 @@ def test_busy_loops_on_every_core_make_the_64_stream_run_say_the_client_fell_beh
                 p.join(timeout=10)
                 if p.is_alive():
                     p.kill()
+            if client.is_alive():
+                client.kill()
+    return res
+
+
+def test_busy_loops_on_every_core_make_the_64_stream_run_say_the_client_fell_behind():
+    res = _starved_run(nice=19)
     assert res["verdict"] == "error", res
     said = [e for e in res["errors"] if e.startswith("the client fell behind (CPU-starved: lag p99 ")]
     assert said and "these figures are not the server's" in said[0]
     assert res["extra"]["client_fell_behind"] == 1 and res["extra"]["client_lag_ms_p99"] >= 20
     assert not any("buffering proxy" in n for n in res["notes"])  # the client is named, not a proxy
+
+
+def test_two_busy_processes_at_the_clients_priority_make_it_client_limited_never_a_proxy():
+    res = _starved_run(nice=0)
+    assert res["extra"]["client_limited"] == 1, res
+    assert not any("buffering proxy" in n for n in res["notes"]), res["notes"]
+    said = [n for n in res["notes"] if n.startswith("client-limited: ")] + \
+        [e for e in res["errors"] if e.startswith("the client fell behind")]
+    assert said, res  # the result says so in words, not only in extra
+    # the lag that made it so, against the token interval it was compared with
+    assert res["extra"]["client_lag_ms_p99"] > 0 and res["extra"]["burst_chunks"] > 0

@@ -97,6 +97,24 @@ def test_role_only_first_chunk_is_not_ttft_through_the_plugin(pytester):
     assert res["ttft_ms"]["p50"] == pytest.approx(250)  # not the 3 ms role-only chunk
 
 
+@pytest.mark.parametrize("tokenize,rule", [(True, "tokenize"), (False, "apportioned")])
+def test_three_token_chunks_without_per_chunk_usage_are_recovered_and_the_rule_named(pytester, tokenize, rule):
+    """No continuous usage: the counts come from the tokenize endpoint (or, without one, from
+    apportioning completion_tokens by text length); JSON, JUnit and the terminal name the rule."""
+    pytester.makefile(".slo.yaml", s=STREAM.replace("slo: {ttft_p95: 1s}", "slo: {ttft_p95: 1s, itl_p50: 15ms}"))
+    r = run(pytester, Script(ttft_ms=100, tpot_ms=10, tokens_per_chunk=3, continuous_usage=False, tokenize=tokenize),
+            "--llm-latency-url=http://fake:1", "--llm-latency-json=o.json", "--junitxml=j.xml")
+    r.assert_outcomes(passed=1)  # per-chunk gaps (30 ms) would fail itl_p50: 15ms
+    res = json.loads((pytester.path / "o.json").read_text())["results"][0]
+    assert res["itl_ms"]["p50"] == pytest.approx(10) and res["extra"]["itl_token_counts"] == rule
+    props = {p.get("name"): p.get("value") for p in ET.parse(pytester.path / "j.xml").getroot().iter("property")}
+    assert props["llm.itl_token_counts"] == rule
+    r.stdout.fnmatch_lines([f"*s.slo.yaml::s: ITL token counts per chunk: {rule}*"])
+    if not tokenize:
+        assert any("apportioned by text length on 20 of 20 streams (the server has no tokenize endpoint)" in n
+                   for n in res["notes"]), res["notes"]
+
+
 def test_three_token_chunks_count_as_three_through_the_plugin(pytester):
     pytester.makefile(".slo.yaml", s=STREAM)
     r = run(pytester, Script(ttft_ms=100, tpot_ms=10, tokens_per_chunk=3), "--llm-latency-url=http://fake:1",

@@ -242,3 +242,11 @@ def test_statistical_bounds_are_on_the_page_in_the_terminals_words():
         assert line.strip().replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") in html
     r["bounds"] = {"ttft_p50": "garbled"}       # malformed: no block, no crash
     assert "Statistical verdicts" not in render(doc_of(r))
+
+
+def test_the_page_names_how_itl_knew_its_per_chunk_token_counts():
+    doc = {"results": [{"nodeid": "a", "verdict": "pass", "n": 3, "extra": {"itl_token_counts": "tokenize"}},
+                       {"nodeid": "b", "verdict": "pass", "n": 3, "extra": {}}]}
+    page = render(doc)
+    assert re.search(r"ITL token counts\W+(\w+\W+){0,6}tokenize", page), page[:2000]
+    assert page.count("ITL token counts") == 1  # only where the result says

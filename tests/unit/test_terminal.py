@@ -70,3 +70,16 @@ def test_misses_show_as_inf_and_notes_are_marked_and_listed_below():
     row = next(ln for ln in lines if ln.startswith("t::x")).split()
     assert row[2:] == ["100.0", "inf", "inf", "inf", "0.0", "-", "FAIL", "*"]
     assert lines[-2:] == ["notes (*):", "  t::x: 4 of 20 requests failed"]
+
+
+def test_the_rule_that_recovered_itl_token_counts_is_named():
+    """ITL per token from counts the stream did not give: the summary names the rule (the exact
+    ones, the server's counts or one token a chunk, are the ordinary case and stay quiet)."""
+    base = {"verdict": "pass", "n": 3, "ttft_ms": {"p50": 1.0, "p95": 1.0}, "tpot_ms": {"p50": 1.0, "p95": 1.0}}
+    results = [{**base, "nodeid": "a", "extra": {"itl_token_counts": "tokenize"}},
+               {**base, "nodeid": "b", "extra": {"itl_token_counts": "server"}},
+               {**base, "nodeid": "c", "extra": {"itl_token_counts": "tokenize 3, apportioned 1"}}]
+    lines = summary_lines(results)
+    assert "  a: ITL token counts per chunk: tokenize" in lines
+    assert "  c: ITL token counts per chunk: tokenize 3, apportioned 1" in lines
+    assert not any(line.startswith("  b: ITL") for line in lines)

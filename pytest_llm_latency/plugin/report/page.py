@@ -218,6 +218,8 @@ def test_view(r: dict, i: int) -> dict:
     extra = _d(r.get("extra"))
     facts = [(label, r.get(k, extra.get(k))) for k, label in FACTS if r.get(k, extra.get(k)) is not None]
     facts += [("failed / short", f"{r.get('failed_requests', 0)} / {r.get('short_outputs', 0)}")]
+    if isinstance(extra.get("itl_token_counts"), str):  # core.metrics.COUNT_RULES: how ITL knew k per chunk
+        facts.append(("ITL token counts", extra["itl_token_counts"]))
     roof_svg, roof_text = roofline(r)
     return {"prefill_text": _terminal_text(prefill_lines, r), "agent_text": _terminal_text(agent_lines, r),
             "bounds_text": _terminal_text(bound_lines, r, skip=0),

@@ -62,6 +62,7 @@ def summary_lines(results: list[dict]) -> list[str]:
         for kind, text in messages(r):
             if kind != "note":
                 lines.append(f"  {r.get('nodeid')}: {text}")
+    lines += itl_count_lines(results)
     lines += prefill_lines(results)
     lines += agent_lines(results)
     noted = [r for r in results if r.get("notes")]
@@ -72,6 +73,17 @@ def summary_lines(results: list[dict]) -> list[str]:
                 if kind == "note":
                     lines.append(f"  {r.get('nodeid')}: {text}")
     return lines
+
+
+def itl_count_lines(results: list[dict]) -> list[str]:
+    """Where ITL's per-chunk token counts were recovered, not given by the stream
+    (``core.metrics.COUNT_RULES``: JSON/JUnit ``itl_token_counts``): which rule gave them."""
+    out = []
+    for r in results:
+        rule = (r.get("extra") or {}).get("itl_token_counts")
+        if isinstance(rule, str) and rule not in ("server", "one each"):
+            out.append(f"  {r.get('nodeid')}: ITL token counts per chunk: {rule}")
+    return out
 
 
 def bound_lines(r: dict) -> list[str]:
