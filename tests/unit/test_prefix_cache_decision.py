@@ -1,6 +1,7 @@
 """The prefix-cache decision: cached prompts are not judged (pure logic, and the runner
 on a scripted llama.cpp-like server that reports ``timings.cache_n``)."""
 import json
+import os
 
 import httpx
 import pytest
@@ -13,7 +14,7 @@ from pytest_llm_latency.client.runner import measure
 from pytest_llm_latency.core.prefix_cache import ALWAYS_CACHED_PER_REQUEST, CacheEvidence, evidence, judge
 from pytest_llm_latency.core.workload import make_workload
 
-RECORDINGS = "/work/shared/recordings"
+RECORDINGS = os.path.join(os.path.dirname(__file__), "recordings")  # copies of ../shared/recordings
 
 
 def test_counters_from_each_server_are_read():
