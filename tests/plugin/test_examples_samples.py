@@ -1,5 +1,7 @@
-"""``--llm-latency-samples`` on the shipped examples: a value too small for their p95 budgets is a
-usage error that names where the value came from; one that is large enough runs."""
+"""``--llm-latency-samples`` on the shipped examples: on the point estimate (``confidence: null``) a
+value too small for their p95 budgets is a usage error that names where the value came from; at the
+default 95% it is an inconclusive verdict that says how many samples would decide; one that is
+large enough runs."""
 import shutil
 from pathlib import Path
 
@@ -21,16 +23,27 @@ def examples(pytester):
 def test_too_few_samples_names_its_source(examples, monkeypatch, how, source):
     if not how:
         monkeypatch.setenv("LLM_LATENCY_SAMPLES", "10")
-    r = examples.runpytest_subprocess("-p", "no:cacheprovider", f"--llm-latency-url={FAST}", *how, timeout=120)
+    r = examples.runpytest_subprocess("-p", "no:cacheprovider", f"--llm-latency-url={FAST}", *how,
+                                      "--llm-latency-confidence=null", timeout=120)
     assert r.ret != 0
     text = r.stdout.str() + r.stderr.str()
     assert f"chat.slo.yaml:4 workloads.chat (samples 10 {source})" in text
     assert "p95 needs >= 20 samples, got 10" in text
 
 
-def test_enough_samples_run_every_example(examples):
+def test_too_few_samples_at_the_default_confidence_are_inconclusive_not_an_error(examples):
     r = examples.runpytest_subprocess("-p", "no:cacheprovider", f"--llm-latency-url={FAST}",
-                                      "--llm-latency-samples", "25", "--llm-latency-json=r.json", timeout=300)
+                                      "--llm-latency-samples", "10", "chat.slo.yaml", timeout=120)
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*TTFT p95 * ms (95% bounds *..inf ms) -- inconclusive at 10 samples (budget 500 ms); "
+                            "~* samples would decide*"])
+
+
+def test_enough_samples_run_every_example(examples):
+    # a fixed count for every example: the point estimate (at 95% a p95 cannot pass below 59 samples)
+    r = examples.runpytest_subprocess("-p", "no:cacheprovider", f"--llm-latency-url={FAST}",
+                                      "--llm-latency-samples", "25", "--llm-latency-confidence=null",
+                                      "--llm-latency-json=r.json", timeout=300)
     # time_scale=0 models no prefill time: the sweep's TTFT barely grows with the prompt, far above
     # the compute ceiling (or not at all), which can never pass: an error that says so
     r.assert_outcomes(passed=4, errors=1)
