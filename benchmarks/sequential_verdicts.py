@@ -107,9 +107,9 @@ def ump_power(n: int, p_true: float, met: bool, alpha: float = 1 - CONF) -> floa
     binomial count on the deciding side: samples <= budget for a pass (null share Q), samples
     above it for a fail (null share 1 - Q)."""
     p0, p1 = (Q, p_true) if met else (1 - Q, 1 - p_true)
-    c = 1
-    while ci.binom_sf(c, n, p0) > alpha:  # smallest c with P0(K >= c) <= alpha
-        c += 1
+    c = ci.upper_rank(n, p0, alpha)  # smallest c with P0(K >= c) <= alpha
+    if c is None:  # not even K = n: only the randomized share of K = n rejects
+        c = n + 1
     at = ci.binom_sf(c - 1, n, p0) - ci.binom_sf(c, n, p0)
     gamma = (alpha - ci.binom_sf(c, n, p0)) / at if at > 0 else 0.0
     return ci.binom_sf(c, n, p1) + gamma * (ci.binom_sf(c - 1, n, p1) - ci.binom_sf(c, n, p1))

@@ -315,8 +315,21 @@ def with_statistics(w: Workload, spec: Mapping[str, Any], where, samples: Any = 
     if inc not in INCONCLUSIVE:
         raise ConfigError(f"{where(('inconclusive',))}: expected one of {', '.join(INCONCLUSIVE)}, got {inc!r}"
                           f"{did_you_mean(inc, INCONCLUSIVE)}")
+    if auto and "max_samples" not in spec and not w.sequential:
+        hi = default_horizon(w, float(conf), lo)
     return replace(w, samples=hi if auto else samples, sequential=auto, min_samples=min(lo, hi),
                    confidence=None if conf is None else float(conf), inconclusive=inc)
+
+
+def default_horizon(w: Workload, confidence: float, min_n: int) -> int:
+    """``max_samples`` when none is given: 200, or the first of 300, 400, 600, 800, 1000 at which
+    every budget can pass (a p99 at 95% needs 299), so that the default ``auto`` decides."""
+    from .verdict import decidable
+
+    for n in (DEFAULT_MAX_SAMPLES, 300, 400, 600, 800, 1000):
+        if all(decidable(b.stat, b.metric, confidence, n, True, min(min_n, n)) for b in w.budgets):
+            return n
+    return DEFAULT_MAX_SAMPLES  # beyond 1000: check_min_samples names it
 
 
 def check_min_samples(w: Workload, where: str, samples: Any = None) -> None:

@@ -80,6 +80,10 @@ def test_an_undecidable_budget_is_still_a_collection_error_but_few_samples_are_n
     with pytest.raises(ConfigError, match="raise max_samples"):  # auto must be able to pass: p99 needs 299
         check_min_samples(wl(samples="auto", max_samples=250, slo={"ttft_p99": "1s"}), "here")
     check_min_samples(wl(samples="auto", max_samples=400, slo={"ttft_p99": "1s"}), "here")
+    w = wl(slo={"ttft_p99": "1s"})  # no max_samples given: the default horizon grows until a p99 can pass
+    assert (w.sequential, w.samples) == (True, 300)
+    check_min_samples(w, "here")
+    assert wl(samples="auto", slo={"ttft_p99": "1s"}).samples == 300 and wl().samples == 200
     check_min_samples(wl(samples=10), "here")  # the default confidence: wide bounds, no error
     with pytest.raises(ConfigError, match="p95 needs >= 20 samples, got 10"):  # point estimate: as before
         check_min_samples(wl(samples=10, confidence=None), "here")
