@@ -240,8 +240,11 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     # sessions keep the point estimate unless ``confidence`` is set (README "Statistical verdicts")
     closed_loop = load is None and rate_sweep is None and not sweep and agent is None
     samples_given = samples is not None
-    if samples is None:
-        samples = "auto" if closed_loop else DEFAULT_FIXED_SAMPLES
+    if samples is None:  # auto where it has a budget to decide; an A/B run compares fixed arms
+        from .verdict import holds_up
+
+        decides = any(holds_up(b) for b in budgets) and get("baseline_target", None) is None
+        samples = "auto" if closed_loop and decides else DEFAULT_FIXED_SAMPLES
     if load is not None and samples == "auto":
         raise ConfigError(f"{where(('samples',))}: samples: auto sends rounds at the workload's concurrency until "
                           f"every budget is decided; it does not combine with rate/duration/ramp_up/sweep -- "

@@ -50,6 +50,10 @@ def test_samples_auto_defaults_to_95_percent_and_max_200():
     assert (w.sequential, w.confidence, w.samples) == (False, None, 20)
     w = with_statistics(wl(), {"confidence": "null"}, lambda p: "cli")  # the same from a run-wide override
     assert (w.sequential, w.confidence, w.samples) == (False, None, 20)
+    w = wl(slo={"ttft_p95": None})  # nothing to decide (no budget, or only max/ITL): the fixed 20, not 10
+    assert (w.sequential, w.samples) == (False, 20)
+    assert wl(slo={"ttft_p95": None, "itl_p95": "50ms", "e2e_max": "2s"}).samples == 20
+    assert wl(baseline_target="http://b:1").samples == 20  # A/B in one run: fixed arms
     w = wl(rate=2.0, requests=30)  # an open-loop load run: samples are coupled by the queue -> point estimate
     assert (w.sequential, w.confidence, w.samples) == (False, None, 30)
     assert wl(rate=2.0, requests=30, confidence=0.9).confidence == 0.9
@@ -207,3 +211,17 @@ def test_rejudge_keeps_the_sequential_decisions():
     res = evaluate(w, outs, [], sequential=seq)
     again = rejudge(res, server_failed=True)
     assert [(v.status, v.n) for v in again.verdicts] == [(v.status, v.n) for v in res.verdicts]
+
+
+def test_a_fraction_budget_does_not_hold_samples_auto_to_max_samples():
+    """goodput_min is judged once on the whole run: it must not keep auto sampling until max_samples."""
+    from pytest_llm_latency.core.verdict import SequentialVerdicts
+
+    w = wl(samples="auto", slo={"ttft_p95": "500ms", "goodput_min": 0.9})
+    seq = SequentialVerdicts(w.budgets, w.confidence, w.min_samples, w.samples)
+    rng = random.Random(11)
+    vals, done = [], False
+    while not done and len(vals) < w.samples:
+        vals.append(max(1.0, rng.gauss(100.0, 10.0)))
+        done = len(vals) >= w.min_samples and seq.check({"ttft": vals})
+    assert done and len(vals) < 70 and seq.decided["ttft_p95"].status == "pass"
