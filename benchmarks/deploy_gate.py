@@ -91,7 +91,8 @@ def report(title: str, r: dict) -> None:
 def reference(reps: int, ts: float) -> None:
     from pytest_llm_latency.targets.reference.launch import start_reference
 
-    w = make_workload("gate", {"class": "custom", "prompt_tokens": PROMPT, "output_tokens": 8, "slo": {}})
+    w = make_workload("gate", {"class": "custom", "prompt_tokens": PROMPT, "output_tokens": 8, "samples": 20,
+                               "slo": {}})
     handles = {arm: start_reference(REF.format(ts=ts, seed=i + 1) + extra)
                for i, (arm, extra) in enumerate(ARMS.items())}
     samples: dict[str, list] = {arm: [] for arm in ARMS}

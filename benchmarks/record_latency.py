@@ -1,13 +1,13 @@
 """Record real per-request latency samples for the statistics benchmark and tests.
 
-    .venv/bin/python benchmarks/record_latency.py [--requests 400] [--only reference|llama]
+    .venv/bin/python benchmarks/record_latency.py [--requests 400] [--only reference|llama] [--jitter 0.05]
 
 Two sources, each written to ``benchmarks/data/<name>.json`` as plain lists of per-request
 TTFT and TPOT in ms (``core.metrics`` definitions, via ``client.runner.measure``):
 
-* ``reference-h100-llama8b``: the embedded reference target (a subprocess, ``time_scale`` 1);
-  its timing noise is the real scheduling noise of a shared 2-core machine around the
-  modelled step times (the reference target has no modelled jitter knob);
+* ``reference-h100-llama8b``: the embedded reference target (a subprocess, ``time_scale`` 1)
+  with its ``jitter`` knob on (default 0.05: every engine step times a seeded lognormal,
+  mean-1 factor of that CV), plus the real scheduling noise of a shared 2-core machine;
 * ``llama-server-tiny`` / ``llama-server-membound``: the real llama.cpp ``llama-server`` of
   ``tests/realserver`` (one thread, ``-t 1``) on the cached 2.5 MB ``tiny`` and 406 MB
   memory-bound ``membound`` models (half as many requests for the slow one).
@@ -38,7 +38,7 @@ from pytest_llm_latency.core.workload import make_workload  # noqa: E402
 OUT = os.path.join(ROOT, "benchmarks", "data")
 
 
-def record(url: str, name: str, requests: int, prompt_tokens: int, output_tokens: int) -> None:
+def record(url: str, name: str, requests: int, prompt_tokens: int, output_tokens: int, target: str = "") -> None:
     w = make_workload(name, {"class": "custom", "prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
                              "samples": requests, "warmup": 2, "slo": {}})
     with httpx.Client(timeout=60) as http:
@@ -46,8 +46,9 @@ def record(url: str, name: str, requests: int, prompt_tokens: int, output_tokens
         t0 = time.time()
         res = measure(client, w)
     recs = res.records
-    data = {"source": name, "url": url.split("?")[0], "recorded_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "machine": f"{platform.machine()} {os.cpu_count()} cpus", "prompt_tokens": prompt_tokens,
+    data = {"source": name, "url": url.split("?")[0], "target": target or url.split("?")[0], "recorded_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "machine": f"{platform.machine()} {os.cpu_count()} cpus",
+            "load_average_1m_at_end": round(os.getloadavg()[0], 2), "prompt_tokens": prompt_tokens,
             "output_tokens": output_tokens, "failed": res.failed_requests,
             "ttft_ms": [round(m.ttft_ms(r), 4) for r in recs],
             "tpot_ms": [round(m.tpot_ms(r), 4) for r in recs if m.tpot_ms(r) is not None]}
@@ -62,12 +63,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=400)
     ap.add_argument("--only", choices=("reference", "llama"))
+    ap.add_argument("--jitter", type=float, default=0.05, help="the reference target's jitter (CV per engine step)")
     a = ap.parse_args()
     if a.only in (None, "reference"):
         from pytest_llm_latency.targets.reference.launch import start_reference
 
-        with start_reference("reference://h100-sxm/llama-3.1-8b") as ref:
-            record(ref.url, "reference-h100-llama8b", a.requests, 512, 32)
+        spec = f"reference://h100-sxm/llama-3.1-8b?jitter={a.jitter}"
+        with start_reference(spec) as ref:
+            record(ref.url, "reference-h100-llama8b", a.requests, 512, 32, spec)
     if a.only in (None, "llama"):
         import build_llama_server
         import make_models

@@ -16,7 +16,16 @@ budget: the budget is met; = (1 + d) x budget: it is missed), each run is judged
 
 Reported per case: wrong verdicts (pass when the budget is missed, fail when it is met),
 inconclusive runs, and the stopping time of ``auto`` (percentiles and histogram) against
-the 200 of a fixed run.  Then anytime validity at the boundary (budget = the true p95, the
+the 200 of a fixed run.  Then, computed exactly from the distribution's true share of samples
+within the budget, p = P(X <= budget) (``cost_table``): the rule's exact median stopping time
+(``core.confidence.crossing_times``), the previous design's (alpha spending on both sides),
+and a **lower bound for any valid test**: whatever a test does with the samples, its chance to
+have decided correctly by n is at most the power of the most powerful (randomized) fixed-n
+binomial test of p at the same 5 % level (Neyman-Pearson; a distribution-free test must hold
+its level for the distribution with the same shape below and above the budget and p at the
+boundary, so it is a test of the binomial share), and its chance of a wrong verdict is at most
+1 %; so no valid test, sequential or not, has a median below the first n where that power
+reaches 49 %.  Wald's SPRT average sample number (alpha = beta = 5 %) is shown beside it.  Then anytime validity at the boundary (budget = the true p95, the
 worst case): how often a wrong verdict is ever reached when checking after every sample,
 for the sequential rule and for a naive repeated fixed-n check -- by simulation of the
 count of samples below the budget (equivalent to the order-statistic check) and exactly
@@ -81,9 +90,8 @@ def case(dist: list[float], distance: float, met: bool, runs: int, rng: random.R
     draw = lambda: dist[rng.randrange(len(dist))]  # noqa: E731
     res = {"auto": {"pass": 0, "fail": 0, "inconclusive": 0}, "fixed200-ci": {"pass": 0, "fail": 0, "inconclusive": 0},
            "fixed200-point": {"pass": 0, "fail": 0, "inconclusive": 0}}
-    stops, floors = [], []
+    stops = []
     for _ in range(runs):
-        floors.append(floor_stop(draw, limit, met))
         status, n = run_auto(draw, budget)
         res["auto"][status] += 1
         stops.append(n)
@@ -91,28 +99,70 @@ def case(dist: list[float], distance: float, met: bool, runs: int, rng: random.R
         res["fixed200-ci"][judge("x_p95", "ttft", "p95", limit, False, sample, CONF).status] += 1
         res["fixed200-point"][judge("x_p95", "ttft", "p95", limit, False, sample, None).status] += 1
     stops.sort()
-    floors.sort()
-    return {"truth": truth, "limit": limit, "wrong": wrong, "res": res, "stops": stops, "floors": floors}
+    return {"truth": truth, "limit": limit, "wrong": wrong, "res": res, "stops": stops}
 
 
-def floor_stop(draw, limit: float, met: bool) -> int:
-    """First n (>= MIN_N) at which a *fixed-n* test at the full alpha would decide correctly --
-    not a valid sequential rule (it ignores the repeated looks), but no valid rule can decide
-    earlier on the same draws: a floor for the cost of any method."""
-    below = 0
-    for n in range(1, MAX_N + 1):
-        below += draw() <= limit
-        if n < MIN_N:
-            continue
-        if met:
-            u = ci.upper_rank(n, Q, 1 - CONF)
-            if u is not None and below >= u:
-                return n
-        else:
-            lo = ci.lower_rank(n, Q, 1 - CONF)
-            if lo is not None and below < lo:
-                return n
-    return MAX_N
+def ump_power(n: int, p_true: float, met: bool, alpha: float = 1 - CONF) -> float:
+    """Power at the true share of the most powerful level-alpha fixed-n test (randomized) of the
+    binomial count on the deciding side: samples <= budget for a pass (null share Q), samples
+    above it for a fail (null share 1 - Q)."""
+    p0, p1 = (Q, p_true) if met else (1 - Q, 1 - p_true)
+    c = ci.upper_rank(n, p0, alpha)  # smallest c with P0(K >= c) <= alpha
+    if c is None:  # not even K = n: only the randomized share of K = n rejects
+        c = n + 1
+    at = ci.binom_sf(c - 1, n, p0) - ci.binom_sf(c, n, p0)
+    gamma = (alpha - ci.binom_sf(c, n, p0)) / at if at > 0 else 0.0
+    return ci.binom_sf(c, n, p1) + gamma * (ci.binom_sf(c - 1, n, p1) - ci.binom_sf(c, n, p1))
+
+
+def floor_median(p_true: float, met: bool, wrong: float = 0.01, cap: int = 5000) -> int | None:
+    """No valid test's median stopping time is below this: P(decided by n) <= power(n) + wrong."""
+    for n in range(1, cap + 1):
+        if ump_power(n, p_true, met) + wrong >= 0.5:
+            return n
+    return None
+
+
+def wald_asn(p_true: float, met: bool, alpha: float = 1 - CONF, beta: float = 1 - CONF) -> float:
+    """Wald's approximation of the SPRT's average sample number at the true share, testing the
+    boundary share against the true one (the SPRT minimises E[N] there: Wald-Wolfowitz)."""
+    p0, p1 = (Q, p_true) if met else (1 - Q, 1 - p_true)
+
+    def term(a: float, b: float) -> float:
+        return 0.0 if a == 0 else a * math.log(a / b)
+    kl = term(p1, p0) + term(1 - p1, 1 - p0)
+    return ((1 - beta) * math.log((1 - beta) / alpha) + beta * math.log(beta / (1 - alpha))) / kl
+
+
+def exact_median(times: list[float]) -> int | None:
+    acc = 0.0
+    for n, x in enumerate(times):
+        acc += x
+        if acc >= 0.5:
+            return n
+    return None
+
+
+def cost_table(dists: dict, distances=(0.05, 0.2, 0.5)) -> list[str]:
+    rule = ci.sequential_quantile(Q, 1 - CONF, MAX_N, MIN_N)
+    old_lower, _ = ci._calibrate(Q, 1 - CONF, MIN_N, MAX_N, False)  # the previous fail side
+    rows = []
+    for name, dist in dists.items():
+        truth = true_quantile(dist, Q)
+        for d in distances:
+            for met in (True, False):
+                limit = truth / (1 - d) if met else truth / (1 + d)
+                p = sum(v <= limit for v in dist) / len(dist)
+                now = exact_median(ci.crossing_times(p, rule.upper if met else rule.lower, met, MIN_N))
+                old = exact_median(ci.crossing_times(p, rule.upper if met else old_lower, met, MIN_N))
+                fl = floor_median(p, met)
+                asn = wald_asn(p, met)
+                verdict = ("reached" if now is not None and now <= FIXED_N / 3 else
+                           "**no valid test can reach it**" if fl is not None and fl > FIXED_N / 3 else
+                           "not reached; a valid test could")
+                rows.append(f"| {name} | {'-' if met else '+'}{d:.0%} | {p:.4f} | {now or '>200'} | {old or '>200'} "
+                            f"| {fl} | {asn:.0f} | {verdict if d == 0.2 else ''} |")
+    return rows
 
 
 def boundary(runs: int, rng: random.Random, q: float = Q) -> dict:
@@ -167,8 +217,8 @@ def main() -> None:
     print(f"# statistical verdicts on recorded latencies: {runs} runs per case, seed {a.seed}, "
           f"confidence {CONF}, auto = min {MIN_N} / max {MAX_N} checked every sample, fixed N = {FIXED_N}\n")
     print("| distribution | true p95 ms | distance | budget | wrong: auto | wrong: fixed200 CI | wrong: fixed200 point "
-          "| inconclusive: auto / fixed200 CI | auto stop p5/p25/p50/p75/p95/max | median / 200 | floor median |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| inconclusive: auto / fixed200 CI | auto stop p5/p25/p50/p75/p95/max | median / 200 |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     hists = []
     for name, dist in load().items():
         for d in distances:
@@ -182,16 +232,22 @@ def main() -> None:
                       f"| {r['res']['fixed200-point'][w] / runs:.1%} "
                       f"| {r['res']['auto']['inconclusive'] / runs:.1%} / "
                       f"{r['res']['fixed200-ci']['inconclusive'] / runs:.1%} "
-                      f"| {'/'.join(str(pct(s, p)) for p in (5, 25, 50, 75, 95, 100))} | {pct(s, 50) / FIXED_N:.2f} | {pct(r['floors'], 50)} |")
+                      f"| {'/'.join(str(pct(s, p)) for p in (5, 25, 50, 75, 95, 100))} | {pct(s, 50) / FIXED_N:.2f} |")
                 hists.append(f"- {name}, true p95 {side}: {histogram(s)}")
     print("\nStopping times of `auto` (samples: count of runs):\n")
     print("\n".join(hists))
+    print("\n## cost to verdict, exact (auto's median from the rule's exact stopping-time law at the true share "
+          "p = P(X <= budget); the floor no valid test can beat; Wald's SPRT ASN)\n")
+    print("| distribution | true p95 vs budget | p = P(X <= budget) | auto median (exact) | previous rule median "
+          "| floor: any valid test's median >= | Wald SPRT ASN (a = b = 5%) | <= 200/3 at ±20%? |")
+    print("|---|---|---|---|---|---|---|---|")
+    print("\n".join(cost_table(load(), (0.2,) if a.quick else (0.05, 0.2, 0.5))))
     b = boundary(max(runs * 20, 2000), rng)
     print(f"\n## anytime validity at the boundary (true p95 = budget, q = {Q}, checked after every sample "
           f"n = {MIN_N}..{MAX_N}, {b['runs']} simulated runs)\n")
     print("| rule | wrong verdict | ever reached (simulated) | exact | bound |")
     print("|---|---|---|---|---|")
-    for name, label in (("sequential", "sequential (alpha spending, exact calibration)"),
+    for name, label in (("sequential", "sequential (pass: alpha spending; fail: SPRT boundary; exact calibration)"),
                         ("naive", "naive: fixed-n bound re-checked after every sample")):
         for side in ("pass", "fail"):
             key = f"{name} {side}"

@@ -10,8 +10,9 @@ Pure Python (``math`` only), shared by budget verdicts and run-to-run comparison
 * ``SequentialQuantile`` -- the same bounds when the sample is checked after *every*
   sample up to ``max_n``: order-statistic ranks calibrated exactly (dynamic programming
   over the binomial count) so that the chance the bound *ever* crosses the true quantile
-  stays below the error rate; ``naive_crossing`` computes what a repeated fixed-n check
-  would give instead;
+  stays below the error rate -- the upper bound by alpha spending, the lower bound on a
+  truncated binomial SPRT boundary; ``crossing_probability`` / ``naive_ranks`` compute
+  what a repeated fixed-n check would give instead;
 * ``mean_bounds`` -- a Student-t interval for a mean (approximate: it relies on the
   central limit theorem, not on the distribution), with ``t_ppf`` from the regularized
   incomplete beta function.
@@ -116,16 +117,20 @@ def min_n_to_bound(q: float, alpha: float, upper: bool = True) -> int:
 FRONT_SHARE = 0.8
 
 
-def spent(n: int, min_n: int, max_n: int, alpha: float, upper: bool) -> float:
-    """Lan-DeMets alpha-spending functions: the error allowed by sample n (cumulative), from
-    ``min_n`` (the first look) to ``max_n``, t = (n - min_n + 1) / (max_n - min_n + 1).
+#: the lower bound's SPRT alternative: the odds of a sample above the q-quantile this many
+#: times the q-quantile's own ((1-q)/q); for p95 a 13.6 % share above instead of 5 %
+SPRT_ODDS = 3.0
 
-    * upper bound (a ceiling's *pass*): front-loaded, ``alpha * (0.8 + 0.2 t)``.  The first
-      sample size at which the bound can exist at all is an atom -- every sample below the
-      budget, probability q^n (59 samples for p95 at 5%) -- so most of alpha is spent there:
-      a budget far from the truth passes at the first possible look (62 samples for p95).
-    * lower bound (a ceiling's *fail*): Pocock-type, ``alpha * ln(1 + (e - 1) t)``, spread
-      over the run, so the bound stays close to the fixed-n one at every n."""
+
+def spent(n: int, min_n: int, max_n: int, alpha: float, upper: bool = True) -> float:
+    """Lan-DeMets alpha-spending function of the upper bound (a ceiling's *pass*): the error
+    allowed by sample n (cumulative) from ``min_n`` (the first look) to ``max_n``,
+    t = (n - min_n + 1) / (max_n - min_n + 1), front-loaded: ``alpha * (0.8 + 0.2 t)``.  The
+    first sample size at which the bound can exist at all is an atom -- every sample below the
+    budget, probability q^n (59 samples for p95 at 5%) -- so most of alpha is spent there: a
+    budget far from the truth passes at the first possible look (62 samples for p95).
+    (``upper=False``: the Pocock-type ``alpha * ln(1 + (e - 1) t)`` the lower bound used before
+    ``sprt_lower``; kept for comparison in ``benchmarks/sequential_verdicts.py``.)"""
     if n < min_n:
         return 0.0
     t = min(1.0, (n - min_n + 1) / (max_n - min_n + 1))
@@ -134,15 +139,72 @@ def spent(n: int, min_n: int, max_n: int, alpha: float, upper: bool) -> float:
     return alpha * math.log(1.0 + (math.e - 1.0) * t)
 
 
+def sprt_slope(q: float, odds: float = SPRT_ODDS) -> float:
+    """Slope of Wald's SPRT boundary for the count of samples above the q-quantile: share
+    p0 = 1 - q against p1 with odds ``odds`` x p0's.  The log likelihood ratio after n samples
+    with c above is c ln(p1/p0) + (n - c) ln((1-p1)/(1-p0)), so it crosses a threshold when
+    c >= thr / ln(p1 (1-p0) / (p0 (1-p1))) + slope x n."""
+    p0 = 1.0 - q
+    o = odds * p0 / q
+    p1 = o / (1.0 + o)
+    return math.log((1.0 - p0) / (1.0 - p1)) / math.log(p1 * (1.0 - p0) / (p0 * (1.0 - p1)))
+
+
+def _crossing_counts(p: float, counts: Sequence, start: int = 1) -> float:
+    """Exact P(the count of successes (prob p) ever reaches ``counts[n]`` at some n >= start)."""
+    dist, crossed = [1.0], 0.0  # P(count = s, never crossed); trimmed below the boundary
+    for n in range(1, len(counts)):
+        nxt = [0.0] * (len(dist) + 1)
+        for s, w in enumerate(dist):
+            nxt[s] += w * (1.0 - p)
+            nxt[s + 1] += w * p
+        c = counts[n]
+        if n >= start and c is not None and c < len(nxt):
+            crossed += math.fsum(nxt[c:])
+            del nxt[c:]
+        dist = nxt
+    return crossed
+
+
+def sprt_lower(q: float, alpha: float, min_n: int, max_n: int) -> tuple[tuple, float]:
+    """Lower-bound ranks (a ceiling's *fail*) on a truncated binomial SPRT boundary: the bound
+    at n crosses the truth when c_n = ceil(thr + slope x n) or more of n samples lie above the
+    q-quantile (slope: ``sprt_slope``), checked at every n in ``min_n..max_n``.  The threshold
+    is calibrated exactly: the smallest thr (bisection) whose crossing probability with the
+    true share above at 1 - q is <= alpha.  Wald's SPRT decides a Bernoulli share in about the
+    fewest samples for alternatives near p1; a straight boundary spends alpha evenly over the
+    run instead of the spending function's fixed schedule.  Returns (ranks, error)."""
+    slope = sprt_slope(q)
+
+    def counts(thr: float) -> list:
+        out: list = [None] * (max_n + 1)
+        for n in range(min_n, max_n + 1):
+            c = max(1, math.ceil(thr + slope * n - 1e-9))
+            out[n] = c if c <= n else None
+        return out
+
+    lo, hi = 0.0, float(max_n + 1)  # hi: never crosses (error 0)
+    while hi - lo > 1e-7:
+        mid = (lo + hi) / 2.0
+        if _crossing_counts(1.0 - q, counts(mid), min_n) > alpha:
+            lo = mid
+        else:
+            hi = mid
+    cs = counts(hi)
+    ranks = tuple(None if c is None else n - c + 1 for n, c in enumerate(cs))
+    return ranks, _crossing_counts(1.0 - q, cs, min_n)
+
+
 @dataclass(frozen=True)
 class SequentialQuantile:
     """Ranks for bounds on the q-quantile that hold *simultaneously* for every n <= max_n.
 
     ``upper[n]`` / ``lower[n]`` are 1-based ranks (None: no bound at that n).  Calibrated
     exactly: the binomial count S_n of samples below the quantile is followed by dynamic
-    programming, and at each n the most lenient rank is chosen whose extra crossing
-    probability keeps P(the bound crossed the truth at some n' <= n) <= ``spent(n)``.
-    ``error`` is that probability at max_n, per side (<= alpha)."""
+    programming.  Upper: at each n the most lenient rank whose extra crossing probability
+    keeps P(the bound crossed the truth at some n' <= n) <= ``spent(n)``.  Lower: the
+    truncated SPRT boundary of ``sprt_lower``.  ``error_*`` is the probability that the bound
+    ever crosses the truth by max_n, per side (<= alpha)."""
 
     q: float
     alpha: float
@@ -196,15 +258,24 @@ def sequential_quantile(q: float, alpha: float, max_n: int, min_n: int = 1) -> S
     if not (0.0 < q < 1.0 and 0.0 < alpha < 1.0 and 1 <= min_n <= max_n):
         raise ValueError(f"need 0 < q < 1, 0 < alpha < 1, 1 <= min_n <= max_n; got {q}, {alpha}, {min_n}, {max_n}")
     up, e_up = _calibrate(q, alpha, min_n, max_n, True)
-    lo, e_lo = _calibrate(q, alpha, min_n, max_n, False)
+    lo, e_lo = sprt_lower(q, alpha, min_n, max_n)
     return SequentialQuantile(q, alpha, max_n, min_n, up, lo, e_up, e_lo)
 
 
 def crossing_probability(q: float, ranks: Sequence, upper: bool = True, start: int = 1) -> float:
     """Exact P(some bound X_(rank_n), n = start..len-1, crosses the true q-quantile) when the
     rank sequence ``ranks[n]`` is used after every sample from ``start`` on."""
-    p = q if upper else 1.0 - q
-    dist, crossed = [1.0], 0.0
+    return math.fsum(crossing_times(q, ranks, upper, start))
+
+
+def crossing_times(p_below: float, ranks: Sequence, upper: bool = True, start: int = 1) -> list[float]:
+    """Exact P(the first crossing is at n), n = 0..len-1, of the bounds X_(rank_n) checked
+    after every sample from ``start`` on, across a value L with P(sample <= L) = ``p_below``:
+    upper (a pass) when X_(u_n) <= L, i.e. >= u_n samples <= L; lower (a fail) when
+    X_(l_n) > L, i.e. fewer than l_n.  With ``p_below`` = q it is the error of the rule at
+    the boundary; at a distribution's true P(X <= budget), the rule's stopping-time law."""
+    p = p_below if upper else 1.0 - p_below
+    dist, out = [1.0], [0.0] * len(ranks)
     for n in range(1, len(ranks)):
         nxt = [0.0] * (n + 1)
         for s, w in enumerate(dist):
@@ -214,11 +285,11 @@ def crossing_probability(q: float, ranks: Sequence, upper: bool = True, start: i
         r = ranks[n]
         if n >= start and r is not None:
             c = r if upper else n - r + 1
-            crossed += math.fsum(nxt[c:])
+            out[n] = math.fsum(nxt[c:])
             for s in range(c, n + 1):
                 nxt[s] = 0.0
         dist = nxt
-    return crossed
+    return out
 
 
 def naive_ranks(q: float, alpha: float, max_n: int, upper: bool = True) -> tuple:

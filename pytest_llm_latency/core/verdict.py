@@ -155,6 +155,11 @@ def decidable(stat: str, metric: str, confidence: float | None, max_n: int, sequ
     return max_n >= min(ci.min_n_to_bound(q, alpha), ci.min_n_to_bound(q, alpha, upper=False))
 
 
+def holds_up(b) -> bool:
+    """Can ``samples: auto`` decide this budget (and so keep sampling until it is decided)?"""
+    return b.metric != "itl" and b.stat not in ("max", "min") and not getattr(b, "is_fraction", False)
+
+
 class SequentialVerdicts:
     """Budget decisions for ``samples: auto``: call ``check(values)`` after each round with
     every metric's values so far (arrival order); a budget's first decision is kept.
@@ -181,8 +186,9 @@ class SequentialVerdicts:
         return all(b.key in self.decided or not self.holds_up(b) for b in self.budgets)
 
     def holds_up(self, b) -> bool:
-        """Does this budget keep sampling going until it is decided?  Extremes and ITL don't."""
-        return b.metric != "itl" and b.stat not in ("max", "min")
+        """Does this budget keep sampling going until it is decided?  Extremes, ITL and fractions
+        of the run (goodput, fluidity: judged once, at the end) don't."""
+        return holds_up(b)
 
     def _judge_now(self, b, vals: Sequence[float]) -> BudgetVerdict | None:
         n = len(vals)

@@ -49,6 +49,7 @@ class Workload:
     inconclusive: str = "fail"
     sequential: bool = False
     min_samples: int = 10
+    samples_given: bool = field(default=True, compare=False)  # False: ``samples`` is make_workload's default
     agent: AgentSpec | None = None    # multi-turn tool-calling sessions (issue 15, core.agent_spec)
     # deploy gate (core.compare): per-workload regression tolerances {ttft_p95: 0.1} (YAML/marker ``regression:``)
     regression: Mapping[str, float] | None = field(default=None, compare=False)
@@ -100,6 +101,8 @@ WORKLOAD_KEYS = ("class", "prompt_tokens", "output_tokens", "samples", "warmup",
 INCONCLUSIVE = ("fail", "warn", "pass")
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_MAX_SAMPLES = 200
+#: samples when none are given and the run is not ``auto`` (load runs, sweeps, sessions, ``confidence: null``)
+DEFAULT_FIXED_SAMPLES = 20
 #: prefill roofline budgets, written in ``slo:`` beside the latency budgets but judged on the sweep's fit
 PREFILL_SLO_KEYS = ("prefill_tps_min", "min_prefill_efficiency", "ttft_overhead_max", "require_linear_prefill")
 
@@ -173,8 +176,8 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     if "requests" in spec and "samples" in spec:
         raise ConfigError(f"{where(('requests',))}: requests and samples are the same bound: set one")
     bound_key = "requests" if "requests" in spec else "samples"
-    samples = spec.get(bound_key, 20)
-    if samples != "auto":
+    samples = spec.get(bound_key)  # None: the default, chosen below (auto for a closed loop)
+    if samples not in (None, "auto"):
         samples = _int(samples, where((bound_key,)), 1)
     warmup = _int(get("warmup", 2), where(("warmup",)), 0)
     default_system = 0
@@ -230,6 +233,18 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     load = make_load(spec, where)
     if load is not None and load.duration_s and "samples" not in spec and "requests" not in spec:
         samples = DURATION_MAX_REQUESTS  # bounded by the duration (and this cap)
+    agent = make_agent(klass_name, spec, agent_slo, where, parse_duration_ms)
+    # statistical verdicts are the default where samples are independent draws one request (or
+    # round) at a time -- the closed loop ``samples: auto`` runs; an open-loop load run, a rate
+    # sweep (both: queueing couples the samples), a prompt sweep (judged on its fit) and agent
+    # sessions keep the point estimate unless ``confidence`` is set (README "Statistical verdicts")
+    closed_loop = load is None and rate_sweep is None and not sweep and agent is None
+    samples_given = samples is not None
+    if samples is None:  # auto where it has a budget to decide; an A/B run compares fixed arms
+        from .verdict import holds_up
+
+        decides = any(holds_up(b) for b in budgets) and get("baseline_target", None) is None
+        samples = "auto" if closed_loop and decides else DEFAULT_FIXED_SAMPLES
     if load is not None and samples == "auto":
         raise ConfigError(f"{where(('samples',))}: samples: auto sends rounds at the workload's concurrency until "
                           f"every budget is decided; it does not combine with rate/duration/ramp_up/sweep -- "
@@ -238,7 +253,7 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
                  warmup=warmup, system_prompt_tokens=system, shared_prefix_tokens=shared, concurrency=conc,
                  max_error_rate=float(rate), budgets=budgets, roofline=roof, cold_starts=cold,
                  prompt_sweep=sweep, prefill_slo=prefill_slo, load=load, sweep=rate_sweep,
-                 agent=make_agent(klass_name, spec, agent_slo, where, parse_duration_ms),
+                 agent=agent, confidence=DEFAULT_CONFIDENCE if closed_loop else None, samples_given=samples_given,
                  regression=parse_tolerances(get("regression", None), where(("regression",))) or None,
                  baseline_target=get("baseline_target", None))
     if samples == "auto" and (w.prompt_sweep or w.agent is not None):
@@ -247,7 +262,7 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
                           f"its {'fit' if w.prompt_sweep else 'sessions'}: give a number of samples")
     if "requests" in spec:  # with_statistics reads samples: from spec
         spec = {k: v for k, v in spec.items() if k != "requests"}
-    w = with_statistics(w, spec, where, samples)
+    w = with_statistics(w, spec, where, samples, samples_defaulted=not samples_given)
     check_fraction_budgets(w, where(("slo",)))
     return w
 
@@ -262,11 +277,16 @@ def check_fraction_budgets(w: Workload, where: str) -> None:
                               f"TPOT or ITL budget (each later token's), e.g. ttft_p95: 500ms, tpot_p95: 50ms")
 
 
-def with_statistics(w: Workload, spec: Mapping[str, Any], where, samples: Any = None) -> Workload:
+def with_statistics(w: Workload, spec: Mapping[str, Any], where, samples: Any = None, *,
+                    samples_defaulted: bool = False) -> Workload:
     """Apply ``samples`` (an integer or ``auto``), ``min_samples``, ``max_samples``, ``confidence``
     and ``inconclusive`` from ``spec`` (keys absent keep ``w``'s).  ``confidence`` defaults to
-    0.95 with ``samples: auto`` and to None (the point estimate) with fixed samples;
-    ``confidence: null`` (or ``"null"``) asks for the point estimate."""
+    ``w``'s (``make_workload``: 0.95 for a closed-loop workload, None -- the point estimate -- for
+    load runs, sweeps and agent sessions) and to 0.95 with ``samples: auto``;
+    ``confidence: null`` (or ``"null"``) asks for the point estimate; where ``samples: auto`` was
+    only the default (``samples_defaulted``, or ``w.samples_given`` False), it then falls back to
+    ``DEFAULT_FIXED_SAMPLES``."""
+    given = "samples" in spec or (samples is not None and not samples_defaulted) or w.samples_given
     samples = spec.get("samples", w.samples if not w.sequential else "auto") if samples is None else samples
     if samples == "auto" and (w.prompt_sweep or w.agent is not None):
         samples = w.samples  # a run-wide ``auto`` (CLI, env, ini): sweeps and sessions keep their own count
@@ -283,6 +303,9 @@ def with_statistics(w: Workload, spec: Mapping[str, Any], where, samples: Any = 
                           f"got samples: {samples}")
     conf = spec["confidence"] if "confidence" in spec else w.confidence
     conf = None if conf in (None, "null", "none") else conf
+    if auto and conf is None and not given:
+        # samples: auto was only the default; the point estimate asked for gets the fixed default
+        auto, samples, lo = False, DEFAULT_FIXED_SAMPLES, w.min_samples
     if conf is None and auto and "confidence" not in spec:
         conf = DEFAULT_CONFIDENCE
     if conf is not None and (isinstance(conf, bool) or not isinstance(conf, (int, float)) or not 0.5 <= conf < 1):
@@ -295,8 +318,21 @@ def with_statistics(w: Workload, spec: Mapping[str, Any], where, samples: Any = 
     if inc not in INCONCLUSIVE:
         raise ConfigError(f"{where(('inconclusive',))}: expected one of {', '.join(INCONCLUSIVE)}, got {inc!r}"
                           f"{did_you_mean(inc, INCONCLUSIVE)}")
+    if auto and "max_samples" not in spec and not w.sequential:
+        hi = default_horizon(w, float(conf), lo)
     return replace(w, samples=hi if auto else samples, sequential=auto, min_samples=min(lo, hi),
                    confidence=None if conf is None else float(conf), inconclusive=inc)
+
+
+def default_horizon(w: Workload, confidence: float, min_n: int) -> int:
+    """``max_samples`` when none is given: 200, or the first of 300, 400, 600, 800, 1000 at which
+    every budget can pass (a p99 at 95% needs 299), so that the default ``auto`` decides."""
+    from .verdict import decidable
+
+    for n in (DEFAULT_MAX_SAMPLES, 300, 400, 600, 800, 1000):
+        if all(decidable(b.stat, b.metric, confidence, n, True, min(min_n, n)) for b in w.budgets):
+            return n
+    return DEFAULT_MAX_SAMPLES  # beyond 1000: check_min_samples names it
 
 
 def check_min_samples(w: Workload, where: str, samples: Any = None) -> None:

@@ -128,12 +128,13 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("json", "Write all latency results of the run to this JSON file (atomically).", str, "a path"),
     Opt("html", "Write a self-contained HTML latency report to this file (atomically).", str, "a path"),
     Opt("samples", "Override the number of measured requests per workload, or 'auto': sample until every "
-        "budget is decided at the confidence (between min_samples and max_samples). With the point "
-        "estimate (no confidence), a percentile budget needs p90 10, p95 20, p99 100 samples.",
+        "budget is decided at the confidence (between min_samples and max_samples; the default). At 95%, "
+        "a p95 can pass from 59 samples; with the point estimate (confidence null), a percentile budget "
+        "needs p90 10, p95 20, p99 100 samples.",
         _samples, "a positive integer or 'auto'"),
     Opt("confidence", "Judge budgets on confidence bounds at this level (e.g. 0.95): pass when the bound "
         "shows the budget is met, fail when it shows it is missed, else inconclusive; 'null' for the "
-        "point estimate. Default: 0.95 with samples: auto, the point estimate with fixed samples.",
+        "point estimate. Default: 0.95 (the point estimate for load runs, sweeps and agent sessions).",
         _confidence, "a level in [0.5, 1) like 0.95, or null"),
     Opt("seed", "Seed for the prompt bodies (default 0): the same seed sends the same prompt text; the salts "
         "that keep prompts out of the server's prefix cache also depend on the run's nonce.",

@@ -97,10 +97,14 @@ YAML_CASES = [
     ("shared-prefix-not-below-prompt", URL + WL + "    prompt_tokens: 64\n    shared_prefix_tokens: 64\n",
      "shared_prefix_tokens", "workloads.chat.shared_prefix_tokens",
      r"shared_prefix_tokens \(64\) must be smaller than prompt_tokens \(64\)"),
-    ("p99-of-10-samples", URL + WL + "    samples: 10\n    slo:\n      ttft_p99: 1s\n", "samples: 10",
-     "workloads.chat.samples", r"p99 needs >= 100 samples, got 10: raise samples or use p90"),
-    ("class-default-p95-of-5-samples", URL + WL + "    samples: 5\n", "samples: 5", "workloads.chat.samples",
-     r"budget ttft_p95 \(class default\): p95 needs >= 20 samples, got 5: raise samples"),
+    # the point estimate's sample floor (confidence: null; at 95% fewer samples are inconclusive)
+    ("p99-of-10-samples", URL + WL + "    confidence: null\n    samples: 10\n    slo:\n      ttft_p99: 1s\n",
+     "samples: 10", "workloads.chat.samples", r"p99 needs >= 100 samples, got 10: raise samples or use p90"),
+    ("class-default-p95-of-5-samples", URL + WL + "    confidence: null\n    samples: 5\n", "samples: 5",
+     "workloads.chat.samples", r"budget ttft_p95 \(class default\): p95 needs >= 20 samples, got 5: raise samples"),
+    # at the default 95%: a budget that no sample size up to samples can decide either way
+    ("p50-of-4-samples-at-95", URL + WL + "    samples: 4\n    slo:\n      ttft_p50: 1s\n", "samples: 4",
+     "workloads.chat.samples", r"no sample size up to 4 can decide a p50 at 95% confidence: raise samples"),
     ("url-scheme-ftp", "target:\n  url: ftp://fake:8000\nworkloads: {chat: {}}\n", "ftp://", "target.url",
      r"expected an http://, https:// or reference:// URL, e\.g\. 'url: http://localhost:8000'"),
     ("url-without-host", "target:\n  url: 'http://'\nworkloads: {chat: {}}\n", "url:", "target.url",
@@ -133,7 +137,8 @@ def test_bad_slo_file_is_a_collection_error_naming_file_line_key_and_fix(pyteste
 
 def test_the_same_file_without_the_mistake_does_run(pytester):
     """Control for the table above: the fake server and file layout do measure when valid."""
-    text = URL + WL + "    prompt_tokens: 32\n    output_tokens: 4\n    samples: 20\n    warmup: 0\n"
+    text = (URL + WL + "    prompt_tokens: 32\n    output_tokens: 4\n    samples: 20\n    warmup: 0\n"
+            "    confidence: null\n")  # the scripted server's constant latencies: the point estimate
     r, script = run_file(pytester, text.encode())
     r.assert_outcomes(passed=1)
     assert len(script.requests) >= 20  # 20 measured (+ the prompt-length probe)
@@ -275,7 +280,7 @@ RUNTIME_CASES = [
      ["--llm-latency-url=http://fake:1"],
      r"test_m\.py::test_chat @llm_slo: unknown llm_slo argument 'ttft_p955'; did you mean 'ttft_p95'", True),
     ("marker-p99-of-10-samples", "@pytest.mark.llm_slo(workload='chat', prompt_tokens=32, output_tokens=4, "
-     "samples=10, warmup=0, ttft_p99='1s')", ["--llm-latency-url=http://fake:1"],
+     "samples=10, warmup=0, ttft_p99='1s', confidence=None)", ["--llm-latency-url=http://fake:1"],
      r"p99 needs >= 100 samples, got 10|10 samples cannot support a p99 \(needs >= 100\)", False),
     ("no-url-anywhere", "@pytest.mark.llm_slo(workload='chat', samples=20)", [],
      r"no LLM server URL: set --llm-latency-url, LLM_LATENCY_URL, ini llm_latency_url, or target\.url", True),
@@ -308,7 +313,7 @@ def test_marker_and_url_mistakes_are_usage_errors_before_any_request(pytester, d
 
 def test_cli_samples_override_is_what_the_percentile_check_uses(pytester):
     text = URL + WL + "    prompt_tokens: 32\n    output_tokens: 4\n    warmup: 0\n    samples: 10\n" \
-                      "    slo: {ttft_p99: 1s}\n"
+                      "    confidence: null\n    slo: {ttft_p99: 1s}\n"  # the point estimate's floor
     r, script = run_file(pytester, text.encode(), "--llm-latency-samples=100")
     r.assert_outcomes(passed=1)
     assert len([q for q in script.requests if q["max_tokens"] == 4]) == 100  # + 1 calibration probe

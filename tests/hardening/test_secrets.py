@@ -26,10 +26,11 @@ def _echo_401_server(seen: list):
 
 
 def test_secret_absent_from_every_output(pytester, monkeypatch):
+    # 2 samples per workload (secrets, not statistics): the point estimate throughout this file
     seen: list = []
     port, stop = _echo_401_server(seen)
     dying = Path(__file__).with_name("dying_server.py")
-    w = "workloads:\n  w: {class: custom, prompt_tokens: 24, output_tokens: 8, samples: 2, warmup: 0, slo: {ttft_p50: %s}}\n"
+    w = "workloads:\n  w: {class: custom, prompt_tokens: 24, output_tokens: 8, samples: 2, warmup: 0, confidence: null, slo: {ttft_p50: %s}}\n"
     pytester.makefile(".slo.yaml", echo401=f"target: {{url: 'http://127.0.0.1:{port}'}}\n" + w % "60s")
     pytester.makefile(".slo.yaml", tight="target: {url: 'reference://h100-sxm/llama-3.1-8b?time_scale=0.1'}\n"
                       + w % "1us")
@@ -89,7 +90,7 @@ def test_expanded_command_value_absent_from_every_output(pytester, monkeypatch):
     pytester.makefile(".slo.yaml", managed=(
         f"target: {{command: ['{sys.executable}', 'argv_then_exit.py', '--api-key', '${{LLM_TEST_HF_TOKEN}}', "
         f"'--port', '{{port}}'], startup_timeout: 30}}\n"
-        "workloads:\n  w: {class: custom, prompt_tokens: 24, output_tokens: 8, samples: 2, warmup: 0, "
+        "workloads:\n  w: {class: custom, prompt_tokens: 24, output_tokens: 8, samples: 2, warmup: 0, confidence: null, "
         "slo: {ttft_p50: 60s}}\n"))
     monkeypatch.setenv("LLM_TEST_HF_TOKEN", TOKEN)
     monkeypatch.delenv("LLM_LATENCY_API_KEY", raising=False)
@@ -110,7 +111,7 @@ def test_url_credentials_sent_as_basic_auth_and_absent_from_every_output(pyteste
     seen: list = []
     port, stop = _echo_401_server(seen)
     pytester.makepyfile(test_m="import pytest\n\n@pytest.mark.llm_slo('custom', prompt_tokens=24, "
-                               "output_tokens=8, samples=2, warmup=0, slo={'ttft_p50': '60s'})\n"
+                               "output_tokens=8, samples=2, warmup=0, confidence=None, slo={'ttft_p50': '60s'})\n"
                                "def test_w():\n    pass\n")
     monkeypatch.delenv("LLM_LATENCY_API_KEY", raising=False)
     try:
@@ -130,7 +131,7 @@ def test_url_credentials_sent_as_basic_auth_and_absent_from_every_output(pyteste
 
 def test_url_credentials_and_api_key_together_are_a_clear_error(pytester, monkeypatch):
     pytester.makepyfile(test_m="import pytest\n\n@pytest.mark.llm_slo('custom', prompt_tokens=24, "
-                               "output_tokens=8, samples=2, warmup=0, slo={'ttft_p50': '60s'})\n"
+                               "output_tokens=8, samples=2, warmup=0, confidence=None, slo={'ttft_p50': '60s'})\n"
                                "def test_w():\n    pass\n")
     monkeypatch.setenv("LLM_LATENCY_API_KEY", SECRET)
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--llm-latency-url=http://bob:{PASSWORD}@127.0.0.1:9",

@@ -88,6 +88,37 @@ def test_sequential_rule_holds_its_error_whenever_one_looks_and_a_naive_recheck_
         assert naive > 1.5 * ALPHA, (q, upper, naive)  # repeated fixed-n checks inflate the error
 
 
+def median_stop(times):
+    acc = 0.0
+    for n, x in enumerate(times):
+        acc += x
+        if acc >= 0.5:
+            return n
+    return None
+
+
+def test_the_sprt_fail_boundary_decides_a_missed_budget_sooner_than_alpha_spending():
+    """The lower bound (a missed budget's *fail*) sits on a truncated binomial SPRT boundary,
+    calibrated exactly.  On the recorded membound-model TPOT with the budget 20 % below its
+    true p95 (a budget missed with a long tail: 89 % of samples still meet it), the exact
+    median stopping time falls from the Pocock-type spending rule's (the previous design) --
+    and it is never later for a share above the budget from 7 % to 60 %."""
+    dist = recorded("llama-server-membound", "tpot_ms")
+    budget = truth(dist, 0.95) / 1.2
+    p_below = sum(v <= budget for v in dist) / len(dist)
+    assert 0.85 < p_below < 0.93  # the case the benchmark reports
+    sprt = ci.sequential_quantile(0.95, ALPHA, 200, 10).lower
+    spending, err = ci._calibrate(0.95, ALPHA, 10, 200, False)
+    assert ci.crossing_probability(0.95, sprt, False, 10) <= ALPHA and err <= ALPHA
+    new, old = median_stop(ci.crossing_times(p_below, sprt, False, 10)), \
+        median_stop(ci.crossing_times(p_below, spending, False, 10))
+    assert new is not None and old is not None and new <= old - 8, (new, old)
+    for share_above in (0.07, 0.1, 0.15, 0.2, 0.3, 0.45, 0.6):
+        a = median_stop(ci.crossing_times(1 - share_above, sprt, False, 10))
+        b = median_stop(ci.crossing_times(1 - share_above, spending, False, 10))
+        assert (a or 201) <= (b or 201), (share_above, a, b)
+
+
 def test_sequential_bounds_on_a_recorded_distribution_checked_after_every_sample():
     """Worst case for a false 'pass': the budget just below the true p95 of the recorded
     reference-target TTFT, so P(sample <= budget) is 379/400 ~ q.  Checking after every sample

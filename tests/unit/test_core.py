@@ -147,9 +147,9 @@ def test_short_outputs_excluded_from_tpot_and_counted():
     assert "1 of 2 requests stopped before" in res.failure_message()
 
 
-def test_percentile_needs_enough_samples():
+def test_percentile_needs_enough_samples():  # the point estimate's rule (at a confidence: wide bounds instead)
     w = make_workload("w", {"class": "custom", "prompt_tokens": 10, "output_tokens": 4, "samples": 10,
-                            "slo": {"ttft_p99": 1000}})
+                            "confidence": None, "slo": {"ttft_p99": 1000}})
     res = evaluate(w, [record(100, [10, 10, 10], expected=4)] * 10, [])
     assert res.verdict == "error" and "cannot support a p99" in res.errors[0]
 

@@ -42,7 +42,21 @@ def ttfts(rng, n, mu=400.0, sd=20.0):
 def test_samples_auto_defaults_to_95_percent_and_max_200():
     w = wl(samples="auto")
     assert (w.sequential, w.confidence, w.min_samples, w.samples, w.inconclusive) == (True, 0.95, 10, 200, "fail")
-    assert wl(samples=20).confidence is None  # fixed samples keep the point estimate unless asked
+    assert wl(samples=20).confidence == 0.95  # fixed samples are judged at the default confidence too
+    assert wl(samples=20, confidence=None).confidence is None  # the point estimate, asked for
+    w = wl()  # no samples given: a closed loop defaults to auto at 95%
+    assert (w.sequential, w.confidence, w.samples) == (True, 0.95, 200)
+    w = wl(confidence=None)  # ... and to the fixed 20 of the point estimate when confidence is null
+    assert (w.sequential, w.confidence, w.samples) == (False, None, 20)
+    w = with_statistics(wl(), {"confidence": "null"}, lambda p: "cli")  # the same from a run-wide override
+    assert (w.sequential, w.confidence, w.samples) == (False, None, 20)
+    w = wl(slo={"ttft_p95": None})  # nothing to decide (no budget, or only max/ITL): the fixed 20, not 10
+    assert (w.sequential, w.samples) == (False, 20)
+    assert wl(slo={"ttft_p95": None, "itl_p95": "50ms", "e2e_max": "2s"}).samples == 20
+    assert wl(baseline_target="http://b:1").samples == 20  # A/B in one run: fixed arms
+    w = wl(rate=2.0, requests=30)  # an open-loop load run: samples are coupled by the queue -> point estimate
+    assert (w.sequential, w.confidence, w.samples) == (False, None, 30)
+    assert wl(rate=2.0, requests=30, confidence=0.9).confidence == 0.9
     w = wl(samples="auto", min_samples=30, max_samples=500, confidence=0.9, inconclusive="warn")
     assert (w.min_samples, w.samples, w.confidence, w.inconclusive) == (30, 500, 0.9, "warn")
 
@@ -70,8 +84,13 @@ def test_an_undecidable_budget_is_still_a_collection_error_but_few_samples_are_n
     with pytest.raises(ConfigError, match="raise max_samples"):  # auto must be able to pass: p99 needs 299
         check_min_samples(wl(samples="auto", max_samples=250, slo={"ttft_p99": "1s"}), "here")
     check_min_samples(wl(samples="auto", max_samples=400, slo={"ttft_p99": "1s"}), "here")
+    w = wl(slo={"ttft_p99": "1s"})  # no max_samples given: the default horizon grows until a p99 can pass
+    assert (w.sequential, w.samples) == (True, 300)
+    check_min_samples(w, "here")
+    assert wl(samples="auto", slo={"ttft_p99": "1s"}).samples == 300 and wl().samples == 200
+    check_min_samples(wl(samples=10), "here")  # the default confidence: wide bounds, no error
     with pytest.raises(ConfigError, match="p95 needs >= 20 samples, got 10"):  # point estimate: as before
-        check_min_samples(wl(samples=10), "here")
+        check_min_samples(wl(samples=10, confidence=None), "here")
 
 
 def test_overrides_switch_modes():
@@ -115,8 +134,11 @@ def test_inconclusive_policy(policy, verdict):
 
 def test_point_estimate_stays_when_confidence_is_null():
     rng = random.Random(4)
-    res = evaluate(wl(samples=20), ttfts(rng, 20), [])
+    res = evaluate(wl(samples=20, confidence=None), ttfts(rng, 20), [])
     assert res.verdict == "pass" and res.verdicts == []
+    res = evaluate(wl(samples=20), ttfts(rng, 20), [])  # the default 95%: 20 samples cannot show a p95 met
+    assert res.verdict == "fail" and res.verdicts[0].status == "inconclusive"
+    assert "inconclusive at 20 samples" in res.failure_message() and "samples would decide" in res.failure_message()
 
 
 def test_mean_budget_uses_a_t_interval_and_a_miss_fails_it():
@@ -189,3 +211,17 @@ def test_rejudge_keeps_the_sequential_decisions():
     res = evaluate(w, outs, [], sequential=seq)
     again = rejudge(res, server_failed=True)
     assert [(v.status, v.n) for v in again.verdicts] == [(v.status, v.n) for v in res.verdicts]
+
+
+def test_a_fraction_budget_does_not_hold_samples_auto_to_max_samples():
+    """goodput_min is judged once on the whole run: it must not keep auto sampling until max_samples."""
+    from pytest_llm_latency.core.verdict import SequentialVerdicts
+
+    w = wl(samples="auto", slo={"ttft_p95": "500ms", "goodput_min": 0.9})
+    seq = SequentialVerdicts(w.budgets, w.confidence, w.min_samples, w.samples)
+    rng = random.Random(11)
+    vals, done = [], False
+    while not done and len(vals) < w.samples:
+        vals.append(max(1.0, rng.gauss(100.0, 10.0)))
+        done = len(vals) >= w.min_samples and seq.check({"ttft": vals})
+    assert done and len(vals) < 70 and seq.decided["ttft_p95"].status == "pass"

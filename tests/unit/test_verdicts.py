@@ -27,9 +27,9 @@ def rec(ttft_ms=100.0, gap_ms=10.0, tokens=4, expected=4):
     return b.finish(t[0])
 
 
-def wl(rate=0.0, samples=20, **slo):
+def wl(rate=0.0, samples=20, confidence=0.95, **slo):
     return make_workload("w", {"class": "custom", "prompt_tokens": 10, "output_tokens": 4, "samples": samples,
-                               "max_error_rate": rate, "slo": slo})
+                               "max_error_rate": rate, "confidence": confidence, "slo": slo})
 
 
 # ------------------------------------------------------------------ statistics
@@ -55,8 +55,10 @@ def test_a_miss_makes_a_percentile_infinite_only_where_its_rank_falls():
 
 # ------------------------------------------------------------------ censoring
 def test_a_failed_request_makes_p95_worse_never_better():
-    """Old code left failures out: 19 x 100 ms gave p95 100 ms although one request timed out."""
-    res = evaluate(wl(rate=0.1, ttft_p95=500, e2e_p95=10_000), [rec()] * 19,
+    """Old code left failures out: 19 x 100 ms gave p95 100 ms although one request timed out.
+    The point estimate (``confidence: None``) shows the censored statistic itself; at the default
+    confidence the same run cannot pass either (below)."""
+    res = evaluate(wl(rate=0.1, confidence=None, ttft_p95=500, e2e_p95=10_000), [rec()] * 19,
                    [Failure("idle_timeout", "stall: no bytes")])
     assert res.summaries["ttft"].p95 == INF and res.summaries["ttft"].n == 20
     assert res.summaries["ttft"].censored == 1 and res.summaries["e2e"].p95 == INF
@@ -64,6 +66,9 @@ def test_a_failed_request_makes_p95_worse_never_better():
     assert {v.budget.key for v in res.violations} == {"ttft_p95", "e2e_p95"}
     assert "TTFT p95 inf ms > budget 500 ms (n=20, 1 failed counted as misses" in res.failure_message()
     assert res.completed["ttft"].p95 == 100.0  # decode physics (roofline) still sees completed requests
+    res = evaluate(wl(rate=0.1, ttft_p95=500), [rec()] * 19, [Failure("idle_timeout", "stall: no bytes")])
+    (v,) = res.verdicts
+    assert v.upper == INF and v.status != "pass" and res.verdict == "fail"  # the miss keeps the bound at +inf
 
 
 def test_a_failure_after_the_first_token_keeps_its_ttft_and_misses_the_rest():
