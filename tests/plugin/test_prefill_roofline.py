@@ -77,10 +77,11 @@ def test_prefill_budgets_in_the_file(pytester):
 
 
 def test_a_wrong_hardware_is_a_configuration_error_not_a_pass(pytester):
-    # the server computes like an H100 at MFU 0.5; on an L40S's 362 TFLOPS that is 1.37x the ceiling
-    r = run(pytester, 0.5, extra="    roofline: {hardware: l40s}")
+    # the server computes like an H100 at MFU 0.7; on an L40S's 362 TFLOPS that is ~1.9x the ceiling
+    # (0.5 gave 1.37x, and a loaded 2-core runner's overhead brought it to 1.29x: too little margin)
+    r = run(pytester, 0.7, extra="    roofline: {hardware: l40s}")
     r.assert_outcomes(errors=1)
-    r.stdout.fnmatch_lines(["*prefill roofline configuration error: measured prefill is 1.3*× the compute ceiling*"])
+    r.stdout.fnmatch_lines(["*prefill roofline configuration error: measured prefill is 1.*× the compute ceiling*"])
 
 
 MARKED = """
