@@ -160,10 +160,13 @@ def run_plugin(url: str, concurrency: int, samples: int, prompt_tokens: int, out
     from pytest_llm_latency.core.workload import Workload
 
     seen: list = []
+    stream_cpu = [0.0]
 
     class Recording(OpenAIClient):
         def stream(self, system, user, max_tokens, **kw):
+            c = time.thread_time()  # this thread's CPU: the stream path's own cost, GIL waits excluded
             rec = super().stream(system, user, max_tokens, **kw)
+            stream_cpu[0] += time.thread_time() - c
             if isinstance(rec, RequestRecord):
                 seen.append((system + user, rec))
             return rec
@@ -180,7 +183,7 @@ def run_plugin(url: str, concurrency: int, samples: int, prompt_tokens: int, out
     sampled = {id(r) for r in recs}
     pairs = [(t, r) for t, r in seen if id(r) in sampled] if sampled else seen
     tokens = sum(r.output_tokens for _, r in seen)
-    facts = {"cpu_s": cpu, "wall_s": wall, "tokens_all": tokens, "samples": len(pairs),
+    facts = {"cpu_s": cpu, "stream_cpu_s": stream_cpu[0], "wall_s": wall, "tokens_all": tokens, "samples": len(pairs),
              "lag_p99_ms": res.extra.get("client_lag_ms_p99"), "extra": {k: v for k, v in res.extra.items()
                                                                          if k.startswith(("client", "events"))}}
     return pairs, facts
