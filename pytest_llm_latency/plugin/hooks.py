@@ -227,10 +227,10 @@ class _ResultCollector:
         self.config = config
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call" or not report.user_properties:  # no results here: nothing to import (P4)
+            return
         from .report.properties import split_results, unflatten
 
-        if report.when != "call":
-            return
         details = getattr(report, "llm_latency_detail", None) or []
         for k, props in enumerate(split_results(report.user_properties)):
             res = unflatten(props)
