@@ -1,7 +1,7 @@
 """Capacity (P2): the highest aggregate tok/s a client ingests on ONE core while its p99 error
 stays <= 1 ms -- the plugin and each installed peer.
 
-    .venv/bin/python benchmarks/capacity.py [--rates 2500,5000,10000,20000,30000,40000] [--streams 64]
+    .venv/bin/python benchmarks/capacity.py [--rates 1000,2500,5000,10000,20000,40000] [--streams 64]
         [--tools plugin,aiperf,guidellm,inference-perf] [--json benchmarks/results/capacity.json]
 
 The emitter is pinned to CPU 0 and the client to CPU 1 (the plugin: this process, with
@@ -90,7 +90,7 @@ def level(tool: str, rate: float, streams: int, workdir: Path, max_err: float) -
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rates", default="2500,5000,10000,20000,30000,40000")
+    ap.add_argument("--rates", default="1000,2500,5000,10000,20000,40000")
     ap.add_argument("--streams", type=int, default=64)
     ap.add_argument("--tools", default="plugin," + ",".join(TOOLS))
     ap.add_argument("--max-error-ms", type=float, default=1.0)
