@@ -117,6 +117,7 @@ def verdicts(fid: dict | None, cap: dict | None, start: dict | None) -> list[str
 
 def render() -> str:
     fid, cap, start, hot = load("fidelity"), load("capacity"), load("startup"), load("hot_path")
+    head = load("emitter_headroom")
     out = [BEGIN, "", "### Targets (from the recorded results below)", ""] + verdicts(fid, cap, start)
     if fid:
         out += ["", "### Fidelity (`benchmarks/fidelity.py`)", ""] + fidelity_table(fid)
@@ -128,6 +129,13 @@ def render() -> str:
                 f"{start['wall_ms_median']['plugin']:.1f}, `-p no:llm_latency` {start['wall_ms_median']['no_plugin']:.1f}: "
                 f"**{start['added_wall_ms']:+.1f} ms** (CPU {start['added_cpu_ms']:+.1f} ms); load "
                 f"{start['loadavg_before'][0]} -> {start['loadavg_after'][0]}."]
+    if head:
+        out += ["", f"### Emitter headroom (`benchmarks/emitter_headroom.py`, {head['when']})", "",
+                "| streams x tok/s | events/s | send lateness p50 / p99 / max ms | emitter CPU µs/event | "
+                "share of one core | load |", "|---|---:|---|---:|---:|---|"]
+        out += [f"| {r['streams']} x {r['tok_per_s_per_stream']:g} | {r['events_per_s']} | "
+                f"{r['lateness_ms']['p50']:.3f} / {r['lateness_ms']['p99']:.3f} / {r['lateness_ms']['max']:.3f} | "
+                f"{r['cpu_us_per_event']} | {r['core_share']:.2f} | {r['loadavg_before'][0]:.2f} |" for r in head["rows"]]
     if hot:
         out += ["", "### Reader CPU per event (`benchmarks/hot_path.py`)", "",
                 "| design | streams | events | reader CPU µs/event | wall s | load |", "|---|---:|---:|---:|---:|---|"]
