@@ -62,7 +62,11 @@ def level(tool: str, rate: float, streams: int, workdir: Path, max_err: float) -
             truth = em.dump()
             e = plugin_errors(pairs, truth)
             row.update({"token_error_ms": e["token_error_ms"], "first_token_error_ms": e["first_token_error_ms"],
-                        "matched": e["matched"], "cpu_s": round(facts["cpu_s"], 3), "client": facts["extra"]})
+                        "matched": e["matched"], "cpu_s": round(facts["cpu_s"], 3), "client": facts["extra"],
+                        "wall_s": round(facts["wall_s"], 2), "stream_cpu_s": round(facts["stream_cpu_s"], 3),
+                        # the client's share of its one core: < 1 means the error came from waiting
+                        # (bursts serialised on the GIL, other processes), not from running out of CPU
+                        "core_share": round(facts["cpu_s"] / facts["wall_s"], 3)})
             err = e["token_error_ms"]["p99"]
         else:
             row.update(run_peer(tool, em.url, concurrency=streams, requests=2 * streams, isl=PROMPT_TOKENS,

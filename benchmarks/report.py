@@ -58,15 +58,17 @@ def capacity_table(d: dict) -> list[str]:
            f"pass = p99 error <= {d['max_error_ms']} ms (plugin: per token; peer: largest |pct error| of "
            f"TTFT/ITL p50/p99).", "",
            "| tool | nominal tok/s | achieved tok/s | p99 error ms | pass | client CPU s | tokens per CPU-s | "
-           "emitter late p99 ms | load before/after |", "|---|---:|---:|---:|---|---:|---:|---:|---|"]
+           "client core share | emitter late p99 ms | load before/after |",
+           "|---|---:|---:|---:|---|---:|---:|---:|---:|---|"]
     for r in d["rows"]:
         if "skipped" in r or "error" in r:
             out.append(f"| {r['tool']} | {r['rate_nominal']:.0f} | | | {(r.get('skipped') or r.get('error'))[:60]} "
-                       f"| | | | |")
+                       f"| | | | | |")
             continue
         out.append(f"| {r['tool']} | {r['rate_nominal']:.0f} | {f(r['achieved_tok_per_s'], 0)} | "
                    f"{f(r['p99_error_ms'], 3)} | {'yes' if r['pass'] else 'no'} | {f(r.get('cpu_s'))} | "
-                   f"{f(r.get('tokens_per_cpu_s'), 0)} | {f(r['emitter']['lateness_ms_p99'])} | "
+                   f"{f(r.get('tokens_per_cpu_s'), 0)} | {f(r.get('core_share'))} | "
+                   f"{f(r['emitter']['lateness_ms_p99'])} | "
                    f"{r['loadavg_before'][0]:.2f} / {r['loadavg_after'][0]:.2f} |")
     best = d.get("best_tok_per_s", {})
     out += ["", "Best passing level (achieved tok/s): " +
