@@ -8,7 +8,6 @@ client stamps ``time.perf_counter_ns()``; on Linux both are ``CLOCK_MONOTONIC`` 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import resource
 import subprocess
