@@ -194,6 +194,7 @@ def plugin_errors(pairs: list, truth: Truth) -> dict:
     long the emitter's writes took (``wrote_ns - sent_ns``: the bound on the emitter's share)."""
     index = truth.by_sha()
     first, every, ttft, gaps, unmatched, write = [], [], [], [], 0, []
+    true_ttft, true_gaps = [], []
     for text, rec in pairs:
         rid = index.get(sha(text))
         toks = [e for e in truth.events.get(rid, []) if e["tok"] > 0] if rid is not None else []
@@ -202,13 +203,17 @@ def plugin_errors(pairs: list, truth: Truth) -> dict:
             continue
         errs = [(c.t_ns - e["sent_ns"]) / 1e6 for c, e in zip(rec.chunks, toks)]
         write += [(e["wrote_ns"] - e["sent_ns"]) / 1e6 for e in toks]
+        true_ttft.append((toks[0]["sent_ns"] - truth.requests[rid]["recv_ns"]) / 1e6)
+        true_gaps += [(b["sent_ns"] - a["sent_ns"]) / 1e6 / b["tok"] for a, b in zip(toks, toks[1:]) for _ in range(b["tok"])]
         first.append(errs[0])
         every += errs
         ttft.append((rec.chunks[0].t_ns - rec.t_send_ns) / 1e6)
         for a, b in zip(rec.chunks, rec.chunks[1:]):
             gaps += [(b.t_ns - a.t_ns) / 1e6 / b.tokens] * b.tokens
     return {"first_token_error_ms": p50_p99(first), "token_error_ms": p50_p99(every),
-            "ttft_ms": p50_p99(ttft), "itl_ms": p50_p99(gaps), "matched": len(first), "unmatched": unmatched,
+            "ttft_ms": p50_p99(ttft), "itl_ms": p50_p99(gaps), "matched": len(first),
+            # the truth over the same (matched, measured) requests: warm-up and ramp-up are not in them
+            "truth_ttft_ms": p50_p99(true_ttft), "truth_itl_ms": p50_p99(true_gaps), "unmatched": unmatched,
             "token_error_max_ms": max(every) if every else None,
             # the bytes reach the client's socket during the emitter's write: between sent and wrote, so
             # an error can be up to this much smaller than measured (the emitter's own share)
