@@ -92,6 +92,9 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--tok-per-s", type=float, default=50.0)
     ap.add_argument("--json", default=str(Path(__file__).resolve().parent / "results" / "fidelity.json"))
+    ap.add_argument("--update", action="store_true",
+                    help="replace only the rows of the (tool, streams) run now in an existing --json file; the "
+                         "others keep their own time and load")
     a = ap.parse_args()
     check_clocks()
     rows = []
@@ -100,10 +103,17 @@ def main() -> None:
         for c in [int(x) for x in a.streams.split(",")]:
             for tool in a.tools.split(","):
                 row = one_run(em, tool, c, a.tokens, Path(tmp))
+                row["when"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
                 rows.append(row)
                 print(summary_line(row), flush=True)
     out = {"benchmark": "fidelity", "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)),
            "duration_s": round(time.time() - t0, 1), "machine": machine(), "rows": rows}
+    if a.update and Path(a.json).exists():
+        old = json.loads(Path(a.json).read_text())
+        new = {(r["tool"], r["streams"]) for r in rows}
+        kept = [dict(r, when=r.get("when", old["when"])) for r in old["rows"] if (r["tool"], r["streams"]) not in new]
+        out["rows"] = sorted(kept + rows, key=lambda r: (r["streams"], r["tool"] != "plugin", r["tool"]))
+        out["when"], out["duration_s"] = f"{old['when']} (rows updated {out['when']})", old["duration_s"]
     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
     Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
     print(f"wrote {a.json}; `benchmarks/report.py` turns it into the README table")
