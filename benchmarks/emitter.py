@@ -36,23 +36,12 @@ millisecond epoll timeout) until the next event is due, stamps ``monotonic_ns()`
 Its lateness (``sent - due``) is in every event line, summarised in the ``meta`` line and the
 dump answer: p99 lateness is the emitter's own measured headroom.
 
-Stamps file (JSON lines, written atomically):
-
-* first line ``{"kind": "meta", "args": {...}, "lateness_ns": {"p50", "p99", "max"}, "cpu_s",
-  "events", "requests", "dropped"}``;
-* one ``{"kind": "request", "rid", "conn", "path", "recv_ns", "prompt_tokens", "max_tokens",
-  "prompt_head", "prompt_sha1"}`` per request (``prompt_head``: the first 120 characters of the
-  prompt or of the last message; ``prompt_sha1``: the first 16 hex digits of the SHA-1 of the
-  whole prompt string (completions) or of ``json.dumps(messages, sort_keys=True)`` (chat), for
-  matching a client's request);
-* one ``{"kind": "event", "rid", "i", "tok", "due_ns", "sent_ns", "wrote_ns", "text"}`` per
-  written event: ``i`` counts the request's events from 0 (role chunk and tail included),
-  ``tok`` is the tokens in it (0 for the role chunk and the tail), ``sent_ns`` is
-  ``monotonic_ns()`` right before the socket write, ``wrote_ns`` right after it returned.
+Stamps file: format, writer and reader in ``emitter_stamps.py`` (``load_stamps`` is re-exported here).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import heapq
 import itertools
@@ -65,6 +54,9 @@ import socket
 import sys
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # run as a script or loaded by path
+from emitter_stamps import load_stamps, pct, write_stamps  # noqa: E402,F401 - load_stamps re-exported
 
 WORDS = ("the of and to in is that for it as with was on be by at this are from or an which have "
          "cache token prefill decode batch stream model kernel memory tensor vector layer head value "
@@ -104,13 +96,6 @@ def chunk_sizes(spec: str, total: int, rng: random.Random) -> list[int]:
 
 def http_chunk(payload: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(payload), payload)
-
-
-def pct(xs: list[int], q: float) -> int | None:
-    if not xs:
-        return None
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(q * (len(s) - 1) + 0.5))]
 
 
 class Emitter:
@@ -160,7 +145,7 @@ class Emitter:
                 sock.sendall(data)
             except OSError:  # the client went away: forget the rest of its stream
                 self.dropped += 1
-                with contextlib_suppress():
+                with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
                 continue
             wrote = now()
@@ -216,7 +201,7 @@ class Emitter:
         except OSError:
             return
         finally:
-            with contextlib_suppress():
+            with contextlib.suppress(OSError):
                 sock.close()
 
     def _reply(self, sock, code: int, obj, close: bool = False) -> None:
@@ -353,51 +338,9 @@ class Emitter:
     def dump(self, path: str | None) -> dict:
         s = self.summary()
         s["path"] = path
-        if not path:
-            return s
-        args = {k: v for k, v in vars(self.a).items()}
-        lines = [json.dumps({"kind": "meta", "args": args, **s})]
-        for rid, conn, p, recv, pt, mt, head, sha in list(self.requests):
-            lines.append(json.dumps({"kind": "request", "rid": rid, "conn": conn, "path": p, "recv_ns": recv,
-                                     "prompt_tokens": pt, "max_tokens": mt, "prompt_head": head,
-                                     "prompt_sha1": sha}))
-        for rid, i, tok, due, sent, wrote in list(self.events):
-            text = self.texts.get(rid, [])
-            lines.append(json.dumps({"kind": "event", "rid": rid, "i": i, "tok": tok, "due_ns": due,
-                                     "sent_ns": sent, "wrote_ns": wrote,
-                                     "text": text[i] if i < len(text) else ""}))
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w") as f:
-            f.write("\n".join(lines) + "\n")
-        os.replace(tmp, path)
+        if path:
+            write_stamps(path, vars(self.a), s, list(self.requests), list(self.events), self.texts)
         return s
-
-
-def load_stamps(path: str) -> tuple[dict, dict[int, dict], dict[int, list[dict]]]:
-    """A stamps file → ``(meta, requests by rid, events by rid in send order)``."""
-    meta: dict = {}
-    requests: dict[int, dict] = {}
-    events: dict[int, list[dict]] = {}
-    with open(path) as f:
-        for line in f:
-            d = json.loads(line)
-            if d["kind"] == "meta":
-                meta = d
-            elif d["kind"] == "request":
-                requests[d["rid"]] = d
-            else:
-                events.setdefault(d["rid"], []).append(d)
-    for evs in events.values():
-        evs.sort(key=lambda e: e["i"])
-    return meta, requests, events
-
-
-class contextlib_suppress:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return exc[0] is not None and issubclass(exc[0], OSError)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -442,9 +385,9 @@ def main(argv=None) -> None:
 
     def on_signal(*_):
         stopping.set()
-        with contextlib_suppress():
+        with contextlib.suppress(OSError):
             srv.shutdown(socket.SHUT_RDWR)
-        with contextlib_suppress():
+        with contextlib.suppress(OSError):
             srv.close()
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)

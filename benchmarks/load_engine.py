@@ -1,5 +1,6 @@
 """Load-engine design: threads (one blocking ``httpx.Client`` stream each) vs asyncio
-(``httpx.AsyncClient``), both reading the same SSE streams from the reference target.
+(``httpx.AsyncClient``; also on uvloop where it is installed), all reading the same SSE streams
+from the reference target.
 
     .venv/bin/python benchmarks/load_engine.py [--streams 128] [--tokens 64] [--repeat 2]
         [--time-scale 2]
@@ -71,12 +72,19 @@ def run_threads(url: str, n: int, tokens: int):
         return list(pool.map(lambda _: stream_sync(http, url, tokens), range(n)))
 
 
-def run_asyncio(url: str, n: int, tokens: int):
+def run_asyncio(url: str, n: int, tokens: int, loop_factory=None):
     async def main():
         limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
         async with httpx.AsyncClient(limits=limits, timeout=120) as http:
             return await asyncio.gather(*(stream_async(http, url, tokens) for _ in range(n)))
-    return asyncio.run(main())
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        return runner.run(main())
+
+
+def run_uvloop(url: str, n: int, tokens: int):
+    import uvloop
+
+    return run_asyncio(url, n, tokens, loop_factory=uvloop.new_event_loop)
 
 
 def server_itl_ms(url: str, before) -> float:
@@ -90,7 +98,7 @@ def server_itl_ms(url: str, before) -> float:
 def one(design: str, url: str, n: int, tokens: int) -> dict:
     with httpx.Client() as http:
         before = fetch_sample(http, url)
-    run = run_threads if design == "threads" else run_asyncio
+    run = {"threads": run_threads, "asyncio": run_asyncio, "asyncio-uvloop": run_uvloop}[design]
     c0, t0 = cpu_s(), time.perf_counter()
     with LagMonitor() as mon:
         results = run(url, n, tokens)
@@ -116,6 +124,11 @@ def main() -> None:
     with start_reference(url, mode="subprocess") as h:
         run_threads(h.url, 4, 4)  # warm: connections, imports
         rows: dict[str, list[dict]] = {"threads": [], "asyncio": []}
+        try:
+            import uvloop  # noqa: F401 - optional: the uvloop row only where it is installed
+            rows["asyncio-uvloop"] = []
+        except ImportError:
+            print("uvloop not installed: no asyncio-uvloop row")
         for _ in range(a.repeat):
             for design in rows:
                 rows[design].append(one(design, h.url, a.streams, a.tokens))

@@ -7,8 +7,9 @@ A throw-away repo (``tmp``) holds 20 plain test files (no latency markers, no SL
 the plugin (auto-loaded from its entry point) and ``--runs`` times with ``-p no:llm_latency``,
 alternating (so a neighbour's load hits both alike); each run is one fresh process, timed
 wall-clock from spawn to exit.  Reported: the median of each and the difference (the plugin's
-cost), with the load average before and after.  Also: CPU time (user+sys of the child), which a
-loaded machine disturbs less than wall time.
+cost), with the load average before and after.  Also: CPU time (user+sys of the child), and the
+plugin module's own import time in a fresh interpreter that already imported pytest (median of
+``--runs``), which a loaded machine disturbs far less than the difference of two ~1 s timings.
 """
 from __future__ import annotations
 
@@ -44,6 +45,18 @@ def one(cmd: list[str], cwd: Path) -> tuple[float, float]:
     return wall * 1000, (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) * 1000
 
 
+IMPORT_COST = ("import time, pytest\nt = time.perf_counter()\nimport pytest_llm_latency.plugin.hooks\n"
+               "print((time.perf_counter() - t) * 1000)")
+
+
+def import_ms(runs: int) -> float:
+    """The plugin module's own import (``pytest`` already loaded), median over fresh interpreters:
+    a figure the neighbours' load disturbs less than two ~1 s process timings' difference."""
+    out = [float(subprocess.run([sys.executable, "-c", IMPORT_COST], capture_output=True, text=True,
+                                timeout=60, check=True).stdout) for _ in range(runs)]
+    return statistics.median(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=20)
@@ -67,16 +80,17 @@ def main() -> None:
                 w, c = one(cmd, root)
                 wall[name].append(w)
                 cpu[name].append(c)
+    imp = import_ms(a.runs)
     load1 = os.getloadavg()
     med = {k: statistics.median(v) for k, v in wall.items()}
     cmed = {k: statistics.median(v) for k, v in cpu.items()}
     res = {"runs": a.runs, "wall_ms_median": med, "cpu_ms_median": cmed,
-           "added_wall_ms": med["plugin"] - med["no_plugin"], "added_cpu_ms": cmed["plugin"] - cmed["no_plugin"],
+           "added_wall_ms": med["plugin"] - med["no_plugin"], "plugin_import_ms_median": imp, "added_cpu_ms": cmed["plugin"] - cmed["no_plugin"],
            "loadavg_before": load0, "loadavg_after": load1, "python": sys.version.split()[0],
            "cpus": os.cpu_count(), "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     print(f"pytest --co -q, {a.runs} alternating runs each, median wall ms: plugin {med['plugin']:.1f}, "
           f"-p no:llm_latency {med['no_plugin']:.1f}, added {res['added_wall_ms']:+.1f} ms "
-          f"(CPU {res['added_cpu_ms']:+.1f} ms); load {load0[0]:.2f} -> {load1[0]:.2f}")
+          f"(CPU {res['added_cpu_ms']:+.1f} ms); plugin import alone {imp:.1f} ms; load {load0[0]:.2f} -> {load1[0]:.2f}")
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1) + "\n")
 

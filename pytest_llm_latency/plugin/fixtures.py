@@ -25,12 +25,7 @@ TARGET_KW = ("url", "api", "model")
 ROOFLINE_KW = ("min_decode_efficiency", "hardware", "min_prefill_efficiency")
 SLO_KW = BUDGET_KEYS + tuple(k for k in PREFILL_SLO_KEYS if k not in ROOFLINE_KW) + AGENT_BUDGET_KEYS  # into slo
 MARKER_KW = ("workload",) + WORKLOAD_KEYS + SLO_KW + TARGET_KW + ROOFLINE_KW
-MARKER_SIGNATURE = ("llm_slo(workload='chat', *, ttft_p95=..., tpot_p95=..., e2e_p95=..., itl_p99=..., "
-                    "output_tps_min=..., samples=20, prompt_tokens=..., output_tokens=..., concurrency=1, "
-                    "min_decode_efficiency=..., prompt_sweep=[...], min_prefill_efficiency=..., prefill_tps_min=..., "
-                    "ttft_overhead_max=..., url=..., model=..., api=...): measure the workload against the "
-                    "llm-latency target and fail when a budget (<metric>_<stat>: ttft|ttfo|tpot|itl|e2e x "
-                    "mean|p50|p90|p95|p99|max, values in ms or '500ms'/'1.5s') is missed")
+from .markers import MARKER_SIGNATURE  # noqa: E402,F401 - re-exported (kept light for start-up)
 
 
 class MeasuredResult:

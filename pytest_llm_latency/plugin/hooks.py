@@ -42,7 +42,7 @@ def _ini(config: pytest.Config, name: str):
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from .fixtures import MARKER_SIGNATURE
+    from .markers import MARKER_SIGNATURE
 
     config.addinivalue_line("markers", MARKER_SIGNATURE)
     config.addinivalue_line("markers", "llm_latency_test: set by the plugin on every latency test (for -m)")
@@ -61,12 +61,13 @@ def pytest_configure(config: pytest.Config) -> None:
     clock = config.hook.pytest_llm_latency_clock(config=config)
     if clock is not None:
         sess.clock = clock
-    from .baseline import load_for_session  # deploy gate: the baseline is read once, bad files stop the run
+    if settings.get("baseline") or settings.get("max_regression"):  # else nothing to read or check: the
+        from .baseline import load_for_session  # comparison's imports stay out of start-up (P4)
 
-    try:
-        sess.baseline_doc = load_for_session(settings)
-    except ConfigError as exc:
-        raise pytest.UsageError(str(exc)) from None
+        try:  # deploy gate: the baseline is read once, bad files stop the run
+            sess.baseline_doc = load_for_session(settings)
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
     config.stash[SESSION_KEY] = sess
     config.stash[RESULTS_KEY] = []
     _serialize_under_xdist(config)
@@ -145,10 +146,10 @@ def _is_latency(item: pytest.Item) -> bool:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skip = get_session(config).settings.get("skip")
     if not skip:
-        from .fixtures import validate_marker
-
         for item in items:
             if item.get_closest_marker("llm_slo") is not None:
+                from .fixtures import validate_marker  # only where a marker is (start-up cost, P4)
+
                 try:
                     validate_marker(item, get_session(config).settings)
                 except ConfigError as exc:
@@ -226,10 +227,10 @@ class _ResultCollector:
         self.config = config
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call" or not report.user_properties:  # no results here: nothing to import (P4)
+            return
         from .report.properties import split_results, unflatten
 
-        if report.when != "call":
-            return
         details = getattr(report, "llm_latency_detail", None) or []
         for k, props in enumerate(split_results(report.user_properties)):
             res = unflatten(props)
@@ -277,9 +278,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
 
 
 def _step_summary(session: pytest.Session, results: list[dict]) -> None:
+    if not results:  # nothing to append: the summary module (and its imports) stays unloaded (P4)
+        return
     from .report.step_summary import ENV, append
 
-    if not os.environ.get(ENV) or not results:
+    if not os.environ.get(ENV):
         return
     try:
         append(results)

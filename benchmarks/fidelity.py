@@ -1,0 +1,137 @@
+"""Fidelity: how far each client's timestamps are from the ground truth, at 1, 16, 64 and 128
+concurrent streams of 50 tok/s, the plugin and each installed peer in the same run.
+
+    .venv/bin/python benchmarks/fidelity.py [--streams 1,16,64,128] [--tools plugin,aiperf,guidellm,inference-perf]
+        [--tokens 64] [--json benchmarks/results/fidelity.json]
+
+The emitter (``benchmarks/emitter.py``, its own process) streams ``--tokens`` tokens per request,
+one per SSE event, TTFT 20 ms, 50 tok/s, final usage chunk; it stamps every event's send time.
+
+* **plugin**: ``client.runner.measure`` (prompt preparation against ``/tokenize``, warm-up at
+  full concurrency so every connection is open, the load engine); each measured request is
+  matched to the emitter's by the SHA-1 of its prompt, and each token chunk to the emitter's
+  token event of the same index.  Error = receive stamp - send stamp, per token and for the
+  first token (p50/p99 over all matched tokens).
+* **peers** expose no per-token stamps: their reported TTFT and ITL p50/p99 are compared with
+  the emitter's truth over the same run (TTFT = first token sent - request body read; ITL =
+  gaps between token sends).  The plugin's own percentiles get the same comparison, so the
+  last columns compare like with like.  A percentile difference can hide errors that cancel;
+  the per-token error cannot.
+
+Each (tool, streams) run resets the emitter's stamps first; load average, the emitter's own
+send lateness (its health) and the client's CPU seconds are recorded with every row.  Bounded:
+each peer run has a timeout; the whole default run takes about 6-9 minutes on 2 cores.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peers import TOOLS, run_peer  # noqa: E402
+from truth import Emitter, check_clocks, loadavg, p50_p99, plugin_errors, run_plugin  # noqa: E402
+
+PROMPT_TOKENS = 32
+
+
+def requests_for(c: int) -> int:
+    return max(10, 2 * c)
+
+
+def diff(a: dict, b: dict) -> dict:
+    return {q: (a[q] - b[q]) if a.get(q) is not None and b.get(q) is not None else None for q in ("p50", "p99")}
+
+
+def one_run(em: Emitter, tool: str, c: int, tokens: int, workdir: Path) -> dict:
+    em.reset()
+    la0 = loadavg()
+    row: dict = {"tool": tool, "streams": c, "tok_per_s": em.tok_per_s, "tokens": tokens, "loadavg_before": la0}
+    if tool == "plugin":
+        pairs, facts = run_plugin(em.url, c, requests_for(c), PROMPT_TOKENS, tokens)
+        truth = em.dump()
+        errs = plugin_errors(pairs, truth)
+        row.update(errs)
+        row.update({"cpu_s": round(facts["cpu_s"], 3), "wall_s": round(facts["wall_s"], 2),
+                    "client": facts["extra"], "tokens_all": facts["tokens_all"]})
+    else:
+        row.update(run_peer(tool, em.url, concurrency=c, requests=requests_for(c), isl=PROMPT_TOKENS, osl=tokens,
+                            workdir=workdir))
+        truth = em.dump()
+    row["loadavg_after"] = loadavg()
+    if tool == "plugin":  # the same requests the plugin measured (its warm-up and ramp-up are not samples)
+        row["truth"] = {"ttft_ms": row.pop("truth_ttft_ms"), "itl_ms": row.pop("truth_itl_ms")}
+    else:  # a peer's percentiles cover its run (AIPerf leaves its warm-up out: a small mismatch)
+        row["truth"] = {"ttft_ms": p50_p99(truth.ttft_ms()), "itl_ms": p50_p99(truth.itl_ms())}
+    row["emitter"] = {"lateness_ms_p99": (truth.summary["lateness_ns"]["p99"] or 0) / 1e6,
+                      "cpu_s": truth.summary["cpu_s"], "events": truth.summary["events"]}
+    if "ttft_ms" in row:
+        row["ttft_pct_error_ms"] = diff(row["ttft_ms"], row["truth"]["ttft_ms"])
+        row["itl_pct_error_ms"] = diff(row["itl_ms"], row["truth"]["itl_ms"])
+    tok = sum(1 for _ in truth.itl_ms()) + len(truth.ttft_ms())
+    if row.get("cpu_s") is not None and tok:
+        row["cpu_ms_per_token"] = round(row["cpu_s"] * 1e3 / tok, 4)
+    return row
+
+
+def machine() -> dict:
+    return {"cpus": os.cpu_count(), "platform": platform.platform(), "python": sys.version.split()[0],
+            "cpu_model": next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo")
+                               if ln.startswith("model name")), "?")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--streams", default="1,16,64,128")
+    ap.add_argument("--tools", default="plugin," + ",".join(TOOLS))
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--tok-per-s", type=float, default=50.0)
+    ap.add_argument("--json", default=str(Path(__file__).resolve().parent / "results" / "fidelity.json"))
+    ap.add_argument("--update", action="store_true",
+                    help="replace only the rows of the (tool, streams) run now in an existing --json file; the "
+                         "others keep their own time and load")
+    a = ap.parse_args()
+    check_clocks()
+    rows = []
+    t0 = time.time()
+    with tempfile.TemporaryDirectory() as tmp, Emitter(tok_per_s=a.tok_per_s, workdir=Path(tmp)) as em:
+        for c in [int(x) for x in a.streams.split(",")]:
+            for tool in a.tools.split(","):
+                row = one_run(em, tool, c, a.tokens, Path(tmp))
+                row["when"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                rows.append(row)
+                print(summary_line(row), flush=True)
+    out = {"benchmark": "fidelity", "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)),
+           "duration_s": round(time.time() - t0, 1), "machine": machine(), "rows": rows}
+    if a.update and Path(a.json).exists():
+        old = json.loads(Path(a.json).read_text())
+        new = {(r["tool"], r["streams"]) for r in rows}
+        kept = [dict(r, when=r.get("when", old["when"])) for r in old["rows"] if (r["tool"], r["streams"]) not in new]
+        out["rows"] = sorted(kept + rows, key=lambda r: (r["streams"], r["tool"] != "plugin", r["tool"]))
+        out["when"], out["duration_s"] = f"{old['when']} (rows updated {out['when']})", old["duration_s"]
+    Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
+    print(f"wrote {a.json}; `benchmarks/report.py` turns it into the README table")
+
+
+def fmt(x) -> str:
+    return "-" if x is None else f"{x:+.2f}"
+
+
+def summary_line(r: dict) -> str:
+    if "skipped" in r or "error" in r:
+        return f"{r['tool']:>14} c={r['streams']:<3} {r.get('skipped') or r.get('error')}"
+    tok = r.get("token_error_ms")
+    per_tok = f"tok err p50/p99 {tok['p50']:.3f}/{tok['p99']:.3f} ms " if tok and tok["n"] else ""
+    return (f"{r['tool']:>14} c={r['streams']:<3} {per_tok}TTFT pct err {fmt(r['ttft_pct_error_ms']['p50'])}/"
+            f"{fmt(r['ttft_pct_error_ms']['p99'])} ITL pct err {fmt(r['itl_pct_error_ms']['p50'])}/"
+            f"{fmt(r['itl_pct_error_ms']['p99'])} cpu {r.get('cpu_s')} s load {r['loadavg_before'][0]}")
+
+
+if __name__ == "__main__":
+    main()
