@@ -68,6 +68,20 @@ class TargetPool:
             self._targets[k] = target
             return target
 
+    def release(self, command: Sequence[str], *, ready_path: str = "/health",
+                env: Mapping[str, str] | None = None) -> bool:
+        """Stop the running target for this key on purpose and forget it, so that the next
+        ``get`` starts a fresh one (A/B alternating blocks: two servers that cannot both fit).
+        A target that died before is kept (its crash stays loud).  True when one was stopped."""
+        k = self.key(command, env, ready_path)
+        with self._lock:
+            target = self._targets.get(k)
+            if target is None or target.died:
+                return False
+            del self._targets[k]
+        target.stop()
+        return True
+
     def targets(self) -> list[ManagedTarget]:
         return list(self._targets.values())
 
