@@ -36,8 +36,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests", "realserver"))
 
-import httpx  # noqa: E402
-
+from pytest_llm_latency.client.http import Timeouts, make_http_client  # noqa: E402
 from pytest_llm_latency.client.runner import Target, make_client, measure  # noqa: E402
 from pytest_llm_latency.core.compare import DEFAULT_TOLERANCES, compare_all  # noqa: E402
 from pytest_llm_latency.core.result import metric_values  # noqa: E402
@@ -49,6 +48,7 @@ ARMS = {"A1": "", "A2": "", "Bdec": "&decode_efficiency=0.6087", "Bttft": "&pref
 
 
 FAILED: dict[str, int] = {}
+FIRST_FAILURES: list[str] = []
 
 
 def run_once(client, w, seed: int) -> dict[str, list[float]]:
@@ -56,6 +56,9 @@ def run_once(client, w, seed: int) -> dict[str, list[float]]:
     res = measure(client, w, seed=seed, nonce=f"r{seed}")
     for f in res.failures:
         FAILED[f.kind] = FAILED.get(f.kind, 0) + 1
+        if len(FIRST_FAILURES) < 5:
+            FIRST_FAILURES.append(f"{f.kind}: {f.message}"[:400])
+            print(f"  failed request: {FIRST_FAILURES[-1]}", file=sys.stderr)
     return metric_values(res.records, res.failures, w.output_tokens)
 
 
@@ -97,7 +100,7 @@ def reference(reps: int, ts: float) -> None:
     samples: dict[str, list] = {arm: [] for arm in ARMS}
     t0 = time.time()
     try:
-        with httpx.Client(timeout=60) as http:
+        with make_http_client(Timeouts(idle_s=60.0)) as http:
             clients = {arm: make_client(Target(h.url), http) for arm, h in handles.items()}
             order = list(ARMS)
             for rep in range(reps):
@@ -136,7 +139,11 @@ def llama(reps: int) -> None:
     with TargetPool(tempfile.mkdtemp(prefix="gate-llama-")) as pool:
         ta = pool.get(llama_server_command(binary, models["membound"]), ready_path="/health", startup_timeout_s=120)
         tb = pool.get(llama_server_command(binary, models["membound7"]), ready_path="/health", startup_timeout_s=120)
-        with httpx.Client(timeout=120) as http:
+        # the plugin's own HTTP client: a kept-alive connection that the server closed while the
+        # other arm ran (llama-server's cpp-httplib drops idle connections after 5 s) is retried
+        # once on a new connection, as in a pytest run -- a bare httpx.Client counted each of
+        # those as a failed request (124 of 1200 "reset"s in the first recorded run)
+        with make_http_client(Timeouts(idle_s=120.0)) as http:
             clients = {"A1": make_client(Target(ta.url), http), "A2": make_client(Target(ta.url), http),
                        "B": make_client(Target(tb.url), http)}
             order = ["A1", "B", "A2"]

@@ -213,11 +213,11 @@ def parse_slo_file(text: str | bytes, filename: str,
                               f"output_tokens, samples, slo, ...), got {type(wspec).__name__}")
         if file_roofline and "roofline" not in wspec:
             wspec = {**wspec, "roofline": file_roofline}
-        if file_baseline is not None and "baseline_target" not in wspec:  # precedence: workload > file
+        if file_baseline is not None and "baseline_target" not in wspec:  # workload > file; null opts out
             wspec = {**wspec, "baseline_target": file_baseline}
         where = lambda p, n=name: spec.where(("workloads", n) + p)  # noqa: E731
         w = make_workload(str(name), wspec, where)
-        if "baseline_target" in (workloads[name] or {}):  # the file's was checked above
+        if (workloads[name] or {}).get("baseline_target") is not None:  # the file's was checked above
             from .ab import check
 
             check(w.baseline_target, where(()))
