@@ -19,9 +19,13 @@ The realized effect (pooled medians over all repetitions) is printed too: HTTP a
 overhead dilute a modelled 15 % a little.
 
 ``--only llama``: the same A/A and A/B pair on the real llama.cpp ``llama-server`` of
-``tests/realserver`` (``-t 1``): A = the 406 MB ``membound`` model (A1 and A2 are two runs on
+``tests/realserver`` (``-t 1``): A = the 406 MB ``membound`` model (A1 and A2 are two arms on
 one server), B = the same model with a 7th layer (16.7 % more weight bytes: a real slowdown of
 decode and prefill of about that size on a memory-bound CPU); fewer repetitions (``--llama-reps``).
+A real server on a shared CPU drifts with the machine's load, so here the three arms are measured
+as the plugin's A/B in one run does: interleaved in blocks of ``plugin.ab.BLOCK`` requests and
+judged in the paired design with a block bootstrap.  (Separate back-to-back runs flagged the
+A/A pair 4 of 10 times on the shared VM: the load moved between runs; see benchmarks/README.md.)
 Prompt seeds differ between all runs (the server's prompt cache must not favour a run).
 Both parts use the plugin's own HTTP client (``client.http.make_http_client``): llama-server
 (cpp-httplib) closes a kept-alive connection after 5 s idle, which every connection is while the
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import replace
 import statistics
 import sys
 import time
@@ -49,6 +54,7 @@ from pytest_llm_latency.client.runner import Target, make_client, measure  # noq
 from pytest_llm_latency.core.compare import DEFAULT_FLOORS_MS, DEFAULT_TOLERANCES, compare_all  # noqa: E402
 from pytest_llm_latency.core.result import metric_values  # noqa: E402
 from pytest_llm_latency.core.workload import make_workload  # noqa: E402
+from pytest_llm_latency.plugin.ab import BLOCK  # noqa: E402
 
 REF = "reference://h100-sxm/llama-3.1-8b?jitter=0.05&time_scale={ts}&jitter_seed={seed}"
 PROMPT = int(os.environ.get("GATE_PROMPT", "2048"))
@@ -59,9 +65,9 @@ FAILED: dict[str, int] = {}
 FIRST_FAILURES: list[str] = []
 
 
-def run_once(client, w, seed: int) -> dict[str, list[float]]:
+def run_once(client, w, seed: int, salt_context: str = "") -> dict[str, list[float]]:
     """One run's samples; failed requests stay in as misses (+inf), as the plugin counts them."""
-    res = measure(client, w, seed=seed, nonce=f"r{seed}")
+    res = measure(client, w, seed=seed, nonce=f"r{seed}", salt_context=salt_context)
     for f in res.failures:
         FAILED[f.kind] = FAILED.get(f.kind, 0) + 1
         if len(FIRST_FAILURES) < 5:
@@ -70,19 +76,19 @@ def run_once(client, w, seed: int) -> dict[str, list[float]]:
     return metric_values(res.records, res.failures, w.output_tokens)
 
 
-def rates(samples: dict[str, list[dict]], base: str, others: list[str], reps: int) -> dict[str, dict]:
+def rates(samples: dict[str, list[dict]], base: str, others: list[str], reps: int, **kw) -> dict[str, dict]:
     out = {}
     no_floors = {**DEFAULT_TOLERANCES, **{f"{m}_floor": 0.0 for m in DEFAULT_FLOORS_MS}}
     for arm in others:
         flagged, keys, flagged_no_floor = 0, {}, 0
         for rep in range(reps):
-            comps, _ = compare_all(samples[base][rep], samples[arm][rep], DEFAULT_TOLERANCES, seed=rep)
+            comps, _ = compare_all(samples[base][rep], samples[arm][rep], DEFAULT_TOLERANCES, seed=rep, **kw)
             hit = [c.key for c in comps if c.status == "regression"]
             flagged += bool(hit)
             for k in hit:
                 keys[k] = keys.get(k, 0) + 1
             # the same samples judged on the relative tolerance alone (the rule before the floors)
-            comps, _ = compare_all(samples[base][rep], samples[arm][rep], no_floors, seed=rep)
+            comps, _ = compare_all(samples[base][rep], samples[arm][rep], no_floors, seed=rep, **kw)
             flagged_no_floor += any(c.status == "regression" for c in comps)
         eff = {m: statistics.median(v for rep in samples[arm] for v in rep[m]) /
                statistics.median(v for rep in samples[base] for v in rep[m]) - 1 for m in ("ttft", "tpot")}
@@ -160,14 +166,22 @@ def llama(reps: int) -> None:
                        "B": make_client(Target(tb.url), http)}
             order = ["A1", "B", "A2"]
             for rep in range(reps):
-                for arm in order[rep % 3:] + order[:rep % 3]:
-                    samples[arm].append(run_once(clients[arm], w, seed=rep * 3 + order.index(arm)))
+                # the plugin's A/B-in-one-run design (plugin/ab.py): blocks of BLOCK requests, all
+                # three arms in every block (order rotated per block), warmup in the first block only
+                parts: dict[str, list] = {arm: [] for arm in order}
+                for k, start in enumerate(range(0, w.samples, BLOCK)):
+                    wb = replace(w, samples=min(BLOCK, w.samples - start), warmup=w.warmup if k == 0 else 0)
+                    for arm in order[(rep + k) % 3:] + order[:(rep + k) % 3]:
+                        parts[arm].append(run_once(clients[arm], wb, seed=rep * 3 + order.index(arm),
+                                                   salt_context=f"gate#r{rep}b{k}{arm}"))
+                for arm, runs in parts.items():  # request i of every arm is in the same block
+                    samples[arm].append({m: [v for run in runs for v in run[m]] for m in runs[0]})
                 print(f"  {rep + 1} repetitions, {time.time() - t0:.0f} s", file=sys.stderr)
     print(f"\nllama-server -t 1 (membound 406 MB F32; B = the same with a 7th layer, +16.7 % weights), "
-          f"{reps} repetitions x 3 runs of {w.samples} requests (prompt {w.prompt_tokens} / output "
-          f"{w.output_tokens}), {time.time() - t0:.0f} s")
-    report("A/A (A2: same server, another run) and A/B (B: 16.7 % more weights)",
-           rates(samples, "A1", ["A2", "B"], reps))
+          f"{reps} repetitions x 3 arms of {w.samples} requests interleaved in blocks of {BLOCK} (prompt "
+          f"{w.prompt_tokens} / output {w.output_tokens}), paired, block bootstrap, {time.time() - t0:.0f} s")
+    report("A/A (A2: same server, its own prompts) and A/B (B: 16.7 % more weights)",
+           rates(samples, "A1", ["A2", "B"], reps, paired=True, block=BLOCK))
 
 
 def main() -> None:
