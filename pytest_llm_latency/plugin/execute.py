@@ -142,13 +142,13 @@ def _measure_ab(item, sess: LatencySession, spec: TargetSpec, client, workload: 
 
 def _starter(sess: LatencySession, spec: TargetSpec, label: str):
     """A/B alternating blocks: a callable that (re)starts ``spec``'s managed server, returning its client."""
-    from .ab import StartError
+    from .ab import StartError, describe
 
     def start():
         try:
             return sess.client(spec)
         except (MeasurementError, LatencyError, OSError, RuntimeError) as exc:
-            raise StartError(f"{label} {spec.describe()} could not start for an A/B block: {exc}") from exc
+            raise StartError(f"{label} {describe(spec)} could not start for an A/B block: {exc}") from exc
     return start
 
 

@@ -120,3 +120,16 @@ workloads:
     out = r.stdout.str()
     assert re.search(r"alt\.slo\.yaml:\d+ workloads\.alt baseline_target\.mode: expected interleaved", out)
     assert "got 'alternate'" in out
+
+
+def test_a_baseline_that_cannot_start_between_blocks_is_a_target_failure_naming_it(pytester):
+    dead = json.dumps([sys.executable, "-c", "import sys; sys.exit(3)", "{port}"])
+    pytester.makefile(".py", wrapper=WRAPPER)
+    pytester.makefile(".slo.yaml", alt=SLO.format(a=cmd("A", 1), b=dead, block="startup_timeout: 20",
+                                                  samples=10))
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=300)
+    assert r.ret != 0 and "passed" not in r.parseoutcomes()
+    out = r.stdout.str()
+    assert "baseline target " in out and "could not start for an A/B block" in out
+    # the candidate was stopped before the baseline was tried: never both at once
+    assert (pytester.path / "events.log").read_text().split("\n")[:-1] == ["start A", "stop A"]
