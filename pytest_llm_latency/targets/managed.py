@@ -32,6 +32,7 @@ class TargetPool:
         self._targets: dict[tuple, ManagedTarget] = {}
         self._failures: dict[tuple, ManagedTargetError] = {}
         self._lock = threading.Lock()
+        self._started = 0  # log names stay unique when a released target is started again
 
     @staticmethod
     def key(command: Sequence[str], env: Mapping[str, str] | None, ready_path: str) -> tuple:
@@ -56,7 +57,8 @@ class TargetPool:
                 return target
             # named from the template: an expanded ${VAR} could be a secret, and the path is printed
             name = re.sub(r"[^\w.-]", "_", Path(str((display_command or command)[0])).name) or "target"
-            log = self.log_dir / f"target-{len(self._targets) + len(self._failures)}-{name}.log"
+            log = self.log_dir / f"target-{self._started}-{name}.log"
+            self._started += 1
             target = ManagedTarget(command, log_path=log, ready_path=ready_path,
                                    startup_timeout_s=startup_timeout_s, env=env, host=self.host,
                                    display_command=display_command, secrets=secrets)
