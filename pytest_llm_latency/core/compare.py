@@ -39,6 +39,7 @@ import math
 import random
 import re
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Mapping, Sequence
 
 from .errors import ConfigError
@@ -53,6 +54,10 @@ DEFAULT_BOOTSTRAP = 2000
 #: per-request waits; TPOT averages such a stall over the output tokens, ITL takes it whole)
 DEFAULT_FLOORS_MS: dict[str, float] = {"ttft": 5.0, "ttfo": 5.0, "e2e": 5.0, "itl": 2.0, "tpot": 0.25}
 FLOOR_SUFFIX = "_floor"
+#: a tail percentile is compared only when each sample has at least this many values beyond it
+#: (40 for a p95, 200 for a p99): below that the percentile is one or two values, and the
+#: bootstrap of it calls a single stalled request significant
+MIN_BEYOND = 2
 #: metrics a baseline stores per request, and the tolerance keys' metric names
 METRICS = ("ttft", "ttfo", "tpot", "itl", "e2e", "output_tps")
 STATS = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
@@ -116,6 +121,36 @@ def parse_tolerances(spec, where: str) -> dict[str, float]:
     if isinstance(spec, Mapping):
         return dict(parse_tolerance(k, v, where) for k, v in spec.items())
     raise ConfigError(f"{where}: regression: expected a mapping like {{ttft_p95: 10%}}, got {spec!r}")
+
+
+def t_quantile(p: float, df: int) -> float:
+    """Student's t quantile (pure Python): exact for 1 and 2 degrees of freedom, else the
+    Cornish-Fisher expansion in the normal quantile (within 1 % of the table from df 3 on)."""
+    if df == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if df == 2:
+        return (2 * p - 1) * math.sqrt(2.0 / (4 * p * (1 - p)))
+    z = NormalDist().inv_cdf(p)
+    return (z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+            + (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / (384 * df ** 3))
+
+
+def few_blocks_factor(blocks: int, confidence: float) -> float:
+    """How much wider a block bootstrap's interval is made for ``blocks`` blocks (module docstring)."""
+    if blocks < 2:
+        return 1.0
+    p = 1 - (1 - confidence) / 2
+    return t_quantile(p, blocks - 1) / NormalDist().inv_cdf(p) * math.sqrt(blocks / (blocks - 1))
+
+
+def _widen(ratio: float, lo: float, hi: float, factor: float) -> tuple[float, float]:
+    """Scale the interval's distance from ``ratio`` by ``factor`` on the log scale."""
+    if factor == 1.0 or not (math.isfinite(ratio) and ratio > 0):
+        return lo, hi
+    r = math.log(ratio)
+    lo = math.exp(r - factor * max(0.0, r - math.log(lo))) if 0 < lo < math.inf else lo
+    hi = math.exp(r + factor * max(0.0, math.log(hi) - r)) if 0 < hi < math.inf else hi
+    return lo, hi
 
 
 def _pct(vals: Sequence[float], q: float) -> float:
@@ -223,6 +258,8 @@ def compare(key: str, base: Sequence[float], cand: Sequence[float], tolerance: f
     alpha = 1.0 - confidence
     lo = percentile(ratios, 100.0 * alpha / 2)
     hi = percentile(ratios, 100.0 * (1 - alpha / 2))
+    if starts:
+        lo, hi = _widen(ratio, lo, hi, few_blocks_factor(len(starts), confidence))
     beyond_floor = not (floor > 0 and math.isfinite(c0) and abs(c0 - b0) <= floor)
     if ratio > 1 + tolerance and lo > 1 and beyond_floor:
         status = "regression"
@@ -247,6 +284,12 @@ def compare_all(base: Mapping[str, Sequence[float]], cand: Mapping[str, Sequence
         b, c = list(base.get(metric) or []), list(cand.get(metric) or [])
         if not b or not c:
             skipped.append(f"{key}: no {LABEL[metric]} samples in the {'baseline' if not b else 'candidate'}")
+            continue
+        q = STATS[key.rpartition("_")[2]]
+        need = math.ceil(MIN_BEYOND / (1 - q / 100) - 1e-9)
+        if q > 50 and min(len(b), len(c)) < need:
+            skipped.append(f"{key}: {min(len(b), len(c))} samples put {min(len(b), len(c)) * (1 - q / 100):.3g} "
+                           f"beyond the {key.rpartition('_')[2]}, too few to compare a tail; it needs {need}")
             continue
         if kw.get("paired") and len(b) != len(c):
             out.append(compare(key, b, c, tol, **{**kw, "paired": False, "block": 1}))

@@ -110,6 +110,8 @@ def judge(res: WorkloadResult, entry: dict | None, tol: dict[str, float], *, see
     cand = metric_values(res.records, res.failures, res.workload.output_tokens)
     comps, skipped = compare_all(base, cand, tol, seed=seed, paired=paired, block=block)
     detail: dict[str, Any] = {"label": label, "comparisons": [c.as_dict(label) for c in comps], "skipped": skipped}
+    named = set(getattr(res.workload, "regression", None) or ())
+    res.notes.extend(f"not compared with the {label}: {x}" for x in skipped if x.partition(":")[0] in named)
     detail["cdf"] = _cdf(base)
     status = "ok"
     for c in comps:

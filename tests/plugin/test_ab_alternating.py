@@ -63,27 +63,27 @@ def run(pytester, a: str, b: str, block: str = "", samples: int = 20):
 
 
 def test_same_command_alternating_one_at_a_time_is_not_flagged(pytester):
-    r, res, events = run(pytester, cmd("A", 1), cmd("B", 2))
+    r, res, events = run(pytester, cmd("A", 1), cmd("B", 2), "block: 5")
     r.assert_outcomes(passed=1)
-    # 20 samples in blocks of 10 (the alternating default): A, B, A, B -- each stopped before
-    # the other starts; both are stopped at the end
-    assert events == ["start A", "stop A", "start B", "stop B"] * 2
-    assert res["extra"]["ab_mode"] == "alternating" and res["extra"]["ab_blocks"] == 2
-    assert res["extra"]["ab_block_size"] == 10 and res["n"] == 20
+    # 20 samples in blocks of 5: A, B, A, B, ... -- each stopped before the other starts; both
+    # are stopped at the end
+    assert events == ["start A", "stop A", "start B", "stop B"] * 4
+    assert res["extra"]["ab_mode"] == "alternating" and res["extra"]["ab_blocks"] == 4
+    assert res["extra"]["ab_block_size"] == 5 and res["n"] == 20
     comps = res["baseline"]["comparisons"]
     assert comps and all(c["status"] != "regression" for c in comps)
-    assert all(c["blocks"] == 2 for c in comps)            # the blocked design: 2 blocks resampled
+    assert all(c["blocks"] == 4 for c in comps)            # the blocked design: 4 blocks resampled
     assert res["baseline"]["cdf"]["tpot_ms"]["n"] == 20
 
 
 def test_slower_decode_is_flagged_in_alternating_blocks(pytester):
-    # 10 samples in blocks of 5 (block: set), decode 15 % slower (0.7 / 1.15 efficiency)
-    r, res, events = run(pytester, cmd("A", 3, "--decode-efficiency", "0.6087"), cmd("B", 4), "block: 5", 10)
+    # 20 samples in blocks of 5 (block: set), decode 15 % slower (0.7 / 1.15 efficiency)
+    r, res, events = run(pytester, cmd("A", 3, "--decode-efficiency", "0.6087"), cmd("B", 4), "block: 5")
     r.assert_outcomes(failed=1)
-    assert events == ["start A", "stop A", "start B", "stop B"] * 2
-    assert res["extra"]["ab_blocks"] == 2 and res["extra"]["ab_block_size"] == 5
+    assert events == ["start A", "stop A", "start B", "stop B"] * 4
+    assert res["extra"]["ab_blocks"] == 4 and res["extra"]["ab_block_size"] == 5
     tpot, = [c for c in res["baseline"]["comparisons"] if c["key"] == "tpot_p50"]
-    assert tpot["status"] == "regression" and tpot["blocks"] == 2 and tpot["lower"] > 1
+    assert tpot["status"] == "regression" and tpot["blocks"] == 4 and tpot["lower"] > 1
     assert "TPOT p50 +" in r.stdout.str() and "> tolerance 5%" in r.stdout.str()
 
 

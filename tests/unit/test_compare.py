@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from pytest_llm_latency.core.compare import (DEFAULT_FLOORS_MS, DEFAULT_TOLERANCES, compare, compare_all, fingerprint_changes,
-                                             parse_tolerances)
+from pytest_llm_latency.core.compare import (DEFAULT_FLOORS_MS, DEFAULT_TOLERANCES, compare, compare_all, few_blocks_factor,
+                                             fingerprint_changes, parse_tolerances, t_quantile)
 from pytest_llm_latency.core.errors import ConfigError
 
 
@@ -166,3 +166,42 @@ def test_block_bootstrap_counts_between_block_noise_that_pairs_hide():
     assert blocks.blocks == 8 and pairs.blocks == 0
     assert blocks.upper - blocks.lower > 1.5 * (pairs.upper - pairs.lower)
     assert blocks.as_dict()["blocks"] == 8 and blocks.as_dict()["floor_ms"] == 5.0
+
+
+def test_t_quantiles_match_the_table_and_few_blocks_widen_the_interval():
+    for df, table in ((1, 12.706), (2, 4.303), (3, 3.182), (5, 2.571), (10, 2.228), (30, 2.042)):
+        assert t_quantile(0.975, df) == pytest.approx(table, rel=0.01)
+    f = [few_blocks_factor(k, 0.95) for k in (2, 4, 8, 16)]
+    assert f[0] > 9 and 1.8 < f[1] < 1.9 and 1.25 < f[2] < 1.35 and f == sorted(f, reverse=True)
+    assert few_blocks_factor(1, 0.95) == 1.0
+
+
+def test_two_blocks_cannot_make_a_burst_significant(monkeypatch):
+    # the false alarm of an alternating A/A run on a loaded machine: 2 blocks of 10 per arm, the
+    # candidate's blocks caught stalls (+12 ms; one in its first block, four in its second), the
+    # baseline's none.  The 3 distinct block resamples all put the ratio above 1; 2 blocks that
+    # disagree this much are no evidence of a systematic change, and the correction says so.
+    import pytest_llm_latency.core.compare as mod
+
+    rng = random.Random(3)
+    base = [10 * math.exp(rng.gauss(0, 0.1)) for _ in range(20)]
+    cand = [10 * math.exp(rng.gauss(0, 0.1)) + (12 if i in (3, 11, 13, 15, 17) else 0) for i in range(20)]
+    c = compare("ttft_p95", base, cand, 0.15, seed=0, n_boot=600, paired=True, block=10)
+    assert c.blocks == 2 and c.ratio > 1.5 and c.cand - c.base > 5
+    assert c.lower < 1 and c.status == "ok"
+    monkeypatch.setattr(mod, "few_blocks_factor", lambda k, conf: 1.0)   # the raw block bootstrap
+    raw = compare("ttft_p95", base, cand, 0.15, seed=0, n_boot=600, paired=True, block=10)
+    assert raw.lower > 1 and raw.status == "regression"
+
+
+def test_a_tail_is_compared_only_with_two_values_beyond_it():
+    # a p95 of 20 samples is the second-largest value: one stalled request moves it, and the
+    # bootstrap of it calls that significant -- so a tail needs n * (1 - q) >= 2 in both samples
+    base = lognormal(20, 50, 0.05, 1)
+    cand = lognormal(20, 50, 0.05, 2)[:-2] + [90.0, 95.0]     # two stalls: p95 +80 %
+    comps, skipped = compare_all({"ttft": base}, {"ttft": cand}, {"ttft_p95": 0.15, "ttft_p90": 0.15,
+                                                                  "ttft_p50": 0.1}, seed=0, n_boot=300)
+    assert [c.key for c in comps] == ["ttft_p90", "ttft_p50"]
+    assert skipped == ["ttft_p95: 20 samples put 1 beyond the p95, too few to compare a tail; it needs 40"]
+    comps, skipped = compare_all({"ttft": base * 2}, {"ttft": cand * 2}, {"ttft_p95": 0.15}, seed=0, n_boot=300)
+    assert [c.key for c in comps] == ["ttft_p95"] and not skipped
