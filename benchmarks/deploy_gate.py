@@ -32,9 +32,10 @@ Both parts use the plugin's own HTTP client (``client.http.make_http_client``): 
 other arms run, and the plugin retries a request that met such a stale connection once on a
 fresh one; a bare ``httpx.Client`` counted each as a failed request (a miss, +inf).
 
-Every comparison is judged twice: by the plugin's rule (tolerance, 95 % CI and the absolute
-floors of ``core.compare.DEFAULT_FLOORS_MS``) and, for reference, on the tolerance and CI alone
-(column "without the floors").
+Every comparison is judged twice: by the plugin's rule (tolerance, 95 % CI, the absolute
+floors of ``core.compare.DEFAULT_FLOORS_MS``, a tail only with 2+ values beyond it, so no
+``ttft_p95`` at 20 samples) and, for reference, without the floors (column "without the
+floors").
 """
 from __future__ import annotations
 
