@@ -12,7 +12,8 @@ import argparse
 import math
 import sys
 
-from ..core.compare import DEFAULT_TOLERANCES, LABEL, compare_all, fingerprint_changes, md_table, parse_tolerances
+from ..core.compare import (DEFAULT_FLOORS_MS, DEFAULT_TOLERANCES, LABEL, compare_all, fingerprint_changes,
+                            md_table, parse_tolerances)
 from ..core.errors import ConfigError
 from ..files import baseline as bfile
 from ..files.atomic import write_atomic
@@ -25,7 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("candidate", help="candidate file (same kinds)")
     p.add_argument("--max-regression", action="append", default=[], metavar="METRIC_STAT=PCT",
                    help="tolerance, e.g. ttft_p95=10%% (repeat or comma-separate; defaults: "
-                        + ", ".join(f"{k}={v * 100:g}%%" for k, v in DEFAULT_TOLERANCES.items()) + ")")
+                        + ", ".join(f"{k}={v * 100:g}%%" for k, v in DEFAULT_TOLERANCES.items())
+                        + "), or an absolute floor in ms under which no change counts, e.g. ttft_floor=2ms "
+                        "(defaults: " + ", ".join(f"{m}_floor={v:g}ms" for m, v in DEFAULT_FLOORS_MS.items()) + ")")
     p.add_argument("--confidence", type=float, default=0.95, help="confidence of the interval (default 0.95)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--junit-xml", metavar="PATH", help="write one JUnit test case per test x metric")

@@ -260,6 +260,11 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
         raise ConfigError(f"{where(('samples',))}: samples: auto decides percentile budgets one request at a "
                           f"time; a {'prompt_sweep' if w.prompt_sweep else 'agent session'} workload is judged on "
                           f"its {'fit' if w.prompt_sweep else 'sessions'}: give a number of samples")
+    if samples == "auto" and w.baseline_target is not None:
+        raise ConfigError(f"{where(('samples',))}: samples: auto does not combine with baseline_target: the A/B "
+                          f"verdict's bootstrap interval holds its false-alarm rate only for a sample size fixed in "
+                          f"advance (looking again after every block and stopping when it looks decided would "
+                          f"flag noise more often) -- give samples: N (e.g. samples: 40)")
     if "requests" in spec:  # with_statistics reads samples: from spec
         spec = {k: v for k, v in spec.items() if k != "requests"}
     w = with_statistics(w, spec, where, samples, samples_defaulted=not samples_given)
@@ -288,8 +293,8 @@ def with_statistics(w: Workload, spec: Mapping[str, Any], where, samples: Any = 
     ``DEFAULT_FIXED_SAMPLES``."""
     given = "samples" in spec or (samples is not None and not samples_defaulted) or w.samples_given
     samples = spec.get("samples", w.samples if not w.sequential else "auto") if samples is None else samples
-    if samples == "auto" and (w.prompt_sweep or w.agent is not None):
-        samples = w.samples  # a run-wide ``auto`` (CLI, env, ini): sweeps and sessions keep their own count
+    if samples == "auto" and (w.prompt_sweep or w.agent is not None or w.baseline_target is not None):
+        samples = w.samples  # a run-wide ``auto`` (CLI, env, ini): sweeps, sessions and A/B keep their own count
     auto = samples == "auto"
     if not auto:
         samples = _int(samples, where(("samples",)), 1)

@@ -7,8 +7,19 @@ measured in adjacent blocks) and the pairs are resampled.  Each arm's prompts ca
 salt: were both arms one server (the same command twice), shared prompts would hit its prompt
 cache in the second arm and fake a TTFT difference.
 
-Both managed targets run at the same time (one ``TargetPool``); targets that cannot both fit
-on the machine (stop one, start the other between blocks) are not supported yet.
+Two modes (``baseline_target: {mode: ..., block: N}``):
+
+* ``interleaved`` (default): both targets run at once (one ``TargetPool``), blocks of ``BLOCK``
+  requests, A B A B;
+* ``alternating``: for two managed targets that cannot both fit on the machine (two models
+  on one GPU): only one runs at a time.  Each block stops the one target and starts the other,
+  A A A A | B B B B | A A A A ..., in blocks of ``ALTERNATING_BLOCK`` requests; every block
+  after a start sends the workload's warmup requests first (a fresh server is cold).  Both
+  targets must be managed (``command:``); both are stopped at the end, and the session starts
+  the test's target again when a later test needs it.
+
+Either way the verdict resamples whole blocks of pairs (``core.compare``, ``block``), so noise
+that lasted a block (a neighbour's burst, a restart's cold caches) is in the interval.
 """
 from __future__ import annotations
 
@@ -22,19 +33,55 @@ from .session import TargetSpec
 
 #: requests per block of the ABAB interleaving (the last block may be shorter)
 BLOCK = 5
+#: requests per block when the targets alternate (each block costs a server start)
+ALTERNATING_BLOCK = 10
+MODES = ("interleaved", "alternating")
+KEYS = ("url", "command", "ready", "env", "startup_timeout", "model", "api", "mode", "block")
 
 
-def baseline_spec(bt: Any, main: TargetSpec, where: str) -> TargetSpec:
-    """The baseline target's spec; its API (and model, unless given) are the test target's."""
+class StartError(RuntimeError):
+    """Alternating blocks: a target could not be started again (the test is a target failure)."""
+
+
+def ab_mode(bt: Any, where: str) -> tuple[str, int]:
+    """``(mode, block size)`` of a ``baseline_target`` (a URL: interleaved, ``BLOCK``)."""
+    if not isinstance(bt, Mapping):
+        return "interleaved", BLOCK
+    mode = bt.get("mode", "interleaved")
+    if mode not in MODES:
+        raise ConfigError(f"{where} baseline_target.mode: expected interleaved (both targets run at once) or "
+                          f"alternating (one at a time: stop one, start the other between blocks), got {mode!r}")
+    block = bt.get("block", ALTERNATING_BLOCK if mode == "alternating" else BLOCK)
+    if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+        raise ConfigError(f"{where} baseline_target.block: expected requests per block (an integer >= 1), "
+                          f"got {block!r}")
+    return mode, block
+
+
+def check(bt: Any, where: str) -> Mapping:
+    """The ``baseline_target`` as a mapping, its keys, mode and block checked (collection time too)."""
     if isinstance(bt, str):
         bt = {"url": bt}
     if not isinstance(bt, Mapping) or not (bt.get("url") or bt.get("command")):
         raise ConfigError(f"{where} baseline_target: expected a URL, or a mapping with url: or command: "
                           f"(a managed server like target.command), got {bt!r}")
-    unknown = set(bt) - {"url", "command", "ready", "env", "startup_timeout", "model", "api"}
+    unknown = set(bt) - set(KEYS)
     if unknown:
-        raise ConfigError(f"{where} baseline_target: unknown key(s) {', '.join(sorted(unknown))} (allowed: url, "
-                          f"command, ready, env, startup_timeout, model, api)")
+        raise ConfigError(f"{where} baseline_target: unknown key(s) {', '.join(sorted(unknown))} (allowed: "
+                          f"{', '.join(KEYS)})")
+    ab_mode(bt, where)
+    return bt
+
+
+def baseline_spec(bt: Any, main: TargetSpec, where: str) -> TargetSpec:
+    """The baseline target's spec; its API (and model, unless given) are the test target's."""
+    bt = check(bt, where)
+    mode, _ = ab_mode(bt, where)
+    if mode == "alternating" and not (bt.get("command") and main.command):
+        which = "baseline_target" if not bt.get("command") else "the test's target"
+        raise ConfigError(f"{where} baseline_target.mode: alternating stops one target and starts the other "
+                          f"between blocks, so both must be managed servers (command:); {which} is a URL -- "
+                          f"use mode: interleaved, or give it a command")
     command, template, secrets = bt.get("command"), None, ()
     if command is not None:
         if not isinstance(command, list) or not command or not all(isinstance(c, str) for c in command):
@@ -54,18 +101,29 @@ def describe(spec: TargetSpec) -> str:
     return " ".join(spec.command_template) if spec.command_template else redact_url(spec.url)
 
 
-def measure_interleaved(measure, client_a, client_b, workload, *, salt_context: str, **kw):
+def measure_interleaved(measure, client_a, client_b, workload, *, salt_context: str, block_size: int = BLOCK,
+                        alternate=None, **kw):
     """(candidate result, baseline-target result): ``workload.samples`` requests each, in
-    blocks A B A B ...; every block of every arm has its own salt context (fresh prompts)."""
+    blocks A B A B ...; every block of every arm has its own salt context (fresh prompts).
+
+    ``client_a``/``client_b``: clients, or (with ``alternate``) callables that start that arm's
+    target and return its client; ``alternate(arm)`` stops the arm's target after its block
+    (alternating mode), and every block then sends the warmup requests again."""
     n = workload.samples
     parts: dict[str, list] = {"a": [], "b": []}
     done, block = 0, 0
     while done < n:
-        size = min(BLOCK, n - done)
-        w = replace(workload, samples=size, warmup=workload.warmup if block == 0 else 0,
-                    sequential=False, budgets=())
+        size = min(block_size, n - done)
+        warm = workload.warmup if block == 0 or alternate else 0
+        w = replace(workload, samples=size, warmup=warm, sequential=False, budgets=())
         for arm, client in (("a", client_a), ("b", client_b)):
-            parts[arm].append(measure(client, w, salt_context=f"{salt_context}#ab{block}{arm}", **kw))
+            if alternate is not None:
+                client = client()
+            try:
+                parts[arm].append(measure(client, w, salt_context=f"{salt_context}#ab{block}{arm}", **kw))
+            finally:
+                if alternate is not None:
+                    alternate(arm)  # stop it: the other one starts next
         done += size
         block += 1
     out = []
@@ -81,5 +139,6 @@ def measure_interleaved(measure, client_a, client_b, workload, *, salt_context: 
             res.extra.update(results[0].extra)
             res.notes[:0] = [x for x in results[0].notes if x not in res.notes]
         out.append(res)
-    out[0].extra.update(ab_blocks=block, ab_block_size=BLOCK)
+    out[0].extra.update(ab_blocks=block, ab_block_size=block_size,
+                        ab_mode="alternating" if alternate is not None else "interleaved")
     return out[0], out[1]

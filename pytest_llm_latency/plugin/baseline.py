@@ -97,7 +97,8 @@ def samples(res: WorkloadResult) -> dict[str, list]:
 
 
 def judge(res: WorkloadResult, entry: dict | None, tol: dict[str, float], *, seed: int = 0,
-          label: str = "baseline", base_fingerprint: dict | None = None, paired: bool = False) -> None:
+          label: str = "baseline", base_fingerprint: dict | None = None, paired: bool = False,
+          block: int = 1) -> None:
     """Compare ``res`` with a baseline entry, adding failed checks / notes and the detail."""
     if not res.records:
         return  # nothing measured: the result is already an error or a fail of its own
@@ -107,8 +108,10 @@ def judge(res: WorkloadResult, entry: dict | None, tol: dict[str, float], *, see
         return
     base = bfile.decode_samples(entry["samples"])
     cand = metric_values(res.records, res.failures, res.workload.output_tokens)
-    comps, skipped = compare_all(base, cand, tol, seed=seed, paired=paired)
+    comps, skipped = compare_all(base, cand, tol, seed=seed, paired=paired, block=block)
     detail: dict[str, Any] = {"label": label, "comparisons": [c.as_dict(label) for c in comps], "skipped": skipped}
+    named = set(getattr(res.workload, "regression", None) or ())
+    res.notes.extend(f"not compared with the {label}: {x}" for x in skipped if x.partition(":")[0] in named)
     detail["cdf"] = _cdf(base)
     status = "ok"
     for c in comps:

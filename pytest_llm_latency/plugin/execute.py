@@ -108,24 +108,48 @@ def _measure_ab(item, sess: LatencySession, spec: TargetSpec, client, workload: 
     from . import ab, baseline
 
     where = f"{item.nodeid} workload {workload.name!r}"
+    spec_b = None
     try:
         spec_b = ab.baseline_spec(workload.baseline_target, spec, where)
-        client_b = sess.client(spec_b)
+        mode, block = ab.ab_mode(workload.baseline_target, where)
+        if mode == "alternating":  # one target at a time (the candidate, running now, goes first)
+            arms = {"a": spec, "b": spec_b}
+            client, client_b = _starter(sess, spec, "target"), _starter(sess, spec_b, "baseline target")
+            alternate = lambda arm: sess.stop_server(arms[arm])  # noqa: E731
+        else:
+            client_b, alternate = sess.client(spec_b), None
     except ConfigError as exc:
         config_failure(exc)
     except (MeasurementError, LatencyError, OSError, RuntimeError) as exc:
         msg = sess.redactor()(f"baseline target {spec_b.describe()} could not start: {exc}")
         return evaluate(workload, [], [Failure("target", msg)])
-    res, res_b = ab.measure_interleaved(measure, client, client_b, workload, seed=sess.settings.get("seed"),
-                                        nonce=sess.nonce or None, progress=progress,
-                                        salt_context=sess.salt_context(item.nodeid, workload.name))
+    try:
+        res, res_b = ab.measure_interleaved(measure, client, client_b, workload, seed=sess.settings.get("seed"),
+                                            nonce=sess.nonce or None, progress=progress, block_size=block,
+                                            alternate=alternate,
+                                            salt_context=sess.salt_context(item.nodeid, workload.name))
+    except ab.StartError as exc:  # alternating: a target did not come back between blocks
+        return evaluate(workload, [], [Failure("target", sess.redactor()(str(exc)))])
     if not res_b.records:
         res.failed_checks.append(f"baseline target {ab.describe(spec_b)} measured no sample: "
                                  f"{res_b.failure_message() or 'empty sample'}")
         return res
     baseline.judge(res, {"samples": baseline.samples(res_b)}, baseline.tolerances(sess.settings, workload),
-                   seed=sess.settings.get("seed") or 0, label=f"baseline target {ab.describe(spec_b)}", paired=True)
+                   seed=sess.settings.get("seed") or 0, label=f"baseline target {ab.describe(spec_b)}", paired=True,
+                   block=block)
     return res
+
+
+def _starter(sess: LatencySession, spec: TargetSpec, label: str):
+    """A/B alternating blocks: a callable that (re)starts ``spec``'s managed server, returning its client."""
+    from .ab import StartError, describe
+
+    def start():
+        try:
+            return sess.client(spec)
+        except (MeasurementError, LatencyError, OSError, RuntimeError) as exc:
+            raise StartError(f"{label} {describe(spec)} could not start for an A/B block: {exc}") from exc
+    return start
 
 
 @contextlib.contextmanager

@@ -160,7 +160,9 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("json_samples", "Also write raw per-request samples to the --llm-latency-json file, so it can serve "
         "as a baseline.", _bool, "true or false", False, flag=True),
     Opt("max_regression", "Regression tolerances, e.g. 'ttft_p95=10%,tpot_p50=5%' (defaults: ttft_p50=10%, "
-        "ttft_p95=15%, tpot_p50=5%, e2e_p50=10%).", str, "metric_stat=percent pairs like ttft_p95=10%"),
+        "ttft_p95=15%, tpot_p50=5%, e2e_p50=10%), and absolute floors under which no change counts, e.g. "
+        "'ttft_floor=2ms' (defaults: ttft/ttfo/e2e 5ms, itl 2ms, tpot 0.25ms).", str,
+        "metric_stat=percent pairs like ttft_p95=10%, or metric_floor=duration like ttft_floor=2ms"),
     Opt("min_prefill_efficiency", "Fail a prompt_sweep workload whose prefill runs below this fraction of the "
         "compute ceiling (MFU, e.g. 0.35).", _fraction, "a fraction in (0, 1]"),
 )

@@ -118,6 +118,17 @@ class LatencySession:
         self._servers[key] = server
         return server.url
 
+    def stop_server(self, spec: TargetSpec) -> bool:
+        """Stop a managed target on purpose (A/B alternating blocks); the next ``client(spec)``
+        starts it again, on a new port.  False for a URL target (nothing of ours to stop)."""
+        key = (spec.url, spec.command, spec.env)
+        if not spec.command or key not in self._servers or self._pool is None:
+            return False
+        server = self._servers.pop(key)
+        for ck in [ck for ck in self._clients if ck[0] == server.url]:
+            self._clients.pop(ck)  # its port is gone; the httpx client is closed with the session
+        return self._pool.release(list(spec.command), ready_path=spec.ready, env=dict(spec.env))
+
     def server_for(self, spec: TargetSpec):
         return self._servers.get((spec.url, spec.command, spec.env))
 

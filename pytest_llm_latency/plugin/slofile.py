@@ -17,7 +17,7 @@ from ..core.errors import ConfigError
 from ..core.workload import Workload, check_min_samples, did_you_mean, make_workload, with_statistics
 
 TOP_KEYS = ("target", "workloads", "roofline")
-TARGET_KEYS = ("url", "model", "api", "command", "ready", "startup_timeout", "env")
+TARGET_KEYS = ("url", "model", "api", "command", "ready", "startup_timeout", "env", "baseline_target")
 
 
 @dataclass
@@ -190,7 +190,13 @@ def parse_slo_file(text: str | bytes, filename: str,
             raise ConfigError(f"{spec.where(('target', key))}: unknown key {key!r}{did_you_mean(key, TARGET_KEYS)}"
                               f" -- allowed: {', '.join(TARGET_KEYS)}")
     _check_target(target, lambda p: spec.where(("target",) + p))
-    spec.target = dict(target)
+    # the file's A/B baseline (README "Deploy gate"): every workload's, unless it names its own
+    file_baseline = target.get("baseline_target")
+    if file_baseline is not None:
+        from .ab import check
+
+        check(file_baseline, spec.where(("target",)))
+    spec.target = {k: v for k, v in target.items() if k != "baseline_target"}
     workloads = data.get("workloads")
     if not isinstance(workloads, dict) or not workloads:
         got = "nothing" if not workloads else type(workloads).__name__
@@ -207,8 +213,14 @@ def parse_slo_file(text: str | bytes, filename: str,
                               f"output_tokens, samples, slo, ...), got {type(wspec).__name__}")
         if file_roofline and "roofline" not in wspec:
             wspec = {**wspec, "roofline": file_roofline}
+        if file_baseline is not None and "baseline_target" not in wspec:  # workload > file; null opts out
+            wspec = {**wspec, "baseline_target": file_baseline}
         where = lambda p, n=name: spec.where(("workloads", n) + p)  # noqa: E731
         w = make_workload(str(name), wspec, where)
+        if (workloads[name] or {}).get("baseline_target") is not None:  # the file's was checked above
+            from .ab import check
+
+            check(w.baseline_target, where(()))
         if samples_override is not None or confidence_override is not None:
             conf = {} if confidence_override is None else {"confidence": confidence_override}
             w = with_statistics(w, conf, where, samples_override)

@@ -32,6 +32,7 @@ class TargetPool:
         self._targets: dict[tuple, ManagedTarget] = {}
         self._failures: dict[tuple, ManagedTargetError] = {}
         self._lock = threading.Lock()
+        self._started = 0  # log names stay unique when a released target is started again
 
     @staticmethod
     def key(command: Sequence[str], env: Mapping[str, str] | None, ready_path: str) -> tuple:
@@ -56,7 +57,8 @@ class TargetPool:
                 return target
             # named from the template: an expanded ${VAR} could be a secret, and the path is printed
             name = re.sub(r"[^\w.-]", "_", Path(str((display_command or command)[0])).name) or "target"
-            log = self.log_dir / f"target-{len(self._targets) + len(self._failures)}-{name}.log"
+            log = self.log_dir / f"target-{self._started}-{name}.log"
+            self._started += 1
             target = ManagedTarget(command, log_path=log, ready_path=ready_path,
                                    startup_timeout_s=startup_timeout_s, env=env, host=self.host,
                                    display_command=display_command, secrets=secrets)
@@ -67,6 +69,20 @@ class TargetPool:
                 raise
             self._targets[k] = target
             return target
+
+    def release(self, command: Sequence[str], *, ready_path: str = "/health",
+                env: Mapping[str, str] | None = None) -> bool:
+        """Stop the running target for this key on purpose and forget it, so that the next
+        ``get`` starts a fresh one (A/B alternating blocks: two servers that cannot both fit).
+        A target that died before is kept (its crash stays loud).  True when one was stopped."""
+        k = self.key(command, env, ready_path)
+        with self._lock:
+            target = self._targets.get(k)
+            if target is None or target.died:
+                return False
+            del self._targets[k]
+        target.stop()
+        return True
 
     def targets(self) -> list[ManagedTarget]:
         return list(self._targets.values())

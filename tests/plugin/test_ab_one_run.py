@@ -2,6 +2,7 @@
 and judged in the paired design.  Reference targets with jitter on: the same target (another
 jitter seed) is not flagged, a 15% slower decode is."""
 import json
+import re
 
 REF = "reference://h100-sxm/llama-3.1-8b?time_scale=0.5&jitter=0.05"
 TEST = """
@@ -44,3 +45,63 @@ def test_bad_baseline_target_is_a_configuration_error(pytester):
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
     r.assert_outcomes(errors=1)
     assert "baseline_target: expected a URL, or a mapping with url: or command:" in r.stdout.str()
+
+
+FILE_LEVEL = """
+target:
+  url: "{ref}&jitter_seed=1"
+  baseline_target: "{ref}&jitter_seed=2"
+workloads:
+  inherits: {{class: custom, prompt_tokens: 32, output_tokens: 8, samples: 10, warmup: 1, slo: {{}}}}
+  own:
+    {{class: custom, prompt_tokens: 32, output_tokens: 8, samples: 10, warmup: 1, slo: {{}},
+     baseline_target: "{ref}&jitter_seed=3"}}
+  opted_out: {{class: custom, prompt_tokens: 32, output_tokens: 8, samples: 10, warmup: 1, slo: {{}},
+              baseline_target: null}}
+"""
+
+
+def test_file_level_baseline_target_applies_to_every_workload_unless_it_names_its_own(pytester):
+    pytester.makefile(".slo.yaml", ab=FILE_LEVEL.format(ref=REF))
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--llm-latency-json=r.json", timeout=300)
+    r.assert_outcomes(passed=3)
+    res = {x["workload"]: x for x in json.loads((pytester.path / "r.json").read_text())["results"]}
+    assert res["inherits"]["baseline"]["label"] == f"baseline target {REF}&jitter_seed=2"   # the file's
+    assert res["own"]["baseline"]["label"] == f"baseline target {REF}&jitter_seed=3"        # workload > file
+    assert "baseline" not in res["opted_out"] and "ab_blocks" not in res["opted_out"]["extra"]
+    assert res["inherits"]["extra"]["ab_blocks"] == 2 and res["own"]["extra"]["ab_blocks"] == 2
+
+
+def test_bad_file_level_baseline_target_is_a_collection_error_naming_the_file(pytester):
+    pytester.makefile(".slo.yaml", ab="""
+target:
+  url: "reference://h100-sxm/llama-3.1-8b?time_scale=0"
+  baseline_target: {cmd: [x]}
+workloads:
+  chat: {class: chat}
+""")
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
+    r.assert_outcomes(errors=1)
+    assert re.search(r"ab\.slo\.yaml:\d+ target baseline_target: expected a URL, or a mapping with url: or "
+                     r"command:", r.stdout.str())
+
+
+def test_samples_auto_with_a_baseline_target_is_a_configuration_error(pytester):
+    pytester.makefile(".slo.yaml", ab=f"""
+target: {{url: "{REF}"}}
+workloads:
+  chat: {{class: custom, prompt_tokens: 32, output_tokens: 8, samples: auto, slo: {{ttft_p95: 1s}},
+         baseline_target: "{REF}&jitter_seed=2"}}
+""")
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
+    r.assert_outcomes(errors=1)
+    out = r.stdout.str()
+    assert "workloads.chat.samples: samples: auto does not combine with baseline_target" in out
+    assert "give samples: N" in out
+
+
+def test_run_wide_samples_auto_keeps_an_ab_workloads_fixed_count(pytester):
+    r = run(pytester, REF + "&jitter_seed=1", REF + "&jitter_seed=2", "--llm-latency-samples=auto")
+    r.assert_outcomes(passed=1)
+    res, = json.loads((pytester.path / "r.json").read_text())["results"]
+    assert res["n"] == 30 and res["extra"]["ab_blocks"] == 6

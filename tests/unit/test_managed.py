@@ -274,6 +274,21 @@ def test_pool_shares_identical_targets_and_closes_all(tmp_path):
     assert not (tmp_path / "logs").exists(), "a session whose targets all ran cleans its log folder up"
 
 
+def test_pool_release_stops_a_target_and_the_next_get_starts_a_fresh_one(tmp_path):
+    # A/B alternating blocks: stop one server on purpose, start it again later (new port, new log)
+    with TargetPool(tmp_path / "logs") as pool:
+        a = pool.get(server_cmd(), startup_timeout_s=30)
+        other = pool.get(server_cmd(), startup_timeout_s=30, env={"FAKE_ENV": "x"})
+        assert pool.release(server_cmd()) is True
+        assert not a.is_running() and wait_until(lambda: connection_refused(a.url))
+        assert pool.release(server_cmd()) is False          # nothing running under that key now
+        b = pool.get(server_cmd(), startup_timeout_s=30)
+        assert b is not a and b.is_running() and b.pid != a.pid
+        assert len({a.log_path, other.log_path, b.log_path}) == 3   # log names never reused
+        assert httpx.get(b.url + "/", timeout=5, trust_env=False).status_code == 200
+        assert other.is_running()                            # other keys untouched
+
+
 def test_pool_remembers_failures_and_reports_dead_targets(tmp_path):
     with TargetPool(tmp_path / "logs") as pool:
         bad = [sys.executable, "-c", "import sys; sys.exit(5)"]
