@@ -145,7 +145,8 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=1000.0, help="tok/s per stream")
     ap.add_argument("--streams", default="1,64")
     ap.add_argument("--designs", default=",".join(DESIGNS))
-    ap.add_argument("--json", default=None)
+    ap.add_argument("--json", default=str(Path(__file__).parent / "results" / "hot_path.json"),
+                    help="write the rows here (benchmarks/report.py reads it)")
     a = ap.parse_args()
     rows = []
     print("| design | streams | events | reader CPU µs/event | wall s | emitter lateness p99 ms | load |")

@@ -1,6 +1,6 @@
 """P4: what the plugin adds to pytest's start-up, in a repo with no latency tests.
 
-    .venv/bin/python benchmarks/startup.py [--runs 20] [--json benchmarks/data/startup.json]
+    .venv/bin/python benchmarks/startup.py [--runs 20] [--json benchmarks/results/startup.json]
 
 A throw-away repo (``tmp``) holds 20 plain test files (no latency markers, no SLO YAML) and a
 ``pytest.ini``.  ``python -m pytest --co -q -p no:cacheprovider`` runs there ``--runs`` times with
@@ -60,7 +60,8 @@ def import_ms(runs: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=20)
-    ap.add_argument("--json", default=None, help="write the result here (machine-readable)")
+    ap.add_argument("--json", default=str(Path(__file__).parent / "results" / "startup.json"),
+                    help="write the result here (machine-readable; benchmarks/report.py reads it)")
     a = ap.parse_args()
     base = [sys.executable, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider"]
     variants = {"plugin": base, "no_plugin": base + ["-p", "no:llm_latency"]}
