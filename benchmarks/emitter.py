@@ -57,46 +57,19 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # run as a script or loaded by path
 from emitter_stamps import load_stamps, pct, write_stamps  # noqa: E402,F401 - load_stamps re-exported
+from emitter_wire import WORDS, chat_tokens, chunk_sizes, count_words, http_chunk  # noqa: E402,F401
 
-WORDS = ("the of and to in is that for it as with was on be by at this are from or an which have "
-         "cache token prefill decode batch stream model kernel memory tensor vector layer head value "
-         "query key weight scale block queue step graph latency budget window signal matrix compute").split()
 MAX_BODY = 16 * 1024 * 1024
 
 
-def count_words(text) -> int:
-    return len(text.split()) if isinstance(text, str) else 0
-
-
-def chat_tokens(messages) -> int:
-    n = 1
-    for m in messages if isinstance(messages, list) else []:
-        c = m.get("content") if isinstance(m, dict) else None
-        if isinstance(c, list):
-            c = " ".join(p.get("text", "") for p in c if isinstance(p, dict))
-        n += count_words(c) + 2
-    return n
-
-
-def chunk_sizes(spec: str, total: int, rng: random.Random) -> list[int]:
-    """Tokens per chunk: ``"4"`` or ``"var:1-5"`` (seeded uniform), summing to ``total``."""
-    if spec.startswith("var:"):
-        lo, hi = (int(x) for x in spec[4:].split("-"))
-        draw = lambda: rng.randint(lo, hi)  # noqa: E731
-    else:
-        k = int(spec)
-        draw = lambda: k  # noqa: E731
-    out, left = [], total
-    while left > 0:
-        n = min(draw(), left)
-        out.append(n)
-        left -= n
-    return out
-
-
-def http_chunk(payload: bytes) -> bytes:
-    return b"%x\r\n%s\r\n" % (len(payload), payload)
-
+def _recv(sock: socket.socket) -> bytes:
+    """One read of a request; b"" when the client closed.  A socket timeout (set for the sender's
+    writes) only means the client is idle between requests: read again."""
+    while True:
+        try:
+            return sock.recv(65536)
+        except socket.timeout:
+            continue
 
 class Emitter:
     def __init__(self, a: argparse.Namespace):
@@ -170,10 +143,7 @@ class Emitter:
         try:
             while True:
                 while b"\r\n\r\n" not in buf:
-                    try:
-                        got = sock.recv(65536)
-                    except socket.timeout:
-                        continue
+                    got = _recv(sock)
                     if not got:
                         return
                     buf += got
@@ -185,10 +155,7 @@ class Emitter:
                 if n > MAX_BODY:
                     return self._reply(sock, 413, {"error": {"message": "body too large"}}, close=True)
                 while len(buf) < n:
-                    try:
-                        got = sock.recv(65536)
-                    except socket.timeout:
-                        continue
+                    got = _recv(sock)
                     if not got:
                         return
                     buf += got
