@@ -13,7 +13,7 @@ TTFT and TPOT in ms (``core.metrics`` definitions, via ``client.runner.measure``
   memory-bound ``membound`` models (half as many requests for the slow one).
 
 The files are small (a few KB) and committed: ``benchmarks/sequential_verdicts.py`` and
-``tests/unit/test_confidence_real.py`` resample them (a recorded distribution is the truth).
+``tests/unit/test_confidence.py`` resample them (a recorded distribution is the truth).
 """
 from __future__ import annotations
 
