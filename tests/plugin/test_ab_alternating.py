@@ -87,17 +87,21 @@ def test_slower_decode_is_flagged_in_alternating_blocks(pytester):
     assert "TPOT p50 +" in r.stdout.str() and "> tolerance 5%" in r.stdout.str()
 
 
-def test_alternating_needs_two_managed_targets(pytester):
-    pytester.makefile(".slo.yaml", alt="""
-target: {url: "reference://h100-sxm/llama-3.1-8b?time_scale=0"}
+#: A workload whose baseline_target is a URL, with the given mode/block keys.
+URL_BASELINE = """
+target: {{url: "reference://h100-sxm/llama-3.1-8b?time_scale=0"}}
 workloads:
   alt:
     class: custom
     prompt_tokens: 16
     output_tokens: 4
-    slo: {}
-    baseline_target: {url: "reference://h100-sxm/llama-3.1-8b?time_scale=0", mode: alternating}
-""")
+    slo: {{}}
+    baseline_target: {{url: "reference://h100-sxm/llama-3.1-8b?time_scale=0", {extra}}}
+"""
+
+
+def test_alternating_needs_two_managed_targets(pytester):
+    pytester.makefile(".slo.yaml", alt=URL_BASELINE.format(extra="mode: alternating"))
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
     r.assert_outcomes(errors=1)
     assert "baseline_target.mode: alternating stops one target and starts the other" in r.stdout.str()
@@ -105,16 +109,7 @@ workloads:
 
 
 def test_bad_mode_and_block_are_collection_errors_naming_the_line(pytester):
-    pytester.makefile(".slo.yaml", alt="""
-target: {url: "reference://h100-sxm/llama-3.1-8b?time_scale=0"}
-workloads:
-  alt:
-    class: custom
-    prompt_tokens: 16
-    output_tokens: 4
-    slo: {}
-    baseline_target: {url: "reference://h100-sxm/llama-3.1-8b?time_scale=0", mode: alternate, block: 0}
-""")
+    pytester.makefile(".slo.yaml", alt=URL_BASELINE.format(extra="mode: alternate, block: 0"))
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
     r.assert_outcomes(errors=1)
     out = r.stdout.str()
