@@ -1,6 +1,6 @@
 """Record real per-request latency samples for the statistics benchmark and tests.
 
-    .venv/bin/python benchmarks/record_latency.py [--requests 400] [--only reference|llama] [--jitter 0.05]
+    .venv/bin/python benchmarks/record_latency.py [--requests 600] [--only reference|llama] [--jitter 0.05] [--condition TEXT]
 
 Two sources, each written to ``benchmarks/data/<name>.json`` as plain lists of per-request
 TTFT and TPOT in ms (``core.metrics`` definitions, via ``client.runner.measure``):
@@ -12,7 +12,9 @@ TTFT and TPOT in ms (``core.metrics`` definitions, via ``client.runner.measure``
   ``tests/realserver`` (one thread, ``-t 1``) on the cached 2.5 MB ``tiny`` and 406 MB
   memory-bound ``membound`` models (half as many requests for the slow one).
 
-The files are small (a few KB) and committed: ``benchmarks/sequential_verdicts.py`` and
+Record on a quiet machine and say so (``--condition``); the ``*-loaded.json`` files are older
+recordings made while other work shared the cores (their ``condition`` says how), kept as the
+heavy-tailed case.  The files are small (a few KB) and committed: ``benchmarks/sequential_verdicts.py`` and
 ``tests/unit/test_confidence.py`` resample them (a recorded distribution is the truth).
 """
 from __future__ import annotations
@@ -29,8 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests", "realserver"))
 
-import httpx  # noqa: E402
-
+from pytest_llm_latency.client.http import Timeouts, make_http_client  # noqa: E402
 from pytest_llm_latency.client.runner import Target, make_client, measure  # noqa: E402
 from pytest_llm_latency.core import metrics as m  # noqa: E402
 from pytest_llm_latency.core.workload import make_workload  # noqa: E402
@@ -38,17 +39,21 @@ from pytest_llm_latency.core.workload import make_workload  # noqa: E402
 OUT = os.path.join(ROOT, "benchmarks", "data")
 
 
-def record(url: str, name: str, requests: int, prompt_tokens: int, output_tokens: int, target: str = "") -> None:
+def record(url: str, name: str, requests: int, prompt_tokens: int, output_tokens: int, target: str = "",
+           condition: str = "") -> None:
     w = make_workload(name, {"class": "custom", "prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
                              "samples": requests, "warmup": 2, "slo": {}})
-    with httpx.Client(timeout=60) as http:
+    # the plugin's own HTTP client: a bare httpx.Client reuses keep-alive connections that
+    # llama-server has closed (5 s idle), and the failed requests would drop out of the sample
+    load_start = round(os.getloadavg()[0], 2)
+    with make_http_client(Timeouts(idle_s=60.0)) as http:
         client = make_client(Target(url), http)
         t0 = time.time()
         res = measure(client, w)
     recs = res.records
-    data = {"source": name, "url": url.split("?")[0], "target": target or url.split("?")[0], "recorded_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    data = {"source": name, "condition": condition, "url": url.split("?")[0], "target": target or url.split("?")[0], "recorded_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "machine": f"{platform.machine()} {os.cpu_count()} cpus",
-            "load_average_1m_at_end": round(os.getloadavg()[0], 2), "prompt_tokens": prompt_tokens,
+            "load_average_1m_at_start": load_start, "load_average_1m_at_end": round(os.getloadavg()[0], 2), "prompt_tokens": prompt_tokens,
             "output_tokens": output_tokens, "failed": res.failed_requests,
             "ttft_ms": [round(m.ttft_ms(r), 4) for r in recs],
             "tpot_ms": [round(m.tpot_ms(r), 4) for r in recs if m.tpot_ms(r) is not None]}
@@ -61,16 +66,18 @@ def record(url: str, name: str, requests: int, prompt_tokens: int, output_tokens
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--requests", type=int, default=400)
+    ap.add_argument("--requests", type=int, default=600)
     ap.add_argument("--only", choices=("reference", "llama"))
     ap.add_argument("--jitter", type=float, default=0.05, help="the reference target's jitter (CV per engine step)")
+    ap.add_argument("--condition", default="", help="what else ran on the machine, written into the file "
+                    "(e.g. 'quiet: nothing else running')")
     a = ap.parse_args()
     if a.only in (None, "reference"):
         from pytest_llm_latency.targets.reference.launch import start_reference
 
         spec = f"reference://h100-sxm/llama-3.1-8b?jitter={a.jitter}"
         with start_reference(spec) as ref:
-            record(ref.url, "reference-h100-llama8b", a.requests, 512, 32, spec)
+            record(ref.url, "reference-h100-llama8b", a.requests, 512, 32, spec, a.condition)
     if a.only in (None, "llama"):
         import build_llama_server
         import make_models
@@ -82,7 +89,7 @@ def main() -> None:
             with TargetPool(tempfile.mkdtemp(prefix="record-llama-")) as pool:
                 target = pool.get(llama_server_command(binary, models[name]), ready_path="/health",
                                   startup_timeout_s=120)
-                record(target.url, f"llama-server-{name}", requests, 128, 16)
+                record(target.url, f"llama-server-{name}", requests, 128, 16, condition=a.condition)
 
 
 if __name__ == "__main__":
