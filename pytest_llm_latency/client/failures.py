@@ -21,6 +21,15 @@ from ..core.redact import Redactor
 MAX_ERROR_BODY = 64 * 1024
 
 
+class AnswerDeadline(httpx.ReadTimeout):
+    """A small answer (``http.bounded_request``) still arriving at its *total* deadline: bytes
+    kept coming, too slowly.  A ``ReadTimeout`` for httpx's callers, but not a stall."""
+
+    def __init__(self, message: str, *, total_s: float, request: httpx.Request):
+        super().__init__(message, request=request)
+        self.total_s = total_s
+
+
 class _Timeouts(Protocol):  # http.Timeouts (http imports this module, not the other way)
     connect_s: float
     idle_s: float
@@ -136,6 +145,11 @@ def map_transport_error(exc: httpx.HTTPError, url: str, timeouts: _Timeouts, red
         return MeasurementError("connect", redact(
             f"cannot connect to {url}: {exc} — is the server running and the URL right?"))
     phase = received.phase
+    if isinstance(exc, AnswerDeadline):
+        got = f"{received.body_bytes} body bytes" if phase in ("body", "tokens") else "no body byte"
+        return MeasurementError("total_timeout", redact(
+            f"the answer from {url} was still arriving after {exc.total_s:g}s in all ({got} by then): "
+            f"bytes kept coming, too slowly -- a server or proxy trickling the response"))
     if isinstance(exc, httpx.ReadTimeout):
         where = {"nothing": "before any response (no status line)",
                  "headers": f"after the response headers (HTTP {received.status}), before any body byte",

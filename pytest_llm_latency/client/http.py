@@ -29,8 +29,8 @@ from ..core.errors import MeasurementError
 from ..core.record import Clock, RecordBuilder
 from ..core.redact import Redactor, redact_url  # noqa: F401 - re-exported: the client layer's redaction
 from .recv_stamp import install, read_clock
-from .failures import (MAX_ERROR_BODY, RECEIVED_ATTR, Received, content_type, error_text,  # noqa: F401
-                       map_transport_error, proxy_page, proxy_page_error)
+from .failures import (MAX_ERROR_BODY, RECEIVED_ATTR, AnswerDeadline, Received, content_type,  # noqa: F401
+                       error_text, map_transport_error, proxy_page, proxy_page_error)
 
 DEFAULT_POOL_SIZE = 16
 STALE_RETRY_EVENT = "llm_latency.stale_connection_retry"
@@ -203,7 +203,8 @@ def bounded_request(http: httpx.Client, method: str, url: str, *, total_s: float
     """``http.request`` whose *whole* answer must arrive within ``total_s`` and ``max_bytes``.
 
     httpx's read timeout bounds each read only, so a server trickling a byte a second would
-    otherwise hold a plain GET for hours.  Raises ``httpx.ReadTimeout`` past the deadline and
+    otherwise hold a plain GET for hours.  Raises ``AnswerDeadline`` (an ``httpx.ReadTimeout``
+    that ``map_transport_error`` names ``total_timeout``, not a stall) past the deadline and
     ``httpx.DecodingError`` past the size cap (both ``httpx.HTTPError``).  An error after the
     status line carries what had arrived (``RECEIVED_ATTR``) for ``map_transport_error``.
     """
@@ -218,8 +219,8 @@ def bounded_request(http: httpx.Client, method: str, url: str, *, total_s: float
                     raise httpx.DecodingError(f"answer from {url} larger than {max_bytes} bytes",
                                               request=resp.request)
                 if clock() > deadline:
-                    raise httpx.ReadTimeout(f"answer from {url} took longer than {total_s:g}s in all",
-                                            request=resp.request)
+                    raise AnswerDeadline(f"answer from {url} took longer than {total_s:g}s in all",
+                                         total_s=total_s, request=resp.request)
         except httpx.HTTPError as exc:  # the status had arrived: map_transport_error names that phase
             setattr(exc, RECEIVED_ATTR, Received.from_response(resp, len(data), elapsed_s=clock() - start,
                                                                stream=False))

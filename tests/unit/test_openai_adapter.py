@@ -3,7 +3,7 @@ import httpx
 import pytest
 
 from fakeserver import Script, VirtualTime, make_transport
-from pytest_llm_latency.client.http import Redactor, make_http_client
+from pytest_llm_latency.client.http import Redactor, Timeouts, make_http_client, map_transport_error
 from pytest_llm_latency.client.openai import OpenAIClient
 from pytest_llm_latency.core import metrics
 from pytest_llm_latency.core.errors import MeasurementError
@@ -188,9 +188,13 @@ def test_small_answers_are_bounded_in_total_not_just_per_read():
             yield bytes([b])
 
     http = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200, content=trickle())))
-    with pytest.raises(httpx.ReadTimeout, match="longer than 5s in all"):
+    with pytest.raises(httpx.ReadTimeout, match="longer than 5s in all") as info:
         bounded_request(http, "GET", "http://x/v1/models", total_s=5, clock=clock)
     assert now[0] == 6.0  # stopped at the first read past the deadline
+    # named as a trickle past the total deadline, not as a stall of idle_s
+    err = map_transport_error(info.value, "http://x", Timeouts(idle_s=60.0), Redactor())
+    assert err.kind == "total_timeout" and "stall" not in err.message, err.message
+    assert "still arriving after 5s in all (6 body bytes by then)" in err.message, err.message
     big = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200, content=b"x" * 100)))
     with pytest.raises(httpx.DecodingError, match="larger than 10 bytes"):
         bounded_request(big, "GET", "http://x/metrics", total_s=5, max_bytes=10)
