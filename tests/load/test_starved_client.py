@@ -6,11 +6,9 @@ read late, together.
 The first test runs the client in a child process at the lowest CPU priority (``nice 19``,
 which any user may set) against busy loops at normal priority: starved every time, it falls
 behind (an error).  The second runs it at the busy loops' own priority (the issue's case: two
-busy processes pinning both cores): it keeps up in part, and its late reads bunch the tokens;
-the run must say "client-limited", never "a buffering proxy".  Measured on the shared 2-core
-machine (3 runs): lag p99 14.6-20.6 ms against a 3.4-14.1 ms token interval, 40-57 % of the
-token gaps under 0.1 ms, all three client-limited.  Each test takes about 5 s; the busy loops
-are stopped in a ``finally`` (killed if they do not stop)."""
+busy processes pinning both cores) and at nice 5: it keeps up in part, and where its late reads
+bunch the tokens the run must say "client-limited", never "a buffering proxy".  Each run takes
+about 2-5 s; the busy loops are stopped in a ``finally`` (killed if they do not stop)."""
 from __future__ import annotations
 
 import multiprocessing
@@ -77,12 +75,31 @@ def test_busy_loops_on_every_core_make_the_64_stream_run_say_the_client_fell_beh
     assert not any("buffering proxy" in n for n in res["notes"])  # the client is named, not a proxy
 
 
-def test_two_busy_processes_at_the_clients_priority_make_it_client_limited_never_a_proxy():
-    res = _starved_run(nice=0)
-    assert res["extra"]["client_limited"] == 1, res
+def _says_client_limited_when_bunched_never_a_proxy(res: dict) -> bool:
+    """The invariant of every starved run: a buffering proxy is never named; tokens bunched
+    beyond ``BURST_SHARE`` of the gaps are put on the client, in words.  True if they bunched."""
+    from pytest_llm_latency.client.load_report import BURST_SHARE
+
     assert not any("buffering proxy" in n for n in res["notes"]), res["notes"]
-    said = [n for n in res["notes"] if n.startswith("client-limited: ")] + \
-        [e for e in res["errors"] if e.startswith("the client fell behind")]
-    assert said, res  # the result says so in words, not only in extra
-    # the lag that made it so, against the token interval it was compared with
-    assert res["extra"]["client_lag_ms_p99"] > 0 and res["extra"]["burst_chunks"] > 0
+    bunched = res["extra"]["burst_chunks"] > BURST_SHARE * 480  # 32 requests x 15 gaps
+    if bunched:
+        assert res["extra"]["client_limited"] == 1, res
+        said = [n for n in res["notes"] if n.startswith("client-limited: ")] + \
+            [e for e in res["errors"] if e.startswith("the client fell behind")]
+        assert said, res  # the result says so in words, not only in extra
+        # the lag that made it so, against the token interval it was compared with
+        assert res["extra"]["client_lag_ms_p99"] > 0
+    return bunched
+
+
+def test_two_busy_processes_make_the_client_limited_never_a_proxy():
+    """At the busy loops' own priority (nice 0) the scheduler sometimes lets the 64-stream
+    client keep up (on a quiet 2-core machine, 3 of 6 runs bunched fewer than 10 % of the token
+    gaps and rightly said nothing), so that run checks only the invariant.  At nice 5 (a third
+    of the busy loops' CPU weight) the client reads late every time (6 of 6: 54-154 of 480 gaps
+    bunched, lag p99 6-12 ms) without falling behind: the bunched case, which must be put on
+    the client."""
+    _says_client_limited_when_bunched_never_a_proxy(_starved_run(nice=0))
+    res = _starved_run(nice=5)
+    assert _says_client_limited_when_bunched_never_a_proxy(res), res["extra"]
+    assert res["extra"]["client_fell_behind"] == 0 and res["verdict"] != "error", res
