@@ -20,8 +20,10 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from pytest_llm_latency.core import confidence as ci  # noqa: E402
+from sequential_verdicts import exact_median as median  # noqa: E402  (the median of a stopping-time law)
 
 ALPHA, MIN_N = 0.05, 10
 
@@ -51,15 +53,6 @@ def two_piece(q: float, o1: float, o2: float, share: float, max_n: int) -> tuple
     t2 = _calibrate(ALPHA, lambda t: ci._crossing_counts(p_above, _counts(q, o1, o2, t1, t, mid, max_n), MIN_N))
     cs = _counts(q, o1, o2, t1, t2, mid, max_n)
     return tuple(None if c is None else n - c + 1 for n, c in enumerate(cs)), ci._crossing_counts(p_above, cs, MIN_N)
-
-
-def median(times: list[float]) -> int | None:
-    acc = 0.0
-    for n, x in enumerate(times):
-        acc += x
-        if acc >= 0.5:
-            return n
-    return None
 
 
 def mean_stop(times: list[float], max_n: int) -> float:
