@@ -20,10 +20,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from pytest_llm_latency.core import confidence as ci  # noqa: E402
-from sequential_verdicts import exact_median as median  # noqa: E402  (the median of a stopping-time law)
 
 ALPHA, MIN_N = 0.05, 10
 
@@ -67,14 +65,14 @@ def compare(q: float, max_n: int, ranks: tuple, shares_above: list[float]) -> li
     rows = []
     for a in shares_above:
         tb, tn = ci.crossing_times(1 - a, base, False, MIN_N), ci.crossing_times(1 - a, ranks, False, MIN_N)
-        rows.append((a, median(tb), median(tn), sum(tb), sum(tn), mean_stop(tb, max_n), mean_stop(tn, max_n)))
+        rows.append((a, ci.median_time(tb), ci.median_time(tn), sum(tb), sum(tn), mean_stop(tb, max_n), mean_stop(tn, max_n)))
     return rows
 
 
 def main() -> None:
     q, max_n, case = 0.95, 200, 0.1075  # the loaded membound TPOT, +20 %
     base = ci.sequential_quantile(q, ALPHA, max_n, MIN_N).lower
-    print(f"rule in use: median at {case:.2%} above = {median(ci.crossing_times(1 - case, base, False, MIN_N))}")
+    print(f"rule in use: median at {case:.2%} above = {ci.median_time(ci.crossing_times(1 - case, base, False, MIN_N))}")
     print("\n| odds before / after | alpha share by max_n/3 | error | median at 10.75 % above | E[N] there | median at 15 % | at 20 % | P(decided by 200) at 7 % |")
     print("|---|---|---|---|---|---|---|---|")
     for o1 in (1.5, 2.0, 2.5, 3.0):

@@ -134,15 +134,6 @@ def wald_asn(p_true: float, met: bool, alpha: float = 1 - CONF, beta: float = 1 
     return ((1 - beta) * math.log((1 - beta) / alpha) + beta * math.log(beta / (1 - alpha))) / kl
 
 
-def exact_median(times: list[float]) -> int | None:
-    acc = 0.0
-    for n, x in enumerate(times):
-        acc += x
-        if acc >= 0.5:
-            return n
-    return None
-
-
 def cost_table(dists: dict, distances=(0.05, 0.2, 0.5)) -> list[str]:
     rule = ci.sequential_quantile(Q, 1 - CONF, MAX_N, MIN_N)
     old_lower, _ = ci._calibrate(Q, 1 - CONF, MIN_N, MAX_N, False)  # the previous fail side
@@ -153,8 +144,8 @@ def cost_table(dists: dict, distances=(0.05, 0.2, 0.5)) -> list[str]:
             for met in (True, False):
                 limit = truth / (1 - d) if met else truth / (1 + d)
                 p = sum(v <= limit for v in dist) / len(dist)
-                now = exact_median(ci.crossing_times(p, rule.upper if met else rule.lower, met, MIN_N))
-                old = exact_median(ci.crossing_times(p, rule.upper if met else old_lower, met, MIN_N))
+                now = ci.median_time(ci.crossing_times(p, rule.upper if met else rule.lower, met, MIN_N))
+                old = ci.median_time(ci.crossing_times(p, rule.upper if met else old_lower, met, MIN_N))
                 fl = floor_median(p, met)
                 asn = wald_asn(p, met)
                 verdict = ("reached" if now is not None and now <= FIXED_N / 3 else

@@ -292,6 +292,17 @@ def crossing_times(p_below: float, ranks: Sequence, upper: bool = True, start: i
     return out
 
 
+def median_time(times: Sequence[float]) -> int | None:
+    """The median of a stopping-time law (``crossing_times``): the first n by which the
+    rule has stopped with probability >= 1/2; None if it stops less often than that."""
+    acc = 0.0
+    for n, x in enumerate(times):
+        acc += x
+        if acc >= 0.5:
+            return n
+    return None
+
+
 def naive_ranks(q: float, alpha: float, max_n: int, upper: bool = True) -> tuple:
     """The fixed-n ranks at every n: what re-checking a fixed-n bound after each sample uses."""
     pick = upper_rank if upper else lower_rank

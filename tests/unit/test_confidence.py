@@ -88,15 +88,6 @@ def test_sequential_rule_holds_its_error_whenever_one_looks_and_a_naive_recheck_
         assert naive > 1.5 * ALPHA, (q, upper, naive)  # repeated fixed-n checks inflate the error
 
 
-def median_stop(times):
-    acc = 0.0
-    for n, x in enumerate(times):
-        acc += x
-        if acc >= 0.5:
-            return n
-    return None
-
-
 def test_the_sprt_fail_boundary_decides_a_missed_budget_sooner_than_alpha_spending():
     """The lower bound (a missed budget's *fail*) sits on a truncated binomial SPRT boundary,
     calibrated exactly.  On the membound-model TPOT recorded on a loaded machine, with the budget 20 % below its
@@ -110,12 +101,12 @@ def test_the_sprt_fail_boundary_decides_a_missed_budget_sooner_than_alpha_spendi
     sprt = ci.sequential_quantile(0.95, ALPHA, 200, 10).lower
     spending, err = ci._calibrate(0.95, ALPHA, 10, 200, False)
     assert ci.crossing_probability(0.95, sprt, False, 10) <= ALPHA and err <= ALPHA
-    new, old = median_stop(ci.crossing_times(p_below, sprt, False, 10)), \
-        median_stop(ci.crossing_times(p_below, spending, False, 10))
+    new, old = ci.median_time(ci.crossing_times(p_below, sprt, False, 10)), \
+        ci.median_time(ci.crossing_times(p_below, spending, False, 10))
     assert new is not None and old is not None and new <= old - 8, (new, old)
     for share_above in (0.07, 0.1, 0.15, 0.2, 0.3, 0.45, 0.6):
-        a = median_stop(ci.crossing_times(1 - share_above, sprt, False, 10))
-        b = median_stop(ci.crossing_times(1 - share_above, spending, False, 10))
+        a = ci.median_time(ci.crossing_times(1 - share_above, sprt, False, 10))
+        b = ci.median_time(ci.crossing_times(1 - share_above, spending, False, 10))
         assert (a or 201) <= (b or 201), (share_above, a, b)
 
 
