@@ -70,8 +70,9 @@ def configuration_md() -> str:
              "From `pytest_llm_latency/plugin/options.py`:\n"]
     lines += ["> " + line if line.strip() else ">" for line in inspect.cleandoc(options.__doc__ or "").splitlines()]
     lines.append("")
-    lines.append("Setting an option to an empty value (`LLM_LATENCY_SAMPLES=`) leaves it unset, so the "
-                 "next layer decides.\n")
+    lines.append(f"An empty environment variable or ini value (`{options.OPTIONS[0].env}=`) counts as "
+                 "not set, so the next layer decides. An option marked \"a switch\" takes no value on the command "
+                 "line; in the environment or ini it takes `true` or `false` (also 1/0, yes/no, on/off).\n")
     lines.append("| setting | CLI | env | ini | default |")
     lines.append("|---|---|---|---|---|")
     for opt in options.OPTIONS:

@@ -102,6 +102,21 @@ def test_every_cli_subcommand_is_in_the_cli_reference():
         assert name in text, f"subcommand {name} is not in docs/reference/cli.md: {REGENERATE}"
 
 
+def test_example_slo_files_match_the_shipped_schema():
+    """The files the docs point newcomers at are valid against the schema their editor uses."""
+    jsonschema = pytest.importorskip("jsonschema")
+    yaml = pytest.importorskip("yaml")
+    schema = json.loads((ROOT / "pytest_llm_latency" / "data" / "slo.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    files = sorted((ROOT / "example_slos").glob("*.y*ml"))
+    assert files
+    for path in files:
+        errors = [f"{'.'.join(map(str, e.absolute_path))}: {e.message}"
+                  for e in validator.iter_errors(yaml.safe_load(path.read_text()))]
+        assert not errors, f"{path.relative_to(ROOT)} does not match slo.schema.json: {errors}"
+
+
 # -- links ------------------------------------------------------------------------------------
 
 def _markdown_files() -> list[Path]:
