@@ -70,9 +70,18 @@ def configuration_md() -> str:
              "`[tool.pytest.ini_options]`, `tox.ini`, `setup.cfg`). Per-test values come from the "
              "`llm_slo` marker and from YAML SLO files ([YAML reference](yaml.md)).\n",
              "## Precedence and validation\n",
-             "From `pytest_llm_latency/plugin/options.py`:\n"]
-    lines += ["> " + line if line.strip() else ">" for line in inspect.cleandoc(options.__doc__ or "").splitlines()]
-    lines.append("")
+             ]
+    doc = " ".join((options.__doc__ or "").split())
+    rule = re.search(r"Precedence[^:]*:\s*([^.]+)\.", doc)
+    if rule:
+        lines.append(f"Precedence for every setting (`pytest_llm_latency/plugin/options.py`): **{rule.group(1).strip()}**. "
+                     "The CLI, environment and ini are read once per run; a marker (above them) and an SLO file "
+                     "(below them) add per-test values.\n")
+    else:
+        lines.append(_para(options.__doc__ or "") + "\n")
+    example = _example_error(options)
+    if example:
+        lines.append(f"A value that does not parse is a usage error naming its source, e.g.:\n\n```text\n{example}\n```\n")
     lines.append(f"An empty environment variable or ini value (`{options.OPTIONS[0].env}=`) counts as "
                  "not set, so the next layer decides. An option marked \"a switch\" takes no value on the command "
                  "line; in the environment or ini it takes `true` or `false` (also 1/0, yes/no, on/off).\n")
@@ -120,6 +129,21 @@ def configuration_md() -> str:
             lines.append(f"- `{name}{sig}`: {_para(inspect.cleandoc(fn.__doc__ or ''))}")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _example_error(options) -> str | None:
+    """The error of the first option that refuses a nonsense value in the environment, as the
+    plugin prints it (so the page shows the real wording)."""
+    from pytest_llm_latency.core.errors import ConfigError
+
+    for opt in options.OPTIONS:
+        if opt.flag:
+            continue
+        try:
+            options.Settings.resolve({}, {opt.env: "not-a-value"}, {})
+        except ConfigError as exc:
+            return str(exc)
+    return None
 
 
 def _show(value: Any) -> str:
