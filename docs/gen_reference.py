@@ -61,7 +61,10 @@ def configuration_md() -> str:
 
     opt_cls = type(options.OPTIONS[0])
     known = {"name", "help", "parse", "expect", "default", "flag"}
-    extra_fields = [f for f in dataclasses.fields(opt_cls) if f.name not in known]
+    try:  # any field the table grows (an old name, a deprecation) is shown, not dropped
+        extra_fields = [f for f in dataclasses.fields(opt_cls) if f.name not in known]
+    except TypeError:
+        extra_fields = []
 
     lines = [HEADER.format(source="pytest_llm_latency.plugin.options.OPTIONS"),
              "# Configuration reference\n",
@@ -320,6 +323,8 @@ def _rows(node: dict, defs: dict, required: set[str], path: str = "") -> list[st
         meaning = _cell(sub.get("description", "") or _ref_description(sub, defs))
         if key in required:
             meaning = ("**required.** " + meaning).strip()
+        if sub.get("deprecated"):  # JSON Schema's own keyword for a key kept for compatibility
+            meaning = ("**deprecated.** " + meaning).strip()
         rows.append(f"| {names} | {_type(sub, defs, _child(path, key, sub))} | {meaning} |")
         i = j
     extra = node.get("additionalProperties")
