@@ -28,7 +28,8 @@ from pathlib import Path
 
 from pytest_llm_latency.targets.process import free_port
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+#: the user docs' page that recommends the nginx block (the tier tests exactly that block)
+README = Path(__file__).resolve().parents[1] / "docs" / "reverse-proxy.md"
 START_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 10.0
 
@@ -57,16 +58,16 @@ def nginx_version(binary: str) -> str:
 
 
 def readme_recommended() -> list[str]:
-    """The directives of the README's recommended ``location`` block for streaming LLM
-    endpoints (``proxy_pass`` left out: each setup points at its own upstream), so the tier
-    tests exactly what the README recommends."""
+    """The directives of the recommended ``location`` block for streaming LLM endpoints in
+    ``docs/reverse-proxy.md`` (``proxy_pass`` left out: each setup points at its own
+    upstream), so the tier tests exactly what the docs recommend."""
     text = README.read_text()
     m = re.search(r"```nginx\n(.*?)```", text, re.S)
     if not m:
-        raise AssertionError("README.md has no ```nginx block with the recommended settings")
+        raise AssertionError("docs/reverse-proxy.md has no ```nginx block with the recommended settings")
     body = re.search(r"location [^{]*\{\n(.*?)\n\s*\}", m.group(1), re.S)
     if not body:
-        raise AssertionError("the README's nginx block has no location { ... }")
+        raise AssertionError("the nginx block of docs/reverse-proxy.md has no location { ... }")
     lines = []
     for line in body.group(1).splitlines():
         line = line.split("#", 1)[0].strip()

@@ -12,7 +12,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pytest_llm_latency"
 
-#: what each folder may import (besides itself); the README's layout section says the same
+#: what each folder may import (besides itself); docs/architecture.md's module map says the same
 ALLOWED: dict[str, set[str]] = {
     "core": set(),
     "files": set(),
@@ -140,7 +140,7 @@ def test_no_import_cycles():
 
 def test_every_folder_is_a_known_layer():
     folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert folders == set(ALLOWED), "a new folder needs a row in ALLOWED (and in the README's layout)"
+    assert folders == set(ALLOWED), "a new folder needs a row in ALLOWED (and in docs/architecture.md's module map)"
     loose = {p.stem for p in PACKAGE.glob("*.py")}
     assert loose == set(ROOT_MODULES), f"modules must live in a layer folder, not the package root: {loose}"
 
