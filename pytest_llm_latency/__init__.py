@@ -1,5 +1,5 @@
 __version__ = "0.1.0"
 
-from .core.errors import LatencyWarning  # noqa: E402  (public: -W error::pytest_llm_latency.LatencyWarning)
+from .core.errors import LatencyDeprecationWarning, LatencyWarning  # noqa: E402  (public: -W error::pytest_llm_latency.LatencyWarning)
 
-__all__ = ["LatencyWarning", "__version__"]
+__all__ = ["LatencyDeprecationWarning", "LatencyWarning", "__version__"]
