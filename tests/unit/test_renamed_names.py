@@ -160,3 +160,24 @@ def test_the_slo_schema_has_the_same_keys_as_the_parser():
     workload = schema["properties"]["workloads"]["additionalProperties"]["properties"]
     assert set(workload) == set(WORKLOAD_KEYS) | {"sweep"} and workload["sweep"]["deprecated"] is True
     assert workload["slo"]["properties"]["min_prefill_efficiency"]["deprecated"] is True
+
+
+def test_a_file_roofline_prefill_floor_is_for_the_files_prompt_sweeps_and_merges_under_a_moved_one():
+    from pytest_llm_latency.plugin.slofile import parse_slo_file
+
+    text = ("roofline: {hardware: h100-sxm, min_prefill_efficiency: 0.3}\n"
+            "workloads:\n"
+            "  chat: {samples: 20, confidence: null}\n"
+            "  sweep: {prompt_sweep: [256, 1024], samples: 3}\n"
+            "  old: {prompt_sweep: [256, 1024], samples: 3, slo: {min_prefill_efficiency: 0.4}}\n")
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        spec = parse_slo_file(text, "f.slo.yaml")
+    chat, sweep, old = spec.workloads
+    assert dict(chat.roofline) == {"hardware": "h100-sxm"} and chat.prefill_slo == {}
+    assert dict(sweep.roofline) == {"hardware": "h100-sxm", "min_prefill_efficiency": 0.3}
+    assert dict(old.roofline) == {"hardware": "h100-sxm", "min_prefill_efficiency": 0.4}  # the workload's wins
+    assert old.prefill_slo["min_prefill_efficiency"][0] == 0.4
+    assert [str(w.message) for w in got] == [
+        "f.slo.yaml:5 workloads.old.slo.min_prefill_efficiency is deprecated: use 'roofline.min_prefill_efficiency' "
+        "instead (the old name works for this release)"]
