@@ -157,3 +157,15 @@ def test_compare_old_max_regression_flag(tmp_path, capsys):
     assert "--max-regression: regression ttft_p95: expected a percentage" in err  # its value was the one read
     assert main(["compare", missing, missing, "--max-regression", "ttft_p95=5%", "--regression", "ttft_p95=5%"]) == 2
     assert "--max-regression (deprecated) and --regression are both given" in capsys.readouterr().err
+
+
+def test_the_shipped_examples_use_no_old_name(pytester):
+    import shutil
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / "example_slos"
+    for f in src.glob("*.slo.yaml"):
+        shutil.copy(f, pytester.path / f.name)
+    shutil.copy(src / "pytest.ini", pytester.path / "pytest.ini")
+    r = pytester.runpytest("-p", "no:cacheprovider", "--collect-only", "-q")
+    assert r.ret == pytest.ExitCode.OK and DEPRECATED not in r.stdout.str(), r.stdout.str()
