@@ -39,7 +39,7 @@ class Workload:
     budgets: tuple[Budget, ...] = ()
     roofline: Mapping[str, Any] | None = field(default=None, compare=False)
     load: Load | None = None          # open loop / closed-loop timing (None: the plain closed loop)
-    sweep: Any = None                 # core.rate_sweep.SweepSpec (YAML ``rate_sweep:``): the highest rate meeting the SLO
+    sweep: Any = None                 # core.rate_sweep.SweepSpec (YAML ``rate_sweep:``): highest rate meeting the SLO
     cold_starts: str = "exclude"      # what a cold-start sample does: exclude | include | fail (core.coldstart)
     # prefill roofline (issue 19): prompt lengths swept at concurrency 1, and its budgets
     prompt_sweep: tuple[int, ...] = ()
