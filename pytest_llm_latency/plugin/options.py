@@ -216,7 +216,8 @@ def _layer(opt: Opt, olds: tuple[Opt, ...], cli: Mapping[str, Any], env: Mapping
            ini: Mapping[str, Any], deprecations: list[str]) -> Value | None:
     """The value of ``opt`` from the highest layer that gives it under its name or an old one."""
     layers = (
-        (lambda o: cli.get(o.name) not in (None, False), lambda o: cli[o.name], lambda o: o.cli, "true"),
+        (lambda o: cli.get(o.name) is not None and cli[o.name] is not False, lambda o: cli[o.name], lambda o: o.cli,
+         "true"),
         (lambda o: env.get(o.env, "") != "", lambda o: env[o.env], lambda o: f"{o.env} (environment)", None),
         (lambda o: ini.get(o.name) not in (None, "", []), lambda o: ini[o.name], lambda o: f"{o.ini} (ini)", None),
     )
