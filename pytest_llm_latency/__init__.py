@@ -1,5 +1,6 @@
 __version__ = "0.1.0"
 
-from .core.errors import LatencyWarning  # noqa: E402  (public: -W error::pytest_llm_latency.LatencyWarning)
+# public: -W error::pytest_llm_latency.LatencyWarning; old names warn with LatencyDeprecationWarning
+from .core.errors import LatencyDeprecationWarning, LatencyWarning  # noqa: E402
 
-__all__ = ["LatencyWarning", "__version__"]
+__all__ = ["LatencyDeprecationWarning", "LatencyWarning", "__version__"]

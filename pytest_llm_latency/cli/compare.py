@@ -24,11 +24,13 @@ HEADER = ("test", "metric", "base", "candidate", "ratio", "CI", "verdict")
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("base", help="baseline file, or results JSON written with --llm-latency-json-samples")
     p.add_argument("candidate", help="candidate file (same kinds)")
-    p.add_argument("--max-regression", action="append", default=[], metavar="METRIC_STAT=PCT",
+    p.add_argument("--regression", action="append", default=[], metavar="METRIC_STAT=PCT",
                    help="tolerance, e.g. ttft_p95=10%% (repeat or comma-separate; defaults: "
                         + ", ".join(f"{k}={v * 100:g}%%" for k, v in DEFAULT_TOLERANCES.items())
                         + "), or an absolute floor in ms under which no change counts, e.g. ttft_floor=2ms "
                         "(defaults: " + ", ".join(f"{m}_floor={v:g}ms" for m, v in DEFAULT_FLOORS_MS.items()) + ")")
+    p.add_argument("--max-regression", action="append", default=[], metavar="METRIC_STAT=PCT",
+                   help="deprecated: use --regression (works for this release)")
     p.add_argument("--confidence", type=float, default=0.95, help="confidence of the interval (default 0.95)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--junit-xml", metavar="PATH", help="write one JUnit test case per test x metric")
@@ -90,7 +92,15 @@ def junit(rows, notes, path: str) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         tolerances = dict(DEFAULT_TOLERANCES)
-        tolerances.update(parse_tolerances(",".join(args.max_regression), "--max-regression"))
+        flag, given = "--regression", args.regression
+        if args.max_regression:
+            if args.regression:
+                raise ConfigError("--max-regression (deprecated) and --regression are both given: "
+                                  "keep --regression only")
+            print("pytest-llm-latency compare: '--max-regression' is deprecated, use '--regression' instead "
+                  "(the old name works for this release)", file=sys.stderr)
+            flag, given = "--max-regression", args.max_regression
+        tolerances.update(parse_tolerances(",".join(given), flag))
         if not 0.5 <= args.confidence < 1:
             raise ConfigError(f"--confidence: expected a level in [0.5, 1) like 0.95, got {args.confidence}")
         base, cand = bfile.load(args.base), bfile.load(args.candidate)

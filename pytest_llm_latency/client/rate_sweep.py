@@ -1,4 +1,4 @@
-"""Run a ``sweep`` workload: open-loop runs at the rates ``core.rate_sweep.bisect_rate`` picks, each
+"""Run a ``rate_sweep`` workload: open-loop runs at the rates ``core.rate_sweep.bisect_rate`` picks, each
 judged against the workload's budgets; the result is the run at the capacity (the highest rate
 that passed), with the capacity and the curve in ``extra``/notes and ``capacity_min`` judged."""
 from __future__ import annotations
@@ -25,15 +25,15 @@ def run_sweep(measure_at, workload: Workload) -> tuple[WorkloadResult, SweepResu
     sw = bisect_rate(run_at, spec)
     cap = sw.capacity
     res = results[cap] if cap is not None else results[min(results)]
-    res.extra["sweep_steps"] = len(sw.steps)
+    res.extra["rate_sweep_steps"] = len(sw.steps)
     if cap is not None:
-        res.extra["sweep_capacity_rps"] = round(cap, 4)
+        res.extra["rate_sweep_capacity_rps"] = round(cap, 4)
     if sw.lowest_failing is not None:
-        res.extra["sweep_lowest_failing_rps"] = round(sw.lowest_failing, 4)
-    res.notes.insert(0, f"sweep: {sw.describe()}")
+        res.extra["rate_sweep_lowest_failing_rps"] = round(sw.lowest_failing, 4)
+    res.notes.insert(0, f"rate_sweep: {sw.describe()}")
     if cap is None:
-        res.failed_checks.append(f"sweep: no rate meets the SLO: capacity {sw.bounded} "
+        res.failed_checks.append(f"rate_sweep: no rate meets the SLO: capacity {sw.bounded} "
                                  f"({results[min(results)].failure_message().splitlines()[0]})")
     elif spec.capacity_min is not None and cap < spec.capacity_min:
-        res.failed_checks.append(f"sweep: capacity {cap:.3g} req/s < capacity_min {spec.capacity_min:g} req/s")
+        res.failed_checks.append(f"rate_sweep: capacity {cap:.3g} req/s < capacity_min {spec.capacity_min:g} req/s")
     return res, sw

@@ -27,7 +27,7 @@ class Load:
 
 #: the request cap of a ``duration:``-bounded run without ``requests:``
 DURATION_MAX_REQUESTS = 1000
-LOAD_KEYS = ("rate", "arrival", "burstiness", "requests", "duration", "ramp_up", "sweep")
+LOAD_KEYS = ("rate", "arrival", "burstiness", "requests", "duration", "ramp_up", "rate_sweep")
 
 
 def make_load(spec: Mapping[str, Any], where) -> "Load | None":

@@ -146,8 +146,9 @@ class PrefillResult:
                "lengths": ",".join(str(n) for n in self.lengths), "samples": self.samples,
                "residual_mad_ms": round(self.fit.residual_mad, 4), "residual_max_ms": round(self.fit.residual_max, 4),
                "linearity": self.linearity.shape, "status": self.status}
-        for key, v in (("budget_min_efficiency", self.budgets.min_efficiency), ("budget_tps_min", self.budgets.tps_min),
-                       ("budget_overhead_max_ms", self.budgets.overhead_max_ms)):
+        for key, v in (("budget_min_prefill_efficiency", self.budgets.min_efficiency),  # the YAML keys' names
+                       ("budget_prefill_tps_min", self.budgets.tps_min),
+                       ("budget_ttft_overhead_max_ms", self.budgets.overhead_max_ms)):
             if v is not None:
                 out[key] = v
         if self.flops_per_token:

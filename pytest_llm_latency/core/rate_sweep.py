@@ -1,4 +1,4 @@
-"""``sweep``: the highest request rate that still meets the SLO, by bisection over the rate.
+"""``rate_sweep``: the highest request rate that still meets the SLO, by bisection over the rate.
 
 Pure: ``bisect_rate(run_at, spec)`` calls ``run_at(rate) -> Step`` (one open-loop run at that
 rate, judged against the workload's budgets) at most ``max_steps`` times:
@@ -97,7 +97,7 @@ def bisect_rate(run_at: Callable[[float], Step], spec: SweepSpec) -> SweepResult
 
 
 def make_sweep(spec: Mapping[str, Any] | None, where: str) -> SweepSpec | None:
-    """``sweep: {rate_min, rate_max, max_steps, tolerance, capacity_min}`` of a workload."""
+    """``rate_sweep: {rate_min, rate_max, max_steps, tolerance, capacity_min}`` of a workload."""
     if spec is None:
         return None
     if not isinstance(spec, Mapping):
@@ -116,7 +116,7 @@ def make_sweep(spec: Mapping[str, Any] | None, where: str) -> SweepSpec | None:
 
     lo, hi = pos("rate_min"), pos("rate_max")
     if lo is None or hi is None:
-        raise ConfigError(f"{where}: a sweep needs rate_min and rate_max (requests/s), e.g. "
+        raise ConfigError(f"{where}: rate_sweep needs rate_min and rate_max (requests/s), e.g. "
                           f"{{rate_min: 1, rate_max: 64}}")
     if lo >= hi:
         raise ConfigError(f"{where}: rate_min ({lo:g}) must be below rate_max ({hi:g})")

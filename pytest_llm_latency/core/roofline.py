@@ -173,7 +173,7 @@ def evaluate_roofline(hardware: Hardware, model: ModelBytes | ModelSpec, *, cont
     bytes, never a pass); else ``report`` when ``min_efficiency`` is None; else ``pass``/``fail``.
     """
     if min_efficiency is not None and (not _finite(min_efficiency) or not 0 < min_efficiency <= 1):
-        raise ConfigError(f"roofline: min_efficiency must be in (0, 1], got {min_efficiency!r}; "
+        raise ConfigError(f"roofline: min_decode_efficiency must be in (0, 1], got {min_efficiency!r}; "
                           "e.g. 0.5 = at least half of the bandwidth ceiling, or null to only report")
     ceiling = decode_ceiling(hardware, model, context, batch)
     tok_s = _tpot_to_tok_s(tpot_p50_ms, "TPOT p50")
@@ -241,7 +241,7 @@ def suggested_checks(r: RooflineResult) -> list[str]:
             f"model bytes: {mb.source or mb.name}; a quantized model (fewer bytes per weight) or an MoE "
             "(only active experts read) raises the ceiling: give the real dtype/bits or the GGUF file",
             "speculative decoding / multi-token prediction emits several tokens per weight read: "
-            "the single-token roofline does not apply (set min_efficiency to null to report only)",
+            "the single-token roofline does not apply (set min_decode_efficiency to null to report only)",
         ]
     checks = [overhead_line(r)] if r.overhead_bound else []
     if mb.bytes_per_param:
@@ -270,7 +270,7 @@ def overhead_line(r: RooflineResult) -> str:
             f"{_gb_s(r.ceiling.hardware)}, {r.bandwidth_ms / tpot:.0%} of the measured TPOT p50 {tpot:.3g} ms; "
             "the engine's fixed per-step cost (scheduling, kernel launches, sampling) bounds this model, not "
             "memory bandwidth, so the roofline gate is not meaningful for models this small "
-            "(set min_efficiency to null to report only)")
+            "(set min_decode_efficiency to null to report only)")
 
 
 def format_roofline(r: RooflineResult) -> str:

@@ -21,6 +21,7 @@ from .coldstart import COLD_BUDGET, COLD_STARTS  # noqa: F401
 from .compare import parse_tolerances
 from .errors import ConfigError
 from .load_spec import DURATION_MAX_REQUESTS, LOAD_KEYS, Load, make_load  # noqa: F401
+from .renamed_keys import RENAMED_WORKLOAD_KEYS, upgrade_workload
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class Workload:
     budgets: tuple[Budget, ...] = ()
     roofline: Mapping[str, Any] | None = field(default=None, compare=False)
     load: Load | None = None          # open loop / closed-loop timing (None: the plain closed loop)
-    sweep: Any = None                 # core.rate_sweep.SweepSpec: find the highest rate meeting the SLO
+    sweep: Any = None                 # core.rate_sweep.SweepSpec (YAML ``rate_sweep:``): highest rate meeting the SLO
     cold_starts: str = "exclude"      # what a cold-start sample does: exclude | include | fail (core.coldstart)
     # prefill roofline (issue 19): prompt lengths swept at concurrency 1, and its budgets
     prompt_sweep: tuple[int, ...] = ()
@@ -103,8 +104,11 @@ DEFAULT_CONFIDENCE = 0.95
 DEFAULT_MAX_SAMPLES = 200
 #: samples when none are given and the run is not ``auto`` (load runs, sweeps, sessions, ``confidence: null``)
 DEFAULT_FIXED_SAMPLES = 20
-#: prefill roofline budgets, written in ``slo:`` beside the latency budgets but judged on the sweep's fit
+#: prefill roofline budgets, judged on the prompt sweep's fit: ``min_prefill_efficiency`` is written in
+#: ``roofline:`` beside the decode floor (its old place ``slo:`` still works, deprecated), the others in ``slo:``
 PREFILL_SLO_KEYS = ("prefill_tps_min", "min_prefill_efficiency", "ttft_overhead_max", "require_linear_prefill")
+#: the prefill budget read from ``roofline:``
+PREFILL_ROOFLINE_KEYS = ("min_prefill_efficiency",)
 
 
 def parse_prefill_slo(key: str, value: Any, where: str) -> Any:
@@ -150,11 +154,13 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
 
     ``where(path)`` turns a key path into a human location ("chat.slo.yaml:7 workloads.chat.slo").
     Keys absent from ``spec`` come from the class (``class:``, default: the name if it is a class).
+    Old key names (``core.renamed_keys``) are accepted with a ``LatencyDeprecationWarning``.
     """
     for key in spec:
-        if key not in WORKLOAD_KEYS:
+        if key not in WORKLOAD_KEYS and key not in RENAMED_WORKLOAD_KEYS:
             raise ConfigError(f"{where((key,))}: unknown key {key!r}{did_you_mean(key, WORKLOAD_KEYS)} -- "
                               f"allowed: {', '.join(WORKLOAD_KEYS)}")
+    spec = upgrade_workload(spec, where)
     klass_name = spec.get("class", name if name in BUILTIN_CLASSES else AGENT_CLASS if "steps" in spec else "custom")
     if not isinstance(klass_name, str):
         raise ConfigError(f"{where(('class',))}: expected a class name ({', '.join(BUILTIN_CLASSES)} or custom), "
@@ -205,30 +211,35 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
         if k in AGENT_BUDGET_KEYS:
             agent_slo[k] = (v, where(("slo", k)))
             continue
-        if k in PREFILL_SLO_KEYS:
+        if k in PREFILL_SLO_KEYS and k not in PREFILL_ROOFLINE_KEYS:
             if v is not None:
                 prefill_slo[k] = (parse_prefill_slo(k, v, where(("slo", k))), where(("slo", k)))
             continue
         budgets_spec[k] = (v, where(("slo", k)))
-    if prefill_slo and not sweep:
-        raise ConfigError(f"{where(('slo', next(iter(prefill_slo))))}: prefill budgets need a prompt_sweep "
-                          "(e.g. prompt_sweep: [256, 1024, 4096]): the fit of TTFT against prompt length")
     budgets = tuple(parse_budget(k, v, src) for k, (v, src) in budgets_spec.items() if v is not None)
     roof = get("roofline", None)
     if roof is not None and not isinstance(roof, Mapping):
-        raise ConfigError(f"{where(('roofline',))}: expected a mapping like {{min_efficiency: 0.5}}")
+        raise ConfigError(f"{where(('roofline',))}: expected a mapping like {{min_decode_efficiency: 0.5}}")
+    for k in PREFILL_ROOFLINE_KEYS:
+        if roof is not None and roof.get(k) is not None:
+            prefill_slo[k] = (parse_prefill_slo(k, roof[k], where(("roofline", k))), where(("roofline", k)))
+    if prefill_slo and not sweep:
+        first = next(iter(prefill_slo))
+        raise ConfigError(f"{prefill_slo[first][1]}: prefill budgets need a prompt_sweep "
+                          "(e.g. prompt_sweep: [256, 1024, 4096]): the fit of TTFT against prompt length")
     cold = get("cold_starts", "exclude")
     if cold not in COLD_STARTS:
         raise ConfigError(f"{where(('cold_starts',))}: expected one of {', '.join(COLD_STARTS)}, got {cold!r}"
                           f"{did_you_mean(cold, COLD_STARTS) if isinstance(cold, str) else ''}")
     rate_sweep = None
-    if "sweep" in spec:
+    if "rate_sweep" in spec:
         from .rate_sweep import make_sweep
 
-        rate_sweep = make_sweep(spec["sweep"], where(("sweep",)))
+        rate_sweep = make_sweep(spec["rate_sweep"], where(("rate_sweep",)))
         if "rate" in spec or "concurrency" in spec or sweep:
             clash = "rate" if "rate" in spec else "concurrency" if "concurrency" in spec else "prompt_sweep"
-            raise ConfigError(f"{where(('sweep',))}: a sweep chooses the rate itself (an open loop): drop {clash}")
+            raise ConfigError(f"{where(('rate_sweep',))}: a rate_sweep chooses the rate itself (an open loop): "
+                              f"drop {clash}")
         spec = {**spec, "rate": rate_sweep.rate_min}
     load = make_load(spec, where)
     if load is not None and load.duration_s and "samples" not in spec and "requests" not in spec:
@@ -247,7 +258,7 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
         samples = "auto" if closed_loop and decides else DEFAULT_FIXED_SAMPLES
     if load is not None and samples == "auto":
         raise ConfigError(f"{where(('samples',))}: samples: auto sends rounds at the workload's concurrency until "
-                          f"every budget is decided; it does not combine with rate/duration/ramp_up/sweep -- "
+                          f"every budget is decided; it does not combine with rate/duration/ramp_up/rate_sweep -- "
                           f"give requests: N (or samples: N) for a load run")
     w = Workload(name=name, klass=klass_name, prompt_tokens=prompt, output_tokens=output, samples=20,
                  warmup=warmup, system_prompt_tokens=system, shared_prefix_tokens=shared, concurrency=conc,

@@ -27,7 +27,7 @@ FINGERPRINT_KEY = "fingerprint"
 
 def load_for_session(settings) -> dict | None:
     """The baseline document of ``--llm-latency-baseline`` (None when not set); a bad file or a
-    bad ``--llm-latency-max-regression`` is a ConfigError naming its source."""
+    bad ``--llm-latency-regression`` is a ConfigError naming its source."""
     tolerances(settings, None)  # validate the CLI/env/ini tolerances at start-up
     path = settings.get("baseline")
     if not path:
@@ -39,12 +39,12 @@ def load_for_session(settings) -> dict | None:
 
 
 def tolerances(settings, workload) -> dict[str, float]:
-    """marker/YAML ``regression:`` (on the workload) > --llm-latency-max-regression > defaults;
+    """marker/YAML ``regression:`` (on the workload) > --llm-latency-regression > defaults;
     a key not named keeps its default, so ``ttft_p95=10%`` changes only that tolerance."""
     out = dict(DEFAULT_TOLERANCES)
-    raw = settings.get("max_regression")
+    raw = settings.get("regression")
     if raw:
-        out.update(parse_tolerances(raw, settings.source("max_regression")))
+        out.update(parse_tolerances(raw, settings.source("regression")))
     if workload is not None and getattr(workload, "regression", None):
         out.update(workload.regression)
     return out

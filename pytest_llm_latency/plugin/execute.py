@@ -65,7 +65,7 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
             t0 = time.time_ns()
             measure = runner.measure
             if workload.prompt_sweep:
-                from ..client.sweep import measure_sweep as measure
+                from ..client.prompt_sweep import measure_sweep as measure
             elif workload.agent is not None:  # multi-turn tool-calling sessions (issue 15)
                 from ..client.agent_session import measure_sessions as measure
             salt = sess.salt_context(item.nodeid, workload.name)

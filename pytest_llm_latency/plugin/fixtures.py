@@ -19,12 +19,14 @@ from ..core.errors import ConfigError
 from .execute import config_failure
 from ..core.result import WorkloadResult, rejudge
 from ..core.agent_spec import AGENT_BUDGET_KEYS
+from ..core.renamed_keys import RENAMED_WORKLOAD_KEYS
 from ..core.workload import BUDGET_KEYS, PREFILL_SLO_KEYS, WORKLOAD_KEYS, make_workload, with_budgets
 
 TARGET_KW = ("url", "api", "model")
 ROOFLINE_KW = ("min_decode_efficiency", "hardware", "min_prefill_efficiency")
 SLO_KW = BUDGET_KEYS + tuple(k for k in PREFILL_SLO_KEYS if k not in ROOFLINE_KW) + AGENT_BUDGET_KEYS  # into slo
-MARKER_KW = ("workload",) + WORKLOAD_KEYS + SLO_KW + TARGET_KW + ROOFLINE_KW
+SPEC_KW = WORKLOAD_KEYS + tuple(RENAMED_WORKLOAD_KEYS)  # old names: make_workload warns and renames
+MARKER_KW = ("workload",) + SPEC_KW + SLO_KW + TARGET_KW + ROOFLINE_KW
 from .markers import MARKER_SIGNATURE  # noqa: E402,F401 - re-exported (kept light for start-up)
 
 
@@ -72,7 +74,7 @@ def split_marker(kwargs: dict[str, Any], where: str) -> tuple[dict, dict, dict]:
         from ..core.workload import did_you_mean
 
         raise ConfigError(f"{where}: unknown llm_slo argument {unknown[0]!r}{did_you_mean(unknown[0], MARKER_KW)}")
-    spec = {k: v for k, v in kwargs.items() if k in WORKLOAD_KEYS}
+    spec = {k: v for k, v in kwargs.items() if k in SPEC_KW}
     if "workload" in kwargs:
         spec["class"] = kwargs["workload"]
     slo = {k: v for k, v in kwargs.items() if k in SLO_KW}

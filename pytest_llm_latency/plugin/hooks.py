@@ -9,7 +9,7 @@ import pytest
 
 from ..core.errors import ConfigError
 from ..core.redact import redact_url
-from .options import OPTIONS, Settings
+from .options import DEPRECATED_OPTIONS, OPTIONS, Settings
 from .session import LatencySession, run_nonce
 from .stash import DETAIL_KEY, FIXTURE_KEY, RESULTS_KEY, SESSION_KEY, XDIST_NOTE_KEY, get_session
 
@@ -23,7 +23,7 @@ def pytest_addhooks(pluginmanager):
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("llm-latency", "LLM latency SLOs (pytest-llm-latency)")
-    for opt in OPTIONS:
+    for opt in OPTIONS + DEPRECATED_OPTIONS:
         cli_help = f"{opt.help} Env {opt.env}, ini {opt.ini}.".replace("%", "%%")  # argparse formats help with %
         if opt.flag:
             group.addoption(opt.cli, action="store_true", default=None, dest=f"llm_latency_{opt.name}",
@@ -46,14 +46,19 @@ def pytest_configure(config: pytest.Config) -> None:
 
     config.addinivalue_line("markers", MARKER_SIGNATURE)
     config.addinivalue_line("markers", "llm_latency_test: set by the plugin on every latency test (for -m)")
-    cli = {o.name: config.getoption(f"llm_latency_{o.name}") for o in OPTIONS}
+    cli = {o.name: config.getoption(f"llm_latency_{o.name}") for o in OPTIONS + DEPRECATED_OPTIONS}
     ini = {}
-    for o in OPTIONS:
+    for o in OPTIONS + DEPRECATED_OPTIONS:
         ini[o.name] = _ini(config, o.ini)
     try:
         settings = Settings.resolve(cli, os.environ, ini)
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
+    if not hasattr(config, "workerinput"):  # once per run: the controller's, not each xdist worker's
+        from ..core.errors import LatencyDeprecationWarning
+
+        for message in settings.deprecations:
+            config.issue_config_time_warning(LatencyDeprecationWarning(message), stacklevel=2)
     transport = config.hook.pytest_llm_latency_transport
     sess = LatencySession(settings, rootdir=str(config.rootpath),
                           nonce=run_nonce(settings, getattr(config, "workerinput", None)))
@@ -61,7 +66,7 @@ def pytest_configure(config: pytest.Config) -> None:
     clock = config.hook.pytest_llm_latency_clock(config=config)
     if clock is not None:
         sess.clock = clock
-    if settings.get("baseline") or settings.get("max_regression"):  # else nothing to read or check: the
+    if settings.get("baseline") or settings.get("regression"):  # else nothing to read or check: the
         from .baseline import load_for_session  # comparison's imports stay out of start-up (P4)
 
         try:  # deploy gate: the baseline is read once, bad files stop the run

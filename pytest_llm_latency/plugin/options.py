@@ -5,6 +5,11 @@ The first four are resolved here (global); markers and YAML files add their
 per-test layers through ``Settings.pick``.  Every value is validated where it
 is read and an error names its source, e.g.
 ``LLM_LATENCY_SAMPLES='abc' (environment): expected a positive integer``.
+
+Renamed settings (``RENAMED``: old -> new) keep their old flag, env var and ini key for this
+release: the value is used at the old name's layer, ``Settings.deprecations`` says what to use
+instead (the plugin warns with ``LatencyDeprecationWarning``), and old and new at the same layer
+are a ``ConfigError`` naming both.
 """
 from __future__ import annotations
 
@@ -149,8 +154,8 @@ OPTIONS: tuple[Opt, ...] = (
         "seconds > 0", 60.0),
     Opt("total_timeout", "Seconds a single request may take in all (default 600).", _pos_float, "seconds > 0", 600.0),
     Opt("hardware", "Accelerator for the roofline gate: a catalog name, 'auto' (nvidia-smi) or 'local-cpu'."),
-    Opt("min_efficiency", "Fail when decode runs below this fraction of the memory-bandwidth ceiling "
-        "(e.g. 0.5).", _fraction, "a fraction in (0, 1]"),
+    Opt("min_decode_efficiency", "Fail when decode runs below this fraction of the memory-bandwidth ceiling "
+        "(e.g. 0.5; YAML roofline.min_decode_efficiency).", _fraction, "a fraction in (0, 1]"),
     # -- deploy gate (plugin/baseline.py, core/compare.py) --
     Opt("save_baseline", "Save every latency test's raw per-request samples and a fingerprint to this "
         "baseline file (atomically) for later --llm-latency-baseline runs.", str, "a path"),
@@ -159,14 +164,26 @@ OPTIONS: tuple[Opt, ...] = (
         str, "a path"),
     Opt("json_samples", "Also write raw per-request samples to the --llm-latency-json file, so it can serve "
         "as a baseline.", _bool, "true or false", False, flag=True),
-    Opt("max_regression", "Regression tolerances, e.g. 'ttft_p95=10%,tpot_p50=5%' (defaults: ttft_p50=10%, "
+    Opt("regression", "Regression tolerances, e.g. 'ttft_p95=10%,tpot_p50=5%' (defaults: ttft_p50=10%, "
         "ttft_p95=15%, tpot_p50=5%, e2e_p50=10%), and absolute floors under which no change counts, e.g. "
         "'ttft_floor=2ms' (defaults: ttft/ttfo/e2e 5ms, itl 2ms, tpot 0.25ms).", str,
         "metric_stat=percent pairs like ttft_p95=10%, or metric_floor=duration like ttft_floor=2ms"),
     Opt("min_prefill_efficiency", "Fail a prompt_sweep workload whose prefill runs below this fraction of the "
-        "compute ceiling (MFU, e.g. 0.35).", _fraction, "a fraction in (0, 1]"),
+        "compute ceiling (MFU, e.g. 0.35; YAML roofline.min_prefill_efficiency).", _fraction, "a fraction in (0, 1]"),
 )
 BY_NAME = {o.name: o for o in OPTIONS}
+
+#: old setting name -> new: the old flag, env var and ini key still work this release, with a warning
+RENAMED = {"min_efficiency": "min_decode_efficiency", "max_regression": "regression"}
+
+
+def _deprecated_opt(old: str, new: Opt) -> Opt:
+    return Opt(old, f"Deprecated: use {new.cli} (env {new.env}, ini {new.ini}).", new.parse, new.expect,
+               flag=new.flag)
+
+
+#: the old names as options of their own, for the parser and ini registration (never resolved alone)
+DEPRECATED_OPTIONS: tuple[Opt, ...] = tuple(_deprecated_opt(old, BY_NAME[new]) for old, new in RENAMED.items())
 
 
 @dataclass(frozen=True)
@@ -195,26 +212,50 @@ def _shown(raw: Any) -> str:
     return text
 
 
-class Settings:
-    """The global layers (CLI > env > ini > default), each value with its source."""
+def _layer(opt: Opt, olds: tuple[Opt, ...], cli: Mapping[str, Any], env: Mapping[str, str],
+           ini: Mapping[str, Any], deprecations: list[str]) -> Value | None:
+    """The value of ``opt`` from the highest layer that gives it under its name or an old one."""
+    layers = (
+        (lambda o: cli.get(o.name) is not None and cli[o.name] is not False, lambda o: cli[o.name], lambda o: o.cli,
+         "true"),
+        (lambda o: env.get(o.env, "") != "", lambda o: env[o.env], lambda o: f"{o.env} (environment)", None),
+        (lambda o: ini.get(o.name) not in (None, "", []), lambda o: ini[o.name], lambda o: f"{o.ini} (ini)", None),
+    )
+    found = None
+    for given, raw, source, flag_raw in layers:
+        names = [o for o in (opt,) + olds if given(o)]
+        for old in names:
+            if old is not opt:
+                deprecations.append(f"{source(old)} is deprecated, use {source(opt)} instead "
+                                    "(the old name works for this release)")
+        if len(names) > 1:
+            raise ConfigError(f"{source(names[1])} (deprecated) and {source(names[0])} are both given: "
+                              f"keep {source(names[0])} only")
+        if names and found is None:
+            o = names[0]
+            value = raw(o)
+            found = _parse(opt, flag_raw if isinstance(value, bool) else value, source(o))
+    return found
 
-    def __init__(self, values: Mapping[str, Value]):
+
+class Settings:
+    """The global layers (CLI > env > ini > default), each value with its source.  ``deprecations``:
+    one sentence per old (renamed) name the run used, naming the new one."""
+
+    def __init__(self, values: Mapping[str, Value], deprecations: tuple[str, ...] = ()):
         self._values = dict(values)
+        self.deprecations = tuple(deprecations)
 
     @classmethod
     def resolve(cls, cli: Mapping[str, Any], env: Mapping[str, str], ini: Mapping[str, Any]) -> "Settings":
+        """``cli`` and ``ini`` are keyed by setting name (old names included, see ``RENAMED``)."""
         out = {}
+        deprecations: list[str] = []
         for opt in OPTIONS:
-            raw_cli = cli.get(opt.name)
-            if raw_cli is not None and raw_cli is not False:
-                out[opt.name] = _parse(opt, raw_cli if not isinstance(raw_cli, bool) else "true", opt.cli)
-            elif env.get(opt.env, "") != "":
-                out[opt.name] = _parse(opt, env[opt.env], f"{opt.env} (environment)")
-            elif ini.get(opt.name) not in (None, "", []):
-                out[opt.name] = _parse(opt, ini[opt.name], f"{opt.ini} (ini)")
-            else:
-                out[opt.name] = Value(opt.default, "default")
-        return cls(out)
+            olds = tuple(o for o in DEPRECATED_OPTIONS if RENAMED[o.name] == opt.name)
+            found = _layer(opt, olds, cli, env, ini, deprecations)
+            out[opt.name] = found if found is not None else Value(opt.default, "default")
+        return cls(out, tuple(deprecations))
 
     def get(self, name: str) -> Any:
         return self._values[name].value

@@ -1,7 +1,7 @@
 """Wire the prefill roofline into a ``prompt_sweep`` workload (``core.prefill``).
 
 Budgets: ``min_prefill_efficiency`` (MFU) with marker > CLI/env/ini
-(``--llm-latency-min-prefill-efficiency``) > YAML ``slo:``; ``prefill_tps_min``,
+(``--llm-latency-min-prefill-efficiency``) > YAML ``roofline:``; ``prefill_tps_min``,
 ``ttft_overhead_max`` and ``require_linear_prefill`` from ``slo:`` (a marker's win over
 the file's).  The model comes from the same sources as the decode gate (``roofline_gate``);
 the attention shape from the catalog, a config.json, or ``layers`` + ``hidden_size``.  The
@@ -94,7 +94,7 @@ def prefill_gate(sess, spec, workload: Workload, res: WorkloadResult, overrides:
     min_eff = sess.settings.pick("min_prefill_efficiency", marker=overrides.get("min_prefill_efficiency"),
                                  yaml=value("min_prefill_efficiency"),
                                  marker_source="llm_slo(min_prefill_efficiency=)",
-                                 yaml_source=slo.get("min_prefill_efficiency", (None, "slo"))[1])
+                                 yaml_source=slo.get("min_prefill_efficiency", (None, "roofline"))[1])
     budgets = PrefillBudgets(min_eff.value, value("prefill_tps_min"), value("ttft_overhead_max"),
                              bool(value("require_linear_prefill")))
     roof = dict(workload.roofline or {})

@@ -1,9 +1,9 @@
 """Wire the roofline gate into a latency test.
 
 Sources, highest first: marker (``min_decode_efficiency=``, ``hardware=``) >
-CLI > env > ini (``--llm-latency-hardware``, ``--llm-latency-min-efficiency``)
+CLI > env > ini (``--llm-latency-hardware``, ``--llm-latency-min-decode-efficiency``)
 > the YAML ``roofline:`` mapping.  The gate runs when any of them asks for it;
-with no ``min_efficiency`` it only reports the efficiency.
+with no ``min_decode_efficiency`` it only reports the efficiency.
 
 Model bytes come from (first found): ``model_bytes``; ``config`` (an HF
 config.json); ``gguf`` (a GGUF file); ``params`` + ``dtype``/``bits``;
@@ -20,9 +20,9 @@ from ..core.errors import ConfigError
 from ..core.result import WorkloadResult
 from ..core.workload import Workload, did_you_mean
 
-ROOFLINE_KEYS = ("hardware", "mem_bandwidth_gb_s", "tensor_parallel", "min_efficiency", "model", "params", "dtype",
-                 "bits", "layers", "kv_heads", "head_dim", "kv_dtype", "config", "gguf", "model_bytes", "batch",
-                 "peak_tflops", "hidden_size")  # the last two: prefill roofline (MFU)
+ROOFLINE_KEYS = ("hardware", "mem_bandwidth_gb_s", "tensor_parallel", "min_decode_efficiency", "model", "params",
+                 "dtype", "bits", "layers", "kv_heads", "head_dim", "kv_dtype", "config", "gguf", "model_bytes",
+                 "batch", "min_prefill_efficiency", "peak_tflops", "hidden_size")  # the last three: prefill (MFU)
 LOCAL_HARDWARE = ("auto", "local-cpu", "localcpu", "local_cpu")
 
 
@@ -40,9 +40,10 @@ def validate_roofline_spec(spec: Mapping[str, Any], where: str) -> None:
             catalog.hardware(str(hw))
         except ConfigError as exc:
             raise ConfigError(f"{where}.hardware: {exc}; or use auto, local-cpu or mem_bandwidth_gb_s") from None
-    me = spec.get("min_efficiency")
-    if me is not None and (isinstance(me, bool) or not isinstance(me, (int, float)) or not 0 < me <= 1):
-        raise ConfigError(f"{where}.min_efficiency: expected a fraction in (0, 1] such as 0.5, got {me!r}")
+    for key in ("min_decode_efficiency", "min_prefill_efficiency"):
+        me = spec.get(key)
+        if me is not None and (isinstance(me, bool) or not isinstance(me, (int, float)) or not 0 < me <= 1):
+            raise ConfigError(f"{where}.{key}: expected a fraction in (0, 1] such as 0.5, got {me!r}")
     for key in ("params", "mem_bandwidth_gb_s", "model_bytes", "bits", "peak_tflops"):
         v = spec.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0):
@@ -138,18 +139,19 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
 
     roof = dict(workload.roofline or {})
     s = sess.settings
-    asked = roof or overrides or s.get("hardware") is not None or s.get("min_efficiency") is not None
+    asked = roof or overrides or s.get("hardware") is not None or s.get("min_decode_efficiency") is not None
     if not asked or not res.records:
         return  # nothing asked, or no sample at all (already an error)
     if "tpot" not in res.completed:  # decode physics: completed requests only (failures are misses in SLOs)
-        if roof.get("min_efficiency") is not None or overrides.get("min_decode_efficiency") is not None \
-                or s.get("min_efficiency") is not None:
+        if roof.get("min_decode_efficiency") is not None or overrides.get("min_decode_efficiency") is not None \
+                or s.get("min_decode_efficiency") is not None:
             res.errors.append("roofline gate: no decode timing (every request produced < 2 tokens or stopped "
                               "short), so decode efficiency cannot be judged -- raise output_tokens")
         return
     hw_name = s.pick("hardware", marker=overrides.get("hardware"), yaml=roof.get("hardware"))
-    min_eff = s.pick("min_efficiency", marker=overrides.get("min_decode_efficiency"), yaml=roof.get("min_efficiency"),
-                     marker_source="llm_slo(min_decode_efficiency=)", yaml_source="roofline.min_efficiency")
+    min_eff = s.pick("min_decode_efficiency", marker=overrides.get("min_decode_efficiency"),
+                     yaml=roof.get("min_decode_efficiency"), marker_source="llm_slo(min_decode_efficiency=)",
+                     yaml_source="roofline.min_decode_efficiency")
     try:
         ref = _reference_config(spec)
         name = hw_name.value or (ref.hardware if ref and not roof.get("mem_bandwidth_gb_s") else None)
@@ -178,7 +180,7 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
 
     res.extra["roofline_arithmetic"] = format_arithmetic(result.ceiling)
     if min_eff.value is not None:
-        res.extra["roofline_min_efficiency"] = min_eff.value
+        res.extra["roofline_min_decode_efficiency"] = min_eff.value
     if result.status == "fail":
         res.failed_checks.append(result.message)
     elif result.status == "config_error":

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..core.errors import ConfigError
+from ..core.renamed_keys import upgrade_roofline, upgrade_workload
 from ..core.workload import Workload, check_min_samples, did_you_mean, make_workload, with_statistics
 
 TOP_KEYS = ("target", "workloads", "roofline")
@@ -204,18 +205,23 @@ def parse_slo_file(text: str | bytes, filename: str,
                           f"'workloads: {{chat: {{class: chat}}}}', got {got}")
     file_roofline = data.get("roofline")
     if file_roofline is not None and not isinstance(file_roofline, dict):
-        raise ConfigError(f"{spec.where(('roofline',))}: expected a mapping like {{min_efficiency: 0.5}}")
+        raise ConfigError(f"{spec.where(('roofline',))}: expected a mapping like {{min_decode_efficiency: 0.5}}")
+    file_roofline = upgrade_roofline(file_roofline, spec.where)  # old keys warned about once, for the file
     for name, wspec in workloads.items():
         if wspec is None:
             wspec = {}
         if not isinstance(wspec, dict):
             raise ConfigError(f"{spec.where(('workloads', name))}: expected a mapping (class, prompt_tokens, "
                               f"output_tokens, samples, slo, ...), got {type(wspec).__name__}")
-        if file_roofline and "roofline" not in wspec:
-            wspec = {**wspec, "roofline": file_roofline}
+        where = lambda p, n=name: spec.where(("workloads", n) + p)  # noqa: E731
+        own_roofline = "roofline" in wspec
+        wspec = upgrade_workload(wspec, where)  # old keys in their new places (a moved slo key may add roofline)
+        if file_roofline and not own_roofline:  # the file's, under what the workload moved there
+            shared = {k: v for k, v in file_roofline.items()  # a prefill floor: for the prompt sweeps only
+                      if k != "min_prefill_efficiency" or "prompt_sweep" in wspec}
+            wspec = {**wspec, "roofline": {**shared, **(wspec.get("roofline") or {})}}
         if file_baseline is not None and "baseline_target" not in wspec:  # workload > file; null opts out
             wspec = {**wspec, "baseline_target": file_baseline}
-        where = lambda p, n=name: spec.where(("workloads", n) + p)  # noqa: E731
         w = make_workload(str(name), wspec, where)
         if (workloads[name] or {}).get("baseline_target") is not None:  # the file's was checked above
             from .ab import check

@@ -85,7 +85,8 @@ def resolve_model_bytes(*, model: str | None = None, model_bytes: float | None =
 
 HARDWARE_KEYS = ("hardware", "mem_bandwidth_gb_s", "tensor_parallel")
 MODEL_KEYS = tuple(FLAGS)
-GATE_KEYS = ("min_efficiency", "batch", "peak_tflops", "hidden_size")  # read by the gates themselves
+GATE_KEYS = ("min_decode_efficiency", "min_prefill_efficiency", "batch", "peak_tflops",
+             "hidden_size")  # read by the gates themselves
 
 
 def roofline_inputs(mapping: dict, *, where: str = "roofline", base_dir: str | Path | None = None,
@@ -93,7 +94,7 @@ def roofline_inputs(mapping: dict, *, where: str = "roofline", base_dir: str | P
     """(Hardware, ModelBytes) from a YAML ``roofline:`` mapping; errors name ``{where}.{key}``.
 
     Keys: hardware | mem_bandwidth_gb_s, tensor_parallel; model | model_bytes | params (+ dtype |
-    bits) | config | gguf; layers, kv_heads, head_dim, kv_dtype.  ``min_efficiency`` and ``batch``
+    bits) | config | gguf; layers, kv_heads, head_dim, kv_dtype.  ``min_decode_efficiency`` and ``batch``
     are accepted and left to the caller.  Relative ``config``/``gguf`` paths are taken from
     ``base_dir`` (the SLO file's folder).  ``runner``/``probe`` go to ``resolve_hardware``.
     """

@@ -118,7 +118,7 @@ YAML_CASES = [
     ("env-not-a-mapping", "target:\n  url: http://fake:8000\n  env: [A=1]\nworkloads: {chat: {}}\n", "env:",
      "target.env", r"expected a mapping of variable name to value"),
     ("file-roofline-not-a-mapping", URL + "roofline: 0.5\nworkloads: {chat: {}}\n", "roofline:", "roofline",
-     r"expected a mapping like \{min_efficiency: 0\.5\}"),
+     r"expected a mapping like \{min_decode_efficiency: 0\.5\}"),
 ]
 
 
@@ -206,8 +206,8 @@ OPTION_CASES = [
      "--llm-latency-url: 'ftp://fake:21' is not valid for url", r"expected an http://, https:// or reference://"),
     ("cli-url-no-host", ["--llm-latency-url=http://"], {}, "",
      "--llm-latency-url: 'http://' is not valid for url", r"expected an http://"),
-    ("cli-min-efficiency-above-1", ["--llm-latency-min-efficiency=1.04"], {}, "",
-     "--llm-latency-min-efficiency: '1.04' is not valid for min_efficiency", r"a fraction in \(0, 1\]"),
+    ("cli-min-efficiency-above-1", ["--llm-latency-min-decode-efficiency=1.04"], {}, "",
+     "--llm-latency-min-decode-efficiency: '1.04' is not valid for min_decode_efficiency", r"a fraction in \(0, 1\]"),
     ("cli-negative-seed", ["--llm-latency-seed=-1"], {}, "",
      "--llm-latency-seed: '-1' is not valid for seed", r"a non-negative integer"),
     ("env-bad-bool", [], {"LLM_LATENCY_SKIP": "maybe"}, "",
@@ -263,7 +263,7 @@ def test_unknown_hardware_lists_close_matches():
 
 
 def test_unknown_roofline_hardware_in_yaml_is_a_collection_error(pytester):
-    text = URL + "roofline:\n  hardware: h100-sxn\n  min_efficiency: 0.5\nworkloads: {chat: {}}\n"
+    text = URL + "roofline:\n  hardware: h100-sxn\n  min_decode_efficiency: 0.5\nworkloads: {chat: {}}\n"
     r, script = run_file(pytester, text.encode())
     assert r.ret == pytest.ExitCode.INTERRUPTED
     out = r.stdout.str()

@@ -57,7 +57,7 @@ workloads:
     warmup: 2
     arrival: constant
     slo: {ttft_p95: 30ms}
-    sweep: {rate_min: 8, rate_max: 120, max_steps: 5}
+    rate_sweep: {rate_min: 8, rate_max: 120, max_steps: 5}
 """)
     pytester.makepyfile(test_m="""
 import pytest
@@ -75,16 +75,16 @@ def test_open_loop():
     assert results["test_m.py::test_open_loop"]["extra"]["offered_rate_rps"] == 40
     assert results["test_m.py::test_open_loop"]["n"] == 20  # requests: 20
     sweep = results["sw.slo.yaml::sw"]["extra"]
-    assert 8 < sweep["sweep_capacity_rps"] < 120 and sweep["sweep_steps"] <= 5
+    assert 8 < sweep["rate_sweep_capacity_rps"] < 120 and sweep["rate_sweep_steps"] <= 5
 
 
 def test_sweep_subcommand_json(capsys):
-    code = main(["sweep", "--url", "reference://h100-sxm/llama-3.1-8b?max_num_seqs=4&time_scale=0.5",
+    code = main(["rate-sweep", "--url", "reference://h100-sxm/llama-3.1-8b?max_num_seqs=4&time_scale=0.5",
                  "--prompt-tokens", "64", "--output-tokens", "32", "--slo", "ttft_p95=30ms", "--arrival", "constant",
                  "--rate-min", "8", "--rate-max", "120", "--max-steps", "4", "--requests", "24", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["verdict"] == "pass"
     assert len(out["steps"]) == 4 and out["steps"][0]["rate_rps"] == 8 and out["steps"][-1]["rate_rps"] == 120
     assert out["capacity_rps"] == max(s["rate_rps"] for s in out["steps"] if s["passed"])
-    assert main(["sweep", "--url", "http://x", "--class", "chat", "--rate-min", "5", "--rate-max", "1"]) == 2
+    assert main(["rate-sweep", "--url", "http://x", "--class", "chat", "--rate-min", "5", "--rate-max", "1"]) == 2
     assert "rate_min (5) must be below rate_max (1)" in capsys.readouterr().err

@@ -50,7 +50,7 @@ def test_bad_sweep_specs(spec, msg):
     with pytest.raises(ConfigError, match=msg):
         make_sweep(spec, "workloads.w.sweep")
     with pytest.raises(ConfigError, match="chooses the rate"):
-        make_workload("w", {"class": "chat", "rate": 3, "sweep": {"rate_min": 1, "rate_max": 8}})
+        make_workload("w", {"class": "chat", "rate": 3, "rate_sweep": {"rate_min": 1, "rate_max": 8}})
 
 
 def predicted_capacity(url: str, prompt: int, output: int) -> float:
@@ -74,12 +74,12 @@ def test_sweep_converges_within_10_percent_of_the_reference_models_capacity():
     # constant arrivals: below capacity nothing queues, above it the queue grows by request
     w = make_workload("w", {"prompt_tokens": prompt, "output_tokens": output, "requests": 40, "warmup": 4,
                             "arrival": "constant", "slo": {"ttft_p95": "30ms"},
-                            "sweep": {"rate_min": 8, "rate_max": 160, "max_steps": 9, "tolerance": 0.04}})
+                            "rate_sweep": {"rate_min": 8, "rate_max": 160, "max_steps": 9, "tolerance": 0.04}})
     with start_reference(url, mode="subprocess") as h:
         client = make_client(Target(h.url, "openai-completions"), make_http_client())
         res, sw = run_sweep(lambda wl: measure(client, wl, salt_context=repr(wl.load.rate)), w)
     print(f"predicted {cap:.1f} req/s; {sw.describe()}")
     assert len(sw.steps) <= 9 and not sw.bounded, sw.describe()
     assert abs(sw.capacity / cap - 1) <= 0.10, (cap, sw.describe())
-    assert res.extra["sweep_capacity_rps"] == pytest.approx(sw.capacity, rel=1e-3)
-    assert res.notes[0].startswith("sweep: capacity ")
+    assert res.extra["rate_sweep_capacity_rps"] == pytest.approx(sw.capacity, rel=1e-3)
+    assert res.notes[0].startswith("rate_sweep: capacity ")

@@ -106,8 +106,8 @@ def test_a_test_without_an_entry_is_new_and_bad_files_are_usage_errors(pytester,
     assert "--llm-latency-baseline: bad.json: baseline format version 99 is not supported" in r.stderr.str()
     r = run(pytester, "--llm-latency-baseline=missing.json")
     assert "missing.json: no such file (save one first with --llm-latency-save-baseline PATH)" in r.stderr.str()
-    r = run(pytester, "--llm-latency-baseline=base.json", "--llm-latency-max-regression=tfft_p95=10%")
-    assert "--llm-latency-max-regression: unknown regression key 'tfft_p95'" in r.stderr.str()
+    r = run(pytester, "--llm-latency-baseline=base.json", "--llm-latency-regression=tfft_p95=10%")
+    assert "--llm-latency-regression: unknown regression key 'tfft_p95'" in r.stderr.str()
 
 
 def test_json_samples_file_serves_as_a_baseline(pytester):

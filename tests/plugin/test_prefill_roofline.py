@@ -22,7 +22,7 @@ workloads:
 SCHEMA = Path(__file__).resolve().parents[2] / "pytest_llm_latency" / "data" / "results.schema.json"
 
 
-def run(pytester, eff, *args, extra="    slo: {min_prefill_efficiency: 0.35}", query="", sweep="256, 1024, 4096"):
+def run(pytester, eff, *args, extra="    roofline: {min_prefill_efficiency: 0.35}", query="", sweep="256, 1024, 4096"):
     pytester.makefile(".slo.yaml", sweep=SLO.format(eff=eff, extra=extra, query=query, sweep=sweep))
     return pytester.runpytest("-p", "no:cacheprovider", "--junitxml=j.xml", "--llm-latency-json=r.json", *args)
 
@@ -66,7 +66,7 @@ def test_reported_mfu_is_the_configured_one_and_the_gate_judges_it(pytester, eff
 
 def test_cli_min_prefill_efficiency_overrides_the_file(pytester):
     run(pytester, 0.2, "--llm-latency-min-prefill-efficiency=0.1").assert_outcomes(passed=1)
-    assert result(pytester)["prefill"]["budget_min_efficiency"] == 0.1
+    assert result(pytester)["prefill"]["budget_min_prefill_efficiency"] == 0.1
 
 
 def test_prefill_budgets_in_the_file(pytester):

@@ -23,7 +23,7 @@ def props(pytester):
 
 
 def test_gate_passes_at_half_and_reports_efficiency(pytester):
-    r = run(pytester, "min_efficiency: 0.5")
+    r = run(pytester, "min_decode_efficiency: 0.5")
     r.assert_outcomes(passed=1)
     p = props(pytester)
     assert 0.66 < float(p["llm.decode_efficiency"]) < 0.73
@@ -34,26 +34,26 @@ def test_gate_passes_at_half_and_reports_efficiency(pytester):
 
 
 def test_gate_fails_at_0_8_with_the_arithmetic(pytester):
-    r = run(pytester, "min_efficiency: 0.8")
+    r = run(pytester, "min_decode_efficiency: 0.8")
     r.assert_outcomes(failed=1)
     r.stdout.fnmatch_lines(["*decode 1*tok/s = 0.7* of ceiling 208.* tok/s*",
                             "*(H100-SXM 3350 GB/s ÷ (16.06 GB weights + 12.6 MB KV @ 96 ctx)); budget ≥ 0.80*"])
 
 
 def test_cli_min_efficiency_overrides_the_file(pytester):
-    run(pytester, "min_efficiency: 0.8", "--llm-latency-min-efficiency=0.5").assert_outcomes(passed=1)
+    run(pytester, "min_decode_efficiency: 0.8", "--llm-latency-min-decode-efficiency=0.5").assert_outcomes(passed=1)
 
 
 def test_faster_than_the_ceiling_is_a_configuration_error(pytester):
     # the server behaves like an H100; claiming an L40S puts it at ~2.7x the L40S ceiling
-    r = run(pytester, "min_efficiency: 0.5, hardware: l40s")
+    r = run(pytester, "min_decode_efficiency: 0.5, hardware: l40s")
     r.assert_outcomes(errors=1)  # could not be judged: a pytest error, as the table says
     r.stdout.fnmatch_lines(["*could not be judged*", "*ceiling*"])
     assert props(pytester)["llm.verdict"] == "error"
 
 
 def test_unknown_hardware_is_a_collection_error_with_close_matches(pytester):
-    r = run(pytester, "min_efficiency: 0.5, hardware: h100-sxn")
+    r = run(pytester, "min_decode_efficiency: 0.5, hardware: h100-sxn")
     r.stdout.fnmatch_lines(["*gate.slo.yaml:2 roofline.hardware: unknown hardware 'h100-sxn'; did you mean h100-sxm*"])
     assert r.ret == pytest.ExitCode.INTERRUPTED
 
@@ -79,7 +79,7 @@ def test_a_bandwidth_cached_under_load_is_probed_again_before_a_configuration_er
     ticks = iter(range(0, 10_000, 10))
     monkeypatch.setattr(hwdetect, "numpy_read_measure", measure)
     monkeypatch.setattr(hwdetect, "proc_stat_sample", lambda: (0.0, float(next(ticks)), 0.0), raising=False)  # quiet
-    r = run(pytester, "min_efficiency: 0.5, hardware: local-cpu")
+    r = run(pytester, "min_decode_efficiency: 0.5, hardware: local-cpu")
     r.assert_outcomes(passed=1)
     assert len(probes) == 1
     p = props(pytester)

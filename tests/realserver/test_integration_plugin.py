@@ -97,7 +97,8 @@ def test_roofline_gate_on_local_cpu(llm_latency, llama_membound, gguf_models):
     # a share of the CPU and decodes at 0.15 of the ceiling (quiet: about 0.5); the defect this test
     # guards is the other side, a ceiling probed under load that puts decode above 1.05.
     res = _measure(llm_latency, llama_membound.url, prompt_tokens=32, output_tokens=128, samples=3,
-                   roofline={"hardware": "local-cpu", "gguf": str(gguf_models["membound"]), "min_efficiency": 0.05})
+                   roofline={"hardware": "local-cpu", "gguf": str(gguf_models["membound"]),
+                             "min_decode_efficiency": 0.05})
     eff = res.extra["decode_efficiency"]
     print(f"local-cpu: decode efficiency {eff:.2f} of ceiling {res.extra['ceiling_tok_s']:.1f} tok/s "
           f"({res.extra['hardware']}), model bytes {res.extra['model_bytes'] / 1e6:.0f} MB")
@@ -107,7 +108,7 @@ def test_roofline_gate_on_local_cpu(llm_latency, llama_membound, gguf_models):
 
 def test_roofline_above_the_ceiling_is_flagged(pytester, llama_membound):
     pytester.makefile(".slo.yaml", roof=f"target: {{url: '{llama_membound.url}'}}\n"
-                      "roofline: {mem_bandwidth_gb_s: 0.05, min_efficiency: 0.3}\n"
+                      "roofline: {mem_bandwidth_gb_s: 0.05, min_decode_efficiency: 0.3}\n"
                       "workloads:\n  w: {class: custom, prompt_tokens: 32, output_tokens: 64, samples: 3, warmup: 1}\n")
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=300)
     r.assert_outcomes(errors=1)  # a configuration error: could not be judged

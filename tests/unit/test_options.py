@@ -32,7 +32,7 @@ def test_marker_beats_cli_and_yaml_is_below_ini():
     ({}, {"LLM_LATENCY_SAMPLES": "0"}, {}, "LLM_LATENCY_SAMPLES (environment): '0'"),
     ({}, {}, {"url": "ftp://x"}, "llm_latency_url (ini): 'ftp://x' is not valid for url"),
     ({"api": "openai"}, {}, {}, "expected one of openai-completions, openai-chat, ollama"),
-    ({}, {"LLM_LATENCY_MIN_EFFICIENCY": "2"}, {}, "a fraction"),
+    ({}, {"LLM_LATENCY_MIN_DECODE_EFFICIENCY": "2"}, {}, "a fraction"),
     ({}, {"LLM_LATENCY_SKIP": "maybe"}, {}, "true or false"),
 ])
 def test_errors_name_their_source(cli, env, ini, needle):

@@ -148,8 +148,8 @@ def test_prefill_ceiling_for_a_prompt():
 # ---------------------------------------------------------------------------- workload keys
 
 def test_prompt_sweep_workload():
-    w = make_workload("p", {"prompt_sweep": [4096, 256, 1024], "slo": {"min_prefill_efficiency": 0.35,
-                                                                       "ttft_overhead_max": "50ms"}})
+    w = make_workload("p", {"prompt_sweep": [4096, 256, 1024], "roofline": {"min_prefill_efficiency": 0.35},
+                            "slo": {"ttft_overhead_max": "50ms"}})
     assert w.prompt_sweep == (256, 1024, 4096) and w.prompt_tokens == 4096 and w.output_tokens == 1
     assert w.prefill_slo["min_prefill_efficiency"][0] == 0.35 and w.prefill_slo["ttft_overhead_max"][0] == 50.0
     assert w.budgets == ()
@@ -160,8 +160,9 @@ def test_prompt_sweep_workload():
     ({"prompt_sweep": [256, 1024], "concurrency": 4}, "concurrency 1"),
     ({"prompt_sweep": [256, 1024], "prompt_tokens": 512, "output_tokens": 1}, "not both"),
     ({"prompt_sweep": [256, 1024], "shared_prefix_tokens": 256}, "shortest prompt_sweep length"),
-    ({"prompt_sweep": [256, 1024], "slo": {"min_prefill_efficiency": 1.5}}, r"fraction .* in \(0, 1\]"),
+    ({"prompt_sweep": [256, 1024], "roofline": {"min_prefill_efficiency": 1.5}}, r"fraction .* in \(0, 1\]"),
     ({"class": "chat", "slo": {"prefill_tps_min": 5000}}, "need a prompt_sweep"),
+    ({"class": "chat", "roofline": {"min_prefill_efficiency": 0.3}}, "roofline.min_prefill_efficiency: prefill budgets need"),
 ])
 def test_bad_sweeps_name_the_key(spec, match):
     with pytest.raises(ConfigError, match=match):

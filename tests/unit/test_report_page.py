@@ -147,7 +147,7 @@ def test_page_repeats_the_terminal_table_and_messages_word_for_word():
 def test_page_draws_every_chart_with_its_series():
     r = result_dict(evaluate(wl(ttft_p95=1000), [rec(0.0), rec(200.0)], []))
     r["extra"].update(ceiling_tok_s=200.0, decode_efficiency=0.5, decode_efficiency_p95=0.45, model_bytes=16e9,
-                      roofline_min_efficiency=0.4, roofline_arithmetic="H100 3350 GB/s ÷ (16 GB weights)")
+                      roofline_min_decode_efficiency=0.4, roofline_arithmetic="H100 3350 GB/s ÷ (16 GB weights)")
     html = render(doc_of(r))
     assert series_counts(html) == [1, 1, 1, 1, 1]            # TTFT, TPOT, ITL, timeline, roofline
     assert "decode = 1000 / TPOT p50 10.00 ms = 100.0 tok/s" in html

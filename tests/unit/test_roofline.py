@@ -163,8 +163,8 @@ def test_batch_gate_compares_per_stream_tpot_with_per_stream_ceiling():
     ({"tpot_p50_ms": 0.0}, "TPOT p50"),
     ({"tpot_p50_ms": float("nan")}, "TPOT p50"),
     ({"tpot_p50_ms": 10.0, "tpot_p95_ms": -1.0}, "TPOT p95"),
-    ({"tpot_p50_ms": 10.0, "min_efficiency": 0.0}, "min_efficiency"),
-    ({"tpot_p50_ms": 10.0, "min_efficiency": 1.5}, "min_efficiency"),
+    ({"tpot_p50_ms": 10.0, "min_efficiency": 0.0}, "min_decode_efficiency"),
+    ({"tpot_p50_ms": 10.0, "min_efficiency": 1.5}, "min_decode_efficiency"),
 ])
 def test_bad_gate_inputs_raise_config_error(kwargs, match):
     with pytest.raises(ConfigError, match=match):

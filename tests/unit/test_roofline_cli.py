@@ -144,7 +144,7 @@ def test_gguf_file(tmp_path, capsys):
 def test_roofline_inputs_from_a_yaml_mapping(tmp_path):
     from pytest_llm_latency.core.errors import ConfigError
     from test_modelbytes import LLAMA_31_8B
-    hw, mb = resolve.roofline_inputs({"hardware": "NVIDIA L40S", "model": "llama-3.1-8b", "min_efficiency": 0.5,
+    hw, mb = resolve.roofline_inputs({"hardware": "NVIDIA L40S", "model": "llama-3.1-8b", "min_decode_efficiency": 0.5,
                                            "batch": 4})
     assert hw.mem_bandwidth_gb_s == 864 and mb.weight_bytes == pytest.approx(16.06e9)
     hw, mb = resolve.roofline_inputs({"mem_bandwidth_gb_s": 100, "tensor_parallel": 2, "params": 1e9,

@@ -71,7 +71,7 @@ def test_a_poisoned_cache_gets_one_fresh_probe_and_the_gate_proceeds(env, monkey
     poison(env, 12.0)  # 12 GB/s: the ceiling would be 29.5 tok/s, decode 50 tok/s = 1.69x
     measure = measure_at(30.0)
     monkeypatch.setattr(hwdetect, "numpy_read_measure", measure)
-    res = gate({"hardware": "local-cpu", "min_efficiency": 0.3})
+    res = gate({"hardware": "local-cpu", "min_decode_efficiency": 0.3})
     assert measure.calls == [30.0]  # exactly one fresh probe
     assert res.errors == [] and res.failed_checks == [] and res.extra["roofline_status"] == "pass"
     assert res.extra["decode_efficiency"] == pytest.approx(50 * 406e6 / 30e9, rel=1e-6)
@@ -85,7 +85,7 @@ def test_a_fresh_probe_that_is_no_higher_leaves_the_configuration_error(env, mon
     poison(env, 12.0)
     measure = measure_at(11.0)
     monkeypatch.setattr(hwdetect, "numpy_read_measure", measure)
-    res = gate({"hardware": "local-cpu", "min_efficiency": 0.3})
+    res = gate({"hardware": "local-cpu", "min_decode_efficiency": 0.3})
     assert measure.calls == [11.0] and res.extra["roofline_status"] == "config_error"
     assert "roofline configuration error" in res.errors[0]
     assert "so the bandwidth was probed again: 11.0 GB/s, not higher" in res.errors[0]
@@ -95,7 +95,7 @@ def test_a_fresh_probe_that_is_no_higher_leaves_the_configuration_error(env, mon
 def test_a_higher_fresh_figure_that_still_is_too_low_is_reported_with_it(env, monkeypatch):
     poison(env, 12.0)
     monkeypatch.setattr(hwdetect, "numpy_read_measure", measure_at(15.0))
-    res = gate({"hardware": "local-cpu", "min_efficiency": 0.3})
+    res = gate({"hardware": "local-cpu", "min_decode_efficiency": 0.3})
     assert res.extra["roofline_status"] == "config_error"
     assert "ceiling" in res.errors[0] and "15.0 GB/s" in res.errors[0] and "probed again" in res.errors[0]
 
@@ -103,7 +103,7 @@ def test_a_higher_fresh_figure_that_still_is_too_low_is_reported_with_it(env, mo
 def test_catalog_hardware_is_not_probed_again(env, monkeypatch):
     measure = measure_at(30.0)
     monkeypatch.setattr(hwdetect, "numpy_read_measure", measure)
-    res = gate({"mem_bandwidth_gb_s": 10.0, "min_efficiency": 0.3})
+    res = gate({"mem_bandwidth_gb_s": 10.0, "min_decode_efficiency": 0.3})
     assert res.extra["roofline_status"] == "config_error" and measure.calls == []
 
 

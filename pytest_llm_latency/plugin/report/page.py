@@ -154,13 +154,13 @@ def roofline(r: dict) -> tuple[str, list[str]]:
     base = r.get("baseline") if isinstance(r.get("baseline"), dict) else {}
     measured = [d for d in (_decode("this run", extra), _decode(str(base.get("label") or "baseline"),
                                                                  _d(base.get("extra")))) if d is not None]
-    min_eff = extra.get("roofline_min_efficiency")
+    min_eff = extra.get("roofline_min_decode_efficiency")
     min_eff = float(min_eff) if isinstance(min_eff, (int, float)) else None
     svg = roofline_chart("Decode roofline", ceiling if isinstance(ceiling, (int, float)) else None, measured,
                          min_efficiency=min_eff)
     if not measured:
         return svg, ["Not evaluated: set a roofline (a YAML roofline: mapping, --llm-latency-hardware or "
-                     "--llm-latency-min-efficiency) to compare decode with what the hardware can do."]
+                     "--llm-latency-min-decode-efficiency) to compare decode with what the hardware can do."]
     d = measured[0]
     text = [f"decode = 1000 / TPOT p50 {1000.0 / d.tok_s:.2f} ms = {d.tok_s:.1f} tok/s (completed requests)"]
     arith = extra.get("roofline_arithmetic")

@@ -1,9 +1,9 @@
-"""``pytest-llm-latency sweep``: the highest request rate that still meets the SLO.
+"""``pytest-llm-latency rate-sweep``: the highest request rate that still meets the SLO.
 
 Examples::
 
-    pytest-llm-latency sweep --url http://localhost:8000 --class chat --rate-min 1 --rate-max 64
-    pytest-llm-latency sweep --url 'reference://h100-sxm/llama-3.1-8b?max_num_seqs=4' \\
+    pytest-llm-latency rate-sweep --url http://localhost:8000 --class chat --rate-min 1 --rate-max 64
+    pytest-llm-latency rate-sweep --url 'reference://h100-sxm/llama-3.1-8b?max_num_seqs=4' \\
         --prompt-tokens 64 --output-tokens 32 --slo ttft_p95=30ms --arrival constant --json
 
 Each step is an open-loop run (``--requests`` requests on a seeded ``--arrival`` schedule at the
@@ -47,10 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _spec(args) -> dict:
     spec: dict = {"requests": args.requests, "warmup": args.warmup, "arrival": args.arrival,
-                  "sweep": {"rate_min": args.rate_min, "rate_max": args.rate_max, "max_steps": args.max_steps,
+                  "rate_sweep": {"rate_min": args.rate_min, "rate_max": args.rate_max, "max_steps": args.max_steps,
                             "tolerance": args.tolerance}}
     if args.capacity_min is not None:
-        spec["sweep"]["capacity_min"] = args.capacity_min
+        spec["rate_sweep"]["capacity_min"] = args.capacity_min
     if args.burstiness is not None:
         spec["burstiness"] = args.burstiness
     for key, value in (("class", args.klass), ("prompt_tokens", args.prompt_tokens),
@@ -68,6 +68,12 @@ def _spec(args) -> dict:
     return spec
 
 
+def _flag(path: tuple) -> str:
+    """A key path as the flag that set it: ("rate_sweep", "rate_min") -> --rate-min."""
+    keys = [str(k) for k in path if k != "rate_sweep"] or ["rate-min/--rate-max"]
+    return "--" + "-".join(k.replace("_", "-") for k in keys)
+
+
 def run(args) -> int:
     from ..client.http import make_http_client
     from ..client.runner import Target, make_client, measure
@@ -75,7 +81,7 @@ def run(args) -> int:
     from ..core.redact import redact_url
 
     try:
-        workload = make_workload(args.klass or "sweep", _spec(args), where=lambda p: "--" + "-".join(map(str, p)))
+        workload = make_workload(args.klass or "rate_sweep", _spec(args), where=_flag)
         with contextlib.ExitStack() as stack:
             url = args.url
             if url.startswith("reference://"):
@@ -86,7 +92,7 @@ def run(args) -> int:
             res, sw = run_sweep(lambda w: measure(client, w, seed=args.seed, salt_context=repr(w.load.rate)),
                                 workload)
     except ConfigError as exc:
-        print(f"pytest-llm-latency sweep: {exc}", file=sys.stderr)
+        print(f"pytest-llm-latency rate-sweep: {exc}", file=sys.stderr)
         return 2
     ok = res.verdict == "pass"
     if args.json:
