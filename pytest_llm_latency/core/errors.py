@@ -48,3 +48,7 @@ class LatencyWarning(UserWarning):
     outputs allowed by max_error_rate, roofline not evaluated...).  Public as
     ``pytest_llm_latency.LatencyWarning``: ``-W error::pytest_llm_latency.LatencyWarning``
     turns every note into a failure."""
+
+
+class LatencyDeprecationWarning(DeprecationWarning):
+    """An old option, YAML key or marker argument: it still works for this release; the message names the new one."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -12,6 +13,9 @@ from ..core.redact import redact_url
 from .options import OPTIONS, Settings
 from .session import LatencySession, run_nonce
 from .stash import DETAIL_KEY, FIXTURE_KEY, RESULTS_KEY, SESSION_KEY, XDIST_NOTE_KEY, get_session
+
+if TYPE_CHECKING:
+    from .fixtures import LatencyFixture
 
 
 
@@ -167,7 +171,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture
-def llm_latency(request: pytest.FixtureRequest):
+def llm_latency(request: pytest.FixtureRequest) -> LatencyFixture:
     """Measure LLM latency workloads against the configured target (see pytest-llm-latency docs)."""
     from .fixtures import LatencyFixture
 
