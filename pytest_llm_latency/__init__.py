@@ -50,7 +50,13 @@ _EXPORTS = {
     "Clock": ".plugin.hookspecs",
 }
 
-__all__ = ["__version__", *_EXPORTS]
+__all__ = [
+    "__version__",
+    "LatencyFixture", "MeasuredResult", "WorkloadResult", "Summary", "Verdict", "Violation", "Failure",
+    "RequestRecord", "Workload", "Clock",
+    "LatencyError", "ConfigError", "EmptySampleError", "MeasurementError", "LatencyWarning",
+    "LatencyDeprecationWarning",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,4 +1,5 @@
-"""``pytest-llm-latency ceiling``: print the decode bandwidth ceiling and the prefill compute ceiling with their arithmetic.
+"""``pytest-llm-latency ceiling``: print the decode bandwidth ceiling and the prefill compute ceiling
+with their arithmetic.
 
 The model description is read by ``roofline.resolve`` (shared with the pytest gate).
 
@@ -144,9 +145,9 @@ def _table(ceilings: list[Ceiling]) -> str:
 def run(args: argparse.Namespace, out=None, err=None) -> int:
     out, err = out or sys.stdout, err or sys.stderr
     try:
-        mb = resolve_model_bytes(model=args.model, model_bytes=args.model_bytes, params=args.params, dtype=args.dtype, bits=args.bits,
-                                 config=args.config, gguf=args.gguf, layers=args.layers, kv_heads=args.kv_heads,
-                                 head_dim=args.head_dim, kv_dtype=args.kv_dtype, names=FLAGS)
+        mb = resolve_model_bytes(model=args.model, model_bytes=args.model_bytes, params=args.params, dtype=args.dtype,
+                                 bits=args.bits, config=args.config, gguf=args.gguf, layers=args.layers,
+                                 kv_heads=args.kv_heads, head_dim=args.head_dim, kv_dtype=args.kv_dtype, names=FLAGS)
         if args.context > 0 and mb.kv_bytes_per_token is None:
             raise ConfigError(f"--context {args.context:g} needs the KV cache size: give --layers, --kv-heads and "
                               "--head-dim (or --config / --gguf / --model), or --context 0 for weights only")

@@ -29,7 +29,7 @@ from ..core.errors import MeasurementError
 from ..core.record import Clock, RecordBuilder
 from ..core.redact import Redactor, redact_url  # noqa: F401 - re-exported: the client layer's redaction
 from .recv_stamp import install, read_clock
-from .failures import (MAX_ERROR_BODY, RECEIVED_ATTR, AnswerDeadline, Received, content_type,  # noqa: F401
+from .failures import (MAX_ERROR_BODY, RECEIVED_ATTR, AnswerDeadline, Received, content_type,
                        error_text, map_transport_error, proxy_page, proxy_page_error)
 
 DEFAULT_POOL_SIZE = 16

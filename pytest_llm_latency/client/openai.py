@@ -186,7 +186,8 @@ class OpenAIClient:
             body.update(extra)
         return body
 
-    def _describe_status(self, prompt_tokens: int | None, max_tokens: int) -> Callable[[int, str], MeasurementError | None]:
+    def _describe_status(self, prompt_tokens: int | None,
+                         max_tokens: int) -> Callable[[int, str], MeasurementError | None]:
         def describe(code: int, msg: str) -> MeasurementError | None:
             low = msg.lower()
             if code == 400 and any(h in low for h in CONTEXT_LENGTH_HINTS):

@@ -120,7 +120,7 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
                      f"as every sample would be")
     before = _scrape(client)
     total = len(samples)
-    load_run = timeline = sequential = None
+    load_run = sequential = None
     recovery = CountRecovery(client, workload)  # per-chunk token counts the streams did not give
     engine = bool(samples) and uses_load_engine(workload) and not workload.sequential
     with _no_gc_pauses(), ServerTimeline(client, before) as timeline, \

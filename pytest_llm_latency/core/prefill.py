@@ -337,7 +337,8 @@ def format_prefill_ceiling(c: PrefillCeiling) -> str:
     if c.peak.tflops is None:
         return "\n".join([f"prefill ceiling: unknown: no peak FLOP/s for {c.peak.name} ({c.peak.source}); "
                           "give --peak-tflops",
-                          f"  FLOPs for {n} prompt tokens = 2 × {m.params:.4g} × {n}{attn} = {c.flops / 1e12:.4g} TFLOP"])
+                          f"  FLOPs for {n} prompt tokens = 2 × {m.params:.4g} × {n}{attn} = "
+                          f"{c.flops / 1e12:.4g} TFLOP"])
     return "\n".join([
         f"prefill ceiling {_tok_s(c.tok_s)} tok/s, {c.ms:.4g} ms for {n} prompt tokens (compute-bound, MFU 1)",
         f"  = {c.peak.name} {_tflops(c.peak.tflops)} ÷ {c.flops / n / 1e9:.4g} GFLOP/token",

@@ -144,7 +144,8 @@ def view(before: Sample, after: Sample, during: list[Sample] = ()) -> ServerView
             if prefix != "kv_usage":
                 kw[f"{prefix}_mean"] = sum(vals) / len(vals)
     q, h = counter_delta(before, after, "prefix_queries"), counter_delta(before, after, "prefix_hits")
-    if q is not None and h is not None and _first(after.counters, COUNTERS["prefix_queries"]) == "llamacpp:prompt_tokens":
+    if q is not None and h is not None \
+            and _first(after.counters, COUNTERS["prefix_queries"]) == "llamacpp:prompt_tokens":
         q += h  # llama.cpp counts prompt tokens excluding the cached ones
     if q is not None:
         kw["prefix_queries"] = q   # 0: no lookups at all (prefix caching off)

@@ -17,10 +17,10 @@ from .agent_spec import AGENT_BUDGET_KEYS, AGENT_CLASS, AGENT_KEYS, AgentSpec, m
 # budgets and load specs live in their own modules; their names are re-exported from here
 from .budgets import (BUDGET_KEYS, FRACTION_BUDGETS, Budget, did_you_mean,  # noqa: F401
                       parse_budget, parse_duration_ms, parse_positive_number)
-from .coldstart import COLD_BUDGET, COLD_STARTS  # noqa: F401
+from .coldstart import COLD_BUDGET, COLD_STARTS
 from .compare import parse_tolerances
 from .errors import ConfigError
-from .load_spec import DURATION_MAX_REQUESTS, LOAD_KEYS, Load, make_load  # noqa: F401
+from .load_spec import DURATION_MAX_REQUESTS, LOAD_KEYS, Load, make_load
 
 
 @dataclass(frozen=True)

@@ -184,7 +184,7 @@ def _died(server, grace_s: float = 2.0) -> str | None:
     while True:
         try:
             server.check_alive()
-        except Exception as exc:  # noqa: BLE001 - its message carries exit code and log tail
+        except Exception as exc:  # its message carries exit code and log tail
             return str(exc)
         if time.monotonic() >= deadline:
             return None

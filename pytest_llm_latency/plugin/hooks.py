@@ -273,7 +273,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     for path, make in outputs:
         try:
             write_atomic(path, make())
-        except Exception as exc:  # noqa: BLE001 - a report bug must not hide the run's verdicts
+        except Exception as exc:  # a report bug must not hide the run's verdicts
             what = str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc} (a bug; please report it)"
             tr = config.pluginmanager.get_plugin("terminalreporter")
             if tr:
@@ -290,7 +290,7 @@ def _step_summary(session: pytest.Session, results: list[dict]) -> None:
         return
     try:
         append(results)
-    except Exception as exc:  # noqa: BLE001 - a summary must not hide the run's verdicts
+    except Exception as exc:  # a summary must not hide the run's verdicts
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
         if tr:
             tr.write_line(f"llm-latency: could not append to ${ENV}: {exc}", red=True)
@@ -302,7 +302,7 @@ def _save_baseline(session: pytest.Session, path: str, results: list[dict]) -> N
     tr = session.config.pluginmanager.get_plugin("terminalreporter")
     try:
         n = save_from_results(path, results)
-    except Exception as exc:  # noqa: BLE001 - as for the JSON file: reported, the run's verdicts kept
+    except Exception as exc:  # as for the JSON file: reported, the run's verdicts kept
         if tr:
             tr.write_line(f"llm-latency: could not save the baseline {path}: {exc}", red=True)
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
@@ -321,7 +321,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         terminalreporter.section("llm latency")
         for line in summary_lines(results):
             terminalreporter.write_line(line)
-    except Exception as exc:  # noqa: BLE001 - never raise from the summary
+    except Exception as exc:  # never raise from the summary
         terminalreporter.write_line(f"llm-latency: summary failed: {type(exc).__name__}: {exc}")
 
 

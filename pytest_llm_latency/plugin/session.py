@@ -157,7 +157,7 @@ class LatencySession:
             fn = self._closers.pop()
             try:
                 fn()
-            except Exception:  # noqa: BLE001 - teardown must go on
+            except Exception:  # teardown must go on
                 pass
 
 

@@ -39,13 +39,14 @@ TYPO_LINE = USER_TEST.splitlines().index("    assert result.ttft.p955 < 800") + 
 
 
 def test_public_names_import_from_the_package():
+    assert set(pytest_llm_latency.__all__) == {"__version__", *PUBLIC} == {"__version__", *pytest_llm_latency._EXPORTS}
     for name in PUBLIC:
         assert name in pytest_llm_latency.__all__, name
         assert getattr(pytest_llm_latency, name) is not None, name
     assert issubclass(pytest_llm_latency.LatencyDeprecationWarning, DeprecationWarning)
     assert not issubclass(pytest_llm_latency.LatencyDeprecationWarning, pytest_llm_latency.LatencyWarning)
     with pytest.raises(AttributeError, match="no attribute 'NoSuchName'"):
-        pytest_llm_latency.NoSuchName  # noqa: B018
+        _ = pytest_llm_latency.NoSuchName
 
 
 def test_the_package_ships_its_types():
@@ -112,10 +113,10 @@ def test_a_metric_with_no_values_raises_and_says_why():
     res = WorkloadResult(workload=make_workload("chat", {}))
     res.errors.append("no successful requests out of 3 (connect)")
     with pytest.raises(EmptySampleError, match=r"no TTFT values were measured \(no successful requests out of 3"):
-        res.ttft  # noqa: B018
+        _ = res.ttft
     with pytest.raises(AttributeError):
-        res.ttfft  # type: ignore[attr-defined]  # noqa: B018
+        _ = res.ttfft  # type: ignore[attr-defined]
     res.summaries["tpot"] = summarize([10.0, 20.0], "TPOT")
     assert res.tpot.max == 20.0 and res.metric("tpot") is res.tpot
     with pytest.raises(EmptySampleError, match=r"no output tok/s values were measured"):
-        res.output_tps  # noqa: B018
+        _ = res.output_tps

@@ -19,10 +19,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import build_llama_server  # noqa: E402
-import make_models  # noqa: E402
+import build_llama_server
+import make_models
 
-from pytest_llm_latency.targets.managed import ManagedTarget, ManagedTargetError, TargetPool  # noqa: E402
+from pytest_llm_latency.targets.managed import ManagedTarget, ManagedTargetError, TargetPool
 
 NO_LLAMA_ENV = "LLM_LATENCY_NO_LLAMA"
 STARTUP_TIMEOUT_S = 120.0

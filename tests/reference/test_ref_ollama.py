@@ -138,4 +138,4 @@ def test_a_run_of_cold_starts_only_is_an_error_that_says_so(serve, http):
     assert res.verdict == "error" and res.extra["cold_starts"] == 3 and res.n == 0
     assert res.errors == [e for e in res.errors if e.startswith("all 3 samples were cold starts")] != []
     with pytest.raises(Exception, match="no TTFT values were measured"):
-        res.ttft
+        _ = res.ttft

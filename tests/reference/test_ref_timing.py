@@ -233,7 +233,8 @@ def test_batching_multiplies_throughput_and_raises_p99_itl(serve, http):
     aggregate = sum(s.tokens for s in results) / ((t_end - t0) / 1e9)
     conc_p99 = percentile([x for s in results for x in s.itls_s()], 0.99)
     print(f"batching: single {single_tps:.1f} tok/s, aggregate {aggregate:.1f} tok/s "
-          f"({aggregate / single_tps:.1f}x); ITL p50 single {single_itl * 1e3:.1f} -> p99 batched {conc_p99 * 1e3:.1f} ms")
+          f"({aggregate / single_tps:.1f}x); ITL p50 single {single_itl * 1e3:.1f} -> "
+          f"p99 batched {conc_p99 * 1e3:.1f} ms")
     assert aggregate >= 10 * single_tps, (aggregate, single_tps)
     # Batched, the second requests' prefills (>= 26 ms each, ~210 ms when 8 arrive together)
     # stall the running streams: p99 ITL 130-170 ms, against a single stream's ~6.9 ms step.
@@ -244,8 +245,9 @@ def test_queueing_shows_in_metrics_and_in_ttft(serve, http):
     h = serve("time_scale=1&max_num_seqs=8")
     solos = [stream_openai(http, h.url, forced(words(50, f"solo{i}"), 32)) for i in range(2)]
     one_e2e = min((s.chunks[-1][0] - s.t_send) / 1e9 for s in solos)
-    (results, _), seen = _while_scraping(h.url, ["vllm:num_requests_waiting"],
-                                         lambda: _run_concurrently(h.url, 32, lambda i: [forced(words(50, f"q{i}"), 32)]))
+    (results, _), seen = _while_scraping(
+        h.url, ["vllm:num_requests_waiting"],
+        lambda: _run_concurrently(h.url, 32, lambda i: [forced(words(50, f"q{i}"), 32)]))
     waiting = [w for (w,) in seen]
     print(f"queueing: max waiting {max(waiting)}, TTFT p95 {percentile([s.ttft_s for s in results], 0.95):.3f} s, "
           f"single e2e {one_e2e:.3f} s")

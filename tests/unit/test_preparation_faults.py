@@ -69,4 +69,4 @@ def test_an_empty_result_names_the_server_failure():
 
     res = preparation_failed(WORKLOAD, Failure("http_503", "HTTP 503 from http://fake/tokenize"))
     with pytest.raises(EmptySampleError, match="HTTP 503"):
-        res.ttft
+        _ = res.ttft

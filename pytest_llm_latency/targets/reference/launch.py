@@ -186,7 +186,7 @@ def _start_thread(config: ReferenceConfig, timeout: float) -> ReferenceHandle:
         server = ReferenceServer(config)
         try:
             box["url"] = await server.start()
-        except BaseException as e:  # noqa: BLE001 - reported to the caller
+        except BaseException as e:  # reported to the caller
             box["error"] = e
             ready.set()
             await server.stop()

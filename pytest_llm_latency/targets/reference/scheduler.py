@@ -182,7 +182,8 @@ class Scheduler:
                 t = None
                 continue
             now = loop.time()
-            if self.pause is not None and self._first_arrival is not None and now >= self._first_arrival + self.pause[0]:
+            if self.pause is not None and self._first_arrival is not None \
+                    and now >= self._first_arrival + self.pause[0]:
                 seconds, self.pause = self.pause[1], None   # the engine stops once: every stream stalls
                 await asyncio.sleep(seconds)
                 t = None
