@@ -121,6 +121,7 @@ def _prefill(args, mb, hw):
         layers, hidden = layers or cfg.get("num_hidden_layers"), hidden or cfg.get("hidden_size")
     peak = resolve_peak(hw, peak_tflops=args.peak_tflops, dtype=args.dtype, where="--peak-tflops",
                         **({"refresh": True} if args.refresh and hw.key == "local-cpu" else {}))
+    assert peak is not None, "resolve_peak gives a peak for a catalog device or an explicit --peak-tflops"
     return prefill_ceiling(prefill_model(mb.name, mb.params, layers, hidden, mb.source), peak, args.prompt_tokens)
 
 
@@ -159,9 +160,8 @@ def run(args: argparse.Namespace, out=None, err=None) -> int:
             text = json.dumps([_ceiling_dict(c) for c in ceilings], indent=2) if args.json else _table(ceilings)
         else:
             from ..roofline.hwdetect import resolve_hardware
-            probe = {"refresh": True} if args.refresh else {}
             hw = resolve_hardware(args.hardware, mem_bandwidth_gb_s=args.bandwidth, tp=args.tp,
-                                  where="--hardware", **probe)
+                                  where="--hardware", **({"refresh": True} if args.refresh else {}))
             c = decode_ceiling(hw, mb, args.context, args.batch)
             pre = _prefill(args, mb, hw)
             if args.json:

@@ -229,7 +229,8 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
         if "rate" in spec or "concurrency" in spec or sweep:
             clash = "rate" if "rate" in spec else "concurrency" if "concurrency" in spec else "prompt_sweep"
             raise ConfigError(f"{where(('sweep',))}: a sweep chooses the rate itself (an open loop): drop {clash}")
-        spec = {**spec, "rate": rate_sweep.rate_min}
+        if rate_sweep is not None:
+            spec = {**spec, "rate": rate_sweep.rate_min}
     load = make_load(spec, where)
     if load is not None and load.duration_s and "samples" not in spec and "requests" not in spec:
         samples = DURATION_MAX_REQUESTS  # bounded by the duration (and this cap)
@@ -324,6 +325,7 @@ def with_statistics(w: Workload, spec: Mapping[str, Any], where, samples: Any = 
         raise ConfigError(f"{where(('inconclusive',))}: expected one of {', '.join(INCONCLUSIVE)}, got {inc!r}"
                           f"{did_you_mean(inc, INCONCLUSIVE)}")
     if auto and "max_samples" not in spec and not w.sequential:
+        assert conf is not None  # auto without a confidence was refused above
         hi = default_horizon(w, float(conf), lo)
     return replace(w, samples=hi if auto else samples, sequential=auto, min_samples=min(lo, hi),
                    confidence=None if conf is None else float(conf), inconclusive=inc)
