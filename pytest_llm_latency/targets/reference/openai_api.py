@@ -199,8 +199,9 @@ class OpenAIProtocol:
         return {"tool_calls": [entry]}
 
     def usage(self, completion: int, cached: int | None = None) -> dict:
-        u: dict[str, int | dict[str, int]] = {"prompt_tokens": self.prompt_tokens, "total_tokens": self.prompt_tokens + completion,
-             "completion_tokens": completion}
+        u: dict[str, int | dict[str, int]] = {
+            "prompt_tokens": self.prompt_tokens, "total_tokens": self.prompt_tokens + completion,
+            "completion_tokens": completion}
         if self.cached_details and cached is not None:
             u["prompt_tokens_details"] = {"cached_tokens": cached}
         return u
