@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from ..core.errors import ConfigError
 from ..core.roofline import Ceiling, decode_ceiling, format_ceiling, prefill_ceiling_tok_s
@@ -160,8 +161,9 @@ def run(args: argparse.Namespace, out=None, err=None) -> int:
             text = json.dumps([_ceiling_dict(c) for c in ceilings], indent=2) if args.json else _table(ceilings)
         else:
             from ..roofline.hwdetect import resolve_hardware
+            probe: dict[str, Any] = {"refresh": True} if args.refresh else {}
             hw = resolve_hardware(args.hardware, mem_bandwidth_gb_s=args.bandwidth, tp=args.tp,
-                                  where="--hardware", **({"refresh": True} if args.refresh else {}))
+                                  where="--hardware", **probe)
             c = decode_ceiling(hw, mb, args.context, args.batch)
             pre = _prefill(args, mb, hw)
             if args.json:

@@ -324,6 +324,7 @@ class StreamingPost:
                received: Received) -> Iterator[tuple[int, bytes]]:
         """``(t_ns, bytes)`` as they arrive; ``received.body_bytes`` counts them (the phase a
         transport error then names)."""
+        assert builder.record.t_submit_ns is not None  # stamped when the request was submitted
         deadline = builder.record.t_submit_ns + int(self.timeouts.total_s * 1e9)
         read_at = read_clock(resp, builder.clock)  # when the socket read that brought a chunk returned
         for chunk in raw_chunks(resp):
