@@ -150,7 +150,7 @@ def make_http_client(timeouts: Timeouts = Timeouts(), api_key: str | None = None
     return http
 
 
-def ensure_connections(http: httpx.Client, n: int) -> None:
+def ensure_connections(http: object, n: int) -> None:
     """Let ``http`` keep ``n`` connections alive (a workload at concurrency ``n``), so that
     connections do not churn.  No-op for clients not made by ``make_http_client``."""
     wrapper = _TRANSPORTS.get(http) if isinstance(http, httpx.Client) else None

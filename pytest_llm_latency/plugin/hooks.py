@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import pytest
 
@@ -184,7 +184,7 @@ def llm_latency(request: pytest.FixtureRequest) -> LatencyFixture:
 def pytest_runtest_call(item: pytest.Item):
     result = yield
     marker = item.get_closest_marker("llm_slo")
-    fx = item.stash.get(FIXTURE_KEY, None)
+    fx = cast("LatencyFixture | None", item.stash.get(FIXTURE_KEY, None))
     if marker is None and (fx is None or not fx.results):
         return result  # the fixture was requested but nothing was measured: nothing to judge
     from .execute import outcome
