@@ -8,7 +8,7 @@ import pytest
 
 from pytest_llm_latency.client.http import Redactor, make_http_client
 from pytest_llm_latency.client.openai import OpenAIClient
-from rawserver import raw_server
+from tests.helpers.rawserver import raw_server
 
 SECRET = "sk-test-SECRET"
 

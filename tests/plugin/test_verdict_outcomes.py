@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from fakeserver import FakeServerPlugin, Script
+from tests.helpers.fakeserver import FakeServerPlugin, Script
 from pytest_llm_latency.targets.process import free_port
 
 YAML = ("workloads:\n  w: {class: custom, prompt_tokens: 16, output_tokens: 4, samples: 20, warmup: 0, "

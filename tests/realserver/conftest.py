@@ -12,15 +12,11 @@ silently skipped integration tier would hide a broken CI.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import build_llama_server
-import make_models
+from tests.realserver import build_llama_server, make_models
 
 from pytest_llm_latency.targets.managed import ManagedTarget, ManagedTargetError, TargetPool
 

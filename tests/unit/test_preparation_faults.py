@@ -2,7 +2,7 @@
 import httpx
 import pytest
 
-from fakeserver import Script, VirtualTime, make_transport
+from tests.helpers.fakeserver import Script, VirtualTime, make_transport
 from pytest_llm_latency.client.http import make_http_client
 from pytest_llm_latency.client.openai import OpenAIClient
 from pytest_llm_latency.client.runner import measure

@@ -8,8 +8,8 @@ import json
 import httpx
 import pytest
 
-from fakeserver import VirtualTime
-from rawserver import raw_server
+from tests.helpers.fakeserver import VirtualTime
+from tests.helpers.rawserver import raw_server
 from pytest_llm_latency.client.http import Redactor, Timeouts, make_http_client
 from pytest_llm_latency.client.openai import OpenAIClient
 from pytest_llm_latency.core.errors import MeasurementError
