@@ -19,7 +19,11 @@ PUBLIC = ("LatencyFixture", "MeasuredResult", "WorkloadResult", "Summary", "Verd
 USER_TEST = '''\
 import pytest
 
-from pytest_llm_latency import LatencyFixture, MeasuredResult, Summary, Verdict
+from pytest_llm_latency import Clock, LatencyFixture, MeasuredResult, Summary, Verdict, WorkloadResult
+
+
+def pytest_llm_latency_clock(config: pytest.Config) -> Clock | None:  # a conftest's hook
+    return None
 
 
 @pytest.mark.llm_slo(workload="chat", samples=20, ttft_p95="800ms")
@@ -34,6 +38,8 @@ def test_chat(llm_latency: LatencyFixture) -> None:
     verdict: Verdict = checked.verdict
     assert verdict == "pass"
     assert not checked.violations and checked.n == len(checked.records)
+    judged: WorkloadResult = checked.result
+    assert judged.summaries["ttft"].n == judged.ttft.n
 '''
 TYPO_LINE = USER_TEST.splitlines().index("    assert result.ttft.p955 < 800") + 1
 
