@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from refclient import stream_ollama, words
+from tests.reference.refclient import stream_ollama, words
 from pytest_llm_latency.core.errors import ConfigError
 from pytest_llm_latency.targets.reference.launch import parse_reference_url
 from pytest_llm_latency.targets.reference.residency import parse_keep_alive

@@ -28,8 +28,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pluginclient import stream_openai  # the plugin's own client and metrics
-from refclient import percentile, words
+from tests.reference.pluginclient import stream_openai  # the plugin's own client and metrics
+from tests.reference.refclient import percentile, words
 
 BW, PEAK = 3350e9, 989e12                    # H100-SXM datasheet (catalog)
 P, WB, KV, L = 8.03e9, 8.03e9 * 2, 131072, 32  # Llama-3.1-8B fp16 (catalog)
@@ -321,7 +321,7 @@ def test_kv_pool_full_makes_requests_wait(serve, http):
 def test_server_reported_durations_are_modelled_time_times_scale(serve, http):
     ts = 1.0                   # ~0.25 s of modelled time, against which client noise is small
     h = serve(f"efficiency=1.0&time_scale={ts}&prefix_caching=0")
-    from refclient import stream_ollama
+    from tests.reference.refclient import stream_ollama
 
     s = stream_ollama(http, h.url, {"model": "llama-3.1-8b", "prompt": words(1000, "ollama"),
                                     "options": {"num_predict": 50}})
