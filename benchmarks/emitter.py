@@ -56,8 +56,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # run as a script or loaded by path
-from emitter_stamps import load_stamps, pct, write_stamps  # noqa: E402,F401 - load_stamps re-exported
-from emitter_wire import WORDS, chat_tokens, chunk_sizes, count_words, http_chunk  # noqa: E402,F401
+from emitter_stamps import load_stamps, pct, write_stamps  # noqa: F401 - load_stamps re-exported
+from emitter_wire import WORDS, chat_tokens, chunk_sizes, count_words, http_chunk
 
 MAX_BODY = 16 * 1024 * 1024
 
@@ -256,7 +256,7 @@ class Emitter:
             texts.append("")
             i += 1
         cum, w = 0, rid
-        for j, size in enumerate(sizes):
+        for size in sizes:
             words = []
             for _ in range(size):
                 words.append(" " + WORDS[w % len(WORDS)])

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from truth import MODEL, Emitter, loadavg  # noqa: E402
+from truth import MODEL, Emitter, loadavg
 
 
 async def one(port: int, k: int, tokens: int) -> int:

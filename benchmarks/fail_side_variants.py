@@ -21,7 +21,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pytest_llm_latency.core import confidence as ci  # noqa: E402
+from pytest_llm_latency.core import confidence as ci
 
 ALPHA, MIN_N = 0.05, 10
 

@@ -34,8 +34,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peers import TOOLS, run_peer  # noqa: E402
-from truth import Emitter, check_clocks, loadavg, p50_p99, plugin_errors, run_plugin  # noqa: E402
+from peers import TOOLS, run_peer
+from truth import Emitter, check_clocks, loadavg, p50_p99, plugin_errors, run_plugin
 
 PROMPT_TOKENS = 32
 

@@ -30,9 +30,9 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 
 sys.path.insert(0, ".")
-from pytest_llm_latency.client.load import LagMonitor  # noqa: E402
-from pytest_llm_latency.client.server_view import fetch_sample  # noqa: E402
-from pytest_llm_latency.targets.reference.launch import start_reference  # noqa: E402
+from pytest_llm_latency.client.load import LagMonitor
+from pytest_llm_latency.client.server_view import fetch_sample
+from pytest_llm_latency.targets.reference.launch import start_reference
 
 BODY = {"model": "llama-3.1-8b", "prompt": "hello " * 64, "stream": True, "ignore_eos": True}
 

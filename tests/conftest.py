@@ -1,7 +1,5 @@
 import importlib
 import pkgutil
-import sys
-from pathlib import Path
 
 # pytester's in-process runs unload modules first imported inside them, while
 # `from . import x` can still find the stale attribute on the package: import
@@ -21,8 +19,6 @@ for _mod in pkgutil.walk_packages(pytest_llm_latency.__path__, "pytest_llm_laten
         importlib.import_module(_mod.name)
     except ImportError:  # optional extras (gguf) may be missing
         pass
-
-sys.path.insert(0, str(Path(__file__).parent))  # tests/fakeserver.py
 
 pytest_plugins = ["pytester"]
 

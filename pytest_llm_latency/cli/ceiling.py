@@ -1,4 +1,5 @@
-"""``pytest-llm-latency ceiling``: print the decode bandwidth ceiling and the prefill compute ceiling with their arithmetic.
+"""``pytest-llm-latency ceiling``: print the decode bandwidth ceiling and the prefill compute ceiling
+with their arithmetic.
 
 The model description is read by ``roofline.resolve`` (shared with the pytest gate).
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from ..core.errors import ConfigError
 from ..core.roofline import Ceiling, decode_ceiling, format_ceiling, prefill_ceiling_tok_s
@@ -120,6 +122,7 @@ def _prefill(args, mb, hw):
         layers, hidden = layers or cfg.get("num_hidden_layers"), hidden or cfg.get("hidden_size")
     peak = resolve_peak(hw, peak_tflops=args.peak_tflops, dtype=args.dtype, where="--peak-tflops",
                         **({"refresh": True} if args.refresh and hw.key == "local-cpu" else {}))
+    assert peak is not None, "resolve_peak gives a peak for a catalog device or an explicit --peak-tflops"
     return prefill_ceiling(prefill_model(mb.name, mb.params, layers, hidden, mb.source), peak, args.prompt_tokens)
 
 
@@ -144,9 +147,9 @@ def _table(ceilings: list[Ceiling]) -> str:
 def run(args: argparse.Namespace, out=None, err=None) -> int:
     out, err = out or sys.stdout, err or sys.stderr
     try:
-        mb = resolve_model_bytes(model=args.model, model_bytes=args.model_bytes, params=args.params, dtype=args.dtype, bits=args.bits,
-                                 config=args.config, gguf=args.gguf, layers=args.layers, kv_heads=args.kv_heads,
-                                 head_dim=args.head_dim, kv_dtype=args.kv_dtype, names=FLAGS)
+        mb = resolve_model_bytes(model=args.model, model_bytes=args.model_bytes, params=args.params, dtype=args.dtype,
+                                 bits=args.bits, config=args.config, gguf=args.gguf, layers=args.layers,
+                                 kv_heads=args.kv_heads, head_dim=args.head_dim, kv_dtype=args.kv_dtype, names=FLAGS)
         if args.context > 0 and mb.kv_bytes_per_token is None:
             raise ConfigError(f"--context {args.context:g} needs the KV cache size: give --layers, --kv-heads and "
                               "--head-dim (or --config / --gguf / --model), or --context 0 for weights only")
@@ -158,7 +161,7 @@ def run(args: argparse.Namespace, out=None, err=None) -> int:
             text = json.dumps([_ceiling_dict(c) for c in ceilings], indent=2) if args.json else _table(ceilings)
         else:
             from ..roofline.hwdetect import resolve_hardware
-            probe = {"refresh": True} if args.refresh else {}
+            probe: dict[str, Any] = {"refresh": True} if args.refresh else {}
             hw = resolve_hardware(args.hardware, mem_bandwidth_gb_s=args.bandwidth, tp=args.tp,
                                   where="--hardware", **probe)
             c = decode_ceiling(hw, mb, args.context, args.batch)

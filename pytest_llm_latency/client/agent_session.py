@@ -117,6 +117,7 @@ def measure_sessions(client, workload: Workload, *, seed: int = 0, nonce: str | 
     """Run ``workload.samples`` sessions of ``workload.agent.steps`` turns; never raises for a
     server fault (a failed turn ends its session and counts as a failed request)."""
     spec = workload.agent
+    assert spec is not None, "run_agent_sessions: a workload with agent sessions"
     nonce = new_nonce() if nonce is None else nonce
     notes: list[str] = []
     tools = tool_schemas(seed, spec.tools)

@@ -31,8 +31,11 @@ class AnswerDeadline(httpx.ReadTimeout):
 
 
 class _Timeouts(Protocol):  # http.Timeouts (http imports this module, not the other way)
-    connect_s: float
-    idle_s: float
+    @property
+    def connect_s(self) -> float: ...
+
+    @property
+    def idle_s(self) -> float: ...
 
 
 def error_text(data: bytes) -> str:

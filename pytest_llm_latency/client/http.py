@@ -29,7 +29,7 @@ from ..core.errors import MeasurementError
 from ..core.record import Clock, RecordBuilder
 from ..core.redact import Redactor, redact_url  # noqa: F401 - re-exported: the client layer's redaction
 from .recv_stamp import install, read_clock
-from .failures import (MAX_ERROR_BODY, RECEIVED_ATTR, AnswerDeadline, Received, content_type,  # noqa: F401
+from .failures import (MAX_ERROR_BODY, RECEIVED_ATTR, AnswerDeadline, Received, content_type,
                        error_text, map_transport_error, proxy_page, proxy_page_error)
 
 DEFAULT_POOL_SIZE = 16
@@ -150,7 +150,7 @@ def make_http_client(timeouts: Timeouts = Timeouts(), api_key: str | None = None
     return http
 
 
-def ensure_connections(http: httpx.Client, n: int) -> None:
+def ensure_connections(http: object, n: int) -> None:
     """Let ``http`` keep ``n`` connections alive (a workload at concurrency ``n``), so that
     connections do not churn.  No-op for clients not made by ``make_http_client``."""
     wrapper = _TRANSPORTS.get(http) if isinstance(http, httpx.Client) else None
@@ -324,6 +324,7 @@ class StreamingPost:
                received: Received) -> Iterator[tuple[int, bytes]]:
         """``(t_ns, bytes)`` as they arrive; ``received.body_bytes`` counts them (the phase a
         transport error then names)."""
+        assert builder.record.t_submit_ns is not None  # stamped when the request was submitted
         deadline = builder.record.t_submit_ns + int(self.timeouts.total_s * 1e9)
         read_at = read_clock(resp, builder.clock)  # when the socket read that brought a chunk returned
         for chunk in raw_chunks(resp):

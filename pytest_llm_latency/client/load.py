@@ -30,7 +30,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, TypeGuard
 
 from ..core.prompts import Prompt
 from ..core.record import Clock, RequestRecord
@@ -103,7 +103,7 @@ def run_load(send: Send, prompts: list[Prompt], workload: Workload, *, seed: int
     return run
 
 
-def _stops(out) -> bool:
+def _stops(out: RequestRecord | Failure) -> TypeGuard[Failure]:
     return isinstance(out, Failure) and is_deterministic_rejection(out.kind)
 
 
@@ -115,7 +115,7 @@ def _closed_loop(send: Send, prompts: list[Prompt], workload: Workload, clock: C
     duration_ns = int(load.duration_s * 1e9) if load and load.duration_s else None
     run = LoadRun("closed")
     lock = threading.Lock()
-    st = {"next": 0, "started": 0, "ramp_end": None, "stop": False, "t_stop": None}
+    st: dict[str, Any] = {"next": 0, "started": 0, "ramp_end": None, "stop": False, "t_stop": None}
     t0 = clock()
 
     def stop(now: int) -> None:
@@ -198,6 +198,7 @@ def _closed_loop(send: Send, prompts: list[Prompt], workload: Workload, clock: C
 def _open_loop(send: Send, prompts: list[Prompt], workload: Workload, seed: int, clock: Clock, sleep,
                progress) -> LoadRun:
     load = workload.load
+    assert load is not None and load.rate is not None, "an open loop has a rate"
     due = offsets(Arrival(load.rate, load.arrival, load.burstiness), seed=seed, n=workload.samples,
                   duration_s=load.duration_s)
     if len(due) > len(prompts):
@@ -251,7 +252,7 @@ def planned_requests(workload: Workload) -> int:
     """Samples to prepare prompts for: the measured ones plus, in a closed loop, the ramp-up
     and the drain (``2 x concurrency`` more; ramping over time may use more)."""
     load = workload.load
-    if load is not None and load.open_loop:
+    if load is not None and load.rate is not None:  # an open loop
         from ..core.schedule import planned_requests as planned
 
         return planned(Arrival(load.rate, load.arrival, load.burstiness), n=workload.samples,

@@ -3,6 +3,8 @@ and drain; and, for every run, the client's health and who bunched the tokens.  
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..core import metrics as m
 from ..core.goodput import fluidity, goodput
 from ..core.record import RequestRecord
@@ -44,13 +46,13 @@ def client_health(lag_ns: list[int], send_lag_ns: list[int], records: list[Reque
     out: dict = {}
     p99 = _p(lags, 99)
     if p99 is not None:
-        out["client_lag_ms_p50"] = round(_p(lags, 50), 3)
-        out["client_lag_ms_p90"] = round(_p(lags, 90), 3)
+        out["client_lag_ms_p50"] = round(percentile(sorted(lags), 50), 3)
+        out["client_lag_ms_p90"] = round(percentile(sorted(lags), 90), 3)
         out["client_lag_ms_p99"] = round(p99, 3)
         out["client_lag_ms_max"] = round(max(lags), 3)
     sched = [v for v in (m.client_lag_ms(r) for r in records) if v is not None]
     if sched:
-        out["client_send_lag_ms_p99"] = round(_p(sched, 99), 3)
+        out["client_send_lag_ms_p99"] = round(percentile(sorted(sched), 99), 3)
     epr = events_per_read(records)
     if epr is not None:
         out["events_per_read"] = round(epr, 3)
@@ -59,7 +61,7 @@ def client_health(lag_ns: list[int], send_lag_ns: list[int], records: list[Reque
     return out
 
 
-def client_summary(res: WorkloadResult, lag_ns: list[int], send_lag_ns: list[int] = (), *,
+def client_summary(res: WorkloadResult, lag_ns: Sequence[int], send_lag_ns: Sequence[int] = (), *,
                    engine: bool = True) -> None:
     """Every run: the client's health (extra keys) and who bunched the tokens when many arrived
     together (``bunching``).  A load-engine run (``engine``) whose client fell behind is an

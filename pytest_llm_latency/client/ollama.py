@@ -16,7 +16,7 @@ it is marked ``server_timings["prompt_cached"]``, never read as "no usage".
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import httpx
 
@@ -38,7 +38,7 @@ def ollama_timings(final: dict) -> dict:
             raise ProtocolError(f"Ollama final object: {k} is not a duration in ns ({v!r})")
         return int(v)
 
-    out = {"prefill_ms": ns("prompt_eval_duration") / 1e6, "decode_ms": ns("eval_duration") / 1e6,
+    out: dict[str, Any] = {"prefill_ms": ns("prompt_eval_duration") / 1e6, "decode_ms": ns("eval_duration") / 1e6,
            "load_ms": ns("load_duration") / 1e6, "total_ms": ns("total_duration") / 1e6,
            "prompt_n": ns("prompt_eval_count"), "predicted_n": ns("eval_count"), "source": "ollama"}
     if out["predicted_n"] and ns("eval_duration"):
@@ -179,7 +179,8 @@ class OllamaClient:
     def _object(self, b: RecordBuilder, t: int, obj: dict) -> bool:
         if "error" in obj:
             raise MeasurementError("stream_error", self.redact(f"error inside a 200 stream: {obj['error']}"))
-        msg = obj.get("message") if isinstance(obj.get("message"), dict) else {}
+        msg = obj.get("message")
+        msg = msg if isinstance(msg, dict) else {}
         content = obj.get("response") if self.api == "generate" else msg.get("content")
         thinking = obj.get("thinking") or msg.get("thinking")
         tools = msg.get("tool_calls")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import httpx
 
@@ -139,7 +139,8 @@ class OpenAIClient:
         models = self.models()
         served = []
         for m in models:  # vLLM: id (the served names); llama.cpp: id and aliases
-            aliases = m.get("aliases") if isinstance(m.get("aliases"), list) else []
+            aliases = m.get("aliases")
+            aliases = aliases if isinstance(aliases, list) else []
             served += [str(n) for n in [m.get("id"), *aliases] if n is not None]
         if not served or self.model in served or f"{self.model}:latest" in served:  # Ollama's implicit tag
             return None
@@ -161,7 +162,8 @@ class OpenAIClient:
 
     def max_model_len(self) -> int | None:
         for m in self._listed():
-            meta = m.get("meta") if isinstance(m.get("meta"), dict) else {}
+            meta = m.get("meta")
+            meta = meta if isinstance(meta, dict) else {}
             length = m.get("max_model_len") or meta.get("n_ctx")  # vLLM | llama.cpp
             if m.get("id") == self.model and length:
                 return int(length)
@@ -186,7 +188,8 @@ class OpenAIClient:
             body.update(extra)
         return body
 
-    def _describe_status(self, prompt_tokens: int | None, max_tokens: int) -> Callable[[int, str], MeasurementError | None]:
+    def _describe_status(self, prompt_tokens: int | None,
+                         max_tokens: int) -> Callable[[int, str], MeasurementError | None]:
         def describe(code: int, msg: str) -> MeasurementError | None:
             low = msg.lower()
             if code == 400 and any(h in low for h in CONTEXT_LENGTH_HINTS):
@@ -249,7 +252,7 @@ class OpenAIClient:
 
     def _consume(self, builder: RecordBuilder, reads: Iterator[tuple[int, bytes]]) -> None:
         dec = SSEDecoder(self.max_line_bytes)
-        state = {"done": False, "finish": None, "running": 0}
+        state: dict[str, Any] = {"done": False, "finish": None, "running": 0}
         t_last = builder.record.t_send_ns
         n_bytes = 0
         for t, chunk in reads:
@@ -310,7 +313,8 @@ class OpenAIClient:
         if choices:
             ch = choices[0] if isinstance(choices[0], dict) else {}
             finish = ch.get("finish_reason")
-            delta = ch.get("delta") if isinstance(ch.get("delta"), dict) else {}
+            delta = ch.get("delta")
+            delta = delta if isinstance(delta, dict) else {}
             content = ch.get("text") if self.api == "completions" else delta.get("content")
             reasoning = delta.get("reasoning") or delta.get("reasoning_content")
             tools = delta.get("tool_calls")

@@ -16,6 +16,7 @@ def run_sweep(measure_at, workload: Workload) -> tuple[WorkloadResult, SweepResu
     results: dict[float, WorkloadResult] = {}
 
     def run_at(rate: float) -> Step:
+        assert workload.load is not None  # a rate sweep is an open loop
         w = replace(workload, sweep=None, load=replace(workload.load, rate=rate))
         res = measure_at(w)
         results[rate] = res

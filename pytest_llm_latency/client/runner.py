@@ -11,7 +11,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 import httpx
 
@@ -59,7 +59,7 @@ class Target:
 def make_client(target: Target, http: httpx.Client, *, clock: Clock = time.perf_counter_ns,
                 timeouts: Timeouts = Timeouts(), redact: Redactor = Redactor(),
                 sleep: Callable[[float], None] = time.sleep) -> OpenAIClient | OllamaClient:
-    kw = dict(clock=clock, timeouts=timeouts, redact=redact, sleep=sleep)
+    kw: dict[str, Any] = dict(clock=clock, timeouts=timeouts, redact=redact, sleep=sleep)
     if target.api in ("ollama", "ollama-chat"):
         return OllamaClient(http, target.url, target.model, "chat" if target.api == "ollama-chat" else "generate", **kw)
     return OpenAIClient(http, target.url, target.model, "chat" if target.api == "openai-chat" else "completions", **kw)
@@ -102,8 +102,9 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
             rec.t_scheduled_ns = t_scheduled_ns
             return rec
         except MeasurementError as exc:
-            if t_scheduled_ns is not None and isinstance(getattr(exc, "partial", None), RequestRecord):
-                exc.partial.t_scheduled_ns = t_scheduled_ns
+            partial = getattr(exc, "partial", None)
+            if t_scheduled_ns is not None and isinstance(partial, RequestRecord):
+                partial.t_scheduled_ns = t_scheduled_ns
             return Failure.from_error(exc)  # keeps the TTFT and gaps measured before the failure
 
     cold_prompt = prompts.pop() if workload.cold_budget else None  # prepared last: the samples' salts stay put
@@ -120,7 +121,7 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
                      f"as every sample would be")
     before = _scrape(client)
     total = len(samples)
-    load_run = timeline = sequential = None
+    load_run = sequential = None
     recovery = CountRecovery(client, workload)  # per-chunk token counts the streams did not give
     engine = bool(samples) and uses_load_engine(workload) and not workload.sequential
     with _no_gc_pauses(), ServerTimeline(client, before) as timeline, \
@@ -158,7 +159,8 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
     res.extra["nonce"] = nonce
     if load_run is not None:
         load_summary(res, load_run)
-    client_summary(res, *((load_run.lag_ns, load_run.send_lag_ns) if load_run else (lag.samples, ())), engine=engine)
+    lags = (load_run.lag_ns, load_run.send_lag_ns) if load_run else (lag.samples if lag is not None else [], [])
+    client_summary(res, *lags, engine=engine)
     if timeline is not None:
         timeline.attach(res, records, failures)
     check_prefix_cache(res, scraped)
@@ -213,6 +215,7 @@ def send_samples(one: Callable[[Prompt], "RequestRecord | Failure"], samples: li
                     if progress:
                         progress(len(outcomes), total)
             return outcomes, None
+        assert workload.confidence is not None  # samples: auto decides at a confidence (core.workload)
         judge = SequentialVerdicts(workload.budgets, workload.confidence, workload.min_samples, total)
         while len(outcomes) < total:
             outcomes += send_round(samples[len(outcomes):len(outcomes) + conc])

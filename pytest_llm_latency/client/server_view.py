@@ -70,7 +70,7 @@ class ServerTimeline:
         self.base_url = getattr(client, "base_url", None)
         http = getattr(client, "http", None)
         self.enabled = before is not None and self.base_url is not None and isinstance(http, httpx.Client)
-        self.headers = dict(http.headers) if self.enabled else {}
+        self.headers = dict(http.headers) if self.enabled and isinstance(http, httpx.Client) else {}
         self.interval_s, self.clock = interval_s, clock
         self.texts: list[tuple[int, str]] = []
         self._stop = threading.Event()
@@ -78,6 +78,7 @@ class ServerTimeline:
         self._http: httpx.Client | None = None
 
     def _scrape(self) -> None:
+        assert self._http is not None and self.base_url is not None  # started: enabled
         text = fetch_text(self._http, self.base_url, timeout_s=max(self.interval_s * 4, 2.0))
         if text is not None:
             self.texts.append((self.clock(), text))

@@ -52,7 +52,7 @@ class Session:
         """Session model time: the sum of its turns' E2E (tool pauses excluded)."""
         if self.failed or not self.turns or any(t.e2e_ms is None for t in self.turns):
             return None
-        return sum(t.e2e_ms for t in self.turns)
+        return sum(t.e2e_ms for t in self.turns if t.e2e_ms is not None)
 
 
 def reuse(turns: list[Turn]) -> float | None:
@@ -60,7 +60,7 @@ def reuse(turns: list[Turn]) -> float | None:
     known = [t for t in turns if t.cached_tokens is not None and t.prompt_tokens]
     if not known:
         return None
-    return sum(t.cached_tokens for t in known) / sum(t.prompt_tokens for t in known)
+    return sum(t.cached_tokens or 0 for t in known) / sum(t.prompt_tokens or 0 for t in known)
 
 
 def counters_reuse(metrics_delta: dict[str, float] | None, turn1_prompt_tokens: int) -> float | None:
@@ -219,6 +219,7 @@ def judge(spec: AgentSpec, sessions: list[Session], *, counters_reuse: float | N
                             f"prompt_tokens_details.cached_tokens, no timings.cache_n, no prefix-cache counters "
                             f"on /metrics): prefix reuse cannot be judged")
         elif per_request is None:
+            assert counters_reuse is not None
             if counters_reuse < b.limit:
                 v.failed.append(f"prefix reuse {counters_reuse:.0%} over turns 2+ by the server's prefix-cache "
                                 f"counters (expected ≥ {b.limit:.0%}); no per-turn counts to name the turn")

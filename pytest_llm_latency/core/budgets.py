@@ -53,7 +53,7 @@ def parse_duration_ms(value: Any, where: str) -> float:
     elif isinstance(value, str):
         m = _DURATION.match(value)
         unit = m.group(2) if m else None
-        if unit in _AMBIGUOUS_UNITS:
+        if m is not None and unit in _AMBIGUOUS_UNITS:
             raise ConfigError(f"{where}: duration {value!r} is ambiguous: '{unit}' is not a unit here; "
                               f"{_AMBIGUOUS_UNITS[unit]} (e.g. '{m.group(1)}ms' or '{m.group(1)}min')")
         if not m or (unit and unit not in _UNITS_MS):

@@ -40,7 +40,7 @@ import random
 import re
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from .errors import ConfigError
 from .stats import percentile
@@ -111,7 +111,7 @@ def parse_tolerances(spec, where: str) -> dict[str, float]:
     if isinstance(spec, str):
         spec = [p for p in spec.split(",") if p.strip()]
     if isinstance(spec, (list, tuple)):
-        out = {}
+        out: dict[str, Any] = {}
         for item in spec:
             key, sep, val = str(item).partition("=")
             if not sep:
@@ -243,7 +243,7 @@ def compare(key: str, base: Sequence[float], cand: Sequence[float], tolerance: f
     starts = list(range(0, nb, block)) if paired and block > 1 else []
     for _ in range(n_boot):
         if starts:  # block bootstrap: as many whole blocks as the run had, drawn with replacement
-            idx = []
+            idx: list[int] = []
             for _ in starts:
                 s0 = starts[rng.randrange(len(starts))]
                 idx.extend(range(s0, min(s0 + block, nb)))

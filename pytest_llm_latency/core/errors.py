@@ -6,6 +6,11 @@ Pure: no pytest, no httpx.  The pytest layer maps ``ConfigError`` to
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .record import RequestRecord
+
 
 class LatencyError(Exception):
     """Base class of every error this package raises on purpose."""
@@ -30,7 +35,7 @@ class MeasurementError(LatencyError):
         super().__init__(message)
         self.kind = kind
         self.message = message
-        self.partial = None  # the RequestRecord as far as it got (first token, gaps), when known
+        self.partial: RequestRecord | None = None  # the RequestRecord as far as it got (first token, gaps), when known
 
     def __str__(self) -> str:  # pragma: no cover - trivial
         return self.message

@@ -40,9 +40,10 @@ def meets(rec: RequestRecord, budgets: tuple[Budget, ...] | list[Budget]) -> boo
                 continue
             v = summarize(gaps, "ITL").get(b.stat)
         else:
-            v = scalars.get(b.metric)
-            if v is None:
+            got = scalars.get(b.metric)
+            if got is None:
                 return False
+            v = got
         if (v < b.limit) if b.is_floor else (v > b.limit):
             return False
     return True
@@ -126,5 +127,7 @@ def fluidity(records: list[RequestRecord], failures, workload: Workload) -> floa
         for g in f.itl_ms:
             t += g
             times.append(t)
-        scores.append(fluidity_of(0, [round(x * m.NS_PER_MS) for x in times], *d, owed=workload.output_tokens))
+        s = fluidity_of(0, [round(x * m.NS_PER_MS) for x in times], *d, owed=workload.output_tokens)
+        if s is not None:  # it has a first token, so it has an index
+            scores.append(s)
     return sum(scores) / len(scores) if scores else None

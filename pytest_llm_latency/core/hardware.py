@@ -1,6 +1,6 @@
 """Hardware and model descriptions used by the roofline math and the reference target.
 
-Pure dataclasses.  The catalog *data* lives in ``pytest_llm_latency/data/``;
+Pure dataclasses.  The catalog *data* lives in ``pytest_llm_latency/roofline/hardware.yaml``;
 ``pytest_llm_latency.roofline.catalog`` loads it into these types.
 """
 from __future__ import annotations

@@ -60,7 +60,7 @@ class PrefillModel:
 
     def flops(self, n: float) -> float:
         """FLOPs of a lone prefill of ``n`` tokens."""
-        attn = 2.0 * self.layers * self.width * n * (n + 1) if self.has_attention else 0.0
+        attn = 2.0 * self.layers * self.width * n * (n + 1) if self.layers and self.width else 0.0
         return 2.0 * self.params * n + attn
 
     def flops_per_token(self, n0: float, n1: float) -> float:
@@ -236,7 +236,9 @@ def _tok_s(x: float) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
 
 
-def _tflops(x: float) -> str:
+def _tflops(x: float | None) -> str:
+    if x is None:
+        return "unknown TFLOPS"
     return f"{x:,.0f} TFLOPS" if x >= 10 else f"{x:.3g} TFLOPS"
 
 
@@ -253,6 +255,7 @@ def flops_text(model: PrefillModel, n0: float, n1: float) -> str:
 
 def suggested_checks(r: PrefillResult) -> list[str]:
     if r.status == "config_error":
+        assert r.peak is not None and r.model is not None, "a config error names the hardware and the model"
         return [f"hardware: is the server really on {r.peak.name} ({_tflops(r.peak.tflops)}, "
                 f"{r.peak.source or 'explicit'})? with tensor parallelism the peak is tp × per-device",
                 f"model: {r.model.source or r.model.name}; an MoE computes only its active params per token",
@@ -268,6 +271,8 @@ def format_prefill(r: PrefillResult) -> str:
     b = r.budgets
     budget = f"; budget ≥ {b.min_efficiency:.2f}" if b.min_efficiency is not None and r.mfu is not None else ""
     if r.mfu is not None:
+        assert r.peak is not None and r.peak.tflops is not None and r.flops_per_token is not None \
+            and r.ceiling_tok_s is not None, "an MFU is computed from a known peak"
         lines.append(f"prefill {_tok_s(r.tok_s)} tok/s = {r.mfu:.2f} of the compute ceiling ({r.peak.name} "
                      f"{_tflops(r.peak.tflops)} ÷ {r.flops_per_token / 1e9:.3g} GFLOP/token = "
                      f"{_tok_s(r.ceiling_tok_s)} tok/s){budget}")
@@ -338,7 +343,9 @@ def format_prefill_ceiling(c: PrefillCeiling) -> str:
     if c.peak.tflops is None:
         return "\n".join([f"prefill ceiling: unknown: no peak FLOP/s for {c.peak.name} ({c.peak.source}); "
                           "give --peak-tflops",
-                          f"  FLOPs for {n} prompt tokens = 2 × {m.params:.4g} × {n}{attn} = {c.flops / 1e12:.4g} TFLOP"])
+                          f"  FLOPs for {n} prompt tokens = 2 × {m.params:.4g} × {n}{attn} = "
+                          f"{c.flops / 1e12:.4g} TFLOP"])
+    assert c.tok_s is not None  # a known peak gives a ceiling
     return "\n".join([
         f"prefill ceiling {_tok_s(c.tok_s)} tok/s, {c.ms:.4g} ms for {n} prompt tokens (compute-bound, MFU 1)",
         f"  = {c.peak.name} {_tflops(c.peak.tflops)} ÷ {c.flops / n / 1e9:.4g} GFLOP/token",

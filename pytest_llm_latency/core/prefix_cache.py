@@ -83,8 +83,9 @@ def evidence(metrics_delta: dict[str, float] | None, per_request_cached: list[in
     total, n = sum(prompt_tokens), len(prompt_tokens)
     if not n:
         return None
-    if per_request_cached and all(isinstance(c, int) for c in per_request_cached):
-        return CacheEvidence(sum(per_request_cached), total, n, source)
+    cached = [c for c in per_request_cached if isinstance(c, int)] if per_request_cached else []
+    if per_request_cached and len(cached) == len(per_request_cached):
+        return CacheEvidence(sum(cached), total, n, source)
     delta = metrics_delta or {}
     for name, seen in COUNTERS:
         if name in delta:

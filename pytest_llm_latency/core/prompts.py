@@ -49,7 +49,7 @@ _TOOL_NOUNS = ("order", "invoice", "ticket", "weather", "calendar", "email", "fl
 
 
 class TokenCounter(Protocol):
-    def __call__(self, text: str) -> int: ...
+    def __call__(self, text: str, /) -> int: ...
 
 
 @dataclass(frozen=True)

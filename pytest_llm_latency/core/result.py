@@ -22,11 +22,13 @@ The verdict:
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 from . import metrics as m
 from .coldstart import COLD_BUDGET
-from .errors import EmptySampleError
+from .errors import EmptySampleError, MeasurementError
 from .record import RequestRecord
 from .stats import INF, Summary, fmt_stat, min_samples_for, summarize
 from .verdict import BudgetVerdict, SequentialVerdicts, judge
@@ -81,7 +83,7 @@ class Failure:
     t_end_ns: int | None = None           # the failure was seen
 
     @classmethod
-    def from_error(cls, exc) -> "Failure":
+    def from_error(cls, exc: MeasurementError) -> Failure:
         """From a ``MeasurementError``, keeping what its partial record measured."""
         rec = getattr(exc, "partial", None)
         if rec is None or not isinstance(rec, RequestRecord):
@@ -108,6 +110,13 @@ class Violation:
         return (f"{label} {fmt_stat(self.observed)} {b.unit} {op} budget {b.limit:g} {b.unit} "
                 f"({n}, p50 {fmt_stat(s.p50)} {b.unit}, {'min' if b.is_floor else 'max'} "
                 f"{fmt_stat(s.min if b.is_floor else s.max)} {b.unit})")
+
+
+#: A workload's verdict (see the module docstring).  A ``Literal`` of plain strings, not an
+#: Enum: the verdict crosses xdist workers in JUnit properties (execnet refuses a str subclass)
+#: and is written to JSON, JUnit and baselines as it is; mypy still checks every value.
+Verdict = Literal["pass", "fail", "error"]
+VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
 
 
 @dataclass
@@ -146,21 +155,53 @@ class WorkloadResult:
         return (self.failed_requests + self.short_outputs) / total if total else 1.0
 
     @property
-    def verdict(self) -> str:
+    def verdict(self) -> Verdict:
         if self.errors:
             return "error"
         return "fail" if self.violations or self.failed_checks else "pass"
 
     # ------------------------------------------------------------------ views
-    def __getattr__(self, name: str) -> Summary:
-        # result.ttft.p95 etc. (only called for names not found normally)
-        summaries = self.__dict__.get("summaries", {})
-        if name in summaries:
-            return summaries[name]
-        if name in METRIC_LABEL:
-            why = self.__dict__.get("errors", []) + self.__dict__.get("failed_checks", [])
-            raise EmptySampleError(f"no {METRIC_LABEL[name]} values were measured ({'; '.join(why) or 'empty sample'})")
-        raise AttributeError(name)
+    # result.ttft.p95 etc.: ms (output_tps: tokens/s), failures counted as misses.  A metric
+    # with no values raises EmptySampleError naming why, never a statistic of nothing.
+    def metric(self, name: str) -> Summary:
+        """The summary of metric ``name`` (a key of ``METRIC_LABEL``)."""
+        s = self.summaries.get(name)
+        if s is not None:
+            return s
+        if name not in METRIC_LABEL:
+            raise KeyError(f"unknown metric {name!r}: one of {', '.join(METRIC_LABEL)}")
+        why = self.errors + self.failed_checks
+        raise EmptySampleError(f"no {METRIC_LABEL[name]} values were measured ({'; '.join(why) or 'empty sample'})")
+
+    @property
+    def ttft(self) -> Summary:
+        """TTFT (ms; ``core.metrics.ttft_ms``)."""
+        return self.metric("ttft")
+
+    @property
+    def ttfo(self) -> Summary:
+        """TTFO (ms; ``core.metrics.ttfo_ms``)."""
+        return self.metric("ttfo")
+
+    @property
+    def tpot(self) -> Summary:
+        """TPOT (ms; ``core.metrics.tpot_ms``)."""
+        return self.metric("tpot")
+
+    @property
+    def itl(self) -> Summary:
+        """ITL, every gap of every request (ms; ``core.metrics.itl_ms``)."""
+        return self.metric("itl")
+
+    @property
+    def e2e(self) -> Summary:
+        """E2E (ms; ``core.metrics.e2e_ms``)."""
+        return self.metric("e2e")
+
+    @property
+    def output_tps(self) -> Summary:
+        """Output tok/s of a request (``core.metrics.output_tps``)."""
+        return self.metric("output_tps")
 
     def failure_message(self) -> str:
         lines = [v.message for v in self.violations] + self.failed_checks + self.causes + self.errors
@@ -168,7 +209,7 @@ class WorkloadResult:
         return "\n".join(lines)
 
 
-def metric_values(records: list[RequestRecord], failures: list[Failure] = (),
+def metric_values(records: Sequence[RequestRecord], failures: Sequence[Failure] = (),
                   output_tokens: int | None = None) -> dict[str, list[float]]:
     """Per-metric samples: completed records (short outputs only contribute TTFT/TTFO) and
     failed requests as misses (+inf; 0 for output tok/s), see the module docstring."""
@@ -177,8 +218,9 @@ def metric_values(records: list[RequestRecord], failures: list[Failure] = (),
         scalars = m.per_request(rec)
         keys = ("ttft", "ttfo") if rec.short_output else ("ttft", "ttfo", "tpot", "e2e", "output_tps")
         for k in keys:
-            if scalars[k] is not None:
-                values[k].append(scalars[k])
+            v = scalars[k]
+            if v is not None:
+                values[k].append(v)
         if not rec.short_output:
             values["itl"].extend(m.itl_ms(rec))
     for f in failures:

@@ -206,7 +206,8 @@ def format_arithmetic(c: Ceiling) -> str:
         kv = ", KV cache not counted"
     elif c.context > 0:
         per_seq = format_bytes(c.kv_bytes_per_sequence)
-        kv = f" + {c.batch} × {per_seq} KV @ {c.context:g} ctx" if c.batch > 1 else f" + {per_seq} KV @ {c.context:g} ctx"
+        batch = f"{c.batch} × " if c.batch > 1 else ""
+        kv = f" + {batch}{per_seq} KV @ {c.context:g} ctx"
     elif c.model.kv_bytes_per_token is None:
         kv = ", KV not counted"
     hw = c.hardware.name if c.hardware.name.endswith("GB/s") else f"{c.hardware.name} {_gb_s(c.hardware)}"
@@ -266,7 +267,8 @@ def suggested_checks(r: RooflineResult) -> list[str]:
 
 def overhead_line(r: RooflineResult) -> str:
     tpot = 1000.0 / r.measured_tok_s
-    return (f"per-step overhead: reading {format_bytes(r.ceiling.step_bytes)} per step takes {r.bandwidth_ms:.3g} ms at "
+    return (f"per-step overhead: reading {format_bytes(r.ceiling.step_bytes)} per step takes "
+            f"{r.bandwidth_ms:.3g} ms at "
             f"{_gb_s(r.ceiling.hardware)}, {r.bandwidth_ms / tpot:.0%} of the measured TPOT p50 {tpot:.3g} ms; "
             "the engine's fixed per-step cost (scheduling, kernel launches, sampling) bounds this model, not "
             "memory bandwidth, so the roofline gate is not meaningful for models this small "

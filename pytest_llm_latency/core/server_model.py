@@ -9,6 +9,7 @@ The names, first found wins (``shared/reference/protocols.md``):
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 #: model field -> engine names (vLLM current, vLLM older, SGLang, llama.cpp, TGI)
@@ -132,7 +133,7 @@ class ServerView:
         return out
 
 
-def view(before: Sample, after: Sample, during: list[Sample] = ()) -> ServerView:
+def view(before: Sample, after: Sample, during: Sequence[Sample] = ()) -> ServerView:
     """Gauges: max and mean over every scrape (before, during, after); counters and histograms:
     the difference after - before (only what this run did)."""
     scrapes = [before, *during, after]
@@ -144,14 +145,15 @@ def view(before: Sample, after: Sample, during: list[Sample] = ()) -> ServerView
             if prefix != "kv_usage":
                 kw[f"{prefix}_mean"] = sum(vals) / len(vals)
     q, h = counter_delta(before, after, "prefix_queries"), counter_delta(before, after, "prefix_hits")
-    if q is not None and h is not None and _first(after.counters, COUNTERS["prefix_queries"]) == "llamacpp:prompt_tokens":
+    if q is not None and h is not None \
+            and _first(after.counters, COUNTERS["prefix_queries"]) == "llamacpp:prompt_tokens":
         q += h  # llama.cpp counts prompt tokens excluding the cached ones
     if q is not None:
         kw["prefix_queries"] = q   # 0: no lookups at all (prefix caching off)
     if q and h is not None:
         kw["prefix_hit_rate"] = h / q
-    elif gauge(after, "cache_hit_rate") is not None:
-        kw["prefix_hit_rate"] = gauge(after, "cache_hit_rate")[1]
+    elif (hit_rate := gauge(after, "cache_hit_rate")) is not None:
+        kw["prefix_hit_rate"] = hit_rate[1]
     pre = counter_delta(before, after, "preemptions")
     if pre is not None:
         kw["preemptions"] = pre

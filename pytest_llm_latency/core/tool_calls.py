@@ -118,7 +118,8 @@ class ToolCallStream:
                 self.t_first_ns = t_ns
             if isinstance(tc.get("id"), str) and tc["id"]:
                 call.id = tc["id"]
-            fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+            fn = tc.get("function")
+            fn = fn if isinstance(fn, dict) else {}
             if isinstance(fn.get("name"), str) and fn["name"] and not call.name:
                 call.name = fn["name"]
             args = fn.get("arguments")
@@ -134,7 +135,7 @@ class ToolCallStream:
         """When every tool call's arguments were complete JSON (None: some never were)."""
         if not self.calls or not all(c.complete for c in self.calls.values()):
             return None
-        return max(c.t_complete_ns for c in self.calls.values())
+        return max(c.t_complete_ns or 0 for c in self.calls.values())  # complete: each has its time
 
     def ordered(self) -> list[ToolCall]:
         return [self.calls[i] for i in sorted(self.calls)]

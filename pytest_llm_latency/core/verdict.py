@@ -91,7 +91,9 @@ def judge(key: str, metric: str, stat: str, limit: float, floor: bool, values: S
         lo, up = ci.sequential_quantile(_q(stat), alpha, max_n, min(min_n, max_n)).bounds(sorted(values))
         method = "sequential order-statistic"
     else:
-        lo, up = ci.quantile_bounds(sorted(values), _q(stat), alpha)
+        q = _q(stat)
+        assert q is not None, f"{stat}: a percentile here (mean, max and min are judged above)"
+        lo, up = ci.quantile_bounds(sorted(values), q, alpha)
         method = "order-statistic"
     status = _status(lo, up, limit, floor)
     more = would_decide(values, stat, limit, alpha) if status == "inconclusive" and advise else None
@@ -115,6 +117,8 @@ def would_decide(values: Sequence[float], stat: str, limit: float, alpha: float,
         n = math.ceil((1.645 * sd / gap) ** 2)  # z for the default 95%; a rough count
         return max(n, n0 + 1) if n <= cap else None
     q = _q(stat)
+    if q is None:  # max/min: a bound decides nothing more with more samples
+        return None
     below = sum(1 for v in values if v <= limit) / n0
     if below == q:
         return None

@@ -17,10 +17,10 @@ from .agent_spec import AGENT_BUDGET_KEYS, AGENT_CLASS, AGENT_KEYS, AgentSpec, m
 # budgets and load specs live in their own modules; their names are re-exported from here
 from .budgets import (BUDGET_KEYS, FRACTION_BUDGETS, Budget, did_you_mean,  # noqa: F401
                       parse_budget, parse_duration_ms, parse_positive_number)
-from .coldstart import COLD_BUDGET, COLD_STARTS  # noqa: F401
+from .coldstart import COLD_BUDGET, COLD_STARTS
 from .compare import parse_tolerances
 from .errors import ConfigError
-from .load_spec import DURATION_MAX_REQUESTS, LOAD_KEYS, Load, make_load  # noqa: F401
+from .load_spec import DURATION_MAX_REQUESTS, LOAD_KEYS, Load, make_load
 from .renamed_keys import RENAMED_WORKLOAD_KEYS, upgrade_workload
 
 
@@ -335,6 +335,7 @@ def with_statistics(w: Workload, spec: Mapping[str, Any], where, samples: Any = 
         raise ConfigError(f"{where(('inconclusive',))}: expected one of {', '.join(INCONCLUSIVE)}, got {inc!r}"
                           f"{did_you_mean(inc, INCONCLUSIVE)}")
     if auto and "max_samples" not in spec and not w.sequential:
+        assert conf is not None  # auto without a confidence was refused above
         hi = default_horizon(w, float(conf), lo)
     return replace(w, samples=hi if auto else samples, sequential=auto, min_samples=min(lo, hi),
                    confidence=None if conf is None else float(conf), inconclusive=inc)

@@ -111,8 +111,8 @@ def from_results(doc: Any, where: str) -> dict:
     if not tests:
         raise _fail(where, "this JSON results file has no per-request samples: write it with "
                            "--llm-latency-json-samples (or save a baseline with --llm-latency-save-baseline)")
-    fp = doc.get("fingerprint") if isinstance(doc.get("fingerprint"), dict) else {}
-    return validate(make_document(tests, fp), where)
+    fp = doc.get("fingerprint")
+    return validate(make_document(tests, fp if isinstance(fp, dict) else {}), where)
 
 
 def load(path: str | Path) -> dict:

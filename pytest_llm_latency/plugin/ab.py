@@ -82,7 +82,8 @@ def baseline_spec(bt: Any, main: TargetSpec, where: str) -> TargetSpec:
         raise ConfigError(f"{where} baseline_target.mode: alternating stops one target and starts the other "
                           f"between blocks, so both must be managed servers (command:); {which} is a URL -- "
                           f"use mode: interleaved, or give it a command")
-    command, template, secrets = bt.get("command"), None, ()
+    command, template = bt.get("command"), None
+    secrets: tuple[str, ...] = ()
     if command is not None:
         if not isinstance(command, list) or not command or not all(isinstance(c, str) for c in command):
             raise ConfigError(f"{where} baseline_target.command: expected a list of strings like "

@@ -62,7 +62,7 @@ def fingerprint(sess, spec, client, workload) -> dict:
         for path in ("/version", "/v1/models"):
             try:
                 r = http.get(base + path, timeout=5.0)
-            except Exception:  # noqa: BLE001 - a fingerprint is best effort, never a test failure
+            except Exception:  # a fingerprint is best effort, never a test failure
                 continue
             if r.headers.get("server"):
                 server["header"] = r.headers["server"]
@@ -72,7 +72,7 @@ def fingerprint(sess, spec, client, workload) -> dict:
                 try:
                     data = r.json().get("data") or []
                     server["models"] = [str(m.get("id")) for m in data if isinstance(m, dict)][:8]
-                except Exception:  # noqa: BLE001
+                except Exception:
                     pass
     w = {k: v for k, v in vars(workload).items()
          if isinstance(v, (int, float, str, bool, tuple)) and k not in ("budgets", "name")}

@@ -55,7 +55,7 @@ class SloFile(pytest.File):
     def repr_failure(self, excinfo, style=None):
         if excinfo.errisinstance(SloFileError):
             return str(excinfo.value)
-        return super().repr_failure(excinfo, style)
+        return super().repr_failure(excinfo)  # Collector.repr_failure takes no style
 
 
 def _rel(path: Path, root: Path) -> str:

@@ -12,7 +12,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -30,7 +30,13 @@ OWN_PROPS_KEY = pytest.StashKey[list]()
 WARNED_KEY = pytest.StashKey[set]()
 
 
-class Unjudged(pytest.fail.Exception):
+if TYPE_CHECKING:
+    from _pytest.outcomes import Failed as _Failed  # pytest.fail.Exception, as mypy sees it
+else:
+    _Failed = pytest.fail.Exception
+
+
+class Unjudged(_Failed):
     """The latency test could not be judged (bad configuration, nothing answering, no
     usage...).  Raised in the call phase; ``hooks.pytest_runtest_makereport`` marks the
     report and ``hooks.pytest_report_teststatus`` counts it as an *error*, as pytest does
@@ -72,7 +78,7 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
 
             def measure_at(w: Workload) -> WorkloadResult:  # a rate-sweep step: prompts of its own
                 return measure(client, w, seed=sess.settings.get("seed"), nonce=sess.nonce or None,
-                               salt_context=salt if w is workload else f"{salt}|rate={w.load.rate!r}",
+                               salt_context=salt if w is workload or w.load is None else f"{salt}|rate={w.load.rate!r}",
                                progress=progress)
             if workload.baseline_target is not None:  # A/B in one run, interleaved (plugin/ab.py)
                 res = _measure_ab(item, sess, spec, client, workload, measure, progress)
@@ -121,8 +127,10 @@ def _measure_ab(item, sess: LatencySession, spec: TargetSpec, client, workload: 
     except ConfigError as exc:
         config_failure(exc)
     except (MeasurementError, LatencyError, OSError, RuntimeError) as exc:
-        msg = sess.redactor()(f"baseline target {spec_b.describe()} could not start: {exc}")
+        what = spec_b.describe() if spec_b is not None else repr(workload.baseline_target)
+        msg = sess.redactor()(f"baseline target {what} could not start: {exc}")
         return evaluate(workload, [], [Failure("target", msg)])
+    assert spec_b is not None  # baseline_spec returned or raised
     try:
         res, res_b = ab.measure_interleaved(measure, client, client_b, workload, seed=sess.settings.get("seed"),
                                             nonce=sess.nonce or None, progress=progress, block_size=block,
@@ -163,7 +171,7 @@ def xdist_measurement_lock():
     try:
         import fcntl
     except ImportError:  # pragma: no cover - no flock (Windows): loadgroup only
-        fcntl = None
+        fcntl = None  # type: ignore[assignment]
     if not run or fcntl is None:
         yield None
         return
@@ -184,7 +192,7 @@ def _died(server, grace_s: float = 2.0) -> str | None:
     while True:
         try:
             server.check_alive()
-        except Exception as exc:  # noqa: BLE001 - its message carries exit code and log tail
+        except Exception as exc:  # its message carries exit code and log tail
             return str(exc)
         if time.monotonic() >= deadline:
             return None
@@ -215,7 +223,7 @@ def record(item: pytest.Item, results: WorkloadResult | list[WorkloadResult]) ->
     ours_ids = {id(p) for p in ours}
     item.user_properties[:] = [p for p in item.user_properties if id(p) not in ours_ids]
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    added = []
+    added: list[tuple[str, Any]] = []
     for k, res in enumerate(results, 1):
         prefix = "llm." if k == 1 else f"llm.{k}."
         nodeid = item.nodeid if k == 1 else f"{item.nodeid}#{k}"

@@ -11,16 +11,18 @@ judges immediately, with extra budgets.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ..core.errors import ConfigError
 from .execute import config_failure
-from ..core.result import WorkloadResult, rejudge
+from ..core.result import Failure, Verdict, Violation, WorkloadResult, rejudge
+from ..core.record import RequestRecord
+from ..core.stats import Summary
 from ..core.agent_spec import AGENT_BUDGET_KEYS
 from ..core.renamed_keys import RENAMED_WORKLOAD_KEYS
-from ..core.workload import BUDGET_KEYS, PREFILL_SLO_KEYS, WORKLOAD_KEYS, make_workload, with_budgets
+from ..core.workload import BUDGET_KEYS, PREFILL_SLO_KEYS, WORKLOAD_KEYS, Workload, make_workload, with_budgets
 
 TARGET_KW = ("url", "api", "model")
 ROOFLINE_KW = ("min_decode_efficiency", "hardware", "min_prefill_efficiency")
@@ -29,19 +31,115 @@ SPEC_KW = WORKLOAD_KEYS + tuple(RENAMED_WORKLOAD_KEYS)  # old names: make_worklo
 MARKER_KW = ("workload",) + SPEC_KW + SLO_KW + TARGET_KW + ROOFLINE_KW
 from .markers import MARKER_SIGNATURE  # noqa: E402,F401 - re-exported (kept light for start-up)
 
+if TYPE_CHECKING:
+    from .options import Settings
+
 
 class MeasuredResult:
-    """A ``WorkloadResult`` with ``.check()``; ``result.ttft.p95`` etc. are in ms."""
+    """What ``llm_latency.measure()`` returns: the measured ``WorkloadResult`` (``.result``)
+    with ``.check()``.  ``result.ttft.p95`` etc. are in ms (``output_tps``: tokens/s); every
+    field a test reads is a typed property, so mypy and an IDE see it (and a typo)."""
 
-    def __init__(self, res: WorkloadResult, owner: "LatencyFixture | None" = None):
+    def __init__(self, res: WorkloadResult, owner: LatencyFixture | None = None):
         self._res = res
         self._owner = owner
         self.checked = False
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._res, name)
+    @property
+    def result(self) -> WorkloadResult:
+        """The judged result (after ``check()``, judged against its budgets too)."""
+        return self._res
 
-    def check(self, **budgets: Any) -> "MeasuredResult":
+    # the metrics: a metric with no values raises EmptySampleError naming why
+    @property
+    def ttft(self) -> Summary:
+        return self._res.ttft
+
+    @property
+    def ttfo(self) -> Summary:
+        return self._res.ttfo
+
+    @property
+    def tpot(self) -> Summary:
+        return self._res.tpot
+
+    @property
+    def itl(self) -> Summary:
+        return self._res.itl
+
+    @property
+    def e2e(self) -> Summary:
+        return self._res.e2e
+
+    @property
+    def output_tps(self) -> Summary:
+        return self._res.output_tps
+
+    def metric(self, name: str) -> Summary:
+        return self._res.metric(name)
+
+    # the verdict and why
+    @property
+    def verdict(self) -> Verdict:
+        return self._res.verdict
+
+    @property
+    def violations(self) -> list[Violation]:
+        return self._res.violations
+
+    @property
+    def errors(self) -> list[str]:
+        return self._res.errors
+
+    @property
+    def failed_checks(self) -> list[str]:
+        return self._res.failed_checks
+
+    @property
+    def notes(self) -> list[str]:
+        return self._res.notes
+
+    @property
+    def causes(self) -> list[str]:
+        return self._res.causes
+
+    def failure_message(self) -> str:
+        return self._res.failure_message()
+
+    # what was measured
+    @property
+    def workload(self) -> Workload:
+        return self._res.workload
+
+    @property
+    def records(self) -> list[RequestRecord]:
+        return self._res.records
+
+    @property
+    def failures(self) -> list[Failure]:
+        return self._res.failures
+
+    @property
+    def summaries(self) -> dict[str, Summary]:
+        return self._res.summaries
+
+    @property
+    def n(self) -> int:
+        return self._res.n
+
+    @property
+    def error_rate(self) -> float:
+        return self._res.error_rate
+
+    if not TYPE_CHECKING:  # anything else of the result still reads at run time (typed: ``.result``)
+        def __getattr__(self, name: str) -> Any:
+            if name.startswith("_"):
+                raise AttributeError(name)
+            return getattr(self._res, name)
+
+    def check(self, **budgets: Any) -> MeasuredResult:
+        """Judge the result now against its budgets and these (``tpot_p95="40ms"``...); a miss fails
+        the test with the standard message, as the end-of-test judgement would."""
         try:
             w = with_budgets(self._res.workload, budgets, "check()") if budgets else self._res.workload
             agent_keys = [k for k in budgets if k in AGENT_BUDGET_KEYS]
@@ -67,7 +165,7 @@ class MeasuredResult:
         return self
 
 
-def split_marker(kwargs: dict[str, Any], where: str) -> tuple[dict, dict, dict]:
+def split_marker(kwargs: dict[str, Any], where: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Marker kwargs → (workload spec incl. slo, target overrides, roofline overrides)."""
     unknown = [k for k in kwargs if k not in MARKER_KW]
     if unknown:
@@ -86,6 +184,10 @@ def split_marker(kwargs: dict[str, Any], where: str) -> tuple[dict, dict, dict]:
 
 
 class LatencyFixture:
+    """The ``llm_latency`` fixture: ``measure()`` runs a workload against the configured target
+    (marker, then ``measure()`` kwargs, over the class defaults) and returns a ``MeasuredResult``;
+    every result is judged at the end of the test unless ``check()`` judged it already."""
+
     def __init__(self, item: pytest.Item):
         from .stash import get_session
 
@@ -139,7 +241,7 @@ class LatencyFixture:
         warn_notes(self.item, results)
 
 
-def validate_marker(item: pytest.Item, settings) -> None:
+def validate_marker(item: pytest.Item, settings: Settings) -> None:
     """Collection-time checks of an ``llm_slo`` marker, so a mistake is a usage error before
     any request: arguments, the workload (when the marker alone defines it), percentile vs
     samples, and that some URL is configured."""
@@ -147,6 +249,7 @@ def validate_marker(item: pytest.Item, settings) -> None:
     from .session import target_from
 
     marker = item.get_closest_marker("llm_slo")
+    assert marker is not None, "validate_marker: only for items with an llm_slo marker"
     where = f"{item.nodeid} @llm_slo"
     spec, target, _ = split_marker(dict(marker.kwargs), where)
     if marker.args:
@@ -158,7 +261,7 @@ def validate_marker(item: pytest.Item, settings) -> None:
     target_from(settings, marker=target)
 
 
-def apply_statistics(w, settings, marker_spec: dict):
+def apply_statistics(w: Workload, settings: Settings, marker_spec: dict[str, Any]) -> Workload:
     """``samples`` and ``confidence`` by precedence (marker > CLI > env > ini > default), applied
     with ``core.workload.with_statistics`` (``auto``, the confidence default, the checks)."""
     from ..core.workload import with_statistics

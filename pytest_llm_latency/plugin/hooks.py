@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import pytest
 
@@ -12,6 +13,9 @@ from ..core.redact import redact_url
 from .options import DEPRECATED_OPTIONS, OPTIONS, Settings
 from .session import LatencySession, run_nonce
 from .stash import DETAIL_KEY, FIXTURE_KEY, RESULTS_KEY, SESSION_KEY, XDIST_NOTE_KEY, get_session
+
+if TYPE_CHECKING:
+    from .fixtures import LatencyFixture
 
 
 
@@ -172,7 +176,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture
-def llm_latency(request: pytest.FixtureRequest):
+def llm_latency(request: pytest.FixtureRequest) -> LatencyFixture:
     """Measure LLM latency workloads against the configured target (see pytest-llm-latency docs)."""
     from .fixtures import LatencyFixture
 
@@ -185,7 +189,7 @@ def llm_latency(request: pytest.FixtureRequest):
 def pytest_runtest_call(item: pytest.Item):
     result = yield
     marker = item.get_closest_marker("llm_slo")
-    fx = item.stash.get(FIXTURE_KEY, None)
+    fx = cast("LatencyFixture | None", item.stash.get(FIXTURE_KEY, None))
     if marker is None and (fx is None or not fx.results):
         return result  # the fixture was requested but nothing was measured: nothing to judge
     from .execute import outcome
@@ -274,7 +278,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     for path, make in outputs:
         try:
             write_atomic(path, make())
-        except Exception as exc:  # noqa: BLE001 - a report bug must not hide the run's verdicts
+        except Exception as exc:  # a report bug must not hide the run's verdicts
             what = str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc} (a bug; please report it)"
             tr = config.pluginmanager.get_plugin("terminalreporter")
             if tr:
@@ -291,7 +295,7 @@ def _step_summary(session: pytest.Session, results: list[dict]) -> None:
         return
     try:
         append(results)
-    except Exception as exc:  # noqa: BLE001 - a summary must not hide the run's verdicts
+    except Exception as exc:  # a summary must not hide the run's verdicts
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
         if tr:
             tr.write_line(f"llm-latency: could not append to ${ENV}: {exc}", red=True)
@@ -303,7 +307,7 @@ def _save_baseline(session: pytest.Session, path: str, results: list[dict]) -> N
     tr = session.config.pluginmanager.get_plugin("terminalreporter")
     try:
         n = save_from_results(path, results)
-    except Exception as exc:  # noqa: BLE001 - as for the JSON file: reported, the run's verdicts kept
+    except Exception as exc:  # as for the JSON file: reported, the run's verdicts kept
         if tr:
             tr.write_line(f"llm-latency: could not save the baseline {path}: {exc}", red=True)
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
@@ -322,7 +326,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         terminalreporter.section("llm latency")
         for line in summary_lines(results):
             terminalreporter.write_line(line)
-    except Exception as exc:  # noqa: BLE001 - never raise from the summary
+    except Exception as exc:  # never raise from the summary
         terminalreporter.write_line(f"llm-latency: summary failed: {type(exc).__name__}: {exc}")
 
 

@@ -2,15 +2,26 @@
 
 ``pytest_llm_latency_transport`` returns an ``httpx.BaseTransport`` to use for
 every target (e.g. ``httpx.MockTransport`` or respx's), like pytest_httpx does;
-``pytest_llm_latency_clock`` returns a ``Callable[[], int]`` (ns) clock.
+``pytest_llm_latency_clock`` returns a ``Clock``: a ``Callable[[], int]`` (ns).
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
 import pytest
 
+if TYPE_CHECKING:
+    import httpx
+
+#: A monotonic clock in integer nanoseconds (``time.perf_counter_ns`` by default).
+Clock = Callable[[], int]
+
+
 @pytest.hookspec(firstresult=True)
-def pytest_llm_latency_transport(config, url):
+def pytest_llm_latency_transport(config: pytest.Config, url: str) -> httpx.BaseTransport | None:
     """Return an httpx transport for requests to ``url``, or None for the default."""
 
 
 @pytest.hookspec(firstresult=True)
-def pytest_llm_latency_clock(config):
+def pytest_llm_latency_clock(config: pytest.Config) -> Clock | None:
     """Return a ``Callable[[], int]`` ns clock, or None for ``time.perf_counter_ns``."""

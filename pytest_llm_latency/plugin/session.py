@@ -157,7 +157,7 @@ class LatencySession:
             fn = self._closers.pop()
             try:
                 fn()
-            except Exception:  # noqa: BLE001 - teardown must go on
+            except Exception:  # teardown must go on
                 pass
 
 
@@ -192,6 +192,7 @@ def target_from(settings: Settings, yaml_target: dict | None = None, where: str 
     if not url.value and not command:
         raise ConfigError("no LLM server URL: set --llm-latency-url, LLM_LATENCY_URL, ini llm_latency_url, "
                           "or target.url in the SLO file (or --llm-latency-skip for lanes without a server)")
+    secrets: tuple[str, ...]
     template, secrets = (tuple(command), ()) if command else (None, ())
     if command:  # ${VAR} / $VAR / ~ in argv, so files can name binaries and models portably;
         # messages show the template, and the values put in are masked in every output

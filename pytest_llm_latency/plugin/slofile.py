@@ -108,7 +108,7 @@ def load_yaml(text: str | bytes, filename: str) -> tuple[Any, dict[tuple, int]]:
     try:
         loader = _loader()
         node = yaml.compose(text, Loader=loader)
-        data = yaml.load(text, Loader=loader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=loader)  # a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{filename}:{mark.line + 1}:{mark.column + 1}" if mark else filename
@@ -135,7 +135,8 @@ def _check_target(target: Mapping[str, Any], where) -> None:
         if not ok:
             from ..core.redact import redact_url
 
-            raise ConfigError(f"{where(('url',))}: {redact_url(repr(url))} is not a server URL: expected {BY_NAME['url'].expect}, "
+            raise ConfigError(f"{where(('url',))}: {redact_url(repr(url))} is not a server URL: "
+                              f"expected {BY_NAME['url'].expect}, "
                               f"e.g. 'url: http://localhost:8000'")
     for key in ("model", "ready"):
         v = target.get(key)

@@ -39,11 +39,17 @@ def _number(d: dict, key: str, where: str, required: bool = True) -> float | Non
     if v is None and not required:
         return None
     try:  # YAML 1.1 reads 8.03e9 (no sign in the exponent) as a string
-        value = float(v) if not isinstance(v, bool) else -1.0
+        value = float(v) if v is not None and not isinstance(v, bool) else -1.0
     except (TypeError, ValueError):
         value = -1.0
     if not 0 < value < float("inf"):
         raise ConfigError(f"{CATALOG_PATH}: {where}.{key} must be a positive number, got {v!r}")
+    return value
+
+
+def _required(d: dict, key: str, where: str) -> float:
+    value = _number(d, key, where)
+    assert value is not None  # required: _number raised instead
     return value
 
 
@@ -54,7 +60,7 @@ def _hardware_from_entry(key: str, d: dict) -> Hardware:
     if not str(d.get("source") or "").strip():
         raise ConfigError(f"{CATALOG_PATH}: {where} has no source; every figure must name its datasheet")
     return Hardware(
-        key=key, name=str(d.get("name", key)), mem_bandwidth_gb_s=_number(d, "mem_bandwidth_gb_s", where),
+        key=key, name=str(d.get("name", key)), mem_bandwidth_gb_s=_required(d, "mem_bandwidth_gb_s", where),
         peak_bf16_tflops=_number(d, "peak_bf16_tflops", where, required=False),
         memory_gb=_number(d, "memory_gb", where, required=False), source=str(d["source"]),
         aliases=tuple(str(a) for a in d.get("aliases") or ()),
@@ -65,7 +71,7 @@ def _by_dtype(d: dict, where: str) -> tuple[tuple[str, float], ...]:
     table = d.get("peak_tflops_by_dtype") or {}
     if not isinstance(table, dict):
         raise ConfigError(f"{CATALOG_PATH}: {where}.peak_tflops_by_dtype must be a mapping like {{fp8: 1979}}")
-    return tuple((str(k).lower(), _number(table, k, f"{where}.peak_tflops_by_dtype")) for k in table)
+    return tuple((str(k).lower(), _required(table, k, f"{where}.peak_tflops_by_dtype")) for k in table)
 
 
 @functools.lru_cache(maxsize=1)
@@ -138,7 +144,7 @@ def _model_from_entry(key: str, d: dict) -> ModelSpec:
     dtype = d.get("dtype", "fp16")
     try:
         return ModelSpec(
-            name=str(d.get("name", key)), params=_number(d, "params", where),
+            name=str(d.get("name", key)), params=_required(d, "params", where),
             weight_bytes_per_param=bytes_per_param(dtype, where=f"{CATALOG_PATH}: {where}.dtype"),
             layers=int(d["layers"]), kv_heads=int(d["kv_heads"]), head_dim=int(d["head_dim"]),
             kv_bytes_per_elem=kv_elem_bytes(d.get("kv_dtype"), dtype, where=f"{CATALOG_PATH}: {where}.kv_dtype"),

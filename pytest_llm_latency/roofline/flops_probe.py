@@ -78,7 +78,7 @@ def _child(size: int, repeats: int, runs: int, barrier, queue) -> None:
             return 2.0 * size ** 3 * repeats
 
         run_worker(work, runs, queue.put, barrier=lambda: barrier.wait(timeout=60))
-    except Exception as exc:  # noqa: BLE001 - reported by the parent
+    except Exception as exc:  # reported by the parent
         queue.put(("error", repr(exc), 0, 0.0))
 
 

@@ -46,7 +46,7 @@ class GGUFSummary:
 
 def _import_gguf():
     try:
-        import gguf  # noqa: F401
+        import gguf
     except ImportError:
         raise ConfigError("reading a GGUF file needs the 'gguf' package: pip install 'pytest-llm-latency[gguf]' "
                           "(or give params and dtype instead)") from None

@@ -14,7 +14,7 @@ import json
 import os
 import socket
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Protocol, Sequence, TypeVar
 
 #: A probe's figure is cached only when its runs agree within this factor (best / worst) ...
 SPREAD_LIMIT = 1.5
@@ -116,8 +116,24 @@ def cached_value(entry, field: str, method: str) -> float | None:
     return None
 
 
-def cached_or_measured(path: Path, *, field: str, method: str, measure: Callable[[], object],
-                       entry: Callable[[object], dict], show: Callable[[float], str],
+class ProbeResult(Protocol):
+    """What a probe's ``measure()`` returns."""
+
+    @property
+    def value(self) -> float: ...
+
+    @property
+    def runs_text(self) -> str: ...
+
+    @property
+    def not_cached_reason(self) -> str | None: ...
+
+
+R = TypeVar("R", bound=ProbeResult)
+
+
+def cached_or_measured(path: Path, *, field: str, method: str, measure: Callable[[], R],
+                       entry: Callable[[R], dict], show: Callable[[float], str],
                        refresh: bool = False, only_if_higher: bool = False) -> tuple[float, bool, str, str]:
     """The one read-measure-keep rule of every probe: ``(figure, from_cache, note, runs_text)``.
 

@@ -18,9 +18,9 @@ from ..core.modelbytes import (ModelBytes, bytes_per_param, format_bytes, kv_ele
                               model_bytes_from_hf_config, model_bytes_from_params)
 from . import catalog
 
-FLAGS = {"model": "--model", "model_bytes": "--model-bytes", "params": "--params", "dtype": "--dtype", "bits": "--bits", "config": "--config",
-         "gguf": "--gguf", "layers": "--layers", "kv_heads": "--kv-heads", "head_dim": "--head-dim",
-         "kv_dtype": "--kv-dtype"}
+FLAGS = {"model": "--model", "model_bytes": "--model-bytes", "params": "--params", "dtype": "--dtype", "bits": "--bits",
+         "config": "--config", "gguf": "--gguf", "layers": "--layers", "kv_heads": "--kv-heads",
+         "head_dim": "--head-dim", "kv_dtype": "--kv-dtype"}
 
 
 def resolve_model_bytes(*, model: str | None = None, model_bytes: float | None = None,

@@ -31,7 +31,7 @@ import subprocess
 import time
 import weakref
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import IO, Mapping, Sequence
 
 import httpx
 
@@ -155,7 +155,7 @@ class ManagedTarget:
         self.argv: list[str] = []
         self.ready_after_s: float | None = None
         self._proc: subprocess.Popen[bytes] | None = None
-        self._log_file = None
+        self._log_file: IO[bytes] | None = None
 
     # -- introspection -------------------------------------------------
     @property

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from chromium_cdp import Browser, find_chromium
+from tests.browser.chromium_cdp import Browser, find_chromium
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "example_slos"

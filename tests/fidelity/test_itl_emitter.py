@@ -127,7 +127,8 @@ def test_no_usage_at_all_is_named_per_chunk_and_an_itl_budget_is_refused(tmp_pat
             res = measure(client, w, counter=lambda text: len(text.split()))
     assert res.extra["itl_token_counts"] == "per chunk"
     assert res.verdict == "error", (res.verdict, res.errors)
-    assert any(e.startswith("itl_p50 cannot be judged: 3 of 3 streams gave no per-chunk token counts") for e in res.errors)
+    assert any(e.startswith("itl_p50 cannot be judged: 3 of 3 streams gave no per-chunk token counts")
+               for e in res.errors)
     assert any("ITL is per chunk, not per token, on 3 of 3 streams" in n for n in res.notes)
 
 

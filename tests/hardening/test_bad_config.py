@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from fakeserver import FakeServerPlugin, Script
+from tests.helpers.fakeserver import FakeServerPlugin, Script
 
 URL = "target: {url: http://fake:8000}\n"
 # the inner runs need no hypothesis plugin (it would re-import hypothesis in each run: ~1 s)

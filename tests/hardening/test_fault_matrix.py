@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from pytest_llm_latency.targets.process import free_port
-from rawserver import raw_server
+from tests.helpers.rawserver import raw_server
 
 RUN_TIMEOUT_S = 300          # the whole matrix: ~45 s on a quiet 2-core machine
 pytestmark = pytest.mark.timeout(RUN_TIMEOUT_S + 60)

@@ -8,7 +8,7 @@ import pytest
 
 from pytest_llm_latency.client.http import Redactor, make_http_client
 from pytest_llm_latency.client.openai import OpenAIClient
-from rawserver import raw_server
+from tests.helpers.rawserver import raw_server
 
 SECRET = "sk-test-SECRET"
 
@@ -30,7 +30,8 @@ def test_secret_absent_from_every_output(pytester, monkeypatch):
     seen: list = []
     port, stop = _echo_401_server(seen)
     dying = Path(__file__).with_name("dying_server.py")
-    w = "workloads:\n  w: {class: custom, prompt_tokens: 24, output_tokens: 8, samples: 2, warmup: 0, confidence: null, slo: {ttft_p50: %s}}\n"
+    w = ("workloads:\n  w: {class: custom, prompt_tokens: 24, output_tokens: 8, samples: 2, warmup: 0, "
+         "confidence: null, slo: {ttft_p50: %s}}\n")
     pytester.makefile(".slo.yaml", echo401=f"target: {{url: 'http://127.0.0.1:{port}'}}\n" + w % "60s")
     pytester.makefile(".slo.yaml", tight="target: {url: 'reference://h100-sxm/llama-3.1-8b?time_scale=0.1'}\n"
                       + w % "1us")
@@ -90,7 +91,8 @@ def test_expanded_command_value_absent_from_every_output(pytester, monkeypatch):
     pytester.makefile(".slo.yaml", managed=(
         f"target: {{command: ['{sys.executable}', 'argv_then_exit.py', '--api-key', '${{LLM_TEST_HF_TOKEN}}', "
         f"'--port', '{{port}}'], startup_timeout: 30}}\n"
-        "workloads:\n  w: {class: custom, prompt_tokens: 24, output_tokens: 8, samples: 2, warmup: 0, confidence: null, "
+        "workloads:\n  w: {class: custom, prompt_tokens: 24, output_tokens: 8, samples: 2, warmup: 0, "
+        "confidence: null, "
         "slo: {ttft_p50: 60s}}\n"))
     monkeypatch.setenv("LLM_TEST_HF_TOKEN", TOKEN)
     monkeypatch.delenv("LLM_LATENCY_API_KEY", raising=False)

@@ -5,17 +5,15 @@ import pytest
 
 from pytest_llm_latency.core.errors import ConfigError
 from pytest_llm_latency.core.goodput import fluidity, fluidity_of, goodput, meets
-from pytest_llm_latency.core.record import RequestRecord, TokenChunk
 from pytest_llm_latency.core.result import Failure, evaluate
 from pytest_llm_latency.core.workload import make_workload
+from tests.helpers.records import record_at
 
 MS = 1_000_000
 
 
 def rec(times_ms, send_ms=0.0):
-    return RequestRecord(t_send_ns=int(send_ms * MS), chunks=[TokenChunk(int(t * MS), 1) for t in times_ms],
-                         t_end_ns=int(times_ms[-1] * MS), completion_tokens=len(times_ms),
-                         expected_output_tokens=4)
+    return record_at(times_ms, send_ms=send_ms, expected=4, prompt_tokens=None)
 
 
 # budgets: first token within 100 ms, then 10 ms a token; 4 tokens a request

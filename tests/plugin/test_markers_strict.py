@@ -1,7 +1,8 @@
 """The plugin's own markers never trip --strict-markers, with or without pytest-xdist."""
 import pytest
 
-FILE = "workloads: {w: {class: custom, prompt_tokens: 16, output_tokens: 8, samples: 3, warmup: 0, slo: {ttft_p50: 10s}}}\n"
+FILE = ("workloads: {w: {class: custom, prompt_tokens: 16, output_tokens: 8, samples: 3, warmup: 0, "
+        "slo: {ttft_p50: 10s}}}\n")
 URL = "--llm-latency-url=reference://h100-sxm/llama-3.1-8b?time_scale=0"
 
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from fakeserver import FakeServerPlugin, Script
+from tests.helpers.fakeserver import FakeServerPlugin, Script
 
 SLO = "workloads:\n  w: {class: custom, prompt_tokens: 16, output_tokens: 4, samples: 20, warmup: 0, %s slo: {%s}}\n"
 

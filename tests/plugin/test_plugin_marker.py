@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from fakeserver import FakeServerPlugin, Script
+from tests.helpers.fakeserver import FakeServerPlugin, Script
 
 MARKED = """
 import json

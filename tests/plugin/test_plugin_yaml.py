@@ -4,7 +4,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from fakeserver import FakeServerPlugin, Script
+from tests.helpers.fakeserver import FakeServerPlugin, Script
 
 CHAT = """
 target: {url: http://fake:8000}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fakeserver import FakeServerPlugin, Script
+from tests.helpers.fakeserver import FakeServerPlugin, Script
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "example_slos"
 # time_scale 0.1: every modelled duration a tenth (a fast run); jitter 0.05: every engine step

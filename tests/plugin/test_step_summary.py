@@ -1,7 +1,6 @@
 """``$GITHUB_STEP_SUMMARY``: a Markdown table of every latency test, appended (the file's
 earlier content kept, a second run adds a second section), with the baseline status and
 the regression message of a failed gate."""
-import pytest
 
 REF = "reference://h100-sxm/llama-3.1-8b?time_scale=0.5&jitter=0.05"
 TEST = """

@@ -6,10 +6,11 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from fakeserver import FakeServerPlugin, Script
+from tests.helpers.fakeserver import FakeServerPlugin, Script
 from pytest_llm_latency.targets.process import free_port
 
-YAML = "workloads:\n  w: {class: custom, prompt_tokens: 16, output_tokens: 4, samples: 20, warmup: 0, slo: {ttft_p50: 1s}}\n"
+YAML = ("workloads:\n  w: {class: custom, prompt_tokens: 16, output_tokens: 4, samples: 20, warmup: 0, "
+        "slo: {ttft_p50: 1s}}\n")
 MARKED = """
 import pytest
 

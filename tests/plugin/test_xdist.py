@@ -6,7 +6,8 @@ import pytest
 pytest.importorskip("xdist")
 
 
-FILE = "workloads: {%s: {class: custom, prompt_tokens: 16, output_tokens: 48, samples: 3, warmup: 0, slo: {ttft_p50: 1s}}}\n"
+FILE = ("workloads: {%s: {class: custom, prompt_tokens: 16, output_tokens: 48, samples: 3, warmup: 0, "
+        "slo: {ttft_p50: 1s}}}\n")
 
 
 def test_latency_tests_run_on_one_worker_and_results_reach_the_controller(pytester):

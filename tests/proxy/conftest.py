@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from nginxproxy import Nginx, NginxError, Site, find_nginx, nginx_version, readme_recommended
+from tests.helpers.nginxproxy import Nginx, NginxError, Site, find_nginx, nginx_version, readme_recommended
 from pytest_llm_latency.targets.process import free_port
 from pytest_llm_latency.targets.reference.launch import start_reference
 

@@ -12,17 +12,13 @@ silently skipped integration tier would hide a broken CI.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tests.realserver import build_llama_server, make_models
 
-import build_llama_server  # noqa: E402
-import make_models  # noqa: E402
-
-from pytest_llm_latency.targets.managed import ManagedTarget, ManagedTargetError, TargetPool  # noqa: E402
+from pytest_llm_latency.targets.managed import ManagedTarget, ManagedTargetError, TargetPool
 
 NO_LLAMA_ENV = "LLM_LATENCY_NO_LLAMA"
 STARTUP_TIMEOUT_S = 120.0

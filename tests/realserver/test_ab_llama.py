@@ -2,7 +2,6 @@
 ``example_slos/ab_llama_server.yaml`` (-np 1 candidate vs -np 4 baseline target, both managed),
 and the same command against itself, which must not be flagged."""
 import json
-import shutil
 from pathlib import Path
 
 import pytest

@@ -44,8 +44,8 @@ def test_four_turn_session_with_tools_reports_llamacpp_cache_n(llama_pool, llama
                                                                llama_server_binary, gguf_models):
     t = server(llama_pool, llama_server_command, llama_server_binary, gguf_models["tiny"],
                "--chat-template-file", str(TEMPLATE))
-    w = make_workload("tools", {"steps": STEPS, "prompt_tokens": 2048, "output_tokens": 8, "tool_result_tokens": 24, "tools": 2,
-                                "tool_time": "10ms", "samples": 2, "warmup": 1,
+    w = make_workload("tools", {"steps": STEPS, "prompt_tokens": 2048, "output_tokens": 8, "tool_result_tokens": 24,
+                                "tools": 2, "tool_time": "10ms", "samples": 2, "warmup": 1,
                                 "slo": {"prefix_reuse_min": 0.8, "turn_ttft_p95": None, "session_e2e_p95": None,
                                         "turn_ttft_max": "30s"}})
     with make_http_client() as http:

@@ -22,11 +22,11 @@ import uuid
 from dataclasses import dataclass
 
 import httpx
-import make_models
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from pytest_llm_latency.targets.process import ManagedTarget, ManagedTargetError
+from tests.realserver import make_models
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ import statistics
 
 import pytest
 
-from nginxproxy import Nginx, NginxError, Site, find_nginx, readme_recommended
+from tests.helpers.nginxproxy import Nginx, NginxError, Site, find_nginx, readme_recommended
 from pytest_llm_latency.core import metrics
 
 pytestmark = pytest.mark.integration

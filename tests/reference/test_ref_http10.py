@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from refclient import words
+from tests.reference.refclient import words
 
 MODEL = "llama-3.1-8b"
 STREAM = {"model": MODEL, "prompt": words(12), "max_tokens": 5, "ignore_eos": True, "stream": True}

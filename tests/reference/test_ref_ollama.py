@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from refclient import stream_ollama, words
+from tests.reference.refclient import stream_ollama, words
 from pytest_llm_latency.core.errors import ConfigError
 from pytest_llm_latency.targets.reference.launch import parse_reference_url
 from pytest_llm_latency.targets.reference.residency import parse_keep_alive
@@ -138,4 +138,4 @@ def test_a_run_of_cold_starts_only_is_an_error_that_says_so(serve, http):
     assert res.verdict == "error" and res.extra["cold_starts"] == 3 and res.n == 0
     assert res.errors == [e for e in res.errors if e.startswith("all 3 samples were cold starts")] != []
     with pytest.raises(Exception, match="no TTFT values were measured"):
-        res.ttft
+        _ = res.ttft

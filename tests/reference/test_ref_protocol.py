@@ -9,7 +9,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from refclient import stream_ollama, stream_openai, words
+from tests.reference.refclient import stream_ollama, stream_openai, words
 
 MODEL = "llama-3.1-8b"
 

@@ -28,8 +28,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pluginclient import stream_openai  # the plugin's own client and metrics
-from refclient import percentile, words
+from tests.reference.pluginclient import stream_openai  # the plugin's own client and metrics
+from tests.reference.refclient import percentile, words
 
 BW, PEAK = 3350e9, 989e12                    # H100-SXM datasheet (catalog)
 P, WB, KV, L = 8.03e9, 8.03e9 * 2, 131072, 32  # Llama-3.1-8B fp16 (catalog)
@@ -233,7 +233,8 @@ def test_batching_multiplies_throughput_and_raises_p99_itl(serve, http):
     aggregate = sum(s.tokens for s in results) / ((t_end - t0) / 1e9)
     conc_p99 = percentile([x for s in results for x in s.itls_s()], 0.99)
     print(f"batching: single {single_tps:.1f} tok/s, aggregate {aggregate:.1f} tok/s "
-          f"({aggregate / single_tps:.1f}x); ITL p50 single {single_itl * 1e3:.1f} -> p99 batched {conc_p99 * 1e3:.1f} ms")
+          f"({aggregate / single_tps:.1f}x); ITL p50 single {single_itl * 1e3:.1f} -> "
+          f"p99 batched {conc_p99 * 1e3:.1f} ms")
     assert aggregate >= 10 * single_tps, (aggregate, single_tps)
     # Batched, the second requests' prefills (>= 26 ms each, ~210 ms when 8 arrive together)
     # stall the running streams: p99 ITL 130-170 ms, against a single stream's ~6.9 ms step.
@@ -244,8 +245,9 @@ def test_queueing_shows_in_metrics_and_in_ttft(serve, http):
     h = serve("time_scale=1&max_num_seqs=8")
     solos = [stream_openai(http, h.url, forced(words(50, f"solo{i}"), 32)) for i in range(2)]
     one_e2e = min((s.chunks[-1][0] - s.t_send) / 1e9 for s in solos)
-    (results, _), seen = _while_scraping(h.url, ["vllm:num_requests_waiting"],
-                                         lambda: _run_concurrently(h.url, 32, lambda i: [forced(words(50, f"q{i}"), 32)]))
+    (results, _), seen = _while_scraping(
+        h.url, ["vllm:num_requests_waiting"],
+        lambda: _run_concurrently(h.url, 32, lambda i: [forced(words(50, f"q{i}"), 32)]))
     waiting = [w for (w,) in seen]
     print(f"queueing: max waiting {max(waiting)}, TTFT p95 {percentile([s.ttft_s for s in results], 0.95):.3f} s, "
           f"single e2e {one_e2e:.3f} s")
@@ -319,7 +321,7 @@ def test_kv_pool_full_makes_requests_wait(serve, http):
 def test_server_reported_durations_are_modelled_time_times_scale(serve, http):
     ts = 1.0                   # ~0.25 s of modelled time, against which client noise is small
     h = serve(f"efficiency=1.0&time_scale={ts}&prefix_caching=0")
-    from refclient import stream_ollama
+    from tests.reference.refclient import stream_ollama
 
     s = stream_ollama(http, h.url, {"model": "llama-3.1-8b", "prompt": words(1000, "ollama"),
                                     "options": {"num_predict": 50}})

@@ -7,22 +7,14 @@ import pytest
 from pytest_llm_latency.core import coldstart
 from pytest_llm_latency.core.errors import ConfigError
 from pytest_llm_latency.core.prompts import build_prompts, linear_counter, resized
-from pytest_llm_latency.core.record import RecordBuilder
 from pytest_llm_latency.core.result import evaluate
 from pytest_llm_latency.core.workload import make_workload, with_budgets
+from tests.helpers.records import record
 
 
 def rec(load_ms=None, ttft_ms=10.0):
-    t = [0]
-    b = RecordBuilder(lambda: t[0])
-    t[0] = int(ttft_ms * 1e6)
-    b.token_chunk(t[0])
-    t[0] += 5_000_000
-    b.token_chunk(t[0])
-    b.usage(8, 2)
-    if load_ms is not None:
-        b.record.server_timings["load_ms"] = load_ms
-    return b.finish(t[0])
+    return record(ttft_ms, [5.0], expected=None, prompt_tokens=8,
+                  server_timings=None if load_ms is None else {"load_ms": load_ms})
 
 
 def test_a_request_is_cold_when_its_reported_load_exceeds_the_threshold():

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from pytest_llm_latency.core.compare import (DEFAULT_FLOORS_MS, DEFAULT_TOLERANCES, compare, compare_all, few_blocks_factor,
-                                             fingerprint_changes, parse_tolerances, t_quantile)
+from pytest_llm_latency.core.compare import (DEFAULT_FLOORS_MS, DEFAULT_TOLERANCES, compare, compare_all,
+                                             few_blocks_factor, fingerprint_changes, parse_tolerances, t_quantile)
 from pytest_llm_latency.core.errors import ConfigError
 
 

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from fakeserver import MS, VirtualTime
+from tests.helpers.fakeserver import MS, VirtualTime
 from pytest_llm_latency.client.http import (STALE_RETRY_EVENT, ConnectionTrace, ensure_connections,
                                             make_http_client)
 from pytest_llm_latency.client.runner import connection_counts, warm_up

@@ -12,6 +12,7 @@ from pytest_llm_latency.core.record import RecordBuilder
 from pytest_llm_latency.core.result import evaluate
 from pytest_llm_latency.core.stats import PERCENTILE_METHOD, min_samples_for, summarize
 from pytest_llm_latency.core.workload import make_workload, parse_duration_ms
+from tests.helpers.records import record as build_record
 
 MS = 1_000_000
 
@@ -25,16 +26,9 @@ class Clock:
 
 
 def record(ttft_ms, gaps_ms, tokens=None, expected=None, usage=None):
-    c = Clock()
-    b = RecordBuilder(c, expected_output_tokens=expected)
-    c.t = int(ttft_ms * MS)
-    b.token_chunk(b.stamp(), n_tokens=(tokens or [1])[0])
-    for i, g in enumerate(gaps_ms, 1):
-        c.t += int(g * MS)
-        b.token_chunk(c.t, n_tokens=(tokens[i] if tokens else 1))
-    b.usage(10, usage if usage is not None else sum(tokens) if tokens else len(gaps_ms) + 1)
-    c.t += 5 * MS
-    return b.finish(c.t)
+    """Exact per-chunk counts (``tokens``, default one each), usage ``usage``, the end 5 ms on."""
+    return build_record(ttft_ms, gaps_ms, chunk_tokens=tokens or [1] * (len(gaps_ms) + 1), expected=expected,
+                        completion_tokens=usage, tail_ms=5.0)
 
 
 def test_metric_formulas():

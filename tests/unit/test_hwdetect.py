@@ -290,5 +290,7 @@ def test_small_real_probe_returns_a_positive_finite_figure_and_caches_it(cache):
 def test_importing_hwdetect_does_not_import_numpy():
     import subprocess
     import sys
-    code = "import sys, pytest_llm_latency.roofline.hwdetect, pytest_llm_latency.cli.ceiling; print('numpy' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+    code = ("import sys, pytest_llm_latency.roofline.hwdetect, pytest_llm_latency.cli.ceiling; "
+            "print('numpy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -4,7 +4,7 @@ import json
 import httpx
 import pytest
 
-from fakeserver import VirtualTime
+from tests.helpers.fakeserver import VirtualTime
 from pytest_llm_latency.client.ollama import OllamaClient
 from pytest_llm_latency.core import metrics
 from pytest_llm_latency.core.errors import MeasurementError
@@ -76,7 +76,7 @@ def test_unknown_model_lists_local_models():
 
 
 def test_ttft_excludes_connect_and_a_stale_retry_is_flagged():
-    from connsim import SimulatedConnections
+    from tests.helpers.connsim import SimulatedConnections
     from pytest_llm_latency.client.http import make_http_client
 
     vt = VirtualTime()

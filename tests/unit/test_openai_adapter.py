@@ -2,7 +2,7 @@
 import httpx
 import pytest
 
-from fakeserver import Script, VirtualTime, make_transport
+from tests.helpers.fakeserver import Script, VirtualTime, make_transport
 from pytest_llm_latency.client.http import Redactor, Timeouts, make_http_client, map_transport_error
 from pytest_llm_latency.client.openai import OpenAIClient
 from pytest_llm_latency.core import metrics
@@ -204,7 +204,7 @@ def test_small_answers_are_bounded_in_total_not_just_per_read():
 
 # ---------------------------------------------------------------- connection timing
 def _sim_client(script, vt, **sim):
-    from connsim import SimulatedConnections
+    from tests.helpers.connsim import SimulatedConnections
 
     transport = SimulatedConnections(make_transport(script, vt), vt, **sim)
     return OpenAIClient(make_http_client(transport=transport), "http://fake", script.model, clock=vt,

@@ -6,7 +6,7 @@ import os
 import httpx
 import pytest
 
-from fakeserver import VirtualTime
+from tests.helpers.fakeserver import VirtualTime
 from pytest_llm_latency.client.http import make_http_client
 from pytest_llm_latency.client.openai import OpenAIClient
 from pytest_llm_latency.client.prometheus import delta, parse_metrics

@@ -2,7 +2,7 @@
 import httpx
 import pytest
 
-from fakeserver import Script, VirtualTime, make_transport
+from tests.helpers.fakeserver import Script, VirtualTime, make_transport
 from pytest_llm_latency.client.http import make_http_client
 from pytest_llm_latency.client.openai import OpenAIClient
 from pytest_llm_latency.client.runner import measure
@@ -69,4 +69,4 @@ def test_an_empty_result_names_the_server_failure():
 
     res = preparation_failed(WORKLOAD, Failure("http_503", "HTTP 503 from http://fake/tokenize"))
     with pytest.raises(EmptySampleError, match="HTTP 503"):
-        res.ttft
+        _ = res.ttft

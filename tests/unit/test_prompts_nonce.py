@@ -75,7 +75,7 @@ def test_measure_sends_a_bounded_number_of_tokenize_requests():
     """The issue's case: 2 warm-up + 20 samples cost 245 /tokenize calls on vLLM before."""
     import httpx
 
-    from fakeserver import Script, VirtualTime, make_transport
+    from tests.helpers.fakeserver import Script, VirtualTime, make_transport
     from pytest_llm_latency.client.http import make_http_client
     from pytest_llm_latency.client.openai import OpenAIClient
     from pytest_llm_latency.client.runner import measure

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 
-from rawserver import raw_server
+from tests.helpers.rawserver import raw_server
 from pytest_llm_latency.client.http import make_http_client
 from pytest_llm_latency.client.load_report import events_per_read
 from pytest_llm_latency.client.openai import OpenAIClient

@@ -18,21 +18,14 @@ from pytest_llm_latency.plugin.report.detail import CDF_POINTS, cdf_samples, det
 from pytest_llm_latency.plugin.report.html import render
 from pytest_llm_latency.plugin.report.properties import flatten, unflatten
 from pytest_llm_latency.plugin.report.terminal import row, summary_lines
+from tests.helpers.records import record
 
 MS = 1_000_000
 T0 = 5_000 * MS  # an arbitrary clock origin (perf_counter's is arbitrary too)
 
 
 def rec(send_ms, ttft_ms=100.0, gap_ms=10.0, tokens=4, expected=4):
-    t = [T0 + int(send_ms * MS)]
-    b = RecordBuilder(lambda: t[0], expected_output_tokens=expected)
-    t[0] += int(ttft_ms * MS)
-    b.token_chunk(b.stamp())
-    for _ in range(tokens - 1):
-        t[0] += int(gap_ms * MS)
-        b.token_chunk(t[0])
-    b.usage(10, tokens)
-    return b.finish(t[0] + MS)
+    return record(ttft_ms, gap_ms=gap_ms, tokens=tokens, expected=expected, send_ms=send_ms, t0_ns=T0, tail_ms=1.0)
 
 
 def wl(samples=4, rate=0.5, **slo):
@@ -186,7 +179,7 @@ def test_a_statistic_that_is_a_miss_is_inf_on_the_page_as_in_the_terminal():
 
 
 def test_a_failed_request_keeps_when_it_was_sent_and_when_it_failed():
-    from fakeserver import Script, VirtualTime, make_transport
+    from tests.helpers.fakeserver import Script, VirtualTime, make_transport
     from pytest_llm_latency.client.http import make_http_client
     from pytest_llm_latency.client.openai import OpenAIClient
 

@@ -94,10 +94,12 @@ def test_hardware_all_table_lists_every_device(capsys):
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (["--hardware", "h100-sx", "--params", "8e9", "--dtype", "fp16"], "--hardware: unknown hardware 'h100-sx'; did you mean h100-sxm"),
+    (["--hardware", "h100-sx", "--params", "8e9", "--dtype", "fp16"],
+     "--hardware: unknown hardware 'h100-sx'; did you mean h100-sxm"),
     (["--params", "8e9", "--dtype", "fp16"], "--hardware: no hardware given"),
     (["--hardware", "h100", "--params", "8e9"], "--params needs --dtype"),
-    (["--hardware", "h100", "--params", "8e9", "--dtype", "q4km"], "--dtype: unknown dtype 'q4km'; did you mean Q4_K_M"),
+    (["--hardware", "h100", "--params", "8e9", "--dtype", "q4km"],
+     "--dtype: unknown dtype 'q4km'; did you mean Q4_K_M"),
     (["--hardware", "h100", "--dtype", "fp16"], "give exactly one of --model"),
     (["--hardware", "h100", "--params", "8e9", "--dtype", "fp16", "--context", "100"], "--head-dim"),
     (["--hardware", "h100", "--params", "8e9", "--dtype", "fp16", "--layers", "32"], "missing kv_heads, head_dim"),

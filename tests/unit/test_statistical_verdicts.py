@@ -9,23 +9,15 @@ import pytest
 from pytest_llm_latency.client.runner import send_samples, stop_info
 from pytest_llm_latency.core.errors import ConfigError
 from pytest_llm_latency.core.prompts import Prompt
-from pytest_llm_latency.core.record import RecordBuilder
 from pytest_llm_latency.core.result import Failure, evaluate, rejudge
 from pytest_llm_latency.core.workload import check_min_samples, make_workload, with_statistics
+from tests.helpers.records import record
 
 MS = 1_000_000
 
 
 def rec(ttft_ms: float, gap_ms: float = 10.0, tokens: int = 4):
-    t = [0]
-    b = RecordBuilder(lambda: t[0], expected_output_tokens=tokens)
-    t[0] = int(ttft_ms * MS)
-    b.token_chunk(b.stamp())
-    for _ in range(tokens - 1):
-        t[0] += int(gap_ms * MS)
-        b.token_chunk(t[0])
-    b.usage(10, tokens)
-    return b.finish(t[0])
+    return record(ttft_ms, gap_ms=gap_ms, tokens=tokens)
 
 
 def wl(**kw):

@@ -6,7 +6,7 @@ import json
 import httpx
 import pytest
 
-from fakeserver import MS, VirtualTime
+from tests.helpers.fakeserver import MS, VirtualTime
 from pytest_llm_latency.client.http import make_http_client
 from pytest_llm_latency.client.openai import OpenAIClient
 from pytest_llm_latency.core import metrics

@@ -8,8 +8,8 @@ import json
 import httpx
 import pytest
 
-from fakeserver import VirtualTime
-from rawserver import raw_server
+from tests.helpers.fakeserver import VirtualTime
+from tests.helpers.rawserver import raw_server
 from pytest_llm_latency.client.http import Redactor, Timeouts, make_http_client
 from pytest_llm_latency.client.openai import OpenAIClient
 from pytest_llm_latency.core.errors import MeasurementError
@@ -161,7 +161,7 @@ def chunk(data: bytes) -> bytes:
     (b"", "reset", "closed before any response (no status line)"),
     (b"SSH-2.0-OpenSSH_9.6\r\nInvalid SSH identification string.\r\n", "reset", "speaks another protocol"),
     (b"SSH-2.0-OpenSSH_9.6 not http at all\r\n\r\n", "protocol", "not TLS, SSH or another protocol on that port"),
-    (HEAD, "reset", f"started (HTTP 200) but the connection closed after"),
+    (HEAD, "reset", "started (HTTP 200) but the connection closed after"),
     (HEAD + chunk(ROLE), "reset", f"started (HTTP 200) and {len(ROLE)} body bytes arrived, but the connection closed"),
     (HEAD + chunk(token("a")) + chunk(token("b")), "reset", "closed mid-stream after 2 tokens"),
 ], ids=["nothing", "ssh-banner-closed", "not-http", "headers-only", "body-bytes", "tokens"])

@@ -6,25 +6,17 @@ import numpy as np
 import pytest
 
 from pytest_llm_latency.core.errors import EmptySampleError, MeasurementError
-from pytest_llm_latency.core.record import RecordBuilder
 from pytest_llm_latency.core.result import Failure, evaluate, is_server_fault, rejudge
 from pytest_llm_latency.core.stats import PERCENTILE_METHOD, summarize
 from pytest_llm_latency.core.workload import make_workload
+from tests.helpers.records import record
 
 MS = 1_000_000
 INF = math.inf
 
 
 def rec(ttft_ms=100.0, gap_ms=10.0, tokens=4, expected=4):
-    t = [0]
-    b = RecordBuilder(lambda: t[0], expected_output_tokens=expected)
-    t[0] = int(ttft_ms * MS)
-    b.token_chunk(b.stamp())
-    for _ in range(tokens - 1):
-        t[0] += int(gap_ms * MS)
-        b.token_chunk(t[0])
-    b.usage(10, tokens)
-    return b.finish(t[0])
+    return record(ttft_ms, gap_ms=gap_ms, tokens=tokens, expected=expected)
 
 
 def wl(rate=0.0, samples=20, confidence=0.95, **slo):

@@ -40,6 +40,11 @@ def _d(v) -> dict:
     return v if isinstance(v, dict) else {}
 
 
+def _l(v) -> list:
+    """``v`` when it is a list, else empty."""
+    return v if isinstance(v, list) else []
+
+
 def _num(v) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
@@ -57,7 +62,7 @@ def budgets_of(r: dict) -> dict[str, list[tuple[str, float]]]:
 def _cdf_series(label: str, cdf: dict | None) -> CdfSeries | None:
     if not isinstance(cdf, dict):
         return None
-    raw = cdf.get("points") if isinstance(cdf.get("points"), list) else []
+    raw = _l(cdf.get("points"))
     pts = [(float(p[0]), float(p[1])) for p in raw if _pair(p)]
     n, misses = cdf.get("n"), cdf.get("misses")
     return CdfSeries(label, pts, n if isinstance(n, int) else len(pts), misses if isinstance(misses, int) else 0)
@@ -72,14 +77,14 @@ def cdf_charts(r: dict) -> list[str]:
     """TTFT, TPOT and ITL: this run's curve, a baseline's when the result carries one, the
     budgets, and the percentiles exactly as the statistics (and the terminal) report them."""
     budgets = budgets_of(r)
-    base = r.get("baseline") if isinstance(r.get("baseline"), dict) else {}
+    base = _d(r.get("baseline"))
     out = []
     for metric, name in CDF_METRICS:
         key = f"{metric}_ms"
         series = [s for s in (_cdf_series("this run", _d(r.get("cdf")).get(key)),
                               _cdf_series(str(base.get("label") or "baseline"), _d(base.get("cdf")).get(key)))
                   if s is not None]
-        stats = r.get(key) if isinstance(r.get(key), dict) else {}
+        stats = _d(r.get(key))
         marks = [Mark(stat, stats.get(stat), q / 100.0) for stat, q in PERCENTILES.items()
                  if stat in stats and (stats.get(stat) is not None or stats.get("censored"))]
         lines = [BudgetLine(f"{stat}", value, PERCENTILES[stat] / 100.0 if stat in PERCENTILES else None)
@@ -111,7 +116,7 @@ def timeline(r: dict) -> str:
     (its TTFT, TPOT or E2E above a budget's value), short output, failed."""
     budgets = budgets_of(r)
     spans, untimed = [], 0
-    for req in r.get("requests") if isinstance(r.get("requests"), list) else []:
+    for req in _l(r.get("requests")):
         if not isinstance(req, dict) or _num(req.get("send_ms")) is None:
             untimed += 1
             continue
@@ -151,7 +156,7 @@ def roofline(r: dict) -> tuple[str, list[str]]:
     """The chart and its arithmetic, from the gate's figures (completed requests' TPOT)."""
     extra = _d(r.get("extra"))
     ceiling = extra.get("ceiling_tok_s")
-    base = r.get("baseline") if isinstance(r.get("baseline"), dict) else {}
+    base = _d(r.get("baseline"))
     measured = [d for d in (_decode("this run", extra), _decode(str(base.get("label") or "baseline"),
                                                                  _d(base.get("extra")))) if d is not None]
     min_eff = extra.get("roofline_min_decode_efficiency")
@@ -163,6 +168,8 @@ def roofline(r: dict) -> tuple[str, list[str]]:
                      "--llm-latency-min-decode-efficiency) to compare decode with what the hardware can do."]
     d = measured[0]
     text = [f"decode = 1000 / TPOT p50 {1000.0 / d.tok_s:.2f} ms = {d.tok_s:.1f} tok/s (completed requests)"]
+    if not isinstance(ceiling, (int, float)) or ceiling <= 0:
+        return svg, text + ["no decode ceiling in the results: efficiency not computed"]
     arith = extra.get("roofline_arithmetic")
     step = extra.get("model_bytes")
     if isinstance(arith, str):
@@ -183,7 +190,7 @@ def roofline(r: dict) -> tuple[str, list[str]]:
 
 def fingerprint(doc: dict) -> list[tuple[str, str]]:
     """What the results know about the target and the run, URL credentials masked."""
-    target = doc.get("target") if isinstance(doc.get("target"), dict) else {}
+    target = _d(doc.get("target"))
     out = []
     for key, value in target.items():
         if value is None or isinstance(value, (dict, list)):

@@ -53,8 +53,8 @@ def flatten(res: WorkloadResult, nodeid: str) -> list[tuple[str, Any]]:
             if value is not None:
                 props.append((f"llm.bound.{v.key}.{name}", round(value, 4) if isinstance(value, float)
                               and math.isfinite(value) else value))
-    for b in (w.agent.budgets if w.agent else ()):  # agent sessions (core.agent_spec)
-        props.append((f"llm.budget.{b.key}" if b.is_floor else f"llm.budget.{b.key}_ms", b.limit))
+    for ab in (w.agent.budgets if w.agent else ()):  # agent sessions (core.agent_spec)
+        props.append((f"llm.budget.{ab.key}" if ab.is_floor else f"llm.budget.{ab.key}_ms", ab.limit))
     for i, v in enumerate(res.violations, 1):
         props.append((f"llm.violation.{i}", v.message))
     for i, e in enumerate(res.errors, 1):

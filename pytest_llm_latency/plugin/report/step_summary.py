@@ -27,7 +27,7 @@ def _fig(r: dict, key: str, stat: str) -> str:
 def markdown(results: list[dict]) -> str:
     rows = []
     for r in results:
-        rows.append([r.get("nodeid"), r.get("workload"), VERDICT.get(r.get("verdict"), r.get("verdict")),
+        rows.append([r.get("nodeid"), r.get("workload"), VERDICT.get(str(r.get("verdict")), r.get("verdict")),
                      r.get("n"), _fig(r, "ttft_ms", "p95"), _fig(r, "tpot_ms", "p50"), _fig(r, "e2e_ms", "p95"),
                      (r.get("extra") or {}).get("baseline", "–"),
                      "<br>".join(list(r.get("violations") or []) + list(r.get("errors") or [])) or "–",

@@ -4,15 +4,17 @@ It speaks vLLM's OpenAI API (``/v1/completions``, ``/v1/chat/completions``, ``/t
 ``/v1/models``, ``/metrics``) and Ollama's (``/api/generate``, ``/api/chat``), and times
 every token with the prefill/decode physics of a catalog device and model.
 
+* ``config.py``    -- ``ReferenceConfig``, every knob (URL query keys and CLI options);
 * ``physics.py``   -- the pure timing model (formulas in its docstring);
 * ``engine.py``    -- the pure scheduler state machine (batching, KV pool, prefix cache,
   chunked prefill);
+* ``residency.py`` -- Ollama's model residency (load on first request, ``keep_alive``);
 * ``scheduler.py`` -- runs engine steps in real time on absolute deadlines;
 * ``http.py``, ``server.py``, ``openai_api.py``, ``ollama_api.py``, ``streaming.py``,
   ``metrics.py`` -- the HTTP side; ``tokenizer.py`` -- one token per word;
 * ``faults.py``    -- fault injection (``--fault`` or the ``X-Reference-Fault`` header);
-* ``launch.py``    -- ``parse_reference_url`` and ``start_reference``; ``cli.py`` --
-  ``pytest-llm-latency serve-reference``.
+* ``launch.py``    -- ``parse_reference_url`` and ``start_reference``; the command
+  ``pytest-llm-latency serve-reference`` is ``pytest_llm_latency/cli/serve_reference.py``.
 
 Nothing is imported here, so importing the package stays cheap.
 """

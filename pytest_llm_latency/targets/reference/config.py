@@ -1,7 +1,7 @@
 """``ReferenceConfig``: every knob of the reference server, one table for the URL and the CLI.
 
 The same field names are used as ``reference://`` URL query keys (``launch.py``) and,
-with ``-`` for ``_``, as ``serve-reference`` options (``cli.py``).
+with ``-`` for ``_``, as ``serve-reference`` options (``pytest_llm_latency/cli/serve_reference.py``).
 """
 from __future__ import annotations
 

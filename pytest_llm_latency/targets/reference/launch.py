@@ -103,12 +103,13 @@ class _SubprocessHandle(ReferenceHandle):
     own process group, dies with its parent, ``/health`` polled until ready, TERM then KILL."""
 
     def __init__(self, url, config, target: ManagedTarget, log_dir: str):
-        self.target, self.log_dir = target, log_dir
+        self.target: ManagedTarget | None = target
+        self.log_dir = log_dir
         super().__init__(url, config, "subprocess")
 
     @property
     def pid(self) -> int | None:
-        return self.target.pid
+        return None if self.target is None else self.target.pid
 
     @property
     def proc(self):
@@ -118,8 +119,9 @@ class _SubprocessHandle(ReferenceHandle):
 
     def check_alive(self) -> None:
         """Raise ``ManagedTargetError`` (exit code and log tail) if the process has exited."""
-        if getattr(self, "target", None) is not None:
-            self.target.check_alive()
+        target = getattr(self, "target", None)
+        if target is not None:
+            target.check_alive()
 
     def stop(self, timeout: float = 5.0) -> None:
         target = getattr(self, "target", None)
@@ -135,7 +137,8 @@ class _SubprocessHandle(ReferenceHandle):
 class _ThreadHandle(ReferenceHandle):
     def __init__(self, url, config, server, loop: asyncio.AbstractEventLoop, thread: threading.Thread,
                  stop_event: asyncio.Event):
-        self.server, self.loop, self.thread, self._stop_event = server, loop, thread, stop_event
+        self.server, self.loop, self._stop_event = server, loop, stop_event
+        self.thread: threading.Thread | None = thread
         super().__init__(url, config, "thread")
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -186,7 +189,7 @@ def _start_thread(config: ReferenceConfig, timeout: float) -> ReferenceHandle:
         server = ReferenceServer(config)
         try:
             box["url"] = await server.start()
-        except BaseException as e:  # noqa: BLE001 - reported to the caller
+        except BaseException as e:  # reported to the caller
             box["error"] = e
             ready.set()
             await server.stop()

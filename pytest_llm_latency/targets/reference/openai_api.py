@@ -134,7 +134,7 @@ def parse(body: dict, *, chat: bool, served: str, max_model_len: int, encode=tok
     seed = body.get("seed")
     return OpenAIRequest(
         chat=chat, prompt_ids=ids, max_tokens=max_tokens, ignore_eos=bool(body.get("ignore_eos")),
-        min_tokens=min(_int(body, "min_tokens", 0, 0), max_tokens), seed=seed if isinstance(seed, int) else None,
+        min_tokens=min(_int(body, "min_tokens", 0, 0) or 0, max_tokens), seed=seed if isinstance(seed, int) else None,
         stream=bool(body.get("stream")), include_usage=bool(opts.get("include_usage")),
         continuous_usage=bool(opts.get("continuous_usage_stats")),
         stream_interval=_int(body, "stream_interval", None, 1), tool_names=names)
@@ -199,8 +199,9 @@ class OpenAIProtocol:
         return {"tool_calls": [entry]}
 
     def usage(self, completion: int, cached: int | None = None) -> dict:
-        u = {"prompt_tokens": self.prompt_tokens, "total_tokens": self.prompt_tokens + completion,
-             "completion_tokens": completion}
+        u: dict[str, int | dict[str, int]] = {
+            "prompt_tokens": self.prompt_tokens, "total_tokens": self.prompt_tokens + completion,
+            "completion_tokens": completion}
         if self.cached_details and cached is not None:
             u["prompt_tokens_details"] = {"cached_tokens": cached}
         return u

@@ -149,6 +149,7 @@ class Scheduler:
         self.requests[rid] = st
         if self._first_arrival is None:
             self._first_arrival = st.arrival
+        assert self._wake is not None, "submit() after start()"
         self._wake.set()
         return st
 
@@ -177,12 +178,14 @@ class Scheduler:
         t: float | None = None
         while not self._stopping:
             if not self.engine.has_work():
+                assert self._wake is not None
                 self._wake.clear()
                 await self._wake.wait()
                 t = None
                 continue
             now = loop.time()
-            if self.pause is not None and self._first_arrival is not None and now >= self._first_arrival + self.pause[0]:
+            if self.pause is not None and self._first_arrival is not None \
+                    and now >= self._first_arrival + self.pause[0]:
                 seconds, self.pause = self.pause[1], None   # the engine stops once: every stream stalls
                 await asyncio.sleep(seconds)
                 t = None
@@ -233,7 +236,7 @@ class Scheduler:
                 st.first_at = end
                 if m:
                     m.ttft.observe(end - st.arrival)
-            elif m:
+            elif m and st.last_at is not None:
                 m.itl.observe(end - st.last_at)
             st.last_at = end
             if done:

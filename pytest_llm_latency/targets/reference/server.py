@@ -91,6 +91,7 @@ class ReferenceServer:
             return
         self.connections_accepted += 1
         task = asyncio.current_task()
+        assert task is not None  # a connection handler runs in its own task
         self._conns.add(task)
         try:
             await serve_connection(reader, writer, self.handle)

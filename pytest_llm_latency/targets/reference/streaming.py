@@ -92,7 +92,7 @@ async def stream(conn: Connection, sched: Scheduler, st: RequestState, gen: Gene
     await conn.start_stream(200, headers + ([("x-accel-buffering", "no")] if no_proxy_buffering else []))
     for event in proto.opening():
         await conn.write_chunk(event)
-    if fire_at == 0 and await _fire(conn, sched, st, proto, active):
+    if active is not None and fire_at == 0 and await _fire(conn, sched, st, proto, active):
         return
     words = TextGenerator(gen.seed)
     sent = chunks = pending = 0
@@ -110,7 +110,7 @@ async def stream(conn: Connection, sched: Scheduler, st: RequestState, gen: Gene
             await conn.write_chunk(proto.token(words.next(pending), sent, ev.reason))
             pending = 0
             chunks += 1
-            if chunks == fire_at and await _fire(conn, sched, st, proto, active):
+            if active is not None and chunks == fire_at and await _fire(conn, sched, st, proto, active):
                 return
             if ev.finished:
                 break

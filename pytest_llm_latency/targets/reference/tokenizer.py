@@ -105,7 +105,8 @@ def _tool_calls_text(calls: Any, tag: str) -> str:
         raise TypeError("tool_calls must be a list")
     parts = []
     for c in calls:
-        fn = c.get("function") if isinstance(c, dict) and isinstance(c.get("function"), dict) else {}
+        fn = c.get("function") if isinstance(c, dict) else None
+        fn = fn if isinstance(fn, dict) else {}
         args = fn.get("arguments", "")
         args = args if isinstance(args, str) else json.dumps(args)
         parts.append(f"<|tool_call|>{tag} {fn.get('name', '')} {args}")

@@ -112,7 +112,7 @@ def _step_path(points: Sequence[tuple[float, float]], xs: Scale, ys: Scale) -> s
     """A right-continuous step: up at each value to its F, then across to the next value."""
     x0, _ = points[0]
     parts = [f"M{xs(x0):.1f} {ys(0):.1f}"]
-    for (x, f), nxt in zip(points, list(points[1:]) + [None]):
+    for (_x, f), nxt in zip(points, list(points[1:]) + [None]):
         parts.append(f"V{ys(f):.1f}")
         if nxt is not None:
             parts.append(f"H{xs(nxt[0]):.1f}")
