@@ -77,14 +77,15 @@ def configuration_md() -> str:
     doc = " ".join((options.__doc__ or "").split())
     rule = re.search(r"Precedence[^:]*:\s*([^.]+)\.", doc)
     if rule:
-        lines.append(f"Precedence for every setting (`pytest_llm_latency/plugin/options.py`): **{rule.group(1).strip()}**. "
-                     "The CLI, environment and ini are read once per run; a marker (above them) and an SLO file "
-                     "(below them) add per-test values.\n")
+        lines.append("Precedence for every setting (`pytest_llm_latency/plugin/options.py`): "
+                     f"**{rule.group(1).strip()}**. The CLI, environment and ini are read once per run; "
+                     "a marker (above them) and an SLO file (below them) add per-test values.\n")
     else:
         lines.append(_para(options.__doc__ or "") + "\n")
     example = _example_error(options)
     if example:
-        lines.append(f"A value that does not parse is a usage error naming its source, e.g.:\n\n```text\n{example}\n```\n")
+        lines.append("A value that does not parse is a usage error naming its source, e.g.:\n\n"
+                     f"```text\n{example}\n```\n")
     lines.append(f"An empty environment variable or ini value (`{options.OPTIONS[0].env}=`) counts as "
                  "not set, so the next layer decides. An option marked \"a switch\" takes no value on the command "
                  "line; in the environment or ini it takes `true` or `false` (also 1/0, yes/no, on/off).\n")
@@ -128,7 +129,7 @@ def configuration_md() -> str:
         lines.append("## Hooks\n")
         lines.append(_para(inspect.cleandoc(hookspecs.__doc__ or "")) + "\n")
         for name, fn in specs:
-            sig = str(inspect.signature(fn))
+            sig = str(inspect.signature(fn)).replace("'", "")
             lines.append(f"- `{name}{sig}`: {_para(inspect.cleandoc(fn.__doc__ or ''))}")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"

@@ -240,7 +240,8 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
             clash = "rate" if "rate" in spec else "concurrency" if "concurrency" in spec else "prompt_sweep"
             raise ConfigError(f"{where(('rate_sweep',))}: a rate_sweep chooses the rate itself (an open loop): "
                               f"drop {clash}")
-        spec = {**spec, "rate": rate_sweep.rate_min}
+        if rate_sweep is not None:
+            spec = {**spec, "rate": rate_sweep.rate_min}
     load = make_load(spec, where)
     if load is not None and load.duration_s and "samples" not in spec and "requests" not in spec:
         samples = DURATION_MAX_REQUESTS  # bounded by the duration (and this cap)

@@ -162,7 +162,8 @@ def test_prompt_sweep_workload():
     ({"prompt_sweep": [256, 1024], "shared_prefix_tokens": 256}, "shortest prompt_sweep length"),
     ({"prompt_sweep": [256, 1024], "roofline": {"min_prefill_efficiency": 1.5}}, r"fraction .* in \(0, 1\]"),
     ({"class": "chat", "slo": {"prefill_tps_min": 5000}}, "need a prompt_sweep"),
-    ({"class": "chat", "roofline": {"min_prefill_efficiency": 0.3}}, "roofline.min_prefill_efficiency: prefill budgets need"),
+    ({"class": "chat", "roofline": {"min_prefill_efficiency": 0.3}},
+     "roofline.min_prefill_efficiency: prefill budgets need"),
 ])
 def test_bad_sweeps_name_the_key(spec, match):
     with pytest.raises(ConfigError, match=match):
