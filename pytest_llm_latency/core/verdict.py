@@ -180,7 +180,11 @@ def min_n_to_pass(stat: str, metric: str, confidence: float | None, floor: bool 
         return 2
     if q is None:
         return 1
-    return ci.min_n_to_bound(q, 1.0 - confidence, upper=not floor)
+    alpha = 1.0 - confidence
+    n, rank = ci.min_n_to_bound(q, alpha, upper=not floor), ci.lower_rank if floor else ci.upper_rank
+    while rank(n, q, alpha) is None:  # the ranks' float tails decide at the boundary ((1-q)^n == alpha)
+        n += 1
+    return n
 
 
 def holds_up(b) -> bool:
