@@ -9,18 +9,15 @@ ways out.  Pure.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .coldstart import COLD_BUDGET
 from .errors import ConfigError
 from .stats import PERCENTILES
 from .verdict import min_n_to_pass
 
-if TYPE_CHECKING:
-    from .workload import Workload
+# ``w`` below is a ``core.workload.Workload``; not imported here, as ``workload`` calls this module
 
 
-def values_per_sample(w: Workload) -> int:
+def values_per_sample(w) -> int:
     """Values of a per-request metric that one sample gives: a session's turns, a prompt sweep's
     lengths (judged together), else one request."""
     if w.agent is not None:
@@ -28,7 +25,7 @@ def values_per_sample(w: Workload) -> int:
     return len(w.prompt_sweep) or 1
 
 
-def check_can_pass(w: Workload, where: str) -> None:
+def check_can_pass(w, where: str) -> None:
     """A fixed sample judged at a confidence with ``inconclusive: fail``: refuse a budget that
     could never *pass* at ``w.samples`` (``verdict.min_n_to_pass``; a p95 at 95% needs 59), since
     the run could then only fail.  ITL counts its gaps (many per request), extremes and means
