@@ -5,6 +5,9 @@
 * ``samples: auto`` stops at the first budget decided fail and reports the others as not
   decided (asserted on the sample count and the text, never on time)."""
 import json
+from importlib import resources
+
+import pytest
 
 from fakeserver import FakeServerPlugin, Script
 
@@ -96,7 +99,11 @@ def test_samples_auto_stops_at_the_first_fail_and_reports_the_rest_as_not_decide
     pytester.makepyfile(AUTO)
     r = run(pytester, Script(ttft_ms=100, tpot_ms=10))
     r.assert_outcomes(failed=1)
-    res = json.loads((pytester.path / "r.json").read_text())["results"][0]
+    doc = json.loads((pytester.path / "r.json").read_text())
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(doc, json.loads(resources.files("pytest_llm_latency").joinpath(
+        "data/results.schema.json").read_text()))  # not_decided and stopped_by are in the shipped schema
+    res = doc["results"][0]
     assert res["n"] == 10  # 62 before the fix: sampling went on until TTFT p95 passed
     assert res["extra"]["stop_reason"] == "tpot_p95 failed at 10 samples: sampling stopped; not decided: ttft_p95"
     assert res["bounds"]["tpot_p95"]["status"] == "fail"
