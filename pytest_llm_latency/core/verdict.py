@@ -204,7 +204,6 @@ class SequentialVerdicts:
         self.looks = ci.mean_looks(min_n, max_n)
         self._mean_done: dict[str, int] = {}
         self.stopped_by: str | None = None  # the budget whose fail stopped sampling early
-        self.stopped_at: int | None = None  # the sample count (the metric's values) it failed at
 
     def check(self, values: Mapping[str, Sequence[float]]) -> bool:
         """Stop sampling?  True when every budget is decided (or needs no sequential decision),
@@ -221,7 +220,7 @@ class SequentialVerdicts:
             if v is not None and v.status != "inconclusive":
                 self.decided[b.key] = v
                 if v.status == "fail" and self.stopped_by is None:
-                    self.stopped_by, self.stopped_at = b.key, v.n
+                    self.stopped_by = b.key
         return self.stopped_by is not None or self.all_decided()
 
     def all_decided(self) -> bool:
