@@ -192,7 +192,8 @@ def send_samples(one: Callable[[Prompt], "RequestRecord | Failure"], samples: li
     """Send the samples; outcomes in arrival order.  Fixed ``samples``: all of them, a closed
     loop at the workload's concurrency.  ``samples: auto``: in rounds of ``concurrency``
     requests sent together, checking the budgets after each round once ``min_samples`` are
-    in, until every budget is decided or ``max_samples`` (``len(samples)``) are sent.
+    in, until ``SequentialVerdicts.check`` says stop (every budget decided, or one decided
+    fail) or ``max_samples`` (``len(samples)``) are sent.
 
     The seam for a concurrency engine: ``send_round(prompts) -> outcomes`` below."""
     total, conc = len(samples), workload.concurrency
@@ -237,10 +238,7 @@ def stop_info(workload: Workload, sequential: SequentialVerdicts | None, sent: i
     """Why sampling stopped (``llm.stop_reason``) and how many samples were sent."""
     if sequential is None:
         return {"samples_mode": "fixed", "stop_reason": f"fixed samples ({sent})"}
-    decided = all(b.key in sequential.decided or not sequential.holds_up(b) for b in workload.budgets)
-    why = (f"every budget decided at {sent} samples" if decided and sent < workload.samples else
-           f"every budget decided at max_samples ({sent})" if decided else
-           f"max_samples reached ({sent}) with budgets undecided")
+    why = sequential.stop_reason(sent, workload.samples)
     return {"samples_mode": "auto", "stop_reason": why, "min_samples": workload.min_samples,
             "max_samples": workload.samples}
 

@@ -318,14 +318,18 @@ def _judge_statistically(res: WorkloadResult, b: Budget, vals: list[float], s: S
     res.verdicts.append(v)
     if v.status == "fail" or (v.status == "inconclusive" and w.inconclusive == "fail"):
         res.violations.append(Violation(b, v.estimate, s, v))
-    elif v.status == "inconclusive" and w.inconclusive == "warn":
-        res.notes.append(verdict_text(v, b))
+    elif (v.status == "inconclusive" and w.inconclusive == "warn") or v.status == "not_decided":
+        res.notes.append(verdict_text(v, b))  # not_decided: another budget failed first; never a violation
 
 
 def verdict_text(v: BudgetVerdict, b: Budget) -> str:
     """``TTFT p95 612.0 ms (95% bounds 540.0..701.0 ms) > budget 500 ms``, or the inconclusive form."""
     label = f"{METRIC_LABEL[b.metric]} {b.stat} {fmt_stat(v.estimate)} {b.unit}{v.interval(b.unit)}"
     at = f"at {v.n} samples"
+    if v.status == "not_decided":
+        metric, _, stat = (v.stopped_by or "").rpartition("_")
+        return (f"{label} -- not decided: sampling stopped when {METRIC_LABEL.get(metric, metric)} {stat} failed "
+                f"{at} (budget {b.limit:g} {b.unit})")
     if v.status == "inconclusive":
         more = f"~{v.would_decide} samples would decide" if v.would_decide else "no practical sample size would decide"
         return f"{label} -- inconclusive {at} (budget {b.limit:g} {b.unit}); {more}"

@@ -5,7 +5,9 @@ alpha = 1 - confidence each):
   * pass -- the upper bound of the true percentile is <= L;
   * fail -- its lower bound is > L;
   * inconclusive -- otherwise; the workload's ``inconclusive`` policy (fail | warn | pass)
-    says what that means for the test.
+    says what that means for the test;
+  * not_decided -- ``samples: auto`` stopped before this budget was decided because another
+    budget had failed (the test fails whatever this one would show): never a violation.
 Percentiles use order-statistic bounds (distribution-free); means a Student-t interval
 (approximate: central limit theorem).  ``max`` / ``output_tps_min`` are extremes: no
 sample size bounds a population's maximum, so a sample beyond the budget is a certain
@@ -15,12 +17,18 @@ request are not independent, so ITL budgets keep the point estimate (method ``po
 Fixed ``samples``: fixed-n bounds.  ``samples: auto``: ``SequentialVerdicts`` checks after
 every round; quantile bounds come from ``confidence.sequential_quantile`` (valid however
 often one looks, up to ``max_samples``) and a budget's first decision is kept, with the
-sample count it took.
+sample count it took.  Sampling stops when every budget is decided or, earlier, as soon as
+one budget is decided *fail* (``SequentialVerdicts.check``): the test's verdict is then
+certain, and the budgets still open are ``not_decided`` rather than inconclusive.
+
+``min_n_to_pass``: with a fixed sample, the fewest values at which a budget can pass at all
+(a p95 at 95%: 59, 0.95^59 <= 5%); below it ``inconclusive: fail`` can only fail, which the
+collection-time check (``core.workload.check_min_samples``) refuses.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 from . import confidence as ci
@@ -32,7 +40,7 @@ INF = math.inf
 @dataclass(frozen=True)
 class BudgetVerdict:
     key: str                 # ttft_p95
-    status: str              # pass | fail | inconclusive
+    status: str              # pass | fail | inconclusive | not_decided
     estimate: float          # the point estimate of the statistic
     lower: float             # -inf: no lower bound at this n
     upper: float             # +inf: no upper bound at this n
@@ -40,6 +48,7 @@ class BudgetVerdict:
     confidence: float | None
     method: str              # order-statistic | sequential order-statistic | t | extreme | point
     would_decide: int | None = None   # inconclusive: samples that would likely decide it
+    stopped_by: str | None = None     # not_decided: the budget whose fail stopped sampling (ttft_p95)
 
     def interval(self, unit: str) -> str:
         if self.confidence is None or self.method in ("extreme", "point"):
@@ -159,6 +168,29 @@ def decidable(stat: str, metric: str, confidence: float | None, max_n: int, sequ
     return max_n >= min(ci.min_n_to_bound(q, alpha), ci.min_n_to_bound(q, alpha, upper=False))
 
 
+def min_n_to_pass(stat: str, metric: str, confidence: float | None, floor: bool = False) -> int:
+    """Fewest values of the metric at which a budget judged on a *fixed* sample can pass at all.
+
+    A quantile ceiling passes only when its upper bound exists and is <= the budget, and the
+    upper bound exists from q^n <= alpha on (the sample maximum is then the bound: a p95 at 95%
+    needs 59, a p90 29, a p99 299); a quantile floor mirrors it with the lower bound,
+    (1-q)^n <= alpha.  A mean needs 2 values (the t interval).  The point estimate (confidence
+    None), ITL (point: many values per request) and extremes (``max`` / ``min``, method
+    ``extreme``) can pass at any n: 1."""
+    q = _q(stat)
+    if confidence is None or metric == "itl" or stat in ("max", "min"):
+        return 1
+    if stat == "mean":
+        return 2
+    if q is None:
+        return 1
+    alpha = 1.0 - confidence
+    n, rank = ci.min_n_to_bound(q, alpha, upper=not floor), ci.lower_rank if floor else ci.upper_rank
+    while rank(n, q, alpha) is None:  # the ranks' float tails decide at the boundary ((1-q)^n == alpha)
+        n += 1
+    return n
+
+
 def holds_up(b) -> bool:
     """Can ``samples: auto`` decide this budget (and so keep sampling until it is decided)?"""
     return b.metric != "itl" and b.stat not in ("max", "min") and not getattr(b, "is_fraction", False)
@@ -175,9 +207,13 @@ class SequentialVerdicts:
         self.decided: dict[str, BudgetVerdict] = {}
         self.looks = ci.mean_looks(min_n, max_n)
         self._mean_done: dict[str, int] = {}
+        self.stopped_by: str | None = None  # the budget whose fail stopped sampling early
 
     def check(self, values: Mapping[str, Sequence[float]]) -> bool:
-        """True when every budget is decided (or needs no sequential decision)."""
+        """Stop sampling?  True when every budget is decided (or needs no sequential decision),
+        or as soon as one budget is decided *fail*: the test fails whatever the others would
+        show, so more samples could not change its verdict (``stopped_by`` names that budget;
+        ``final`` reports the open ones as ``not_decided``)."""
         for b in self.budgets:
             if b.key in self.decided:
                 continue
@@ -187,7 +223,27 @@ class SequentialVerdicts:
             v = self._judge_now(b, vals)
             if v is not None and v.status != "inconclusive":
                 self.decided[b.key] = v
+                if v.status == "fail" and self.stopped_by is None:
+                    self.stopped_by = b.key
+        return self.stopped_by is not None or self.all_decided()
+
+    def all_decided(self) -> bool:
         return all(b.key in self.decided or not self.holds_up(b) for b in self.budgets)
+
+    def open_budgets(self) -> list[str]:
+        """Keys of the budgets that keep sampling going and are not decided yet."""
+        return [b.key for b in self.budgets if b.key not in self.decided and self.holds_up(b)]
+
+    def stop_reason(self, sent: int, max_samples: int) -> str:
+        """Why sampling stopped, for ``llm.stop_reason`` and the terminal."""
+        if self.stopped_by is not None:
+            still = self.open_budgets()
+            left = f"; not decided: {', '.join(still)}" if still else ""
+            return f"{self.stopped_by} failed at {sent} samples: sampling stopped{left}"
+        if self.all_decided():
+            return (f"every budget decided at {sent} samples" if sent < max_samples else
+                    f"every budget decided at max_samples ({sent})")
+        return f"max_samples reached ({sent}) with budgets undecided"
 
     def holds_up(self, b) -> bool:
         """Does this budget keep sampling going until it is decided?  Extremes, ITL and fractions
@@ -212,6 +268,9 @@ class SequentialVerdicts:
         """The verdict at the end: the kept decision, else the rule at the last sample."""
         if b.key in self.decided:
             return self.decided[b.key]
+        if self.stopped_by is not None and self.holds_up(b):  # sampling stopped at another's fail
+            v = self._judge_at_stop(b, vals)
+            return replace(v, status="not_decided", would_decide=None, stopped_by=self.stopped_by)
         if self.holds_up(b) and b.stat != "mean":
             return judge(b.key, b.metric, b.stat, b.limit, b.is_floor, vals[: self.max_n], self.confidence,
                          max_n=self.max_n, min_n=self.min_n)
@@ -219,3 +278,11 @@ class SequentialVerdicts:
             return judge(b.key, b.metric, b.stat, b.limit, b.is_floor, vals, self.confidence,
                          alpha_share=1.0 / len(self.looks))
         return judge(b.key, b.metric, b.stat, b.limit, b.is_floor, vals, self.confidence)
+
+    def _judge_at_stop(self, b, vals: Sequence[float]) -> BudgetVerdict:
+        """The bounds of an open budget where sampling stopped (for the report only)."""
+        if b.stat == "mean":
+            return judge(b.key, b.metric, b.stat, b.limit, b.is_floor, vals, self.confidence,
+                         alpha_share=1.0 / len(self.looks), advise=False)
+        return judge(b.key, b.metric, b.stat, b.limit, b.is_floor, vals[: self.max_n], self.confidence,
+                     max_n=self.max_n, min_n=self.min_n, advise=False)

@@ -251,6 +251,9 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     # sweep (both: queueing couples the samples), a prompt sweep (judged on its fit) and agent
     # sessions keep the point estimate unless ``confidence`` is set (README "Statistical verdicts")
     closed_loop = load is None and rate_sweep is None and not sweep and agent is None
+    # an A/B run's verdict is the block-bootstrap comparison of its arms; its own budgets keep the
+    # point estimate too (the fixed 20 could never pass a p95 at 95%: README "Deploy gate")
+    at_confidence = closed_loop and get("baseline_target", None) is None
     samples_given = samples is not None
     if samples is None:  # auto where it has a budget to decide; an A/B run compares fixed arms
         from .verdict import holds_up
@@ -265,7 +268,7 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
                  warmup=warmup, system_prompt_tokens=system, shared_prefix_tokens=shared, concurrency=conc,
                  max_error_rate=float(rate), budgets=budgets, roofline=roof, cold_starts=cold,
                  prompt_sweep=sweep, prefill_slo=prefill_slo, load=load, sweep=rate_sweep,
-                 agent=agent, confidence=DEFAULT_CONFIDENCE if closed_loop else None, samples_given=samples_given,
+                 agent=agent, confidence=DEFAULT_CONFIDENCE if at_confidence else None, samples_given=samples_given,
                  regression=parse_tolerances(get("regression", None), where(("regression",))) or None,
                  baseline_target=get("baseline_target", None))
     if samples == "auto" and (w.prompt_sweep or w.agent is not None):
@@ -359,8 +362,9 @@ def check_min_samples(w: Workload, where: str, samples: Any = None) -> None:
     Point estimate (``confidence`` None): a percentile q needs n >= 1/(1-q) samples
     (``stats.min_samples_for``); below that it is just the max.  At a confidence: fewer samples
     only widen the bounds (inconclusive), and the error is for a budget that no sample size up
-    to ``samples`` (``max_samples`` with ``samples: auto``) could decide either way.  ITL is
-    exempt: every request contributes ``output_tokens - 1`` ITL values.
+    to ``samples`` (``max_samples`` with ``samples: auto``) could decide either way, and, for a
+    fixed sample under ``inconclusive: fail``, one that could never pass (``core.sample_size``: a
+    p95 at 95% below 59).  ITL is exempt: every request contributes ``output_tokens - 1`` values.
     """
     from .stats import min_samples_for
     from .verdict import decidable
@@ -375,6 +379,10 @@ def check_min_samples(w: Workload, where: str, samples: Any = None) -> None:
                                   f"{n} can decide a {b.stat} at {w.confidence:.0%} confidence: raise "
                                   f"{'max_samples' if w.sequential else 'samples'}, lower the confidence, "
                                   f"or use confidence: null (point estimate)")
+        if not w.sequential and w.inconclusive == "fail":
+            from .sample_size import check_can_pass
+
+            check_can_pass(w, where)  # a fixed sample that could only fail
         return
     worst = None
     for b in w.budgets:

@@ -219,6 +219,9 @@ class LatencyFixture:
         try:
             w = make_workload(str(name), merged, lambda p: f"{self.item.nodeid} llm_slo {'.'.join(map(str, p))}")
             w = apply_statistics(w, settings, merged)
+            from ..core.workload import check_min_samples
+
+            check_min_samples(w, f"{self.item.nodeid} measure()")  # before any request, as at collection
             target = target_from(settings, marker={**self.marker_target, **target_kw})
         except ConfigError as exc:
             config_failure(exc)

@@ -139,7 +139,7 @@ OPTIONS: tuple[Opt, ...] = (
         _samples, "a positive integer or 'auto'"),
     Opt("confidence", "Judge budgets on confidence bounds at this level (e.g. 0.95): pass when the bound "
         "shows the budget is met, fail when it shows it is missed, else inconclusive; 'null' for the "
-        "point estimate. Default: 0.95 (the point estimate for load runs, sweeps and agent sessions).",
+        "point estimate. Default: 0.95 (the point estimate for load runs, sweeps, agent sessions and A/B runs).",
         _confidence, "a level in [0.5, 1) like 0.95, or null"),
     Opt("seed", "Seed for the prompt bodies (default 0): the same seed sends the same prompt text; the salts "
         "that keep prompts out of the server's prefix cache also depend on the run's nonce.",

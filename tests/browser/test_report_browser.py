@@ -36,14 +36,16 @@ import pytest
 
 # at real speed (time_scale 1) so that the roofline gate's physics hold: TTFT misses its budget,
 # decode runs at the reference target's 0.7 of the ceiling, under the 0.9 asked for
-@pytest.mark.llm_slo("agent", samples=20, ttft_p95="5ms", min_decode_efficiency=0.9,
+# (20 samples: the point estimate -- a p95 cannot pass at 95% below 59 samples, which is refused)
+@pytest.mark.llm_slo("agent", samples=20, ttft_p95="5ms", min_decode_efficiency=0.9, confidence=None,
                      url="reference://h100-sxm/llama-3.1-8b")
 def test_agent_gate():
     pass
 
 
 # every stream stops after one token: short outputs beyond max_error_rate, so it cannot be judged
-@pytest.mark.llm_slo("chat", samples=20, url="reference://h100-sxm/llama-3.1-8b?time_scale=0.02&fault=early_stop")
+@pytest.mark.llm_slo("chat", samples=20, confidence=None,
+                     url="reference://h100-sxm/llama-3.1-8b?time_scale=0.02&fault=early_stop")
 def test_chat_stops_early():
     pass
 '''

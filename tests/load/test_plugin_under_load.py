@@ -17,6 +17,7 @@ workloads:
     class: chat
     concurrency: 32
     samples: 24
+    inconclusive: warn   # 24 samples cannot show a p95 met at 95% (59 can): the TTFT miss is still a fail
     warmup: 2
 """
 

@@ -1,7 +1,7 @@
 """``--llm-latency-samples`` on the shipped examples: on the point estimate (``confidence: null``) a
 value too small for their p95 budgets is a usage error that names where the value came from; at the
-default 95% it is an inconclusive verdict that says how many samples would decide; one that is
-large enough runs."""
+default 95% so is one too small for a p95 ever to pass (59; it could only fail); one that is large
+enough runs."""
 import shutil
 from pathlib import Path
 
@@ -34,12 +34,12 @@ def test_too_few_samples_names_its_source(examples, monkeypatch, how, source):
     assert "p95 needs >= 20 samples, got 10" in text
 
 
-def test_too_few_samples_at_the_default_confidence_are_inconclusive_not_an_error(examples):
+def test_too_few_samples_to_pass_at_the_default_confidence_are_refused_naming_the_source(examples):
     r = examples.runpytest_subprocess("-p", "no:cacheprovider", f"--llm-latency-url={FAST}",
                                       "--llm-latency-samples", "10", "chat.slo.yaml", timeout=120)
-    r.assert_outcomes(failed=1)
-    r.stdout.fnmatch_lines(["*TTFT p95 * ms (95% bounds *..inf ms) -- inconclusive at 10 samples (budget 500 ms); "
-                            "~* samples would decide*"])
+    r.assert_outcomes(errors=1)  # before any request: it could only have failed
+    r.stdout.fnmatch_lines(["*chat.slo.yaml:4 workloads.chat (samples 10 from --llm-latency-samples): budget "
+                            "ttft_p95 (*): 10 samples can never pass a p95 at 95% confidence*samples: 59 or more*"])
 
 
 def test_enough_samples_run_every_example(examples):

@@ -22,7 +22,7 @@ def result(pytester):
 
 
 def test_server_failures_over_the_default_zero_rate_fail_and_still_report_the_samples(pytester):
-    r = run(pytester)
+    r = run(pytester, "", "ttft_p90: 1s", "--llm-latency-confidence=null")  # 20 cannot pass a p90 at 95%
     r.assert_outcomes(failed=1)
     r.stdout.fnmatch_lines(["*server failed: 4 of 20 requests failed (http_500 x4): HTTP 500*worker crashed*"
                             "server error rate 20.0% > max_error_rate 0.0%*"])
@@ -39,11 +39,12 @@ def test_failures_within_max_error_rate_still_miss_the_percentile_they_land_on(p
     r.assert_outcomes(failed=1)
     r.stdout.fnmatch_lines(["*TTFT p90 inf ms > budget 1000 ms (n=20, 4 failed counted as misses*"])
     r.stdout.fnmatch_lines(["*p.slo.yaml::w*16*100.0*inf*FAIL*"])
-    # at the default 95%: the misses keep the upper bound at +inf, so it cannot pass either (4 of 20
-    # above is too few to show the true p90 is over the budget: inconclusive, which fails)
+    # at the default 95%, 20 samples could never pass a p90 (its upper bound needs 29): refused
+    # before any request rather than run to an inconclusive fail
     r = run(pytester, "max_error_rate: 0.25,")
-    r.assert_outcomes(failed=1)
-    r.stdout.fnmatch_lines(["*TTFT p90 inf ms (95% bounds 100.0..inf ms) -- inconclusive at 20 samples*"])
+    r.assert_outcomes(errors=1)
+    r.stdout.fnmatch_lines(["*budget ttft_p90 (*): 20 samples can never pass a p90 at 95% confidence (its upper "
+                            "bound needs >= 29 samples: 0.9^29 <= 0.05)*"])
 
 
 def test_failures_within_max_error_rate_pass_with_a_visible_note(pytester):

@@ -66,15 +66,25 @@ def run(pytester, script, *args):
 
 
 def test_inconclusive_fails_by_default_and_says_how_many_samples_would_decide(pytester):
-    pytester.makepyfile(MARKED.format(extra=""))
-    r = run(pytester, Script(ttft_ms=100, tpot_ms=10), "--llm-latency-confidence", "0.95")
+    # 60 samples can pass a p95 at 95% (59 can), but 2 failed requests are misses (+inf) above
+    # the budget: the upper bound is the sample maximum, inf -- neither shown met nor missed
+    pytester.makepyfile(MARKED.format(extra=", max_error_rate=0.05").replace("samples=20", "samples=60"))
+    r = run(pytester, Script(ttft_ms=100, tpot_ms=10, fail_every=30), "--llm-latency-confidence", "0.95")
     r.assert_outcomes(failed=1)
-    r.stdout.fnmatch_lines(["*TTFT p95 100.0 ms (95% bounds 100.0..inf ms) -- inconclusive at 20 samples "
-                            "(budget 500 ms); ~* samples would decide (n=20)*"])
+    r.stdout.fnmatch_lines(["*TTFT p95 * ms (95% bounds 100.0..inf ms) -- inconclusive at 60 samples "
+                            "(budget 500 ms); ~* samples would decide (n=60*"])
     res = json.loads((pytester.path / "r.json").read_text())["results"][0]
     b = res["bounds"]["ttft_p95"]
-    assert (b["status"], b["upper"], b["n"], b["method"]) == ("inconclusive", None, 20, "order-statistic")
-    assert 59 <= b["would_decide"] <= 80  # all samples below the budget: a pass needs ~0.95^n <= 5%
+    assert (b["status"], b["upper"], b["n"], b["method"]) == ("inconclusive", None, 60, "order-statistic")
+    assert b["would_decide"] > 60  # 58 of 60 below the budget: more samples would show it met
+
+
+def test_a_fixed_sample_that_could_never_pass_is_refused_before_any_request(pytester):
+    pytester.makepyfile(MARKED.format(extra=""))  # 20 samples: a p95 at 95% needs 59 to pass
+    script = Script(ttft_ms=100, tpot_ms=10)
+    r = run(pytester, script, "--llm-latency-confidence", "0.95")
+    assert r.ret == 4 and script.requests == []
+    assert "20 samples can never pass a p95 at 95% confidence" in r.stderr.str()
 
 
 @pytest.mark.parametrize("policy, outcome", [("warn", "passed"), ("pass", "passed")])
@@ -87,8 +97,10 @@ def test_inconclusive_policy_on_the_marker(pytester, policy, outcome):
 
 def test_confidence_null_on_the_cli_keeps_the_point_estimate(pytester):
     pytester.makepyfile(MARKED.format(extra=", confidence=0.95"))
-    # marker > CLI: the marker's confidence wins over --llm-latency-confidence null
-    run(pytester, Script(ttft_ms=100, tpot_ms=10), "--llm-latency-confidence", "null").assert_outcomes(failed=1)
+    # marker > CLI: the marker's confidence wins over --llm-latency-confidence null (and 20
+    # samples cannot pass a p95 at 95%: refused at collection)
+    r = run(pytester, Script(ttft_ms=100, tpot_ms=10), "--llm-latency-confidence", "null")
+    assert r.ret == 4 and "can never pass a p95 at 95% confidence" in r.stderr.str()
     pytester.makepyfile(MARKED.format(extra=""))
     r = run(pytester, Script(ttft_ms=100, tpot_ms=10), "--llm-latency-confidence", "null")
     r.assert_outcomes(passed=1)

@@ -69,8 +69,12 @@ def test_bad_statistics_keys_are_config_errors_naming_the_key(kw, text):
 
 
 def test_an_undecidable_budget_is_still_a_collection_error_but_few_samples_are_not():
-    check_min_samples(wl(samples=10, confidence=0.95), "here")  # wide bounds: can still fail, no error
-    check_min_samples(wl(samples=5, confidence=0.95, slo={"ttft_p99": "1s"}), "here")  # min > budget: a fail
+    # wide bounds: can still fail, no error where inconclusive is not a fail (where it is, a sample
+    # that could never pass is refused: test_fixed_sample_can_pass.py)
+    check_min_samples(wl(samples=10, confidence=0.95, inconclusive="warn"), "here")
+    check_min_samples(wl(samples=5, confidence=0.95, inconclusive="warn", slo={"ttft_p99": "1s"}), "here")
+    with pytest.raises(ConfigError, match="10 samples can never pass a p95"):
+        check_min_samples(wl(samples=10, confidence=0.95), "here")
     with pytest.raises(ConfigError, match="no sample size up to 4 can decide a p50 at 95% confidence"):
         check_min_samples(wl(samples=4, confidence=0.95, slo={"ttft_p50": "1s"}), "here")  # 0.5^4 > 5%
     with pytest.raises(ConfigError, match="raise max_samples"):  # auto must be able to pass: p99 needs 299
@@ -80,7 +84,7 @@ def test_an_undecidable_budget_is_still_a_collection_error_but_few_samples_are_n
     assert (w.sequential, w.samples) == (True, 300)
     check_min_samples(w, "here")
     assert wl(samples="auto", slo={"ttft_p99": "1s"}).samples == 300 and wl().samples == 200
-    check_min_samples(wl(samples=10), "here")  # the default confidence: wide bounds, no error
+    check_min_samples(wl(samples=10, inconclusive="pass"), "here")  # the default confidence: wide bounds
     with pytest.raises(ConfigError, match="p95 needs >= 20 samples, got 10"):  # point estimate: as before
         check_min_samples(wl(samples=10, confidence=None), "here")
 

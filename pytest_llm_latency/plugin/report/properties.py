@@ -22,7 +22,7 @@ from ...core.stats import STATS
 PREFIX = "llm."
 STAT_KEYS = STATS + ("min", "n", "censored")
 JSON_METRICS = METRICS + ("output_tps",)
-BOUND_FIELDS = ("status", "estimate", "lower", "upper", "n", "confidence", "method", "would_decide")
+BOUND_FIELDS = ("status", "estimate", "lower", "upper", "n", "confidence", "method", "would_decide", "stopped_by")
 
 
 def _unit(metric: str) -> str:

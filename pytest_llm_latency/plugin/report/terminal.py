@@ -103,9 +103,11 @@ def bound_lines(r: dict) -> list[str]:
         ci = (f" ({conf:.0%} bounds {lo_s}..{up_s} {unit})" if conf and b.get("method") not in ("extreme", "point")
               else f" ({b.get('method')})")
         more = f", ~{b['would_decide']} samples would decide" if b.get("would_decide") else ""
+        if b.get("status") == "not_decided":  # samples: auto stopped at another budget's fail
+            more = f" (sampling stopped when {b.get('stopped_by')} failed)"
         op = ">=" if key.startswith("output_tps") else "<="
         out.append(f"    {key} {op} {_budget(r, key)} {unit}: {_fmt(b.get('estimate'), 2)}{ci} -> "
-                   f"{str(b.get('status')).upper()} at n={b.get('n')}{more}")
+                   f"{str(b.get('status')).upper().replace('_', ' ')} at n={b.get('n')}{more}")
     return out
 
 

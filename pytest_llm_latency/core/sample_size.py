@@ -1,0 +1,54 @@
+"""Can a fixed sample pass?  The collection-time refusal of a budget that, judged at a
+confidence on a fixed number of samples with ``inconclusive: fail``, could only fail.
+
+A p95 at 95% confidence has an upper bound only from 59 samples on (0.95^59 <= 5%: the
+sample maximum is then the bound, ``core.verdict.min_n_to_pass``); with ``samples: 20`` it
+can fail or be inconclusive, and inconclusive fails -- whatever the server does.  Refused
+before any request (``core.workload.check_min_samples`` calls it), naming the minimum and the
+ways out.  Pure.
+"""
+from __future__ import annotations
+
+from .coldstart import COLD_BUDGET
+from .errors import ConfigError
+from .stats import PERCENTILES
+from .verdict import min_n_to_pass
+
+# ``w`` below is a ``core.workload.Workload``; not imported here, as ``workload`` calls this module
+
+
+def values_per_sample(w) -> int:
+    """Values of a per-request metric that one sample gives: a session's turns, a prompt sweep's
+    lengths (judged together), else one request."""
+    if w.agent is not None:
+        return w.agent.steps
+    return len(w.prompt_sweep) or 1
+
+
+def check_can_pass(w, where: str) -> None:
+    """A fixed sample judged at a confidence with ``inconclusive: fail``: refuse a budget that
+    could never *pass* at ``w.samples`` (``verdict.min_n_to_pass``; a p95 at 95% needs 59), since
+    the run could then only fail.  ITL counts its gaps (many per request), extremes and means
+    need one or two values; fractions of the run are judged apart."""
+    per = values_per_sample(w)
+    for b in w.budgets:
+        if b.is_fraction or b.key == COLD_BUDGET or b.metric == "itl":
+            continue
+        need = min_n_to_pass(b.stat, b.metric, w.confidence, b.is_floor)
+        if w.samples * per >= need:
+            continue
+        alpha = 1.0 - w.confidence
+        pct = PERCENTILES[b.stat] / 100 if b.stat in PERCENTILES else None
+        unit = "values" if per > 1 else "samples"
+        why = (f"a t interval needs >= 2 {unit}" if pct is None else
+               f"its {'lower' if b.is_floor else 'upper'} bound needs >= {need} {unit}: "
+               f"{(1 - pct) if b.is_floor else pct:g}^{need} <= {alpha:g}")
+        got = f"{w.samples} sample{'s' if w.samples != 1 else ''}" + (f" ({w.samples * per} values)" if per > 1 else "")
+        fewest = -(-need // per)
+        auto_ok = (w.load is None and w.sweep is None and not w.prompt_sweep and w.agent is None
+                   and w.baseline_target is None)
+        ways = (["samples: auto"] if auto_ok else []) + [f"samples: {fewest} or more", "confidence: null (point "
+                                                         "estimate)", "inconclusive: warn"]
+        raise ConfigError(f"{where}: budget {b.key} ({b.source or 'class default'}): {got} can never pass a "
+                          f"{b.stat} at {w.confidence:.0%} confidence ({why}), so with inconclusive: fail the test "
+                          f"could only fail: use {', '.join(ways[:-1])} or {ways[-1]}")
