@@ -111,7 +111,7 @@ MODES = {
     "A/B": {"baseline_target": "http://baseline:8000"},
     "load run": {"rate": 2.0},
     "load run for a duration": {"rate": 2.0, "duration": "30s"},
-    "rate sweep": {"sweep": {"rate_min": 1.0, "rate_max": 8.0}},
+    "rate sweep": {"rate_sweep": {"rate_min": 1.0, "rate_max": 8.0}},
     "prompt sweep": {"prompt_sweep": [128, 512]},
 }
 
