@@ -40,7 +40,7 @@ def run(pytester, url, name, *args):
 def test_a_fresh_nonce_per_run_keeps_the_second_run_uncached(pytester, cached_server):
     r1, doc1, res1 = run(pytester, cached_server, "r1.json")
     r2, doc2, res2 = run(pytester, cached_server, "r2.json")
-    assert doc1["nonce"] != doc2["nonce"] and res1["extra"]["nonce"] == doc1["nonce"]
+    assert doc1["nonce"] != doc2["nonce"] and res1["measurement"]["nonce"] == doc1["nonce"]
     r2.stdout.fnmatch_lines([f"llm-latency: nonce={doc2['nonce']} *--llm-latency-nonce {doc2['nonce']}*"])
     for r, res in ((r1, res1), (r2, res2)):
         assert res["verdict"] == "pass", r.stdout.str()
@@ -79,7 +79,7 @@ def test_xdist_workers_salt_with_the_controllers_nonce(pytester):
                                       "--llm-latency-url=reference://h100-sxm/llama-3.1-8b?time_scale=0", timeout=120)
     r.assert_outcomes(passed=2)
     doc = json.loads((pytester.path / "r.json").read_text())
-    assert [res["extra"]["nonce"] for res in doc["results"]] == [doc["nonce"]] * 2
+    assert [res["measurement"]["nonce"] for res in doc["results"]] == [doc["nonce"]] * 2
 
 
 def test_one_workload_measured_twice_in_a_run_is_never_served_from_the_cache(pytester, cached_server):

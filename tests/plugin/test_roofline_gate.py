@@ -30,7 +30,7 @@ def test_gate_passes_at_half_and_reports_efficiency(pytester):
     assert float(p["llm.ceiling_tok_s"]) == pytest.approx(3350e9 / (16.06e9 + 96 * 131072), rel=1e-3)
     assert p["llm.hardware"] == "H100-SXM" and float(p["llm.model_bytes"]) > 16e9
     res = json.loads((pytester.path / "r.json").read_text())["results"][0]
-    assert res["extra"]["decode_efficiency"] == pytest.approx(float(p["llm.decode_efficiency"]))
+    assert res["roofline"]["decode_efficiency"] == pytest.approx(float(p["llm.decode_efficiency"]))
 
 
 def test_gate_fails_at_0_8_with_the_arithmetic(pytester):

@@ -25,6 +25,6 @@ def test_latency_tests_run_on_one_worker_and_results_reach_the_controller(pytest
     assert len(results) == 4
     # never measured concurrently: the measurement intervals do not overlap, whichever
     # workers ran them (one worker under loadgroup; the run-wide lock otherwise)
-    spans = sorted((res["extra"]["measure_start_ns"], res["extra"]["measure_end_ns"]) for res in results)
+    spans = sorted((res["measurement"]["measure_start_ns"], res["measurement"]["measure_end_ns"]) for res in results)
     assert all(prev_end <= start for (_, prev_end), (start, _) in zip(spans, spans[1:])), spans
-    assert {res["extra"]["worker"] for res in results} <= {"gw0", "gw1"}
+    assert {res["measurement"]["worker"] for res in results} <= {"gw0", "gw1"}
