@@ -147,5 +147,5 @@ def expected_series(r: dict) -> list[tuple[str, int]]:
     timed = any(q.get("send_ms") is not None for q in r.get("requests") or [])
     gauges = sum(1 for points in (r.get("metrics_timeline") or {}).values() if points)
     out.append(("timeline", (1 if timed else 0) + gauges))
-    out.append(("roofline", 1 if (r.get("extra") or {}).get("ceiling_tok_s") else 0))
+    out.append(("roofline", 1 if (r.get("roofline") or {}).get("ceiling_tok_s") else 0))
     return out

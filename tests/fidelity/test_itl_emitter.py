@@ -140,7 +140,7 @@ def test_the_runner_names_the_tokenize_rule_and_judges_itl_per_token(tmp_path):
             w = make_workload("w", {"prompt_tokens": 16, "output_tokens": TOKENS, "samples": 3, "warmup": 1,
                                     "slo": {"itl_p50": "20ms"}})
             res = measure(client, w)
-    assert res.measurement.itl_token_counts == "tokenize", res.extra
+    assert res.measurement.itl_token_counts == "tokenize", res.measurement
     assert res.verdict == "pass", (res.errors, res.violations, res.notes)
     assert abs(res.summaries["itl"].p50 - INTERVAL_MS) <= 1.0
 

@@ -40,7 +40,7 @@ def test_queueing_through_the_plugin_reaches_json_junit_and_html(pytester):
     assert len(waiting) >= 3 and max(v for _, v in waiting) > 0
     assert all(a[0] <= b[0] for a, b in zip(waiting, waiting[1:]))  # time-ordered, ms on the requests' axis
     props = {p.get("name"): p.get("value") for p in ET.parse(pytester.path / "j.xml").getroot().iter("property")}
-    assert props["llm.cause.1"].startswith("cause: queueing") and float(props["llm.server_waiting_max"]) > 0
+    assert props["llm.cause.1"].startswith("cause: queueing") and float(props["llm.server.server_waiting_max"]) > 0
     assert "metrics_timeline" not in (pytester.path / "j.xml").read_text()  # the series stays out of JUnit
     html = (pytester.path / "r.html").read_text()
     assert re.search(r"queue depth", html)   # the timeline chart draws the server's gauges
@@ -74,7 +74,7 @@ def test_open_loop():
     assert results["test_m.py::test_open_loop"]["load"]["load_mode"] == "open"
     assert results["test_m.py::test_open_loop"]["load"]["offered_rate_rps"] == 40
     assert results["test_m.py::test_open_loop"]["n"] == 20  # requests: 20
-    sweep = results["sw.slo.yaml::sw"]["extra"]
+    sweep = results["sw.slo.yaml::sw"]["load"]
     assert 8 < sweep["sweep_capacity_rps"] < 120 and sweep["sweep_steps"] <= 5
 
 

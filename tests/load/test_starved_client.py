@@ -34,8 +34,7 @@ def _client(url: str, out, ready, go, nice: int = 19) -> None:
     client = make_client(Target(url, "openai-completions"), make_http_client())
     res = measure(client, make_workload("w", {"prompt_tokens": 64, "output_tokens": 16, "concurrency": 64,
                                              "samples": 32, "warmup": 0, "slo": {"itl_p99": "50ms"}}))
-    out.put({"verdict": res.verdict, "errors": res.errors, "notes": res.notes, "extra": {
-        k: v for k, v in res.extra.items() if isinstance(v, (int, float, str))}})
+    out.put({"verdict": res.verdict, "errors": res.errors, "notes": res.notes, "client": res.client.to_json()})
 
 
 def _starved_run(nice: int) -> dict:
@@ -102,4 +101,4 @@ def test_two_busy_processes_make_the_client_limited_never_a_proxy():
     machine)."""
     _says_client_limited_when_bunched_never_a_proxy(_starved_run(nice=0))
     res = _starved_run(nice=5)
-    assert _says_client_limited_when_bunched_never_a_proxy(res), res["extra"]
+    assert _says_client_limited_when_bunched_never_a_proxy(res), res["client"]

@@ -68,7 +68,7 @@ def test_file_level_baseline_target_applies_to_every_workload_unless_it_names_it
     res = {x["workload"]: x for x in json.loads((pytester.path / "r.json").read_text())["results"]}
     assert res["inherits"]["baseline"]["label"] == f"baseline target {REF}&jitter_seed=2"   # the file's
     assert res["own"]["baseline"]["label"] == f"baseline target {REF}&jitter_seed=3"        # workload > file
-    assert "baseline" not in res["opted_out"] and "ab_blocks" not in res["opted_out"]["extra"]
+    assert "baseline" not in res["opted_out"] and "ab_blocks" not in res["opted_out"].get("load", {})
     assert res["inherits"]["load"]["ab_blocks"] == 2 and res["own"]["load"]["ab_blocks"] == 2
 
 

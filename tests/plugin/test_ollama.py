@@ -109,7 +109,7 @@ def test_cold_starts_are_flagged_excluded_counted_and_named(pytester):
     assert all(f"#{i} " in note for i in numbers.split(","))
     r.stdout.fnmatch_lines(["notes (*):", f"*ollama.slo.yaml::cold: {cold} of 12 samples were cold starts*"])
     props = {p.get("name"): p.get("value") for p in ET.parse(pytester.path / "out.xml").getroot().iter("property")}
-    assert props["llm.cold_starts"] == str(cold) and props["llm.cold_start_samples"] == numbers
+    assert props["llm.cold_start.cold_starts"] == str(cold) and props["llm.cold_start.cold_start_samples"] == numbers
 
 
 def test_cold_starts_include_keeps_them_and_fail_fails(pytester):

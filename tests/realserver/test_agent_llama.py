@@ -53,9 +53,9 @@ def test_four_turn_session_with_tools_reports_llamacpp_cache_n(llama_pool, llama
         res = measure_sessions(c, w, seed=0)
     assert res.prepared, res.failure_message()
     print(f"verdict {res.verdict}; tools add {res.agent.tools_overhead_tokens} tokens; per turn: " +
-          "; ".join(f"t{k} {res.extra.get(f'agent_turn{k}_prompt_tokens_p50')} prompt, "
-                    f"{res.extra.get(f'agent_turn{k}_cached_tokens_p50')} cached, "
-                    f"TTFT {res.extra.get(f'agent_turn{k}_ttft_ms_p50')} ms" for k in range(1, STEPS + 1)))
+          "; ".join(f"t{k} {res.agent.turn(k).get('prompt_tokens_p50')} prompt, "
+                    f"{res.agent.turn(k).get('cached_tokens_p50')} cached, "
+                    f"TTFT {res.agent.turn(k).get('ttft_ms_p50')} ms" for k in range(1, STEPS + 1)))
     assert res.verdict == "pass", res.failure_message()
     assert res.agent.tools_overhead_tokens > 100  # the template rendered the tools array
     assert len(res.records) == 2 * STEPS

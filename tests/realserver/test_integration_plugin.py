@@ -101,7 +101,7 @@ def test_roofline_gate_on_local_cpu(llm_latency, llama_membound, gguf_models):
     eff = res.roofline.decode_efficiency
     print(f"local-cpu: decode efficiency {eff:.2f} of ceiling {res.roofline.ceiling_tok_s:.1f} tok/s "
           f"({res.roofline.hardware}), model bytes {res.roofline.model_bytes / 1e6:.0f} MB")
-    assert 0.05 <= eff <= 1.05 and res.verdict == "pass", res.extra
+    assert 0.05 <= eff <= 1.05 and res.verdict == "pass", res.roofline
     assert res.roofline.kv_cache == "counted"  # the GGUF file gives the KV shape
 
 

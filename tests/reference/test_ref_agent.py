@@ -91,7 +91,7 @@ def test_no_reuse_fails_the_budget_naming_the_turns(serve, query, turns, cause):
     (msg,) = res.failed_checks
     assert f"on {turns} (expected ≥ 90%" in msg and cause in msg, msg
     if "fault" in query:
-        assert res.extra["agent_turn2_reuse"] >= 0.9 > res.extra["agent_turn3_reuse"]
+        assert res.agent.turn(2)["reuse"] >= 0.9 > res.agent.turn(3)["reuse"]
 
 
 def test_caching_off_without_cached_counts_is_an_error_not_a_pass(serve):
