@@ -1,6 +1,6 @@
 """The server's own view of a run: ``/metrics`` scraped before, every ``interval_s`` during,
 and after the samples, parsed with ``prometheus_client``, mapped onto one model
-(``core/server_model.py``) and attached to the result (``server_*`` extra keys: JSON, JUnit)
+(``core/server_model.py``) and attached to the result (``res.server``: JSON ``server``, JUnit ``llm.server.*``)
 with the gauges over time as ``res.server.metrics_timeline`` (the JSON and HTML report).
 
 The scrapes during the run use their own HTTP connection (``httpx.Client`` with the

@@ -36,7 +36,7 @@ def test_queueing_through_the_plugin_reaches_json_junit_and_html(pytester):
     assert res["causes"] and res["causes"][0].startswith("cause: queueing")
     assert res["server"]["server_waiting_max"] > 0 and res["load"]["load_mode"] == "closed"
     assert res["load"]["throughput_rps"] > 0 and 0 <= res["load"]["goodput_fraction"] <= 1
-    waiting = res["metrics_timeline"]["vllm:num_requests_waiting"]
+    waiting = res["server"]["metrics_timeline"]["vllm:num_requests_waiting"]
     assert len(waiting) >= 3 and max(v for _, v in waiting) > 0
     assert all(a[0] <= b[0] for a, b in zip(waiting, waiting[1:]))  # time-ordered, ms on the requests' axis
     props = {p.get("name"): p.get("value") for p in ET.parse(pytester.path / "j.xml").getroot().iter("property")}

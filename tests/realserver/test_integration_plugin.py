@@ -44,7 +44,7 @@ def test_example_workloads_pass_on_llama_server_and_a_tight_budget_fails(pyteste
         print(f"{name}: n {res['n']}, TTFT p50 {res['ttft_ms']['p50']:.1f} ms p95 {res['ttft_ms']['p95']:.1f} ms, "
               f"TPOT p50 {res['tpot_ms']['p50']:.2f} ms")
     # server /metrics deltas (parsed by prometheus_client) cover exactly the measured samples
-    chat, n = results["chat"]["server_metrics"], results["chat"]["n"]
+    chat, n = results["chat"]["server"]["metrics"], results["chat"]["n"]
     assert chat["llamacpp:tokens_predicted_total"] == n * 128
     # llama.cpp counts only uncached prompt tokens: BOS, the leading '▁' and the salt's '[' are
     # shared by every prompt and may be reused from the slot; the salt defeats everything after them
