@@ -157,3 +157,21 @@ def test_a_version_1_baseline_saved_by_an_earlier_release_is_still_read(tmp_path
     doc = bfile.load(str(path))
     assert doc["version"] == 1 and set(doc["tests"]) == {"t.py::test_w"}
     assert bfile.decode_samples(doc["tests"]["t.py::test_w"]["samples"])["ttft"][:2] == [50.0, 60.0]
+
+
+def _results_file(tmp_path, version, **result):
+    path = tmp_path / f"r{version}.json"
+    entry = {"nodeid": "t.py::test_w", "workload": "w", "verdict": "pass", "n": 2,
+             "samples": {"ttft_ms": [50.0, 60.0]}, "fingerprint": {"model": "m"}, **result}
+    path.write_text(json.dumps({"version": version, "target": {}, "results": [entry]}))
+    return str(path)
+
+
+def test_results_files_of_version_1_and_2_serve_as_baselines_and_a_newer_one_is_refused(tmp_path):
+    v1 = bfile.load(_results_file(tmp_path, "0.1.0", extra={"nonce": "n", "cold_starts": 0}))  # v1: extra
+    v2 = bfile.load(_results_file(tmp_path, 2, measurement={"nonce": "n"}))
+    for doc in (v1, v2):
+        (entry,) = doc["tests"].values()
+        assert entry["samples"] == {"ttft_ms": [50.0, 60.0]} and entry["fingerprint"] == {"model": "m"}
+    with pytest.raises(bfile.BaselineError, match=r"results JSON version 3 is not one this plugin reads \(1, 2\)"):
+        bfile.load(_results_file(tmp_path, 3))
