@@ -250,7 +250,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
 
     from .. import __version__
     from ..files.atomic import write_atomic
-
     from .report.document import ResultDocument
 
     url = redact_url(s.get("url")) if s.get("url") else s.get("url")
