@@ -49,9 +49,9 @@ def main() -> None:
                         p = build_prompts(counter, n=1, prompt_tokens=planned, seed=seed, nonce=f"bench{seed}")[0]
                         before.append(_probe(client, p.system, p.user))
                         res = measure(client, w, seed=seed)
-                        exact += res.extra["prompt_exact_requests"]
+                        exact += res.measurement.prompt_exact_requests
                         total += res.n + res.failed_requests
-                        steps.append(int(re.search(r"(\d+) unmeasured", res.extra["prompt_counter"]).group(1)))
+                        steps.append(int(re.search(r"(\d+) unmeasured", res.measurement.prompt_counter).group(1)))
                     print(f"| {rule} | {api} | {planned} | {min(before)}..{max(before)} "
                           f"({(statistics.mean(before) / planned - 1):+.1%}) | {exact}/{total} | "
                           f"{statistics.median(steps):g}, {max(steps)} |")

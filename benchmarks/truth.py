@@ -183,8 +183,8 @@ def run_plugin(url: str, concurrency: int, samples: int, prompt_tokens: int, out
     pairs = [(t, r) for t, r in seen if id(r) in sampled] if sampled else seen
     tokens = sum(r.output_tokens for _, r in seen)
     facts = {"cpu_s": cpu, "stream_cpu_s": stream_cpu[0], "wall_s": wall, "tokens_all": tokens, "samples": len(pairs),
-             "lag_p99_ms": res.extra.get("client_lag_ms_p99"), "extra": {k: v for k, v in res.extra.items()
-                                                                         if k.startswith(("client", "events"))}}
+             "lag_p99_ms": res.client.client_lag_ms_p99,
+             "extra": {k: v for k, v in res.client.to_json().items() if k.startswith(("client", "events"))}}
     return pairs, facts
 
 

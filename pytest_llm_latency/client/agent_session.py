@@ -19,6 +19,7 @@ one function for the load engine to take over.  Pure arithmetic and the verdict 
 from __future__ import annotations
 
 import random
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -36,6 +37,9 @@ from ..core.result import Failure, WorkloadResult, evaluate, preparation_failed
 from ..core.tool_calls import assemble
 from ..core.workload import Workload
 from .tokens import model_note, new_nonce, prepare_prompts
+
+_TURN_REUSE = re.compile(r"^agent_turn(\d+)_reuse$")  # core.agent_judge: per turn, into agent.turns
+
 
 def tools_overhead(client, tools: list[dict], seed: int, nonce: str) -> int:
     """Prompt tokens the server's template adds for ``tools`` (0 when it ignores them): the same
@@ -139,7 +143,7 @@ def measure_sessions(client, workload: Workload, *, seed: int = 0, nonce: str | 
         kind = getattr(exc, "kind", "tokenize")
         msg = exc.message if isinstance(exc, MeasurementError) else f"{type(exc).__name__}: {exc}"
         res = preparation_failed(workload, Failure(kind, msg))
-        res.extra["nonce"] = nonce
+        res.measurement.nonce = nonce
         return res
 
     records: list[RequestRecord] = []
@@ -186,18 +190,22 @@ def measure_sessions(client, workload: Workload, *, seed: int = 0, nonce: str | 
     res = evaluate(workload, records, failures)
     turn1 = sum(s.turns[0].prompt_tokens or 0 for s in sessions if s.turns)
     v = judge(spec, sessions, counters_reuse=counters_reuse(scraped, turn1))
-    res.extra.update({f"metrics.{k}": round(x, 6) for k, x in (scraped or {}).items()})
+    res.server.metrics.update({k: round(x, 6) for k, x in (scraped or {}).items()})
     res.failed_checks += v.failed
     res.errors += v.errors
     res.notes[:0] = notes
     res.notes += v.notes
-    res.extra.update(v.extra)
-    res.extra["nonce"] = nonce
-    res.extra["agent_tools_overhead_tokens"] = overhead
-    for row in turn_table(sessions):  # flat scalars: JUnit llm.agent_turn<k>_..., JSON extra
+    res.agent.set(**{k.removeprefix("agent_"): x for k, x in v.extra.items() if not _TURN_REUSE.match(k)},
+                  tools_overhead_tokens=overhead)
+    for k, x in v.extra.items():
+        turn = _TURN_REUSE.match(k)
+        if turn:
+            res.agent.turn(int(turn.group(1)))["reuse"] = x
+    res.measurement.nonce = nonce
+    for row in turn_table(sessions):  # JSON agent.turns: one row per turn index
         k = row.pop("turn")
         row.pop("n")
-        res.extra.update({f"agent_turn{k}_{key}": val for key, val in row.items() if val is not None})
+        res.agent.turn(k).update({key: val for key, val in row.items() if val is not None})
     first = [t for s in sessions for t in s.turns[:1]]
     off = [t.prompt_tokens - workload.prompt_tokens for t in first if t.prompt_tokens is not None]
     if any(off):

@@ -96,8 +96,9 @@ class CountRecovery:
                 self.whys[stopped if stopped and r.token_count_rule == "apportioned" else why] += 1
 
     def report(self, records: list[RequestRecord]) -> tuple[dict, list[str], list[str]]:
-        """(extra, notes, errors).  ``extra["itl_token_counts"]`` names the rule that gave ITL's
-        per-chunk counts (JSON, JUnit ``llm.itl_token_counts``, terminal): one rule, or each
+        """(measurement fields, notes, errors).  ``itl_token_counts`` (``res.measurement``) names the rule
+    that gave ITL's
+        per-chunk counts (JSON ``measurement.itl_token_counts``, terminal): one rule, or each
         with its number of streams.  An apportioned estimate is a note; ITL left per chunk is a
         note, and an error where the workload has an ITL budget (a per-chunk figure would fail
         a correct server)."""

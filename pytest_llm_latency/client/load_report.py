@@ -63,15 +63,15 @@ def client_health(lag_ns: list[int], send_lag_ns: list[int], records: list[Reque
 
 def client_summary(res: WorkloadResult, lag_ns: Sequence[int], send_lag_ns: Sequence[int] = (), *,
                    engine: bool = True) -> None:
-    """Every run: the client's health (extra keys) and who bunched the tokens when many arrived
+    """Every run: the client's health (``res.client``) and who bunched the tokens when many arrived
     together (``bunching``).  A load-engine run (``engine``) whose client fell behind is an
     error; a run of one stream at a time says so in the bunching note (its one thread reads
     as soon as it runs, so a lag there delays stamps by less than what it measures)."""
     itl50 = res.completed["itl"].p50 if "itl" in res.completed else None
-    extra = res.extra
-    extra.update(client_health(list(lag_ns), list(send_lag_ns), res.records, itl50))
-    if extra["client_fell_behind"] and engine:
-        res.errors.append(f"the client fell behind (CPU-starved: lag p99 {extra['client_lag_ms_p99']:.0f} ms); "
+    client = res.client
+    client.set(**client_health(list(lag_ns), list(send_lag_ns), res.records, itl50))
+    if client.client_fell_behind and engine:
+        res.errors.append(f"the client fell behind (CPU-starved: lag p99 {client.client_lag_ms_p99:.0f} ms); "
                           f"these figures are not the server's -- give the test process a CPU of its own "
                           f"(fewer pytest-xdist workers, no other load on the runner)")
     bunching(res)
@@ -87,26 +87,26 @@ def bunching(res: WorkloadResult) -> None:
       and a note that names the client, never a proxy;
     * a buffering proxy or compression only when the client was demonstrably idle (its lag
       measured, and below that).  Without a lag or a TPOT the cause is left open."""
-    extra = res.extra
+    client = res.client
     records = res.records
     chunks = sum(max(len(r.chunks) - 1, 0) for r in records)
     bursts = sum(m.burst_chunks(r) for r in records)
-    extra["burst_chunks"] = bursts
-    behind = bool(extra.get("client_fell_behind"))
-    extra["client_limited"] = int(behind)
+    client.burst_chunks = bursts
+    behind = bool(client.client_fell_behind)
+    client.client_limited = int(behind)
     tpot = res.completed["tpot"].p50 if "tpot" in res.completed and res.completed["tpot"].n else None
     if not chunks or bursts <= BURST_SHARE * chunks or (tpot is not None and tpot < FAST_TOKEN_MS):
         return  # few bursts, or a server whose tokens come that fast anyway
-    lag = extra.get("client_lag_ms_p99")
+    lag = client.client_lag_ms_p99
     said = f"{bursts} of {chunks} token chunks arrived < 0.1 ms after the previous one"
     if lag is None or tpot is None:
         res.notes.append(f"{said} (ITL then looks falsely small); the client's lag could not be set against the "
                          f"token interval, so whether a buffering proxy, compression or a busy client bunched "
                          f"them is not known")
     elif behind or lag >= CLIENT_BUNCHING_LAG_OF_TPOT * tpot:
-        extra["client_limited"] = 1
+        client.client_limited = 1
         res.notes.append(f"client-limited: {said} while the client's own threads woke up late (lag p99 {lag:.2f} "
-                         f"ms against a {tpot:.2f} ms token interval; {extra.get('events_per_read')} events per "
+                         f"ms against a {tpot:.2f} ms token interval; {client.events_per_read} events per "
                          f"read): the client read them late, bunched, not a proxy (ITL looks falsely small) -- "
                          f"give the test process a CPU of its own, or fewer streams")
     else:
@@ -116,32 +116,32 @@ def bunching(res: WorkloadResult) -> None:
 
 
 def load_summary(res: WorkloadResult, run: LoadRun) -> None:
-    """Extra keys (JSON, JUnit ``llm.*``) and notes for a run of the load engine."""
+    """``res.load`` (JSON ``load``, JUnit ``llm.load.*``) and notes for a run of the load engine."""
     w = res.workload
     window_s = run.window_ns / 1e9
-    extra = res.extra
-    extra["load_mode"] = run.mode
+    load = res.load
+    load.load_mode = run.mode
     if w.load is not None and w.load.open_loop:
-        extra["offered_rate_rps"] = w.load.rate
-        extra["arrival"] = w.load.arrival
+        load.offered_rate_rps = w.load.rate
+        load.arrival = w.load.arrival
     if window_s > 0:
-        extra["window_s"] = round(window_s, 4)
+        load.window_s = round(window_s, 4)
         done = len(res.records) + len(res.failures)
-        extra["throughput_rps"] = round(done / window_s, 4)
-        extra["output_tok_s"] = round(sum(r.output_tokens for r in res.records) / window_s, 3)
+        load.throughput_rps = round(done / window_s, 4)
+        load.output_tok_s = round(sum(r.output_tokens for r in res.records) / window_s, 3)
         g = goodput(res.records, len(res.failures), w.budgets, window_s)
         if g is not None:
-            extra["goodput_rps"] = round(g.per_s, 4)
-            extra["goodput_fraction"] = round(g.fraction, 4)
+            load.goodput_rps = round(g.per_s, 4)
+            load.goodput_fraction = round(g.fraction, 4)
     fl = fluidity(res.records, res.failures, w)
     if fl is not None:
-        extra["fluidity_index"] = round(fl, 4)
+        load.fluidity_index = round(fl, 4)
     itl = res.summaries.get("itl")
     if itl is not None and itl.n:
-        extra["itl_ms_p99_under_load"] = round(itl.p99, 4) if itl.p99 != float("inf") else "inf"
+        load.itl_ms_p99_under_load = round(itl.p99, 4)  # +inf: a miss (JSON null)
     if run.mode == "closed":
-        extra["ramp_excluded"] = len(run.ramp)
-        extra["drain_excluded"] = len(run.drain)
+        load.ramp_excluded = len(run.ramp)
+        load.drain_excluded = len(run.drain)
         res.notes.append(f"closed loop at concurrency {w.concurrency}: {len(res.records) + len(res.failures)} "
                          f"requests measured at full concurrency; {len(run.ramp)} ramp-up and {len(run.drain)} "
                          f"drain requests (at lower concurrency) excluded")

@@ -4,7 +4,7 @@ Each length is one ``runner.measure`` of the workload at that length, at concurr
 queue in TTFT) and with its own salts (``salt_context`` names the length), so no prompt of the
 sweep shares a prefix with another beyond ``shared_prefix_tokens``.  The samples of every length
 are judged together against the workload's latency budgets; each request's (prompt tokens,
-TTFT, server prefill time) goes to ``extra["prefill_points"]`` for the prefill fit
+TTFT, server prefill time) goes to ``res.prefill.points`` for the prefill fit
 (``plugin.prefill_gate``).  ``samples`` and ``warmup`` are per length.
 """
 from __future__ import annotations
@@ -14,10 +14,11 @@ from typing import NamedTuple
 
 from ..core import metrics as m
 from ..core.result import WorkloadResult, evaluate
+from ..core.result_parts import copy_parts
 from ..core.workload import Workload
 
 #: per-length /metrics deltas of vLLM's prefill-time histogram (seconds)
-VLLM_PREFILL = "metrics.vllm:request_prefill_time_seconds"
+VLLM_PREFILL = "vllm:request_prefill_time_seconds"
 _SUMMED = ("_total", "_count", "_sum")
 
 
@@ -44,13 +45,12 @@ def combine(workload: Workload, parts: list[tuple[Workload, WorkloadResult]]) ->
         res.notes.extend(tag + x for x in p.notes if x not in base.notes)
         res.errors.extend(tag + x for x in p.errors if x not in base.errors)
         res.failed_checks.extend(tag + x for x in p.failed_checks if x not in base.failed_checks)
-        for k, v in p.extra.items():
-            if k.startswith("metrics.") and k.endswith(_SUMMED) and isinstance(v, (int, float)):
-                res.extra[k] = res.extra.get(k, 0) + v
-            else:
-                res.extra[k] = v
+        summed = {k: res.server.metrics.get(k, 0) + v for k, v in p.server.metrics.items()
+                  if k.endswith(_SUMMED) and isinstance(v, (int, float))}
+        copy_parts(p, res)
+        res.server.metrics.update(summed)
         points.extend(sweep_points(w, p))
-    res.extra["prefill_points"] = points
+    res.prefill.points = points
     return res
 
 
@@ -66,7 +66,7 @@ def sweep_points(w: Workload, p: WorkloadResult) -> list[SweepPoint]:
     """(prompt tokens, TTFT ms, the server's prefill ms or None, ...) per completed request.  The
     server's time: its per-response timings (llama.cpp ``prompt_ms``, Ollama
     ``prompt_eval_duration``), else vLLM's prefill histogram over this length's samples (mean)."""
-    total, count = p.extra.get(VLLM_PREFILL + "_sum"), p.extra.get(VLLM_PREFILL + "_count")
+    total, count = p.server.metrics.get(VLLM_PREFILL + "_sum"), p.server.metrics.get(VLLM_PREFILL + "_count")
     vllm_ms = 1000.0 * total / count if isinstance(total, (int, float)) and count else None
     out = []
     for r in p.records:

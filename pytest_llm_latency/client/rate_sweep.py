@@ -1,6 +1,6 @@
 """Run a ``rate_sweep`` workload: open-loop runs at the rates ``core.rate_sweep.bisect_rate`` picks, each
 judged against the workload's budgets; the result is the run at the capacity (the highest rate
-that passed), with the capacity and the curve in ``extra``/notes and ``capacity_min`` judged."""
+that passed), with the capacity and the curve in ``res.load``/notes and ``capacity_min`` judged."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -26,11 +26,11 @@ def run_sweep(measure_at, workload: Workload) -> tuple[WorkloadResult, SweepResu
     sw = bisect_rate(run_at, spec)
     cap = sw.capacity
     res = results[cap] if cap is not None else results[min(results)]
-    res.extra["rate_sweep_steps"] = len(sw.steps)
+    res.load.rate_sweep_steps = len(sw.steps)
     if cap is not None:
-        res.extra["rate_sweep_capacity_rps"] = round(cap, 4)
+        res.load.rate_sweep_capacity_rps = round(cap, 4)
     if sw.lowest_failing is not None:
-        res.extra["rate_sweep_lowest_failing_rps"] = round(sw.lowest_failing, 4)
+        res.load.rate_sweep_lowest_failing_rps = round(sw.lowest_failing, 4)
     res.notes.insert(0, f"rate_sweep: {sw.describe()}")
     if cap is None:
         res.failed_checks.append(f"rate_sweep: no rate meets the SLO: capacity {sw.bounded} "

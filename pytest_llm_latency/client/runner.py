@@ -19,6 +19,7 @@ from ..core.errors import ConfigError, MeasurementError
 from ..core.prompts import Prompt
 from ..core import coldstart, metrics as m
 from ..core.record import Clock, RequestRecord
+from ..core.result_parts import ClientHealth
 from ..core.result import (Failure, WorkloadResult, evaluate, is_deterministic_rejection, metric_values,
                            preparation_failed)
 from ..core.verdict import SequentialVerdicts
@@ -92,7 +93,7 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
         msg = exc.message if isinstance(exc, MeasurementError) else \
             f"{type(exc).__name__}: {client_redact(client, str(exc))}"
         res = preparation_failed(workload, Failure(kind, msg))  # fail or error by kind (core.result)
-        res.extra["nonce"] = nonce
+        res.measurement.nonce = nonce
         return res
 
     def one(p: Prompt, t_scheduled_ns: int | None = None) -> RequestRecord | Failure:
@@ -148,15 +149,15 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
     if cold and workload.cold_starts == "exclude":  # the load is not the server's serving latency
         records = [r for r in records if not any(r is c for c in cold)]
     res = evaluate(workload, records, failures, sequential=sequential)
-    res.extra.update(stop_info(workload, sequential, len(outcomes)))
+    res.measurement.set(**stop_info(workload, sequential, len(outcomes)))
     judge_cold_starts(res, workload, cold_numbers, cold, len(outcomes), cold_outcome)
     scraped = None
     if before is not None and after is not None:
         from .prometheus import delta
 
         scraped = delta(before, after)
-        res.extra.update({f"metrics.{k}": round(v, 6) for k, v in scraped.items()})
-    res.extra["nonce"] = nonce
+        res.server.metrics.update({k: round(v, 6) for k, v in scraped.items()})
+    res.measurement.nonce = nonce
     if load_run is not None:
         load_summary(res, load_run)
     lags = (load_run.lag_ns, load_run.send_lag_ns) if load_run else (lag.samples if lag is not None else [], [])
@@ -164,24 +165,22 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
     if timeline is not None:
         timeline.attach(res, records, failures)
     check_prefix_cache(res, scraped)
-    res.extra.update(server_timing_summary(records))
+    res.server.set(**server_timing_summary(records))
     deviations = [r.prompt_deviation for r in records if r.prompt_deviation]
     if deviations:
         res.notes.append(f"prompt_tokens deviated from the planned {workload.prompt_tokens} on {len(deviations)} "
                          f"of {len(records)} requests (by {min(deviations):+d}..{max(deviations):+d} tokens)")
     counted, count_notes, count_errors = recovery.report(records)
-    res.extra.update(counted)
+    res.measurement.set(**counted)
     res.notes += count_notes
     res.errors += count_errors
-    connection_counts(records, res.extra)
+    connection_counts(records, res.client)
     retried = [r.retries for r in records if r.retries]
     if retried:
         res.notes.append(f"{len(retried)} requests succeeded after 429/503 retries ({sum(retried)} retries in all)")
     res.notes[:0] = notes
-    res.extra.update(info)
-    res.extra["prompt_deviation_requests"] = len(deviations)
-    res.extra["prompt_exact_requests"] = sum(1 for r in records if r.prompt_deviation == 0)
-    res.extra["retries"] = sum(retried)
+    res.measurement.set(**info, prompt_deviation_requests=len(deviations),
+                        prompt_exact_requests=sum(1 for r in records if r.prompt_deviation == 0), retries=sum(retried))
     explain(res)  # why a budget failed (core.diagnosis)
     return res
 
@@ -260,18 +259,18 @@ def measure_cold_start(client, one: Callable[[Prompt], "RequestRecord | Failure"
 
 def judge_cold_starts(res: WorkloadResult, workload: Workload, numbers: list[int], cold: list[RequestRecord],
                       total: int, cold_outcome: "RequestRecord | Failure | None") -> None:
-    """Cold samples counted and named (``cold_starts`` in ``extra``, a note), a failed check
+    """Cold samples counted and named (``res.cold_start``, a note), a failed check
     under ``cold_starts: fail``; the ``cold_ttft_max`` request judged (``core.coldstart``)."""
     from ..core.result import is_server_fault
 
     if cold or any(coldstart.load_ms(r) is not None for r in res.records):  # servers that report loads
-        res.extra["cold_starts"] = len(cold)
+        res.cold_start.cold_starts = len(cold)
     if cold and workload.cold_starts == "exclude" and not res.records and not res.failures:
         res.errors[:] = [f"all {len(cold)} samples were cold starts, excluded by cold_starts: exclude: no warm "
                          f"sample to judge -- the server unloads the model after every request; keep it loaded, "
                          f"or judge them with cold_starts: include"]
     if cold:
-        res.extra["cold_start_samples"] = ",".join(map(str, numbers))
+        res.cold_start.cold_start_samples = ",".join(map(str, numbers))
         text = coldstart.describe(numbers, cold, total, workload.cold_starts)
         (res.failed_checks if workload.cold_starts == "fail" else res.notes).append(text)
     budget = workload.cold_budget
@@ -282,8 +281,8 @@ def judge_cold_starts(res: WorkloadResult, workload: Workload, numbers: list[int
         (res.failed_checks if is_server_fault(cold_outcome.kind, True) else res.errors).append(text)
         return
     ttft = m.ttft_ms(cold_outcome)
-    res.extra["cold_ttft_ms"] = round(ttft, 4) if ttft is not None else None
-    res.extra["cold_load_ms"] = round(coldstart.load_ms(cold_outcome) or 0.0, 4)
+    res.cold_start.cold_ttft_ms = round(ttft, 4) if ttft is not None else None
+    res.cold_start.cold_load_ms = round(coldstart.load_ms(cold_outcome) or 0.0, 4)
     failed, error = coldstart.judge_cold_request(cold_outcome, ttft, budget.limit)
     if failed:
         res.failed_checks.append(failed)
@@ -320,18 +319,18 @@ def warm_up(one: Callable[[Prompt], "RequestRecord | Failure"], prompts: list[Pr
     return [o for o in outcomes if isinstance(o, Failure)]
 
 
-def connection_counts(records: list[RequestRecord], extra: dict) -> None:
+def connection_counts(records: list[RequestRecord], client: ClientHealth) -> None:
     """Samples that paid a connect (``connect_ms``, outside TTFT) or were re-sent after a
-    stale keep-alive connection, counted in ``extra`` (JUnit ``llm.connect_samples`` ...).
+    stale keep-alive connection, counted in ``client`` (JSON ``client.connect_samples`` ...).
     Information, not a note: neither is inside TTFT, and servers that close kept-alive
     connections every few requests (llama.cpp's cpp-httplib) would warn on every run."""
     import statistics
 
     connects = [c for c in (m.connect_ms(r) for r in records) if c is not None]
-    extra["connect_samples"] = len(connects)
-    extra["reconnected_samples"] = sum(1 for r in records if r.reconnected)
+    client.connect_samples = len(connects)
+    client.reconnected_samples = sum(1 for r in records if r.reconnected)
     if connects:
-        extra["connect_ms_p50"] = round(float(statistics.median(connects)), 4)
+        client.connect_ms_p50 = round(float(statistics.median(connects)), 4)
 
 
 def check_prefix_cache(res: WorkloadResult, metrics_delta: dict[str, float] | None) -> None:
@@ -351,7 +350,7 @@ def check_prefix_cache(res: WorkloadResult, metrics_delta: dict[str, float] | No
                       [r.prompt_tokens or 0 for r in records])
     if ev is None:
         return
-    res.extra["prefix_cache_cached_tokens"] = ev.cached_tokens
+    res.prefix_cache.cached_tokens = ev.cached_tokens
     verdict = judge(ev, shared_prefix_tokens=res.workload.shared_prefix_tokens)
     if verdict.note:
         res.notes.append(verdict.note)

@@ -1,7 +1,7 @@
 """The server's own view of a run: ``/metrics`` scraped before, every ``interval_s`` during,
 and after the samples, parsed with ``prometheus_client``, mapped onto one model
-(``core/server_model.py``) and attached to the result (``server_*`` extra keys: JSON, JUnit)
-with the gauges over time as ``extra["metrics_timeline"]`` (the JSON and HTML report).
+(``core/server_model.py``) and attached to the result (``res.server``: JSON ``server``, JUnit ``llm.server.*``)
+with the gauges over time as ``res.server.metrics_timeline`` (the JSON and HTML report).
 
 The scrapes during the run use their own HTTP connection (``httpx.Client`` with the
 target's headers), so they never take a connection from the measured requests' pool, and
@@ -104,7 +104,7 @@ class ServerTimeline:
             self._http.close()
 
     def attach(self, res, records, failures) -> None:
-        """``server_*`` figures and ``metrics_timeline`` on ``res.extra``."""
+        """``server_*`` figures and ``metrics_timeline`` on ``res.server``."""
         samples = []
         for t, text in self.texts:
             try:
@@ -114,7 +114,7 @@ class ServerTimeline:
         if len(samples) < 2:
             return
         v = view(samples[0][1], samples[-1][1], [s for _, s in samples[1:-1]])
-        res.extra.update(v.as_extra())
+        res.server.set(**v.as_extra())
         sends = [r.t_send_ns for r in records] + [f.t_send_ns for f in failures if f.t_send_ns is not None]
         if sends:  # the requests' axis: ms since the first measured send (plugin/report/detail.py)
-            res.extra["metrics_timeline"] = timeline(samples, min(sends))
+            res.server.metrics_timeline = timeline(samples, min(sends))

@@ -139,7 +139,7 @@ def correct_plan(client, prompts: list[Prompt], probes: list[Prompt], per_char: 
     when a step leaves the bracket ``s(lo) < N < s(hi)``.  Stops when ``s(d) == N``, when
     the bracket closes (the tokenizer skips N: the nearest is kept, and the samples' check
     reports the deviation) or after ``len(probes)`` requests.  Returns the prompts resized
-    by the best ``d`` and a description for the result's ``extra``."""
+    by the best ``d`` and a description for the result's ``measurement.prompt_counter``."""
     target = prompts[0].expected_tokens
     min_d = -(len(prompts[0].user) - prompts[0].body_start - 1)
     slope = per_char if per_char > 0 else 0.25
@@ -181,7 +181,7 @@ def correct_plan(client, prompts: list[Prompt], probes: list[Prompt], per_char: 
 def prepare_prompts(client, workload: Workload, *, seed: int, nonce: str,
                     counter: Callable[[str], int] | None = None) -> tuple[list[Prompt], str | None]:
     """Warm-up + sample prompts for ``workload``, and how they were counted (information for the
-    result's ``extra``, not a note: notes are warnings)."""
+    result's ``measurement``, not a note: notes are warnings)."""
     how = None
     if counter is None:
         counter, how = make_counter(client, workload, seed, nonce)

@@ -30,6 +30,8 @@ from . import metrics as m
 from .coldstart import COLD_BUDGET
 from .errors import EmptySampleError, MeasurementError
 from .record import RequestRecord
+from .result_parts import (AgentSessions, BaselineComparison, ClientHealth, ColdStartInfo, LoadInfo, Measurement,
+                           PrefillInfo, PrefixCacheInfo, RooflineInfo, ServerInfo, copy_parts)
 from .stats import INF, Summary, fmt_stat, min_samples_for, summarize
 from .verdict import BudgetVerdict, SequentialVerdicts, judge
 from .workload import Budget, Workload
@@ -130,11 +132,21 @@ class WorkloadResult:
     errors: list[str] = field(default_factory=list)              # why no verdict could be reached
     failed_checks: list[str] = field(default_factory=list)       # other gates that failed (roofline, error rate)
     notes: list[str] = field(default_factory=list)
-    extra: dict = field(default_factory=dict)                     # roofline, server metrics, ...
     causes: list[str] = field(default_factory=list)              # why a budget failed (core.why)
     prepared: bool = True  # False: prompt preparation failed, no sample was sent (``preparation_failed``)
     verdicts: list[BudgetVerdict] = field(default_factory=list)  # per budget, at a confidence (core.verdict)
     sequential: SequentialVerdicts | None = None  # samples: auto: the decisions taken while sampling
+    # the typed parts (core.result_parts): JSON objects of the same names
+    measurement: Measurement = field(default_factory=Measurement)
+    load: LoadInfo = field(default_factory=LoadInfo)
+    client: ClientHealth = field(default_factory=ClientHealth)
+    server: ServerInfo = field(default_factory=ServerInfo)
+    prefix_cache: PrefixCacheInfo = field(default_factory=PrefixCacheInfo)
+    cold_start: ColdStartInfo = field(default_factory=ColdStartInfo)
+    roofline: RooflineInfo = field(default_factory=RooflineInfo)
+    prefill: PrefillInfo = field(default_factory=PrefillInfo)
+    baseline: BaselineComparison = field(default_factory=BaselineComparison)
+    agent: AgentSessions = field(default_factory=AgentSessions)
 
     @property
     def n(self) -> int:
@@ -304,7 +316,7 @@ def _judge_fraction(res: WorkloadResult, workload: Workload, b: Budget) -> None:
     if observed is None:
         res.errors.append(f"{b.metric}: no requests to compute it from")
         return
-    res.extra[f"{b.metric}_fraction" if b.metric == "goodput" else "fluidity_index"] = round(observed, 4)
+    res.load.set(**{"goodput_fraction" if b.metric == "goodput" else "fluidity_index": round(observed, 4)})
     if observed < b.limit:
         res.failed_checks.append(f"{b.metric} {observed:.3f} < budget {b.limit:g}{how}")
 
@@ -339,18 +351,19 @@ def verdict_text(v: BudgetVerdict, b: Budget) -> str:
 
 def rejudge(res: WorkloadResult, workload: Workload | None = None, *, server_failed: bool = False) -> WorkloadResult:
     """Judge ``res``'s requests again (other budgets, or knowing the server failed), keeping
-    what was added after ``evaluate`` (notes, extra, gate results, preparation errors).
+    what was added after ``evaluate`` (notes, typed parts, gate results, preparation errors).
     The causes of failed budgets are the caller's to add again (``core.why.explain``).
     A result whose preparation failed has no samples to apply budgets to: only its failure
     is judged again."""
     if not res.prepared:
         judged = preparation_failed(workload or res.workload, res.failures[0], server_answered=server_failed)
-        judged.notes, judged.extra = list(res.notes), dict(res.extra)
+        judged.notes = list(res.notes)
+        copy_parts(res, judged)
         return judged
     base = evaluate(res.workload, res.records, res.failures, sequential=res.sequential)
     judged = evaluate(workload or res.workload, res.records, res.failures, server_failed=server_failed,
                       sequential=res.sequential if workload is None else None)
-    judged.extra.update(res.extra)
+    copy_parts(res, judged)
     judged.notes[:0] = [n for n in res.notes if n not in base.notes and n not in judged.notes]
     judged.errors.extend(e for e in res.errors if e not in base.errors and e not in judged.errors)
     judged.failed_checks.extend(c for c in res.failed_checks if c not in base.failed_checks)

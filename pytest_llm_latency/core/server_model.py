@@ -124,7 +124,7 @@ class ServerView:
     scrapes: int = 0
 
     def as_extra(self) -> dict[str, float]:
-        """``server_*`` keys for ``WorkloadResult.extra`` (JSON, JUnit ``llm.server_*``)."""
+        """``server_*`` fields of ``WorkloadResult.server`` (JSON ``server``, JUnit ``llm.server.server_*``)."""
         out = {}
         for k, v in self.__dict__.items():
             if v is not None and k != "scrapes":

@@ -13,7 +13,7 @@ def _p(values: list[float], q: float) -> float | None:
 
 
 def evidence(res: WorkloadResult) -> Evidence:
-    w, x = res.workload, res.extra
+    w, client = res.workload, res.client
     done = res.completed
     ttft = done["ttft"].p50 if "ttft" in done else None
     itl50 = done["itl"].p50 if "itl" in done else None
@@ -31,9 +31,9 @@ def evidence(res: WorkloadResult) -> Evidence:
         ttft_p50=ttft, itl_p50=itl50, itl_p99=itl99, concurrency=w.concurrency,
         open_loop=bool(w.load and w.load.open_loop), prompt_tokens=w.prompt_tokens,
         shared_prefix_tokens=w.shared_prefix_tokens,
-        client_lag_p99=x.get("client_lag_ms_p99"), client_fell_behind=bool(x.get("client_fell_behind")),
+        client_lag_p99=client.client_lag_ms_p99, client_fell_behind=bool(client.client_fell_behind),
         ttft_by_prompt=prompts, itl_early=_p(early, 50), itl_late=_p(late, 50),
-        server={k: v for k, v in x.items() if k.startswith("server_")})
+        server={k: v for k, v in res.server.to_json().items() if k.startswith("server_")})
 
 
 def failing_metrics(res: WorkloadResult) -> set[str]:
@@ -49,6 +49,6 @@ def explain(res: WorkloadResult) -> None:
         res.causes.clear()
         return
     causes = diagnose(evidence(res), failing)
-    if res.extra.get("client_fell_behind"):  # already the run's error
+    if res.client.client_fell_behind:  # already the run's error
         causes = [c for c in causes if c.name != "client starved"]
     res.causes[:] = [c.line for c in causes]

@@ -98,10 +98,29 @@ def validate(doc: Any, where: str) -> dict:
     return doc
 
 
+#: results JSON versions read as baselines: 2 (typed parts), and 1, whose ``version`` was the
+#: plugin's version string (``docs/result-json.md``); both keep ``samples`` and ``fingerprint``
+#: per result in the same place
+RESULTS_VERSIONS = (1, 2)
+
+
+def results_version(doc: Mapping) -> int | None:
+    """1 or 2 for a results document this plugin reads; None for another version."""
+    v = doc.get("version")
+    if isinstance(v, str) or v is None:
+        return 1
+    return v if v in RESULTS_VERSIONS and not isinstance(v, bool) else None
+
+
 def from_results(doc: Any, where: str) -> dict:
-    """A JSON results file written with ``--llm-latency-json-samples`` as a baseline document."""
+    """A JSON results file written with ``--llm-latency-json-samples`` as a baseline document
+    (results version 1 or 2)."""
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
         raise _fail(where, "neither a baseline file nor a JSON results file (no 'results' list)")
+    if results_version(doc) is None:
+        raise _fail(where, f"results JSON version {doc.get('version')!r} is not one this plugin reads "
+                           f"({', '.join(map(str, RESULTS_VERSIONS))}): compare it with the plugin that wrote it, "
+                           f"or save a baseline with --llm-latency-save-baseline")
     tests = {}
     for r in doc["results"]:
         if isinstance(r, dict) and isinstance(r.get("samples"), dict):

@@ -29,6 +29,7 @@ from typing import Any, Mapping
 from ..core.errors import ConfigError
 from ..core.redact import expand_command, redact_url, split_url_credentials
 from ..core.result import evaluate
+from ..core.result_parts import copy_parts
 from .session import TargetSpec
 
 #: requests per block of the ABAB interleaving (the last block may be shorter)
@@ -137,9 +138,9 @@ def measure_interleaved(measure, client_a, client_b, workload, *, salt_context: 
             res = prepared[0]
         else:
             res = evaluate(workload, records, failures)
-            res.extra.update(results[0].extra)
+            copy_parts(results[0], res)
             res.notes[:0] = [x for x in results[0].notes if x not in res.notes]
         out.append(res)
-    out[0].extra.update(ab_blocks=block, ab_block_size=block_size,
+    out[0].load.set(ab_blocks=block, ab_block_size=block_size,
                         ab_mode="alternating" if alternate is not None else "interleaved")
     return out[0], out[1]

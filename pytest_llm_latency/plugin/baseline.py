@@ -19,10 +19,8 @@ from ..core.errors import ConfigError
 from ..core.result import WorkloadResult, metric_values
 from ..files import baseline as bfile
 
-#: ``res.extra`` keys this module sets (plain values travel in the flat properties, the rest in the detail)
-STATUS_KEY = "baseline"          # regression | improvement | ok | new
-DETAIL_KEY = "baseline_detail"   # {"label", "cdf", "comparisons", "fingerprint_changes"}
-FINGERPRINT_KEY = "fingerprint"
+#: what this module sets: ``res.baseline`` (``core.result_parts.BaselineComparison``): status
+#: (regression | improvement | ok | new), label, cdf, comparisons, skipped, fingerprint_changes, fingerprint
 
 
 def load_for_session(settings) -> dict | None:
@@ -103,13 +101,14 @@ def judge(res: WorkloadResult, entry: dict | None, tol: dict[str, float], *, see
     if not res.records:
         return  # nothing measured: the result is already an error or a fail of its own
     if entry is None:
-        res.extra[STATUS_KEY] = "new"
+        res.baseline.status = "new"
         res.notes.append(f"new: no {label} entry for this test, nothing to compare")
         return
     base = bfile.decode_samples(entry["samples"])
     cand = metric_values(res.records, res.failures, res.workload.output_tokens)
     comps, skipped = compare_all(base, cand, tol, seed=seed, paired=paired, block=block)
-    detail: dict[str, Any] = {"label": label, "comparisons": [c.as_dict(label) for c in comps], "skipped": skipped}
+    detail: dict[str, Any] = {"label": label, "comparisons": [c.as_dict(label) for c in comps],
+                              "skipped": list(skipped)}
     named = set(getattr(res.workload, "regression", None) or ())
     res.notes.extend(f"not compared with the {label}: {x}" for x in skipped if x.partition(":")[0] in named)
     detail["cdf"] = _cdf(base)
@@ -121,13 +120,12 @@ def judge(res: WorkloadResult, entry: dict | None, tol: dict[str, float], *, see
         elif c.status == "improvement":
             res.notes.append(c.message(label))
             status = "improvement" if status == "ok" else status
-    changes = fingerprint_changes(base_fingerprint or {}, res.extra.get(FINGERPRINT_KEY) or {}) \
+    changes = fingerprint_changes(base_fingerprint or {}, res.baseline.fingerprint or {}) \
         if base_fingerprint else []
     if changes:
         detail["fingerprint_changes"] = changes
         res.notes.append(f"fingerprint differs from the {label}: " + "; ".join(changes))
-    res.extra[STATUS_KEY] = status
-    res.extra[DETAIL_KEY] = detail
+    res.baseline.set(status=status, **detail)
 
 
 def _cdf(values: dict[str, list[float]]) -> dict:
@@ -154,7 +152,7 @@ def apply(item, sess, spec, client, workload, res: WorkloadResult) -> None:
     wanted = doc is not None or s.get("save_baseline") or s.get("json_samples")
     if not wanted or not res.records:
         return
-    res.extra[FINGERPRINT_KEY] = fingerprint(sess, spec, client, workload)
+    res.baseline.fingerprint = fingerprint(sess, spec, client, workload)
     if doc is None:
         return
     key = bfile.entry_key(item.nodeid, workload.name)
@@ -164,15 +162,13 @@ def apply(item, sess, spec, client, workload, res: WorkloadResult) -> None:
 
 
 def detail_fields(res: WorkloadResult, settings) -> dict:
-    """What the JSON/HTML detail of one result gains: the baseline overlay, and the samples
-    and fingerprint when a baseline is saved or ``--llm-latency-json-samples`` asks."""
+    """What the JSON/HTML detail of one result gains beyond its parts: the samples and
+    fingerprint when a baseline is saved or ``--llm-latency-json-samples`` asks."""
     out: dict[str, Any] = {}
-    if DETAIL_KEY in res.extra:
-        out["baseline"] = res.extra[DETAIL_KEY]
     if (settings.get("save_baseline") or settings.get("json_samples")) and res.records:
         out["samples"] = samples(res)
-        if FINGERPRINT_KEY in res.extra:
-            out["fingerprint"] = res.extra[FINGERPRINT_KEY]
+        if res.baseline.fingerprint is not None:
+            out["fingerprint"] = res.baseline.fingerprint
     return out
 
 

@@ -19,10 +19,11 @@ import pytest
 from ..core.errors import ConfigError, LatencyError, LatencyWarning, MeasurementError
 from ..core.result import Failure, WorkloadResult, evaluate, rejudge
 from ..core.workload import Workload
-from .report.properties import flatten
+from .report.document import result_entry
+from .report.properties import junit_properties
 from .report.terminal import Progress
 from .session import LatencySession, TargetSpec
-from .stash import DETAIL_KEY, SESSION_KEY
+from .stash import ENTRIES_KEY, SESSION_KEY
 
 #: the (name, value) tuples ``record`` added to an item's user_properties (so it never touches the user's own)
 OWN_PROPS_KEY = pytest.StashKey[list]()
@@ -89,7 +90,7 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
             else:
                 res = measure_at(workload)
             if waited_for is not None:
-                res.extra.update(measure_start_ns=t0, measure_end_ns=time.time_ns())
+                res.measurement.set(measure_start_ns=t0, measure_end_ns=time.time_ns())
             server = sess.server_for(spec)
             if server is not None and hasattr(server, "check_alive") and res.failures:
                 died = _died(server)
@@ -213,30 +214,32 @@ def apply_roofline(item, sess: LatencySession, spec: TargetSpec, client, workloa
 
 
 def record(item: pytest.Item, results: WorkloadResult | list[WorkloadResult]) -> None:
-    """Flat properties for every result of the test: the first as ``llm.*``, the k-th
-    (k >= 2, a test that measured several workloads) as ``llm.k.*`` with nodeid ``<id>#k``.
-    Replaces only the properties this function wrote before: the user's own ``llm.*``
-    properties (``record_property("llm.mine", 1)``) are kept."""
+    """The test's result entries (``report.document.result_entry``, one per result: the k-th,
+    k >= 2, of a test that measured several workloads has nodeid ``<id>#k``) in
+    ``item.stash[ENTRIES_KEY]``, for the run's document; and their JUnit rendering as flat
+    properties: the first as ``llm.*``, the k-th as ``llm.k.*``.  Replaces only the properties
+    this function wrote before: the user's own ``llm.*`` properties are kept."""
     if isinstance(results, WorkloadResult):
         results = [results]
     ours = item.stash.get(OWN_PROPS_KEY, [])
     ours_ids = {id(p) for p in ours}
     item.user_properties[:] = [p for p in item.user_properties if id(p) not in ours_ids]
     worker = os.environ.get("PYTEST_XDIST_WORKER")
+    settings = getattr(item.config.stash.get(SESSION_KEY, None), "settings", None)
+    # per-request data for the JSON, HTML and baselines only (never JUnit)
+    detail = settings is not None and bool(settings.get("json") or settings.get("html")
+                                           or settings.get("save_baseline"))
     added: list[tuple[str, Any]] = []
+    entries: list[dict[str, Any]] = []
     for k, res in enumerate(results, 1):
-        prefix = "llm." if k == 1 else f"llm.{k}."
-        nodeid = item.nodeid if k == 1 else f"{item.nodeid}#{k}"
-        props = flatten(res, nodeid) + ([("llm.worker", worker)] if worker else [])
-        added.extend((prefix + name[len("llm."):], value) for name, value in props)
+        if worker:
+            res.measurement.worker = worker
+        entry = result_entry(res, item.nodeid if k == 1 else f"{item.nodeid}#{k}", detail=detail, settings=settings)
+        entries.append(entry)
+        added.extend(junit_properties(entry, "llm." if k == 1 else f"llm.{k}."))
     item.user_properties.extend(added)
     item.stash[OWN_PROPS_KEY] = added
-    settings = getattr(item.config.stash.get(SESSION_KEY, None), "settings", None)
-    if settings is not None and (settings.get("json") or settings.get("html") or settings.get("save_baseline")):
-        from .baseline import detail_fields
-        from .report.detail import detail  # per-request data: JSON and HTML only, never JUnit
-
-        item.stash[DETAIL_KEY] = [{**detail(res), **detail_fields(res, settings)} for res in results]
+    item.stash[ENTRIES_KEY] = entries
 
 
 def warn_notes(item: pytest.Item, results: WorkloadResult | list[WorkloadResult]) -> None:

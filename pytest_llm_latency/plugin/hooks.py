@@ -12,7 +12,7 @@ from ..core.errors import ConfigError
 from ..core.redact import redact_url
 from .options import DEPRECATED_OPTIONS, OPTIONS, Settings
 from .session import LatencySession, run_nonce
-from .stash import DETAIL_KEY, FIXTURE_KEY, RESULTS_KEY, SESSION_KEY, XDIST_NOTE_KEY, get_session
+from .stash import ENTRIES_KEY, FIXTURE_KEY, RESULTS_KEY, SESSION_KEY, XDIST_NOTE_KEY, get_session
 
 if TYPE_CHECKING:
     from .fixtures import LatencyFixture
@@ -211,8 +211,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     (the same way pytest's own xfail marks a report and categorizes it).  The mark is a plain
     report attribute, so it also travels from xdist workers."""
     report = yield
-    if call.when == "call" and DETAIL_KEY in item.stash:  # per-request detail for JSON/HTML (travels from
-        report.llm_latency_detail = item.stash[DETAIL_KEY]  # xdist workers with the report, unlike stash)
+    if call.when == "call" and ENTRIES_KEY in item.stash:  # the test's result entries: one JSON value that
+        report.llm_latency_results = item.stash[ENTRIES_KEY]  # travels from xdist workers with the report
     if call.excinfo is not None and report.failed:
         from .execute import Unjudged
 
@@ -229,24 +229,19 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
 
 
 class _ResultCollector:
-    """Rebuilds each latency result from its report's flat user_properties, so the
-    JSON file and the summary also work on the xdist controller."""
+    """Collects each test's result entries from its call report (``llm_latency_results``, put
+    there by ``pytest_runtest_makereport``; under xdist it arrives with the serialized report),
+    so the document is the same on the xdist controller as in a sequential run."""
 
     def __init__(self, config: pytest.Config):
         self.config = config
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when != "call" or not report.user_properties:  # no results here: nothing to import (P4)
+        if report.when != "call":
             return
-        from .report.properties import split_results, unflatten
-
-        details = getattr(report, "llm_latency_detail", None) or []
-        for k, props in enumerate(split_results(report.user_properties)):
-            res = unflatten(props)
-            if res is not None:
-                if k < len(details) and isinstance(details[k], dict):
-                    res.update(details[k])
-                self.config.stash[RESULTS_KEY].append(res)
+        entries = getattr(report, "llm_latency_results", None)
+        if isinstance(entries, list):
+            self.config.stash[RESULTS_KEY].extend(e for e in entries if isinstance(e, dict))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
@@ -264,10 +259,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
 
     from .. import __version__
     from ..files.atomic import write_atomic
+    from .report.document import ResultDocument
 
     url = redact_url(s.get("url")) if s.get("url") else s.get("url")
-    doc = {"version": __version__, "target": {"url": url, "api": s.get("api"), "model": s.get("model")},
-           "seed": s.get("seed"), "nonce": get_session(config).nonce, "results": results}
+    doc = ResultDocument(plugin_version=__version__, target={"url": url, "api": s.get("api"), "model": s.get("model")},
+                         seed=s.get("seed"), nonce=get_session(config).nonce, results=results).to_json()
     outputs = []
     if s.get("json"):
         outputs.append((s.get("json"), lambda: json.dumps(doc, indent=2, default=str) + "\n"))

@@ -86,7 +86,7 @@ def prefill_gate(sess, spec, workload: Workload, res: WorkloadResult, overrides:
                  base_dir: Path | None = None, client=None) -> None:
     from ..core.prefill import PrefillBudgets, evaluate_prefill
 
-    points = res.extra.pop("prefill_points", None)
+    points, res.prefill.points = res.prefill.points, None
     if not workload.prompt_sweep or points is None or not res.records:
         return  # no sweep, or nothing measured (already an error)
     slo = workload.prefill_slo
@@ -125,7 +125,7 @@ def prefill_gate(sess, spec, workload: Workload, res: WorkloadResult, overrides:
     except ConfigError as exc:
         res.errors.append(f"prefill roofline: {exc}")
         return
-    res.extra.update({f"prefill.{k}": v for k, v in result.as_properties().items()})
+    res.prefill.set(**result.as_properties())
     if result.linearity.why:  # visible on every run, pass or not
         res.notes.append(f"prefill: {result.linearity.why}")
     if result.status == "fail":
@@ -133,6 +133,6 @@ def prefill_gate(sess, spec, workload: Workload, res: WorkloadResult, overrides:
     elif result.status == "config_error":
         res.errors.append(result.message)
     else:
-        res.extra["prefill.message"] = result.message
+        res.prefill.message = result.message
         if result.peak is not None and result.peak.note:
             res.notes.append(f"prefill peak note: {result.peak.note}")

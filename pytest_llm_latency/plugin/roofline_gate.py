@@ -173,20 +173,19 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
             return
         res.errors.append(f"roofline gate configuration error: {exc}")
         return
-    res.extra.update({k: v for k, v in result.as_properties().items() if v is not None})
-    res.extra["roofline_status"] = result.status
+    res.roofline.set(**{k: v for k, v in result.as_properties().items() if v is not None}, status=result.status)
     # for the HTML report's roofline chart: the gate's minimum and the ceiling's arithmetic
     from ..core.roofline import format_arithmetic
 
-    res.extra["roofline_arithmetic"] = format_arithmetic(result.ceiling)
+    res.roofline.arithmetic = format_arithmetic(result.ceiling)
     if min_eff.value is not None:
-        res.extra["roofline_min_decode_efficiency"] = min_eff.value
+        res.roofline.min_decode_efficiency = min_eff.value
     if result.status == "fail":
         res.failed_checks.append(result.message)
     elif result.status == "config_error":
         res.errors.append(result.message)
-    else:  # passed or report-only: information (extra), not a note (notes are warnings) ...
-        res.extra["roofline_message"] = result.message
+    else:  # passed or report-only: information (res.roofline), not a note (notes are warnings) ...
+        res.roofline.message = result.message
         # ... except caveats that make the ceiling itself doubtful: those warn on every run
         if getattr(model, "kv_not_counted", ""):  # ModelBytes; a catalog ModelSpec always counts it
             res.notes.append(f"roofline: KV cache not counted ({model.kv_not_counted}): the ceiling is too high")

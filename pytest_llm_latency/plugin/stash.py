@@ -9,12 +9,12 @@ from .session import LatencySession
 
 #: the per-run ``LatencySession`` (settings, clients, started servers)
 SESSION_KEY = pytest.StashKey[LatencySession]()
-#: result dicts rebuilt from each report's user_properties (controller side under xdist)
+#: the run's result entries, from each report's ``llm_latency_results`` (controller side under xdist)
 RESULTS_KEY = pytest.StashKey[list]()
 #: the ``LatencyFixture`` of one item
 FIXTURE_KEY = pytest.StashKey[object]()
-#: per-result detail (``report.detail``: requests, CDF points) of one item, for JSON and HTML
-DETAIL_KEY = pytest.StashKey[list]()
+#: the result entries of one item (``report.document.result_entry``), put on its call report
+ENTRIES_KEY = pytest.StashKey[list]()
 #: the header note when ``--dist load`` was switched to ``loadgroup``
 XDIST_NOTE_KEY = pytest.StashKey[str]()
 

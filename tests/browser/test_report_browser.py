@@ -147,7 +147,7 @@ def expected_series(r: dict) -> list[tuple[str, int]]:
     cdf = r.get("cdf") or {}
     out = [("cdf", 1 if (cdf.get(k) or {}).get("points") else 0) for k in ("ttft_ms", "tpot_ms", "itl_ms")]
     timed = any(q.get("send_ms") is not None for q in r.get("requests") or [])
-    gauges = sum(1 for points in (r.get("metrics_timeline") or {}).values() if points)
+    gauges = sum(1 for points in ((r.get("server") or {}).get("metrics_timeline") or {}).values() if points)
     out.append(("timeline", (1 if timed else 0) + gauges))
-    out.append(("roofline", 1 if (r.get("extra") or {}).get("ceiling_tok_s") else 0))
+    out.append(("roofline", 1 if (r.get("roofline") or {}).get("ceiling_tok_s") else 0))
     return out

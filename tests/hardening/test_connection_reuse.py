@@ -125,7 +125,7 @@ def test_no_measured_sample_pays_a_connect_after_warm_up_at_concurrency_4(server
     # warmup 2 < concurrency 4: the warm-up still opens all four connections
     res = _measure(server, samples=12, warmup=2, concurrency=4)
     assert res.n == 12 and not res.failures, res.failures
-    assert res.extra["connect_samples"] == 0 and res.extra["reconnected_samples"] == 0
+    assert res.client.connect_samples == 0 and res.client.reconnected_samples == 0
     first_send = min(r.t_send_ns for r in res.records)
     assert len(server.accepts) == 4                      # ground truth: one connection per concurrent stream
     assert max(server.accepts) < first_send              # ...all open before the first measured send
@@ -138,7 +138,7 @@ def test_forced_reconnect_is_flagged_and_timed_as_connect_not_ttft(server):
     flagged = [r for r in res.records if r.reconnected]
     assert len(flagged) == 1 and len(server.drops) == 1
     rec = flagged[0]
-    assert res.extra["reconnected_samples"] == 1 and res.extra["connect_samples"] == 1
+    assert res.client.reconnected_samples == 1 and res.client.connect_samples == 1
     assert metrics.connect_ms(rec) is not None and rec.t_connect_ns > server.drops[0]
     # TTFT starts at the re-send, after the server dropped the first attempt (ground truth)
     assert rec.t_send_ns > server.drops[0] > rec.t_submit_ns

@@ -49,7 +49,7 @@ def test_goodput_min_and_fluidity_min_are_budgets():
     assert res.verdict == "fail"
     assert "goodput 0.200 < budget 0.5 (1 of 5 requests met every per-request budget)" in res.failed_checks
     assert any(c.startswith("fluidity 0.800 < budget 0.9") for c in res.failed_checks)
-    assert res.extra["goodput_fraction"] == 0.2 and res.extra["fluidity_index"] == 0.8
+    assert res.load.goodput_fraction == 0.2 and res.load.fluidity_index == 0.8
     ok = evaluate(make_workload("w", {**SPEC, "max_error_rate": 0.5, "slo": {**SPEC["slo"], "ttft_max": "200ms",
                                                                             "tpot_max": "20ms", "goodput_min": 0.8}}),
                   [R1, R2, R3, R4], [F])

@@ -35,13 +35,13 @@ def test_queueing_through_the_plugin_reaches_json_junit_and_html(pytester):
         "data/results.schema.json").read_text()))
     res = doc["results"][0]
     assert res["causes"] and res["causes"][0].startswith("cause: queueing")
-    assert res["extra"]["server_waiting_max"] > 0 and res["extra"]["load_mode"] == "closed"
-    assert res["extra"]["throughput_rps"] > 0 and 0 <= res["extra"]["goodput_fraction"] <= 1
-    waiting = res["metrics_timeline"]["vllm:num_requests_waiting"]
+    assert res["server"]["server_waiting_max"] > 0 and res["load"]["load_mode"] == "closed"
+    assert res["load"]["throughput_rps"] > 0 and 0 <= res["load"]["goodput_fraction"] <= 1
+    waiting = res["server"]["metrics_timeline"]["vllm:num_requests_waiting"]
     assert len(waiting) >= 3 and max(v for _, v in waiting) > 0
     assert all(a[0] <= b[0] for a, b in zip(waiting, waiting[1:]))  # time-ordered, ms on the requests' axis
     props = {p.get("name"): p.get("value") for p in ET.parse(pytester.path / "j.xml").getroot().iter("property")}
-    assert props["llm.cause.1"].startswith("cause: queueing") and float(props["llm.server_waiting_max"]) > 0
+    assert props["llm.cause.1"].startswith("cause: queueing") and float(props["llm.server.server_waiting_max"]) > 0
     assert "metrics_timeline" not in (pytester.path / "j.xml").read_text()  # the series stays out of JUnit
     html = (pytester.path / "r.html").read_text()
     assert re.search(r"queue depth", html)   # the timeline chart draws the server's gauges
@@ -72,10 +72,10 @@ def test_open_loop():
                                       "max_num_seqs=4&time_scale=0.5", "--llm-latency-json=r.json", timeout=180)
     r.assert_outcomes(passed=2)
     results = {x["nodeid"]: x for x in json.loads((pytester.path / "r.json").read_text())["results"]}
-    assert results["test_m.py::test_open_loop"]["extra"]["load_mode"] == "open"
-    assert results["test_m.py::test_open_loop"]["extra"]["offered_rate_rps"] == 40
+    assert results["test_m.py::test_open_loop"]["load"]["load_mode"] == "open"
+    assert results["test_m.py::test_open_loop"]["load"]["offered_rate_rps"] == 40
     assert results["test_m.py::test_open_loop"]["n"] == 20  # requests: 20
-    sweep = results["sw.slo.yaml::sw"]["extra"]
+    sweep = results["sw.slo.yaml::sw"]["load"]
     assert 8 < sweep["rate_sweep_capacity_rps"] < 120 and sweep["rate_sweep_steps"] <= 5
 
 

@@ -34,8 +34,7 @@ def _client(url: str, out, ready, go, nice: int = 19) -> None:
     client = make_client(Target(url, "openai-completions"), make_http_client())
     res = measure(client, make_workload("w", {"prompt_tokens": 64, "output_tokens": 16, "concurrency": 64,
                                              "samples": 32, "warmup": 0, "slo": {"itl_p99": "50ms"}}))
-    out.put({"verdict": res.verdict, "errors": res.errors, "notes": res.notes, "extra": {
-        k: v for k, v in res.extra.items() if isinstance(v, (int, float, str))}})
+    out.put({"verdict": res.verdict, "errors": res.errors, "notes": res.notes, "client": res.client.to_json()})
 
 
 def _starved_run(nice: int) -> dict:
@@ -71,7 +70,7 @@ def test_busy_loops_on_every_core_make_the_64_stream_run_say_the_client_fell_beh
     assert res["verdict"] == "error", res
     said = [e for e in res["errors"] if e.startswith("the client fell behind (CPU-starved: lag p99 ")]
     assert said and "these figures are not the server's" in said[0]
-    assert res["extra"]["client_fell_behind"] == 1 and res["extra"]["client_lag_ms_p99"] >= 20
+    assert res["client"]["client_fell_behind"] == 1 and res["client"]["client_lag_ms_p99"] >= 20
     assert not any("buffering proxy" in n for n in res["notes"])  # the client is named, not a proxy
 
 
@@ -81,14 +80,14 @@ def _says_client_limited_when_bunched_never_a_proxy(res: dict) -> bool:
     from pytest_llm_latency.client.load_report import BURST_SHARE
 
     assert not any("buffering proxy" in n for n in res["notes"]), res["notes"]
-    bunched = res["extra"]["burst_chunks"] > BURST_SHARE * 480  # 32 requests x 15 gaps
+    bunched = res["client"]["burst_chunks"] > BURST_SHARE * 480  # 32 requests x 15 gaps
     if bunched:
-        assert res["extra"]["client_limited"] == 1, res
+        assert res["client"]["client_limited"] == 1, res
         said = [n for n in res["notes"] if n.startswith("client-limited: ")] + \
             [e for e in res["errors"] if e.startswith("the client fell behind")]
         assert said, res  # the result says so in words, not only in extra
         # the lag that made it so, against the token interval it was compared with
-        assert res["extra"]["client_lag_ms_p99"] > 0
+        assert res["client"]["client_lag_ms_p99"] > 0
     return bunched
 
 
@@ -102,4 +101,4 @@ def test_two_busy_processes_make_the_client_limited_never_a_proxy():
     machine)."""
     _says_client_limited_when_bunched_never_a_proxy(_starved_run(nice=0))
     res = _starved_run(nice=5)
-    assert _says_client_limited_when_bunched_never_a_proxy(res), res["extra"]
+    assert _says_client_limited_when_bunched_never_a_proxy(res), res["client"]

@@ -81,5 +81,5 @@ def test_sweep_converges_within_10_percent_of_the_reference_models_capacity():
     print(f"predicted {cap:.1f} req/s; {sw.describe()}")
     assert len(sw.steps) <= 9 and not sw.bounded, sw.describe()
     assert abs(sw.capacity / cap - 1) <= 0.10, (cap, sw.describe())
-    assert res.extra["rate_sweep_capacity_rps"] == pytest.approx(sw.capacity, rel=1e-3)
+    assert res.load.rate_sweep_capacity_rps == pytest.approx(sw.capacity, rel=1e-3)
     assert res.notes[0].startswith("rate_sweep: capacity ")

@@ -48,20 +48,20 @@ def test_coordinated_omission_open_loop_shows_the_stall_a_closed_loop_hides():
     # the closed loop ran through the stall, but stopped sending: only the 2 requests in flight saw it
     assert slow_open >= 15 and 1 <= slow_closed <= 2
     assert opened.e2e.p90 > 1000 > closed.e2e.p90
-    assert opened.extra["client_fell_behind"] == 0 and "client_send_lag_ms_p99" in opened.extra
+    assert opened.client.client_fell_behind == 0 and opened.client.client_send_lag_ms_p99 is not None
 
 
 def test_queueing_is_reported_and_named_in_the_ttft_failure():
     res = run(REF + "max_num_seqs=8&time_scale=0.5", {"class": "chat", "concurrency": 32, "samples": 24})
     assert res.verdict == "fail"
-    assert res.extra["server_waiting_max"] > 0 and res.extra["server_running_max"] <= 8
+    assert res.server.server_waiting_max > 0 and res.server.server_running_max <= 8
     msg = res.failure_message()
     assert "TTFT p95" in msg and "cause: queueing, not the model —" in msg
     assert "was spent in the server's queue (max waiting" in msg
     # the steady state only: ramp-up and drain excluded and said so; the client kept up at 32 streams
-    assert res.extra["ramp_excluded"] == 32 and res.extra["drain_excluded"] == 31
-    assert res.extra["client_fell_behind"] == 0
-    tl = res.extra["metrics_timeline"]
+    assert res.load.ramp_excluded == 32 and res.load.drain_excluded == 31
+    assert res.client.client_fell_behind == 0
+    tl = res.server.metrics_timeline
     assert max(v for _, v in tl["vllm:num_requests_waiting"]) > 0 and len(tl["vllm:num_requests_running"]) >= 3
 
 
@@ -74,7 +74,7 @@ def test_diagnosis_tells_prefix_caching_on_from_off(caching):
     named = any(c.startswith("cause: prefix cache not effective") for c in res.causes)
     assert named is (not caching), res.causes
     if caching:
-        assert res.extra["server_prefix_hit_rate"] > 0.5
+        assert res.server.server_prefix_hit_rate > 0.5
     else:
         assert "no prefix-cache lookups at all on a workload sharing 1536 prefix tokens" in res.failure_message()
 

@@ -66,8 +66,8 @@ def test_same_command_alternating_one_at_a_time_is_not_flagged(pytester):
     # 20 samples in blocks of 5: A, B, A, B, ... -- each stopped before the other starts; both
     # are stopped at the end
     assert events == ["start A", "stop A", "start B", "stop B"] * 4
-    assert res["extra"]["ab_mode"] == "alternating" and res["extra"]["ab_blocks"] == 4
-    assert res["extra"]["ab_block_size"] == 5 and res["n"] == 20
+    assert res["load"]["ab_mode"] == "alternating" and res["load"]["ab_blocks"] == 4
+    assert res["load"]["ab_block_size"] == 5 and res["n"] == 20
     comps = res["baseline"]["comparisons"]
     assert comps and all(c["status"] != "regression" for c in comps)
     assert all(c["blocks"] == 4 for c in comps)            # the blocked design: 4 blocks resampled
@@ -79,7 +79,7 @@ def test_slower_decode_is_flagged_in_alternating_blocks(pytester):
     r, res, events = run(pytester, cmd("A", 3, "--decode-efficiency", "0.6087"), cmd("B", 4), "block: 5")
     r.assert_outcomes(failed=1)
     assert events == ["start A", "stop A", "start B", "stop B"] * 4
-    assert res["extra"]["ab_blocks"] == 4 and res["extra"]["ab_block_size"] == 5
+    assert res["load"]["ab_blocks"] == 4 and res["load"]["ab_block_size"] == 5
     tpot, = [c for c in res["baseline"]["comparisons"] if c["key"] == "tpot_p50"]
     assert tpot["status"] == "regression" and tpot["blocks"] == 4 and tpot["lower"] > 1
     assert "TPOT p50 +" in r.stdout.str() and "> tolerance 5%" in r.stdout.str()

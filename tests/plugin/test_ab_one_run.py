@@ -24,8 +24,8 @@ def test_same_target_is_not_flagged_and_results_carry_the_paired_comparison(pyte
     r = run(pytester, REF + "&jitter_seed=1", REF + "&jitter_seed=2")
     r.assert_outcomes(passed=1)
     res, = json.loads((pytester.path / "r.json").read_text())["results"]
-    assert res["n"] == 30 and res["extra"]["ab_blocks"] == 6 and res["extra"]["ab_block_size"] == 5
-    assert res["extra"]["baseline"] in ("ok", "improvement")
+    assert res["n"] == 30 and res["load"]["ab_blocks"] == 6 and res["load"]["ab_block_size"] == 5
+    assert res["baseline"]["status"] in ("ok", "improvement")
     base = res["baseline"]
     assert base["label"] == f"baseline target {REF}&jitter_seed=2"
     assert base["cdf"]["tpot_ms"]["n"] == 30                 # the B arm measured as many requests
@@ -68,8 +68,8 @@ def test_file_level_baseline_target_applies_to_every_workload_unless_it_names_it
     res = {x["workload"]: x for x in json.loads((pytester.path / "r.json").read_text())["results"]}
     assert res["inherits"]["baseline"]["label"] == f"baseline target {REF}&jitter_seed=2"   # the file's
     assert res["own"]["baseline"]["label"] == f"baseline target {REF}&jitter_seed=3"        # workload > file
-    assert "baseline" not in res["opted_out"] and "ab_blocks" not in res["opted_out"]["extra"]
-    assert res["inherits"]["extra"]["ab_blocks"] == 2 and res["own"]["extra"]["ab_blocks"] == 2
+    assert "baseline" not in res["opted_out"] and "ab_blocks" not in res["opted_out"].get("load", {})
+    assert res["inherits"]["load"]["ab_blocks"] == 2 and res["own"]["load"]["ab_blocks"] == 2
 
 
 def test_bad_file_level_baseline_target_is_a_collection_error_naming_the_file(pytester):
@@ -104,4 +104,4 @@ def test_run_wide_samples_auto_keeps_an_ab_workloads_fixed_count(pytester):
     r = run(pytester, REF + "&jitter_seed=1", REF + "&jitter_seed=2", "--llm-latency-samples=auto")
     r.assert_outcomes(passed=1)
     res, = json.loads((pytester.path / "r.json").read_text())["results"]
-    assert res["n"] == 30 and res["extra"]["ab_blocks"] == 6
+    assert res["n"] == 30 and res["load"]["ab_blocks"] == 6

@@ -55,16 +55,17 @@ def test_yaml_session_passes_with_its_figures_everywhere(pytester, servers):
     schema = json.loads(resources.files("pytest_llm_latency").joinpath("data/results.schema.json").read_text())
     jsonschema.validate(doc, schema)
     (res,) = doc["results"]
-    x = res["extra"]
-    assert res["n"] == 20 and x["agent_sessions"] == 5 and x["agent_steps"] == 4
-    assert x["agent_prefix_reuse"] >= 0.85 and x["agent_turn1_cached_tokens_max"] == 0
-    assert x["agent_turn1_prompt_tokens_p50"] == 512  # turn 1 as the server counts it, tools included
-    assert x["agent_turn2_new_tokens_p50"] < 0.2 * x["agent_turn2_prompt_tokens_p50"]
+    x = res["agent"]
+    turn = {t["turn"]: t for t in x["turns"]}
+    assert res["n"] == 20 and x["sessions"] == 5 and x["steps"] == 4
+    assert x["prefix_reuse"] >= 0.85 and x["turn1_cached_tokens_max"] == 0
+    assert turn[1]["prompt_tokens_p50"] == 512  # turn 1 as the server counts it, tools included
+    assert turn[2]["new_tokens_p50"] < 0.2 * turn[2]["prompt_tokens_p50"]
     assert res["budgets"]["prefix_reuse_min"] == 0.85 and res["budgets"]["turn_ttft_p95_ms"] == 10000
     p = props(pytester.path / "j.xml")
-    assert float(p["llm.agent_prefix_reuse"]) == x["agent_prefix_reuse"]
+    assert float(p["llm.agent.prefix_reuse"]) == x["prefix_reuse"]
     assert p["llm.budget.tool_call_complete_p95_ms"] == "10000.0" and p["llm.budget.session_e2e_max_ms"] == "60000.0"
-    assert float(p["llm.agent_tool_call_complete_ms_p95"]) > 0
+    assert float(p["llm.agent.tool_call_complete_ms_p95"]) > 0
 
 
 def test_marker_and_fixture_on_the_reuse_breaking_server_fail_naming_the_turns(pytester, servers):
@@ -81,7 +82,7 @@ def test_marker_and_fixture_on_the_reuse_breaking_server_fail_naming_the_turns(p
             res = llm_latency.measure("agent_session", prompt_tokens=512, output_tokens=8, steps=4,
                                       tool_result_tokens=24, tool_time=0, samples=3, warmup=0,
                                       prefix_reuse_min=0.9, turn_ttft_p95=None, session_e2e_p95=None)
-            assert res.extra["agent_turn2_reuse"] >= 0.9  # turn 2 still extends turn 1
+            assert res.agent.turn(2)["reuse"] >= 0.9  # turn 2 still extends turn 1
             res.check()
     """)
     r = pytester.runpytest("-p", "no:cacheprovider", f"--llm-latency-url={servers[1]}")

@@ -67,7 +67,7 @@ def test_slower_decode_fails_with_the_house_message_and_json_overlay(pytester, s
     assert "fingerprint differs from the baseline: target:" in out     # the URL changed: a LatencyWarning
     doc = json.loads((pytester.path / "r.json").read_text())
     res, = doc["results"]
-    assert res["verdict"] == "fail" and res["extra"]["baseline"] == "regression"
+    assert res["verdict"] == "fail" and res["baseline"]["status"] == "regression"
     base = res["baseline"]
     assert base["label"] == "baseline" and base["cdf"]["tpot_ms"]["n"] == 40
     tpot = next(c for c in base["comparisons"] if c["key"] == "tpot_p50")
@@ -85,7 +85,7 @@ def test_same_target_other_seed_passes_and_a_marker_tolerance_applies(pytester, 
     r = run(pytester, "--llm-latency-baseline=base.json", "--llm-latency-json=r.json")
     r.assert_outcomes(passed=1)
     res, = json.loads((pytester.path / "r.json").read_text())["results"]
-    assert res["extra"]["baseline"] in ("ok", "improvement")
+    assert res["baseline"]["status"] in ("ok", "improvement")
     assert {c["key"] for c in res["baseline"]["comparisons"]} == {"ttft_p50", "ttft_p95", "tpot_p50", "e2e_p50"}
     # a 15% slower decode passes when the marker's tolerances allow 40% (TTFT too: a 64-token
     # prefill is memory-bound, so decode_efficiency slows it as well)

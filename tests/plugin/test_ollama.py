@@ -46,12 +46,12 @@ def test_prompts_are_exact_without_a_tokenize_endpoint(pytester, api, rule):
     r.assert_outcomes(passed=3)
     for name, planned in (("p64", 64), ("p512", 512), ("p6000", 6000)):
         x = res[name]
-        how = x["extra"]["prompt_counter"]
-        print(f"{api} {rule} {planned}: {how}; exact {x['extra']['prompt_exact_requests']}/{x['n']}")
+        how = x["measurement"]["prompt_counter"]
+        print(f"{api} {rule} {planned}: {how}; exact {x['measurement']['prompt_exact_requests']}/{x['n']}")
         assert how.startswith("linear estimate from probe usage; corrected on the server's count")
         # every measured sample: the server's own count equals the plan (none omitted, none off)
-        assert x["n"] + x["failed_requests"] == 5 and x["extra"]["prompt_exact_requests"] == x["n"] >= 3
-        assert x["extra"]["prompt_deviation_requests"] == 0
+        assert x["n"] + x["failed_requests"] == 5 and x["measurement"]["prompt_exact_requests"] == x["n"] >= 3
+        assert x["measurement"]["prompt_deviation_requests"] == 0
         assert not any("deviated" in n for n in x["notes"]), x["notes"]
         shift = int(re.search(r"body ([-+]\d+) chars \(exact", how).group(1))
         if rule == "word" and planned >= 512:  # the estimate alone is off by ~16%: the correction did it
@@ -74,8 +74,8 @@ def test_ollama_chat_measures_ttft_ttfo_and_tpot_like_generate(pytester, api):
     r.assert_outcomes(passed=1)
     x = res["think"]
     ttft, ttfo, tpot = x["ttft_ms"]["p50"], x["ttfo_ms"]["p50"], x["tpot_ms"]["p50"]
-    prefill = x["extra"]["server_prefill_ms_p50"]
-    step = x["extra"]["server_tpot_ms_p50"] * 24 / 23  # eval_duration / eval_count spans 23 steps of 24 tokens
+    prefill = x["server"]["server_prefill_ms_p50"]
+    step = x["server"]["server_tpot_ms_p50"] * 24 / 23  # eval_duration / eval_count spans 23 steps of 24 tokens
     print(f"{api}: TTFT {ttft:.1f} (server prefill {prefill:.1f}), TTFO {ttfo:.1f}, TPOT {tpot:.2f} "
           f"(server {step:.2f}) ms")
     # the client's window holds the server's plus HTTP and scheduling overhead (a loaded 2-core box)
@@ -83,7 +83,7 @@ def test_ollama_chat_measures_ttft_ttfo_and_tpot_like_generate(pytester, api):
     assert abs(tpot / step - 1) < 0.10, (tpot, step)
     # 8 thinking tokens before the first output: TTFO is 8 decode steps after TTFT
     assert abs((ttfo - ttft) / (8 * step) - 1) < 0.15, (ttft, ttfo, step)
-    assert x["extra"]["prompt_exact_requests"] == x["n"]
+    assert x["measurement"]["prompt_exact_requests"] == x["n"]
 
 
 # ---------------------------------------------------------------- cold starts
@@ -100,22 +100,22 @@ def test_cold_starts_are_flagged_excluded_counted_and_named(pytester):
     r, res, _ = run(pytester, EVICTING, "--llm-latency-api=ollama", "--junitxml=out.xml", slo=COLD % "")
     r.assert_outcomes(passed=1)
     x = res["cold"]
-    cold = x["extra"]["cold_starts"]
+    cold = x["cold_start"]["cold_starts"]
     assert cold >= 1 and x["n"] + cold + x["failed_requests"] == 12
     assert x["ttft_ms"]["max"] < 200, x["ttft_ms"]  # excluded: no 400 ms load in the statistics
-    numbers = x["extra"]["cold_start_samples"]
+    numbers = x["cold_start"]["cold_start_samples"]
     note = next(n for n in x["notes"] if "cold starts" in n)
     assert note.startswith(f"{cold} of 12 samples were cold starts") and "excluded from the statistics" in note
     assert all(f"#{i} " in note for i in numbers.split(","))
     r.stdout.fnmatch_lines(["notes (*):", f"*ollama.slo.yaml::cold: {cold} of 12 samples were cold starts*"])
     props = {p.get("name"): p.get("value") for p in ET.parse(pytester.path / "out.xml").getroot().iter("property")}
-    assert props["llm.cold_starts"] == str(cold) and props["llm.cold_start_samples"] == numbers
+    assert props["llm.cold_start.cold_starts"] == str(cold) and props["llm.cold_start.cold_start_samples"] == numbers
 
 
 def test_cold_starts_include_keeps_them_and_fail_fails(pytester):
     r, res, _ = run(pytester, EVICTING, "--llm-latency-api=ollama", slo=COLD % ", cold_starts: include")
     r.assert_outcomes(passed=1)
-    assert res["cold"]["extra"]["cold_starts"] >= 1 and res["cold"]["ttft_ms"]["max"] > 400
+    assert res["cold"]["cold_start"]["cold_starts"] >= 1 and res["cold"]["ttft_ms"]["max"] > 400
     assert any("kept in the statistics (cold_starts: include)" in n for n in res["cold"]["notes"])
     r, res, _ = run(pytester, EVICTING, "--llm-latency-api=ollama", slo=COLD % ", cold_starts: fail", name="f.json")
     r.assert_outcomes(failed=1)
@@ -128,7 +128,7 @@ def test_keep_alive_keeps_the_model_loaded_on_a_server_that_unloads_at_once(pyte
     url = f"{REF}?time_scale=1&tokenize_endpoint=0&load_time=0.4&keep_alive=0"
     r, res, _ = run(pytester, url, "--llm-latency-api=ollama-chat", slo=COLD % "")
     r.assert_outcomes(passed=1)
-    assert res["cold"]["extra"]["cold_starts"] == 0 and res["cold"]["ttft_ms"]["max"] < 200
+    assert res["cold"]["cold_start"]["cold_starts"] == 0 and res["cold"]["ttft_ms"]["max"] < 200
 
 
 @pytest.mark.parametrize("budget, outcome", [("200ms", "failed"), ("5s", "passed")])
@@ -138,8 +138,8 @@ def test_cold_ttft_budget_measures_the_first_request_after_an_unload(pytester, b
                     slo=COLD % f", slo: {{ttft_p50: 200ms, cold_ttft_max: {budget}}}")
     r.assert_outcomes(**{outcome: 1})
     x = res["cold"]
-    assert x["extra"]["cold_ttft_ms"] > 400 and x["extra"]["cold_load_ms"] >= 400
-    assert x["ttft_ms"]["max"] < 200 and x["extra"]["cold_starts"] == 0  # the samples stay warm
+    assert x["cold_start"]["cold_ttft_ms"] > 400 and x["cold_start"]["cold_load_ms"] >= 400
+    assert x["ttft_ms"]["max"] < 200 and x["cold_start"]["cold_starts"] == 0  # the samples stay warm
     if outcome == "failed":
         r.stdout.fnmatch_lines(["*cold-start TTFT * ms > budget cold_ttft_max 200 ms (the first request after an "
                                 "unload; model load * ms reported as load_duration)*"])
@@ -172,7 +172,7 @@ def test_a_second_run_against_the_same_caching_ollama_measures_cold_prompts(pyte
     assert doc1["nonce"] != doc2["nonce"]
     for r, res in ((r1, res1), (r2, res2)):
         r.assert_outcomes(passed=1)
-        assert res["rag"]["extra"]["prompt_exact_requests"] == res["rag"]["n"]  # every count reported, exact
+        assert res["rag"]["measurement"]["prompt_exact_requests"] == res["rag"]["n"]  # every count reported, exact
         assert not any("cache" in n for n in res["rag"]["notes"]), res["rag"]["notes"]
     # the same prefill both times (~70 ms modelled; a cached prompt computes one token, ~7 ms)
     assert res2["rag"]["ttft_ms"]["p50"] > 0.7 * res1["rag"]["ttft_ms"]["p50"]

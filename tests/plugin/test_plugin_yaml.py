@@ -109,9 +109,9 @@ def test_three_token_chunks_without_per_chunk_usage_are_recovered_and_the_rule_n
             "--llm-latency-url=http://fake:1", "--llm-latency-json=o.json", "--junitxml=j.xml")
     r.assert_outcomes(passed=1)  # per-chunk gaps (30 ms) would fail itl_p50: 15ms
     res = json.loads((pytester.path / "o.json").read_text())["results"][0]
-    assert res["itl_ms"]["p50"] == pytest.approx(10) and res["extra"]["itl_token_counts"] == rule
+    assert res["itl_ms"]["p50"] == pytest.approx(10) and res["measurement"]["itl_token_counts"] == rule
     props = {p.get("name"): p.get("value") for p in ET.parse(pytester.path / "j.xml").getroot().iter("property")}
-    assert props["llm.itl_token_counts"] == rule
+    assert props["llm.measurement.itl_token_counts"] == rule
     r.stdout.fnmatch_lines([f"*s.slo.yaml::s: ITL token counts per chunk: {rule}*"])
     if not tokenize:
         assert any("apportioned by text length on 20 of 20 streams (the server has no tokenize endpoint)" in n

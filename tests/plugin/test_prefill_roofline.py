@@ -93,7 +93,7 @@ def test_marker_sweep():
 
 def test_fixture_sweep(llm_latency):
     r = llm_latency.measure(prompt_sweep=[256, 1024, 4096], samples=3, warmup=1, min_prefill_efficiency=0.1)
-    assert r.extra["prefill.mfu"] < 0.35
+    assert r.prefill.mfu < 0.35
 """
 
 

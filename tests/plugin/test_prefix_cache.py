@@ -40,12 +40,12 @@ def run(pytester, url, name, *args):
 def test_a_fresh_nonce_per_run_keeps_the_second_run_uncached(pytester, cached_server):
     r1, doc1, res1 = run(pytester, cached_server, "r1.json")
     r2, doc2, res2 = run(pytester, cached_server, "r2.json")
-    assert doc1["nonce"] != doc2["nonce"] and res1["extra"]["nonce"] == doc1["nonce"]
+    assert doc1["nonce"] != doc2["nonce"] and res1["measurement"]["nonce"] == doc1["nonce"]
     r2.stdout.fnmatch_lines([f"llm-latency: nonce={doc2['nonce']} *--llm-latency-nonce {doc2['nonce']}*"])
     for r, res in ((r1, res1), (r2, res2)):
         assert res["verdict"] == "pass", r.stdout.str()
         # the server's own counter over the samples: nothing beyond block-boundary chance
-        assert res["server_metrics"]["vllm:prefix_cache_hits_total"] <= 5 * 16
+        assert res["server"]["metrics"]["vllm:prefix_cache_hits_total"] <= 5 * 16
     # the same prefill work both times: run 2 is not sped up (a cached run is ~10x faster)
     assert res2["ttft_ms"]["p50"] > 0.5 * res1["ttft_ms"]["p50"]
 
@@ -57,7 +57,7 @@ def test_a_pinned_nonce_replayed_against_the_same_server_is_not_judged(pytester,
     r2, doc2, res2 = run(pytester, cached_server, "r2.json", f"--llm-latency-nonce={nonce}")
     assert doc2["nonce"] == nonce
     assert res2["verdict"] == "error" and r2.ret != 0
-    assert res2["server_metrics"]["vllm:prefix_cache_hits_total"] > 0.9 * 5 * 2048
+    assert res2["server"]["metrics"]["vllm:prefix_cache_hits_total"] > 0.9 * 5 * 2048
     assert any(e.startswith("not judged: ") and "served from the server's prefix cache" in e
                and "vllm:prefix_cache_hits_total" in e for e in res2["errors"])
     r2.stdout.fnmatch_lines(["*not judged: * of 10240 prompt tokens were served from the server's prefix cache*"])
@@ -79,7 +79,7 @@ def test_xdist_workers_salt_with_the_controllers_nonce(pytester):
                                       "--llm-latency-url=reference://h100-sxm/llama-3.1-8b?time_scale=0", timeout=120)
     r.assert_outcomes(passed=2)
     doc = json.loads((pytester.path / "r.json").read_text())
-    assert [res["extra"]["nonce"] for res in doc["results"]] == [doc["nonce"]] * 2
+    assert [res["measurement"]["nonce"] for res in doc["results"]] == [doc["nonce"]] * 2
 
 
 def test_one_workload_measured_twice_in_a_run_is_never_served_from_the_cache(pytester, cached_server):
@@ -96,7 +96,7 @@ def test_one_workload_measured_twice_in_a_run_is_never_served_from_the_cache(pyt
     r.assert_outcomes(passed=2)
     results = json.loads((pytester.path / "r.json").read_text())["results"]
     assert len(results) == 3
-    assert all(res["server_metrics"]["vllm:prefix_cache_hits_total"] <= 5 * 16 for res in results), results
+    assert all(res["server"]["metrics"]["vllm:prefix_cache_hits_total"] <= 5 * 16 for res in results), results
 
 
 def test_strict_warnings_keep_an_unjudged_run_an_error(pytester, cached_server):

@@ -26,11 +26,11 @@ def test_gate_passes_at_half_and_reports_efficiency(pytester):
     r = run(pytester, "min_decode_efficiency: 0.5")
     r.assert_outcomes(passed=1)
     p = props(pytester)
-    assert 0.66 < float(p["llm.decode_efficiency"]) < 0.73
-    assert float(p["llm.ceiling_tok_s"]) == pytest.approx(3350e9 / (16.06e9 + 96 * 131072), rel=1e-3)
-    assert p["llm.hardware"] == "H100-SXM" and float(p["llm.model_bytes"]) > 16e9
+    assert 0.66 < float(p["llm.roofline.decode_efficiency"]) < 0.73
+    assert float(p["llm.roofline.ceiling_tok_s"]) == pytest.approx(3350e9 / (16.06e9 + 96 * 131072), rel=1e-3)
+    assert p["llm.roofline.hardware"] == "H100-SXM" and float(p["llm.roofline.model_bytes"]) > 16e9
     res = json.loads((pytester.path / "r.json").read_text())["results"][0]
-    assert res["extra"]["decode_efficiency"] == pytest.approx(float(p["llm.decode_efficiency"]))
+    assert res["roofline"]["decode_efficiency"] == pytest.approx(float(p["llm.roofline.decode_efficiency"]))
 
 
 def test_gate_fails_at_0_8_with_the_arithmetic(pytester):
@@ -83,6 +83,6 @@ def test_a_bandwidth_cached_under_load_is_probed_again_before_a_configuration_er
     r.assert_outcomes(passed=1)
     assert len(probes) == 1
     p = props(pytester)
-    assert 0.66 < float(p["llm.decode_efficiency"]) < 0.73 and p["llm.kv_cache"] == "counted"
+    assert 0.66 < float(p["llm.roofline.decode_efficiency"]) < 0.73 and p["llm.roofline.kv_cache"] == "counted"
     entry = json.loads((cache / "cpu_bandwidth.json").read_text())[hwdetect.host_key()]
     assert entry["mem_bandwidth_gb_s"] == pytest.approx(3350.0)

@@ -9,7 +9,7 @@ from importlib import resources
 
 import pytest
 
-from fakeserver import FakeServerPlugin, Script
+from tests.helpers.fakeserver import FakeServerPlugin, Script
 
 YAML = """
 workloads:
@@ -105,7 +105,7 @@ def test_samples_auto_stops_at_the_first_fail_and_reports_the_rest_as_not_decide
         "data/results.schema.json").read_text()))  # not_decided and stopped_by are in the shipped schema
     res = doc["results"][0]
     assert res["n"] == 10  # 62 before the fix: sampling went on until TTFT p95 passed
-    assert res["extra"]["stop_reason"] == "tpot_p95 failed at 10 samples: sampling stopped; not decided: ttft_p95"
+    assert res["measurement"]["stop_reason"] == "tpot_p95 failed at 10 samples: sampling stopped; not decided: ttft_p95"
     assert res["bounds"]["tpot_p95"]["status"] == "fail"
     assert (res["bounds"]["ttft_p95"]["status"], res["bounds"]["ttft_p95"]["stopped_by"]) == ("not_decided",
                                                                                             "tpot_p95")

@@ -38,8 +38,8 @@ def test_samples_auto_decides_every_example_budget_and_reports_bounds_and_counts
     for res in doc["results"]:
         budgets = {k.rsplit("_", 1)[0] for k in res["budgets"]}
         assert set(res["bounds"]) == budgets  # every budget judged at the confidence
-        assert res["extra"]["samples_mode"] == "auto"
-        assert res["extra"]["stop_reason"] == f"every budget decided at {res['n']} samples"
+        assert res["measurement"]["samples_mode"] == "auto"
+        assert res["measurement"]["stop_reason"] == f"every budget decided at {res['n']} samples"
         assert 10 <= res["n"] < 200  # decided before max_samples
         for key, b in res["bounds"].items():
             assert b["status"] == "pass" and b["confidence"] == 0.95

@@ -26,6 +26,48 @@ def test_latency_tests_run_on_one_worker_and_results_reach_the_controller(pytest
     assert len(results) == 4
     # never measured concurrently: the measurement intervals do not overlap, whichever
     # workers ran them (one worker under loadgroup; the run-wide lock otherwise)
-    spans = sorted((res["extra"]["measure_start_ns"], res["extra"]["measure_end_ns"]) for res in results)
+    spans = sorted((res["measurement"]["measure_start_ns"], res["measurement"]["measure_end_ns"]) for res in results)
     assert all(prev_end <= start for (_, prev_end), (start, _) in zip(spans, spans[1:])), spans
-    assert {res["extra"]["worker"] for res in results} <= {"gw0", "gw1"}
+    assert {res["measurement"]["worker"] for res in results} <= {"gw0", "gw1"}
+
+
+def _keys(node, at="") -> set[str]:
+    """Every key path of a JSON value (dicts only; list items share their list's path)."""
+    if isinstance(node, dict):
+        return {p for k, v in node.items() for p in {f"{at}.{k}"} | _keys(v, f"{at}.{k}")}
+    if isinstance(node, list):
+        return {p for v in node for p in _keys(v, f"{at}[]")}
+    return set()
+
+
+def test_a_run_under_n_2_has_the_keys_tests_and_verdicts_of_a_sequential_run(pytester):
+    """The document crosses from the workers as one serialized value per test: the same results
+    as a sequential run, measured values, the nonce and the worker's name aside."""
+    pytester.makefile(".slo.yaml", ok=FILE % "ok",
+                      strict=(FILE % "strict").replace("ttft_p50: 1s", "ttft_p50: 0.001ms"))
+    pytester.makepyfile(test_fx="""
+        def test_two(llm_latency):
+            for n in (16, 32):
+                llm_latency.measure("custom", prompt_tokens=n, output_tokens=8, samples=3, warmup=0,
+                                    ttft_p50="10s", url="reference://h100-sxm/llama-3.1-8b?time_scale=0.05")
+    """)
+    docs = {}
+    for mode in ((), ("-n", "2")):
+        args = ("-p", "no:cacheprovider", *mode, "--llm-latency-confidence=null", "--llm-latency-json=r.json",
+                "--llm-latency-url=reference://h100-sxm/llama-3.1-8b?time_scale=0.05")
+        r = pytester.runpytest_subprocess(*args, timeout=180)
+        r.assert_outcomes(passed=2, failed=1)
+        docs[mode] = json.loads((pytester.path / "r.json").read_text())
+    seq, par = docs[()], docs[("-n", "2")]
+    # only under xdist: the worker, and the span it held the run-wide measurement lock for
+    xdist_only = {f".measurement.{k}" for k in ("worker", "measure_start_ns", "measure_end_ns")}
+    assert _keys(seq) - {".nonce"} == _keys(par) - {".nonce"} - {".results[]" + k for k in xdist_only}
+    by_id = lambda doc: {x["nodeid"].replace("@llm-latency", ""): x for x in doc["results"]}  # noqa: E731
+    s, p = by_id(seq), by_id(par)
+    assert sorted(s) == sorted(p) == ["ok.slo.yaml::ok", "strict.slo.yaml::strict", "test_fx.py::test_two",
+                                      "test_fx.py::test_two#2"]
+    for nodeid in s:
+        assert s[nodeid]["verdict"] == p[nodeid]["verdict"], nodeid
+        assert _keys(s[nodeid]) == _keys(p[nodeid]) - xdist_only, nodeid
+        assert len(s[nodeid]["violations"]) == len(p[nodeid]["violations"]) and s[nodeid]["n"] == p[nodeid]["n"]
+    assert s["strict.slo.yaml::strict"]["verdict"] == "fail" and p["test_fx.py::test_two#2"]["measurement"]["worker"]

@@ -78,7 +78,7 @@ def passing(proxy, upstreams, tmp_path_factory) -> PluginRun:
         itl = r.get("itl_ms") or {}
         print(f"{stem}: {r['verdict']} TTFT p50 {r['ttft_ms']['p50']:.2f} ms, TPOT p50 {r['tpot_ms']['p50']:.3f} ms, "
               f"E2E p50 {r['e2e_ms']['p50']:.1f} ms, ITL p50 {itl.get('p50')} p99 {itl.get('p99')} ms, "
-              f"bunched chunks {r['extra'].get('burst_chunks')}, notes {r['notes']}")
+              f"bunched chunks {r.get('client', {}).get('burst_chunks')}, notes {r['notes']}")
     return run
 
 

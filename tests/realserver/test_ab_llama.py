@@ -24,7 +24,7 @@ def test_example_two_flag_sets_are_compared_interleaved(pytester, monkeypatch, l
     comps = res["baseline"]["comparisons"]
     assert {c["key"] for c in comps} >= {"ttft_p50", "tpot_p50", "e2e_p50"}
     assert res["baseline"]["label"].startswith("baseline target $LLAMA_SERVER_BIN -m $TINY_GGUF -np 4")
-    assert res["n"] == 40 and res["extra"]["ab_blocks"] == 8
+    assert res["n"] == 40 and res["load"]["ab_blocks"] == 8
     regressed = [c for c in comps if c["status"] == "regression"]
     # the verdict follows the comparison (whatever this machine measures for -np 1 vs -np 4)
     r.assert_outcomes(**({"failed": 1} if regressed else {"passed": 1}))
@@ -61,6 +61,6 @@ def test_alternating_blocks_restart_the_servers_and_same_vs_same_is_not_flagged(
     for c in comps:
         print(c["message"])
     r.assert_outcomes(passed=1)
-    assert res["extra"]["ab_mode"] == "alternating" and res["extra"]["ab_blocks"] == 4
+    assert res["load"]["ab_mode"] == "alternating" and res["load"]["ab_blocks"] == 4
     assert res["n"] == 40 and all(c["blocks"] == 4 for c in comps)
     assert all(c["status"] != "regression" for c in comps)

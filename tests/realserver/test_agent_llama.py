@@ -52,12 +52,12 @@ def test_four_turn_session_with_tools_reports_llamacpp_cache_n(llama_pool, llama
         c = make_client(Target(t.url, "openai-chat"), http)
         res = measure_sessions(c, w, seed=0)
     assert res.prepared, res.failure_message()
-    print(f"verdict {res.verdict}; tools add {res.extra['agent_tools_overhead_tokens']} tokens; per turn: " +
-          "; ".join(f"t{k} {res.extra.get(f'agent_turn{k}_prompt_tokens_p50')} prompt, "
-                    f"{res.extra.get(f'agent_turn{k}_cached_tokens_p50')} cached, "
-                    f"TTFT {res.extra.get(f'agent_turn{k}_ttft_ms_p50')} ms" for k in range(1, STEPS + 1)))
+    print(f"verdict {res.verdict}; tools add {res.agent.tools_overhead_tokens} tokens; per turn: " +
+          "; ".join(f"t{k} {res.agent.turn(k).get('prompt_tokens_p50')} prompt, "
+                    f"{res.agent.turn(k).get('cached_tokens_p50')} cached, "
+                    f"TTFT {res.agent.turn(k).get('ttft_ms_p50')} ms" for k in range(1, STEPS + 1)))
     assert res.verdict == "pass", res.failure_message()
-    assert res.extra["agent_tools_overhead_tokens"] > 100  # the template rendered the tools array
+    assert res.agent.tools_overhead_tokens > 100  # the template rendered the tools array
     assert len(res.records) == 2 * STEPS
     assert all(r.prompt_tokens == 2048 for r in res.records[::STEPS])  # turn 1, as the server counts it
     # the plugin's per-turn cached tokens are llama.cpp's own timings.cache_n, turn by turn
@@ -66,8 +66,8 @@ def test_four_turn_session_with_tools_reports_llamacpp_cache_n(llama_pool, llama
         assert r.server_timings["prompt_n"] == r.prompt_tokens - r.server_timings["cache_n"]
     later = [r for i, r in enumerate(res.records) if i % STEPS]
     reuse = sum(r.server_timings["cache_n"] for r in later) / sum(r.prompt_tokens for r in later)
-    assert res.extra["agent_prefix_reuse"] == pytest.approx(reuse, abs=1e-4)
+    assert res.agent.prefix_reuse == pytest.approx(reuse, abs=1e-4)
     assert reuse >= 0.8
     # turn 1 shares only the template's header with the previous session (the salt follows it)
-    assert res.extra["agent_turn1_cached_tokens_max"] < 40
+    assert res.agent.turn1_cached_tokens_max < 40
     assert any("produced no tool call" in n for n in res.notes)

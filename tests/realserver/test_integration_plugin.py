@@ -40,12 +40,12 @@ def test_example_workloads_pass_on_llama_server_and_a_tight_budget_fails(pyteste
     for name in ("chat", "agent", "long_summarization"):
         res = results[name]  # samples: auto: decided as soon as a p95 can pass at 95% (59+)
         assert res["verdict"] == "pass" and 59 <= res["n"] < 200 and res["short_outputs"] == 0
-        assert res["extra"]["stop_reason"] == f"every budget decided at {res['n']} samples"
+        assert res["measurement"]["stop_reason"] == f"every budget decided at {res['n']} samples"
         assert all(b["status"] == "pass" for b in res["bounds"].values()), res["bounds"]
         print(f"{name}: n {res['n']}, TTFT p50 {res['ttft_ms']['p50']:.1f} ms p95 {res['ttft_ms']['p95']:.1f} ms, "
               f"TPOT p50 {res['tpot_ms']['p50']:.2f} ms")
     # server /metrics deltas (parsed by prometheus_client) cover exactly the measured samples
-    chat, n = results["chat"]["server_metrics"], results["chat"]["n"]
+    chat, n = results["chat"]["server"]["metrics"], results["chat"]["n"]
     assert chat["llamacpp:tokens_predicted_total"] == n * 128
     # llama.cpp counts only uncached prompt tokens: BOS, the leading '▁' and the salt's '[' are
     # shared by every prompt and may be reused from the slot; the salt defeats everything after them
@@ -100,11 +100,11 @@ def test_roofline_gate_on_local_cpu(llm_latency, llama_membound, gguf_models):
     res = _measure(llm_latency, llama_membound.url, prompt_tokens=32, output_tokens=128, samples=3,
                    roofline={"hardware": "local-cpu", "gguf": str(gguf_models["membound"]),
                              "min_decode_efficiency": 0.05})
-    eff = res.extra["decode_efficiency"]
-    print(f"local-cpu: decode efficiency {eff:.2f} of ceiling {res.extra['ceiling_tok_s']:.1f} tok/s "
-          f"({res.extra['hardware']}), model bytes {res.extra['model_bytes'] / 1e6:.0f} MB")
-    assert 0.05 <= eff <= 1.05 and res.verdict == "pass", res.extra
-    assert res.extra["kv_cache"] == "counted"  # the GGUF file gives the KV shape
+    eff = res.roofline.decode_efficiency
+    print(f"local-cpu: decode efficiency {eff:.2f} of ceiling {res.roofline.ceiling_tok_s:.1f} tok/s "
+          f"({res.roofline.hardware}), model bytes {res.roofline.model_bytes / 1e6:.0f} MB")
+    assert 0.05 <= eff <= 1.05 and res.verdict == "pass", res.roofline
+    assert res.roofline.kv_cache == "counted"  # the GGUF file gives the KV shape
 
 
 def test_roofline_above_the_ceiling_is_flagged(pytester, llama_membound):

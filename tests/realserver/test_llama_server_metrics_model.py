@@ -19,7 +19,7 @@ def test_llamacpp_metrics_map_onto_the_server_model(llama_tiny):
     w = make_workload("w", {"prompt_tokens": 32, "output_tokens": 1000, "concurrency": 2, "samples": 6,
                             "warmup": 1, "shared_prefix_tokens": 16, "slo": {"ttft_p50": "10s"}})
     res = measure(client, w)
-    x = res.extra
+    x = {**res.server.to_json(), "metrics_timeline": res.server.metrics_timeline}
     assert x["server_scrapes"] >= 2
     assert x["server_running_max"] >= 1 and "server_waiting_max" in x
     # llama.cpp counts prompt tokens without the cached ones: hit rate = cached / (prompt + cached)

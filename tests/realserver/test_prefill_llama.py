@@ -13,7 +13,7 @@ def test_prefill_fit_agrees_with_llama_cpp_and_mfu_is_a_fraction(llm_latency, ll
     monkeypatch.setenv("LLM_LATENCY_CACHE", str(tmp_path))  # a fresh FLOPS probe, never another run's figure
     res = llm_latency.measure(url=llama_membound.url, prompt_sweep=[128, 512, 1024], samples=3, warmup=1,
                               roofline={"hardware": "local-cpu", "gguf": str(gguf_models["membound"])})
-    p = {k[len("prefill."):]: v for k, v in res.extra.items() if k.startswith("prefill.")}
+    p = res.prefill.to_json()
     print(f"llama.cpp prefill: fit {p['tok_s']:.0f} tok/s, overhead {p['overhead_ms']:.1f} ms; llama.cpp "
           f"prompt_per_second {p['server_reported_tok_s']:.0f} tok/s at 1024 tokens (server fit "
           f"{p['server_tok_s']:.0f}); client - server {p['server_overhead_ms']:.1f} ms; MFU {p['mfu']:.3f} of "
@@ -21,4 +21,4 @@ def test_prefill_fit_agrees_with_llama_cpp_and_mfu_is_a_fraction(llm_latency, ll
     assert p["server_source"] == "llama.cpp timings"
     assert p["tok_s"] == pytest.approx(p["server_reported_tok_s"], rel=0.15)
     assert 0 < p["mfu"] <= 1.05
-    assert p["status"] == "report" and res.verdict == "pass", res.extra
+    assert p["status"] == "report" and res.verdict == "pass", p

@@ -28,7 +28,7 @@ def run(pytester, url, name, *args):
     r = pytester.runpytest("-p", "no:cacheprovider", f"--llm-latency-url={url}", f"--llm-latency-json={name}", *args)
     res = json.loads((pytester.path / name).read_text())["results"][0]
     print(f"{name}: verdict {res['verdict']}, TTFT p50 {res['ttft_ms']['p50']:.1f} ms, "
-          f"cached {res['extra'].get('prefix_cache_cached_tokens')} prompt tokens")
+          f"cached {res.get('prefix_cache', {}).get('cached_tokens')} prompt tokens")
     return r, res
 
 
@@ -37,7 +37,7 @@ def test_second_run_with_a_fresh_nonce_is_uncached(pytester, llama_tiny):
     r2, second = run(pytester, llama_tiny.url, "r2.json")
     assert first["verdict"] == "pass" and second["verdict"] == "pass", r2.stdout.str()
     # BOS and the leading '▁' are shared by every salted prompt (plus chance letters)
-    assert second["extra"]["prefix_cache_cached_tokens"] <= 3 * 8
+    assert second["prefix_cache"]["cached_tokens"] <= 3 * 8
 
 
 def test_second_run_with_the_nonce_pinned_is_not_judged(pytester, llama_tiny):
@@ -46,6 +46,6 @@ def test_second_run_with_the_nonce_pinned_is_not_judged(pytester, llama_tiny):
     r2, second = run(pytester, llama_tiny.url, "r2.json", f"--llm-latency-nonce={nonce}")
     assert first["verdict"] == "pass"
     assert second["verdict"] == "error" and r2.ret != 0
-    assert second["extra"]["prefix_cache_cached_tokens"] > 0.9 * 3 * 384
+    assert second["prefix_cache"]["cached_tokens"] > 0.9 * 3 * 384
     r2.stdout.fnmatch_lines(["*not judged: * of 1152 prompt tokens were served from the server's prefix cache "
                              "(llama.cpp timings.cache_n*"])

@@ -12,7 +12,7 @@ def test_samples_auto_stops_at_the_first_possible_pass_on_llama_server(llm_laten
                             ttft_p95="5s", tpot_p95="1s", **{"class": "custom"})
     res = r._res
     assert res.verdict == "pass"
-    assert r.n == 62 and res.extra["stop_reason"] == "every budget decided at 62 samples"
+    assert r.n == 62 and res.measurement.stop_reason == "every budget decided at 62 samples"
     assert {v.key: (v.status, v.n, v.method) for v in res.verdicts} == {
         "ttft_p95": ("pass", 62, "sequential order-statistic"), "tpot_p95": ("pass", 62, "sequential order-statistic")}
     for v in res.verdicts:

@@ -59,7 +59,7 @@ def test_five_turns_reuse_the_transcript_and_ttft_follows_the_new_tokens(serve):
     phys = parse_reference_url("reference://h100-sxm/llama-3.1-8b").physics()  # seconds at time_scale 1
     res = run(h.url, {"samples": 3})
     assert res.verdict == "pass", res.failure_message()
-    assert res.extra["agent_prefix_reuse"] >= 0.9
+    assert res.agent.prefix_reuse >= 0.9
     turns = by_turn(res)
     assert all(r.prompt_tokens == 1024 and r.server_timings["cached_tokens"] == 0 for r in turns[1])
     ttft1 = statistics.median(metrics.ttft_ms(r) for r in turns[1]) / 1e3
@@ -91,7 +91,7 @@ def test_no_reuse_fails_the_budget_naming_the_turns(serve, query, turns, cause):
     (msg,) = res.failed_checks
     assert f"on {turns} (expected ≥ 90%" in msg and cause in msg, msg
     if "fault" in query:
-        assert res.extra["agent_turn2_reuse"] >= 0.9 > res.extra["agent_turn3_reuse"]
+        assert res.agent.turn(2)["reuse"] >= 0.9 > res.agent.turn(3)["reuse"]
 
 
 def test_caching_off_without_cached_counts_is_an_error_not_a_pass(serve):
@@ -150,11 +150,11 @@ def test_sessions_share_no_prefix_and_runs_no_cache_by_the_servers_counters(serv
         after = scrape(http, h.url)
         replay = run(h.url, {"samples": 2, "concurrency": 2}, nonce="run-1")  # control: the same salts
     for res, (a, b) in ((first, (before, mid)), (second, (mid, after))):
-        assert res.extra["agent_turn1_cached_tokens_max"] == 0  # no session shares another's (or a run's) prefix
+        assert res.agent.turn1_cached_tokens_max == 0  # no session shares another's (or a run's) prefix
         cached = sum(r.server_timings["cached_tokens"] for r in res.records)
         # the server's own counters: every hit of the run is a turn-2+ hit of its sessions (the
         # tools probes carry salts of the run too, so they hit nothing)
         hits = b["vllm:prefix_cache_hits"] - a["vllm:prefix_cache_hits"]
         assert hits == cached > 0, (cached, hits)
-        assert res.extra["agent_prefix_reuse"] >= 0.9
-    assert replay.extra["agent_turn1_cached_tokens_max"] >= 1000  # the same nonce does hit: the check can fail
+        assert res.agent.prefix_reuse >= 0.9
+    assert replay.agent.turn1_cached_tokens_max >= 1000  # the same nonce does hit: the check can fail

@@ -7,6 +7,7 @@ import httpx
 import pytest
 
 from tests.helpers.fakeserver import MS, VirtualTime
+from pytest_llm_latency.core.result_parts import ClientHealth
 from pytest_llm_latency.client.http import (STALE_RETRY_EVENT, ConnectionTrace, ensure_connections,
                                             make_http_client)
 from pytest_llm_latency.client.runner import connection_counts, warm_up
@@ -132,9 +133,9 @@ def test_connects_and_reconnects_are_counted():
             b.connected(vt.now + int(connect * MS))
         b.record.reconnected = stale
         recs.append(b.record)
-    extra = {}
-    connection_counts(recs, extra)
-    assert extra == {"connect_samples": 2, "reconnected_samples": 1, "connect_ms_p50": 4.0}
-    extra = {}
-    connection_counts(recs[:1], extra)
-    assert extra == {"connect_samples": 0, "reconnected_samples": 0}
+    client = ClientHealth()
+    connection_counts(recs, client)
+    assert client.to_json() == {"connect_samples": 2, "reconnected_samples": 1, "connect_ms_p50": 4.0}
+    client = ClientHealth()
+    connection_counts(recs[:1], client)
+    assert client.to_json() == {"connect_samples": 0, "reconnected_samples": 0}

@@ -92,7 +92,7 @@ def test_cached_samples_are_an_error_not_a_pass():
     res = run(cache_n=508, prompt_n=4)
     assert res.verdict == "error"
     assert any(e.startswith("not judged: 2540 of 2560 prompt tokens") for e in res.errors)
-    assert res.extra["prefix_cache_cached_tokens"] == 2540 and res.extra["nonce"] == "pinned"
+    assert res.prefix_cache.cached_tokens == 2540 and res.measurement.nonce == "pinned"
 
 
 def test_uncached_samples_pass():

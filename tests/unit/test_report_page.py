@@ -16,7 +16,7 @@ from pytest_llm_latency.core.stats import percentile
 from pytest_llm_latency.core.workload import make_workload
 from pytest_llm_latency.plugin.report.detail import CDF_POINTS, cdf_samples, detail, request_rows
 from pytest_llm_latency.plugin.report.html import render
-from pytest_llm_latency.plugin.report.properties import flatten, unflatten
+from pytest_llm_latency.plugin.report.document import ResultDocument, result_entry
 from pytest_llm_latency.plugin.report.terminal import row, summary_lines
 from tests.helpers.records import record
 
@@ -48,9 +48,8 @@ def failed(send_ms, after_ms):
 
 
 def result_dict(res, nodeid="t.py::test_w"):
-    r = unflatten(flatten(res, nodeid))
-    r.update(detail(res))
-    return r
+    """The result's entry in the run's document, with the per-request detail (as the JSON file)."""
+    return result_entry(res, nodeid, detail=True)
 
 
 # ---------------------------------------------------------------------------- detail
@@ -97,15 +96,16 @@ def test_large_samples_become_quantiles_of_the_same_percentile_method():
 def test_json_with_detail_matches_the_schema():
     jsonschema = pytest.importorskip("jsonschema")
     res = evaluate(wl(ttft_p95=1000), [rec(0.0), rec(200.0)], [failed(100.0, 300.0), Failure("connect", "x")])
-    doc = {"version": "0", "target": {"url": None, "api": "openai-completions", "model": None}, "seed": 0,
-           "results": [json.loads(json.dumps(result_dict(res)))]}
+    doc = ResultDocument("0", {"url": None, "api": "openai-completions", "model": None}, 0, "n",
+                         [json.loads(json.dumps(result_dict(res)))]).to_json()
     schema = json.loads(resources.files("pytest_llm_latency").joinpath("data/results.schema.json").read_text())
     jsonschema.validate(doc, schema)
 
 
 # ---------------------------------------------------------------------------- page
 def doc_of(*results, target=None):
-    return {"version": "9.9", "target": target or {"url": "http://h:1", "api": "openai-chat", "model": "m"},
+    return {"version": 2, "plugin_version": "9.9",
+            "target": target or {"url": "http://h:1", "api": "openai-chat", "model": "m"},
             "seed": 7, "nonce": "abc123", "results": list(results)}
 
 
@@ -138,9 +138,10 @@ def test_page_repeats_the_terminal_table_and_messages_word_for_word():
 
 
 def test_page_draws_every_chart_with_its_series():
-    r = result_dict(evaluate(wl(ttft_p95=1000), [rec(0.0), rec(200.0)], []))
-    r["extra"].update(ceiling_tok_s=200.0, decode_efficiency=0.5, decode_efficiency_p95=0.45, model_bytes=16e9,
-                      roofline_min_decode_efficiency=0.4, roofline_arithmetic="H100 3350 GB/s ÷ (16 GB weights)")
+    res = evaluate(wl(ttft_p95=1000), [rec(0.0), rec(200.0)], [])
+    res.roofline.set(ceiling_tok_s=200.0, decode_efficiency=0.5, decode_efficiency_p95=0.45, model_bytes=16e9,
+                     min_decode_efficiency=0.4, arithmetic="H100 3350 GB/s ÷ (16 GB weights)")
+    r = result_dict(res)
     html = render(doc_of(r))
     assert series_counts(html) == [1, 1, 1, 1, 1]            # TTFT, TPOT, ITL, timeline, roofline
     assert "decode = 1000 / TPOT p50 10.00 ms = 100.0 tok/s" in html
@@ -149,13 +150,14 @@ def test_page_draws_every_chart_with_its_series():
 
 
 def test_page_overlays_a_baseline_and_a_metrics_timeline_when_a_result_carries_them():
-    run = result_dict(evaluate(wl(ttft_p95=1000), [rec(0.0), rec(200.0)], []))
+    res = evaluate(wl(ttft_p95=1000), [rec(0.0), rec(200.0)], [])
     base = detail(evaluate(wl(), [rec(0.0, ttft_ms=300.0), rec(400.0, ttft_ms=320.0)], []))
-    run["baseline"] = {"label": "baseline main@1234", "cdf": base["cdf"]}
-    run["metrics_timeline"] = {"vllm:num_requests_waiting": [[0, 0], [150, 2], [400, 0]],
+    res.baseline.set(label="baseline main@1234", cdf=base["cdf"])
+    res.server.metrics_timeline = {"vllm:num_requests_waiting": [[0, 0], [150, 2], [400, 0]],
                                "vllm:num_requests_running": [[0, 1], [400, 1]],
                                "vllm:kv_cache_usage_perc": [[0, 0.1], [400, 0.3]],
                                "vllm:something_else": [[0, 5]]}
+    run = result_dict(res)
     html = render(doc_of(run))
     assert series_counts(html)[:4] == [2, 2, 2, 4]
     assert "baseline main@1234" in html and "queue depth (vllm:num_requests_waiting)" in html
@@ -209,17 +211,17 @@ def test_a_prompt_sweep_shows_the_terminals_prefill_line_and_a_malformed_one_non
 
 
 def test_an_agent_session_shows_the_terminals_agent_line_and_a_malformed_one_none():
-    r = result_dict(evaluate(wl(ttft_p95=1000), [rec(0.0), rec(200.0)], []), "t.py::test_agent")
-    r["extra"] = {**(r.get("extra") or {}), "agent_sessions": 4, "agent_steps": 3, "agent_prefix_reuse": 0.931,
-                  "agent_turn2_reuse": 0.94, "agent_turn3_reuse": 0.92, "agent_turn_ttft_ms_p95": 67.5,
-                  "agent_session_e2e_ms_p95": 629.8}
+    res = evaluate(wl(ttft_p95=1000), [rec(0.0), rec(200.0)], [])
+    res.agent.set(sessions=4, steps=3, prefix_reuse=0.931, turn_ttft_ms_p95=67.5, session_e2e_ms_p95=629.8,
+                  turns=[{"turn": 2, "reuse": 0.94}, {"turn": 3, "reuse": 0.92}])
+    r = result_dict(res, "t.py::test_agent")
     from pytest_llm_latency.plugin.report.terminal import agent_lines
     (line,) = [ln.split(": ", 1)[1] for ln in agent_lines([r])[1:]]
     assert line == ("4 sessions x 3 turns, prefix reuse 93% (t2 94%, t3 92%); turn TTFT p95 67.5 ms, "
                     "session model time p95 629.8 ms")
     html = render(doc_of(r))
     assert "Agent sessions" in html and line in html
-    r["extra"]["agent_prefix_reuse"] = "most"  # malformed: no agent block, and no crash
+    r["agent"]["prefix_reuse"] = "most"  # malformed: no agent block, and no crash
     assert "Agent sessions" not in render(doc_of(r))
 
 
@@ -240,8 +242,8 @@ def test_statistical_bounds_are_on_the_page_in_the_terminals_words():
 
 
 def test_the_page_names_how_itl_knew_its_per_chunk_token_counts():
-    doc = {"results": [{"nodeid": "a", "verdict": "pass", "n": 3, "extra": {"itl_token_counts": "tokenize"}},
-                       {"nodeid": "b", "verdict": "pass", "n": 3, "extra": {}}]}
+    doc = {"results": [{"nodeid": "a", "verdict": "pass", "n": 3, "measurement": {"itl_token_counts": "tokenize"}},
+                       {"nodeid": "b", "verdict": "pass", "n": 3, "measurement": {}}]}
     page = render(doc)
     assert re.search(r"ITL token counts\W+(\w+\W+){0,6}tokenize", page), page[:2000]
     assert page.count("ITL token counts") == 1  # only where the result says

@@ -73,10 +73,10 @@ def test_a_poisoned_cache_gets_one_fresh_probe_and_the_gate_proceeds(env, monkey
     monkeypatch.setattr(hwdetect, "numpy_read_measure", measure)
     res = gate({"hardware": "local-cpu", "min_decode_efficiency": 0.3})
     assert measure.calls == [30.0]  # exactly one fresh probe
-    assert res.errors == [] and res.failed_checks == [] and res.extra["roofline_status"] == "pass"
-    assert res.extra["decode_efficiency"] == pytest.approx(50 * 406e6 / 30e9, rel=1e-6)
+    assert res.errors == [] and res.failed_checks == [] and res.roofline.status == "pass"
+    assert res.roofline.decode_efficiency == pytest.approx(50 * 406e6 / 30e9, rel=1e-6)
     said = "decode was 1.69x the ceiling at 12.0 GB/s (cached), so the bandwidth was probed again: 30.0 GB/s"
-    assert said in res.extra["roofline_message"]
+    assert said in res.roofline.message
     assert any(said in note for note in res.notes), "a re-probe is a visible note (a warning)"
     assert json.loads(env.read_text())[hwdetect.host_key()]["mem_bandwidth_gb_s"] == pytest.approx(30.0)
 
@@ -86,7 +86,7 @@ def test_a_fresh_probe_that_is_no_higher_leaves_the_configuration_error(env, mon
     measure = measure_at(11.0)
     monkeypatch.setattr(hwdetect, "numpy_read_measure", measure)
     res = gate({"hardware": "local-cpu", "min_decode_efficiency": 0.3})
-    assert measure.calls == [11.0] and res.extra["roofline_status"] == "config_error"
+    assert measure.calls == [11.0] and res.roofline.status == "config_error"
     assert "roofline configuration error" in res.errors[0]
     assert "so the bandwidth was probed again: 11.0 GB/s, not higher" in res.errors[0]
     assert json.loads(env.read_text())[hwdetect.host_key()]["mem_bandwidth_gb_s"] == pytest.approx(12.0)
@@ -96,7 +96,7 @@ def test_a_higher_fresh_figure_that_still_is_too_low_is_reported_with_it(env, mo
     poison(env, 12.0)
     monkeypatch.setattr(hwdetect, "numpy_read_measure", measure_at(15.0))
     res = gate({"hardware": "local-cpu", "min_decode_efficiency": 0.3})
-    assert res.extra["roofline_status"] == "config_error"
+    assert res.roofline.status == "config_error"
     assert "ceiling" in res.errors[0] and "15.0 GB/s" in res.errors[0] and "probed again" in res.errors[0]
 
 
@@ -104,7 +104,7 @@ def test_catalog_hardware_is_not_probed_again(env, monkeypatch):
     measure = measure_at(30.0)
     monkeypatch.setattr(hwdetect, "numpy_read_measure", measure)
     res = gate({"mem_bandwidth_gb_s": 10.0, "min_decode_efficiency": 0.3})
-    assert res.extra["roofline_status"] == "config_error" and measure.calls == []
+    assert res.roofline.status == "config_error" and measure.calls == []
 
 
 def test_judge_with_fresh_probe_passes_other_outcomes_through():
@@ -117,20 +117,20 @@ def test_judge_with_fresh_probe_passes_other_outcomes_through():
 
 def test_llamacpp_meta_says_the_kv_cache_is_not_counted(env):
     res = gate({"mem_bandwidth_gb_s": 30.0})
-    msg = res.extra["roofline_message"]
+    msg = res.roofline.message
     assert any("KV cache not counted" in note for note in res.notes), "a visible note (a warning)"
     assert "(custom 30 GB/s ÷ (406.0 MB weights, KV cache not counted)); report only" in msg
     assert ("KV cache not counted: llama.cpp /v1/models meta gives weights only; set roofline.layers/kv_heads/"
             "head_dim or roofline.gguf to include it") in msg
-    assert res.extra["kv_cache"].startswith("not counted: llama.cpp /v1/models meta gives weights only")
+    assert res.roofline.kv_cache.startswith("not counted: llama.cpp /v1/models meta gives weights only")
 
 
 def test_llamacpp_meta_with_the_kv_shape_counts_it(env):
     res = gate({"mem_bandwidth_gb_s": 30.0, "layers": 4, "kv_heads": 4, "head_dim": 64})
-    assert res.extra["kv_cache"] == "counted" and "KV cache not counted" not in res.extra["roofline_message"]
+    assert res.roofline.kv_cache == "counted" and "KV cache not counted" not in res.roofline.message
     assert not any("KV cache" in note for note in res.notes)
     kv = 2 * 4 * 4 * 64 * 2  # f16, llama.cpp's default cache type
-    assert res.extra["model_bytes"] == pytest.approx(406e6 + kv * (32 + 128 / 2))
+    assert res.roofline.model_bytes == pytest.approx(406e6 + kv * (32 + 128 / 2))
     errors = gate({"mem_bandwidth_gb_s": 30.0, "layers": 4}).errors  # a partial shape is not dropped silently
     assert len(errors) == 1 and "missing kv_heads, head_dim" in errors[0]
 

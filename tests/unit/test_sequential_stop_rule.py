@@ -10,7 +10,7 @@ from pytest_llm_latency.core.record import RecordBuilder
 from pytest_llm_latency.core.result import evaluate
 from pytest_llm_latency.core.verdict import SequentialVerdicts
 from pytest_llm_latency.core.workload import make_workload
-from pytest_llm_latency.plugin.report.properties import flatten, unflatten
+from pytest_llm_latency.plugin.report.document import result_entry
 from pytest_llm_latency.plugin.report.terminal import bound_lines
 
 MS = 1_000_000
@@ -125,8 +125,8 @@ def test_the_runner_stops_at_the_fail_and_the_result_reports_the_open_budget_as_
     info = stop_info(w, seq, len(outs))
     assert info["stop_reason"] == f"ttft_p95 failed at {len(outs)} samples: sampling stopped; not decided: tpot_p50"
     # JSON bounds and the terminal carry the status and which budget stopped sampling
-    res.extra.update(info)
-    doc = unflatten(flatten(res, "t.py::w"))
+    res.measurement.set(**info)
+    doc = result_entry(res, "t.py::w")
     assert doc["bounds"]["tpot_p50"]["status"] == "not_decided"
     assert doc["bounds"]["tpot_p50"]["stopped_by"] == "ttft_p95"
     text = "\n".join(bound_lines(doc))

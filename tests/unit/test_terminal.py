@@ -76,9 +76,9 @@ def test_the_rule_that_recovered_itl_token_counts_is_named():
     """ITL per token from counts the stream did not give: the summary names the rule (the exact
     ones, the server's counts or one token a chunk, are the ordinary case and stay quiet)."""
     base = {"verdict": "pass", "n": 3, "ttft_ms": {"p50": 1.0, "p95": 1.0}, "tpot_ms": {"p50": 1.0, "p95": 1.0}}
-    results = [{**base, "nodeid": "a", "extra": {"itl_token_counts": "tokenize"}},
-               {**base, "nodeid": "b", "extra": {"itl_token_counts": "server"}},
-               {**base, "nodeid": "c", "extra": {"itl_token_counts": "tokenize 3, apportioned 1"}}]
+    results = [{**base, "nodeid": "a", "measurement": {"itl_token_counts": "tokenize"}},
+               {**base, "nodeid": "b", "measurement": {"itl_token_counts": "server"}},
+               {**base, "nodeid": "c", "measurement": {"itl_token_counts": "tokenize 3, apportioned 1"}}]
     lines = summary_lines(results)
     assert "  a: ITL token counts per chunk: tokenize" in lines
     assert "  c: ITL token counts per chunk: tokenize 3, apportioned 1" in lines

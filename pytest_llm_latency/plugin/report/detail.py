@@ -2,9 +2,8 @@
 (send, first token, last token, end) and metrics, and the distributions behind the
 percentiles (TTFT, TPOT, ITL) as CDF points.
 
-Kept out of the flat JUnit properties (hundreds of values per test): the plugin attaches it
-to the test report (``report.llm_latency_detail``, which also travels from xdist workers)
-and merges it into the result dicts for the JSON file and the HTML page.
+Kept out of the flat JUnit properties (hundreds of values per test): part of a result's entry
+in the run's document (``document.result_entry``) when JSON, HTML or a baseline is written.
 
 Times are ms since the workload's first measured request was sent (``send_ms`` 0); a
 ``/metrics`` timeline, where a result has one, uses the same axis.  The CDF samples are the
@@ -84,10 +83,6 @@ def cdf_samples(res: WorkloadResult, points: int = CDF_POINTS) -> dict[str, dict
 
 
 def detail(res: WorkloadResult) -> dict:
-    """What the JSON and HTML keep beyond the flat properties, for one result (with the
-    server's gauges over the run, ``metrics_timeline``, where ``/metrics`` was scraped)."""
-    out = {"requests": request_rows(res), "cdf": cdf_samples(res)}
-    timeline = res.extra.get("metrics_timeline")
-    if isinstance(timeline, dict) and timeline:
-        out["metrics_timeline"] = timeline
-    return out
+    """What the JSON and HTML keep beyond JUnit, for one result: every request and the CDFs
+    (the server's gauges over the run are the result's ``server.metrics_timeline``)."""
+    return {"requests": request_rows(res), "cdf": cdf_samples(res)}

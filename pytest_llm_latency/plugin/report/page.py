@@ -5,10 +5,11 @@ files, other producers): a missing part is a chart that says so, never an except
 
 Optional parts a result may carry (see ``data/results.schema.json``):
   ``requests``/``cdf``      per-request timestamps and the distributions (``detail.py``);
-  ``baseline``              ``{"label", "cdf", "requests"?, "extra"?}``: a second series
+  ``baseline``              ``{"label", "cdf", "status", ...}``: a second series
                             (a baseline, or the other arm of an A/B pair) overlaid;
-  ``metrics_timeline``      ``{metric name: [[t_ms, value], ...]}``: ``/metrics`` gauges over
-                            the run, on the requests' time axis.
+  ``server.metrics_timeline`` ``{metric name: [[t_ms, value], ...]}``: ``/metrics`` gauges over
+                            the run, on the requests' time axis;
+  ``roofline``              the decode roofline gate's figures.
 """
 from __future__ import annotations
 
@@ -125,7 +126,8 @@ def timeline(r: dict) -> str:
             status = "over"
         spans.append(RequestSpan(float(req["send_ms"]), _num(req.get("first_token_ms")),
                                  _num(req.get("last_token_ms")), _num(req.get("end_ms")), status))
-    return timeline_chart("Requests over the run", spans, metric_series(r.get("metrics_timeline")), untimed=untimed)
+    timeline = metric_series(_d(r.get("server")).get("metrics_timeline"))
+    return timeline_chart("Requests over the run", spans, timeline, untimed=untimed)
 
 
 def metric_series(timeline_data) -> list[MetricSeries]:
@@ -144,22 +146,20 @@ def metric_series(timeline_data) -> list[MetricSeries]:
     return out
 
 
-def _decode(label: str, extra: dict) -> Decode | None:
-    ceiling, eff = extra.get("ceiling_tok_s"), extra.get("decode_efficiency")
+def _decode(label: str, roof: dict) -> Decode | None:
+    ceiling, eff = roof.get("ceiling_tok_s"), roof.get("decode_efficiency")
     if not isinstance(ceiling, (int, float)) or not isinstance(eff, (int, float)):
         return None
-    p95 = extra.get("decode_efficiency_p95")
+    p95 = roof.get("decode_efficiency_p95")
     return Decode(label, eff * ceiling, p95 * ceiling if isinstance(p95, (int, float)) else None)
 
 
 def roofline(r: dict) -> tuple[str, list[str]]:
     """The chart and its arithmetic, from the gate's figures (completed requests' TPOT)."""
-    extra = _d(r.get("extra"))
-    ceiling = extra.get("ceiling_tok_s")
-    base = _d(r.get("baseline"))
-    measured = [d for d in (_decode("this run", extra), _decode(str(base.get("label") or "baseline"),
-                                                                 _d(base.get("extra")))) if d is not None]
-    min_eff = extra.get("roofline_min_decode_efficiency")
+    roof = _d(r.get("roofline"))
+    ceiling = roof.get("ceiling_tok_s")
+    measured = [d for d in (_decode("this run", roof),) if d is not None]
+    min_eff = roof.get("min_decode_efficiency")
     min_eff = float(min_eff) if isinstance(min_eff, (int, float)) else None
     svg = roofline_chart("Decode roofline", ceiling if isinstance(ceiling, (int, float)) else None, measured,
                          min_efficiency=min_eff)
@@ -170,8 +170,8 @@ def roofline(r: dict) -> tuple[str, list[str]]:
     text = [f"decode = 1000 / TPOT p50 {1000.0 / d.tok_s:.2f} ms = {d.tok_s:.1f} tok/s (completed requests)"]
     if not isinstance(ceiling, (int, float)) or ceiling <= 0:
         return svg, text + ["no decode ceiling in the results: efficiency not computed"]
-    arith = extra.get("roofline_arithmetic")
-    step = extra.get("model_bytes")
+    arith = roof.get("arithmetic")
+    step = roof.get("model_bytes")
     if isinstance(arith, str):
         text.append(f"ceiling = {arith} = {ceiling:.1f} tok/s")
     elif isinstance(step, (int, float)) and step > 0:
@@ -183,8 +183,8 @@ def roofline(r: dict) -> tuple[str, list[str]]:
     text.append(f"efficiency = {d.tok_s:.1f} / {ceiling:.1f} = {d.tok_s / ceiling:.2f}{gate}")
     if d.tok_s_p95 is not None:
         text.append(f"p95: 1000 / TPOT p95 = {d.tok_s_p95:.1f} tok/s = {d.tok_s_p95 / ceiling:.2f} of the ceiling")
-    if isinstance(extra.get("hardware"), str):
-        text.append(f"hardware: {extra['hardware']}")
+    if isinstance(roof.get("hardware"), str):
+        text.append(f"hardware: {roof['hardware']}")
     return svg, text
 
 
@@ -196,11 +196,11 @@ def fingerprint(doc: dict) -> list[tuple[str, str]]:
         if value is None or isinstance(value, (dict, list)):
             continue
         out.append((str(key), redact_url(str(value))))
-    hardware = sorted({str(_d(r.get("extra")).get("hardware")) for r in doc.get("results") or []
-                       if isinstance(r, dict) and _d(r.get("extra")).get("hardware")})
+    hardware = sorted({str(_d(r.get("roofline")).get("hardware")) for r in doc.get("results") or []
+                       if isinstance(r, dict) and _d(r.get("roofline")).get("hardware")})
     if hardware:
         out.append(("hardware (roofline)", ", ".join(hardware)))
-    for key, label in (("seed", "seed"), ("nonce", "nonce"), ("version", "pytest-llm-latency")):
+    for key, label in (("seed", "seed"), ("nonce", "nonce"), ("plugin_version", "pytest-llm-latency")):
         if doc.get(key) is not None:
             out.append((label, str(doc[key])))
     return out
@@ -222,11 +222,11 @@ def _terminal_text(lines_of, r: dict, skip: int = 1) -> list[str]:
 
 
 def test_view(r: dict, i: int) -> dict:
-    extra = _d(r.get("extra"))
-    facts = [(label, r.get(k, extra.get(k))) for k, label in FACTS if r.get(k, extra.get(k)) is not None]
+    how = _d(r.get("measurement"))
+    facts = [(label, r.get(k)) for k, label in FACTS if r.get(k) is not None]
     facts += [("failed / short", f"{r.get('failed_requests', 0)} / {r.get('short_outputs', 0)}")]
-    if isinstance(extra.get("itl_token_counts"), str):  # core.metrics.COUNT_RULES: how ITL knew k per chunk
-        facts.append(("ITL token counts", extra["itl_token_counts"]))
+    if isinstance(how.get("itl_token_counts"), str):  # core.metrics.COUNT_RULES: how ITL knew k per chunk
+        facts.append(("ITL token counts", how["itl_token_counts"]))
     roof_svg, roof_text = roofline(r)
     return {"prefill_text": _terminal_text(prefill_lines, r), "agent_text": _terminal_text(agent_lines, r),
             "bounds_text": _terminal_text(bound_lines, r, skip=0),

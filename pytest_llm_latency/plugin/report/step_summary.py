@@ -29,7 +29,7 @@ def markdown(results: list[dict]) -> str:
     for r in results:
         rows.append([r.get("nodeid"), r.get("workload"), VERDICT.get(str(r.get("verdict")), r.get("verdict")),
                      r.get("n"), _fig(r, "ttft_ms", "p95"), _fig(r, "tpot_ms", "p50"), _fig(r, "e2e_ms", "p95"),
-                     (r.get("extra") or {}).get("baseline", "–"),
+                     (r.get("baseline") or {}).get("status", "–"),
                      "<br>".join(list(r.get("violations") or []) + list(r.get("errors") or [])) or "–",
                      "<br>".join(r.get("notes") or []) or "–"])
     failed = sum(1 for r in results if r.get("verdict") != "pass")

@@ -77,10 +77,10 @@ def summary_lines(results: list[dict]) -> list[str]:
 
 def itl_count_lines(results: list[dict]) -> list[str]:
     """Where ITL's per-chunk token counts were recovered, not given by the stream
-    (``core.metrics.COUNT_RULES``: JSON/JUnit ``itl_token_counts``): which rule gave them."""
+    (``core.metrics.COUNT_RULES``: JSON ``measurement.itl_token_counts``): which rule gave them."""
     out = []
     for r in results:
-        rule = (r.get("extra") or {}).get("itl_token_counts")
+        rule = (r.get("measurement") or {}).get("itl_token_counts")
         if isinstance(rule, str) and rule not in ("server", "one each"):
             out.append(f"  {r.get('nodeid')}: ITL token counts per chunk: {rule}")
     return out
@@ -91,8 +91,7 @@ def bound_lines(r: dict) -> list[str]:
     bounds = r.get("bounds") or {}
     if not bounds:
         return []
-    extra = r.get("extra") or {}
-    head = f"  {r.get('nodeid')}: {extra.get('stop_reason', '')}".rstrip()
+    head = f"  {r.get('nodeid')}: {(r.get('measurement') or {}).get('stop_reason', '')}".rstrip()
     out = [head]
     for key, b in bounds.items():
         conf = b.get("confidence")
@@ -157,19 +156,20 @@ def prefill_lines(results: list[dict]) -> list[str]:
 
 
 def agent_lines(results: list[dict]) -> list[str]:
-    """One line per agent-session result: reuse per turn and the session figures (JSON ``extra``)."""
+    """One line per agent-session result: reuse per turn and the session figures (JSON ``agent``)."""
     lines = []
     for r in results:
-        x = r.get("extra") or {}
-        if "agent_sessions" not in x:
+        x = r.get("agent") or {}
+        if "sessions" not in x:
             continue
-        turns = [k for k in range(2, int(x.get("agent_steps") or 0) + 1) if f"agent_turn{k}_reuse" in x]
-        per_turn = ", ".join(f"t{k} {x[f'agent_turn{k}_reuse']:.0%}" for k in turns)
-        reuse = (f"prefix reuse {x['agent_prefix_reuse']:.0%} ({per_turn or x.get('agent_prefix_reuse_source')})"
-                 if x.get("agent_prefix_reuse") is not None else "prefix reuse not reported")
+        reuse_of = {t.get("turn"): t["reuse"] for t in x.get("turns") or () if t.get("reuse") is not None}
+        turns = [k for k in range(2, int(x.get("steps") or 0) + 1) if k in reuse_of]
+        per_turn = ", ".join(f"t{k} {reuse_of[k]:.0%}" for k in turns)
+        reuse = (f"prefix reuse {x['prefix_reuse']:.0%} ({per_turn or x.get('prefix_reuse_source')})"
+                 if x.get("prefix_reuse") is not None else "prefix reuse not reported")
         figs = [f"{label} p95 {x[key]:.1f} ms" for key, label in (
-            ("agent_turn_ttft_ms_p95", "turn TTFT"), ("agent_session_e2e_ms_p95", "session model time"),
-            ("agent_tool_call_complete_ms_p95", "tool call complete")) if x.get(key) is not None]
-        lines.append(f"  {r.get('nodeid')}: {x['agent_sessions']} sessions x {x.get('agent_steps')} turns, "
+            ("turn_ttft_ms_p95", "turn TTFT"), ("session_e2e_ms_p95", "session model time"),
+            ("tool_call_complete_ms_p95", "tool call complete")) if x.get(key) is not None]
+        lines.append(f"  {r.get('nodeid')}: {x['sessions']} sessions x {x.get('steps')} turns, "
                      f"{reuse}; " + ", ".join(figs))
     return ["agent sessions (turn 2+ prefix reuse; model time without tool pauses):"] + lines if lines else []

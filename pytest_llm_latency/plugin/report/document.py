@@ -1,0 +1,105 @@
+"""The result document of a run: one JSON object per latency result, built once from the typed
+``WorkloadResult`` (``result_entry``), and the run around them (``ResultDocument``).
+
+Every output is a rendering of it: the JSON file (``ResultDocument.to_json``), JUnit
+properties (``report.properties.junit_properties``), the terminal table, the HTML page and the
+GitHub step summary.  Under pytest-xdist an entry crosses from the worker to the controller as
+this one JSON value on the test report (``report.llm_latency_results``, which xdist serializes
+with the report's other attributes), never rebuilt from flat properties.
+
+Shape: ``data/results.schema.json`` (version ``VERSION``; strict: unknown keys are refused).
+``docs/result-json.md`` says where each version-1 key went.  A statistic that is a miss
+(failed requests counted as +inf) is null: JSON has no Infinity; ``censored`` counts them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...core.metrics import METRICS
+from ...core.result import WorkloadResult, failure_kinds
+from ...core.result_parts import PART_NAMES
+from ...core.stats import STATS
+
+#: the results document's format version (1: up to 0.x with ``extra``; 2: typed parts)
+VERSION = 2
+STAT_KEYS = STATS + ("min", "n", "censored")
+JSON_METRICS = METRICS + ("output_tps",)
+BOUND_FIELDS = ("status", "estimate", "lower", "upper", "n", "confidence", "method", "would_decide", "stopped_by")
+
+
+def metric_key(metric: str) -> str:
+    """``ttft`` -> ``ttft_ms`` (``output_tps`` keeps its name)."""
+    return "output_tps" if metric == "output_tps" else f"{metric}_ms"
+
+
+def number(v: Any) -> Any:
+    """A float rounded to 4 places; +inf/nan (a miss) None."""
+    if isinstance(v, float):
+        return round(v, 4) if math.isfinite(v) else None
+    return v
+
+
+def result_entry(res: WorkloadResult, nodeid: str, *, detail: bool = False, settings=None) -> dict[str, Any]:
+    """The JSON object of one result.  ``detail``: with every request and the CDF points (the
+    JSON file, the HTML page and baselines ask for them; JUnit never shows them)."""
+    w = res.workload
+    out: dict[str, Any] = {"nodeid": nodeid, "workload": w.name, "class": w.klass, "verdict": res.verdict,
+                           "n": res.n, "short_outputs": res.short_outputs, "failed_requests": res.failed_requests,
+                           "prompt_tokens": w.prompt_tokens, "output_tokens": w.output_tokens,
+                           "concurrency": w.concurrency}
+    for metric in JSON_METRICS:
+        s = res.summaries.get(metric)
+        out[metric_key(metric)] = None if s is None else {k: number(getattr(s, k)) for k in STAT_KEYS}
+    budgets = {f"{b.key}_{'tok_s' if b.is_floor else 'ms'}": b.limit for b in w.budgets}
+    budgets.update({b.key if b.is_floor else f"{b.key}_ms": b.limit for b in (w.agent.budgets if w.agent else ())})
+    out["budgets"] = budgets
+    bounds = {v.key: {f: number(getattr(v, f)) for f in BOUND_FIELDS if getattr(v, f) is not None}
+              for v in res.verdicts}
+    if bounds:
+        out["bounds"] = bounds
+    out["violations"] = [v.message for v in res.violations] + list(res.failed_checks)
+    out["errors"] = list(res.errors)
+    out["notes"] = list(res.notes)
+    out["causes"] = list(res.causes)
+    out["failures"] = dict(sorted(failure_kinds(res.failures).items()))
+    for name in PART_NAMES:
+        part = getattr(res, name).to_json()
+        if part:
+            out[name] = part
+    if detail:
+        from ..baseline import detail_fields
+        from .detail import detail as requests_and_cdf
+
+        out.update(requests_and_cdf(res))
+        if settings is not None:
+            out.update(detail_fields(res, settings))
+    return out
+
+
+@dataclass
+class ResultDocument:
+    """One per run: where it ran and every latency result (entries of ``result_entry``)."""
+    plugin_version: str
+    target: dict[str, Any]
+    seed: Any = None
+    nonce: str | None = None
+    results: list[dict[str, Any]] = field(default_factory=list)
+    version: int = VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": self.version, "plugin_version": self.plugin_version, "target": dict(self.target),
+                "seed": self.seed, "nonce": self.nonce, "results": list(self.results)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ResultDocument":
+        """Back from ``to_json`` (a version-2 document; an older one is refused, naming it)."""
+        if data.get("version") != VERSION:
+            raise ValueError(f"results JSON version {data.get('version')!r} is not {VERSION}: read it with the "
+                             f"plugin that wrote it (docs/result-json.md says what moved in version 2)")
+        unknown = sorted(set(data) - {"version", "plugin_version", "target", "seed", "nonce", "results"})
+        if unknown:
+            raise ValueError(f"results JSON: unknown key(s) {', '.join(unknown)}")
+        return cls(plugin_version=data.get("plugin_version", ""), target=dict(data.get("target") or {}),
+                   seed=data.get("seed"), nonce=data.get("nonce"), results=list(data.get("results") or []))

@@ -1,0 +1,127 @@
+"""The typed parts' JSON Schema, generated from their dataclasses (``core.result_parts``), for
+``data/results.schema.json``'s ``$defs``.  ``tests/unit/test_results_schema.py`` checks that
+the shipped file holds exactly what this generates; after changing a part, regenerate with
+
+    python -m pytest_llm_latency.plugin.report.schema
+
+(which rewrites the parts' ``$defs`` of the shipped file and leaves the rest as it is).
+"""
+from __future__ import annotations
+
+import json
+import typing
+from dataclasses import fields
+from pathlib import Path
+
+from ...core.result_parts import PARTS, Part
+
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "data" / "results.schema.json"
+
+#: what a field means where its name does not say it all
+DESCRIPTIONS = {
+    "measurement.itl_token_counts": "how ITL's per-chunk token counts were known (core.metrics.COUNT_RULES): server "
+                                    "| one each | tokenize | apportioned | per chunk, or each rule with its number "
+                                    "of streams ('tokenize 30, apportioned 2')",
+    "measurement.prompt_exact_requests": "samples whose server-reported prompt length equals the planned "
+                                         "prompt_tokens",
+    "measurement.prompt_counter": "how prompt lengths were counted (tokenize endpoint, or a probe estimate "
+                                  "corrected on the server's count)",
+    "client.client_limited": "1: the client fell behind, or tokens arrived bunched while its threads woke late "
+                             "(lag p99 >= half the token interval): the client, not a proxy, bunched them "
+                             "(client/load_report.py)",
+    "cold_start.cold_starts": "measured samples that were cold model loads (load_duration > 100 ms; servers that "
+                              "report loads, e.g. Ollama)",
+    "cold_start.cold_start_samples": "1-based numbers of the cold samples, comma-separated",
+    "cold_start.cold_ttft_ms": "TTFT of the cold_ttft_max request (sent right after unloading the model)",
+    "cold_start.cold_load_ms": "load_duration the server reported for that request",
+    "server.metrics": "/metrics deltas over the measured samples (counters, histogram _count/_sum) and final "
+                      "gauge values",
+    "server.metrics_timeline": "/metrics gauges over the run: {metric name: [[t_ms, value], ...]} with t_ms on "
+                               "the requests' axis; the HTML report draws queue depth, running requests and KV usage",
+    "agent.prefix_reuse": "fraction of turn-2+ prompt tokens the server served from its prefix cache",
+    "agent.prefix_reuse_source": "per request (each turn's cached_tokens / cache_n) or server counters (/metrics)",
+    "agent.turn1_cached_tokens_max": "most cached tokens on any session's turn 1 (0: sessions share no prefix)",
+    "agent.turns": "per turn index: reuse and medians of TTFT, prompt/cached/new tokens and tool-call times",
+    "baseline.comparisons": "deploy gate (core.compare): one per tolerance, status regression | improvement | ok, "
+                            "with the seeded bootstrap CI of the candidate/baseline ratio and the message",
+    "baseline.cdf": "the baseline's (or the other A/B arm's) CDF points, overlaid by the HTML report",
+}
+#: value sets that are closed (statuses that other modules may extend stay plain strings)
+ENUMS = {"prefill.linearity": ["linear", "sublinear", "superlinear", "unknown"],
+         "measurement.samples_mode": ["fixed", "auto"]}
+_TURN = {"type": "object", "additionalProperties": False, "required": ["turn"],
+         "properties": {"turn": {"type": "integer", "minimum": 1},
+                        **{k: {"type": ["number", "null"]} for k in (
+                            "reuse", "ttft_ms_p50", "prompt_tokens_p50", "cached_tokens_p50", "new_tokens_p50",
+                            "tool_first_ms_p50", "tool_complete_ms_p50")}}}
+_COMPARISON = {"type": "object", "additionalProperties": False,
+               "required": ["key", "ratio", "lower", "upper", "tolerance", "status", "message"],
+               "properties": {**{k: {"type": ["number", "null"]} for k in (
+                   "base", "candidate", "ratio", "lower", "upper", "tolerance", "confidence")},
+                   "key": {"type": "string"}, "n_base": {"type": "integer", "minimum": 0},
+                   "n_candidate": {"type": "integer", "minimum": 0},
+                   "floor_ms": {"type": ["number", "null"], "minimum": 0,
+                                "description": "absolute floor: a change of at most this many ms is never a "
+                                               "regression"},
+                   "blocks": {"type": ["integer", "null"], "minimum": 0,
+                              "description": "A/B in one run: blocks the bootstrap resampled (0: single requests "
+                                             "or pairs)"},
+                   "status": {"type": "string"}, "message": {"type": "string"}}}
+_SPECIAL = {"agent.turns": {"type": "array", "items": _TURN},
+            "baseline.comparisons": {"type": "array", "items": _COMPARISON},
+            "baseline.cdf": {"type": "object", "additionalProperties": {"$ref": "#/$defs/cdf"}},
+            "server.metrics": {"type": "object", "additionalProperties": {"type": "number"}},
+            "server.metrics_timeline": {"type": "object", "additionalProperties": {
+                "type": "array", "items": {"type": "array", "minItems": 2, "maxItems": 2,
+                                           "items": {"type": "number"}}}}}
+
+
+def _type(hint) -> dict:
+    import types
+
+    union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    args = [a for a in typing.get_args(hint) if a is not type(None)] if union else [hint]
+    base = typing.get_origin(args[0]) or args[0]
+    if base is bool:
+        return {"type": "boolean"}
+    if base is int:
+        return {"type": "integer"}
+    if base is float:
+        return {"type": ["number", "null"]}  # null: +inf, a miss
+    if base is str:
+        return {"type": "string"}
+    if base is dict:
+        return {"type": "object"}
+    return {"type": "array", "items": {"type": "string"}} if base is list else {}
+
+
+def part_schema(part: type[Part]) -> dict:
+    hints = typing.get_type_hints(part)
+    props = {}
+    for f in fields(part):  # type: ignore[arg-type]
+        if f.name in part.TRANSIENT:
+            continue
+        key = f"{part.NAME}.{f.name}"
+        prop = dict(_SPECIAL.get(key) or _type(hints[f.name]))
+        if key in ENUMS:
+            prop = {"enum": ENUMS[key]}
+        if key in DESCRIPTIONS:
+            prop["description"] = DESCRIPTIONS[key]
+        props[f.name] = prop
+    doc = " ".join((part.__doc__ or "").split())
+    return {"type": "object", "additionalProperties": False, "description": doc, "properties": props}
+
+
+def part_schemas() -> dict[str, dict]:
+    """``{"part_<name>": schema}`` for every part."""
+    return {f"part_{p.NAME}": part_schema(p) for p in PARTS}
+
+
+def main() -> None:
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    schema["$defs"].update(part_schemas())
+    SCHEMA_PATH.write_text(json.dumps(schema, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
