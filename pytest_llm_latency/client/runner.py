@@ -158,7 +158,8 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
     res.extra["nonce"] = nonce
     if load_run is not None:
         load_summary(res, load_run)
-    client_summary(res, *((load_run.lag_ns, load_run.send_lag_ns) if load_run else (lag.samples, ())), engine=engine)
+    client_summary(res, *((load_run.lag_ns, load_run.send_lag_ns) if load_run else (lag.samples, ())), engine=engine,
+                   timeline=load_run.lag_timeline if load_run else lag.timeline())
     if timeline is not None:
         timeline.attach(res, records, failures)
     check_prefix_cache(res, scraped)
