@@ -130,8 +130,10 @@ def bunching(res: WorkloadResult, timeline: StallTimeline | None = None) -> None
                              f"be bunching tokens (ITL then looks falsely small)")
         return
     on_client = (f"{a.client_gaps} in {a.client_bursts} reads that came late while the client's own threads were "
-                 f"stalled (up to {a.longest_stall_ms:.2f} ms)")
-    on_time = f"{a.upstream_gaps} in {a.upstream_bursts} reads with the client on time"
+                 f"stalled (up to {a.longest_stall_ms:.2f} ms)" if a.client_bursts else
+                 "none in a read that came late while the client's own threads were stalled")
+    on_time = (f"{a.upstream_gaps} in {a.upstream_bursts} reads with the client on time" if a.upstream_bursts else
+               "none in a read with the client on time")
     if a.client_gaps > BURST_SHARE * chunks and a.upstream_gaps > BURST_SHARE * chunks:  # both: say both
         extra["client_limited"] = 1
         res.notes.append(f"client-limited: {said}, {on_client}, and {on_time} ({health}): the client read some "

@@ -106,6 +106,7 @@ def test_a_starved_client_reading_late_is_client_limited():
     assert note.startswith("client-limited: ") and "not a proxy" in note
     assert res.extra["bursts_upstream"] == 0 and res.extra["bursts_client"] == 20 * 7
     assert "in 140 reads that came late while the client's own threads were stalled" in note
+    assert "none in a read with the client on time" in note
 
 
 def test_a_proxy_and_a_late_client_together_say_both_with_counts():
