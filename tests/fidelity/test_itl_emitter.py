@@ -7,6 +7,11 @@ up with are the emitter's, and each per-token ITL value matches the one computed
 emitter's send stamps (k values of gap/k for a k-token chunk).  Without any usage, ITL stays
 per chunk, the report names it, and an ITL budget is refused.
 
+The premise of the tail's tolerance is a client that reads on time.  The plugin's own lag
+monitor (``client.load.LagMonitor``) runs beside the streams, as in ``measure``: a value read
+while it saw the client stalled, by enough to explain the error, is excused (and counted); every
+other value keeps the tolerance, and the median of all values checks the counting rule.
+
 Bounded: each emitter streams 3 requests x 24 tokens at 100 tok/s (about 0.3 s each).
 """
 from __future__ import annotations
@@ -92,7 +97,10 @@ def stream_and_recover(url: str, stamps: Path, continuous: bool):
     _, requests, events = load_stamps()(dump["path"] if dump.get("path") else str(stamps))
     by_tag = {req["prompt_head"].split("]")[0] + "]": rid for rid, req in requests.items()}
     truth = [true_itl(events[by_tag[f"[itl-{i}]"]]) for i in range(REQUESTS)]
-    return recs, per_chunk, report, truth, lag.timeline()
+    # the emitter's own pacing: how late each token event went out against its schedule (ms)
+    paced = [(e["sent_ns"] - e["due_ns"]) / 1e6 for i in range(REQUESTS) for e in events[by_tag[f"[itl-{i}]"]]
+             if e["tok"] > 0]
+    return recs, per_chunk, report, truth, lag.timeline(), sorted(paced)
 
 
 def split_by_client_stalls(rec, itl: list[float], itl_truth: list[float], timeline: StallTimeline):
@@ -119,8 +127,8 @@ def split_by_client_stalls(rec, itl: list[float], itl_truth: list[float], timeli
 @pytest.mark.parametrize("per_chunk", ["1", "4", "var:1-5"])
 def test_per_token_itl_matches_the_emitters_send_stamps(tmp_path, per_chunk, usage, rule_1):
     with emitter(tmp_path, per_chunk, "request") as (url, stamps):
-        recs, per_chunk_itl, (extra, notes, errors), truth, timeline = stream_and_recover(url, stamps,
-                                                                                          usage == "per-chunk")
+        recs, per_chunk_itl, (extra, notes, errors), truth, timeline, paced = stream_and_recover(
+            url, stamps, usage == "per-chunk")
     want = rule_1 if per_chunk == "1" or usage == "per-chunk" else "tokenize"
     assert extra == {"itl_token_counts": want} and notes == [] and errors == [], (extra, notes)
     assert timeline.covers([c.t_ns for c in r.chunks] for r in recs)  # the monitor watched every read
@@ -148,7 +156,10 @@ def test_per_token_itl_matches_the_emitters_send_stamps(tmp_path, per_chunk, usa
     assert len(kept) >= len(errs) / 2, (len(excused), len(errs), timeline.stalls[:10])
     assert percentile(kept, 90) <= ERR_P90_MS, (percentile(kept, 90), kept[-5:], len(excused))
     p50 = percentile(sorted(v for r in recs for v in m.itl_ms(r)), 50)
-    assert abs(p50 - INTERVAL_MS) <= 1.0, p50  # per token: the emitter's 10 ms interval
+    sent_p50 = percentile(sorted(v for _, itl in truth for v in itl), 50)
+    assert abs(p50 - sent_p50) <= 1.0, (p50, sent_p50)  # per token, as the emitter sent them
+    if percentile(paced, 90) <= 1.0:  # the emitter kept its schedule (its own lateness): its 10 ms interval
+        assert abs(p50 - INTERVAL_MS) <= 1.0, (p50, paced[-5:])
     if per_chunk == "4" and usage == "final":  # before recovery it was per chunk: 4 x the interval
         assert percentile(sorted(v for itl in per_chunk_itl for v in itl), 50) >= 3.5 * INTERVAL_MS
 
