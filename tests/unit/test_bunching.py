@@ -139,3 +139,27 @@ def test_attribute_is_pure_over_its_inputs():
     a = attribute([[95 * MS, 95 * MS + 5 * US], [300 * MS, 300 * MS + 5 * US]], tl, INTERVAL_MS)
     assert (a.client_bursts, a.client_gaps, a.upstream_bursts, a.upstream_gaps) == (1, 1, 1, 1)
     assert a.longest_stall_ms == 10.0
+
+
+def test_the_lag_monitor_keeps_each_late_wake_up_with_its_time():
+    from pytest_llm_latency.client.load import LagMonitor, STALL_RECORD_NS
+
+    now = [T0]
+    lags = [0, 50 * US, 3 * MS, 0, 150 * US]
+    mon = LagMonitor(clock=lambda: now[0], sleep=lambda s: sleep(s))
+
+    def sleep(s: float) -> None:
+        now[0] += int(s * 1e9) + lags[len(mon.samples)]
+        if len(mon.samples) == len(lags) - 1:
+            mon._stop.set()
+
+    mon._span[0] = T0
+    mon._run()                                    # in this thread, on the injected clock
+    mon._span[1] = now[0]
+    assert mon.samples == lags
+    tick = mon.tick_ns
+    assert mon.stalls == [(T0 + 3 * tick + 50 * US + 3 * MS, 3 * MS),
+                          (T0 + 5 * tick + 50 * US + 3 * MS + 150 * US, 150 * US)]
+    assert all(lag >= STALL_RECORD_NS for _, lag in mon.stalls)
+    tl = mon.timeline()
+    assert tl.tick_ns == tick and tl.covers([[T0 + tick, now[0]]]) and not tl.covers([[T0 - 1, T0 + 1]])
