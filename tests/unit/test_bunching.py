@@ -163,3 +163,23 @@ def test_the_lag_monitor_keeps_each_late_wake_up_with_its_time():
     assert all(lag >= STALL_RECORD_NS for _, lag in mon.stalls)
     tl = mon.timeline()
     assert tl.tick_ns == tick and tl.covers([[T0 + tick, now[0]]]) and not tl.covers([[T0 - 1, T0 + 1]])
+
+
+def test_many_streams_whose_threads_wait_for_one_another_put_unexplained_bursts_on_the_client():
+    """A 64-stream run starved by busy loops (``tests/load/test_starved_client.py``): most late
+    reads fall between the monitor's wake-ups (the GIL, not the CPU), and its lag p99 is many
+    times half the token interval.  Serially the same bursts would be a proxy's."""
+    streams = serial(10, 2)
+    recs = [record(t) for t in streams]
+    spec = {"prompt_tokens": 8, "output_tokens": TOKENS, "samples": len(recs)}
+    between = {T0 + k * 600 * MS + off * MS: 18 * MS for k in range(10) for off in (523, 545, 567, 589)}
+    lag, tl = monitor(streams[0][0] - 50 * MS, streams[-1][-1] + 50 * MS, between)  # stalls between streams
+    assert percentile(sorted(x / MS for x in lag), 99) >= CLIENT_BUNCHING_LAG_OF_TPOT * INTERVAL_MS
+    said = {}
+    for concurrency in (1, 8):
+        res = evaluate(make_workload("w", {**spec, "concurrency": concurrency}), recs, [])
+        client_summary(res, lag, engine=concurrency > 1, timeline=tl)
+        said[concurrency] = (res.extra["client_limited"], res.notes[-1])
+    assert said[1][0] == 0 and "a buffering proxy or compression may be bunching tokens" in said[1][1]
+    assert said[8][0] == 1 and said[8][1].startswith("client-limited: ")
+    assert "other reads while its stream threads waited for one another" in said[8][1]
