@@ -159,7 +159,7 @@ def bunching(res: WorkloadResult, timeline: StallTimeline | None = None) -> None
                          f"own, or fewer streams")
     else:
         res.notes.append(f"{said}, {on_time}, {on_client} ({health}): a buffering proxy or compression may be "
-                         f"bunching tokens (ITL then looks falsely small)")
+                         f"bunching tokens, or the server sent them together (ITL then looks falsely small)")
 
 
 def load_summary(res: WorkloadResult, run: LoadRun) -> None:

@@ -127,15 +127,20 @@ def test_default_recommended_and_gzip_setups_match_direct_without_a_warning(pass
     assert via["verdict"] == "pass" and via["n"] == CHAT["samples"], via
     outcome, _, props = passing.junit[f"nginx_{setup}"]
     assert outcome == "passed", props
-    for r in (direct, via):  # no note where the client kept up; where it did not, only its own
-        if kept_up(r):
-            assert r["notes"] == [], (r["nodeid"], r["notes"])
-        else:
+    for r in (direct, via):  # where the client did not keep up, the plugin's own note says so
+        if not kept_up(r):
             assert r["notes"] == [said_client_limited(r)], r["notes"]
-    if kept_up(via):
-        assert not any(k.startswith("llm.notes.") for k in props), props
-    if not (kept_up(direct) and kept_up(via)):
-        return  # the timings compared below are the client's lateness too: the plugin said so above
+    if direct["notes"] and kept_up(direct):
+        # no proxy in the way, the client on time, and the tokens still came bunched: the server
+        # sent them together (its process starved on the shared cores, it caught up its schedule)
+        (note,) = direct["notes"]
+        assert BUNCHING in note and direct["extra"]["bursts_upstream"] > 0, direct["extra"]
+    if direct["notes"] or not kept_up(via):
+        print(f"{setup}: the premise (client and server on time) did not hold, by the plugin's own figures: "
+              f"direct {direct['notes']}, via {via['notes']}")
+        return  # the comparisons below would measure the machine's mood: the plugin said so above
+    assert via["notes"] == [], via["notes"]  # the client and server kept up: nginx passed tokens one by one
+    assert not any(k.startswith("llm.notes.") for k in props), props
     # Tolerances: nginx adds one loopback hop (~0.1-0.3 ms per read on a quiet machine).
     # Time-sharing 2 cores between nginx, the upstream, the client and other jobs
     # moves medians by a few ms, not by tens of percent.
