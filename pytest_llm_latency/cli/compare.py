@@ -17,6 +17,7 @@ from ..core.compare import (DEFAULT_FLOORS_MS, DEFAULT_TOLERANCES, LABEL, compar
 from ..core.errors import ConfigError
 from ..files import baseline as bfile
 from ..files.atomic import write_atomic
+from ..files.baseline_match import AMBIGUOUS, describe, match_all
 
 HEADER = ("test", "metric", "base", "candidate", "ratio", "CI", "verdict")
 
@@ -43,20 +44,27 @@ def _pct(r: float) -> str:
 
 def rows_for(base: dict, cand: dict, tolerances: dict, *, confidence: float, seed: int):
     """[(test, Comparison)], [(test, note)], fingerprint changes; raises BaselineError when no test is shared."""
-    common = [k for k in cand["tests"] if k in base["tests"]]
+    matches = match_all(base["tests"], cand["tests"])  # exact keys, else a unique file path suffix
+    common = {k: m.key for k, m in matches.items() if m.key is not None}
     if not common:
         raise bfile.BaselineError(
             f"no test in common: the baseline has {_names(base)}, the candidate {_names(cand)} "
-            f"(entries are '<nodeid>::<workload>'; compare runs of the same SLO files)")
+            f"(entries are '<nodeid>::<workload>'; compare runs of the same SLO files)"
+            + "".join(f"; {k}: {describe(m, k)}" for k, m in matches.items() if m.how == AMBIGUOUS))
     out, notes = [], []
-    for key in common:
-        comps, skipped = compare_all(bfile.decode_samples(base["tests"][key]["samples"]),
+    for key, m in matches.items():
+        said = describe(m, key)
+        if said:
+            notes.append((key, said))
+    for key, bkey in common.items():
+        comps, skipped = compare_all(bfile.decode_samples(base["tests"][bkey]["samples"]),
                                      bfile.decode_samples(cand["tests"][key]["samples"]), tolerances,
                                      confidence=confidence, seed=seed)
         out += [(key, c) for c in comps]
         notes += [(key, s) for s in skipped]
-    notes += [(k, "new: not in the baseline") for k in cand["tests"] if k not in base["tests"]]
-    notes += [(k, "missing: in the baseline, not in the candidate") for k in base["tests"] if k not in cand["tests"]]
+    used = set(common.values())
+    notes += [(k, "new: not in the baseline") for k in cand["tests"] if k not in common]
+    notes += [(k, "missing: in the baseline, not in the candidate") for k in base["tests"] if k not in used]
     return out, notes, fingerprint_changes(base.get("fingerprint") or {}, cand.get("fingerprint") or {})
 
 

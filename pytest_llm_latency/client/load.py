@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeGuard
 
+from ..core.bunching import StallTimeline
 from ..core.prompts import Prompt
 from ..core.record import Clock, RequestRecord
 from ..core.result import Failure, is_deterministic_rejection
@@ -44,6 +45,10 @@ MAX_OPEN_LOOP_THREADS = 512
 #: the GIL switch interval while streams run (CPython's default is 5 ms): a stream thread whose
 #: bytes arrived waits at most about this long for a thread running Python to let go
 SWITCH_INTERVAL_S = 0.0005
+#: how often ``LagMonitor`` wakes: a stall of the client this long or longer is always seen
+LAG_TICK_S = 0.002
+#: wake-ups at least this late are kept with their time (``LagMonitor.stalls``)
+STALL_RECORD_NS = 100_000
 
 
 @dataclass
@@ -54,6 +59,7 @@ class LoadRun:
     drain: list = field(default_factory=list)         # closed loop: excluded, in flight when it stopped
     window_ns: int = 0                                # the measured window
     lag_ns: list[int] = field(default_factory=list)   # LagMonitor wake-up lateness
+    lag_timeline: StallTimeline | None = None         # LagMonitor.timeline(): its stalls, on its clock
     send_lag_ns: list[int] = field(default_factory=list)  # open loop: thread start - due time
     stopped: str | None = None                        # why it stopped early (deterministic 4xx)
     unsent: int = 0                                   # requests never sent because of ``stopped``
@@ -61,27 +67,45 @@ class LoadRun:
 
 
 class LagMonitor:
-    """A daemon thread that sleeps ``tick_s`` at a time and records how late it woke (ns)."""
+    """A daemon thread that sleeps ``tick_s`` at a time and records how late it woke (ns):
+    ``samples`` (every wake-up) and ``stalls``, ``(t_wake_ns, lag_ns)`` of each late one on
+    ``clock``, the timeline ``core.bunching`` sets a stream's bursts against."""
 
-    def __init__(self, tick_s: float = 0.005, clock: Clock = time.perf_counter_ns,
+    def __init__(self, tick_s: float = LAG_TICK_S, clock: Clock = time.perf_counter_ns,
                  sleep: Callable[[float], None] = time.sleep):
         self.tick_s, self.clock, self.sleep = tick_s, clock, sleep
         self.samples: list[int] = []
+        self.stalls: list[tuple[int, int]] = []
+        self._span = [0, 0]
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="llm-latency-lag", daemon=True)
 
+    @property
+    def tick_ns(self) -> int:
+        return int(self.tick_s * 1e9)
+
+    def timeline(self) -> StallTimeline:
+        """The stalls with the span the monitor watched (``core.bunching``)."""
+        return StallTimeline(tuple(self.stalls), self.tick_ns, self._span[0], self._span[1])
+
     def _run(self) -> None:
-        tick_ns = int(self.tick_s * 1e9)
+        tick_ns = self.tick_ns
         while not self._stop.is_set():
             t = self.clock()
             self.sleep(self.tick_s)
-            self.samples.append(max(self.clock() - t - tick_ns, 0))
+            woke = self.clock()
+            lag = max(woke - t - tick_ns, 0)
+            self.samples.append(lag)
+            if lag >= STALL_RECORD_NS:
+                self.stalls.append((woke, lag))
 
     def __enter__(self) -> "LagMonitor":
+        self._span[0] = self.clock()
         self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
+        self._span[1] = self.clock()
         self._stop.set()
         self._thread.join(timeout=5.0)
 
@@ -99,7 +123,7 @@ def run_load(send: Send, prompts: list[Prompt], workload: Workload, *, seed: int
                 run = _closed_loop(send, prompts, workload, clock, sleep, progress)
     finally:
         sys.setswitchinterval(switch)
-    run.lag_ns = list(mon.samples)
+    run.lag_ns, run.lag_timeline = list(mon.samples), mon.timeline()
     return run
 
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..core import metrics as m
+from ..core.bunching import Attribution, StallTimeline, attribute, bursts as burst_reads
 from ..core.goodput import fluidity, goodput
 from ..core.record import RequestRecord
 from ..core.result import WorkloadResult
 from ..core.stats import percentile
-from .load import LoadRun
+from .load import LoadRun, uses_load_engine
 
 #: the client fell behind when its threads woke this late (p99) ...
 STARVED_LAG_MS = 20.0
@@ -62,11 +63,12 @@ def client_health(lag_ns: list[int], send_lag_ns: list[int], records: list[Reque
 
 
 def client_summary(res: WorkloadResult, lag_ns: Sequence[int], send_lag_ns: Sequence[int] = (), *,
-                   engine: bool = True) -> None:
+                   engine: bool = True, timeline: StallTimeline | None = None) -> None:
     """Every run: the client's health (``res.client``) and who bunched the tokens when many arrived
     together (``bunching``).  A load-engine run (``engine``) whose client fell behind is an
     error; a run of one stream at a time says so in the bunching note (its one thread reads
-    as soon as it runs, so a lag there delays stamps by less than what it measures)."""
+    as soon as it runs, so a lag there delays stamps by less than what it measures).
+    ``timeline``: the lag monitor's stalls, to judge each burst by the stall at its read."""
     itl50 = res.completed["itl"].p50 if "itl" in res.completed else None
     client = res.client
     client.set(**client_health(list(lag_ns), list(send_lag_ns), res.records, itl50))
@@ -74,19 +76,25 @@ def client_summary(res: WorkloadResult, lag_ns: Sequence[int], send_lag_ns: Sequ
         res.errors.append(f"the client fell behind (CPU-starved: lag p99 {client.client_lag_ms_p99:.0f} ms); "
                           f"these figures are not the server's -- give the test process a CPU of its own "
                           f"(fewer pytest-xdist workers, no other load on the runner)")
-    bunching(res)
+    bunching(res, timeline)
 
 
-def bunching(res: WorkloadResult) -> None:
+def bunching(res: WorkloadResult, timeline: StallTimeline | None = None) -> None:
     """Token chunks arriving < 0.1 ms after the previous one (``burst_chunks``) on more than
-    ``BURST_SHARE`` of the gaps make ITL look falsely small.  Who bunched them:
+    ``BURST_SHARE`` of the gaps make ITL look falsely small.  Who bunched them, burst by burst
+    (``core.bunching``: was the read that delivered a burst late by about the gaps it merged,
+    by the client's own stall timeline?):
 
-    * the client, unless 99 % of its wake-ups came within ``CLIENT_BUNCHING_LAG_OF_TPOT`` of a
-      token interval (lag p99 against TPOT p50), or when it fell behind: the events waited in
-      the socket for a client that was busy, and were read together.  ``client_limited`` = 1
-      and a note that names the client, never a proxy;
-    * a buffering proxy or compression only when the client was demonstrably idle (its lag
-      measured, and below that).  Without a lag or a TPOT the cause is left open."""
+    * the client, for the bursts read during its stalls, or all of them when it fell behind:
+      ``client_limited`` = 1 and a ``client-limited:`` note when its bursts are the larger part,
+      or more than ``BURST_SHARE`` of the gaps besides a proxy's (both are said, with counts);
+    * a buffering proxy or compression for bursts read while the client ran on time, when they
+      are the larger part -- except in a load-engine run (many streams) whose lag p99 reached
+      ``CLIENT_BUNCHING_LAG_OF_TPOT`` of the token interval: there a reader thread also waits for
+      the others (the GIL), which the monitor's wake-ups do not show, so those go to the client.
+    Without a stall timeline that covers the streams (an injected clock) the run's lag p99 against
+    ``CLIENT_BUNCHING_LAG_OF_TPOT`` of the token interval decides for all bursts; without a lag
+    or a TPOT the cause is left open."""
     client = res.client
     records = res.records
     chunks = sum(max(len(r.chunks) - 1, 0) for r in records)
@@ -103,16 +111,57 @@ def bunching(res: WorkloadResult) -> None:
         res.notes.append(f"{said} (ITL then looks falsely small); the client's lag could not be set against the "
                          f"token interval, so whether a buffering proxy, compression or a busy client bunched "
                          f"them is not known")
-    elif behind or lag >= CLIENT_BUNCHING_LAG_OF_TPOT * tpot:
+        return
+    streams = [[c.t_ns for c in r.chunks] for r in records]
+    per_burst = timeline is not None and not behind and timeline.covers(streams)
+    waited = (0, 0)  # bursts put on the client because its stream threads waited for one another
+    if per_burst and timeline is not None:
+        a = attribute(streams, timeline, tpot)
+        if a.upstream_gaps and uses_load_engine(res.workload) and lag >= CLIENT_BUNCHING_LAG_OF_TPOT * tpot:
+            # many streams: a reader thread waits for the others (the GIL) longer than the monitor's
+            # wake-ups show, so the run's lag p99 decides for the bursts no stall explained
+            waited = (a.upstream_bursts, a.upstream_gaps)
+            a = Attribution(a.client_bursts, a.client_gaps, 0, 0, a.longest_stall_ms)
+    else:  # no timeline of the client's stalls: the run's lag p99 decides for every burst
+        late = behind or lag >= CLIENT_BUNCHING_LAG_OF_TPOT * tpot
+        reads = sum(len(burst_reads(t)) for t in streams)
+        a = Attribution(*((reads, bursts, 0, 0) if late else (0, 0, reads, bursts)))
+    client.bursts_client, client.bursts_upstream = a.client_bursts + waited[0], a.upstream_bursts
+    health = (f"lag p99 {lag:.2f} ms against a {tpot:.2f} ms token interval; {client.events_per_read} "
+              f"events per read")
+    if not per_burst:  # the run-level rule, in its words
+        if a.client_gaps:
+            client.client_limited = 1
+            res.notes.append(f"client-limited: {said} while the client's own threads woke up late ({health}): the "
+                             f"client read them late, bunched, not a proxy (ITL looks falsely small) -- give the "
+                             f"test process a CPU of its own, or fewer streams")
+        else:
+            res.notes.append(f"{said} while the client was idle ({health}): a buffering proxy or compression may "
+                             f"be bunching tokens (ITL then looks falsely small)")
+        return
+    on_client = (f"{a.client_gaps} in {a.client_bursts} reads that came late while the client's own threads were "
+                 f"stalled (up to {a.longest_stall_ms:.2f} ms)" if a.client_bursts else
+                 "none in a read that came late while the client's own threads were stalled")
+    on_time = (f"{a.upstream_gaps} in {a.upstream_bursts} reads with the client on time" if a.upstream_bursts else
+               "none in a read with the client on time")
+    if waited[0]:
+        on_client += (f", {waited[1]} in {waited[0]} other reads while its stream threads waited for one "
+                      f"another, which the lag monitor's wake-ups do not show (its lag p99 at least half the "
+                      f"token interval)")
+    client_gaps = a.client_gaps + waited[1]
+    if client_gaps > BURST_SHARE * chunks and a.upstream_gaps > BURST_SHARE * chunks:  # both: say both
         client.client_limited = 1
-        res.notes.append(f"client-limited: {said} while the client's own threads woke up late (lag p99 {lag:.2f} "
-                         f"ms against a {tpot:.2f} ms token interval; {client.events_per_read} events per "
-                         f"read): the client read them late, bunched, not a proxy (ITL looks falsely small) -- "
-                         f"give the test process a CPU of its own, or fewer streams")
+        res.notes.append(f"client-limited: {said}, {on_client}, and {on_time} ({health}): the client read some "
+                         f"late, bunched, and a buffering proxy or compression may be bunching the others (ITL "
+                         f"looks falsely small) -- give the test process a CPU of its own, or fewer streams")
+    elif client_gaps >= a.upstream_gaps:
+        client.client_limited = 1
+        res.notes.append(f"client-limited: {said}, {on_client}, {on_time} ({health}): the client read them late, "
+                         f"bunched, not a proxy (ITL looks falsely small) -- give the test process a CPU of its "
+                         f"own, or fewer streams")
     else:
-        res.notes.append(f"{said} while the client was idle (lag p99 {lag:.2f} ms against a {tpot:.2f} ms token "
-                         f"interval): a buffering proxy or compression may be bunching tokens (ITL then looks "
-                         f"falsely small)")
+        res.notes.append(f"{said}, {on_time}, {on_client} ({health}): a buffering proxy or compression may be "
+                         f"bunching tokens, or the server sent them together (ITL then looks falsely small)")
 
 
 def load_summary(res: WorkloadResult, run: LoadRun) -> None:

@@ -161,7 +161,8 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
     if load_run is not None:
         load_summary(res, load_run)
     lags = (load_run.lag_ns, load_run.send_lag_ns) if load_run else (lag.samples if lag is not None else [], [])
-    client_summary(res, *lags, engine=engine)
+    stalls = load_run.lag_timeline if load_run else (lag.timeline() if lag is not None else None)
+    client_summary(res, *lags, engine=engine, timeline=stalls)
     if timeline is not None:
         timeline.attach(res, records, failures)
     check_prefix_cache(res, scraped)

@@ -126,6 +126,8 @@ class ClientHealth(Part):
     client_fell_behind: int | None = None      # 0 | 1
     client_limited: int | None = None          # 0 | 1: the client, not a proxy, bunched the tokens
     burst_chunks: int | None = None
+    bursts_client: int | None = None           # reads that delivered bunched chunks while the client stalled
+    bursts_upstream: int | None = None         # ... while the client ran on time (a proxy or the server)
     connect_samples: int | None = None
     reconnected_samples: int | None = None
     connect_ms_p50: float | None = None

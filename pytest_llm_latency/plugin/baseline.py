@@ -18,6 +18,7 @@ from ..core.compare import DEFAULT_TOLERANCES, compare_all, fingerprint_changes,
 from ..core.errors import ConfigError
 from ..core.result import WorkloadResult, metric_values
 from ..files import baseline as bfile
+from ..files.baseline_match import describe, match_entry
 
 #: what this module sets: ``res.baseline`` (``core.result_parts.BaselineComparison``): status
 #: (regression | improvement | ok | new), label, cdf, comparisons, skipped, fingerprint_changes, fingerprint
@@ -157,6 +158,14 @@ def apply(item, sess, spec, client, workload, res: WorkloadResult) -> None:
         return
     key = bfile.entry_key(item.nodeid, workload.name)
     entry = doc["tests"].get(key)
+    if entry is None:  # pytest's rootdir may have moved since the save: match by file path suffix
+        session = getattr(item, "session", None)
+        others = [bfile.entry_key(i.nodeid, workload.name) for i in getattr(session, "items", None) or ()]
+        found = match_entry(doc["tests"], key, current=others)
+        said = describe(found, key)
+        if said:
+            res.notes.append(said)
+        entry = doc["tests"].get(found.key) if found.key else None
     base_fp = (entry or {}).get("fingerprint") or doc.get("fingerprint")
     judge(res, entry, tolerances(s, workload), seed=s.get("seed") or 0, base_fingerprint=base_fp)
 

@@ -26,9 +26,12 @@ DESCRIPTIONS = {
                                          "prompt_tokens",
     "measurement.prompt_counter": "how prompt lengths were counted (tokenize endpoint, or a probe estimate "
                                   "corrected on the server's count)",
-    "client.client_limited": "1: the client fell behind, or tokens arrived bunched while its threads woke late "
-                             "(lag p99 >= half the token interval): the client, not a proxy, bunched them "
-                             "(client/load_report.py)",
+    "client.client_limited": "1: the client fell behind, or the bursts read while its threads stalled merged "
+                             "more token gaps than those read with the client on time (decided per burst, "
+                             "core/bunching.py): the client, not a proxy, bunched them (client/load_report.py)",
+    "client.bursts_client": "reads that delivered several chunks while the client's own threads were stalled",
+    "client.bursts_upstream": "reads that delivered several chunks while the client ran on time (a proxy, "
+                              "compression or the server sent them together)",
     "cold_start.cold_starts": "measured samples that were cold model loads (load_duration > 100 ms; servers that "
                               "report loads, e.g. Ollama)",
     "cold_start.cold_start_samples": "1-based numbers of the cold samples, comma-separated",
