@@ -27,12 +27,13 @@ from typing import Callable
 import httpx
 
 from ..core import metrics as m
-from ..core.agent_judge import Session, Turn, counters_reuse, judge
+from ..core.agent_turns import Session, Turn, counters_reuse
+from ..core.facts import AgentRun
 from ..core.agent_spec import tool_result_text, tool_schemas
 from ..core.errors import MeasurementError
 from ..core.prompts import Prompt, salts
 from ..core.record import RequestRecord
-from ..core.result import Failure, WorkloadResult, evaluate, preparation_failed
+from ..core.result import Failure, WorkloadResult, measured, unprepared
 from ..core.tool_calls import assemble
 from ..core.workload import Workload
 from .tokens import model_note, new_nonce, prepare_prompts
@@ -137,7 +138,7 @@ def measure_sessions(client, workload: Workload, *, seed: int = 0, nonce: str | 
     except (MeasurementError, httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
         kind = getattr(exc, "kind", "tokenize")
         msg = exc.message if isinstance(exc, MeasurementError) else f"{type(exc).__name__}: {exc}"
-        res = preparation_failed(workload, Failure(kind, msg))
+        res = unprepared(workload, Failure(kind, msg))
         res.extra["nonce"] = nonce
         return res
 
@@ -182,15 +183,11 @@ def measure_sessions(client, workload: Workload, *, seed: int = 0, nonce: str | 
     sessions = run_sessions(session, prompts[workload.warmup:], workload.concurrency, progress)
     after = _scrape(client) if before is not None else None
     scraped = delta(before, after) if before is not None and after is not None else None
-    res = evaluate(workload, records, failures)
+    res = measured(workload, records, failures)
     turn1 = sum(s.turns[0].prompt_tokens or 0 for s in sessions if s.turns)
-    v = judge(spec, sessions, counters_reuse=counters_reuse(scraped, turn1))
+    res.facts.agent = AgentRun(spec, tuple(sessions), counters_reuse(scraped, turn1))  # core.checks.agent_sessions
     res.extra.update({f"metrics.{k}": round(x, 6) for k, x in (scraped or {}).items()})
-    res.failed_checks += v.failed
-    res.errors += v.errors
     res.notes[:0] = notes
-    res.notes += v.notes
-    res.extra.update(v.extra)
     res.extra["nonce"] = nonce
     res.extra["agent_tools_overhead_tokens"] = overhead
     for row in turn_table(sessions):  # flat scalars: JUnit llm.agent_turn<k>_..., JSON extra

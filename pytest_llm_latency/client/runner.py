@@ -19,10 +19,9 @@ from ..core.errors import ConfigError, MeasurementError
 from ..core.prompts import Prompt
 from ..core import coldstart, metrics as m
 from ..core.record import Clock, RequestRecord
-from ..core.result import (Failure, WorkloadResult, evaluate, is_deterministic_rejection, metric_values,
-                           preparation_failed)
+from ..core.facts import ColdStarts
+from ..core.result import Failure, WorkloadResult, is_deterministic_rejection, measured, metric_values, unprepared
 from ..core.verdict import SequentialVerdicts
-from ..core.why import explain
 from ..core.workload import Workload
 from .http import Redactor, Timeouts, ensure_connections
 from .chunk_counts import CountRecovery
@@ -73,6 +72,7 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
             progress: ProgressFn | None = None, counter: Callable[[str], int] | None = None,
             extra: dict | None = None) -> WorkloadResult:
     """Measure ``workload`` on ``client``; never raises for a server fault (counted as failure).
+    The result is a measurement: ``core.checks.judge`` gives it its verdict.
 
     ``seed`` fixes the prompt bodies; the salts come from ``nonce`` (the run's: a fresh one
     when None) and ``salt_context`` (which measurement of the run this is, so that two
@@ -91,7 +91,7 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
         kind = getattr(exc, "kind", "tokenize")
         msg = exc.message if isinstance(exc, MeasurementError) else \
             f"{type(exc).__name__}: {client_redact(client, str(exc))}"
-        res = preparation_failed(workload, Failure(kind, msg))  # fail or error by kind (core.result)
+        res = unprepared(workload, Failure(kind, msg))  # a fail or an error by kind (core.checks.samples)
         res.extra["nonce"] = nonce
         return res
 
@@ -146,9 +146,9 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
     cold_numbers, cold = coldstart.split(records)
     if cold and workload.cold_starts == "exclude":  # the load is not the server's serving latency
         records = [r for r in records if not any(r is c for c in cold)]
-    res = evaluate(workload, records, failures, sequential=sequential)
+    res = measured(workload, records, failures, sequential=sequential)
     res.extra.update(stop_info(workload, sequential, len(outcomes)))
-    judge_cold_starts(res, workload, cold_numbers, cold, len(outcomes), cold_outcome)
+    record_cold_starts(res, cold_numbers, cold, len(outcomes), cold_outcome)
     scraped = None
     if before is not None and after is not None:
         from .prometheus import delta
@@ -161,7 +161,7 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
     client_summary(res, *((load_run.lag_ns, load_run.send_lag_ns) if load_run else (lag.samples, ())), engine=engine)
     if timeline is not None:
         timeline.attach(res, records, failures)
-    check_prefix_cache(res, scraped)
+    record_prefix_cache(res, scraped)
     res.extra.update(server_timing_summary(records))
     deviations = [r.prompt_deviation for r in records if r.prompt_deviation]
     if deviations:
@@ -170,7 +170,7 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
     counted, count_notes, count_errors = recovery.report(records)
     res.extra.update(counted)
     res.notes += count_notes
-    res.errors += count_errors
+    res.facts.count_errors += count_errors
     connection_counts(records, res.extra)
     retried = [r.retries for r in records if r.retries]
     if retried:
@@ -180,7 +180,6 @@ def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = No
     res.extra["prompt_deviation_requests"] = len(deviations)
     res.extra["prompt_exact_requests"] = sum(1 for r in records if r.prompt_deviation == 0)
     res.extra["retries"] = sum(retried)
-    explain(res)  # why a budget failed (core.diagnosis)
     return res
 
 
@@ -257,37 +256,19 @@ def measure_cold_start(client, one: Callable[[Prompt], "RequestRecord | Failure"
     return one(prompt)
 
 
-def judge_cold_starts(res: WorkloadResult, workload: Workload, numbers: list[int], cold: list[RequestRecord],
-                      total: int, cold_outcome: "RequestRecord | Failure | None") -> None:
-    """Cold samples counted and named (``cold_starts`` in ``extra``, a note), a failed check
-    under ``cold_starts: fail``; the ``cold_ttft_max`` request judged (``core.coldstart``)."""
-    from ..core.result import is_server_fault
-
+def record_cold_starts(res: WorkloadResult, numbers: list[int], cold: list[RequestRecord], total: int,
+                       cold_outcome: "RequestRecord | Failure | None") -> None:
+    """Cold samples counted and named (``cold_starts``/``cold_start_samples`` in ``extra``) and the
+    ``cold_ttft_max`` request's figures; the facts for ``core.checks.cold_starts``."""
     if cold or any(coldstart.load_ms(r) is not None for r in res.records):  # servers that report loads
         res.extra["cold_starts"] = len(cold)
-    if cold and workload.cold_starts == "exclude" and not res.records and not res.failures:
-        res.errors[:] = [f"all {len(cold)} samples were cold starts, excluded by cold_starts: exclude: no warm "
-                         f"sample to judge -- the server unloads the model after every request; keep it loaded, "
-                         f"or judge them with cold_starts: include"]
     if cold:
         res.extra["cold_start_samples"] = ",".join(map(str, numbers))
-        text = coldstart.describe(numbers, cold, total, workload.cold_starts)
-        (res.failed_checks if workload.cold_starts == "fail" else res.notes).append(text)
-    budget = workload.cold_budget
-    if cold_outcome is None or budget is None:
-        return
-    if isinstance(cold_outcome, Failure):
-        text = f"{coldstart.COLD_BUDGET}: the cold-start request failed ({cold_outcome.kind}): {cold_outcome.message}"
-        (res.failed_checks if is_server_fault(cold_outcome.kind, True) else res.errors).append(text)
-        return
-    ttft = m.ttft_ms(cold_outcome)
-    res.extra["cold_ttft_ms"] = round(ttft, 4) if ttft is not None else None
-    res.extra["cold_load_ms"] = round(coldstart.load_ms(cold_outcome) or 0.0, 4)
-    failed, error = coldstart.judge_cold_request(cold_outcome, ttft, budget.limit)
-    if failed:
-        res.failed_checks.append(failed)
-    if error:
-        res.errors.append(error)
+    res.facts.cold = ColdStarts(list(numbers), list(cold), total, cold_outcome)
+    if isinstance(cold_outcome, RequestRecord) and res.workload.cold_budget is not None:
+        ttft = m.ttft_ms(cold_outcome)
+        res.extra["cold_ttft_ms"] = round(ttft, 4) if ttft is not None else None
+        res.extra["cold_load_ms"] = round(coldstart.load_ms(cold_outcome) or 0.0, 4)
 
 
 def warm_up(one: Callable[[Prompt], "RequestRecord | Failure"], prompts: list[Prompt],
@@ -333,10 +314,10 @@ def connection_counts(records: list[RequestRecord], extra: dict) -> None:
         extra["connect_ms_p50"] = round(float(statistics.median(connects)), 4)
 
 
-def check_prefix_cache(res: WorkloadResult, metrics_delta: dict[str, float] | None) -> None:
-    """Cached prompts fake a fast TTFT: a note, and an error (not judged) unless the workload
-    shares a prefix on purpose (``core.prefix_cache``)."""
-    from ..core.prefix_cache import evidence, judge
+def record_prefix_cache(res: WorkloadResult, metrics_delta: dict[str, float] | None) -> None:
+    """What the server served from its prefix cache during the samples (``core.prefix_cache``), for
+    ``core.checks.measurement_validity.check_prefix_cache``."""
+    from ..core.prefix_cache import evidence
 
     records = res.records
     cached = [bool(r.server_timings.get("prompt_cached")) for r in records]
@@ -351,11 +332,7 @@ def check_prefix_cache(res: WorkloadResult, metrics_delta: dict[str, float] | No
     if ev is None:
         return
     res.extra["prefix_cache_cached_tokens"] = ev.cached_tokens
-    verdict = judge(ev, shared_prefix_tokens=res.workload.shared_prefix_tokens)
-    if verdict.note:
-        res.notes.append(verdict.note)
-    if verdict.error:
-        res.errors.append(verdict.error)
+    res.facts.prefix_cache = ev
 
 
 def client_redact(client, text: str) -> str:

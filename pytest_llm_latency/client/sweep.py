@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from ..core import metrics as m
-from ..core.result import WorkloadResult, evaluate
+from ..core.result import WorkloadResult, measured
 from ..core.workload import Workload
 
 #: per-length /metrics deltas of vLLM's prefill-time histogram (seconds)
@@ -34,16 +34,15 @@ def measure_sweep(client, workload: Workload, *, salt_context: str = "", progres
 
 
 def combine(workload: Workload, parts: list[tuple[Workload, WorkloadResult]]) -> WorkloadResult:
-    """One result for the sweep: every length's samples judged together; each length's notes,
-    errors and gate results kept (prefixed with its length); server counters summed."""
-    res = evaluate(workload, [r for _, p in parts for r in p.records], [f for _, p in parts for f in p.failures])
+    """One measurement for the sweep: every length's samples (judged together); each length's
+    notes kept and its own facts handed to the checks (``core.checks.sweeps``, prefixed with its
+    length); server counters summed."""
+    res = measured(workload, [r for _, p in parts for r in p.records], [f for _, p in parts for f in p.failures])
     points = []
     for w, p in parts:
-        base = evaluate(w, p.records, p.failures)  # what evaluate says by itself is judged again above
         tag = f"prompt {w.prompt_tokens}: "
-        res.notes.extend(tag + x for x in p.notes if x not in base.notes)
-        res.errors.extend(tag + x for x in p.errors if x not in base.errors)
-        res.failed_checks.extend(tag + x for x in p.failed_checks if x not in base.failed_checks)
+        res.notes.extend(tag + x for x in p.notes)
+        res.facts.sweep_parts.append((tag, p))
         for k, v in p.extra.items():
             if k.startswith("metrics.") and k.endswith(_SUMMED) and isinstance(v, (int, float)):
                 res.extra[k] = res.extra.get(k, 0) + v

@@ -28,7 +28,7 @@ from typing import Any, Mapping
 
 from ..core.errors import ConfigError
 from ..core.redact import expand_command, redact_url, split_url_credentials
-from ..core.result import evaluate
+from ..core.result import measured
 from .session import TargetSpec
 
 #: requests per block of the ABAB interleaving (the last block may be shorter)
@@ -135,7 +135,7 @@ def measure_interleaved(measure, client_a, client_b, workload, *, salt_context: 
         if prepared:  # a prompt preparation failed: that result, as the single-target path reports it
             res = prepared[0]
         else:
-            res = evaluate(workload, records, failures)
+            res = measured(workload, records, failures)  # judged by execute.run_workload
             res.extra.update(results[0].extra)
             res.notes[:0] = [x for x in results[0].notes if x not in res.notes]
         out.append(res)

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from ..core.errors import ConfigError, LatencyError, LatencyWarning, MeasurementError
-from ..core.result import Failure, WorkloadResult, evaluate, rejudge
+from ..core.checks import evaluate, judge
+from ..core.result import Failure, WorkloadResult
 from ..core.workload import Workload
 from .report.properties import flatten
 from .report.terminal import Progress
@@ -79,7 +80,7 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
             elif workload.sweep is not None:
                 from ..client.rate_sweep import run_sweep
 
-                res = run_sweep(measure_at, workload)[0]
+                res = run_sweep(measure_at, workload, judge)[0]
             else:
                 res = measure_at(workload)
             if waited_for is not None:
@@ -87,11 +88,9 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
             server = sess.server_for(spec)
             if server is not None and hasattr(server, "check_alive") and res.failures:
                 died = _died(server)
-                if died:  # the server failed: a fail (its refused requests are server faults), cause named
-                    causes = res.causes
-                    res = rejudge(res, server_failed=True)
-                    res.causes = causes
-                    res.failed_checks.append(sess.redactor()(f"the managed server died during the test: {died}"))
+                if died:  # a fact for the checks: its refused requests are server faults, and it is named
+                    res.facts.server_failed = True
+                    res.facts.server_died = sess.redactor()(died)
             # inside the lock: a local-cpu bandwidth probe saturates memory bandwidth, so it must
             # not overlap another worker's measurement either
             apply_roofline(item, sess, spec, client, workload, res, roofline_cli or {})
@@ -100,7 +99,7 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
         apply_baseline(item, sess, spec, client, workload, res)
     finally:
         progress.clear()
-    return res
+    return judge(res)  # every check, once (core.checks)
 
 
 def _measure_ab(item, sess: LatencySession, spec: TargetSpec, client, workload: Workload, measure, progress):
@@ -131,8 +130,9 @@ def _measure_ab(item, sess: LatencySession, spec: TargetSpec, client, workload: 
     except ab.StartError as exc:  # alternating: a target did not come back between blocks
         return evaluate(workload, [], [Failure("target", sess.redactor()(str(exc)))])
     if not res_b.records:
-        res.failed_checks.append(f"baseline target {ab.describe(spec_b)} measured no sample: "
-                                 f"{res_b.failure_message() or 'empty sample'}")
+        judge(res_b)
+        res.facts.baseline_target_empty = (f"baseline target {ab.describe(spec_b)} measured no sample: "
+                                           f"{res_b.failure_message() or 'empty sample'}")
         return res
     baseline.judge(res, {"samples": baseline.samples(res_b)}, baseline.tolerances(sess.settings, workload),
                    seed=sess.settings.get("seed") or 0, label=f"baseline target {ab.describe(spec_b)}", paired=True,

@@ -17,7 +17,7 @@ import pytest
 
 from ..core.errors import ConfigError
 from .execute import config_failure
-from ..core.result import WorkloadResult, rejudge
+from ..core.result import WorkloadResult
 from ..core.agent_spec import AGENT_BUDGET_KEYS
 from ..core.workload import BUDGET_KEYS, PREFILL_SLO_KEYS, WORKLOAD_KEYS, make_workload, with_budgets
 
@@ -51,10 +51,9 @@ class MeasuredResult:
                                   "(the model is unloaded first): pass cold_ttft_max to measure() or the marker")
         except ConfigError as exc:
             config_failure(exc)
-        judged = rejudge(self._res, w)
-        from ..core.why import explain
+        from ..core.checks import judge, with_workload
 
-        explain(judged)  # the causes, for these budgets
+        judged = judge(with_workload(self._res, w))  # the measurement, judged for these budgets
         self._res = judged
         self.checked = True
         from .execute import outcome

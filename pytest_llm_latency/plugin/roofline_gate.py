@@ -133,6 +133,7 @@ def _reference_config(spec):
 
 def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Mapping[str, Any],
              base_dir: Path | None = None, client=None) -> None:
+    from ..core.facts import GateOutcome
     from ..core.roofline import evaluate_roofline, mean_context
     from ..roofline.hwdetect import resolve_hardware
 
@@ -144,8 +145,9 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
     if "tpot" not in res.completed:  # decode physics: completed requests only (failures are misses in SLOs)
         if roof.get("min_efficiency") is not None or overrides.get("min_decode_efficiency") is not None \
                 or s.get("min_efficiency") is not None:
-            res.errors.append("roofline gate: no decode timing (every request produced < 2 tokens or stopped "
-                              "short), so decode efficiency cannot be judged -- raise output_tokens")
+            res.facts.gates.append(GateOutcome("roofline", "unjudged", "roofline gate: no decode timing (every "
+                                               "request produced < 2 tokens or stopped short), so decode "
+                                               "efficiency cannot be judged -- raise output_tokens"))
         return
     hw_name = s.pick("hardware", marker=overrides.get("hardware"), yaml=roof.get("hardware"))
     min_eff = s.pick("min_efficiency", marker=overrides.get("min_decode_efficiency"), yaml=roof.get("min_efficiency"),
@@ -169,7 +171,7 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
         if min_eff.value is None and not roof:
             res.notes.append(f"roofline not evaluated: {exc}")
             return
-        res.errors.append(f"roofline gate configuration error: {exc}")
+        res.facts.gates.append(GateOutcome("roofline", "config_error", f"roofline gate configuration error: {exc}"))
         return
     res.extra.update({k: v for k, v in result.as_properties().items() if v is not None})
     res.extra["roofline_status"] = result.status
@@ -179,11 +181,8 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
     res.extra["roofline_arithmetic"] = format_arithmetic(result.ceiling)
     if min_eff.value is not None:
         res.extra["roofline_min_efficiency"] = min_eff.value
-    if result.status == "fail":
-        res.failed_checks.append(result.message)
-    elif result.status == "config_error":
-        res.errors.append(result.message)
-    else:  # passed or report-only: information (extra), not a note (notes are warnings) ...
+    res.facts.gates.append(GateOutcome("roofline", result.status, result.message))  # core.checks.gates decides
+    if result.status not in ("fail", "config_error"):  # passed or report-only: information (extra), not a note (notes are warnings) ...
         res.extra["roofline_message"] = result.message
         # ... except caveats that make the ceiling itself doubtful: those warn on every run
         if getattr(model, "kv_not_counted", ""):  # ModelBytes; a catalog ModelSpec always counts it

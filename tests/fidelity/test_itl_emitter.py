@@ -24,6 +24,7 @@ from pytest_llm_latency.client.chunk_counts import CountRecovery
 from pytest_llm_latency.client.http import make_http_client
 from pytest_llm_latency.client.openai import OpenAIClient
 from pytest_llm_latency.client.runner import Target, make_client, measure
+from pytest_llm_latency.core.checks import judge
 from pytest_llm_latency.core import metrics as m
 from pytest_llm_latency.core.stats import percentile
 from pytest_llm_latency.core.workload import make_workload
@@ -124,7 +125,7 @@ def test_no_usage_at_all_is_named_per_chunk_and_an_itl_budget_is_refused(tmp_pat
                                     "slo": {"itl_p50": "20ms", "tpot_p50": "20ms"}})
             # no usage: prompts cannot be calibrated on it, so they are counted as the emitter
             # counts (one token per word)
-            res = measure(client, w, counter=lambda text: len(text.split()))
+            res = judge(measure(client, w, counter=lambda text: len(text.split())))
     assert res.extra["itl_token_counts"] == "per chunk"
     assert res.verdict == "error", (res.verdict, res.errors)
     assert any(e.startswith("itl_p50 cannot be judged: 3 of 3 streams gave no per-chunk token counts") for e in res.errors)
@@ -139,7 +140,7 @@ def test_the_runner_names_the_tokenize_rule_and_judges_itl_per_token(tmp_path):
             client = make_client(Target(url, "openai-completions", "emitter"), http)
             w = make_workload("w", {"prompt_tokens": 16, "output_tokens": TOKENS, "samples": 3, "warmup": 1,
                                     "slo": {"itl_p50": "20ms"}})
-            res = measure(client, w)
+            res = judge(measure(client, w))
     assert res.extra["itl_token_counts"] == "tokenize", res.extra
     assert res.verdict == "pass", (res.errors, res.violations, res.notes)
     assert abs(res.summaries["itl"].p50 - INTERVAL_MS) <= 1.0
