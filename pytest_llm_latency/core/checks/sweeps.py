@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..findings import Finding
 from ..result import WorkloadResult
 from .cold_starts import check_cold_starts
+from .samples import check_samples
 from .measurement_validity import check_client_health, check_prefix_cache, check_token_counts
 
 #: a prompt-sweep length's own checks (its samples are judged with every length's)
@@ -16,7 +17,7 @@ def check_prompt_sweep_parts(res: WorkloadResult) -> list[Finding]:
     with the others by the sample checks), prefixed with its length."""
     out = []
     for tag, part in res.facts.sweep_parts:
-        for check in PART_CHECKS:
+        for check in PART_CHECKS if part.prepared else (check_samples, *PART_CHECKS):  # its preparation failure
             out += [Finding(f.check, f.kind, tag + f.text, f.data) for f in check(part) if f.kind != "cause"]
     return out
 
