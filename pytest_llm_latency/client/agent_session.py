@@ -177,7 +177,7 @@ def measure_sessions(client, workload: Workload, *, seed: int = 0, nonce: str | 
     for p in prompts[:workload.warmup]:  # unmeasured turn 1s with their own salts: connections, first use
         _warm(client, first_messages(p), tools, workload.output_tokens)
     from .prometheus import delta
-    from .runner import _scrape
+    from .drivers.pipeline import scrape as _scrape
 
     before = _scrape(client)  # the server's prefix-cache counters, where no turn reports its own
     sessions = run_sessions(session, prompts[workload.warmup:], workload.concurrency, progress)

@@ -49,7 +49,10 @@ def config_failure(exc: ConfigError) -> None:
 
 def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, workload: Workload,
                  roofline_cli: dict[str, Any] | None = None) -> WorkloadResult:
-    from ..client import runner
+    """Pick the workload's driver, measure, record the facts the plugin owns (a managed server that
+    died, the roofline gates' figures, the baseline comparison), then run every check once."""
+    from ..client.drivers.base import Run
+    from ..client.drivers.registry import driver_for
 
     tr = item.config.pluginmanager.get_plugin("terminalreporter")
     progress = Progress(tr, workload.name)
@@ -64,25 +67,13 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
     try:
         with xdist_measurement_lock() as waited_for:
             t0 = time.time_ns()
-            measure = runner.measure
-            if workload.prompt_sweep:
-                from ..client.sweep import measure_sweep as measure
-            elif workload.agent is not None:  # multi-turn tool-calling sessions (issue 15)
-                from ..client.agent_session import measure_sessions as measure
-            salt = sess.salt_context(item.nodeid, workload.name)
-
-            def measure_at(w: Workload) -> WorkloadResult:  # a rate-sweep step: prompts of its own
-                return measure(client, w, seed=sess.settings.get("seed"), nonce=sess.nonce or None,
-                               salt_context=salt if w is workload else f"{salt}|rate={w.load.rate!r}",
-                               progress=progress)
-            if workload.baseline_target is not None:  # A/B in one run, interleaved (plugin/ab.py)
-                res = _measure_ab(item, sess, spec, client, workload, measure, progress)
-            elif workload.sweep is not None:
-                from ..client.rate_sweep import run_sweep
-
-                res = run_sweep(measure_at, workload, judge)[0]
+            driver = driver_for(workload)  # one per way of sending (client/drivers/registry.py)
+            run = Run(seed=sess.settings.get("seed"), nonce=sess.nonce or None,
+                      salt_context=sess.salt_context(item.nodeid, workload.name), progress=progress, judge=judge)
+            if workload.baseline_target is not None:  # A/B in one run (plugin/ab.py, client/drivers/ab_*.py)
+                res = _measure_ab(item, sess, spec, client, workload, driver, run)
             else:
-                res = measure_at(workload)
+                res = driver.measure(client, workload, run)
             if waited_for is not None:
                 res.extra.update(measure_start_ns=t0, measure_end_ns=time.time_ns())
             server = sess.server_for(spec)
@@ -102,8 +93,11 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
     return judge(res)  # every check, once (core.checks)
 
 
-def _measure_ab(item, sess: LatencySession, spec: TargetSpec, client, workload: Workload, measure, progress):
-    """The candidate (the test's target) interleaved with ``baseline_target`` and judged against it."""
+def _measure_ab(item, sess: LatencySession, spec: TargetSpec, client, workload: Workload, driver, run):
+    """The candidate (the test's target) interleaved with ``baseline_target`` and compared with it."""
+    from dataclasses import replace
+
+    from ..client.drivers.base import ABArms
     from . import ab, baseline
 
     where = f"{item.nodeid} workload {workload.name!r}"
@@ -113,20 +107,17 @@ def _measure_ab(item, sess: LatencySession, spec: TargetSpec, client, workload: 
         mode, block = ab.ab_mode(workload.baseline_target, where)
         if mode == "alternating":  # one target at a time (the candidate, running now, goes first)
             arms = {"a": spec, "b": spec_b}
-            client, client_b = _starter(sess, spec, "target"), _starter(sess, spec_b, "baseline target")
             alternate = lambda arm: sess.stop_server(arms[arm])  # noqa: E731
+            arm_b = ABArms(_starter(sess, spec_b, "baseline target"), block, _starter(sess, spec, "target"), alternate)
         else:
-            client_b, alternate = sess.client(spec_b), None
+            arm_b = ABArms(sess.client(spec_b), block)
     except ConfigError as exc:
         config_failure(exc)
     except (MeasurementError, LatencyError, OSError, RuntimeError) as exc:
         msg = sess.redactor()(f"baseline target {spec_b.describe()} could not start: {exc}")
         return evaluate(workload, [], [Failure("target", msg)])
     try:
-        res, res_b = ab.measure_interleaved(measure, client, client_b, workload, seed=sess.settings.get("seed"),
-                                            nonce=sess.nonce or None, progress=progress, block_size=block,
-                                            alternate=alternate,
-                                            salt_context=sess.salt_context(item.nodeid, workload.name))
+        res, res_b = driver.measure_arms(client, workload, replace(run, ab=arm_b))
     except ab.StartError as exc:  # alternating: a target did not come back between blocks
         return evaluate(workload, [], [Failure("target", sess.redactor()(str(exc)))])
     if not res_b.records:
