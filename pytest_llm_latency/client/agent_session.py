@@ -14,7 +14,7 @@ a run never hits the cache an earlier run filled, while turns within a session d
 
 Sessions run at ``concurrency`` through ``run_sessions``: simple bounded threads for now,
 one function for the load engine to take over.  Pure arithmetic and the verdict are in
-``core.agent_judge``; tool-call assembly in ``core.tool_calls``.
+``core.checks.agent_sessions`` (turn types in ``core.agent_turns``); tool-call assembly in ``core.tool_calls``.
 """
 from __future__ import annotations
 

@@ -27,6 +27,11 @@ from .openai import OpenAIClient
 
 from . import APIS  # one list for options and runner
 
+#: the pipeline's pieces, where callers and tests found them before the drivers package
+__all__ = ["APIS", "StreamClient", "Target", "make_client", "measure", "send_samples", "stop_info", "warm_up",
+           "connection_counts", "measure_cold_start", "record_cold_starts", "record_prefix_cache",
+           "server_timing_summary", "client_redact", "_scrape", "_no_gc_pauses"]
+
 
 class StreamClient(Protocol):
     http: httpx.Client

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from . import metrics as m
 from .errors import EmptySampleError
 from .record import RequestRecord
-from .stats import INF, Summary, fmt_stat, min_samples_for, summarize
+from .stats import INF, Summary, fmt_stat, summarize
 from .facts import Facts
 from .verdict import BudgetVerdict, SequentialVerdicts
 from .workload import Budget, Workload

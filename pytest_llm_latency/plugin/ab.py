@@ -19,8 +19,9 @@ Two modes (``baseline_target: {mode: ..., block: N}``):
   the test's target again when a later test needs it.
 
 The blocks are sent by the A/B drivers (``client/drivers/ab_interleaved.py``,
-``ab_alternating.py``); this module resolves the baseline target and its mode.  Either way the verdict resamples whole blocks of pairs (``core.compare``, ``block``), so noise
-that lasted a block (a neighbour's burst, a restart's cold caches) is in the interval.
+``ab_alternating.py``); this module resolves the baseline target and its mode.  Either way the
+verdict resamples whole blocks of pairs (``core.compare``, ``block``), so noise that lasted a
+block (a neighbour's burst, a restart's cold caches) is in the interval.
 """
 from __future__ import annotations
 

@@ -182,7 +182,8 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
     if min_eff.value is not None:
         res.extra["roofline_min_efficiency"] = min_eff.value
     res.facts.gates.append(GateOutcome("roofline", result.status, result.message))  # core.checks.gates decides
-    if result.status not in ("fail", "config_error"):  # passed or report-only: information (extra), not a note (notes are warnings) ...
+    if result.status not in ("fail", "config_error"):  # passed or report-only: information (extra), not a
+        # note (notes are warnings) ...
         res.extra["roofline_message"] = result.message
         # ... except caveats that make the ceiling itself doubtful: those warn on every run
         if getattr(model, "kv_not_counted", ""):  # ModelBytes; a catalog ModelSpec always counts it

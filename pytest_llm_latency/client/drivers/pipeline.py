@@ -40,8 +40,7 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
     ``run.seed`` fixes the prompt bodies; the salts come from ``run.nonce`` (the run's: a fresh
     one when None) and ``run.salt_context`` (which measurement of the run this is, so that two
     measurements of one workload in a run never share prompts)."""
-    seed, nonce, salt_context, progress, counter, extra = (run.seed, run.nonce, run.salt_context, run.progress,
-                                                            run.counter, run.extra)
+    seed, nonce, salt_context, counter, extra = run.seed, run.nonce, run.salt_context, run.counter, run.extra
     notes: list[str] = []
     info: dict[str, str] = {}
     nonce = new_nonce() if nonce is None else nonce

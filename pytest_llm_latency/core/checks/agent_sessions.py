@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..agent_spec import AGENT_METRICS, AgentBudget, AgentSpec
-from ..agent_turns import Session, Turn, counters_reuse, reuse, reuse_by_turn, turn_span, turn_values  # noqa: F401
+from ..agent_turns import Session, reuse, reuse_by_turn, turn_span, turn_values
 from ..findings import Finding, found
 from ..stats import fmt_stat, min_samples_for, summarize
 

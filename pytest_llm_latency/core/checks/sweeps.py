@@ -29,7 +29,8 @@ def check_rate_sweep(res: WorkloadResult) -> list[Finding]:
     sw = run.sweep
     cap = sw.capacity
     if cap is None:
-        return [Finding("rate_sweep", "failed", f"sweep: no rate meets the SLO: capacity {sw.bounded} ({run.lowest_why})")]
+        return [Finding("rate_sweep", "failed",
+                        f"sweep: no rate meets the SLO: capacity {sw.bounded} ({run.lowest_why})")]
     if run.capacity_min is not None and cap < run.capacity_min:
         return [Finding("rate_sweep", "failed",
                         f"sweep: capacity {cap:.3g} req/s < capacity_min {run.capacity_min:g} req/s")]
