@@ -19,6 +19,15 @@ class ColdStarts:
 
 
 @dataclass(frozen=True)
+class PerChunkItl:
+    """Streams whose chunks carried no token counts and none could be recovered (``client.chunk_counts``):
+    ITL there is per chunk, not per token.  ``why``: the recovery's reason, `` (...)`` or ''."""
+    streams: int
+    total: int
+    why: str = ""
+
+
+@dataclass(frozen=True)
 class GateOutcome:
     """A roofline gate's measured result: ``check`` "roofline" or "prefill"; ``status`` the
     arithmetic's (``fail``, ``config_error``, ``pass``, ``report``) or ``unjudged`` (no
@@ -57,7 +66,7 @@ class Facts:
     server_died: str | None = None        # what it said when it died (redacted)
     cold: ColdStarts | None = None
     prefix_cache: Any = None              # core.prefix_cache.CacheEvidence
-    count_errors: list[str] = field(default_factory=list)   # ITL budgets without per-token counts
+    per_chunk_itl: PerChunkItl | None = None  # ITL left per chunk on some streams
     client_fell_behind: bool = False      # a load-engine run whose client fell behind (client.load_report)
     agent: AgentRun | None = None
     sweep_parts: list = field(default_factory=list)         # prompt sweep: (tag, part WorkloadResult)

@@ -95,9 +95,9 @@ def stream_and_recover(url: str, stamps: Path, continuous: bool):
 @pytest.mark.parametrize("per_chunk", ["1", "4", "var:1-5"])
 def test_per_token_itl_matches_the_emitters_send_stamps(tmp_path, per_chunk, usage, rule_1):
     with emitter(tmp_path, per_chunk, "request") as (url, stamps):
-        recs, per_chunk_itl, (extra, notes, errors), truth = stream_and_recover(url, stamps, usage == "per-chunk")
+        recs, per_chunk_itl, (extra, notes, left_per_chunk), truth = stream_and_recover(url, stamps, usage == "per-chunk")
     want = rule_1 if per_chunk == "1" or usage == "per-chunk" else "tokenize"
-    assert extra == {"itl_token_counts": want} and notes == [] and errors == [], (extra, notes)
+    assert extra == {"itl_token_counts": want} and notes == [] and left_per_chunk is None, (extra, notes)
     errs = []
     for rec, (counts, itl_truth) in zip(recs, truth):
         assert [c.tokens for c in rec.chunks] == counts  # the emitter's own per-event token counts

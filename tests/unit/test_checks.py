@@ -142,8 +142,14 @@ def test_client_health_prefix_cache_and_token_counts():
     assert "the client fell behind (CPU-starved: lag p99 80 ms)" in check_client_health(res)[0].text
     res.facts.prefix_cache = CacheEvidence(cached_tokens=1800, prompt_tokens=2000, requests=2, source="cache_n")
     assert kinds(check_prefix_cache(res)) == [("prefix_cache", "note"), ("prefix_cache", "error")]
-    res.facts.count_errors = ["itl_p50 cannot be judged"]
-    assert kinds(check_token_counts(res)) == [("token_counts", "error")]
+    from pytest_llm_latency.core.facts import PerChunkItl
+
+    res.facts.per_chunk_itl = PerChunkItl(3, 20, " (no usage)")
+    assert check_token_counts(res) == []  # no ITL budget: per-chunk ITL is only a note
+    itl = measured(wl(slo={"itl_p50": 20}), [rec()] * 20, [])
+    itl.facts.per_chunk_itl = PerChunkItl(3, 20, " (no usage)")
+    (f,) = check_token_counts(itl)
+    assert f.kind == "error" and f.text.startswith("itl_p50 cannot be judged: 3 of 20 streams gave no per-chunk")
 
 
 def test_agent_sessions_budgets_on_the_measured_sessions():
@@ -159,11 +165,12 @@ def test_agent_sessions_budgets_on_the_measured_sessions():
 
 def test_prompt_sweep_parts_are_tagged_and_rate_sweep_capacity():
     part = measured(wl(), [rec()] * 5, [])
-    part.facts.count_errors = ["no counts"]
+    part.facts.client_fell_behind, part.extra["client_lag_ms_p99"] = True, 90.0
     res = measured(wl(), [rec()] * 5, [])
     res.facts.sweep_parts = [("prompt 64: ", part), ("prompt 128: ", unprepared(wl(), Failure("http_400", "x")))]
     texts = [f.text for f in check_prompt_sweep_parts(res)]
-    assert texts[0] == "prompt 64: no counts" and texts[1].startswith("prompt 128: could not prepare the run")
+    assert texts[0].startswith("prompt 64: the client fell behind")
+    assert texts[1].startswith("prompt 128: could not prepare the run")
     spec = SweepSpec(rate_min=1.0, rate_max=8.0)
     none = SweepResult(spec, [Step(1.0, False)])
     res.facts.rate_sweep = RateSweepRun(none, "TTFT p95 over")

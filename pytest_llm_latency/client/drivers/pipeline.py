@@ -120,10 +120,9 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
     if deviations:
         res.notes.append(f"prompt_tokens deviated from the planned {workload.prompt_tokens} on {len(deviations)} "
                          f"of {len(records)} requests (by {min(deviations):+d}..{max(deviations):+d} tokens)")
-    counted, count_notes, count_errors = recovery.report(records)
+    counted, count_notes, res.facts.per_chunk_itl = recovery.report(records)
     res.extra.update(counted)
     res.notes += count_notes
-    res.facts.count_errors += count_errors
     connection_counts(records, res.extra)
     retried = [r.retries for r in records if r.retries]
     if retried:

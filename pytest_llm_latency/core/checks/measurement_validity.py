@@ -27,5 +27,14 @@ def check_prefix_cache(res: WorkloadResult) -> list[Finding]:
 
 
 def check_token_counts(res: WorkloadResult) -> list[Finding]:
-    """ITL budgets on streams whose chunks carry no per-token counts (``client.chunk_counts``)."""
-    return found("token_counts", "error", res.facts.count_errors)
+    """ITL budgets on streams whose chunks carry no per-token counts (``facts.per_chunk_itl``): a
+    per-chunk figure would fail a correct server, so they cannot be judged."""
+    pc = res.facts.per_chunk_itl
+    itl = [b.key for b in res.workload.budgets if b.metric == "itl"]
+    if pc is None or not itl:
+        return []
+    return [Finding("token_counts", "error",
+                    f"{', '.join(itl)} cannot be judged: {pc.streams} of {pc.total} streams gave no per-chunk token "
+                    f"counts and none could be recovered{pc.why}, so ITL there is per chunk, not per token -- ask "
+                    f"the server for usage (stream_options include_usage, or vLLM/SGLang continuous_usage_stats), "
+                    f"or judge tpot instead of itl")]
