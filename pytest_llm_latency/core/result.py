@@ -1,4 +1,7 @@
-"""From request records to a workload result: statistics, violations, verdict.
+"""From request records to a workload result: the measurement (``measured``: records, failures,
+statistics, ``facts``) and the views of its judgement (``violations``, ``errors``,
+``failed_checks``, ``causes``: filled by ``core.checks.judge`` only; ``verdict`` is
+``core.findings.verdict_of`` its findings).
 
 Short outputs (fewer tokens than the forced length) keep their TTFT/TTFO, which
 do not depend on N, but are excluded from TPOT, ITL, E2E and output tok/s, and
@@ -10,7 +13,7 @@ token did arrive, TPOT and E2E are +inf, output tok/s is 0, and ITL keeps the ga
 that were measured plus +inf for every gap the forced output length still owed.
 So failures can only make a percentile worse.
 
-The verdict:
+The verdict (decided by the checks in ``core/checks``):
   * ``fail``  -- a budget is missed, a gate failed, or *server* failures (timeouts,
     stalls, resets, protocol violations, error events, dropped streams, 5xx, 429 after
     retries, a server that stopped answering mid-run) exceed ``max_error_rate``;
