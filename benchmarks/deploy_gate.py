@@ -52,6 +52,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "realserver"))
 
 from pytest_llm_latency.client.http import Timeouts, make_http_client  # noqa: E402
 from pytest_llm_latency.client.runner import Target, make_client, measure  # noqa: E402
+from pytest_llm_latency.core.checks import judge  # noqa: E402
 from pytest_llm_latency.core.compare import DEFAULT_FLOORS_MS, DEFAULT_TOLERANCES, compare_all  # noqa: E402
 from pytest_llm_latency.core.result import metric_values  # noqa: E402
 from pytest_llm_latency.core.workload import make_workload  # noqa: E402
@@ -68,7 +69,7 @@ FIRST_FAILURES: list[str] = []
 
 def run_once(client, w, seed: int, salt_context: str = "") -> dict[str, list[float]]:
     """One run's samples; failed requests stay in as misses (+inf), as the plugin counts them."""
-    res = measure(client, w, seed=seed, nonce=f"r{seed}", salt_context=salt_context)
+    res = judge(measure(client, w, seed=seed, nonce=f"r{seed}", salt_context=salt_context))
     for f in res.failures:
         FAILED[f.kind] = FAILED.get(f.kind, 0) + 1
         if len(FIRST_FAILURES) < 5:

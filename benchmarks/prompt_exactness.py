@@ -19,6 +19,7 @@ import statistics
 import httpx
 
 from pytest_llm_latency.client.runner import Target, make_client, measure
+from pytest_llm_latency.core.checks import judge
 from pytest_llm_latency.client.tokens import _probe, make_counter
 from pytest_llm_latency.core.prompts import build_prompts
 from pytest_llm_latency.core.workload import make_workload
@@ -48,7 +49,7 @@ def main() -> None:
                         counter, _ = make_counter(client, w, seed, f"bench{seed}")
                         p = build_prompts(counter, n=1, prompt_tokens=planned, seed=seed, nonce=f"bench{seed}")[0]
                         before.append(_probe(client, p.system, p.user))
-                        res = measure(client, w, seed=seed)
+                        res = judge(measure(client, w, seed=seed))
                         exact += res.measurement.prompt_exact_requests
                         total += res.n + res.failed_requests
                         steps.append(int(re.search(r"(\d+) unmeasured", res.measurement.prompt_counter).group(1)))

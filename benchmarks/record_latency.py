@@ -33,6 +33,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "realserver"))
 
 from pytest_llm_latency.client.http import Timeouts, make_http_client  # noqa: E402
 from pytest_llm_latency.client.runner import Target, make_client, measure  # noqa: E402
+from pytest_llm_latency.core.checks import judge  # noqa: E402
 from pytest_llm_latency.core import metrics as m  # noqa: E402
 from pytest_llm_latency.core.workload import make_workload  # noqa: E402
 
@@ -49,7 +50,7 @@ def record(url: str, name: str, requests: int, prompt_tokens: int, output_tokens
     with make_http_client(Timeouts(idle_s=60.0)) as http:
         client = make_client(Target(url), http)
         t0 = time.time()
-        res = measure(client, w)
+        res = judge(measure(client, w))
     recs = res.records
     data = {"source": name, "condition": condition, "url": url.split("?")[0], "target": target or url.split("?")[0], "recorded_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "machine": f"{platform.machine()} {os.cpu_count()} cpus",

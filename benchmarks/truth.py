@@ -155,6 +155,7 @@ def run_plugin(url: str, concurrency: int, samples: int, prompt_tokens: int, out
     from pytest_llm_latency.client.http import make_http_client
     from pytest_llm_latency.client.openai import OpenAIClient
     from pytest_llm_latency.client.runner import measure
+    from pytest_llm_latency.core.checks import judge
     from pytest_llm_latency.core.record import RequestRecord
     from pytest_llm_latency.core.workload import Workload
 
@@ -175,7 +176,7 @@ def run_plugin(url: str, concurrency: int, samples: int, prompt_tokens: int, out
     wl = Workload(name=f"c{concurrency}", klass="custom", prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                   samples=samples, warmup=concurrency if warmup is None else warmup, concurrency=concurrency)
     c0, t0 = cpu_self(), time.perf_counter()
-    res = measure(client, wl, seed=0)
+    res = judge(measure(client, wl, seed=0))
     cpu, wall = cpu_self() - c0, time.perf_counter() - t0
     http.close()
     recs = [r for r in res.records] if hasattr(res, "records") else []

@@ -78,6 +78,7 @@ def run(args) -> int:
     from ..client.http import make_http_client
     from ..client.runner import Target, make_client, measure
     from ..client.rate_sweep import run_sweep
+    from ..core.checks import judge
     from ..core.redact import redact_url
 
     try:
@@ -90,7 +91,8 @@ def run(args) -> int:
                 url = stack.enter_context(start_reference(url, mode="subprocess")).url
             client = make_client(Target(url, args.api, args.model), stack.enter_context(make_http_client()))
             res, sw = run_sweep(lambda w: measure(client, w, seed=args.seed, salt_context=repr(w.load.rate)),
-                                workload)
+                                workload, judge)
+            judge(res)  # the capacity against capacity_min (core.checks.sweeps)
     except ConfigError as exc:
         print(f"pytest-llm-latency rate-sweep: {exc}", file=sys.stderr)
         return 2

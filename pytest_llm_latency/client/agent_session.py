@@ -14,7 +14,7 @@ a run never hits the cache an earlier run filled, while turns within a session d
 
 Sessions run at ``concurrency`` through ``run_sessions``: simple bounded threads for now,
 one function for the load engine to take over.  Pure arithmetic and the verdict are in
-``core.agent_judge``; tool-call assembly in ``core.tool_calls``.
+``core.checks.agent_sessions`` (turn types in ``core.agent_turns``); tool-call assembly in ``core.tool_calls``.
 """
 from __future__ import annotations
 
@@ -28,12 +28,13 @@ from typing import Callable
 import httpx
 
 from ..core import metrics as m
-from ..core.agent_judge import Session, Turn, counters_reuse, judge
+from ..core.agent_turns import Session, Turn, counters_reuse
+from ..core.facts import AgentRun
 from ..core.agent_spec import tool_result_text, tool_schemas
 from ..core.errors import MeasurementError
 from ..core.prompts import Prompt, salts
 from ..core.record import RequestRecord
-from ..core.result import Failure, WorkloadResult, evaluate, preparation_failed
+from ..core.result import Failure, WorkloadResult, measured, unprepared
 from ..core.tool_calls import assemble
 from ..core.workload import Workload
 from .tokens import model_note, new_nonce, prepare_prompts
@@ -142,7 +143,7 @@ def measure_sessions(client, workload: Workload, *, seed: int = 0, nonce: str | 
     except (MeasurementError, httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
         kind = getattr(exc, "kind", "tokenize")
         msg = exc.message if isinstance(exc, MeasurementError) else f"{type(exc).__name__}: {exc}"
-        res = preparation_failed(workload, Failure(kind, msg))
+        res = unprepared(workload, Failure(kind, msg))
         res.measurement.nonce = nonce
         return res
 
@@ -181,27 +182,19 @@ def measure_sessions(client, workload: Workload, *, seed: int = 0, nonce: str | 
     for p in prompts[:workload.warmup]:  # unmeasured turn 1s with their own salts: connections, first use
         _warm(client, first_messages(p), tools, workload.output_tokens)
     from .prometheus import delta
-    from .runner import _scrape
+    from .drivers.pipeline import scrape as _scrape
 
     before = _scrape(client)  # the server's prefix-cache counters, where no turn reports its own
     sessions = run_sessions(session, prompts[workload.warmup:], workload.concurrency, progress)
     after = _scrape(client) if before is not None else None
     scraped = delta(before, after) if before is not None and after is not None else None
-    res = evaluate(workload, records, failures)
+    res = measured(workload, records, failures)
     turn1 = sum(s.turns[0].prompt_tokens or 0 for s in sessions if s.turns)
-    v = judge(spec, sessions, counters_reuse=counters_reuse(scraped, turn1))
+    res.facts.agent = AgentRun(spec, tuple(sessions), counters_reuse(scraped, turn1))  # core.checks.agent_sessions
     res.server.metrics.update({k: round(x, 6) for k, x in (scraped or {}).items()})
-    res.failed_checks += v.failed
-    res.errors += v.errors
     res.notes[:0] = notes
-    res.notes += v.notes
-    res.agent.set(**{k.removeprefix("agent_"): x for k, x in v.extra.items() if not _TURN_REUSE.match(k)},
-                  tools_overhead_tokens=overhead)
-    for k, x in v.extra.items():
-        turn = _TURN_REUSE.match(k)
-        if turn:
-            res.agent.turn(int(turn.group(1)))["reuse"] = x
     res.measurement.nonce = nonce
+    res.agent.tools_overhead_tokens = overhead
     for row in turn_table(sessions):  # JSON agent.turns: one row per turn index
         k = row.pop("turn")
         row.pop("n")

@@ -21,6 +21,7 @@ from typing import Callable
 
 import httpx
 
+from ..core.facts import PerChunkItl
 from ..core import metrics as m
 from ..core.errors import MeasurementError
 from ..core.record import RequestRecord
@@ -95,19 +96,19 @@ class CountRecovery:
                 stopped = getattr(count, "stopped", None)
                 self.whys[stopped if stopped and r.token_count_rule == "apportioned" else why] += 1
 
-    def report(self, records: list[RequestRecord]) -> tuple[dict, list[str], list[str]]:
-        """(measurement fields, notes, errors).  ``itl_token_counts`` (``res.measurement``) names the rule
-    that gave ITL's
-        per-chunk counts (JSON ``measurement.itl_token_counts``, terminal): one rule, or each
-        with its number of streams.  An apportioned estimate is a note; ITL left per chunk is a
-        note, and an error where the workload has an ITL budget (a per-chunk figure would fail
-        a correct server)."""
+    def report(self, records: list[RequestRecord]) -> tuple[dict, list[str], PerChunkItl | None]:
+        """(measurement fields, notes, the streams left per chunk).  ``itl_token_counts``
+        (``res.measurement``) names the rule that gave ITL's per-chunk counts (JSON
+        ``measurement.itl_token_counts``, terminal): one rule, or each with its number of streams.
+        An apportioned estimate is a note; ITL left per chunk is a note, and a fact for
+        ``core.checks.measurement_validity.check_token_counts`` (an error where the workload has an
+        ITL budget: a per-chunk figure would fail a correct server)."""
         rules = Counter(r.token_count_rule for r in records if r.token_count_rule)
         extra: dict = {}
         notes: list[str] = []
-        errors: list[str] = []
+        per_chunk = None
         if not rules:
-            return extra, notes, errors
+            return extra, notes, per_chunk
         extra["itl_token_counts"] = next(iter(rules)) if len(rules) == 1 else \
             ", ".join(f"{rule} {n}" for rule, n in rules.most_common())
         why = f" ({self.whys.most_common(1)[0][0]})" if self.whys else ""
@@ -118,10 +119,5 @@ class CountRecovery:
         if rules.get("per chunk"):
             n = rules["per chunk"]
             notes.append(f"ITL is per chunk, not per token, on {n} of {total} streams{why}")
-            itl = [b.key for b in self.workload.budgets if b.metric == "itl"]
-            if itl:
-                errors.append(f"{', '.join(itl)} cannot be judged: {n} of {total} streams gave no per-chunk token "
-                              f"counts and none could be recovered{why}, so ITL there is per chunk, not per token "
-                              f"-- ask the server for usage (stream_options include_usage, or vLLM/SGLang "
-                              f"continuous_usage_stats), or judge tpot instead of itl")
-        return extra, notes, errors
+            per_chunk = PerChunkItl(n, total, why)
+        return extra, notes, per_chunk

@@ -65,17 +65,16 @@ def client_health(lag_ns: list[int], send_lag_ns: list[int], records: list[Reque
 def client_summary(res: WorkloadResult, lag_ns: Sequence[int], send_lag_ns: Sequence[int] = (), *,
                    engine: bool = True, timeline: StallTimeline | None = None) -> None:
     """Every run: the client's health (``res.client``) and who bunched the tokens when many arrived
-    together (``bunching``).  A load-engine run (``engine``) whose client fell behind is an
-    error; a run of one stream at a time says so in the bunching note (its one thread reads
-    as soon as it runs, so a lag there delays stamps by less than what it measures).
-    ``timeline``: the lag monitor's stalls, to judge each burst by the stall at its read."""
+    together (``bunching``).  A load-engine run (``engine``) whose client fell behind is a fact
+    for the checks (an error, ``core.checks.measurement_validity``); a run of one stream at a time
+    says so in the bunching note (its one thread reads as soon as it runs, so a lag there delays
+    stamps by less than what it measures).  ``timeline``: the lag monitor's stalls, to judge each
+    burst by the stall at its read."""
     itl50 = res.completed["itl"].p50 if "itl" in res.completed else None
     client = res.client
     client.set(**client_health(list(lag_ns), list(send_lag_ns), res.records, itl50))
-    if client.client_fell_behind and engine:
-        res.errors.append(f"the client fell behind (CPU-starved: lag p99 {client.client_lag_ms_p99:.0f} ms); "
-                          f"these figures are not the server's -- give the test process a CPU of its own "
-                          f"(fewer pytest-xdist workers, no other load on the runner)")
+    if client.client_fell_behind and engine:  # an error (core.checks.measurement_validity)
+        res.facts.client_fell_behind = True
     bunching(res, timeline)
 
 

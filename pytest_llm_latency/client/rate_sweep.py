@@ -1,24 +1,31 @@
 """Run a ``rate_sweep`` workload: open-loop runs at the rates ``core.rate_sweep.bisect_rate`` picks, each
-judged against the workload's budgets; the result is the run at the capacity (the highest rate
-that passed), with the capacity and the curve in ``res.load``/notes and ``capacity_min`` judged."""
+judged against the workload's budgets (by the injected ``judge``: the verdict of a step picks the
+next rate); the result is the run at the capacity (the highest rate that passed), with the capacity
+and the curve in ``res.load``/notes and the sweep in its facts (``core.checks.sweeps`` judges
+``capacity_min``).  Judge the result once more for its verdict."""
 from __future__ import annotations
 
 from dataclasses import replace
 
+from typing import Callable
+
+from ..core.facts import RateSweepRun
 from ..core.result import WorkloadResult
 from ..core.rate_sweep import Step, SweepResult, bisect_rate
 from ..core.workload import Workload
 
 
-def run_sweep(measure_at, workload: Workload) -> tuple[WorkloadResult, SweepResult]:
-    """``measure_at(workload) -> WorkloadResult`` measures one fixed-rate workload."""
+def run_sweep(measure_at, workload: Workload,
+              judge: Callable[[WorkloadResult], WorkloadResult]) -> tuple[WorkloadResult, SweepResult]:
+    """``measure_at(workload) -> WorkloadResult`` measures one fixed-rate workload; ``judge``
+    (``core.checks.judge``) gives each step its verdict."""
     spec = workload.sweep
     results: dict[float, WorkloadResult] = {}
 
     def run_at(rate: float) -> Step:
         assert workload.load is not None  # a rate sweep is an open loop
         w = replace(workload, sweep=None, load=replace(workload.load, rate=rate))
-        res = measure_at(w)
+        res = judge(measure_at(w))
         results[rate] = res
         why = res.failure_message().splitlines()[0] if res.verdict != "pass" and res.failure_message() else ""
         return Step(rate, res.verdict == "pass", why)
@@ -32,9 +39,6 @@ def run_sweep(measure_at, workload: Workload) -> tuple[WorkloadResult, SweepResu
     if sw.lowest_failing is not None:
         res.load.rate_sweep_lowest_failing_rps = round(sw.lowest_failing, 4)
     res.notes.insert(0, f"rate_sweep: {sw.describe()}")
-    if cap is None:
-        res.failed_checks.append(f"rate_sweep: no rate meets the SLO: capacity {sw.bounded} "
-                                 f"({results[min(results)].failure_message().splitlines()[0]})")
-    elif spec.capacity_min is not None and cap < spec.capacity_min:
-        res.failed_checks.append(f"rate_sweep: capacity {cap:.3g} req/s < capacity_min {spec.capacity_min:g} req/s")
+    lowest = results[min(results)].failure_message().splitlines()
+    res.facts.rate_sweep = RateSweepRun(sw, lowest[0] if lowest else "", spec.capacity_min)
     return res, sw

@@ -6,7 +6,7 @@ transcript so far, the assistant's turn-k tool call as the server produced it, a
 result of ``tool_result_tokens``.  Between turns a client-side ``tool_time`` pause holds the
 session (a live agent waiting on its tool); it is not model time.
 
-Budgets (in ``slo:`` beside the latency budgets, judged by ``core.agent_judge``):
+Budgets (in ``slo:`` beside the latency budgets, judged by ``core.checks.agent_sessions``):
 
 * ``turn_ttft_<stat>``           -- TTFT of every turn (ms);
 * ``session_e2e_<stat>``         -- a session's model time: the sum of its turns' E2E,

@@ -1,4 +1,7 @@
-"""From request records to a workload result: statistics, violations, verdict.
+"""From request records to a workload result: the measurement (``measured``: records, failures,
+statistics, ``facts``) and the views of its judgement (``violations``, ``errors``,
+``failed_checks``, ``causes``: filled by ``core.checks.judge`` only; ``verdict`` is
+``core.findings.verdict_of`` its findings).
 
 Short outputs (fewer tokens than the forced length) keep their TTFT/TTFO, which
 do not depend on N, but are excluded from TPOT, ITL, E2E and output tok/s, and
@@ -10,7 +13,7 @@ token did arrive, TPOT and E2E are +inf, output tok/s is 0, and ITL keeps the ga
 that were measured plus +inf for every gap the forced output length still owed.
 So failures can only make a percentile worse.
 
-The verdict:
+The verdict (decided by the checks in ``core/checks``):
   * ``fail``  -- a budget is missed, a gate failed, or *server* failures (timeouts,
     stalls, resets, protocol violations, error events, dropped streams, 5xx, 429 after
     retries, a server that stopped answering mid-run) exceed ``max_error_rate``;
@@ -24,16 +27,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, get_args
 
 from . import metrics as m
-from .coldstart import COLD_BUDGET
 from .errors import EmptySampleError, MeasurementError
+from .facts import Facts
+from .findings import VERDICTS, Verdict  # noqa: F401  (re-exported: pytest_llm_latency.Verdict)
 from .record import RequestRecord
 from .result_parts import (AgentSessions, BaselineComparison, ClientHealth, ColdStartInfo, LoadInfo, Measurement,
-                           PrefillInfo, PrefixCacheInfo, RooflineInfo, ServerInfo, copy_parts)
-from .stats import INF, Summary, fmt_stat, min_samples_for, summarize
-from .verdict import BudgetVerdict, SequentialVerdicts, judge
+                           PrefillInfo, PrefixCacheInfo, RooflineInfo, ServerInfo)
+from .stats import INF, Summary, fmt_stat, summarize
+from .verdict import BudgetVerdict, SequentialVerdicts
 from .workload import Budget, Workload
 
 METRIC_LABEL = {"ttft": "TTFT", "ttfo": "TTFO", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E",
@@ -114,11 +117,6 @@ class Violation:
                 f"{fmt_stat(s.min if b.is_floor else s.max)} {b.unit})")
 
 
-#: A workload's verdict (see the module docstring).  A ``Literal`` of plain strings, not an
-#: Enum: the verdict crosses xdist workers in JUnit properties (execnet refuses a str subclass)
-#: and is written to JSON, JUnit and baselines as it is; mypy still checks every value.
-Verdict = Literal["pass", "fail", "error"]
-VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
 
 
 @dataclass
@@ -128,6 +126,7 @@ class WorkloadResult:
     failures: list[Failure] = field(default_factory=list)        # failed requests
     summaries: dict[str, Summary] = field(default_factory=dict)  # failures counted as misses
     completed: dict[str, Summary] = field(default_factory=dict)  # completed requests only (roofline physics)
+    # views of the findings, filled only by core.checks.judge
     violations: list[Violation] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)              # why no verdict could be reached
     failed_checks: list[str] = field(default_factory=list)       # other gates that failed (roofline, error rate)
@@ -147,6 +146,8 @@ class WorkloadResult:
     prefill: PrefillInfo = field(default_factory=PrefillInfo)
     baseline: BaselineComparison = field(default_factory=BaselineComparison)
     agent: AgentSessions = field(default_factory=AgentSessions)
+    facts: Facts = field(default_factory=Facts)   # what the checks decide on, besides the samples
+    findings: list | None = None  # core.findings.Finding, set by core.checks.judge (None: not judged yet)
 
     @property
     def n(self) -> int:
@@ -168,9 +169,13 @@ class WorkloadResult:
 
     @property
     def verdict(self) -> Verdict:
-        if self.errors:
-            return "error"
-        return "fail" if self.violations or self.failed_checks else "pass"
+        """``core.checks.verdict_of`` the findings; a result must be judged first (never a pass unjudged)."""
+        if self.findings is None:
+            raise RuntimeError(f"workload {self.workload.name!r}: the result has not been judged yet "
+                               f"(call pytest_llm_latency.core.checks.judge on the measurement)")
+        from .findings import verdict_of
+
+        return verdict_of(self.findings)
 
     # ------------------------------------------------------------------ views
     # result.ttft.p95 etc.: ms (output_tps: tokens/s), failures counted as misses.  A metric
@@ -251,87 +256,28 @@ def _summaries(values: dict[str, list[float]], misses: int) -> dict[str, Summary
             for k, v in values.items() if v}
 
 
-def evaluate(workload: Workload, records: list[RequestRecord], failures: list[Failure], *,
-             server_failed: bool = False, sequential: SequentialVerdicts | None = None) -> WorkloadResult:
-    """Summaries, budget violations and the verdict.  Never a pass on an empty sample.
-
-    ``server_failed``: the server is known to have failed during the run (a managed
-    server died), so requests it refused count as server faults even if none got through.
-    ``sequential``: the decisions ``samples: auto`` took while sampling (kept as they were)."""
+def measured(workload: Workload, records: list[RequestRecord], failures: list[Failure], *,
+             sequential: SequentialVerdicts | None = None) -> WorkloadResult:
+    """A measurement, not yet judged (``core.checks.judge``): the records, the failures and their
+    statistics (failures counted as misses; ``completed``: completed requests only)."""
     res = WorkloadResult(workload=workload, records=list(records), failures=list(failures), sequential=sequential)
-    values = metric_values(res.records, res.failures, workload.output_tokens)
-    res.summaries = _summaries(values, len(failures))
+    res.summaries = miss_summaries(res)
     res.completed = _summaries(metric_values(res.records, [], workload.output_tokens), 0)
-    total = res.n + res.failed_requests
-    answered = server_failed or bool(res.records) or any(f.kind not in UNREACHABLE_KINDS for f in failures)
-    faults = [f for f in failures if is_server_fault(f.kind, answered)]
-    others = [f for f in failures if not is_server_fault(f.kind, answered)]
-    if not total:
-        res.errors.append("no successful requests out of 0: empty sample")
-        return res
-    if not res.records and not faults:
-        kinds = sorted({f.kind for f in failures})
-        why = "" if answered else " -- nothing answered at the start: is the server running and the URL right?"
-        res.errors.append(f"no successful requests out of {len(failures)} ({', '.join(kinds)}): "
-                          f"{failures[0].message}{why}")
-        res.summaries.clear()  # nothing was measured: result.ttft raises, never an all-miss statistic
-        return res
-    for b in workload.budgets:
-        if b.key == COLD_BUDGET:
-            continue  # one request after an unload, judged by the runner (core.coldstart), not the samples
-        if b.is_fraction:
-            _judge_fraction(res, workload, b)
-            continue
-        s = res.summaries.get(b.metric)
-        if s is None:
-            res.errors.append(f"{METRIC_LABEL[b.metric]} {b.stat}: no values to check the budget against "
-                              f"(every request was short or produced < 2 tokens)")
-            continue
-        if workload.confidence is not None:
-            _judge_statistically(res, b, values[b.metric], s)
-            continue
-        need = min_samples_for(b.stat)
-        if b.metric != "itl" and s.n < need:
-            res.errors.append(f"{METRIC_LABEL[b.metric]} {b.stat}: {s.n} samples cannot support a {b.stat} "
-                              f"(needs >= {need}); raise samples")
-            continue
-        observed = s.get(b.stat)
-        if (observed < b.limit) if b.is_floor else (observed > b.limit):
-            res.violations.append(Violation(b, observed, s))
-    _judge_error_rate(res, workload, faults, others, total)
     return res
 
 
-def _judge_fraction(res: WorkloadResult, workload: Workload, b: Budget) -> None:
-    """``goodput_min`` / ``fluidity_min``: a floor on a fraction of the run (``core.goodput``)."""
-    from .goodput import fluidity, goodput
-
-    if b.metric == "goodput":
-        g = goodput(res.records, len(res.failures), workload.budgets, 1.0)
-        observed = None if g is None else g.fraction
-        how = "" if g is None else f" ({g.good} of {g.total} requests met every per-request budget)"
-    else:
-        observed = fluidity(res.records, res.failures, workload)
-        how = " (mean over requests of the tokens that met their deadline)"
-    if observed is None:
-        res.errors.append(f"{b.metric}: no requests to compute it from")
-        return
-    res.load.set(**{"goodput_fraction" if b.metric == "goodput" else "fluidity_index": round(observed, 4)})
-    if observed < b.limit:
-        res.failed_checks.append(f"{b.metric} {observed:.3f} < budget {b.limit:g}{how}")
+def miss_summaries(res: WorkloadResult) -> dict[str, Summary]:
+    """Per-metric statistics of ``res``'s samples, failures counted as misses."""
+    values = metric_values(res.records, res.failures, res.workload.output_tokens)
+    return _summaries(values, len(res.failures))
 
 
-def _judge_statistically(res: WorkloadResult, b: Budget, vals: list[float], s: Summary) -> None:
-    w = res.workload
-    if res.sequential is not None:
-        v = res.sequential.final(b, vals)
-    else:
-        v = judge(b.key, b.metric, b.stat, b.limit, b.is_floor, vals, w.confidence)
-    res.verdicts.append(v)
-    if v.status == "fail" or (v.status == "inconclusive" and w.inconclusive == "fail"):
-        res.violations.append(Violation(b, v.estimate, s, v))
-    elif (v.status == "inconclusive" and w.inconclusive == "warn") or v.status == "not_decided":
-        res.notes.append(verdict_text(v, b))  # not_decided: another budget failed first; never a violation
+def unprepared(workload: Workload, failure: Failure) -> WorkloadResult:
+    """A tokenize/probe request failed before any sample (``prepared`` False).  Judged
+    (``core.checks.samples``) a fail when the server failed (it would fail the samples the same
+    way: the verdict must not depend on which request met the fault first), an error when nothing
+    answered or the request was rejected as wrong."""
+    return WorkloadResult(workload=workload, failures=[failure], prepared=False)
 
 
 def verdict_text(v: BudgetVerdict, b: Budget) -> str:
@@ -349,76 +295,9 @@ def verdict_text(v: BudgetVerdict, b: Budget) -> str:
     return f"{label} {op} budget {b.limit:g} {b.unit}: {v.status} {at}"
 
 
-def rejudge(res: WorkloadResult, workload: Workload | None = None, *, server_failed: bool = False) -> WorkloadResult:
-    """Judge ``res``'s requests again (other budgets, or knowing the server failed), keeping
-    what was added after ``evaluate`` (notes, typed parts, gate results, preparation errors).
-    The causes of failed budgets are the caller's to add again (``core.why.explain``).
-    A result whose preparation failed has no samples to apply budgets to: only its failure
-    is judged again."""
-    if not res.prepared:
-        judged = preparation_failed(workload or res.workload, res.failures[0], server_answered=server_failed)
-        judged.notes = list(res.notes)
-        copy_parts(res, judged)
-        return judged
-    base = evaluate(res.workload, res.records, res.failures, sequential=res.sequential)
-    judged = evaluate(workload or res.workload, res.records, res.failures, server_failed=server_failed,
-                      sequential=res.sequential if workload is None else None)
-    copy_parts(res, judged)
-    judged.notes[:0] = [n for n in res.notes if n not in base.notes and n not in judged.notes]
-    judged.errors.extend(e for e in res.errors if e not in base.errors and e not in judged.errors)
-    judged.failed_checks.extend(c for c in res.failed_checks if c not in base.failed_checks)
-    return judged
-
-
-def preparation_failed(workload: Workload, failure: Failure, *, server_answered: bool = False) -> WorkloadResult:
-    """A tokenize/probe request failed before any sample: a fail when the server failed (it
-    would fail the samples the same way: the verdict must not depend on which request met
-    the fault first), an error when nothing answered or the request was rejected as wrong.
-    ``server_answered``: the server was up before (a managed server that died)."""
-    res = WorkloadResult(workload=workload, failures=[failure], prepared=False)
-    text = (f"could not prepare the run (a request before the first sample failed: model check, tokenize or "
-            f"probe; {failure.kind}): {failure.message}")
-    if is_server_fault(failure.kind, server_answered=server_answered):
-        res.failed_checks.append(f"server failed before any sample: {text}")
-    else:
-        res.errors.append(text)
-    return res
-
-
-def _failed_text(failures: list[Failure], total: int) -> str:
+def failed_text(failures: list[Failure], total: int) -> str:
     kinds = ", ".join(f"{k} x{c}" for k, c in sorted(failure_kinds(failures).items()))
     return f"{len(failures)} of {total} requests failed ({kinds}): {failures[0].message}"
-
-
-def _judge_error_rate(res: WorkloadResult, workload: Workload, faults: list[Failure], others: list[Failure],
-                      total: int) -> None:
-    limit = workload.max_error_rate
-    short = (f"{res.short_outputs} of {res.n} requests stopped before the forced {workload.output_tokens} output "
-             f"tokens (finish_reason {_short_reasons(res.records)}); excluded from TPOT/ITL/E2E -- does the server "
-             f"ignore ignore_eos/min_tokens? Allow it with max_error_rate") if res.short_outputs else ""
-    fault_rate = len(faults) / total
-    rate = f"error rate {res.error_rate:.1%} > max_error_rate {limit:.1%}"
-    if faults and fault_rate > limit:
-        parts = [f"server failed: {_failed_text(faults, total)}"]
-        if others:
-            parts.append(f"also {_failed_text(others, total)}")
-        if short:
-            parts.append(short)
-        res.failed_checks.append("; ".join(parts) + f" -- server error rate {fault_rate:.1%} > max_error_rate "
-                                                    f"{limit:.1%}")
-    elif (res.failed_requests or res.short_outputs) and res.error_rate > limit:
-        parts = []
-        if res.failures:
-            parts.append(_failed_text(res.failures, total))
-        if short:
-            parts.append(short)
-        res.errors.append("; ".join(parts) + f" -- {rate}")
-    else:
-        if res.failures:
-            res.notes.append(f"{_failed_text(res.failures, total)} -- allowed by max_error_rate {limit:.1%}; "
-                             f"counted as misses (+inf) in the percentiles")
-        if short:
-            res.notes.append(short)
 
 
 def failure_kinds(failures: list[Failure]) -> dict[str, int]:
@@ -429,5 +308,5 @@ def failure_kinds(failures: list[Failure]) -> dict[str, int]:
     return out
 
 
-def _short_reasons(records: list[RequestRecord]) -> str:
+def short_reasons(records: list[RequestRecord]) -> str:
     return "/".join(sorted({repr(r.finish_reason) for r in records if r.short_output}))

@@ -241,7 +241,7 @@ class BaselineComparison(Part):
 
 @dataclass
 class AgentSessions(Part):
-    """Multi-turn agent sessions (``core.agent_judge``); ``turns``: one row per turn index."""
+    """Multi-turn agent sessions (``core.checks.agent_sessions``); ``turns``: one row per turn index."""
     NAME: ClassVar[str] = "agent"
     sessions: int | None = None
     sessions_completed: int | None = None

@@ -42,13 +42,12 @@ def failing_metrics(res: WorkloadResult) -> set[str]:
     return out
 
 
-def explain(res: WorkloadResult) -> None:
-    """``res.causes``: the likely causes of the failed budgets, with their evidence."""
+def causes(res: WorkloadResult) -> list[str]:
+    """The likely causes of the failed budgets, with their evidence (``core.checks.diagnosis``)."""
     failing = failing_metrics(res)
     if not failing:
-        res.causes.clear()
-        return
-    causes = diagnose(evidence(res), failing)
+        return []
+    found = diagnose(evidence(res), failing)
     if res.client.client_fell_behind:  # already the run's error
-        causes = [c for c in causes if c.name != "client starved"]
-    res.causes[:] = [c.line for c in causes]
+        found = [c for c in found if c.name != "client starved"]
+    return [c.line for c in found]

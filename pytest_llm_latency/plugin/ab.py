@@ -18,18 +18,17 @@ Two modes (``baseline_target: {mode: ..., block: N}``):
   targets must be managed (``command:``); both are stopped at the end, and the session starts
   the test's target again when a later test needs it.
 
-Either way the verdict resamples whole blocks of pairs (``core.compare``, ``block``), so noise
-that lasted a block (a neighbour's burst, a restart's cold caches) is in the interval.
+The blocks are sent by the A/B drivers (``client/drivers/ab_interleaved.py``,
+``ab_alternating.py``); this module resolves the baseline target and its mode.  Either way the
+verdict resamples whole blocks of pairs (``core.compare``, ``block``), so noise that lasted a
+block (a neighbour's burst, a restart's cold caches) is in the interval.
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Mapping
 
 from ..core.errors import ConfigError
 from ..core.redact import expand_command, redact_url, split_url_credentials
-from ..core.result import evaluate
-from ..core.result_parts import copy_parts
 from .session import TargetSpec
 
 #: requests per block of the ABAB interleaving (the last block may be shorter)
@@ -101,46 +100,3 @@ def baseline_spec(bt: Any, main: TargetSpec, where: str) -> TargetSpec:
 
 def describe(spec: TargetSpec) -> str:
     return " ".join(spec.command_template) if spec.command_template else redact_url(spec.url)
-
-
-def measure_interleaved(measure, client_a, client_b, workload, *, salt_context: str, block_size: int = BLOCK,
-                        alternate=None, **kw):
-    """(candidate result, baseline-target result): ``workload.samples`` requests each, in
-    blocks A B A B ...; every block of every arm has its own salt context (fresh prompts).
-
-    ``client_a``/``client_b``: clients, or (with ``alternate``) callables that start that arm's
-    target and return its client; ``alternate(arm)`` stops the arm's target after its block
-    (alternating mode), and every block then sends the warmup requests again."""
-    n = workload.samples
-    parts: dict[str, list] = {"a": [], "b": []}
-    done, block = 0, 0
-    while done < n:
-        size = min(block_size, n - done)
-        warm = workload.warmup if block == 0 or alternate else 0
-        w = replace(workload, samples=size, warmup=warm, sequential=False, budgets=())
-        for arm, client in (("a", client_a), ("b", client_b)):
-            if alternate is not None:
-                client = client()
-            try:
-                parts[arm].append(measure(client, w, salt_context=f"{salt_context}#ab{block}{arm}", **kw))
-            finally:
-                if alternate is not None:
-                    alternate(arm)  # stop it: the other one starts next
-        done += size
-        block += 1
-    out = []
-    for arm in ("a", "b"):
-        results = parts[arm]
-        records = [r for res in results for r in res.records]
-        failures = [f for res in results for f in res.failures]
-        prepared = [res for res in results if not res.prepared]
-        if prepared:  # a prompt preparation failed: that result, as the single-target path reports it
-            res = prepared[0]
-        else:
-            res = evaluate(workload, records, failures)
-            copy_parts(results[0], res)
-            res.notes[:0] = [x for x in results[0].notes if x not in res.notes]
-        out.append(res)
-    out[0].load.set(ab_blocks=block, ab_block_size=block_size,
-                        ab_mode="alternating" if alternate is not None else "interleaved")
-    return out[0], out[1]

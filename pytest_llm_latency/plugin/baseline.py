@@ -16,6 +16,7 @@ from typing import Any
 
 from ..core.compare import DEFAULT_TOLERANCES, compare_all, fingerprint_changes, parse_tolerances
 from ..core.errors import ConfigError
+from ..core.facts import Comparison
 from ..core.result import WorkloadResult, metric_values
 from ..files import baseline as bfile
 from ..files.baseline_match import describe, match_entry
@@ -98,7 +99,8 @@ def samples(res: WorkloadResult) -> dict[str, list]:
 def judge(res: WorkloadResult, entry: dict | None, tol: dict[str, float], *, seed: int = 0,
           label: str = "baseline", base_fingerprint: dict | None = None, paired: bool = False,
           block: int = 1) -> None:
-    """Compare ``res`` with a baseline entry, adding failed checks / notes and the detail."""
+    """Compare ``res`` with a baseline entry: the comparisons for ``core.checks.regression``, notes
+    and the detail."""
     if not res.records:
         return  # nothing measured: the result is already an error or a fail of its own
     if entry is None:
@@ -113,13 +115,12 @@ def judge(res: WorkloadResult, entry: dict | None, tol: dict[str, float], *, see
     named = set(getattr(res.workload, "regression", None) or ())
     res.notes.extend(f"not compared with the {label}: {x}" for x in skipped if x.partition(":")[0] in named)
     detail["cdf"] = _cdf(base)
+    res.facts.comparisons.append(Comparison(label, tuple(comps)))  # judged by core.checks.regression
     status = "ok"
     for c in comps:
         if c.status == "regression":
-            res.failed_checks.append(c.message(label))
             status = "regression"
         elif c.status == "improvement":
-            res.notes.append(c.message(label))
             status = "improvement" if status == "ok" else status
     changes = fingerprint_changes(base_fingerprint or {}, res.baseline.fingerprint or {}) \
         if base_fingerprint else []

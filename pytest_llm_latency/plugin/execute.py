@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..core.errors import ConfigError, LatencyError, LatencyWarning, MeasurementError
-from ..core.result import Failure, WorkloadResult, evaluate, rejudge
+from ..core.checks import evaluate, judge
+from ..core.result import Failure, WorkloadResult
 from ..core.workload import Workload
 from .report.document import result_entry
 from .report.properties import junit_properties
@@ -55,7 +56,10 @@ def config_failure(exc: ConfigError) -> None:
 
 def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, workload: Workload,
                  roofline_cli: dict[str, Any] | None = None) -> WorkloadResult:
-    from ..client import runner
+    """Pick the workload's driver, measure, record the facts the plugin owns (a managed server that
+    died, the roofline gates' figures, the baseline comparison), then run every check once."""
+    from ..client.drivers.base import Run
+    from ..client.drivers.registry import driver_for
 
     tr = item.config.pluginmanager.get_plugin("terminalreporter")
     progress = Progress(tr, workload.name)
@@ -70,35 +74,21 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
     try:
         with xdist_measurement_lock() as waited_for:
             t0 = time.time_ns()
-            measure = runner.measure
-            if workload.prompt_sweep:
-                from ..client.prompt_sweep import measure_sweep as measure
-            elif workload.agent is not None:  # multi-turn tool-calling sessions (issue 15)
-                from ..client.agent_session import measure_sessions as measure
-            salt = sess.salt_context(item.nodeid, workload.name)
-
-            def measure_at(w: Workload) -> WorkloadResult:  # a rate-sweep step: prompts of its own
-                return measure(client, w, seed=sess.settings.get("seed"), nonce=sess.nonce or None,
-                               salt_context=salt if w is workload or w.load is None else f"{salt}|rate={w.load.rate!r}",
-                               progress=progress)
-            if workload.baseline_target is not None:  # A/B in one run, interleaved (plugin/ab.py)
-                res = _measure_ab(item, sess, spec, client, workload, measure, progress)
-            elif workload.sweep is not None:
-                from ..client.rate_sweep import run_sweep
-
-                res = run_sweep(measure_at, workload)[0]
+            driver = driver_for(workload)  # one per way of sending (client/drivers/registry.py)
+            run = Run(seed=sess.settings.get("seed"), nonce=sess.nonce or None,
+                      salt_context=sess.salt_context(item.nodeid, workload.name), progress=progress, judge=judge)
+            if workload.baseline_target is not None:  # A/B in one run (plugin/ab.py, client/drivers/ab_*.py)
+                res = _measure_ab(item, sess, spec, client, workload, driver, run)
             else:
-                res = measure_at(workload)
+                res = driver.measure(client, workload, run)
             if waited_for is not None:
                 res.measurement.set(measure_start_ns=t0, measure_end_ns=time.time_ns())
             server = sess.server_for(spec)
             if server is not None and hasattr(server, "check_alive") and res.failures:
                 died = _died(server)
-                if died:  # the server failed: a fail (its refused requests are server faults), cause named
-                    causes = res.causes
-                    res = rejudge(res, server_failed=True)
-                    res.causes = causes
-                    res.failed_checks.append(sess.redactor()(f"the managed server died during the test: {died}"))
+                if died:  # a fact for the checks: its refused requests are server faults, and it is named
+                    res.facts.server_failed = True
+                    res.facts.server_died = sess.redactor()(died)
             # inside the lock: a local-cpu bandwidth probe saturates memory bandwidth, so it must
             # not overlap another worker's measurement either
             apply_roofline(item, sess, spec, client, workload, res, roofline_cli or {})
@@ -107,11 +97,14 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
         apply_baseline(item, sess, spec, client, workload, res)
     finally:
         progress.clear()
-    return res
+    return judge(res)  # every check, once (core.checks)
 
 
-def _measure_ab(item, sess: LatencySession, spec: TargetSpec, client, workload: Workload, measure, progress):
-    """The candidate (the test's target) interleaved with ``baseline_target`` and judged against it."""
+def _measure_ab(item, sess: LatencySession, spec: TargetSpec, client, workload: Workload, driver, run):
+    """The candidate (the test's target) interleaved with ``baseline_target`` and compared with it."""
+    from dataclasses import replace
+
+    from ..client.drivers.base import ABArms
     from . import ab, baseline
 
     where = f"{item.nodeid} workload {workload.name!r}"
@@ -121,10 +114,12 @@ def _measure_ab(item, sess: LatencySession, spec: TargetSpec, client, workload: 
         mode, block = ab.ab_mode(workload.baseline_target, where)
         if mode == "alternating":  # one target at a time (the candidate, running now, goes first)
             arms = {"a": spec, "b": spec_b}
-            client, client_b = _starter(sess, spec, "target"), _starter(sess, spec_b, "baseline target")
-            alternate = lambda arm: sess.stop_server(arms[arm])  # noqa: E731
+
+            def alternate(arm: str) -> None:
+                sess.stop_server(arms[arm])
+            arm_b = ABArms(_starter(sess, spec_b, "baseline target"), block, _starter(sess, spec, "target"), alternate)
         else:
-            client_b, alternate = sess.client(spec_b), None
+            arm_b = ABArms(sess.client(spec_b), block)
     except ConfigError as exc:
         config_failure(exc)
     except (MeasurementError, LatencyError, OSError, RuntimeError) as exc:
@@ -133,15 +128,13 @@ def _measure_ab(item, sess: LatencySession, spec: TargetSpec, client, workload: 
         return evaluate(workload, [], [Failure("target", msg)])
     assert spec_b is not None  # baseline_spec returned or raised
     try:
-        res, res_b = ab.measure_interleaved(measure, client, client_b, workload, seed=sess.settings.get("seed"),
-                                            nonce=sess.nonce or None, progress=progress, block_size=block,
-                                            alternate=alternate,
-                                            salt_context=sess.salt_context(item.nodeid, workload.name))
+        res, res_b = driver.measure_arms(client, workload, replace(run, ab=arm_b))
     except ab.StartError as exc:  # alternating: a target did not come back between blocks
         return evaluate(workload, [], [Failure("target", sess.redactor()(str(exc)))])
     if not res_b.records:
-        res.failed_checks.append(f"baseline target {ab.describe(spec_b)} measured no sample: "
-                                 f"{res_b.failure_message() or 'empty sample'}")
+        judge(res_b)
+        res.facts.baseline_target_empty = (f"baseline target {ab.describe(spec_b)} measured no sample: "
+                                           f"{res_b.failure_message() or 'empty sample'}")
         return res
     baseline.judge(res, {"samples": baseline.samples(res_b)}, baseline.tolerances(sess.settings, workload),
                    seed=sess.settings.get("seed") or 0, label=f"baseline target {ab.describe(spec_b)}", paired=True,

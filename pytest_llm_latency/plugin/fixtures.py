@@ -17,7 +17,7 @@ import pytest
 
 from ..core.errors import ConfigError
 from .execute import config_failure
-from ..core.result import Failure, Verdict, Violation, WorkloadResult, rejudge
+from ..core.result import Failure, Verdict, Violation, WorkloadResult
 from ..core.record import RequestRecord
 from ..core.stats import Summary
 from ..core.agent_spec import AGENT_BUDGET_KEYS
@@ -151,10 +151,9 @@ class MeasuredResult:
                                   "(the model is unloaded first): pass cold_ttft_max to measure() or the marker")
         except ConfigError as exc:
             config_failure(exc)
-        judged = rejudge(self._res, w)
-        from ..core.why import explain
+        from ..core.checks import judge, with_workload
 
-        explain(judged)  # the causes, for these budgets
+        judged = judge(with_workload(self._res, w))  # the measurement, judged for these budgets
         self._res = judged
         self.checked = True
         from .execute import outcome

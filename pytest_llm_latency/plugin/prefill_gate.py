@@ -84,6 +84,7 @@ def _server(points) -> Any:
 
 def prefill_gate(sess, spec, workload: Workload, res: WorkloadResult, overrides: Mapping[str, Any],
                  base_dir: Path | None = None, client=None) -> None:
+    from ..core.facts import GateOutcome
     from ..core.prefill import PrefillBudgets, evaluate_prefill
 
     points, res.prefill.points = res.prefill.points, None
@@ -123,16 +124,13 @@ def prefill_gate(sess, spec, workload: Workload, res: WorkloadResult, overrides:
             if fresh.tflops > peak.tflops:
                 result = judge(fresh)
     except ConfigError as exc:
-        res.errors.append(f"prefill roofline: {exc}")
+        res.facts.gates.append(GateOutcome("prefill", "config_error", f"prefill roofline: {exc}"))
         return
     res.prefill.set(**result.as_properties())
     if result.linearity.why:  # visible on every run, pass or not
         res.notes.append(f"prefill: {result.linearity.why}")
-    if result.status == "fail":
-        res.failed_checks.append(result.message)
-    elif result.status == "config_error":
-        res.errors.append(result.message)
-    else:
+    res.facts.gates.append(GateOutcome("prefill", result.status, result.message))  # core.checks.gates decides
+    if result.status not in ("fail", "config_error"):
         res.prefill.message = result.message
         if result.peak is not None and result.peak.note:
             res.notes.append(f"prefill peak note: {result.peak.note}")

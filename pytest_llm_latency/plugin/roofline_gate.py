@@ -134,6 +134,7 @@ def _reference_config(spec):
 
 def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Mapping[str, Any],
              base_dir: Path | None = None, client=None) -> None:
+    from ..core.facts import GateOutcome
     from ..core.roofline import evaluate_roofline, mean_context
     from ..roofline.hwdetect import resolve_hardware
 
@@ -145,8 +146,9 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
     if "tpot" not in res.completed:  # decode physics: completed requests only (failures are misses in SLOs)
         if roof.get("min_decode_efficiency") is not None or overrides.get("min_decode_efficiency") is not None \
                 or s.get("min_decode_efficiency") is not None:
-            res.errors.append("roofline gate: no decode timing (every request produced < 2 tokens or stopped "
-                              "short), so decode efficiency cannot be judged -- raise output_tokens")
+            res.facts.gates.append(GateOutcome("roofline", "unjudged", "roofline gate: no decode timing (every "
+                                               "request produced < 2 tokens or stopped short), so decode "
+                                               "efficiency cannot be judged -- raise output_tokens"))
         return
     hw_name = s.pick("hardware", marker=overrides.get("hardware"), yaml=roof.get("hardware"))
     min_eff = s.pick("min_decode_efficiency", marker=overrides.get("min_decode_efficiency"),
@@ -171,7 +173,7 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
         if min_eff.value is None and not roof:
             res.notes.append(f"roofline not evaluated: {exc}")
             return
-        res.errors.append(f"roofline gate configuration error: {exc}")
+        res.facts.gates.append(GateOutcome("roofline", "config_error", f"roofline gate configuration error: {exc}"))
         return
     res.roofline.set(**{k: v for k, v in result.as_properties().items() if v is not None}, status=result.status)
     # for the HTML report's roofline chart: the gate's minimum and the ceiling's arithmetic
@@ -180,11 +182,9 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
     res.roofline.arithmetic = format_arithmetic(result.ceiling)
     if min_eff.value is not None:
         res.roofline.min_decode_efficiency = min_eff.value
-    if result.status == "fail":
-        res.failed_checks.append(result.message)
-    elif result.status == "config_error":
-        res.errors.append(result.message)
-    else:  # passed or report-only: information (res.roofline), not a note (notes are warnings) ...
+    res.facts.gates.append(GateOutcome("roofline", result.status, result.message))  # core.checks.gates decides
+    if result.status not in ("fail", "config_error"):  # passed or report-only: information (res.roofline),
+        # not a note (notes are warnings) ...
         res.roofline.message = result.message
         # ... except caveats that make the ceiling itself doubtful: those warn on every run
         if getattr(model, "kv_not_counted", ""):  # ModelBytes; a catalog ModelSpec always counts it

@@ -77,12 +77,12 @@ def test_verdict_is_one_of_three_plain_strings():
     """A ``Literal``: the verdict stays a plain ``str`` (xdist's execnet, JSON and JUnit take it as it is)."""
     from typing import get_args
 
-    from pytest_llm_latency.core.result import VERDICTS, WorkloadResult
+    from pytest_llm_latency.core.checks import evaluate
+    from pytest_llm_latency.core.result import VERDICTS
     from pytest_llm_latency.core.workload import make_workload
 
     assert get_args(pytest_llm_latency.Verdict) == VERDICTS == ("pass", "fail", "error")
-    res = WorkloadResult(workload=make_workload("chat", {}))
-    res.errors.append("nothing measured")
+    res = evaluate(make_workload("chat", {}), [], [])  # nothing measured: an error
     assert type(res.verdict) is str and res.verdict == "error"
 
 

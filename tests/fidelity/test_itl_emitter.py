@@ -30,6 +30,7 @@ from pytest_llm_latency.client.http import make_http_client
 from pytest_llm_latency.client.load import LagMonitor
 from pytest_llm_latency.client.openai import OpenAIClient
 from pytest_llm_latency.client.runner import Target, make_client, measure
+from pytest_llm_latency.core.checks import judge
 from pytest_llm_latency.core import metrics as m
 from pytest_llm_latency.core.bunching import MIN_STALL_NS, StallTimeline, stall_at
 from pytest_llm_latency.core.stats import percentile
@@ -127,10 +128,10 @@ def split_by_client_stalls(rec, itl: list[float], itl_truth: list[float], timeli
 @pytest.mark.parametrize("per_chunk", ["1", "4", "var:1-5"])
 def test_per_token_itl_matches_the_emitters_send_stamps(tmp_path, per_chunk, usage, rule_1):
     with emitter(tmp_path, per_chunk, "request") as (url, stamps):
-        recs, per_chunk_itl, (extra, notes, errors), truth, timeline, paced = stream_and_recover(
+        recs, per_chunk_itl, (extra, notes, left_per_chunk), truth, timeline, paced = stream_and_recover(
             url, stamps, usage == "per-chunk")
     want = rule_1 if per_chunk == "1" or usage == "per-chunk" else "tokenize"
-    assert extra == {"itl_token_counts": want} and notes == [] and errors == [], (extra, notes)
+    assert extra == {"itl_token_counts": want} and notes == [] and left_per_chunk is None, (extra, notes)
     assert timeline.covers([c.t_ns for c in r.chunks] for r in recs)  # the monitor watched every read
     errs, kept, excused = [], [], []
     for rec, (counts, itl_truth) in zip(recs, truth):
@@ -172,7 +173,7 @@ def test_no_usage_at_all_is_named_per_chunk_and_an_itl_budget_is_refused(tmp_pat
                                     "slo": {"itl_p50": "20ms", "tpot_p50": "20ms"}})
             # no usage: prompts cannot be calibrated on it, so they are counted as the emitter
             # counts (one token per word)
-            res = measure(client, w, counter=lambda text: len(text.split()))
+            res = judge(measure(client, w, counter=lambda text: len(text.split())))
     assert res.measurement.itl_token_counts == "per chunk"
     assert res.verdict == "error", (res.verdict, res.errors)
     assert any(e.startswith("itl_p50 cannot be judged: 3 of 3 streams gave no per-chunk token counts")
@@ -188,7 +189,7 @@ def test_the_runner_names_the_tokenize_rule_and_judges_itl_per_token(tmp_path):
             client = make_client(Target(url, "openai-completions", "emitter"), http)
             w = make_workload("w", {"prompt_tokens": 16, "output_tokens": TOKENS, "samples": 3, "warmup": 1,
                                     "slo": {"itl_p50": "20ms"}})
-            res = measure(client, w)
+            res = judge(measure(client, w))
     assert res.measurement.itl_token_counts == "tokenize", res.measurement
     assert res.verdict == "pass", (res.errors, res.violations, res.notes)
     assert abs(res.summaries["itl"].p50 - INTERVAL_MS) <= 1.0

@@ -18,6 +18,7 @@ import pytest
 from pytest_llm_latency.client.http import make_http_client
 from pytest_llm_latency.client.openai import OpenAIClient
 from pytest_llm_latency.client.runner import measure
+from pytest_llm_latency.core.checks import judge
 from pytest_llm_latency.core import metrics
 from pytest_llm_latency.core.workload import Workload
 
@@ -116,7 +117,7 @@ def _measure(server, **w):
     client = OpenAIClient(http, server.url, "m", clock=clock)
     try:
         workload = Workload(name="w", klass="custom", prompt_tokens=5, output_tokens=3, **w)
-        return measure(client, workload, counter=lambda text: len(text.split()) + 1)
+        return judge(measure(client, workload, counter=lambda text: len(text.split()) + 1))
     finally:
         http.close()
 

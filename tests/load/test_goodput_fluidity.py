@@ -5,7 +5,8 @@ import pytest
 
 from pytest_llm_latency.core.errors import ConfigError
 from pytest_llm_latency.core.goodput import fluidity, fluidity_of, goodput, meets
-from pytest_llm_latency.core.result import Failure, evaluate
+from pytest_llm_latency.core.checks import evaluate
+from pytest_llm_latency.core.result import Failure
 from pytest_llm_latency.core.workload import make_workload
 from tests.helpers.records import record_at
 

@@ -25,6 +25,7 @@ def _spin(core: int, stop) -> None:
 def _client(url: str, out, ready, go, nice: int = 19) -> None:
     from pytest_llm_latency.client.http import make_http_client
     from pytest_llm_latency.client.runner import Target, make_client, measure
+    from pytest_llm_latency.core.checks import judge
     from pytest_llm_latency.core.workload import make_workload
 
     os.nice(nice)
@@ -32,8 +33,8 @@ def _client(url: str, out, ready, go, nice: int = 19) -> None:
     go.wait(60)
 
     client = make_client(Target(url, "openai-completions"), make_http_client())
-    res = measure(client, make_workload("w", {"prompt_tokens": 64, "output_tokens": 16, "concurrency": 64,
-                                             "samples": 32, "warmup": 0, "slo": {"itl_p99": "50ms"}}))
+    res = judge(measure(client, make_workload("w", {"prompt_tokens": 64, "output_tokens": 16, "concurrency": 64,
+                                             "samples": 32, "warmup": 0, "slo": {"itl_p99": "50ms"}})))
     out.put({"verdict": res.verdict, "errors": res.errors, "notes": res.notes, "client": res.client.to_json()})
 
 

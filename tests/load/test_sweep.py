@@ -7,6 +7,7 @@ import pytest
 from pytest_llm_latency.client.http import make_http_client
 from pytest_llm_latency.client.runner import Target, make_client, measure
 from pytest_llm_latency.client.rate_sweep import run_sweep
+from pytest_llm_latency.core.checks import judge
 from pytest_llm_latency.core.errors import ConfigError
 from pytest_llm_latency.core.rate_sweep import Step, SweepSpec, bisect_rate, make_sweep
 from pytest_llm_latency.core.workload import make_workload
@@ -77,7 +78,8 @@ def test_sweep_converges_within_10_percent_of_the_reference_models_capacity():
                             "rate_sweep": {"rate_min": 8, "rate_max": 160, "max_steps": 9, "tolerance": 0.04}})
     with start_reference(url, mode="subprocess") as h:
         client = make_client(Target(h.url, "openai-completions"), make_http_client())
-        res, sw = run_sweep(lambda wl: measure(client, wl, salt_context=repr(wl.load.rate)), w)
+        res, sw = run_sweep(lambda wl: measure(client, wl, salt_context=repr(wl.load.rate)), w, judge)
+        judge(res)
     print(f"predicted {cap:.1f} req/s; {sw.describe()}")
     assert len(sw.steps) <= 9 and not sw.bounded, sw.describe()
     assert abs(sw.capacity / cap - 1) <= 0.10, (cap, sw.describe())

@@ -7,6 +7,7 @@ import pytest
 
 from pytest_llm_latency.client.http import make_http_client
 from pytest_llm_latency.client.runner import Target, make_client, measure
+from pytest_llm_latency.core.checks import judge
 from pytest_llm_latency.core import metrics as m
 from pytest_llm_latency.core.workload import make_workload
 from pytest_llm_latency.targets.reference.launch import start_reference
@@ -17,7 +18,7 @@ REF = "reference://h100-sxm/llama-3.1-8b?"
 def run(url: str, spec: dict, seed: int = 0):
     with start_reference(url, mode="subprocess") as h:
         client = make_client(Target(h.url, "openai-completions"), make_http_client())
-        return measure(client, make_workload("w", spec), seed=seed)
+        return judge(measure(client, make_workload("w", spec), seed=seed))
 
 
 def test_coordinated_omission_open_loop_shows_the_stall_a_closed_loop_hides():

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from pytest_llm_latency.client.agent_session import measure_sessions, tools_overhead
+from pytest_llm_latency.core.checks import judge
 from pytest_llm_latency.client.http import make_http_client
 from pytest_llm_latency.client.runner import Target, make_client
 from pytest_llm_latency.core.agent_spec import tool_schemas
@@ -50,7 +51,7 @@ def test_four_turn_session_with_tools_reports_llamacpp_cache_n(llama_pool, llama
                                         "turn_ttft_max": "30s"}})
     with make_http_client() as http:
         c = make_client(Target(t.url, "openai-chat"), http)
-        res = measure_sessions(c, w, seed=0)
+        res = judge(measure_sessions(c, w, seed=0))
     assert res.prepared, res.failure_message()
     print(f"verdict {res.verdict}; tools add {res.agent.tools_overhead_tokens} tokens; per turn: " +
           "; ".join(f"t{k} {res.agent.turn(k).get('prompt_tokens_p50')} prompt, "

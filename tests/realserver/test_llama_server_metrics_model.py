@@ -7,6 +7,7 @@ import pytest
 
 from pytest_llm_latency.client.http import make_http_client
 from pytest_llm_latency.client.runner import Target, make_client, measure
+from pytest_llm_latency.core.checks import judge
 from pytest_llm_latency.core.workload import make_workload
 
 pytestmark = pytest.mark.integration
@@ -18,7 +19,7 @@ def test_llamacpp_metrics_map_onto_the_server_model(llama_tiny):
     # tokens a request (~0.2 s on the tiny model) so that the 0.5 s scrapes see the run
     w = make_workload("w", {"prompt_tokens": 32, "output_tokens": 1000, "concurrency": 2, "samples": 6,
                             "warmup": 1, "shared_prefix_tokens": 16, "slo": {"ttft_p50": "10s"}})
-    res = measure(client, w)
+    res = judge(measure(client, w))
     x = {**res.server.to_json(), "metrics_timeline": res.server.metrics_timeline}
     assert x["server_scrapes"] >= 2
     assert x["server_running_max"] >= 1 and "server_waiting_max" in x

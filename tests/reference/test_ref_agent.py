@@ -21,6 +21,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from pytest_llm_latency.client.agent_session import measure_sessions
+from pytest_llm_latency.core.checks import judge
 from pytest_llm_latency.client.http import make_http_client
 from pytest_llm_latency.client.runner import Target, make_client
 from pytest_llm_latency.core import metrics
@@ -35,7 +36,8 @@ SESSION = {"steps": 5, "prompt_tokens": 1024, "output_tokens": 16, "tool_result_
 def run(url: str, spec: dict | None = None, *, nonce: str = "n1", seed: int = 0):
     with make_http_client() as http:
         client = make_client(Target(url, "openai-chat"), http)
-        return measure_sessions(client, make_workload("session", {**SESSION, **(spec or {})}), seed=seed, nonce=nonce)
+        w = make_workload("session", {**SESSION, **(spec or {})})
+        return judge(measure_sessions(client, w, seed=seed, nonce=nonce))
 
 
 def by_turn(res, steps: int = 5) -> dict[int, list]:

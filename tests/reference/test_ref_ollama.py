@@ -114,13 +114,14 @@ def test_samples_served_from_ollamas_prompt_cache_are_not_judged_and_named(serve
     """Through the runner: a pinned nonce replayed against a caching server sends the samples
     again; Ollama omits their prompt_eval_count, which is named as its prompt cache."""
     from pytest_llm_latency.client.runner import Target, make_client, measure
+    from pytest_llm_latency.core.checks import judge
     from pytest_llm_latency.core.workload import make_workload
 
     h = serve("time_scale=0&prompt_cache=64", mode="thread")
     c = make_client(Target(h.url, "ollama"), http)
     w = make_workload("w", {"class": "custom", "prompt_tokens": 256, "output_tokens": 2, "samples": 5,
                             "warmup": 0, "max_error_rate": 0.5})
-    runs = [measure(c, w, nonce="pinned", counter=lambda t: len(t.split())) for _ in range(2)]
+    runs = [judge(measure(c, w, nonce="pinned", counter=lambda t: len(t.split()))) for _ in range(2)]
     assert runs[0].verdict == "pass" and runs[0].measurement.prompt_exact_requests == runs[0].n
     second = runs[1]
     assert second.verdict == "error" and not any("no prompt token usage" in e for e in second.errors)
@@ -130,11 +131,12 @@ def test_samples_served_from_ollamas_prompt_cache_are_not_judged_and_named(serve
 
 def test_a_run_of_cold_starts_only_is_an_error_that_says_so(serve, http):
     from pytest_llm_latency.client.runner import Target, make_client, measure
+    from pytest_llm_latency.core.checks import judge
     from pytest_llm_latency.core.workload import make_workload
 
     h = serve("time_scale=1&load_time=0.15&evict_every=1", mode="thread")  # every request unloads it
     w = make_workload("w", {"class": "custom", "prompt_tokens": 64, "output_tokens": 1, "samples": 3, "warmup": 1})
-    res = measure(make_client(Target(h.url, "ollama"), http), w, counter=lambda t: len(t.split()))
+    res = judge(measure(make_client(Target(h.url, "ollama"), http), w, counter=lambda t: len(t.split())))
     assert res.verdict == "error" and res.cold_start.cold_starts == 3 and res.n == 0
     assert res.errors == [e for e in res.errors if e.startswith("all 3 samples were cold starts")] != []
     with pytest.raises(Exception, match="no TTFT values were measured"):

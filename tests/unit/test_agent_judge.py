@@ -1,8 +1,9 @@
-"""Agent-session arithmetic and verdicts (core.agent_judge, core.agent_spec): prefix reuse per
-turn, the diagnosis naming the turn, the latency budgets, and the spec's errors."""
+"""Agent-session arithmetic and verdicts (core.agent_turns, core.checks.agent_sessions, core.agent_spec):
+prefix reuse per turn, the diagnosis naming the turn, the latency budgets, and the spec's errors."""
 import pytest
 
-from pytest_llm_latency.core.agent_judge import Session, Turn, diagnose_reuse, judge, reuse, turn_span
+from pytest_llm_latency.core.agent_turns import Session, Turn, reuse, turn_span
+from pytest_llm_latency.core.checks.agent_sessions import diagnose_reuse, judge
 from pytest_llm_latency.core.agent_spec import make_agent, tool_schemas
 from pytest_llm_latency.core.errors import ConfigError
 from pytest_llm_latency.core.workload import make_workload, with_budgets
@@ -120,7 +121,7 @@ def test_tool_schemas_are_seeded_json_schema_functions():
 
 
 def test_counters_reuse_where_no_turn_reports_its_cached_tokens():
-    from pytest_llm_latency.core.agent_judge import counters_reuse
+    from pytest_llm_latency.core.agent_turns import counters_reuse
 
     vllm = {"vllm:prefix_cache_hits_total": 900.0, "vllm:prefix_cache_queries_total": 2000.0}
     assert counters_reuse(vllm, 1000) == pytest.approx(0.9)  # 900 of the 1000 turn-2+ tokens

@@ -9,7 +9,7 @@ import random
 from pytest_llm_latency.client.load_report import BURST_SHARE, CLIENT_BUNCHING_LAG_OF_TPOT, client_summary
 from pytest_llm_latency.core.bunching import StallTimeline, attribute, bursts, stall_at
 from pytest_llm_latency.core.record import RequestRecord, TokenChunk
-from pytest_llm_latency.core.result import evaluate
+from pytest_llm_latency.core.checks import evaluate
 from pytest_llm_latency.core.stats import percentile
 from pytest_llm_latency.core.workload import make_workload
 

@@ -7,7 +7,7 @@ import pytest
 from pytest_llm_latency.core import coldstart
 from pytest_llm_latency.core.errors import ConfigError
 from pytest_llm_latency.core.prompts import build_prompts, linear_counter, resized
-from pytest_llm_latency.core.result import evaluate
+from pytest_llm_latency.core.checks import evaluate
 from pytest_llm_latency.core.workload import make_workload, with_budgets
 from tests.helpers.records import record
 

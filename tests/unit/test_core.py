@@ -9,7 +9,7 @@ from pytest_llm_latency.core import metrics
 from pytest_llm_latency.core.errors import ConfigError, EmptySampleError
 from pytest_llm_latency.core.prompts import build_prompts
 from pytest_llm_latency.core.record import RecordBuilder
-from pytest_llm_latency.core.result import evaluate
+from pytest_llm_latency.core.checks import evaluate
 from pytest_llm_latency.core.stats import PERCENTILE_METHOD, min_samples_for, summarize
 from pytest_llm_latency.core.workload import make_workload, parse_duration_ms
 from tests.helpers.records import record as build_record

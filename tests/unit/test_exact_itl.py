@@ -24,6 +24,8 @@ import pytest
 from pytest_llm_latency.client.chunk_counts import ChunkCounter, CountRecovery
 from pytest_llm_latency.client.http import make_http_client
 from pytest_llm_latency.client.openai import OpenAIClient
+from pytest_llm_latency.core.checks.measurement_validity import check_token_counts
+from pytest_llm_latency.core.result import measured
 from pytest_llm_latency.core import metrics as m
 from pytest_llm_latency.core.record import RequestRecord
 from pytest_llm_latency.core.stats import percentile
@@ -114,7 +116,10 @@ def recover(rec: RequestRecord, counter, slo: dict | None = None) -> tuple[dict,
     w = make_workload("w", {"prompt_tokens": 16, "output_tokens": 64, **({"slo": slo} if slo else {})})
     rc = CountRecovery(None, w, counter)
     rc.apply([rec])
-    return rc.report([rec])
+    extra, notes, per_chunk = rc.report([rec])
+    res = measured(w, [rec], [])
+    res.facts.per_chunk_itl = per_chunk
+    return extra, notes, [f.text for f in check_token_counts(res)]  # the check decides on the fact
 
 
 def never(text: str) -> int:

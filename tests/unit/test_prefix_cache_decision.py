@@ -11,6 +11,7 @@ from pytest_llm_latency.client.http import make_http_client
 from pytest_llm_latency.client.openai import OpenAIClient
 from pytest_llm_latency.client.prometheus import delta, parse_metrics
 from pytest_llm_latency.client.runner import measure
+from pytest_llm_latency.core.checks import judge as judge_result
 from pytest_llm_latency.core.prefix_cache import ALWAYS_CACHED_PER_REQUEST, CacheEvidence, evidence, judge
 from pytest_llm_latency.core.workload import make_workload
 
@@ -85,7 +86,7 @@ def run(cache_n, prompt_n, model="smol.gguf", served=("smol.gguf",), **spec):
                      "http://x", model, clock=VirtualTime(), sleep=lambda s: None)
     w = make_workload("w", {"class": "custom", "prompt_tokens": cache_n + prompt_n, "output_tokens": 4,
                             "samples": 5, "warmup": 0, "slo": {"ttft_p50": "1s"}, **spec})
-    return measure(c, w, nonce="pinned", counter=lambda t: len(t.split()))
+    return judge_result(measure(c, w, nonce="pinned", counter=lambda t: len(t.split())))
 
 
 def test_cached_samples_are_an_error_not_a_pass():

@@ -79,6 +79,7 @@ def test_measure_sends_a_bounded_number_of_tokenize_requests():
     from pytest_llm_latency.client.http import make_http_client
     from pytest_llm_latency.client.openai import OpenAIClient
     from pytest_llm_latency.client.runner import measure
+    from pytest_llm_latency.core.checks import judge
     from pytest_llm_latency.core.workload import make_workload
 
     script, vt = Script(ttft_ms=50, tpot_ms=5), VirtualTime()
@@ -91,7 +92,7 @@ def test_measure_sends_a_bounded_number_of_tokenize_requests():
     c = OpenAIClient(make_http_client(transport=httpx.MockTransport(handler)), "http://fake", "fake-model",
                      clock=vt, sleep=lambda s: None)
     w = make_workload("w", {"class": "custom", "prompt_tokens": 512, "output_tokens": 4, "samples": 20, "warmup": 2})
-    res = measure(c, w, nonce="n")
+    res = judge(measure(c, w, nonce="n"))
     assert res.verdict == "pass" and all(r.prompt_tokens == 512 for r in res.records)
     # 2 endpoint-detection calls + 1 calibration + the fit (<= 2 log2(1040) + 8 = 30) + 21 verifies
     assert paths.count("/tokenize") <= 2 + 1 + 30 + 21, paths.count("/tokenize")

@@ -11,7 +11,8 @@ import pytest
 
 from pytest_llm_latency.core.errors import MeasurementError
 from pytest_llm_latency.core.record import RecordBuilder
-from pytest_llm_latency.core.result import Failure, evaluate, metric_values
+from pytest_llm_latency.core.checks import evaluate
+from pytest_llm_latency.core.result import Failure, metric_values
 from pytest_llm_latency.core.stats import percentile
 from pytest_llm_latency.core.workload import make_workload
 from pytest_llm_latency.plugin.report.detail import CDF_POINTS, cdf_samples, detail, request_rows

@@ -11,7 +11,8 @@ from importlib import resources
 import pytest
 
 from pytest_llm_latency.core.record import RecordBuilder
-from pytest_llm_latency.core.result import Failure, evaluate
+from pytest_llm_latency.core.checks import evaluate
+from pytest_llm_latency.core.result import Failure
 from pytest_llm_latency.core.result_parts import PARTS, ClientHealth, LoadInfo, copy_parts
 from pytest_llm_latency.core.workload import make_workload
 from pytest_llm_latency.files import baseline as bfile

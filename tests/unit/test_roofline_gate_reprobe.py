@@ -64,6 +64,10 @@ def gate(roof):
     sess = SimpleNamespace(settings=Settings.resolve({}, {}, {}))
     roofline_gate.gate_for(sess, SimpleNamespace(url="http://127.0.0.1:1"), workload, res, {},
                            client=FakeLlamaCpp())
+    from pytest_llm_latency.core.checks.gates import check_roofline
+
+    for f in check_roofline(res):  # the gate measures, its check decides
+        (res.errors if f.kind == "error" else res.failed_checks).append(f.text)
     return res
 
 

@@ -7,7 +7,7 @@ import random
 from pytest_llm_latency.client.runner import send_samples, stop_info
 from pytest_llm_latency.core.prompts import Prompt
 from pytest_llm_latency.core.record import RecordBuilder
-from pytest_llm_latency.core.result import evaluate
+from pytest_llm_latency.core.checks import evaluate
 from pytest_llm_latency.core.verdict import SequentialVerdicts
 from pytest_llm_latency.core.workload import make_workload
 from pytest_llm_latency.plugin.report.document import result_entry

@@ -9,7 +9,8 @@ import pytest
 from pytest_llm_latency.client.runner import send_samples, stop_info
 from pytest_llm_latency.core.errors import ConfigError
 from pytest_llm_latency.core.prompts import Prompt
-from pytest_llm_latency.core.result import Failure, evaluate, rejudge
+from pytest_llm_latency.core.checks import evaluate, judge
+from pytest_llm_latency.core.result import Failure
 from pytest_llm_latency.core.workload import check_min_samples, make_workload, with_statistics
 from tests.helpers.records import record
 
@@ -201,12 +202,14 @@ def test_auto_with_concurrency_sends_full_rounds_in_parallel():
     assert res.verdict == "pass" and res.verdicts[0].n == 64
 
 
-def test_rejudge_keeps_the_sequential_decisions():
+def test_judging_again_keeps_the_sequential_decisions():
     w = wl(samples="auto")
     outs, seq = send_samples(fake_one(random.Random(10), 300), prompts(w.samples), w)
     res = evaluate(w, outs, [], sequential=seq)
-    again = rejudge(res, server_failed=True)
-    assert [(v.status, v.n) for v in again.verdicts] == [(v.status, v.n) for v in res.verdicts]
+    before = [(v.status, v.n) for v in res.verdicts]
+    res.facts.server_failed = True  # a managed server that died: an input fact, the checks run again
+    again = judge(res)
+    assert [(v.status, v.n) for v in again.verdicts] == before != []
 
 
 def test_a_fraction_budget_does_not_hold_samples_auto_to_max_samples():

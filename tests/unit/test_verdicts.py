@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from pytest_llm_latency.core.errors import EmptySampleError, MeasurementError
-from pytest_llm_latency.core.result import Failure, evaluate, is_server_fault, rejudge
+from pytest_llm_latency.core.checks import evaluate, judge
+from pytest_llm_latency.core.result import Failure, is_server_fault
 from pytest_llm_latency.core.stats import PERCENTILE_METHOD, summarize
 from pytest_llm_latency.core.workload import make_workload
 from tests.helpers.records import record
@@ -115,7 +116,8 @@ def test_nothing_listening_at_the_start_is_an_error_but_a_server_gone_mid_run_is
         res.ttft  # noqa: B018 - nothing was measured: never an all-miss statistic
     gone = evaluate(wl(ttft_p50=500), [rec()] * 5, refused[:15])
     assert gone.verdict == "fail" and "connect x15" in gone.failed_checks[0]
-    died = rejudge(res, server_failed=True)  # a managed server that died: its refusals are its failure
+    res.facts.server_failed = True  # a managed server that died: its refusals are its failure
+    died = judge(res)
     assert died.verdict == "fail"
     assert is_server_fault("connect", True) and not is_server_fault("connect", False)
 
@@ -139,7 +141,7 @@ def test_all_requests_timing_out_is_a_fail_not_an_error():
                                           ("unknown_model", "error"), ("no_usage", "error"), ("tokenize", "error")])
 def test_prompt_preparation_failing_is_judged_by_kind(kind, verdict):
     """Old code: always "error", so a stalling or 5xx server looked like a broken setup."""
-    from pytest_llm_latency.core.result import preparation_failed
+    from pytest_llm_latency.core.checks import preparation_failed
 
     res = preparation_failed(wl(ttft_p50=500), Failure(kind, "why"))
     assert res.verdict == verdict

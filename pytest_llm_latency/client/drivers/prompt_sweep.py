@@ -1,6 +1,6 @@
 """A prompt-length sweep: TTFT at several prompt lengths in one test (``prompt_sweep:``).
 
-Each length is one ``runner.measure`` of the workload at that length, at concurrency 1 (no
+Each length is one measurement (its sample driver) of the workload at that length, at concurrency 1 (no
 queue in TTFT) and with its own salts (``salt_context`` names the length), so no prompt of the
 sweep shares a prefix with another beyond ``shared_prefix_tokens``.  The samples of every length
 are judged together against the workload's latency budgets; each request's (prompt tokens,
@@ -12,39 +12,51 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import NamedTuple
 
-from ..core import metrics as m
-from ..core.result import WorkloadResult, evaluate
-from ..core.result_parts import copy_parts
-from ..core.workload import Workload
+from ...core import metrics as m
+from ...core.result import WorkloadResult, measured
+from ...core.result_parts import copy_parts
+from ...core.workload import Workload
+from .base import Run
+from .sending import sample_driver_for
 
 #: per-length /metrics deltas of vLLM's prefill-time histogram (seconds)
 VLLM_PREFILL = "vllm:request_prefill_time_seconds"
 _SUMMED = ("_total", "_count", "_sum")
 
 
-def measure_sweep(client, workload: Workload, *, salt_context: str = "", progress=None, **kw) -> WorkloadResult:
-    from .runner import measure
+class PromptSweep:
+    name = "prompt_sweep"
 
+    def applies(self, workload: Workload) -> bool:
+        return bool(workload.prompt_sweep)
+
+    def measure(self, client, workload: Workload, run: Run) -> WorkloadResult:
+        return measure_sweep(client, workload, run)
+
+
+def measure_sweep(client, workload: Workload, run: Run = Run()) -> WorkloadResult:
+    """Every length of ``workload.prompt_sweep`` measured by its sample driver, then combined."""
     parts: list[tuple[Workload, WorkloadResult]] = []
     total = len(workload.prompt_sweep) * workload.samples
+    progress = run.progress
     for i, n in enumerate(workload.prompt_sweep):
         w = replace(workload, prompt_tokens=n, prompt_sweep=(), budgets=(), concurrency=1)
         step = (lambda done, _t, _i=i: progress(_i * workload.samples + done, total)) if progress else None
-        parts.append((w, measure(client, w, salt_context=f"{salt_context}|prompt={n}", progress=step, **kw)))
+        at = replace(run, salt_context=f"{run.salt_context}|prompt={n}", progress=step)
+        parts.append((w, sample_driver_for(w).measure(client, w, at)))
     return combine(workload, parts)
 
 
 def combine(workload: Workload, parts: list[tuple[Workload, WorkloadResult]]) -> WorkloadResult:
-    """One result for the sweep: every length's samples judged together; each length's notes,
-    errors and gate results kept (prefixed with its length); server counters summed."""
-    res = evaluate(workload, [r for _, p in parts for r in p.records], [f for _, p in parts for f in p.failures])
+    """One measurement for the sweep: every length's samples (judged together); each length's
+    notes kept and its own facts handed to the checks (``core.checks.sweeps``, prefixed with its
+    length); server counters summed."""
+    res = measured(workload, [r for _, p in parts for r in p.records], [f for _, p in parts for f in p.failures])
     points = []
     for w, p in parts:
-        base = evaluate(w, p.records, p.failures)  # what evaluate says by itself is judged again above
         tag = f"prompt {w.prompt_tokens}: "
-        res.notes.extend(tag + x for x in p.notes if x not in base.notes)
-        res.errors.extend(tag + x for x in p.errors if x not in base.errors)
-        res.failed_checks.extend(tag + x for x in p.failed_checks if x not in base.failed_checks)
+        res.notes.extend(tag + x for x in p.notes)
+        res.facts.sweep_parts.append((tag, p))
         summed = {k: res.server.metrics.get(k, 0) + v for k, v in p.server.metrics.items()
                   if k.endswith(_SUMMED) and isinstance(v, (int, float))}
         copy_parts(p, res)

@@ -1,0 +1,23 @@
+"""Closed loop: ``concurrency`` streams, each sending its next request when the last one ends
+(the load engine, ``client.load``)."""
+from __future__ import annotations
+
+from ...core.workload import Workload
+from ..load import run_load, uses_load_engine
+from .base import Run, Sent
+from .pipeline import measure_samples
+
+
+class ClosedLoop:
+    name = "closed_loop"
+    engine = True
+
+    def applies(self, workload: Workload) -> bool:
+        return uses_load_engine(workload) and not (workload.load is not None and workload.load.open_loop)
+
+    def send(self, one, samples, workload: Workload, run: Run, recover) -> Sent:
+        load_run = run_load(one, samples, workload, seed=run.seed, progress=run.progress)
+        return Sent(outcomes=list(load_run.outcomes), load_run=load_run)
+
+    def measure(self, client, workload: Workload, run: Run):
+        return measure_samples(client, workload, run, self)

@@ -1,0 +1,14 @@
+"""Open loop: requests sent on a schedule (a rate, bursts, a ramp) whatever the server's
+latency, so a stall shows in the next requests' queueing (the load engine, ``client.load``)."""
+from __future__ import annotations
+
+from ...core.workload import Workload
+from ..load import uses_load_engine
+from .closed_loop import ClosedLoop
+
+
+class OpenLoop(ClosedLoop):
+    name = "open_loop"
+
+    def applies(self, workload: Workload) -> bool:
+        return uses_load_engine(workload) and workload.load is not None and workload.load.open_loop

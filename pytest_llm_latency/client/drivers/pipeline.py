@@ -1,0 +1,281 @@
+"""The pipeline every sample driver runs in: pick a token counter, build prompts, measure the
+cold start, warm up, scrape ``/metrics`` around the samples, let the driver send them, and
+record what was measured (statistics, facts for the checks, the typed parts' figures).  Never judges."""
+from __future__ import annotations
+
+import contextlib
+import gc
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import TYPE_CHECKING, Callable
+
+import httpx
+
+from ...core import coldstart, metrics as m
+from ...core.errors import MeasurementError
+from ...core.facts import ColdStarts
+from ...core.prompts import Prompt
+from ...core.record import RequestRecord
+from ...core.result import Failure, WorkloadResult, is_deterministic_rejection, measured, unprepared
+from ...core.result_parts import ClientHealth
+from ...core.verdict import SequentialVerdicts
+from ...core.workload import Workload
+from ..chunk_counts import CountRecovery
+from ..http import ensure_connections
+from ..load import LagMonitor, in_flight, planned_requests
+from ..load_report import client_summary, load_summary
+from ..server_view import ServerTimeline
+from ..tokens import model_note, new_nonce, prepare_prompts
+from .base import Run, Sent
+
+if TYPE_CHECKING:
+    from .base import SampleDriver
+
+
+def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver") -> WorkloadResult:
+    """Measure ``workload`` on ``client``, sending its samples with ``driver``; never raises for a
+    server fault (counted as failure).  The result is a measurement: ``core.checks.judge`` gives
+    it its verdict.
+
+    ``run.seed`` fixes the prompt bodies; the salts come from ``run.nonce`` (the run's: a fresh
+    one when None) and ``run.salt_context`` (which measurement of the run this is, so that two
+    measurements of one workload in a run never share prompts)."""
+    seed, nonce, salt_context, counter, extra = run.seed, run.nonce, run.salt_context, run.counter, run.extra
+    notes: list[str] = []
+    info: dict[str, str] = {}
+    nonce = new_nonce() if nonce is None else nonce
+    try:
+        model = model_note(client)
+        notes += [model] if model else []
+        prompts, how = prepare_prompts(client, replace(workload, samples=planned_requests(workload)), seed=seed,
+                                       nonce=f"{nonce}|{salt_context}", counter=counter)
+        if how:
+            info["prompt_counter"] = how  # information, not a note (notes are warnings)
+    except (MeasurementError, httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+        kind = getattr(exc, "kind", "tokenize")
+        msg = exc.message if isinstance(exc, MeasurementError) else \
+            f"{type(exc).__name__}: {client_redact(client, str(exc))}"
+        res = unprepared(workload, Failure(kind, msg))  # a fail or an error by kind (core.checks.samples)
+        res.measurement.nonce = nonce
+        return res
+
+    def one(p: Prompt, t_scheduled_ns: int | None = None) -> RequestRecord | Failure:
+        try:
+            rec = client.stream(p.system, p.user, workload.output_tokens, expected_prompt_tokens=p.expected_tokens,
+                                extra=extra)
+            rec.t_scheduled_ns = t_scheduled_ns
+            return rec
+        except MeasurementError as exc:
+            partial = getattr(exc, "partial", None)
+            if t_scheduled_ns is not None and isinstance(partial, RequestRecord):
+                partial.t_scheduled_ns = t_scheduled_ns
+            return Failure.from_error(exc)  # keeps the TTFT and gaps measured before the failure
+
+    cold_prompt = prompts.pop() if workload.cold_budget else None  # prepared last: the samples' salts stay put
+    cold_outcome = measure_cold_start(client, one, cold_prompt) if cold_prompt is not None else None
+    ensure_connections(getattr(client, "http", None), in_flight(workload))  # keep every connection alive
+    warm_failures = warm_up(one, prompts[:workload.warmup], workload.concurrency)
+    if warm_failures:  # one note, not one per request
+        notes.append(f"{len(warm_failures)} warm-up request(s) failed: {warm_failures[0].message}")
+    samples = prompts[workload.warmup:]
+    outcomes: list[RequestRecord | Failure] = []
+    if warm_failures and is_deterministic_rejection(warm_failures[0].kind):  # the samples would get it too
+        samples, outcomes = [], [warm_failures[0]]
+        notes.append(f"stopped before the samples: a warm-up request was rejected ({warm_failures[0].kind}), "
+                     f"as every sample would be")
+    before = scrape(client)
+    recovery = CountRecovery(client, workload)  # per-chunk token counts the streams did not give
+    engine = bool(samples) and driver.engine
+    with _no_gc_pauses(), ServerTimeline(client, before) as timeline, \
+            contextlib.nullcontext() if engine else LagMonitor() as lag:  # the load engine has its own
+        sent = driver.send(one, samples, workload, run, recovery.apply) if samples else Sent()
+    outcomes += sent.outcomes
+    notes += sent.notes
+    load_run, sequential = sent.load_run, sent.sequential
+    after = scrape(client) if before is not None else None
+    records = [o for o in outcomes if isinstance(o, RequestRecord)]
+    failures = [o for o in outcomes if isinstance(o, Failure)]
+    recovery.apply(records)  # after the samples: off every stream's timing path
+    cold_numbers, cold = coldstart.split(records)
+    if cold and workload.cold_starts == "exclude":  # the load is not the server's serving latency
+        records = [r for r in records if not any(r is c for c in cold)]
+    res = measured(workload, records, failures, sequential=sequential)
+    res.measurement.set(**stop_info(workload, sequential, len(outcomes)))
+    record_cold_starts(res, cold_numbers, cold, len(outcomes), cold_outcome)
+    scraped = None
+    if before is not None and after is not None:
+        from ..prometheus import delta
+
+        scraped = delta(before, after)
+        res.server.metrics.update({k: round(v, 6) for k, v in scraped.items()})
+    res.measurement.nonce = nonce
+    if load_run is not None:
+        load_summary(res, load_run)
+    lags = (load_run.lag_ns, load_run.send_lag_ns) if load_run else (lag.samples if lag is not None else [], [])
+    stalls = load_run.lag_timeline if load_run else (lag.timeline() if lag is not None else None)
+    client_summary(res, *lags, engine=engine, timeline=stalls)
+    if timeline is not None:
+        timeline.attach(res, records, failures)
+    record_prefix_cache(res, scraped)
+    res.server.set(**server_timing_summary(records))
+    deviations = [r.prompt_deviation for r in records if r.prompt_deviation]
+    if deviations:
+        res.notes.append(f"prompt_tokens deviated from the planned {workload.prompt_tokens} on {len(deviations)} "
+                         f"of {len(records)} requests (by {min(deviations):+d}..{max(deviations):+d} tokens)")
+    counted, count_notes, res.facts.per_chunk_itl = recovery.report(records)
+    res.measurement.set(**counted)
+    res.notes += count_notes
+    connection_counts(records, res.client)
+    retried = [r.retries for r in records if r.retries]
+    if retried:
+        res.notes.append(f"{len(retried)} requests succeeded after 429/503 retries ({sum(retried)} retries in all)")
+    res.notes[:0] = notes
+    res.measurement.set(**info, prompt_deviation_requests=len(deviations),
+                        prompt_exact_requests=sum(1 for r in records if r.prompt_deviation == 0), retries=sum(retried))
+    return res
+
+
+def stop_info(workload: Workload, sequential: SequentialVerdicts | None, sent: int) -> dict:
+    """Why sampling stopped (``llm.stop_reason``) and how many samples were sent."""
+    if sequential is None:
+        return {"samples_mode": "fixed", "stop_reason": f"fixed samples ({sent})"}
+    why = sequential.stop_reason(sent, workload.samples)
+    return {"samples_mode": "auto", "stop_reason": why, "min_samples": workload.min_samples,
+            "max_samples": workload.samples}
+
+
+def measure_cold_start(client, one: Callable[[Prompt], "RequestRecord | Failure"],
+                       prompt: Prompt) -> "RequestRecord | Failure":
+    """The ``cold_ttft_max`` request: unload the model (Ollama ``keep_alive: 0``), then send one
+    request, which loads it inside its TTFT (``core.coldstart``)."""
+    unload = getattr(client, "unload", None)
+    if unload is None:
+        return Failure("config", f"{coldstart.COLD_BUDGET} needs a server whose model can be unloaded on request: "
+                                 f"use --llm-latency-api ollama or ollama-chat")
+    try:
+        unload()
+    except MeasurementError as exc:
+        return Failure.from_error(exc)
+    return one(prompt)
+
+
+def record_cold_starts(res: WorkloadResult, numbers: list[int], cold: list[RequestRecord], total: int,
+                       cold_outcome: "RequestRecord | Failure | None") -> None:
+    """Cold samples counted and named (``res.cold_start``) and the
+    ``cold_ttft_max`` request's figures; the facts for ``core.checks.cold_starts``."""
+    if cold or any(coldstart.load_ms(r) is not None for r in res.records):  # servers that report loads
+        res.cold_start.cold_starts = len(cold)
+    if cold:
+        res.cold_start.cold_start_samples = ",".join(map(str, numbers))
+    res.facts.cold = ColdStarts(list(numbers), list(cold), total, cold_outcome)
+    if isinstance(cold_outcome, RequestRecord) and res.workload.cold_budget is not None:
+        ttft = m.ttft_ms(cold_outcome)
+        res.cold_start.cold_ttft_ms = round(ttft, 4) if ttft is not None else None
+        res.cold_start.cold_load_ms = round(coldstart.load_ms(cold_outcome) or 0.0, 4)
+
+
+def warm_up(one: Callable[[Prompt], "RequestRecord | Failure"], prompts: list[Prompt],
+            concurrency: int) -> list[Failure]:
+    """Unmeasured requests at the workload's concurrency, so every connection the samples
+    will use is open before measuring.
+
+    ``max(len(prompts), concurrency)`` requests (warm-up prompts reused in turn); the first
+    ``concurrency`` start together (a barrier), so they are in flight at once and each
+    opens its own connection.  ``warmup: 0`` means no warm-up at all (a cold run): its
+    samples then pay the connects, which are reported as ``connect_ms``, not in TTFT."""
+    if not prompts:
+        return []
+    batch = [prompts[i % len(prompts)] for i in range(max(len(prompts), concurrency))]
+    if concurrency == 1:
+        outcomes = [one(p) for p in batch]
+    else:
+        barrier = threading.Barrier(concurrency, timeout=30.0)
+        first = set(range(concurrency))
+
+        def go(indexed: tuple[int, Prompt]):
+            i, p = indexed
+            if i in first:
+                with contextlib.suppress(threading.BrokenBarrierError):
+                    barrier.wait()
+            return one(p)
+        with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="llm-latency-warmup") as pool:
+            outcomes = list(pool.map(go, enumerate(batch)))
+    return [o for o in outcomes if isinstance(o, Failure)]
+
+
+def connection_counts(records: list[RequestRecord], client: ClientHealth) -> None:
+    """Samples that paid a connect (``connect_ms``, outside TTFT) or were re-sent after a
+    stale keep-alive connection, counted in ``client`` (JSON ``client.connect_samples`` ...).
+    Information, not a note: neither is inside TTFT, and servers that close kept-alive
+    connections every few requests (llama.cpp's cpp-httplib) would warn on every run."""
+    import statistics
+
+    connects = [c for c in (m.connect_ms(r) for r in records) if c is not None]
+    client.connect_samples = len(connects)
+    client.reconnected_samples = sum(1 for r in records if r.reconnected)
+    if connects:
+        client.connect_ms_p50 = round(float(statistics.median(connects)), 4)
+
+
+def record_prefix_cache(res: WorkloadResult, metrics_delta: dict[str, float] | None) -> None:
+    """What the server served from its prefix cache during the samples (``core.prefix_cache``), for
+    ``core.checks.measurement_validity.check_prefix_cache``."""
+    from ...core.prefix_cache import evidence
+
+    records = res.records
+    cached = [bool(r.server_timings.get("prompt_cached")) for r in records]
+    if any(cached):  # Ollama omitted prompt_eval_count: the whole prompt came from its cache
+        ev = evidence(None, [(r.expected_prompt_tokens or 0) if c else 0 for r, c in zip(records, cached)],
+                      [r.prompt_tokens or r.expected_prompt_tokens or 0 for r in records],
+                      source=f"Ollama omitted prompt_eval_count on {sum(cached)} of {len(records)} responses: "
+                             f"served from Ollama's prompt cache")
+    else:
+        ev = evidence(metrics_delta, [r.server_timings.get("cache_n") for r in records],
+                      [r.prompt_tokens or 0 for r in records])
+    if ev is None:
+        return
+    res.prefix_cache.cached_tokens = ev.cached_tokens
+    res.facts.prefix_cache = ev
+
+
+def client_redact(client, text: str) -> str:
+    r = getattr(client, "redact", None)
+    return r(text) if r else text
+
+
+def scrape(client):
+    """A /metrics scrape around the samples (never around probes or warm-up)."""
+    from ..prometheus import scrape as scrape_metrics
+
+    try:
+        return scrape_metrics(client.http, client.base_url, client.timeouts.connect_s + 5)
+    except MeasurementError:
+        return None
+
+
+def server_timing_summary(records: list[RequestRecord]) -> dict[str, float]:
+    """p50 of the server's own prefill and per-token decode times, where it reports them."""
+    import statistics
+
+    out = {}
+    for key, name in (("prefill_ms", "server_prefill_ms_p50"), ("predicted_per_token_ms", "server_tpot_ms_p50")):
+        vals = [r.server_timings[key] for r in records if isinstance(r.server_timings.get(key), (int, float))]
+        if vals:
+            out[name] = round(float(statistics.median(vals)), 4)
+    return out
+
+
+@contextlib.contextmanager
+def _no_gc_pauses():
+    """Collect first, then keep the cyclic garbage collector off while samples stream: a
+    gen-2 collection in a big test process pauses for tens of milliseconds, which would land
+    inside an ITL or TTFT (as timeit does for the same reason).  Restored afterwards."""
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

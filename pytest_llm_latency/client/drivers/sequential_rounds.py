@@ -1,0 +1,77 @@
+"""Sequential rounds (``samples: auto``): rounds of ``concurrency`` requests sent together,
+the budgets checked after each round once ``min_samples`` are in (``core.verdict.SequentialVerdicts``
+decides "keep sampling"), until every budget is decided or ``max_samples`` are sent."""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
+from ...core.prompts import Prompt
+from ...core.record import RequestRecord
+from ...core.result import Failure, metric_values
+from ...core.verdict import SequentialVerdicts
+from ...core.workload import Workload
+from .base import ProgressFn, Run, Sent
+from .pipeline import measure_samples
+
+
+class SequentialRounds:
+    name = "sequential_rounds"
+    engine = False
+
+    def applies(self, workload: Workload) -> bool:
+        return bool(workload.sequential)
+
+    def send(self, one, samples, workload: Workload, run: Run, recover) -> Sent:
+        outcomes, sequential = send_samples(one, samples, workload, run.progress, recover=recover)
+        return Sent(outcomes=outcomes, sequential=sequential)
+
+    def measure(self, client, workload: Workload, run: Run):
+        return measure_samples(client, workload, run, self)
+
+
+def send_samples(one: Callable[[Prompt], "RequestRecord | Failure"], samples: list[Prompt], workload: Workload,
+                 progress: ProgressFn | None = None,
+                 recover: Callable[[list], None] = lambda _: None) -> tuple[list, SequentialVerdicts | None]:
+    """Send the samples; outcomes in arrival order.  Fixed ``samples``: all of them, a closed
+    loop at the workload's concurrency.  ``samples: auto``: in rounds of ``concurrency``
+    requests sent together, checking the budgets after each round once ``min_samples`` are
+    in, until every budget is decided or ``max_samples`` (``len(samples)``) are sent.
+
+    The seam for a concurrency engine: ``send_round(prompts) -> outcomes`` below."""
+    total, conc = len(samples), workload.concurrency
+    outcomes: list = []
+    pool = ThreadPoolExecutor(max_workers=conc, thread_name_prefix="llm-latency") if conc > 1 else None
+
+    def send_round(batch: list[Prompt]) -> list:
+        return [one(p) for p in batch] if pool is None else list(pool.map(one, batch))
+
+    try:
+        if not workload.sequential:
+            if pool is None:
+                for p in samples:
+                    outcomes.append(one(p))
+                    if progress:
+                        progress(len(outcomes), total)
+            else:
+                for out in pool.map(one, samples):
+                    outcomes.append(out)
+                    if progress:
+                        progress(len(outcomes), total)
+            return outcomes, None
+        assert workload.confidence is not None  # samples: auto decides at a confidence (core.workload)
+        judge = SequentialVerdicts(workload.budgets, workload.confidence, workload.min_samples, total)
+        while len(outcomes) < total:
+            outcomes += send_round(samples[len(outcomes):len(outcomes) + conc])
+            if progress:
+                progress(len(outcomes), total)
+            if len(outcomes) >= workload.min_samples:
+                records = [o for o in outcomes if isinstance(o, RequestRecord)]
+                failures = [o for o in outcomes if isinstance(o, Failure)]
+                recover(records)  # between rounds: ITL judged on per-token counts
+                if judge.check(metric_values(records, failures, workload.output_tokens)):
+                    break
+        return outcomes, judge
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)

@@ -1,0 +1,31 @@
+"""Cold starts (``core.coldstart``): cold samples named (a failed check under ``cold_starts: fail``,
+else a note), and the ``cold_ttft_max`` request judged."""
+from __future__ import annotations
+
+from .. import coldstart, metrics as m
+from ..result import Failure, WorkloadResult, is_server_fault
+from ..findings import Finding
+
+CHECK = "cold_starts"
+
+
+def check_cold_starts(res: WorkloadResult) -> list[Finding]:
+    facts, workload = res.facts.cold, res.workload
+    if facts is None:
+        return []
+    out = []
+    if facts.cold:
+        text = coldstart.describe(facts.numbers, facts.cold, facts.total, workload.cold_starts)
+        out.append(Finding(CHECK, "failed" if workload.cold_starts == "fail" else "note", text))
+    budget, outcome = workload.cold_budget, facts.outcome
+    if outcome is None or budget is None:
+        return out
+    if isinstance(outcome, Failure):
+        text = f"{coldstart.COLD_BUDGET}: the cold-start request failed ({outcome.kind}): {outcome.message}"
+        return out + [Finding(CHECK, "failed" if is_server_fault(outcome.kind, True) else "error", text)]
+    failed, error = coldstart.judge_cold_request(outcome, m.ttft_ms(outcome), budget.limit)
+    if failed:
+        out.append(Finding(CHECK, "failed", failed))
+    if error:
+        out.append(Finding(CHECK, "error", error))
+    return out

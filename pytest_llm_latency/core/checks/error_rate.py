@@ -1,0 +1,46 @@
+"""Failed requests and short outputs against ``max_error_rate``.
+
+Server failures over the limit: a failed check.  Other failures (rejected requests) and short
+outputs over the limit: an error (the run did not do what was asked).  Under the limit: notes
+(the failures are misses in the percentiles; short outputs are out of TPOT/ITL/E2E)."""
+from __future__ import annotations
+
+from ..result import WorkloadResult, failed_text, short_reasons
+from ..findings import Finding
+from .samples import judgeable, server_faults
+
+CHECK = "error_rate"
+
+
+def check_error_rate(res: WorkloadResult) -> list[Finding]:
+    if not judgeable(res):
+        return []
+    workload = res.workload
+    faults, others = server_faults(res)
+    total = res.n + res.failed_requests
+    limit = workload.max_error_rate
+    short = (f"{res.short_outputs} of {res.n} requests stopped before the forced {workload.output_tokens} output "
+             f"tokens (finish_reason {short_reasons(res.records)}); excluded from TPOT/ITL/E2E -- does the server "
+             f"ignore ignore_eos/min_tokens? Allow it with max_error_rate") if res.short_outputs else ""
+    fault_rate = len(faults) / total
+    if faults and fault_rate > limit:
+        parts = [f"server failed: {failed_text(faults, total)}"]
+        if others:
+            parts.append(f"also {failed_text(others, total)}")
+        if short:
+            parts.append(short)
+        return [Finding(CHECK, "failed", "; ".join(parts) + f" -- server error rate {fault_rate:.1%} > "
+                                                            f"max_error_rate {limit:.1%}")]
+    if (res.failed_requests or res.short_outputs) and res.error_rate > limit:
+        parts = [failed_text(res.failures, total)] if res.failures else []
+        if short:
+            parts.append(short)
+        return [Finding(CHECK, "error", "; ".join(parts) + f" -- error rate {res.error_rate:.1%} > max_error_rate "
+                                                           f"{limit:.1%}")]
+    out = []
+    if res.failures:
+        out.append(Finding(CHECK, "note", f"{failed_text(res.failures, total)} -- allowed by max_error_rate "
+                                          f"{limit:.1%}; counted as misses (+inf) in the percentiles"))
+    if short:
+        out.append(Finding(CHECK, "note", short))
+    return out

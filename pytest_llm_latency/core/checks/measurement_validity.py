@@ -1,0 +1,40 @@
+"""Is the measurement the server's?  A client that fell behind, a prefix cache that served
+salted prompts, ITL budgets without per-token counts: each makes the run unjudgeable."""
+from __future__ import annotations
+
+from ..prefix_cache import judge as judge_cache
+from ..result import WorkloadResult
+from ..findings import Finding, found
+
+
+def check_client_health(res: WorkloadResult) -> list[Finding]:
+    """A load-engine run whose client fell behind (``client.load_report.client_health``)."""
+    if not res.facts.client_fell_behind:
+        return []
+    return [Finding("client_health", "error",
+                    f"the client fell behind (CPU-starved: lag p99 {res.client.client_lag_ms_p99 or 0:.0f} ms); these "
+                    f"figures are not the server's -- give the test process a CPU of its own (fewer pytest-xdist "
+                    f"workers, no other load on the runner)")]
+
+
+def check_prefix_cache(res: WorkloadResult) -> list[Finding]:
+    """Cached prompts fake a fast TTFT: a note, and an error unless the workload shares a prefix
+    on purpose (``core.prefix_cache.judge``)."""
+    if res.facts.prefix_cache is None:
+        return []
+    v = judge_cache(res.facts.prefix_cache, shared_prefix_tokens=res.workload.shared_prefix_tokens)
+    return found("prefix_cache", "note", [v.note]) + found("prefix_cache", "error", [v.error])
+
+
+def check_token_counts(res: WorkloadResult) -> list[Finding]:
+    """ITL budgets on streams whose chunks carry no per-token counts (``facts.per_chunk_itl``): a
+    per-chunk figure would fail a correct server, so they cannot be judged."""
+    pc = res.facts.per_chunk_itl
+    itl = [b.key for b in res.workload.budgets if b.metric == "itl"]
+    if pc is None or not itl:
+        return []
+    return [Finding("token_counts", "error",
+                    f"{', '.join(itl)} cannot be judged: {pc.streams} of {pc.total} streams gave no per-chunk token "
+                    f"counts and none could be recovered{pc.why}, so ITL there is per chunk, not per token -- ask "
+                    f"the server for usage (stream_options include_usage, or vLLM/SGLang continuous_usage_stats), "
+                    f"or judge tpot instead of itl")]

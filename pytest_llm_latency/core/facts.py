@@ -1,0 +1,76 @@
+"""What a measurement found that the checks decide on (``core.checks``): facts, not verdicts.
+
+Measurement code (``client/``, the plugin's gates and baseline loading) fills
+``WorkloadResult.facts``; ``core.checks.judge`` reads them, once, after the run.  A managed
+server that died is such a fact (``server_failed``), set before the checks run."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class ColdStarts:
+    """Cold samples (the server loaded the model inside their TTFT) and the ``cold_ttft_max`` request."""
+    numbers: list[int] = field(default_factory=list)   # 1-based sample numbers of the cold samples
+    cold: list = field(default_factory=list)           # their RequestRecords
+    total: int = 0                                     # samples sent
+    outcome: Any = None                                # the cold_ttft_max request: RequestRecord | Failure | None
+
+
+@dataclass(frozen=True)
+class PerChunkItl:
+    """Streams whose chunks carried no token counts and none could be recovered (``client.chunk_counts``):
+    ITL there is per chunk, not per token.  ``why``: the recovery's reason, `` (...)`` or ''."""
+    streams: int
+    total: int
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    """A roofline gate's measured result: ``check`` "roofline" or "prefill"; ``status`` the
+    arithmetic's (``fail``, ``config_error``, ``pass``, ``report``) or ``unjudged`` (no
+    figure to evaluate); ``message`` its text."""
+    check: str
+    status: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A regression comparison against a baseline or an A/B arm (``core.compare`` results)."""
+    label: str
+    comparisons: tuple = ()
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    """Agent sessions as measured (``core.agent_turns.Session``) and the server's counters' reuse."""
+    spec: Any
+    sessions: tuple = ()
+    counters_reuse: float | None = None
+
+
+@dataclass(frozen=True)
+class RateSweepRun:
+    """A rate sweep (``core.rate_sweep.SweepResult``) and the first line of why its lowest rate failed."""
+    sweep: Any
+    lowest_why: str = ""
+    capacity_min: float | None = None
+
+
+@dataclass
+class Facts:
+    server_failed: bool = False           # a managed server is known to have failed during the run
+    server_died: str | None = None        # what it said when it died (redacted)
+    cold: ColdStarts | None = None
+    prefix_cache: Any = None              # core.prefix_cache.CacheEvidence
+    per_chunk_itl: PerChunkItl | None = None  # ITL left per chunk on some streams
+    client_fell_behind: bool = False      # a load-engine run whose client fell behind (client.load_report)
+    agent: AgentRun | None = None
+    sweep_parts: list = field(default_factory=list)         # prompt sweep: (tag, part WorkloadResult)
+    rate_sweep: RateSweepRun | None = None
+    baseline_target_empty: str | None = None                # A/B: the baseline target measured nothing
+    gates: list[GateOutcome] = field(default_factory=list)
+    comparisons: list[Comparison] = field(default_factory=list)

@@ -1,0 +1,40 @@
+"""One finding of one check, and the one function that turns findings into a verdict."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+#: A workload's verdict (``core.result``'s module docstring).  A ``Literal`` of plain strings, not
+#: an Enum: the verdict crosses xdist workers and is written to JSON, JUnit and baselines as it is
+#: (execnet refuses a str subclass); mypy still checks every value.
+Verdict = Literal["pass", "fail", "error"]
+VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
+
+#: violation: a budget missed (``data`` is the ``core.result.Violation``); failed: another check failed;
+#: error: the run cannot be judged; note: information the user should see; cause: why a budget failed
+KINDS = ("violation", "failed", "error", "note", "cause")
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str          # the check's name: "budgets", "error_rate", "roofline", ...
+    kind: str           # one of KINDS
+    text: str
+    data: Any = None    # structured detail (the Violation for a violation)
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"finding kind {self.kind!r} is not one of {', '.join(KINDS)}")
+
+
+def verdict_of(findings: list[Finding]) -> Verdict:
+    """``error`` if any finding is an error; else ``fail`` if any is a violation or a failed
+    check; else ``pass``."""
+    kinds = {f.kind for f in findings}
+    if "error" in kinds:
+        return "error"
+    return "fail" if kinds & {"violation", "failed"} else "pass"
+
+
+def found(check: str, kind: str, texts) -> list[Finding]:
+    return [Finding(check, kind, t) for t in texts if t]

@@ -1,0 +1,81 @@
+"""Every driver of the registry, through the ``Driver`` protocol, against the embedded reference
+target (in a thread): it measures (records, never a verdict), and the checks then judge it.
+Parametrized over the registry, so a new driver without a workload here fails."""
+from __future__ import annotations
+
+import pytest
+
+from pytest_llm_latency.client.drivers.base import ABArms, Driver, Run
+from pytest_llm_latency.client.drivers.registry import DRIVERS, driver_for
+from pytest_llm_latency.client.http import make_http_client
+from pytest_llm_latency.client.runner import Target, make_client
+from pytest_llm_latency.core.checks import judge
+from pytest_llm_latency.core.workload import make_workload
+from pytest_llm_latency.targets.reference.launch import start_reference
+
+BASE = {"class": "custom", "prompt_tokens": 64, "output_tokens": 4, "samples": 4, "warmup": 0, "confidence": None,
+        "slo": {"ttft_p50": 60_000}}
+
+#: per driver, a workload that driver is chosen for ({url}: the reference server)
+WORKLOADS = {
+    "serial": {},
+    "sequential_rounds": {"samples": "auto", "min_samples": 4, "max_samples": 8, "confidence": 0.9},
+    "closed_loop": {"concurrency": 2},
+    "open_loop": {"rate": 50},
+    "prompt_sweep": {"prompt_sweep": [32, 64], "samples": 2, "slo": {"ttft_p50": 60_000}},
+    "agent_sessions": {"steps": 2, "tool_result_tokens": 8, "tool_time": 0, "samples": 2, "prompt_tokens": 256,
+                       "slo": {"turn_ttft_p95": None, "session_e2e_p95": None}},
+    "rate_sweep": {"rate_sweep": {"rate_min": 5, "rate_max": 10, "max_steps": 2}},
+    "ab_interleaved": {"baseline_target": "{url}"},
+    "ab_alternating": {"baseline_target": {"url": "{url}", "mode": "alternating", "block": 2}},
+}
+
+
+@pytest.fixture(scope="module")
+def reference():
+    with start_reference("reference://h100-sxm/llama-3.1-8b?time_scale=0.05", mode="thread") as h:
+        with make_http_client() as http:
+            yield h.url, make_client(Target(h.url, "openai-chat"), http)
+
+
+def workload_for(name: str, url: str):
+    spec = {**BASE, **WORKLOADS[name]}
+    if "prompt_sweep" in spec:
+        del spec["prompt_tokens"]
+    if "baseline_target" in spec:
+        bt = spec["baseline_target"]
+        spec["baseline_target"] = (bt.format(url=url) if isinstance(bt, str)
+                                   else {**bt, "url": bt["url"].format(url=url)})
+    return make_workload(name, spec)
+
+
+def test_every_driver_has_a_workload_here():
+    assert set(WORKLOADS) == set(DRIVERS)
+
+
+@pytest.mark.parametrize("name", sorted(DRIVERS))
+def test_every_driver_measures_through_the_protocol(name, reference):
+    url, client = reference
+    driver, workload = DRIVERS[name], workload_for(name, url)
+    assert isinstance(driver, Driver) and driver.name == name
+    assert driver_for(workload) is driver, f"the registry picks {driver_for(workload).name} for {name}'s workload"
+    stopped: list[str] = []
+    ab = None
+    if name == "ab_interleaved":
+        ab = ABArms(client, 2)
+    elif name == "ab_alternating":
+        ab = ABArms(lambda: client, 2, start_a=lambda: client, alternate=stopped.append)
+    res = driver.measure(client, workload, Run(seed=0, nonce="drivers", salt_context=name, judge=judge, ab=ab))
+    if name != "rate_sweep":  # its steps are judged by the injected Run.judge (the verdict picks the next rate)
+        assert res.findings is None, "a driver measures; the checks judge"
+    assert res.records and not res.failures, (res.failures, res.notes)
+    judged = judge(res)
+    assert judged.verdict == "pass", judged.failure_message()
+    if name == "ab_alternating":
+        assert stopped[:2] == ["a", "b"] and res.load.ab_mode == "alternating"
+    if name == "rate_sweep":
+        assert (res.load.rate_sweep_steps or 0) >= 1 and res.notes[0].startswith("rate_sweep: ")
+    if name == "sequential_rounds":
+        assert res.measurement.samples_mode == "auto"
+    if name == "prompt_sweep":
+        assert {p.prompt_tokens for p in res.prefill.points} >= {32, 64}
