@@ -39,7 +39,6 @@ from ..core.tool_calls import assemble
 from ..core.workload import Workload
 from .tokens import model_note, new_nonce, prepare_prompts
 
-_TURN_REUSE = re.compile(r"^agent_turn(\d+)_reuse$")  # core.agent_judge: per turn, into agent.turns
 
 
 def tools_overhead(client, tools: list[dict], seed: int, nonce: str) -> int:
