@@ -19,7 +19,6 @@ one function for the load engine to take over.  Pure arithmetic and the verdict 
 from __future__ import annotations
 
 import random
-import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
