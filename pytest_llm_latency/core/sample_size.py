@@ -4,17 +4,20 @@ confidence on a fixed number of samples with ``inconclusive: fail``, could only 
 A p95 at 95% confidence has an upper bound only from 59 samples on (0.95^59 <= 5%: the
 sample maximum is then the bound, ``core.verdict.min_n_to_pass``); with ``samples: 20`` it
 can fail or be inconclusive, and inconclusive fails -- whatever the server does.  Refused
-before any request (``core.workload.check_min_samples`` calls it), naming the minimum and the
+before any request (``check_min_samples`` below, called at collection and by ``measure()``), naming the minimum and the
 ways out.  Pure.
 """
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from .coldstart import COLD_BUDGET
 from .errors import ConfigError
 from .stats import PERCENTILES
 from .verdict import min_n_to_pass
 
-# ``w`` below is a ``core.workload.Workload``; not imported here, as ``workload`` calls this module
+if TYPE_CHECKING:
+    from .workload import Workload
 
 
 def values_per_sample(w) -> int:
@@ -52,3 +55,44 @@ def check_can_pass(w, where: str) -> None:
         raise ConfigError(f"{where}: budget {b.key} ({b.source or 'class default'}): {got} can never pass a "
                           f"{b.stat} at {w.confidence:.0%} confidence ({why}), so with inconclusive: fail the test "
                           f"could only fail: use {', '.join(ways[:-1])} or {ways[-1]}")
+
+
+def check_min_samples(w: Workload, where: str, samples: Any = None) -> None:
+    """Config-time check that ``samples`` (default ``w.samples``) can support every percentile budget.
+
+    Point estimate (``confidence`` None): a percentile q needs n >= 1/(1-q) samples
+    (``stats.min_samples_for``); below that it is just the max.  At a confidence: fewer samples
+    only widen the bounds (inconclusive), and the error is for a budget that no sample size up
+    to ``samples`` (``max_samples`` with ``samples: auto``) could decide either way, and, for a
+    fixed sample under ``inconclusive: fail``, one that could never pass (``check_can_pass``: a
+    p95 at 95% below 59).  ITL is exempt: every request contributes ``output_tokens - 1`` values.
+    """
+    from .stats import min_samples_for
+    from .verdict import decidable
+    from .workload import with_statistics
+
+    if samples is not None:
+        w = with_statistics(w, {}, lambda p: where, samples)
+    n = w.samples
+    if w.confidence is not None:
+        for b in w.budgets:
+            if not decidable(b.stat, b.metric, w.confidence, n, w.sequential, w.min_samples):
+                raise ConfigError(f"{where}: budget {b.key} ({b.source or 'class default'}): no sample size up to "
+                                  f"{n} can decide a {b.stat} at {w.confidence:.0%} confidence: raise "
+                                  f"{'max_samples' if w.sequential else 'samples'}, lower the confidence, "
+                                  f"or use confidence: null (point estimate)")
+        if not w.sequential and w.inconclusive == "fail":
+            check_can_pass(w, where)  # a fixed sample that could only fail
+        return
+    worst = None
+    for b in w.budgets:
+        need = min_samples_for(b.stat)
+        if b.metric != "itl" and n < need and (worst is None or need > worst[0]):
+            worst = (need, b)
+    if worst is None:
+        return
+    need, b = worst
+    fallback = [s for s in ("p95", "p90", "p50") if min_samples_for(s) <= n]
+    alt = f" or use {fallback[0]}" if fallback else ""
+    raise ConfigError(f"{where}: budget {b.key} ({b.source or 'class default'}): {b.stat} needs >= {need} samples, "
+                      f"got {n}: raise samples{alt}, or set confidence (e.g. 0.95) for a verdict with bounds")

@@ -23,7 +23,7 @@ certain, and the budgets still open are ``not_decided`` rather than inconclusive
 
 ``min_n_to_pass``: with a fixed sample, the fewest values at which a budget can pass at all
 (a p95 at 95%: 59, 0.95^59 <= 5%); below it ``inconclusive: fail`` can only fail, which the
-collection-time check (``core.workload.check_min_samples``) refuses.
+collection-time check (``core.sample_size.check_min_samples``) refuses.
 """
 from __future__ import annotations
 

@@ -356,48 +356,6 @@ def default_horizon(w: Workload, confidence: float, min_n: int) -> int:
     return DEFAULT_MAX_SAMPLES  # beyond 1000: check_min_samples names it
 
 
-def check_min_samples(w: Workload, where: str, samples: Any = None) -> None:
-    """Config-time check that ``samples`` (default ``w.samples``) can support every percentile budget.
-
-    Point estimate (``confidence`` None): a percentile q needs n >= 1/(1-q) samples
-    (``stats.min_samples_for``); below that it is just the max.  At a confidence: fewer samples
-    only widen the bounds (inconclusive), and the error is for a budget that no sample size up
-    to ``samples`` (``max_samples`` with ``samples: auto``) could decide either way, and, for a
-    fixed sample under ``inconclusive: fail``, one that could never pass (``core.sample_size``: a
-    p95 at 95% below 59).  ITL is exempt: every request contributes ``output_tokens - 1`` values.
-    """
-    from .stats import min_samples_for
-    from .verdict import decidable
-
-    if samples is not None:
-        w = with_statistics(w, {}, lambda p: where, samples)
-    n = w.samples
-    if w.confidence is not None:
-        for b in w.budgets:
-            if not decidable(b.stat, b.metric, w.confidence, n, w.sequential, w.min_samples):
-                raise ConfigError(f"{where}: budget {b.key} ({b.source or 'class default'}): no sample size up to "
-                                  f"{n} can decide a {b.stat} at {w.confidence:.0%} confidence: raise "
-                                  f"{'max_samples' if w.sequential else 'samples'}, lower the confidence, "
-                                  f"or use confidence: null (point estimate)")
-        if not w.sequential and w.inconclusive == "fail":
-            from .sample_size import check_can_pass
-
-            check_can_pass(w, where)  # a fixed sample that could only fail
-        return
-    worst = None
-    for b in w.budgets:
-        need = min_samples_for(b.stat)
-        if b.metric != "itl" and n < need and (worst is None or need > worst[0]):
-            worst = (need, b)
-    if worst is None:
-        return
-    need, b = worst
-    fallback = [s for s in ("p95", "p90", "p50") if min_samples_for(s) <= n]
-    alt = f" or use {fallback[0]}" if fallback else ""
-    raise ConfigError(f"{where}: budget {b.key} ({b.source or 'class default'}): {b.stat} needs >= {need} samples, "
-                      f"got {n}: raise samples{alt}, or set confidence (e.g. 0.95) for a verdict with bounds")
-
-
 def with_budgets(w: Workload, extra: Mapping[str, Any], where: str) -> Workload:
     """Return ``w`` with budgets from ``extra`` replacing same-key ones (marker > file)."""
     merged = w.budget_map()

@@ -218,7 +218,7 @@ class LatencyFixture:
         try:
             w = make_workload(str(name), merged, lambda p: f"{self.item.nodeid} llm_slo {'.'.join(map(str, p))}")
             w = apply_statistics(w, settings, merged)
-            from ..core.workload import check_min_samples
+            from ..core.sample_size import check_min_samples
 
             check_min_samples(w, f"{self.item.nodeid} measure()")  # before any request, as at collection
             target = target_from(settings, marker={**self.marker_target, **target_kw})
@@ -247,7 +247,7 @@ def validate_marker(item: pytest.Item, settings: Settings) -> None:
     """Collection-time checks of an ``llm_slo`` marker, so a mistake is a usage error before
     any request: arguments, the workload (when the marker alone defines it), percentile vs
     samples, and that some URL is configured."""
-    from ..core.workload import check_min_samples
+    from ..core.sample_size import check_min_samples
     from .session import target_from
 
     marker = item.get_closest_marker("llm_slo")

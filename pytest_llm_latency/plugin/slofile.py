@@ -15,7 +15,8 @@ from typing import Any, Mapping
 
 from ..core.errors import ConfigError
 from ..core.renamed_keys import upgrade_roofline, upgrade_workload
-from ..core.workload import Workload, check_min_samples, did_you_mean, make_workload, with_statistics
+from ..core.sample_size import check_min_samples
+from ..core.workload import Workload, did_you_mean, make_workload, with_statistics
 
 TOP_KEYS = ("target", "workloads", "roofline")
 TARGET_KEYS = ("url", "model", "api", "command", "ready", "startup_timeout", "env", "baseline_target")

@@ -9,7 +9,8 @@ import pytest
 
 from pytest_llm_latency.core.errors import ConfigError
 from pytest_llm_latency.core.verdict import judge, min_n_to_pass
-from pytest_llm_latency.core.workload import BUILTIN_CLASSES, check_min_samples, make_workload
+from pytest_llm_latency.core.sample_size import check_min_samples
+from pytest_llm_latency.core.workload import BUILTIN_CLASSES, make_workload
 
 
 @pytest.mark.parametrize("stat, floor, conf, need", [

@@ -11,7 +11,8 @@ from pytest_llm_latency.core.errors import ConfigError
 from pytest_llm_latency.core.prompts import Prompt
 from pytest_llm_latency.core.checks import evaluate, judge
 from pytest_llm_latency.core.result import Failure
-from pytest_llm_latency.core.workload import check_min_samples, make_workload, with_statistics
+from pytest_llm_latency.core.sample_size import check_min_samples
+from pytest_llm_latency.core.workload import make_workload, with_statistics
 from tests.helpers.records import record
 
 MS = 1_000_000
