@@ -29,12 +29,16 @@ class PerChunkItl:
 
 @dataclass(frozen=True)
 class GateOutcome:
-    """A roofline gate's measured result: ``check`` "roofline" or "prefill"; ``status`` the
-    arithmetic's (``fail``, ``config_error``, ``pass``, ``report``) or ``unjudged`` (no
-    figure to evaluate); ``message`` its text."""
+    """A roofline gate's measurement: ``check`` "roofline" or "prefill"; ``status`` the
+    measurement's (``config_error``, ``report``) or ``unjudged`` (no figure to evaluate);
+    ``message`` its text; ``result`` the measured ``core.roofline.RooflineResult`` /
+    ``core.prefill.PrefillResult`` with its floor or budgets, which ``core.checks.gates`` judges;
+    ``caveats``: notes shown when the gate passes (a doubtful ceiling)."""
     check: str
     status: str
     message: str
+    result: Any = None
+    caveats: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

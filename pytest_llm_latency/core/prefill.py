@@ -176,11 +176,18 @@ class PrefillResult:
 def evaluate_prefill(points: Sequence[tuple[int, float]], *, model: PrefillModel | None = None,
                      peak: Peak | None = None, budgets: PrefillBudgets = PrefillBudgets(),
                      server: ServerPrefill | None = None) -> PrefillResult:
-    """Fit TTFT(n) over ``points`` (prompt tokens, TTFT ms: one per request) and judge it.
+    """The prefill gate in one call: ``judge_prefill(measure_prefill(...))`` (tests; the plugin
+    measures in ``plugin.prefill_gate`` and judges in ``core.checks.gates``)."""
+    return judge_prefill(measure_prefill(points, model=model, peak=peak, budgets=budgets, server=server))
 
-    Status ``config_error`` when the MFU exceeds 1.05 (wrong hardware or model, or a prefix
-    cache at work: never a pass); else ``fail`` when a budget is missed; else ``pass``, or
-    ``report`` without budgets.  A fit whose slope is not positive raises ``ConfigError``."""
+
+def measure_prefill(points: Sequence[tuple[int, float]], *, model: PrefillModel | None = None,
+                    peak: Peak | None = None, budgets: PrefillBudgets = PrefillBudgets(),
+                    server: ServerPrefill | None = None) -> PrefillResult:
+    """Fit TTFT(n) over ``points`` (prompt tokens, TTFT ms: one per request).  Not judged: status
+    ``config_error`` when the MFU exceeds 1.05 (wrong hardware or model, or a prefix cache at
+    work: never a pass), else ``report``; ``budgets`` are kept for ``judge_prefill``.  A fit
+    whose slope is not positive raises ``ConfigError``."""
     if budgets.min_efficiency is not None and not 0 < budgets.min_efficiency <= 1:
         raise ConfigError(f"min_prefill_efficiency must be in (0, 1], got {budgets.min_efficiency!r}")
     xs = [float(n) for n, _ in points]
@@ -208,6 +215,16 @@ def evaluate_prefill(points: Sequence[tuple[int, float]], *, model: PrefillModel
     lin = linearity(fit, medians, seg_cost if model is not None and model.has_attention else None)
     result = PrefillResult(model=model, peak=peak, lengths=lengths, samples=len(points), fit=fit, linearity=lin,
                            budgets=budgets, flops_per_token=fpt, mfu=mfu, server=server)
+    status = "config_error" if mfu is not None and mfu > CONFIG_ERROR_RATIO else "report"
+    result = replace(result, status=status)
+    return replace(result, message=format_prefill(result))
+
+
+def judge_prefill(result: PrefillResult) -> PrefillResult:
+    """The prefill budgets, the rule ``core.checks.gates.check_prefill_roofline`` applies:
+    ``fail`` when one is missed (each named in ``failed``), else ``pass``, or ``report`` without
+    budgets; a ``config_error`` measurement stays one."""
+    budgets, mfu, fit, lin = result.budgets, result.mfu, result.fit, result.linearity
     failed = []
     if budgets.min_efficiency is not None and mfu is not None and mfu < budgets.min_efficiency:
         failed.append(f"MFU {mfu:.2f} < min_prefill_efficiency {budgets.min_efficiency:.2f}")
@@ -217,7 +234,7 @@ def evaluate_prefill(points: Sequence[tuple[int, float]], *, model: PrefillModel
         failed.append(f"TTFT overhead {fit.intercept:.1f} ms > ttft_overhead_max {budgets.overhead_max_ms:g} ms")
     if budgets.require_linear and lin.shape in ("sublinear", "superlinear"):
         failed.append(f"TTFT grows {lin.shape}ly with prompt length (require_linear_prefill)")
-    if mfu is not None and mfu > CONFIG_ERROR_RATIO:
+    if result.status == "config_error":
         status = "config_error"
     elif failed:
         status = "fail"

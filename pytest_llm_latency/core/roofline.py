@@ -167,10 +167,19 @@ def _tpot_to_tok_s(ms, what: str) -> float:
 def evaluate_roofline(hardware: Hardware, model: ModelBytes | ModelSpec, *, context: float,
                       tpot_p50_ms: float, tpot_p95_ms: float | None = None,
                       min_efficiency: float | None = None, batch: int = 1) -> RooflineResult:
-    """The gate.  Efficiency = (1000 / TPOT p50) / per-stream ceiling; also reported at p95.
+    """The gate in one call: ``judge_roofline(measure_roofline(...))`` (the CLI and tests; the
+    plugin measures in ``plugin.roofline_gate`` and judges in ``core.checks.gates``)."""
+    return judge_roofline(measure_roofline(hardware, model, context=context, tpot_p50_ms=tpot_p50_ms,
+                                           tpot_p95_ms=tpot_p95_ms, min_efficiency=min_efficiency, batch=batch))
 
-    Status: ``config_error`` when the p50 efficiency exceeds 1.05 (wrong hardware or model
-    bytes, never a pass); else ``report`` when ``min_efficiency`` is None; else ``pass``/``fail``.
+
+def measure_roofline(hardware: Hardware, model: ModelBytes | ModelSpec, *, context: float,
+                     tpot_p50_ms: float, tpot_p95_ms: float | None = None,
+                     min_efficiency: float | None = None, batch: int = 1) -> RooflineResult:
+    """Efficiency = (1000 / TPOT p50) / per-stream ceiling; also reported at p95.  Not judged:
+    status ``config_error`` when the p50 efficiency exceeds 1.05 (wrong hardware or model bytes,
+    never a pass), else ``report``; ``min_efficiency`` (checked to be in (0, 1]) is kept for
+    ``judge_roofline``.
     """
     if min_efficiency is not None and (not _finite(min_efficiency) or not 0 < min_efficiency <= 1):
         raise ConfigError(f"roofline: min_decode_efficiency must be in (0, 1], got {min_efficiency!r}; "
@@ -180,16 +189,20 @@ def evaluate_roofline(hardware: Hardware, model: ModelBytes | ModelSpec, *, cont
     tok_s_p95 = None if tpot_p95_ms is None else _tpot_to_tok_s(tpot_p95_ms, "TPOT p95")
     eff = tok_s / ceiling.per_stream_tok_s
     eff_p95 = None if tok_s_p95 is None else tok_s_p95 / ceiling.per_stream_tok_s
-    if eff > CONFIG_ERROR_RATIO:
-        status = "config_error"
-    elif min_efficiency is None:
-        status = "report"
-    else:
-        status = "pass" if eff >= min_efficiency else "fail"
     result = RooflineResult(ceiling=ceiling, measured_tok_s=tok_s, measured_tok_s_p95=tok_s_p95,
-                            decode_efficiency=eff, decode_efficiency_p95=eff_p95,
-                            min_efficiency=min_efficiency, status=status)
+                            decode_efficiency=eff, decode_efficiency_p95=eff_p95, min_efficiency=min_efficiency,
+                            status="config_error" if eff > CONFIG_ERROR_RATIO else "report")
     return replace(result, message=format_roofline(result))
+
+
+def judge_roofline(result: RooflineResult) -> RooflineResult:
+    """The decode floor, the rule ``core.checks.gates.check_roofline`` applies: ``pass`` when the
+    p50 efficiency reaches ``min_efficiency``, else ``fail``; ``report`` without a floor;
+    a ``config_error`` measurement stays one."""
+    if result.status == "config_error" or result.min_efficiency is None:
+        return result
+    judged = replace(result, status="pass" if result.decode_efficiency >= result.min_efficiency else "fail")
+    return replace(judged, message=format_roofline(judged))
 
 
 # ---------------------------------------------------------------------------- wording

@@ -85,7 +85,7 @@ def _server(points) -> Any:
 def prefill_gate(sess, spec, workload: Workload, res: WorkloadResult, overrides: Mapping[str, Any],
                  base_dir: Path | None = None, client=None) -> None:
     from ..core.facts import GateOutcome
-    from ..core.prefill import PrefillBudgets, evaluate_prefill
+    from ..core.prefill import PrefillBudgets, measure_prefill
 
     points, res.prefill.points = res.prefill.points, None
     if not workload.prompt_sweep or points is None or not res.records:
@@ -116,7 +116,7 @@ def prefill_gate(sess, spec, workload: Workload, res: WorkloadResult, overrides:
         pairs = [(p.prompt_tokens, p.ttft_ms) for p in points]
 
         def judge(pk):
-            return evaluate_prefill(pairs, model=model, peak=pk, budgets=budgets, server=_server(points))
+            return measure_prefill(pairs, model=model, peak=pk, budgets=budgets, server=_server(points))
 
         result = judge(peak)
         if result.status == "config_error" and peak is not None and peak.source.startswith(("cached numpy", "numpy")):
@@ -129,8 +129,6 @@ def prefill_gate(sess, spec, workload: Workload, res: WorkloadResult, overrides:
     res.prefill.set(**result.as_properties())
     if result.linearity.why:  # visible on every run, pass or not
         res.notes.append(f"prefill: {result.linearity.why}")
-    res.facts.gates.append(GateOutcome("prefill", result.status, result.message))  # core.checks.gates decides
-    if result.status not in ("fail", "config_error"):
-        res.prefill.message = result.message
-        if result.peak is not None and result.peak.note:
-            res.notes.append(f"prefill peak note: {result.peak.note}")
+    caveats = (f"prefill peak note: {result.peak.note}",) if result.peak is not None and result.peak.note else ()
+    # measured, not judged: core.checks.gates applies the budgets (core.prefill.judge_prefill)
+    res.facts.gates.append(GateOutcome("prefill", result.status, result.message, result, caveats))

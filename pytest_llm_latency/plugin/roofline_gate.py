@@ -135,7 +135,7 @@ def _reference_config(spec):
 def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Mapping[str, Any],
              base_dir: Path | None = None, client=None) -> None:
     from ..core.facts import GateOutcome
-    from ..core.roofline import evaluate_roofline, mean_context
+    from ..core.roofline import mean_context, measure_roofline
     from ..roofline.hwdetect import resolve_hardware
 
     roof = dict(workload.roofline or {})
@@ -164,8 +164,8 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
         context = mean_context(workload.prompt_tokens, workload.output_tokens)
 
         def evaluate(hw):
-            return evaluate_roofline(hw, model, context=context, tpot_p50_ms=tpot.p50, tpot_p95_ms=tpot.p95,
-                                     min_efficiency=min_eff.value, batch=int(roof.get("batch", workload.concurrency)))
+            return measure_roofline(hw, model, context=context, tpot_p50_ms=tpot.p50, tpot_p95_ms=tpot.p95,
+                                    min_efficiency=min_eff.value, batch=int(roof.get("batch", workload.concurrency)))
 
         result = judge_with_fresh_probe(hardware, evaluate, lambda: resolve_hardware(
             "local-cpu", refresh=True, only_if_higher=True, where=hw_name.source))
@@ -182,12 +182,11 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
     res.roofline.arithmetic = format_arithmetic(result.ceiling)
     if min_eff.value is not None:
         res.roofline.min_decode_efficiency = min_eff.value
-    res.facts.gates.append(GateOutcome("roofline", result.status, result.message))  # core.checks.gates decides
-    if result.status not in ("fail", "config_error"):  # passed or report-only: information (res.roofline),
-        # not a note (notes are warnings) ...
-        res.roofline.message = result.message
-        # ... except caveats that make the ceiling itself doubtful: those warn on every run
-        if getattr(model, "kv_not_counted", ""):  # ModelBytes; a catalog ModelSpec always counts it
-            res.notes.append(f"roofline: KV cache not counted ({model.kv_not_counted}): the ceiling is too high")
-        if result.ceiling.hardware.note:
-            res.notes.append(f"roofline hardware note: {result.ceiling.hardware.note}")
+    # caveats that make the ceiling itself doubtful: notes (warnings) on every run the gate passes
+    caveats = []
+    if getattr(model, "kv_not_counted", ""):  # ModelBytes; a catalog ModelSpec always counts it
+        caveats.append(f"roofline: KV cache not counted ({model.kv_not_counted}): the ceiling is too high")
+    if result.ceiling.hardware.note:
+        caveats.append(f"roofline hardware note: {result.ceiling.hardware.note}")
+    # measured, not judged: core.checks.gates applies the floor (core.roofline.judge_roofline)
+    res.facts.gates.append(GateOutcome("roofline", result.status, result.message, result, tuple(caveats)))

@@ -211,3 +211,36 @@ def test_judging_for_other_budgets_starts_from_the_measurement():
     assert res.verdict == "fail"
     other = judge(with_workload(res, wl(slo={"ttft_p50": 500})))
     assert other.verdict == "pass" and not other.violations and res.verdict == "fail"
+
+
+def test_roofline_and_prefill_gates_are_decided_by_their_check_not_the_measurement():
+    """The gates measure (status report or config_error); ``check_roofline`` / ``check_prefill_roofline``
+    apply the floor and budgets, and set the parts' judged status and message."""
+    from pytest_llm_latency.core.hardware import Hardware
+    from pytest_llm_latency.core.modelbytes import ModelBytes
+    from pytest_llm_latency.core.prefill import PrefillBudgets, measure_prefill
+    from pytest_llm_latency.core.roofline import measure_roofline
+
+    h100 = Hardware(key="h100-sxm", name="H100-SXM", mem_bandwidth_gb_s=3350, peak_bf16_tflops=989, source="sheet")
+    llama = ModelBytes(weight_bytes=16.06e9, kv_bytes_per_token=131072, name="Llama-3-8B", params=8.03e9,
+                       bytes_per_param=2.0, source="8.03e9 params x 2 B")
+    ceiling = measure_roofline(h100, llama, context=4000, tpot_p50_ms=10.0).ceiling_tok_s
+    for eff, want in ((0.5, "pass"), (0.2, "fail")):
+        m = measure_roofline(h100, llama, context=4000, tpot_p50_ms=1000 / (eff * ceiling), min_efficiency=0.3)
+        assert m.status == "report"  # measured, not judged
+        res = measured(wl(), [rec()] * 20, [])
+        res.facts.gates = [GateOutcome("roofline", m.status, m.message, m, ("caveat",))]
+        found = check_roofline(res)
+        assert res.roofline.status == want
+        if want == "fail":
+            assert kinds(found) == [("roofline", "failed")] and "0.20" in found[0].text
+        else:  # a pass: the message is information, the caveat a note
+            assert found == [Finding("roofline", "note", "caveat")] and "0.50" in (res.roofline.message or "")
+    pts = [(256, 10.0 + 256 / 50), (1024, 10.0 + 1024 / 50), (4096, 10.0 + 4096 / 50)] * 2  # 50,000 tok/s
+    p = measure_prefill(pts, budgets=PrefillBudgets(tps_min=100_000.0))
+    assert p.status == "report" and p.failed == ()
+    res = measured(wl(), [rec()] * 20, [])
+    res.facts.gates = [GateOutcome("prefill", p.status, p.message, p)]
+    found = check_prefill_roofline(res)
+    assert kinds(found) == [("prefill", "failed")] and "prefill_tps_min" in found[0].text
+    assert res.prefill.status == "fail"

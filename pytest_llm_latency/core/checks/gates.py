@@ -1,12 +1,37 @@
-"""The roofline gates' decisions: a measured result (``facts.gates``, from ``plugin.roofline_gate`` /
-``plugin.prefill_gate``) whose efficiency is below its floor fails; one that could not be evaluated
-(a configuration error, no decode timing) makes the run unjudgeable."""
+"""The roofline gates' decisions.  ``plugin.roofline_gate`` / ``plugin.prefill_gate`` measure
+(efficiency against the ceiling, the prefill fit) and record a ``facts.gates`` entry with the
+floor or budgets; here the rule is applied (``core.roofline.judge_roofline``,
+``core.prefill.judge_prefill``): below its floor, a failed check; a measurement that could not
+be evaluated (a configuration error, no decode timing) makes the run unjudgeable.  The judged
+status and message go to the result's ``roofline`` / ``prefill`` part."""
 from __future__ import annotations
 
-from ..result import WorkloadResult
 from ..findings import Finding
+from ..result import WorkloadResult
+from ..result_parts import PrefillInfo, RooflineInfo
 
-FAILED, UNJUDGED = ("fail",), ("config_error", "unjudged")
+UNJUDGED = ("config_error", "unjudged")
+
+
+def _judged(res: WorkloadResult, check: str, g) -> tuple[str, str]:
+    """(status, message) of one gate entry, judged; the part's ``status``/``message`` set."""
+    if g.result is None or g.status in UNJUDGED:
+        return g.status, g.message
+    part: RooflineInfo | PrefillInfo
+    if check == "roofline":
+        from ..roofline import judge_roofline
+
+        decode = judge_roofline(g.result)
+        status, message, part = decode.status, decode.message, res.roofline
+    else:
+        from ..prefill import judge_prefill
+
+        prefill = judge_prefill(g.result)
+        status, message, part = prefill.status, prefill.message, res.prefill
+    part.status = status
+    if status not in ("fail", "config_error"):  # passed or report-only: information, not a note
+        part.message = message
+    return status, message
 
 
 def check_gates(res: WorkloadResult, check: str) -> list[Finding]:
@@ -14,10 +39,13 @@ def check_gates(res: WorkloadResult, check: str) -> list[Finding]:
     for g in res.facts.gates:
         if g.check != check:
             continue
-        if g.status in FAILED:
-            out.append(Finding(check, "failed", g.message))
-        elif g.status in UNJUDGED:
-            out.append(Finding(check, "error", g.message))
+        status, message = _judged(res, check, g)
+        if status == "fail":
+            out.append(Finding(check, "failed", message))
+        elif status in UNJUDGED:
+            out.append(Finding(check, "error", message))
+        else:  # ... except caveats that make the ceiling itself doubtful: those warn on every passing run
+            out.extend(Finding(check, "note", c) for c in g.caveats)
     return out
 
 
