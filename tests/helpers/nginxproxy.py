@@ -29,7 +29,7 @@ from pathlib import Path
 from pytest_llm_latency.targets.process import free_port
 
 #: the user docs' page that recommends the nginx block (the tier tests exactly that block)
-README = Path(__file__).resolve().parents[1] / "docs" / "reverse-proxy.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "reverse-proxy.md"
 START_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 10.0
 
