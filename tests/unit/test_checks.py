@@ -22,26 +22,16 @@ from pytest_llm_latency.core.facts import AgentRun, ColdStarts, Comparison, Gate
 from pytest_llm_latency.core.findings import Finding, verdict_of
 from pytest_llm_latency.core.prefix_cache import CacheEvidence
 from pytest_llm_latency.core.rate_sweep import Step, SweepResult, SweepSpec
-from pytest_llm_latency.core.record import RecordBuilder
 from pytest_llm_latency.core.result import Failure, measured, unprepared
 from pytest_llm_latency.core.workload import make_workload
+from tests.helpers.records import record
 
 MS = 1_000_000
 
 
 def rec(ttft_ms=100.0, gap_ms=10.0, tokens=4, load_ms=None):
-    t = [0]
-    b = RecordBuilder(lambda: t[0], expected_output_tokens=4)
-    t[0] = int(ttft_ms * MS)
-    b.token_chunk(b.stamp())
-    for _ in range(tokens - 1):
-        t[0] += int(gap_ms * MS)
-        b.token_chunk(t[0])
-    b.usage(10, tokens)
-    r = b.finish(t[0])
-    if load_ms is not None:
-        r.server_timings["load_ms"] = load_ms
-    return r
+    return record(ttft_ms, gap_ms=gap_ms, tokens=tokens, expected=4,
+                  server_timings=None if load_ms is None else {"load_ms": load_ms})
 
 
 def wl(samples=20, rate=0.0, **spec):

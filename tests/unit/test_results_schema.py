@@ -10,7 +10,6 @@ from importlib import resources
 
 import pytest
 
-from pytest_llm_latency.core.record import RecordBuilder
 from pytest_llm_latency.core.checks import evaluate
 from pytest_llm_latency.core.result import Failure
 from pytest_llm_latency.core.result_parts import PARTS, ClientHealth, LoadInfo, copy_parts
@@ -19,6 +18,7 @@ from pytest_llm_latency.files import baseline as bfile
 from pytest_llm_latency.plugin.report.document import VERSION, ResultDocument, result_entry
 from pytest_llm_latency.plugin.report.properties import junit_properties
 from pytest_llm_latency.plugin.report.schema import part_schemas
+from tests.helpers.records import record
 
 jsonschema = pytest.importorskip("jsonschema")
 MS = 1_000_000
@@ -29,15 +29,7 @@ def schema() -> dict:
 
 
 def rec(ttft_ms: float, gap_ms: float = 10.0, tokens: int = 4):
-    t = [1_000 * MS]
-    b = RecordBuilder(lambda: t[0], expected_output_tokens=tokens)
-    t[0] += int(ttft_ms * MS)
-    b.token_chunk(b.stamp())
-    for _ in range(tokens - 1):
-        t[0] += int(gap_ms * MS)
-        b.token_chunk(t[0])
-    b.usage(10, tokens)
-    return b.finish(t[0] + MS)
+    return record(ttft_ms, gap_ms=gap_ms, tokens=tokens, t0_ns=1_000 * MS, tail_ms=1.0)
 
 
 def result(**parts):

@@ -6,12 +6,12 @@ import random
 
 from pytest_llm_latency.client.runner import send_samples, stop_info
 from pytest_llm_latency.core.prompts import Prompt
-from pytest_llm_latency.core.record import RecordBuilder
 from pytest_llm_latency.core.checks import evaluate
 from pytest_llm_latency.core.verdict import SequentialVerdicts
 from pytest_llm_latency.core.workload import make_workload
 from pytest_llm_latency.plugin.report.document import result_entry
 from pytest_llm_latency.plugin.report.terminal import bound_lines
+from tests.helpers.records import record
 
 MS = 1_000_000
 
@@ -89,15 +89,7 @@ def test_a_pass_decided_first_is_kept_when_a_later_fail_stops_sampling():
 
 # ------------------------------------------------------------------ through the runner and the result
 def rec(ttft_ms: float, gap_ms: float, tokens: int = 4):
-    t = [0]
-    b = RecordBuilder(lambda: t[0], expected_output_tokens=tokens)
-    t[0] = int(ttft_ms * MS)
-    b.token_chunk(b.stamp())
-    for _ in range(tokens - 1):
-        t[0] += int(gap_ms * MS)
-        b.token_chunk(t[0])
-    b.usage(10, tokens)
-    return b.finish(t[0])
+    return record(ttft_ms, gap_ms=gap_ms, tokens=tokens)
 
 
 def prompts(n):
