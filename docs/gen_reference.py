@@ -344,14 +344,13 @@ def _ref_description(node: dict, defs: dict) -> str:
 def cli_md() -> str:
     """``pytest-llm-latency --help`` and each subcommand's, as argparse prints them (80 columns)."""
     import os
+    from unittest.mock import patch
 
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from pytest_llm_latency.cli import main as cli_main
 
-    saved = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = "80"
-    try:
+    with patch.dict(os.environ, COLUMNS="80"):  # restored afterwards
         parser = cli_main.build_parser()
         lines = [HEADER.format(source="pytest_llm_latency.cli.main.build_parser()"),
                  "# CLI reference\n",
@@ -364,11 +363,6 @@ def cli_md() -> str:
                 continue
             seen.add(id(sub))
             lines += [f"## `{name}`\n", "```text", sub.format_help().rstrip(), "```\n"]
-    finally:
-        if saved is None:
-            os.environ.pop("COLUMNS", None)
-        else:
-            os.environ["COLUMNS"] = saved
     return "\n".join(lines).rstrip() + "\n"
 
 
