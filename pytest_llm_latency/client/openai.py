@@ -56,7 +56,9 @@ def llamacpp_timings(t: dict) -> dict:
     """llama.cpp ``timings`` → normalized server timings (ms)."""
     out = {"prefill_ms": t.get("prompt_ms"), "decode_ms": t.get("predicted_ms"), "prompt_n": t.get("prompt_n"),
            "predicted_n": t.get("predicted_n"), "cache_n": t.get("cache_n"),
-           "predicted_per_token_ms": t.get("predicted_per_token_ms"), "source": "llama.cpp timings"}
+           "predicted_per_token_ms": t.get("predicted_per_token_ms"), "source": "llama.cpp timings",
+           # speculative decoding (core.spec_decode); llama.cpp leaves both out when nothing was drafted
+           "draft_n": t.get("draft_n"), "draft_n_accepted": t.get("draft_n_accepted")}
     return {k: v for k, v in out.items() if v is not None}
 
 

@@ -103,6 +103,17 @@ class ServerTimeline:
         if self._http is not None:
             self._http.close()
 
+    def gauges(self) -> list[dict[str, float]]:
+        """Each scrape's gauges (by the engine's names), in order: the windowed figures a server
+        reports as gauges (SGLang's ``spec_accept_length``) are read over the run."""
+        out = []
+        for _, text in self.texts:
+            try:
+                out.append(parse_sample(text).gauges)
+            except MeasurementError:
+                continue
+        return out
+
     def attach(self, res, records, failures) -> None:
         """``server_*`` figures and ``metrics_timeline`` on ``res.server``."""
         samples = []

@@ -34,7 +34,7 @@ from .facts import Facts
 from .findings import VERDICTS, Verdict  # noqa: F401  (re-exported: pytest_llm_latency.Verdict)
 from .record import RequestRecord
 from .result_parts import (AgentSessions, BaselineComparison, ClientHealth, ColdStartInfo, LoadInfo, Measurement,
-                           PrefillInfo, PrefixCacheInfo, RooflineInfo, ServerInfo)
+                           PrefillInfo, SpecDecodeInfo, PrefixCacheInfo, RooflineInfo, ServerInfo)
 from .stats import INF, Summary, fmt_stat, summarize
 from .verdict import BudgetVerdict, SequentialVerdicts
 from .workload import Budget, Workload
@@ -146,6 +146,7 @@ class WorkloadResult:
     prefill: PrefillInfo = field(default_factory=PrefillInfo)
     baseline: BaselineComparison = field(default_factory=BaselineComparison)
     agent: AgentSessions = field(default_factory=AgentSessions)
+    spec_decode: SpecDecodeInfo = field(default_factory=SpecDecodeInfo)
     facts: Facts = field(default_factory=Facts)   # what the checks decide on, besides the samples
     findings: list | None = None  # core.findings.Finding, set by core.checks.judge (None: not judged yet)
 

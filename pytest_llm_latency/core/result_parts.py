@@ -195,6 +195,24 @@ class RooflineInfo(Part):
 
 
 @dataclass
+class SpecDecodeInfo(Part):
+    """Speculative decoding / MTP over the run (``core.spec_decode``: the one definition): tokens
+    per engine step and the draft acceptance, and which source they came from."""
+    NAME: ClassVar[str] = "spec_decode"
+    source: str | None = None                  # core.spec_decode.SOURCE_*
+    scope: str | None = None                   # run (counter deltas) | window (server's gauges) | per request
+    decode_tokens: int | None = None           # Σ (output tokens − 1)
+    decode_steps: float | None = None          # decode tokens − accepted tokens
+    accepted_tokens: float | None = None
+    draft_tokens: float | None = None
+    drafts: float | None = None                # drafting steps (vLLM/llama.cpp counters)
+    tokens_per_step: float | None = None       # decode tokens ÷ decode steps
+    acceptance_rate: float | None = None       # accepted ÷ drafted tokens
+    decode_ms: float | None = None             # Σ (t_last − t_first)
+    step_ms: float | None = None               # decode_ms ÷ decode steps (run totals)
+
+
+@dataclass
 class PrefillInfo(Part):
     """The prefill roofline of a prompt sweep (``core.prefill.PrefillResult.as_properties``)."""
     NAME: ClassVar[str] = "prefill"
@@ -272,7 +290,7 @@ class AgentSessions(Part):
 
 #: every part, in the order the JSON writes them
 PARTS: tuple[type[Part], ...] = (Measurement, LoadInfo, ClientHealth, ServerInfo, PrefixCacheInfo, ColdStartInfo,
-                                 RooflineInfo, PrefillInfo, BaselineComparison, AgentSessions)
+                                 RooflineInfo, PrefillInfo, BaselineComparison, AgentSessions, SpecDecodeInfo)
 PART_NAMES: tuple[str, ...] = tuple(p.NAME for p in PARTS)
 
 

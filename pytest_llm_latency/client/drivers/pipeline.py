@@ -118,6 +118,7 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
     if timeline is not None:
         timeline.attach(res, records, failures)
     record_prefix_cache(res, scraped)
+    record_spec_decode(res, records, before, after, timeline)
     res.server.set(**server_timing_summary(records))
     deviations = [r.prompt_deviation for r in records if r.prompt_deviation]
     if deviations:
@@ -216,6 +217,21 @@ def connection_counts(records: list[RequestRecord], client: ClientHealth) -> Non
     client.reconnected_samples = sum(1 for r in records if r.reconnected)
     if connects:
         client.connect_ms_p50 = round(float(statistics.median(connects)), 4)
+
+
+def record_spec_decode(res: WorkloadResult, records: list[RequestRecord], before, after,
+                       timeline: ServerTimeline | None) -> None:
+    """Tokens per engine step and the draft acceptance (``core.spec_decode``, the one definition)
+    on ``res.spec_decode``; nothing when no source says the server speculates."""
+    from ...core import spec_decode
+
+    gauges = timeline.gauges() if timeline is not None else []
+    acc = spec_decode.acceptance(records, before.counters if before is not None else None,
+                                 after.counters if after is not None else None, gauges)
+    if acc is None:
+        return
+    res.spec_decode.set(**spec_decode.as_part(acc, spec_decode.decode_time_ms(records)))
+    res.notes += list(acc.notes)
 
 
 def record_prefix_cache(res: WorkloadResult, metrics_delta: dict[str, float] | None) -> None:

@@ -37,6 +37,16 @@ DESCRIPTIONS = {
     "cold_start.cold_start_samples": "1-based numbers of the cold samples, comma-separated",
     "cold_start.cold_ttft_ms": "TTFT of the cold_ttft_max request (sent right after unloading the model)",
     "cold_start.cold_load_ms": "load_duration the server reported for that request",
+    "spec_decode.source": "where the acceptance came from (core.spec_decode): vLLM /metrics counters, SGLang "
+                          "/metrics gauges, llama.cpp timings (per request) or llama.cpp /metrics counters",
+    "spec_decode.scope": "run (counter deltas around the samples), window (the server's windowed gauge, "
+                         "sampled during the run) or per request (llama.cpp timings)",
+    "spec_decode.decode_tokens": "Σ (output tokens − 1): the tokens decode produced",
+    "spec_decode.decode_steps": "decode tokens − accepted tokens: engine steps, drafting or not",
+    "spec_decode.tokens_per_step": "decode tokens ÷ decode steps (1 + accepted per step)",
+    "spec_decode.acceptance_rate": "accepted ÷ drafted tokens",
+    "spec_decode.decode_ms": "Σ (t_last − t_first) over the requests: the decode time",
+    "spec_decode.step_ms": "decode_ms ÷ decode steps: the mean engine step time on run totals",
     "server.metrics": "/metrics deltas over the measured samples (counters, histogram _count/_sum) and final "
                       "gauge values",
     "server.metrics_timeline": "/metrics gauges over the run: {metric name: [[t_ms, value], ...]} with t_ms on "
