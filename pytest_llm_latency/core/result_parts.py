@@ -191,6 +191,12 @@ class RooflineInfo(Part):
     kv_cache: str | None = None
     min_decode_efficiency: float | None = None
     arithmetic: str | None = None
+    # speculative decoding / MTP (core.spec_decode): judged per engine step, not per token
+    tokens_per_step: float | None = None       # from res.spec_decode
+    step_efficiency: float | None = None       # (decode tok/s ÷ tokens per step) × bytes per step ÷ bandwidth
+    steps_per_s: float | None = None           # engine steps per second (run totals)
+    draft_bytes: float | None = None           # the drafter's bytes read per engine step (0: n-gram / none)
+    draft: str | None = None                   # what the drafter's bytes came from, or "not counted: why"
     message: str | None = None
 
 
