@@ -217,3 +217,21 @@ def test_bad_speculation_knobs_are_clear_errors(query, needle):
     with pytest.raises(ConfigError) as err:
         parse_reference_url(f"reference://h100-sxm/llama-3.1-8b?{query}")
     assert needle in str(err.value) and "reference URL" in str(err.value)
+
+
+def test_serve_reference_flags_carry_the_knobs_and_describe_them():
+    import argparse
+
+    from pytest_llm_latency.cli.serve_reference import add_arguments, config_from_args, describe
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    cfg = config_from_args(parser.parse_args(["--spec-tokens", "2", "--spec-acceptance", "0.5,0.1",
+                                              "--draft-bytes", "1e9", "--spec-seed", "4"])).validate()
+    assert cfg.speculation() == Speculation(2, (0.5, 0.1), 4) and cfg.drafter().weight_bytes == 1e9
+    line = describe(cfg)
+    assert "speculative decoding k=2 (acceptance 0.5,0.1, expected 1.55 tokens per full step" in line
+    assert "1e+09-byte draft head" in line
+    assert "speculative" not in describe(ReferenceConfig())
+    again = config_from_args(parser.parse_args(cfg.to_cli_args()))
+    assert again == cfg

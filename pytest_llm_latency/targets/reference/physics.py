@@ -58,7 +58,9 @@ and per drafted token its own KV at the context:
 
 A draft model: ``Wd`` its weights, ``kv_d`` its KV per token.  EAGLE / MTP heads:
 ``Wd`` = the head's bytes (its layers and the LM head), no KV.  n-gram / prompt lookup:
-``Drafter`` None (reads nothing).  Single stream, a step verifying ``k`` drafts reads
+``Drafter`` None (reads nothing).  The drafting passes are charged to the step that
+verifies their tokens (vLLM runs them right after the step before, in the same engine
+iteration).  Single stream, a step verifying ``k`` drafts reads
 ``Wb + kv c + k (Wd + kv_d c)``.  With no drafts every figure is exactly the formula above.
 
 Efficiency defaults (documented in ``DEFAULT_DECODE_EFFICIENCY`` /
