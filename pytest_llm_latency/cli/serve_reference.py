@@ -45,7 +45,18 @@ def describe(config: ReferenceConfig) -> str:
             f"KV pool {config.pool_tokens():,} tokens, max_num_seqs {config.max_num_seqs}, "
             f"prefix caching {'on' if config.prefix_caching else 'off'}, chunked prefill "
             f"{config.batched_tokens() or 'off'}, time_scale {config.time_scale}"
-            + (f", fault {config.fault}" if config.fault else ""))
+            + (f", fault {config.fault}" if config.fault else "")
+            + _describe_speculation(config))
+
+
+def _describe_speculation(config: ReferenceConfig) -> str:
+    spec = config.speculation()
+    if spec is None:
+        return ""
+    drafter = config.drafter()
+    return (f", speculative decoding k={spec.tokens} (acceptance {config.spec_acceptance}, expected "
+            f"{spec.expected_tokens_per_step():.2f} tokens per full step, drafter "
+            f"{drafter.name if drafter else 'reads nothing'})")
 
 
 async def serve(config: ReferenceConfig, *, out=None) -> None:

@@ -14,6 +14,7 @@ from ...roofline import catalog
 from ...core.errors import ConfigError
 from . import physics as ph
 from .faults import parse_fault
+from .speculation import Speculation, parse_acceptance
 from .tokenizer import RULES
 
 
@@ -60,6 +61,28 @@ class ReferenceConfig:
     stream_interval: int = field(default=1, metadata=_meta(
         "tokens per streamed chunk (like vLLM --stream-interval)"))
     fault: str | None = field(default=None, metadata=_meta("server-wide fault spec (see faults.py)"))
+    # -- speculative decoding / multi-token prediction (speculation.py, physics.py) -------------
+    spec_tokens: int = field(default=0, metadata=_meta(
+        "speculative decoding: tokens drafted per decode step (k, like vLLM num_speculative_tokens; fewer on "
+        "a request's last steps, never past max_tokens). Each engine step verifies them in one forward pass "
+        "(the target's weights and KV read once, plus the drafter's bytes), emits 1 + accepted tokens in ONE "
+        "stream chunk and counts vLLM's vllm:spec_decode_* counters on /metrics; 0 = off"))
+    spec_acceptance: str = field(default="1.0", metadata=_meta(
+        "per-position draft acceptance: draft position i is accepted when every earlier one was and a draw "
+        "< p (one number p: geometric, mean tokens per step 1 + p + p^2 + ... + p^k), or a comma list of "
+        "spec_tokens conditional probabilities (e.g. 0.9,0.7,0.5); 1.0 = every draft accepted (1 + k tokens "
+        "per step); needs spec_tokens"))
+    draft_model: str | None = field(default=None, metadata=_meta(
+        "catalog model key of a draft model: each drafted token reads its weights (once per drafting pass "
+        "of the batch) and its own KV cache at the context; its weights and KV also take device memory "
+        "(needs spec_tokens; default: no drafter bytes, like n-gram prompt lookup)"))
+    draft_bytes: float | None = field(default=None, metadata=_meta(
+        "bytes one drafting pass reads, for EAGLE / MTP heads (their layers and the LM head, e.g. ~1.3e9 "
+        "for a Llama-3-8B EAGLE head at fp16; FLOPs counted as 16-bit weights), 0 for n-gram; "
+        "instead of draft_model (needs spec_tokens)"))
+    spec_seed: int = field(default=0, metadata=_meta(
+        "seed of the acceptance draws: same seed and same request sequence = same accepted counts "
+        "(needs spec_tokens)"))
     # -- counting rules and Ollama's behaviours (ollama_api.py, residency.py) ----------------
     tokenizer: str = field(default="word", metadata=_meta(
         "token counting rule: word (one per whitespace-separated word) or chars3 (one per 3 characters)"))
@@ -100,7 +123,29 @@ class ReferenceConfig:
         dec = self.decode_efficiency or self.efficiency or ph.DEFAULT_DECODE_EFFICIENCY
         pre = self.prefill_efficiency or self.efficiency or ph.DEFAULT_PREFILL_EFFICIENCY
         return ph.Physics.from_specs(self.hardware_spec(), self.model_spec(), decode_efficiency=dec,
-                                     prefill_efficiency=pre, peak_tflops=self.peak_tflops)
+                                     prefill_efficiency=pre, peak_tflops=self.peak_tflops,
+                                     drafter=self.drafter())
+
+    def speculation(self) -> Speculation | None:
+        """The engine's drafting plan, None with speculative decoding off (``spec_tokens`` 0)."""
+        if self.spec_tokens <= 0:
+            return None
+        return Speculation(self.spec_tokens, parse_acceptance(self.spec_acceptance, self.spec_tokens),
+                           self.spec_seed)
+
+    def draft_spec(self):
+        return catalog.model(self.draft_model) if self.draft_model and self.spec_tokens > 0 else None
+
+    def drafter(self) -> ph.Drafter | None:
+        """What each drafting pass reads (``physics.Drafter``); None: nothing (n-gram, or off)."""
+        d = self.draft_spec()
+        if d is not None:
+            return ph.Drafter(weight_bytes=d.weight_bytes, kv_bytes_per_token=d.kv_bytes_per_token,
+                              params=d.params, name=d.name)
+        if self.spec_tokens > 0 and self.draft_bytes:
+            return ph.Drafter(weight_bytes=self.draft_bytes, params=self.draft_bytes / 2.0,
+                              name=f"{self.draft_bytes:g}-byte draft head")
+        return None
 
     def context_length(self) -> int:
         return self.max_model_len or self.model_spec().max_model_len
@@ -109,14 +154,16 @@ class ReferenceConfig:
         if self.kv_pool_tokens:
             return self.kv_pool_tokens
         hw, model = self.hardware_spec(), self.model_spec()
-        pool = ph.kv_pool_tokens(hw, model, self.gpu_memory_utilization)
+        pool = ph.kv_pool_tokens(hw, model, self.gpu_memory_utilization, draft=self.draft_spec())
         if pool is None:
             # No device memory in the catalog (CPUs): room for 4 full-length sequences.
             return 4 * self.context_length()
         if pool < self.block_size:
             raise ConfigError(
                 f"reference: {model.name} weights "
-                f"({(model.total_params or model.params) * model.weight_bytes_per_param / 1e9:.1f} GB) do not fit in "
+                f"({(model.total_params or model.params) * model.weight_bytes_per_param / 1e9:.1f} GB"
+                + (f" + draft model {d.name} {d.weight_bytes / 1e9:.1f} GB" if (d := self.draft_spec()) else "")
+                + ") do not fit in "
                 f"{hw.name} memory ({hw.memory_gb} GB x {self.gpu_memory_utilization}); pass "
                 f"kv_pool_tokens=N to model a pool anyway")
         return pool
@@ -158,8 +205,31 @@ class ReferenceConfig:
         if not 0 <= self.port < 65536:
             raise ConfigError(f"reference: bad port {self.port}")
         parse_fault(self.fault, source="reference fault")
+        self._validate_speculation()
         self.pool_tokens()
         return self
+
+    def _validate_speculation(self) -> None:
+        if not 0 <= self.spec_tokens <= MAX_SPEC_TOKENS:
+            raise ConfigError(f"reference: spec_tokens must be in [0, {MAX_SPEC_TOKENS}] (0 = no speculative "
+                              f"decoding), got {self.spec_tokens}")
+        if self.spec_tokens == 0:
+            for f in dataclasses.fields(self):
+                if f.name in _SPEC_KNOBS and getattr(self, f.name) != f.default:
+                    raise ConfigError(f"reference: {f.name} needs spec_tokens > 0 (speculative decoding is off); "
+                                      f"add spec_tokens=K or drop {f.name}")
+            return
+        parse_acceptance(self.spec_acceptance, self.spec_tokens, source="reference")
+        if self.draft_model is not None and self.draft_bytes is not None:
+            raise ConfigError("reference: give draft_model (a draft model) or draft_bytes (an EAGLE/MTP head), "
+                              "not both")
+        if self.draft_bytes is not None and not (math.isfinite(self.draft_bytes) and self.draft_bytes >= 0):
+            raise ConfigError(f"reference: draft_bytes must be a finite number >= 0 (0 = n-gram lookup), "
+                              f"got {self.draft_bytes}")
+        try:
+            self.draft_spec()
+        except ConfigError as e:
+            raise ConfigError(f"reference: draft_model: {e}") from None
 
     # -- conversions -------------------------------------------------------------------
     @classmethod
@@ -196,6 +266,8 @@ class ReferenceConfig:
         return args
 
 
+MAX_SPEC_TOKENS = 32
+_SPEC_KNOBS = ("spec_acceptance", "draft_model", "draft_bytes", "spec_seed")
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 

@@ -21,6 +21,9 @@ Policy of one step
 5. A sequence whose prefill completes in a step emits its first token at the end of
    that step; a decoding sequence emits one token per step.  A sequence finishes when
    it has produced its ``target_tokens``; its blocks are freed at the end of the step.
+6. Speculative decoding (``speculation``, ``speculation.py``): each decode also verifies
+   ``d`` drafted tokens (``1 + d`` positions in the step's cost and token budget) and
+   emits ``1 + accepted`` tokens; ``Step.drafts`` records ``(drafted, accepted)``.
 
 Prefix caching (``prefix_caching=True``): prompts are cut into full ``block_size``-token
 blocks identified by a chained hash (``block_hashes``), as in vLLM.  At admission the
@@ -36,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from .physics import Physics, StepCost
+from .speculation import Drafting, Speculation
 
 
 def block_hashes(token_ids: Sequence[int], block_size: int = 16) -> tuple[int, ...]:
@@ -105,12 +109,17 @@ class Step:
     admitted: list[tuple[int, int]] = field(default_factory=list)   # (rid, cached tokens)
     prefill: list[tuple[int, int, int]] = field(default_factory=list)  # (rid, n, c)
     decodes: list[int] = field(default_factory=list)                # rids
-    emitted: list[int] = field(default_factory=list)                # rids with a new token
+    emitted: list[int] = field(default_factory=list)                # rids with new tokens
     finished: list[int] = field(default_factory=list)
+    drafts: dict[int, tuple[int, int]] = field(default_factory=dict)  # rid -> (drafted, accepted)
 
     @property
     def seconds(self) -> float:
         return self.cost.seconds
+
+    def tokens(self, rid: int) -> int:
+        """Tokens ``rid`` emitted in this step: 1, plus its accepted drafts."""
+        return 1 + self.drafts.get(rid, (0, 0))[1]
 
 
 _ZERO = StepCost(tokens=0, flops=0.0, bytes=0.0, compute_s=0.0, memory_s=0.0)
@@ -123,7 +132,8 @@ class AdmissionError(ValueError):
 class Engine:
     def __init__(self, physics: Physics, *, kv_pool_tokens: int, max_num_seqs: int = 256,
                  block_size: int = 16, chunked_prefill: bool = False,
-                 max_num_batched_tokens: int | None = None, prefix_caching: bool = False):
+                 max_num_batched_tokens: int | None = None, prefix_caching: bool = False,
+                 speculation: Speculation | None = None):
         if kv_pool_tokens < block_size:
             raise ValueError(f"kv_pool_tokens {kv_pool_tokens} is smaller than one block")
         if chunked_prefill and (max_num_batched_tokens or 0) < 1:
@@ -142,6 +152,7 @@ class Engine:
         self.prefix_queries = 0      # tokens
         self.prefix_hits = 0         # tokens
         self.steps = 0
+        self.drafting = Drafting(speculation) if speculation is not None else None
 
     # -- bookkeeping -----------------------------------------------------------------
     def blocks_needed(self, prompt_len: int, output_tokens: int) -> int:
@@ -197,6 +208,7 @@ class Engine:
         budget = self.max_num_batched_tokens if self.chunked_prefill else None
         step = Step(cost=_ZERO)
         decode_ctx: list[int] = []
+        drafts: list[int] = []
         chunks: list[tuple[int, int]] = []
         prefill_seqs: list[tuple[EngineRequest, int]] = []
 
@@ -204,8 +216,10 @@ class Engine:
             if not seq.prefilling and (budget is None or budget > 0):
                 decode_ctx.append(seq.prompt_len + seq.generated - 1)
                 step.decodes.append(seq.rid)
+                d = self.drafting.plan(seq.target_tokens - seq.generated, budget) if self.drafting else 0
+                drafts.append(d)
                 if budget is not None:
-                    budget -= 1
+                    budget -= 1 + d
         for seq in self.running:                          # 2. unfinished prefills
             if seq.prefilling and (budget is None or budget > 0):
                 n = self._chunk(seq, budget)
@@ -233,8 +247,8 @@ class Engine:
         for seq, n in prefill_seqs:
             chunks.append((n, seq.computed))
             step.prefill.append((seq.rid, n, seq.computed))
-        step.cost = self.physics.step(decode_ctx, chunks)
-        self._apply(step, prefill_seqs)
+        step.cost = self.physics.step(decode_ctx, chunks, drafts if self.drafting else ())
+        self._apply(step, prefill_seqs, drafts)
         self.steps += 1
         return step
 
@@ -251,11 +265,13 @@ class Engine:
         self.prefix_queries += seq.prompt_len
         self.prefix_hits += seq.cached
 
-    def _apply(self, step: Step, prefill_seqs: list[tuple[EngineRequest, int]]) -> None:
+    def _apply(self, step: Step, prefill_seqs: list[tuple[EngineRequest, int]], drafts: list[int]) -> None:
         by_rid = {s.rid: s for s in self.running}
-        for rid in step.decodes:
+        for rid, d in zip(step.decodes, drafts):
             seq = by_rid[rid]
-            seq.generated += 1
+            if d and self.drafting is not None:
+                step.drafts[rid] = (d, self.drafting.verify(d))
+            seq.generated += step.tokens(rid)
             step.emitted.append(rid)
         for seq, n in prefill_seqs:
             seq.computed += n

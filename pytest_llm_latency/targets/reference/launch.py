@@ -5,7 +5,8 @@
 ``ReferenceConfig`` field names (``efficiency``, ``decode_efficiency``,
 ``prefill_efficiency``, ``time_scale``, ``max_num_seqs``, ``kv_pool_tokens``,
 ``prefix_caching``, ``chunked_prefill``, ``max_num_batched_tokens``, ``max_model_len``,
-``served_model_name``, ``stream_interval``, ``fault``, ...).  Booleans accept
+``served_model_name``, ``stream_interval``, ``fault``, the speculative decoding knobs
+``spec_tokens``, ``spec_acceptance``, ``draft_model``, ``draft_bytes``, ``spec_seed``, ...).  Booleans accept
 1/0/true/false/yes/no/on/off, or no value (``?prefix_caching``).
 
 ``start_reference(config, mode=...)`` returns a ``ReferenceHandle`` (``.url``,

@@ -3,6 +3,12 @@
 Every duration observed here is *modelled* time x ``time_scale`` (the scheduler's
 deadlines), i.e. what a wall clock would read if the server met every deadline exactly;
 it never includes the server's own Python overhead.  Labels: ``model_name``.
+
+With speculative decoding on (``spec_tokens`` > 0) vLLM's spec-decode counters are added,
+counted as vLLM counts them: ``vllm:spec_decode_num_drafts_total`` one per sequence per step
+that drafted, ``..._num_draft_tokens_total`` the tokens drafted (k, fewer on a request's last
+steps), ``..._num_accepted_tokens_total`` the accepted ones, and
+``..._num_accepted_tokens_per_pos_total{position="i"}`` the accepted ones at draft position i.
 """
 from __future__ import annotations
 
@@ -27,7 +33,8 @@ class EngineMetrics:
 
     def __init__(self, model_name: str, *, running: Callable[[], float],
                  waiting: Callable[[], float], kv_usage: Callable[[], float],
-                 prefix_queries: Callable[[], float], prefix_hits: Callable[[], float]):
+                 prefix_queries: Callable[[], float], prefix_hits: Callable[[], float],
+                 spec_tokens: int = 0):
         self.registry = CollectorRegistry(auto_describe=True)
         r, labels = self.registry, ["model_name"]
 
@@ -62,6 +69,30 @@ class EngineMetrics:
                    model_name, prefix_queries, r)
         _FnCounter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
                    model_name, prefix_hits, r)
+        self._spec: tuple | None = None
+        if spec_tokens > 0:
+            def counter(name, doc, extra=()):
+                return Counter(name, doc, labels + list(extra), registry=r)
+
+            per_pos = counter("vllm:spec_decode_num_accepted_tokens_per_pos",
+                              "Accepted tokens per draft position.", ["position"])
+            self._spec = (
+                counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.").labels(model_name),
+                counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.").labels(model_name),
+                counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.").labels(model_name),
+                [per_pos.labels(model_name, str(i)) for i in range(spec_tokens)])
+
+    def spec_decode(self, drafted: int, accepted: int) -> None:
+        """One sequence's draft in one step: ``drafted`` tokens, the first ``accepted`` accepted."""
+        if self._spec is None or drafted <= 0:
+            return
+        drafts, draft_tokens, accepted_tokens, per_pos = self._spec
+        drafts.inc()
+        draft_tokens.inc(drafted)
+        if accepted:
+            accepted_tokens.inc(accepted)
+            for i in range(accepted):
+                per_pos[i].inc()
 
     def finished(self, reason: str) -> None:
         self.success.labels(self._model, reason).inc()

@@ -44,6 +44,25 @@ Consequences the acceptance tests check (H100-SXM, Llama-3.1-8B fp16, e_m = 1):
 single-stream decode = B / (Wb + kv c) = 3.35e12 / (16.06e9 + 131072 c) ~ 208.6 tok/s at
 short context; 167 tok/s at e_m 0.8; at c = 8000 the step is 1.065x slower than at 100.
 
+Speculative decoding / multi-token prediction (``decode_drafts``)
+----------------------------------------------------------------
+A decode that verifies ``d`` drafted tokens runs ``1 + d`` query positions through the
+target in the same step: ``T`` counts them (so an MoE step touches the experts of batch x
+(k + 1) positions, ``weights_read``), each position attends to its own prefix
+(``pairs`` += (d + 1)(c + 1) + d(d + 1)/2), the target's weights and the sequence's KV
+are still read once.  The drafter (``Drafter``) adds, per drafting forward pass (as many
+as the longest draft in the batch; the batch shares one pass), its weight bytes ``Wd``,
+and per drafted token its own KV at the context:
+
+    Bytes += Wd x max(d) + kv_d x sum_decode d x c      FLOPs += 2 P_d x sum(d)
+
+A draft model: ``Wd`` its weights, ``kv_d`` its KV per token.  EAGLE / MTP heads:
+``Wd`` = the head's bytes (its layers and the LM head), no KV.  n-gram / prompt lookup:
+``Drafter`` None (reads nothing).  The drafting passes are charged to the step that
+verifies their tokens (vLLM runs them right after the step before, in the same engine
+iteration).  Single stream, a step verifying ``k`` drafts reads
+``Wb + kv c + k (Wd + kv_d c)``.  With no drafts every figure is exactly the formula above.
+
 Efficiency defaults (documented in ``DEFAULT_DECODE_EFFICIENCY`` /
 ``DEFAULT_PREFILL_EFFICIENCY``): 0.7 of bandwidth and 0.5 MFU, typical of a tuned vLLM
 deployment.  ``efficiency=x`` in the config sets both.
@@ -100,6 +119,18 @@ class StepCost:
 
 
 @dataclass(frozen=True)
+class Drafter:
+    """What drafting reads: ``weight_bytes`` once per drafting forward pass (shared by the
+    batch), ``kv_bytes_per_token`` per drafted token per context token (a draft model's own
+    KV cache; 0 for EAGLE/MTP heads), ``params`` for the 2 P FLOPs per drafted token."""
+
+    weight_bytes: float
+    kv_bytes_per_token: float = 0.0
+    params: float = 0.0
+    name: str = ""
+
+
+@dataclass(frozen=True)
 class Physics:
     """Roofline constants of one (hardware, model, efficiency) triple."""
 
@@ -113,6 +144,7 @@ class Physics:
     decode_efficiency: float = DEFAULT_DECODE_EFFICIENCY    # e_m
     prefill_efficiency: float = DEFAULT_PREFILL_EFFICIENCY  # e_c
     moe: ModelBytes | None = None  # MoE: a step of t tokens reads the experts they touch
+    drafter: Drafter | None = None  # speculative decoding: what each drafted token reads
 
     def weights_read(self, tokens: int) -> float:
         """Weight bytes one step reads: all of them (dense), or, for MoE, shared weights plus
@@ -124,7 +156,7 @@ class Physics:
     def from_specs(cls, hw: Hardware, model: ModelSpec, *,
                    decode_efficiency: float = DEFAULT_DECODE_EFFICIENCY,
                    prefill_efficiency: float = DEFAULT_PREFILL_EFFICIENCY,
-                   peak_tflops: float | None = None) -> "Physics":
+                   peak_tflops: float | None = None, drafter: Drafter | None = None) -> "Physics":
         bandwidth = hw.mem_bandwidth_gb_s * 1e9
         tflops = peak_tflops or hw.peak_bf16_tflops
         peak = tflops * 1e12 if tflops else FALLBACK_RIDGE_FLOP_PER_BYTE * bandwidth
@@ -133,20 +165,31 @@ class Physics:
                    kv_bytes_per_token=model.kv_bytes_per_token, layers=model.layers,
                    hidden=hidden_size(model), peak_flops=peak, bandwidth=bandwidth,
                    decode_efficiency=decode_efficiency, prefill_efficiency=prefill_efficiency,
-                   moe=mb if mb.experts else None)
+                   moe=mb if mb.experts else None, drafter=drafter)
 
     # -- the one formula -------------------------------------------------------------
     def step(self, decode_contexts: Iterable[int] = (),
-             prefill_chunks: Iterable[tuple[int, int]] = ()) -> StepCost:
+             prefill_chunks: Iterable[tuple[int, int]] = (),
+             decode_drafts: Sequence[int] = ()) -> StepCost:
         """Cost of one step: ``decode_contexts`` = ``c`` per decoding sequence,
-        ``prefill_chunks`` = ``(n, c)`` per prefilling sequence (module docstring)."""
+        ``prefill_chunks`` = ``(n, c)`` per prefilling sequence, ``decode_drafts`` = the
+        drafted tokens each decode verifies (same order; missing = 0) (module docstring)."""
         tokens = 0
         pairs = 0.0
         kv_read_tokens = 0
-        for c in decode_contexts:
+        drafted = longest = 0
+        draft_kv_tokens = 0.0
+        for i, c in enumerate(decode_contexts):
+            d = decode_drafts[i] if i < len(decode_drafts) else 0
             tokens += 1
             pairs += c + 1
             kv_read_tokens += c
+            if d > 0:
+                tokens += d
+                pairs += d * (c + 1) + d * (d + 1) / 2.0
+                drafted += d
+                longest = max(longest, d)
+                draft_kv_tokens += d * c
         for n, c in prefill_chunks:
             if n <= 0:
                 continue
@@ -155,6 +198,10 @@ class Physics:
             kv_read_tokens += c
         flops = 2.0 * self.params * tokens + 4.0 * self.layers * self.hidden * pairs
         nbytes = self.weights_read(tokens) + self.kv_bytes_per_token * kv_read_tokens if tokens else 0.0
+        if drafted and self.drafter is not None:
+            dr = self.drafter
+            flops += 2.0 * dr.params * drafted
+            nbytes += dr.weight_bytes * longest + dr.kv_bytes_per_token * draft_kv_tokens
         return StepCost(tokens=tokens, flops=flops, bytes=nbytes,
                         compute_s=flops / (self.peak_flops * self.prefill_efficiency),
                         memory_s=nbytes / (self.bandwidth * self.decode_efficiency))
@@ -205,17 +252,23 @@ def jitter_factor(rng, cv: float) -> float:
 
 
 def kv_pool_tokens(hw: Hardware, model: ModelSpec,
-                   gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION) -> int | None:
+                   gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+                   draft: ModelSpec | None = None) -> int | None:
     """KV pool capacity in tokens: ``(memory_gb x 1e9 x utilization - Wb) / kv``.
 
     Like vLLM's start-up profiling with ``--gpu-memory-utilization`` (activations
     ignored).  ``Wb`` here is the *resident* weights: all experts of a MoE
     (``total_params``), although a decode step reads only the active ones.  ``None`` when
     the catalog has no device memory (the caller then needs an explicit
-    ``kv_pool_tokens``); ``0`` or less means the weights do not fit.
+    ``kv_pool_tokens``); ``0`` or less means the weights do not fit.  A ``draft`` model
+    (speculative decoding) is resident too and keeps its own KV for every pooled token:
+    ``(memory x utilization - Wb - Wd) / (kv + kv_d)``.
     """
     if not hw.memory_gb:
         return None
     resident = (model.total_params or model.params) * model.weight_bytes_per_param
     free = hw.memory_gb * 1e9 * gpu_memory_utilization - resident
+    if draft is not None:
+        free -= (draft.total_params or draft.params) * draft.weight_bytes_per_param
+        return int(free // (model.kv_bytes_per_token + draft.kv_bytes_per_token))
     return int(free // model.kv_bytes_per_token)

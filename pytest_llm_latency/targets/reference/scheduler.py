@@ -32,7 +32,7 @@ RESYNC_S = 1.0
 @dataclass(slots=True)
 class TokenEvent:
     t: float            # loop.time() deadline at which the tokens were produced
-    n: int              # tokens produced at t (1; the handler groups them for stream_interval)
+    n: int              # tokens produced at t (1, or 1 + accepted drafts: one engine step's, one chunk)
     total: int          # tokens generated so far
     finished: bool = False
     reason: str | None = None
@@ -226,7 +226,9 @@ class Scheduler:
         m = self.metrics
         finished = set(step.finished)
         if m and step.emitted:
-            m.generation_tokens.inc(len(step.emitted))
+            m.generation_tokens.inc(sum(step.tokens(rid) for rid in step.emitted))
+            for drafted, accepted in step.drafts.values():
+                m.spec_decode(drafted, accepted)
         for rid in step.emitted:
             st = self.requests.get(rid)
             if st is None:
@@ -247,4 +249,4 @@ class Scheduler:
                     m.prefill.observe(st.prefill_s)
                     m.decode.observe(st.decode_s)
                     m.finished(st.finish_reason)
-            st._push(TokenEvent(end, 1, st.seq.generated, done, st.finish_reason if done else None))
+            st._push(TokenEvent(end, step.tokens(rid), st.seq.generated, done, st.finish_reason if done else None))

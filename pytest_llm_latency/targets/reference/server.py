@@ -41,12 +41,12 @@ class ReferenceServer:
                              max_num_seqs=config.max_num_seqs, block_size=config.block_size,
                              chunked_prefill=config.chunked_prefill,
                              max_num_batched_tokens=config.batched_tokens(),
-                             prefix_caching=config.prefix_caching)
+                             prefix_caching=config.prefix_caching, speculation=config.speculation())
         e = self.engine
         self.metrics = EngineMetrics(self.model_name, running=lambda: e.num_running,
                                      waiting=lambda: e.num_waiting, kv_usage=e.kv_usage,
                                      prefix_queries=lambda: e.prefix_queries,
-                                     prefix_hits=lambda: e.prefix_hits)
+                                     prefix_hits=lambda: e.prefix_hits, spec_tokens=config.spec_tokens)
         self.scheduler = Scheduler(e, time_scale=config.time_scale, metrics=self.metrics,
                                    jitter=config.jitter, jitter_seed=config.jitter_seed)
         if self.server_fault is not None and self.server_fault.mode in ENGINE_MODES:  # the engine's, not a response's
