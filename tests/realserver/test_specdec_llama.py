@@ -1,0 +1,134 @@
+"""Speculative decoding on a real llama-server with a draft model (issue 26, the real tier).
+
+The models come from the generator (``make_models``, its docstring): ``spec-target`` has 8
+layers of which only the first 2 write, ``spec-draft`` is those 2 layers with the same
+embeddings and output matrix, so it predicts the target's greedy tokens exactly;
+``spec-draft-unrelated`` has the draft's shape and another seed.  Both servers run the same
+target with ``--spec-draft-n-max 4`` (``conftest.llama_spec_command``), so only the acceptance
+differs.  The figures are read the one way the project defines them
+(``core.spec_decode.acceptance``) from llama.cpp's per-response ``timings.draft_n*``, and
+llama.cpp's own ``llamacpp:spec_decode_*`` counter deltas must say the same.
+
+What this build does, found here: a plain Llama draft needs ``--spec-type draft-simple`` (or it
+is loaded and never used); each step drafts ``min(draft max, tokens left − 1)``, so a request of
+N tokens whose drafts are all accepted takes ``ceil((N − 1) / (1 + draft max))`` decode steps.
+N = 31 makes that exactly ``1 + draft max`` tokens per step (N = 32 would leave a last 1-token
+step: 31 / 7 = 4.43).  4 requests × 31 tokens: about a second per server on 2 cores.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tests.realserver import make_models
+
+from pytest_llm_latency.client.http import make_http_client
+from pytest_llm_latency.client.openai import OpenAIClient
+from pytest_llm_latency.client.runner import Target, make_client, measure
+from pytest_llm_latency.core import spec_decode
+from pytest_llm_latency.core.workload import make_workload
+
+pytestmark = pytest.mark.integration
+
+OUTPUT_TOKENS = 31
+SAMPLES = 4
+
+
+def full_acceptance_tokens_per_step(output_tokens: int, draft_max: int) -> float:
+    """Tokens per decode step of a request whose every draft is accepted (module docstring)."""
+    decode = output_tokens - 1
+    return decode / math.ceil(decode / (1 + draft_max))
+
+
+def _run(url: str):
+    w = make_workload("specdec", {"class": "custom", "prompt_tokens": 32, "output_tokens": OUTPUT_TOKENS,
+                                  "samples": SAMPLES, "warmup": 1, "slo": {"ttft_p50": "10s"}})
+    with make_http_client() as http:
+        res = measure(make_client(Target(url, "openai-completions"), http), w)
+    assert res.n == SAMPLES and not res.failures
+    assert all(r.output_tokens == OUTPUT_TOKENS for r in res.records)
+    # both runs' responses drafted, so every one carries the two figures (llama.cpp leaves them
+    # out of a response that drafted nothing)
+    for r in res.records:
+        st = r.server_timings
+        assert st[spec_decode.DRAFT_N] > 0 and 0 <= st[spec_decode.DRAFT_N_ACCEPTED] <= st[spec_decode.DRAFT_N], st
+    acc = spec_decode.acceptance(res.records)
+    assert acc is not None and acc.source == spec_decode.SOURCE_LLAMACPP_TIMINGS and acc.scope == "per request"
+    assert acc.notes == () and len(acc.per_request) == SAMPLES
+    assert acc.decode_tokens == SAMPLES * (OUTPUT_TOKENS - 1)
+    # the pipeline filled the result's part from the same source and the same figures
+    assert res.spec_decode.source == spec_decode.SOURCE_LLAMACPP_TIMINGS
+    assert res.spec_decode.tokens_per_step == pytest.approx(acc.tokens_per_step)
+    assert res.spec_decode.acceptance_rate == pytest.approx(acc.acceptance_rate)
+    _counters_agree_with_timings(res, acc)
+    print(f"{url}: tokens per step {acc.tokens_per_step:.3f}, acceptance {acc.accepted_tokens}/"
+          f"{acc.draft_tokens} = {acc.acceptance_rate:.3f}, step {res.spec_decode.step_ms:.2f} ms, "
+          f"per request {[round(x.tokens_per_step or 0, 2) for x in acc.per_request]}")
+    return res, acc
+
+
+def _counters_agree_with_timings(res, acc: spec_decode.Acceptance) -> None:
+    """llama.cpp's /metrics deltas over the samples count the same drafts as the summed timings."""
+    deltas = res.server.metrics
+    names = spec_decode.LLAMACPP_COUNTERS
+    assert deltas[names["draft_tokens"]] == acc.draft_tokens == sum(r.server_timings["draft_n"] for r in res.records)
+    assert deltas[names["accepted_tokens"]] == acc.accepted_tokens
+    assert deltas[names["drafts"]] > 0
+    # the same definition on the counters (the fourth source) gives the same tokens per step
+    after = {n: deltas[n] for n in names.values()}
+    from_counters = spec_decode.from_counters({}, after, acc.decode_tokens, names, spec_decode.SOURCE_LLAMACPP_COUNTERS)
+    assert from_counters is not None and from_counters.tokens_per_step == pytest.approx(acc.tokens_per_step)
+    assert from_counters.acceptance_rate == pytest.approx(acc.acceptance_rate)
+
+
+def test_matched_draft_is_accepted_every_step(llama_spec_servers):
+    k = llama_spec_servers.draft_max
+    _, acc = _run(llama_spec_servers.matched)
+    assert full_acceptance_tokens_per_step(OUTPUT_TOKENS, k) == 1 + k
+    assert acc.tokens_per_step >= 0.9 * (1 + k)
+    assert acc.acceptance_rate >= 0.95
+    for x in acc.per_request:  # judged per request, like llama.cpp reports it
+        assert x.tokens_per_step >= 0.9 * (1 + k), acc.per_request
+
+
+def test_unrelated_draft_of_the_same_shape_is_rejected(llama_spec_servers):
+    _, acc = _run(llama_spec_servers.unrelated)
+    assert acc.draft_tokens >= SAMPLES * (OUTPUT_TOKENS - 1)  # it kept drafting ...
+    assert acc.tokens_per_step < 1.3 and acc.acceptance_rate < 0.2  # ... and the target rejected it
+
+
+def test_both_pairs_decode_the_targets_tokens(llama_spec_servers):
+    """Greedy speculative decoding never changes the output: both servers emit the target's
+    tokens, whatever their drafts (only the acceptance differs)."""
+    texts = []
+    with make_http_client() as http:
+        for url in (llama_spec_servers.matched, llama_spec_servers.unrelated):
+            rec = OpenAIClient(http, url, None, continuous_usage=False).stream("", "Same prompt, two drafts", 16)
+            assert rec.output_tokens == 16
+            texts.append("".join(c.text for c in rec.chunks))
+    assert texts[0] == texts[1] and texts[0].strip()
+
+
+def test_generated_pairs_share_what_their_construction_says(gguf_models):
+    """The generator's construction, read back from the files: the matched draft is the target's
+    first layers (same embeddings, output matrix and norms), the target's other layers write
+    nothing, and the unrelated draft has the matched draft's shape and other weights."""
+    import gguf
+
+    (target_name, draft_name), (_, unrelated_name) = make_models.SPEC_PAIRS.values()
+    target, draft, unrelated = (
+        {t.name: np.asarray(t.data) for t in gguf.GGUFReader(str(gguf_models[n])).tensors}
+        for n in (target_name, draft_name, unrelated_name))
+    spec, dspec = make_models.SPECS[target_name], make_models.SPECS[draft_name]
+    assert spec.writing_layers == dspec.n_layer < spec.n_layer
+    for name, w in draft.items():
+        assert np.array_equal(w, target[name]), name
+    for i in range(dspec.n_layer, spec.n_layer):
+        assert not target[f"blk.{i}.attn_output.weight"].any() and not target[f"blk.{i}.ffn_down.weight"].any()
+        assert target[f"blk.{i}.attn_q.weight"].any()  # the silent layers still compute (and cost bytes)
+    assert {n: w.shape for n, w in unrelated.items()} == {n: w.shape for n, w in draft.items()}
+    assert make_models.SPECS[unrelated_name].n_params == dspec.n_params
+    assert not np.array_equal(unrelated["output.weight"], draft["output.weight"])
+    assert not np.array_equal(unrelated["blk.0.attn_q.weight"], draft["blk.0.attn_q.weight"])
