@@ -14,9 +14,20 @@ is loaded and never used); each step drafts ``min(draft max, tokens left − 1)`
 N tokens whose drafts are all accepted takes ``ceil((N − 1) / (1 + draft max))`` decode steps.
 N = 31 makes that exactly ``1 + draft max`` tokens per step (N = 32 would leave a last 1-token
 step: 31 / 7 = 4.43).  4 requests × 31 tokens: about a second per server on 2 cores.
+
+Measured here (2 busy cores, -t 1): the matched pair 5.0 tokens per step at ~34 ms a step
+(~6.8 ms a token), the unrelated one 1.0 at ~29 ms (4 rejected drafts and a 5-token
+verification each step); the target alone decodes at ~8.4 ms a token.  On one thread the
+5-token verification is compute-bound, so a step costs ~4 single-token steps: the per-step
+efficiency (target + 4 × draft bytes ÷ step time ÷ ~31 GB/s) is ~0.26.
+
+``test_ab_of_the_two_pairs_flags_tpot`` runs the plugin on an A/B SLO built from
+``llama_spec_command`` (``spec_ab_slo``): the unrelated pair as the candidate against the
+matched pair as the baseline target.
 """
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -33,6 +44,7 @@ from pytest_llm_latency.core.workload import make_workload
 pytestmark = pytest.mark.integration
 
 OUTPUT_TOKENS = 31
+PROMPT_TOKENS = 64  # at 32 the salted prompt cannot be cut to size (53 tokens: a deviation note)
 SAMPLES = 4
 
 
@@ -43,11 +55,12 @@ def full_acceptance_tokens_per_step(output_tokens: int, draft_max: int) -> float
 
 
 def _run(url: str):
-    w = make_workload("specdec", {"class": "custom", "prompt_tokens": 32, "output_tokens": OUTPUT_TOKENS,
+    w = make_workload("specdec", {"class": "custom", "prompt_tokens": PROMPT_TOKENS, "output_tokens": OUTPUT_TOKENS,
                                   "samples": SAMPLES, "warmup": 1, "slo": {"ttft_p50": "10s"}})
     with make_http_client() as http:
         res = measure(make_client(Target(url, "openai-completions"), http), w)
     assert res.n == SAMPLES and not res.failures
+    assert all(r.prompt_tokens == PROMPT_TOKENS for r in res.records), res.notes
     assert all(r.output_tokens == OUTPUT_TOKENS for r in res.records)
     # both runs' responses drafted, so every one carries the two figures (llama.cpp leaves them
     # out of a response that drafted nothing)
@@ -132,3 +145,37 @@ def test_generated_pairs_share_what_their_construction_says(gguf_models):
     assert make_models.SPECS[unrelated_name].n_params == dspec.n_params
     assert not np.array_equal(unrelated["output.weight"], draft["output.weight"])
     assert not np.array_equal(unrelated["blk.0.attn_q.weight"], draft["blk.0.attn_q.weight"])
+
+
+def spec_ab_slo(command, binary, models, samples: int = 20, block: int = 5) -> str:
+    """An A/B SLO file's text: the unrelated-draft server (candidate, ``target.command``) against
+    the matched-draft server (``baseline_target.command``), both managed by the plugin, with
+    ``command`` the ``llama_spec_command`` builder.  JSON lists are YAML flow sequences."""
+    (target, draft), (_, unrelated) = make_models.SPEC_PAIRS["matched"], make_models.SPEC_PAIRS["unrelated"]
+    cand = command(binary, models[target], models[unrelated])
+    base = command(binary, models[target], models[draft])
+    return (f"target:\n  command: {json.dumps(cand)}\n  ready: /health\n  startup_timeout: 120\n"
+            f"workloads:\n  specdec_ab:\n    class: custom\n    prompt_tokens: {PROMPT_TOKENS}\n"
+            f"    output_tokens: {OUTPUT_TOKENS}\n    samples: {samples}\n    warmup: 1\n    slo: {{}}\n"
+            f"    baseline_target:\n      command: {json.dumps(base)}\n      ready: /health\n      block: {block}\n"
+            "    regression: {tpot_p50: 10%, e2e_p50: 10%}\n")
+
+
+def test_ab_of_the_two_pairs_flags_tpot(pytester, llama_spec_command, llama_server_binary, gguf_models):
+    """Same target, same flags but the draft: the candidate's TPOT is ~4x the baseline's (1.0 vs
+    5.0 tokens per step), far past the 10 % tolerance; both arms' acceptance is in the result."""
+    (pytester.path / "specdec_ab.slo.yaml").write_text(spec_ab_slo(llama_spec_command, llama_server_binary,
+                                                                     gguf_models))
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--llm-latency-json=r.json", timeout=600)
+    res, = json.loads((pytester.path / "r.json").read_text())["results"]
+    comps = {c["key"]: c for c in res["baseline"]["comparisons"]}
+    for c in comps.values():
+        print(c["message"])
+    r.assert_outcomes(failed=1)
+    assert not [n for n in res["notes"] if "deviated" in n], res["notes"]
+    assert res["n"] == 20 and res["load"]["ab_blocks"] == 4
+    assert comps["tpot_p50"]["status"] == "regression" and comps["tpot_p50"]["lower"] > 2.0
+    assert comps["e2e_p50"]["status"] == "regression"
+    # the candidate's own figures come from its timings: its drafts were rejected
+    sd = res["spec_decode"]
+    assert sd["source"] == spec_decode.SOURCE_LLAMACPP_TIMINGS and sd["tokens_per_step"] < 1.3
