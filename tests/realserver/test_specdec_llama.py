@@ -89,6 +89,9 @@ def _counters_agree_with_timings(res, acc: spec_decode.Acceptance) -> None:
     assert deltas[names["draft_tokens"]] == acc.draft_tokens == sum(r.server_timings["draft_n"] for r in res.records)
     assert deltas[names["accepted_tokens"]] == acc.accepted_tokens
     assert deltas[names["drafts"]] > 0
+    # the engine's own count of target forward passes: one prefill (a 64-token prompt is one
+    # batch) plus one per decode step, drafting or not -- the definition's decode steps
+    assert deltas["llamacpp:n_decode_total"] - SAMPLES == acc.decode_steps
     # the same definition on the counters (the fourth source) gives the same tokens per step
     after = {n: deltas[n] for n in names.values()}
     from_counters = spec_decode.from_counters({}, after, acc.decode_tokens, names, spec_decode.SOURCE_LLAMACPP_COUNTERS)
