@@ -32,6 +32,7 @@ import math
 
 import numpy as np
 import pytest
+import yaml
 
 from tests.realserver import make_models
 
@@ -150,18 +151,37 @@ def test_generated_pairs_share_what_their_construction_says(gguf_models):
     assert not np.array_equal(unrelated["blk.0.attn_q.weight"], draft["blk.0.attn_q.weight"])
 
 
-def spec_ab_slo(command, binary, models, samples: int = 20, block: int = 5) -> str:
+def spec_ab_slo(command, binary, models, samples: int = 20, block: int = 5, roofline: dict | None = None) -> str:
     """An A/B SLO file's text: the unrelated-draft server (candidate, ``target.command``) against
     the matched-draft server (``baseline_target.command``), both managed by the plugin, with
-    ``command`` the ``llama_spec_command`` builder.  JSON lists are YAML flow sequences."""
+    ``command`` the ``llama_spec_command`` builder; ``roofline``: the file's ``roofline:``
+    mapping, if any.  JSON lists and objects are YAML flow collections."""
     (target, draft), (_, unrelated) = make_models.SPEC_PAIRS["matched"], make_models.SPEC_PAIRS["unrelated"]
     cand = command(binary, models[target], models[unrelated])
     base = command(binary, models[target], models[draft])
-    return (f"target:\n  command: {json.dumps(cand)}\n  ready: /health\n  startup_timeout: 120\n"
+    head = f"roofline: {json.dumps(roofline)}\n" if roofline is not None else ""
+    return head + (f"target:\n  command: {json.dumps(cand)}\n  ready: /health\n  startup_timeout: 120\n"
             f"workloads:\n  specdec_ab:\n    class: custom\n    prompt_tokens: {PROMPT_TOKENS}\n"
             f"    output_tokens: {OUTPUT_TOKENS}\n    samples: {samples}\n    warmup: 1\n    slo: {{}}\n"
             f"    baseline_target:\n      command: {json.dumps(base)}\n      ready: /health\n      block: {block}\n"
             "    regression: {tpot_p50: 10%, e2e_p50: 10%}\n")
+
+
+def test_spec_ab_slo_parses_with_a_roofline(llama_spec_command, tmp_path):
+    """The builder's text is a valid SLO file (no server needed): both commands, the roofline."""
+    from pytest_llm_latency.plugin.slofile import parse_slo_file
+
+    models = {n: tmp_path / f"{n}.gguf" for n in make_models.SPECS}
+    text = spec_ab_slo(llama_spec_command, tmp_path / "llama-server", models,
+                       roofline={"hardware": "local-cpu", "gguf": str(models["spec-target"]),
+                                 "min_decode_efficiency": 0.05})
+    spec = parse_slo_file(text, "specdec_ab.slo.yaml")
+    data = yaml.safe_load(text)
+    assert str(models["spec-draft-unrelated"]) in data["target"]["command"]
+    assert str(models["spec-draft"]) in data["workloads"]["specdec_ab"]["baseline_target"]["command"]
+    w, = spec.workloads
+    assert w.output_tokens == OUTPUT_TOKENS and w.baseline_target is not None
+    assert data["roofline"]["gguf"] == str(models["spec-target"]) == (w.roofline or {}).get("gguf")
 
 
 def test_ab_of_the_two_pairs_flags_tpot(pytester, llama_spec_command, llama_server_binary, gguf_models):
