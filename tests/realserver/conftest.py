@@ -12,6 +12,7 @@ silently skipped integration tier would hide a broken CI.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,8 @@ from pytest_llm_latency.targets.managed import ManagedTarget, ManagedTargetError
 
 NO_LLAMA_ENV = "LLM_LATENCY_NO_LLAMA"
 STARTUP_TIMEOUT_S = 120.0
+#: tokens the draft model proposes per engine step (``--spec-draft-n-max``)
+SPEC_DRAFT_MAX = 4
 
 
 def llama_server_command(binary: Path, model: Path, *extra: str) -> list[str]:
@@ -35,6 +38,25 @@ def llama_server_command(binary: Path, model: Path, *extra: str) -> list[str]:
     # 600 s); -t 1 measured the same tier in 2 minutes with both cores busy.
     return [str(binary), "-m", str(model), "-np", "1", "-t", "1", "--metrics",
             "--host", "{host}", "--port", "{port}", *extra]
+
+
+def llama_spec_command(binary: Path, target: Path, draft: Path, draft_max: int = SPEC_DRAFT_MAX,
+                       *extra: str) -> list[str]:
+    """argv for ``llama_server_command`` with a draft model: speculative decoding of up to
+    ``draft_max`` tokens per step, drafted whatever the draft's confidence.
+
+    This build needs ``--spec-type draft-simple``: without it a plain Llama draft is loaded and
+    never used (no ``timings.draft_n``).  ``--spec-draft-p-min 0`` (its default here) is given
+    so that another default cannot switch drafting off; the draft runs on the target's one
+    thread (``-td`` defaults to ``-t``)."""
+    return llama_server_command(binary, target, "-md", str(draft), "--spec-type", "draft-simple",
+                                "--spec-draft-n-max", str(draft_max), "--spec-draft-p-min", "0", *extra)
+
+
+@pytest.fixture(scope="session", name="llama_spec_command")
+def llama_spec_command_fixture():
+    """The ``llama_spec_command`` builder (e.g. for an A/B SLO's ``command:`` lists)."""
+    return llama_spec_command
 
 
 @pytest.fixture(scope="session", name="llama_server_command")
@@ -61,7 +83,8 @@ def llama_server_binary() -> Path:
 
 @pytest.fixture(scope="session")
 def gguf_models() -> dict[str, Path]:
-    """Paths of the generated models (``tiny``, ``membound``), generated once."""
+    """Paths of the generated models (``make_models.SPECS``: ``tiny``, ``membound`` and the
+    speculative-decoding ``spec-*`` ones), generated once."""
     _skip_if_disabled()
     return make_models.ensure_models()
 
@@ -74,9 +97,9 @@ def llama_pool(tmp_path_factory):
     pool.close()
 
 
-def _pooled(pool: TargetPool, binary: Path, model: Path) -> ManagedTarget:
+def _pooled(pool: TargetPool, binary: Path, model: Path, command: list[str] | None = None) -> ManagedTarget:
     try:
-        return pool.get(llama_server_command(binary, model), ready_path="/health",
+        return pool.get(command or llama_server_command(binary, model), ready_path="/health",
                         startup_timeout_s=STARTUP_TIMEOUT_S)
     except ManagedTargetError as exc:
         pytest.fail(f"llama-server did not start:\n{exc}", pytrace=False)
@@ -92,3 +115,28 @@ def llama_tiny(llama_pool, llama_server_binary, gguf_models) -> ManagedTarget:
 def llama_membound(llama_pool, llama_server_binary, gguf_models) -> ManagedTarget:
     """A running llama-server on the 406 MB memory-bound ``membound`` model."""
     return _pooled(llama_pool, llama_server_binary, gguf_models["membound"])
+
+
+@dataclass(frozen=True)
+class SpecServers:
+    """Two running llama-servers with speculative decoding on the same target (``spec-target``),
+    differing only in the draft: ``matched`` (``spec-draft``: predicts the target's tokens, every
+    draft is accepted) and ``unrelated`` (``spec-draft-unrelated``: same shape, another seed)."""
+    matched: str        # base URL
+    unrelated: str      # base URL
+    draft_max: int      # --spec-draft-n-max of both
+    target_gguf: Path
+    draft_gguf: Path
+    unrelated_gguf: Path
+
+
+@pytest.fixture(scope="session")
+def llama_spec_servers(llama_pool, llama_server_binary, gguf_models) -> SpecServers:
+    """The matched and the unrelated speculative-decoding servers (``SpecServers``)."""
+    urls = {}
+    for pair, (target, draft) in make_models.SPEC_PAIRS.items():
+        cmd = llama_spec_command(llama_server_binary, gguf_models[target], gguf_models[draft])
+        urls[pair] = _pooled(llama_pool, llama_server_binary, gguf_models[target], cmd).url
+    (target, draft), (_, unrelated) = make_models.SPEC_PAIRS["matched"], make_models.SPEC_PAIRS["unrelated"]
+    return SpecServers(urls["matched"], urls["unrelated"], SPEC_DRAFT_MAX, gguf_models[target],
+                       gguf_models[draft], gguf_models[unrelated])

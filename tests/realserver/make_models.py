@@ -19,6 +19,19 @@ So we write Llama-architecture GGUFs with the ``gguf`` package:
   so the model can only emit printable ASCII, space, newline or ``</s>``.
 * **F32 weights**, so decode is memory-bandwidth-bound and bytes read per
   token are about the file size (the roofline test relies on that).
+* **Speculative-decoding pairs** (``spec-*``, issue 26): the random draws come
+  in a fixed order (embeddings, output matrix, then layer after layer), so two
+  specs of one shape and seed share their embeddings, output matrix and first
+  layers, whatever their layer counts.  ``spec-target`` has 8 layers of which
+  only the first 2 write (``writing_layers``: the others' ``attn_output`` and
+  ``ffn_down`` are zero, so they add exactly 0 to the residual stream), and
+  ``spec-draft`` is those 2 layers alone: the draft's logits are the target's
+  and greedy decoding agrees token for token (high acceptance).
+  ``spec-draft-unrelated`` has the draft's shape and another seed, so only the
+  acceptance differs (low acceptance).  Their output matrix has a larger
+  spread (``output_std``), so the logits are peaked (top token far above the
+  next): greedy agreement survives the float noise of a batched verification,
+  and a draft confidence cut (``--spec-draft-p-min``) would not stop drafting.
 
 Models are written atomically (temp file + ``os.replace``) into
 ``<cache>/models/<name>-v<FORMAT_VERSION>.gguf`` and skipped if present; bump
@@ -40,6 +53,7 @@ import numpy as np
 FORMAT_VERSION = 2  # v2: 8192-token context (long_summarization needs 6000 + 512)
 UNWANTED_LOGIT_BIAS = -1000.0
 WEIGHT_STD = 0.02
+SPEC_OUTPUT_STD = 1.0  # peaked logits for the speculative-decoding models
 
 
 @dataclass(frozen=True)
@@ -53,6 +67,10 @@ class ModelSpec:
     n_head: int
     n_ctx: int = 8192
     seed: int = 0
+    #: layers from this index on write nothing (zero attn_output / ffn_down); None: all write
+    writing_layers: int | None = None
+    #: spread of the output matrix (larger: peaked logits); the random draws are the same
+    output_std: float = WEIGHT_STD
 
     @property
     def n_vocab(self) -> int:
@@ -76,7 +94,18 @@ SPECS: dict[str, ModelSpec] = {
     "tiny": ModelSpec("tiny", n_embd=128, n_layer=2, n_ff=512, n_head=4, seed=1),
     # ~406 MB: decode is memory-bound (~60 tok/s on 2 cores); for roofline tests.
     "membound": ModelSpec("membound", n_embd=1024, n_layer=6, n_ff=4096, n_head=16, seed=2),
+    # speculative decoding (module docstring): a ~136 MB target (above the L3 cache, so decode
+    # is memory-bound), a ~35 MB draft that predicts its tokens exactly, and an unrelated draft
+    # of the same shape (another seed)
+    "spec-target": ModelSpec("spec-target", n_embd=512, n_layer=8, n_ff=2048, n_head=8, n_ctx=2048, seed=3,
+                             writing_layers=2, output_std=SPEC_OUTPUT_STD),
+    "spec-draft": ModelSpec("spec-draft", n_embd=512, n_layer=2, n_ff=2048, n_head=8, n_ctx=2048, seed=3,
+                            output_std=SPEC_OUTPUT_STD),
+    "spec-draft-unrelated": ModelSpec("spec-draft-unrelated", n_embd=512, n_layer=2, n_ff=2048, n_head=8,
+                                      n_ctx=2048, seed=4, output_std=SPEC_OUTPUT_STD),
 }
+#: the speculative-decoding pairs (target, draft) by name: matched (high acceptance), unrelated (low)
+SPEC_PAIRS = {"matched": ("spec-target", "spec-draft"), "unrelated": ("spec-target", "spec-draft-unrelated")}
 
 PRINTABLE = [chr(c) for c in range(0x21, 0x7F)]  # '!'..'~'; space is '▁'
 SPACE_PIECE = "\u2581"
@@ -152,6 +181,8 @@ def _write_gguf(spec: ModelSpec, path: Path) -> None:
     embd = rand(n_vocab, e)
     embd[:, 0] = 1.0  # constant hidden dim 0
     output = rand(n_vocab, e)
+    if spec.output_std != WEIGHT_STD:  # scaled after the draw: the random stream stays the same
+        output *= np.float32(spec.output_std / WEIGHT_STD)
     output[:, 0] = np.where(np.array(allowed), 0.0, UNWANTED_LOGIT_BIAS).astype(np.float32)
     w.add_tensor("token_embd.weight", embd)
     w.add_tensor("output_norm.weight", np.ones(e, dtype=np.float32))
@@ -160,6 +191,8 @@ def _write_gguf(spec: ModelSpec, path: Path) -> None:
         attn_out, ffn_down = rand(e, e), rand(e, spec.n_ff)
         attn_out[0, :] = 0.0  # layers never write hidden dim 0
         ffn_down[0, :] = 0.0
+        if spec.writing_layers is not None and i >= spec.writing_layers:
+            attn_out[:], ffn_down[:] = 0.0, 0.0  # a silent layer: adds exactly 0 to the residual stream
         w.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(e, dtype=np.float32))
         w.add_tensor(f"blk.{i}.attn_q.weight", rand(e, e))
         w.add_tensor(f"blk.{i}.attn_k.weight", rand(e, e))
