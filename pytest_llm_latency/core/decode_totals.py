@@ -77,14 +77,20 @@ def totals_of(res) -> DecodeTotals | None:
     if tokens <= 0 or ms <= 0:
         return None
     ran = roof.status in _RAN
-    speculating = sd.source is not None and sd.tokens_per_step is not None
+    tps, rate, step, source = sd.tokens_per_step, sd.acceptance_rate, sd.step_ms, sd.source
+    per_request = spec_decode.from_timings(res.records) if sd.source in (None, spec_decode.SOURCE_LLAMACPP_TIMINGS) \
+        else None
+    if per_request is not None:  # every record's own figures (an A/B arm merges blocks: the part is one block's)
+        tps, rate, source = per_request.tokens_per_step, per_request.acceptance_rate, per_request.source
+        step = spec_decode.step_ms(per_request, ms)
+    speculating = source is not None and tps is not None and step is not None
     return DecodeTotals(decode_tokens=tokens, decode_ms=ms,
-                        tokens_per_step=sd.tokens_per_step if speculating else None,
-                        acceptance_rate=sd.acceptance_rate if speculating else None,
-                        step_ms=sd.step_ms if speculating else None,
+                        tokens_per_step=tps if speculating else None,
+                        acceptance_rate=rate if speculating else None,
+                        step_ms=step if speculating else None,
                         step_efficiency=roof.step_efficiency if ran and speculating else None,
                         decode_efficiency=roof.decode_efficiency if ran else None,
-                        source=sd.source)
+                        source=source)
 
 
 def _pct(r: float) -> str:

@@ -43,15 +43,15 @@ pipeline.record_spec_decode = counters_say
 """
 
 
-def run(pytester, url, tps, *args):
+def run(pytester, monkeypatch, url, tps, *args):
     pytester.makepyfile(test_gate=TEST.format(url=url))
     pytester.makeconftest(CONFTEST)
-    pytester._monkeypatch.setenv("SPEC_TOKENS_PER_STEP", str(tps))
+    monkeypatch.setenv("SPEC_TOKENS_PER_STEP", str(tps))
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=300)
 
 
-def test_baseline_gate_says_steps_unchanged_and_tokens_per_step_fell(pytester):
-    r = run(pytester, REF + "&jitter_seed=1", 3.0, "--llm-latency-save-baseline=base.json")
+def test_baseline_gate_says_steps_unchanged_and_tokens_per_step_fell(pytester, monkeypatch):
+    r = run(pytester, monkeypatch, REF + "&jitter_seed=1", 3.0, "--llm-latency-save-baseline=base.json")
     r.assert_outcomes(passed=1)
     saved = json.loads((pytester.path / "base.json").read_text())
     (entry,) = saved["tests"].values()
@@ -59,7 +59,7 @@ def test_baseline_gate_says_steps_unchanged_and_tokens_per_step_fell(pytester):
     assert totals["tokens_per_step"] == 3.0 and totals["source"] == "vLLM /metrics counters"
     assert totals["decode_tokens"] == 40 * 15 and totals["step_ms"] > 0
 
-    r = run(pytester, FEWER_TOKENS_PER_STEP + "&jitter_seed=2", 1.2, "--llm-latency-baseline=base.json",
+    r = run(pytester, monkeypatch, FEWER_TOKENS_PER_STEP + "&jitter_seed=2", 1.2, "--llm-latency-baseline=base.json",
             "--llm-latency-json=r.json")
     r.assert_outcomes(failed=1)
     out = r.stdout.str()
@@ -71,13 +71,13 @@ def test_baseline_gate_says_steps_unchanged_and_tokens_per_step_fell(pytester):
     assert "engine steps unchanged" in res["baseline"]["explanation"]
 
 
-def test_an_old_baseline_without_decode_totals_still_gates_and_says_there_is_no_split(pytester):
-    r = run(pytester, REF + "&jitter_seed=1", 3.0, "--llm-latency-save-baseline=base.json")
+def test_an_old_baseline_without_decode_totals_still_gates_and_says_there_is_no_split(pytester, monkeypatch):
+    r = run(pytester, monkeypatch, REF + "&jitter_seed=1", 3.0, "--llm-latency-save-baseline=base.json")
     r.assert_outcomes(passed=1)
     doc = json.loads((pytester.path / "base.json").read_text())
     for entry in doc["tests"].values():
         del entry["decode_totals"]          # as saved before decode totals existed
     (pytester.path / "base.json").write_text(json.dumps(doc))
-    r = run(pytester, FEWER_TOKENS_PER_STEP + "&jitter_seed=2", 1.2, "--llm-latency-baseline=base.json")
+    r = run(pytester, monkeypatch, FEWER_TOKENS_PER_STEP + "&jitter_seed=2", 1.2, "--llm-latency-baseline=base.json")
     r.assert_outcomes(failed=1)
     assert "the baseline stores no decode totals" in r.stdout.str()

@@ -127,3 +127,18 @@ def test_no_regression_no_explanation():
     base.facts.comparisons.append(Comparison("baseline", (comp,), base_totals=totals_of(base)))
     judge(base)
     assert base.verdict == "pass" and not base.causes and base.baseline.explanation is None
+
+
+def test_llamacpp_totals_come_from_every_record_not_a_one_block_part():
+    w = make_workload("w", {"class": "custom", "prompt_tokens": 10, "output_tokens": 9, "samples": 4, "warmup": 0,
+                            "slo": {"ttft_p50": 500}})
+    recs = [record(50, gap_ms=5, tokens=9, server_timings={"draft_n": 8, "draft_n_accepted": 4}) for _ in range(4)]
+    res = measured(w, recs, [])
+    # an A/B arm merges its blocks' records but keeps the first block's parts: a stale one-request part
+    res.spec_decode.set(**sd.as_part(sd.from_timings(recs[:1]), sd.decode_time_ms(recs[:1])))
+    t = totals_of(res)
+    assert t is not None and t.decode_tokens == 32 and t.tokens_per_step == pytest.approx(2.0)
+    assert t.step_ms == pytest.approx(sd.decode_time_ms(recs) / 16) and t.source == sd.SOURCE_LLAMACPP_TIMINGS
+    plain_run = measured(w, [record(50, gap_ms=5, tokens=9) for _ in range(4)], [])
+    t2 = totals_of(plain_run)
+    assert t2 is not None and not t2.speculates and t2.tpot_ms == pytest.approx(5.0, rel=0.01)
