@@ -68,6 +68,25 @@ def rows_for(base: dict, cand: dict, tolerances: dict, *, confidence: float, see
     return out, notes, fingerprint_changes(base.get("fingerprint") or {}, cand.get("fingerprint") or {})
 
 
+def explained(base: dict, cand: dict, rows, changes: list[str]) -> list[tuple[str, str]]:
+    """[(test, sentence)]: each test's TPOT/E2E regression split, on run totals, into engine step
+    time and tokens per step (``core.decode_totals``, from the files' ``decode_totals``)."""
+    from ..core.decode_totals import DecodeTotals, explain
+
+    def totals(entry: dict | None):
+        raw = bfile.decode_totals_of(entry)
+        return None if raw is None else DecodeTotals.from_json(raw)
+
+    matches = match_all(base["tests"], cand["tests"])
+    out = []
+    for test in dict.fromkeys(t for t, c in rows if c.status == "regression" and c.metric in ("tpot", "e2e")):
+        metrics = {c.metric for t, c in rows if t == test and c.status == "regression"}
+        bkey = matches[test].key if test in matches else None
+        out.append((test, explain("tpot" if "tpot" in metrics else "e2e", totals(base["tests"].get(bkey or "")),
+                                  totals(cand["tests"][test]), changes)))
+    return out
+
+
 def _names(doc: dict) -> str:
     names = list(doc["tests"])
     return ", ".join(names[:3]) + (f" (+{len(names) - 3} more)" if len(names) > 3 else "") if names else "no tests"
@@ -126,6 +145,8 @@ def run(args: argparse.Namespace) -> int:
     for test, c in rows:
         if c.status != "ok":
             print(f"{c.status}: {test}: {c.message()}")
+    for test, why in explained(base, cand, rows, changes):
+        print(f"explained: {test}: {why}")
     for test, note in notes:
         print(f"note: {test}: {note}")
     if changes:

@@ -4,7 +4,9 @@ fractions; ``did_you_mean`` for every "unknown key" message.  Pure.
 Budget keys are ``<metric>_<stat>`` with metric in ttft, ttfo, tpot, itl, e2e and stat in
 mean, p50, p90, p95, p99, max -- a ceiling in ms -- plus ``output_tps_min`` (a floor on the
 slowest request's output tok/s), ``goodput_min``/``fluidity_min`` (fractions of the run) and
-``cold_ttft_max`` (``core.coldstart``).
+``cold_ttft_max`` (``core.coldstart``), and the speculative-decoding floors ``tokens_per_step_min``
+(tokens each engine step emitted, >= 1) and ``acceptance_rate_min`` (accepted ÷ drafted tokens,
+in (0, 1]), figures of ``core.spec_decode`` judged by ``core.checks.acceptance_budgets``.
 """
 from __future__ import annotations
 
@@ -27,8 +29,11 @@ _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zµ]*)\
 #: floors on fractions of the run (``core.goodput``): requests meeting every per-request budget,
 #: and tokens meeting their deadline (Etalon's fluidity index)
 FRACTION_BUDGETS = ("goodput_min", "fluidity_min")
+#: floors on speculative decoding (``core.spec_decode``): tokens per engine step and draft acceptance
+ACCEPTANCE_BUDGETS = ("tokens_per_step_min", "acceptance_rate_min")
 # cold_ttft_max: the first request after an unload (core.coldstart), judged apart from the samples
-BUDGET_KEYS = tuple(f"{m}_{s}" for m in METRICS for s in STATS) + ("output_tps_min", COLD_BUDGET) + FRACTION_BUDGETS
+BUDGET_KEYS = tuple(f"{m}_{s}" for m in METRICS for s in STATS) + ("output_tps_min", COLD_BUDGET) + FRACTION_BUDGETS \
+    + ACCEPTANCE_BUDGETS
 
 
 def did_you_mean(word: str, choices) -> str:
@@ -78,22 +83,30 @@ def parse_positive_number(value: Any, where: str) -> float:
 @dataclass(frozen=True)
 class Budget:
     key: str          # e.g. "ttft_p95"
-    metric: str       # ttft | ttfo | tpot | itl | e2e | output_tps | goodput | fluidity
+    metric: str       # ttft | ttfo | tpot | itl | e2e | output_tps | goodput | fluidity | tokens_per_step
+    #                   | acceptance_rate
     stat: str         # mean | p50 | ... | max | min
-    limit: float      # ms, tok/s for output_tps, a fraction for goodput and fluidity
+    limit: float      # ms, tok/s for output_tps, a fraction for goodput, fluidity and acceptance_rate,
+    #                   tokens per engine step for tokens_per_step
     source: str = ""  # where it was set
 
     @property
     def is_floor(self) -> bool:
-        return self.metric in ("output_tps", "goodput", "fluidity")
+        return self.metric in ("output_tps", "goodput", "fluidity") or self.is_acceptance
 
     @property
     def is_fraction(self) -> bool:
+        """A fraction of the run (goodput, fluidity), judged once on the whole run."""
         return self.metric in ("goodput", "fluidity")
 
     @property
+    def is_acceptance(self) -> bool:
+        """A speculative-decoding floor (``ACCEPTANCE_BUDGETS``), judged on ``core.spec_decode``'s figures."""
+        return self.key in ACCEPTANCE_BUDGETS
+
+    @property
     def unit(self) -> str:
-        return "" if self.is_fraction else "tok/s" if self.is_floor else "ms"
+        return "" if self.is_fraction or self.is_acceptance else "tok/s" if self.is_floor else "ms"
 
 
 _PERCENTILE_KEY = re.compile(r"^([a-z0-9]+)_p([0-9]+(?:\.[0-9]+)?)$")
@@ -107,7 +120,8 @@ def parse_budget(key: str, value: Any, where: str) -> Budget:
                    f"{', '.join(STATS)}, e.g. {m.group(1)}_p95")
         else:
             why = (f" -- budgets are <metric>_<stat> with metric in {', '.join(METRICS)} and stat in "
-                   f"{', '.join(STATS)}, or output_tps_min, goodput_min, fluidity_min")
+                   f"{', '.join(STATS)}, or output_tps_min, goodput_min, fluidity_min, tokens_per_step_min, "
+                   f"acceptance_rate_min")
         raise ConfigError(f"{where}: unknown budget {key!r}{did_you_mean(key, BUDGET_KEYS)}{why}")
     if key == "output_tps_min":
         return Budget(key, "output_tps", "min", parse_positive_number(value, where), where)
@@ -115,5 +129,15 @@ def parse_budget(key: str, value: Any, where: str) -> Budget:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
             raise ConfigError(f"{where}: {key} is a fraction of the run in (0, 1], e.g. 0.95, got {value!r}")
         return Budget(key, key[:-4], "min", float(value), where)
+    if key == "tokens_per_step_min":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value >= 1):
+            raise ConfigError(f"{where}: tokens_per_step_min is the tokens each engine step emits (1 + accepted "
+                              f"draft tokens), a number >= 1, e.g. 2.5; got {value!r}")
+        return Budget(key, "tokens_per_step", "min", float(value), where)
+    if key == "acceptance_rate_min":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+            raise ConfigError(f"{where}: acceptance_rate_min is the fraction of drafted tokens the target accepted, "
+                              f"in (0, 1], e.g. 0.6; got {value!r}")
+        return Budget(key, "acceptance_rate", "min", float(value), where)
     metric, stat = key.rsplit("_", 1) if key == COLD_BUDGET else key.split("_", 1)
     return Budget(key, metric, stat, parse_duration_ms(value, where), where)

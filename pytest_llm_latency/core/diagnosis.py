@@ -20,6 +20,7 @@ KV_NEAR_FULL = 0.9     # a new sequence needs whole free blocks: 90 % used is fu
 ITL_TAIL_RATIO = 3.0    # ITL p99 / p50
 CONTEXT_SLOWDOWN = 1.2  # late-output ITL / early-output ITL
 NETWORK_GAP_MS = 50.0   # client TTFT beyond the server's, with an idle queue
+FEW_TOKENS_PER_STEP = 1.5  # a speculating server whose steps emit fewer: its drafts are mostly rejected
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,13 @@ class Evidence:
     itl_late: float | None = None
     # the server's view (core/server_model.ServerView)
     server: dict = field(default_factory=dict)
+    # speculative decoding (core.spec_decode: res.spec_decode) and the roofline's per-step figure
+    tokens_per_step: float | None = None
+    acceptance_rate: float | None = None
+    spec_source: str | None = None
+    spec_scope: str | None = None
+    step_ms: float | None = None
+    step_efficiency: float | None = None
 
     def s(self, key: str):
         v = self.server.get(key)
@@ -146,7 +154,26 @@ def _network_client(e: Evidence):
                      f"(network, proxy, TLS, client)", FIRST_TOKEN)
 
 
-RULES = (_client_starved, _queueing, _prefill_bound, _prefix_cache, _decode_context, _batching_tail,
+def _acceptance(e: Evidence):
+    """A speculating server: TPOT = step time ÷ tokens per step, so name both factors."""
+    if e.tokens_per_step is None:
+        return None
+    rate = f" (acceptance {e.acceptance_rate:.0%})" if e.acceptance_rate is not None else ""
+    per = {"per request": "over the run's requests", "window": "the server's windowed estimate"}.get(
+        e.spec_scope or "", "run totals")
+    emitted = ("each engine step emitted few tokens" if e.tokens_per_step < FEW_TOKENS_PER_STEP
+               else f"each engine step emitted {e.tokens_per_step:.2f} tokens")
+    if e.step_efficiency is not None:
+        steps = f"the steps themselves ran at {e.step_efficiency:.2f} of the ceiling"
+    elif e.step_ms is not None:
+        steps = f"the steps themselves took {e.step_ms:.3g} ms each (no roofline gate to compare them with)"
+    else:
+        steps = "the step time is unknown"
+    return Cause("speculative decoding acceptance", f"tokens per step {e.tokens_per_step:.2f}{rate}: {emitted}; "
+                 f"{steps} ({e.spec_source}, {per}; TPOT = step time ÷ tokens per step)", DECODE)
+
+
+RULES = (_client_starved, _acceptance, _queueing, _prefill_bound, _prefix_cache, _decode_context, _batching_tail,
          _kv_pressure, _network_client)
 
 

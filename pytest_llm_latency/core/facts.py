@@ -43,9 +43,14 @@ class GateOutcome:
 
 @dataclass(frozen=True)
 class Comparison:
-    """A regression comparison against a baseline or an A/B arm (``core.compare`` results)."""
+    """A regression comparison against a baseline or an A/B arm (``core.compare`` results).
+    ``base_totals``: the baseline's decode on run totals (``core.decode_totals.DecodeTotals``;
+    None: the baseline stores none), which explains a TPOT/E2E regression; ``fingerprint_changes``:
+    what the fingerprints say changed (None: no fingerprint to compare)."""
     label: str
     comparisons: tuple = ()
+    base_totals: Any = None
+    fingerprint_changes: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -260,6 +260,7 @@ class BaselineComparison(Part):
     skipped: list[str] = field(default_factory=list)
     cdf: dict[str, dict] = field(default_factory=dict)
     fingerprint_changes: list[str] = field(default_factory=list)
+    explanation: str | None = None             # a TPOT/E2E regression split into step time and tokens per step
     fingerprint: dict | None = None            # this run's (plugin/baseline.fingerprint)
 
 

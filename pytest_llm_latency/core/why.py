@@ -13,7 +13,7 @@ def _p(values: list[float], q: float) -> float | None:
 
 
 def evidence(res: WorkloadResult) -> Evidence:
-    w, client = res.workload, res.client
+    w, client, sd = res.workload, res.client, res.spec_decode
     done = res.completed
     ttft = done["ttft"].p50 if "ttft" in done else None
     itl50 = done["itl"].p50 if "itl" in done else None
@@ -33,7 +33,10 @@ def evidence(res: WorkloadResult) -> Evidence:
         shared_prefix_tokens=w.shared_prefix_tokens,
         client_lag_p99=client.client_lag_ms_p99, client_fell_behind=bool(client.client_fell_behind),
         ttft_by_prompt=prompts, itl_early=_p(early, 50), itl_late=_p(late, 50),
-        server={k: v for k, v in res.server.to_json().items() if k.startswith("server_")})
+        server={k: v for k, v in res.server.to_json().items() if k.startswith("server_")},
+        tokens_per_step=sd.tokens_per_step, acceptance_rate=sd.acceptance_rate, spec_source=sd.source,
+        spec_scope=sd.scope, step_ms=sd.step_ms,
+        step_efficiency=res.roofline.step_efficiency if res.roofline.status in ("pass", "fail", "report") else None)
 
 
 def failing_metrics(res: WorkloadResult) -> set[str]:

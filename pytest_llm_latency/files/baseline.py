@@ -6,7 +6,12 @@ statistically.  Format ``data/baseline.schema.json``, version ``FORMAT_VERSION``
      "fingerprint": {model, server, target, command, hardware, plugin_version, time},
      "tests": {"<nodeid>::<workload>": {"workload": {...}, "fingerprint": {...}?,
                "samples": {"ttft_ms": [...], "ttfo_ms", "tpot_ms", "e2e_ms", "itl_ms",
-                           "output_tps", "output_tokens", "prompt_tokens"}}}}
+                           "output_tps", "output_tokens", "prompt_tokens"},
+               "decode_totals": {decode_tokens, decode_ms, tokens_per_step?, ...}?}}}
+
+``decode_totals`` (optional; ``core.decode_totals.DecodeTotals``): the run's decode on run totals,
+which splits a TPOT regression into engine step time and tokens per step.  A baseline saved
+before it existed still loads (the regression is then not split, and the message says so).
 
 A miss (a failed request, +inf in the statistics) is stored as ``null`` -- JSON has no
 Infinity -- and read back as +inf (0 for output tok/s is stored as is).  Written atomically
@@ -29,6 +34,14 @@ FORMAT_VERSION = 1
 SAMPLE_KEYS = {"ttft_ms": "ttft", "ttfo_ms": "ttfo", "tpot_ms": "tpot", "itl_ms": "itl", "e2e_ms": "e2e",
                "output_tps": "output_tps"}
 COUNT_KEYS = ("output_tokens", "prompt_tokens")
+#: ``decode_totals`` keys (the fields of ``core.decode_totals.DecodeTotals``; a test holds them equal)
+DECODE_TOTALS_NUMBERS = ("decode_tokens", "decode_ms", "tokens_per_step", "acceptance_rate", "step_ms",
+                         "step_efficiency", "decode_efficiency")
+DECODE_TOTALS_TEXTS = ("source",)
+#: where results JSON version 2 keeps them when a result has no ``decode_totals`` (a speculating run)
+_PART_KEYS = {"spec_decode": ("decode_tokens", "decode_ms", "tokens_per_step", "acceptance_rate", "step_ms",
+                              "source"),
+              "roofline": ("step_efficiency", "decode_efficiency")}
 
 
 class BaselineError(ValueError):
@@ -95,7 +108,48 @@ def validate(doc: Any, where: str) -> dict:
             if not isinstance(vals, list) or not all(v is None or (isinstance(v, (int, float))
                                                                     and not isinstance(v, bool)) for v in vals):
                 raise BaselineError(f"{at}.samples.{key}: expected a list of numbers (null = a failed request)")
+        if "decode_totals" in entry:
+            _check_totals(entry["decode_totals"], f"{at}.decode_totals")
     return doc
+
+
+def _check_totals(totals: Any, at: str) -> None:
+    if not isinstance(totals, dict):
+        raise BaselineError(f"{at}: expected an object of the run's decode totals, got {type(totals).__name__}")
+    for key, v in totals.items():
+        if key in DECODE_TOTALS_TEXTS:
+            if not isinstance(v, str):
+                raise BaselineError(f"{at}.{key}: expected a string, got {v!r}")
+        elif key in DECODE_TOTALS_NUMBERS:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise BaselineError(f"{at}.{key}: expected a number >= 0, got {v!r}")
+        else:
+            raise BaselineError(f"{at}: unknown key {key!r} (known: "
+                                f"{', '.join(DECODE_TOTALS_NUMBERS + DECODE_TOTALS_TEXTS)})")
+
+
+def decode_totals_of(entry: Mapping | None) -> dict | None:
+    """An entry's ``decode_totals`` (None: the baseline stores none, an older one)."""
+    totals = (entry or {}).get("decode_totals")
+    return dict(totals) if isinstance(totals, dict) else None
+
+
+def result_totals(r: Mapping) -> dict | None:
+    """A result's decode totals: its own ``decode_totals``, else its version-2 parts (a speculating run)."""
+    if isinstance(r.get("decode_totals"), dict):
+        return dict(r["decode_totals"])
+    sd = r.get("spec_decode")
+    if not isinstance(sd, dict) or "decode_tokens" not in sd or "decode_ms" not in sd:
+        return None
+    out = {}
+    for part, keys in _PART_KEYS.items():
+        got = r.get(part)
+        if isinstance(got, dict):
+            out.update({k: got[k] for k in keys if got.get(k) is not None})
+    if isinstance(r.get("roofline"), dict) and r["roofline"].get("status") not in ("pass", "fail", "report"):
+        out.pop("step_efficiency", None)
+        out.pop("decode_efficiency", None)
+    return out
 
 
 #: results JSON versions read as baselines: 2 (typed parts), and 1, whose ``version`` was the
@@ -124,9 +178,11 @@ def from_results(doc: Any, where: str) -> dict:
     tests = {}
     for r in doc["results"]:
         if isinstance(r, dict) and isinstance(r.get("samples"), dict):
+            totals = result_totals(r)
             tests[entry_key(str(r.get("nodeid")), str(r.get("workload")))] = {
                 "samples": r["samples"], "workload": {"name": r.get("workload")},
-                **({"fingerprint": r["fingerprint"]} if isinstance(r.get("fingerprint"), dict) else {})}
+                **({"fingerprint": r["fingerprint"]} if isinstance(r.get("fingerprint"), dict) else {}),
+                **({"decode_totals": totals} if totals else {})}
     if not tests:
         raise _fail(where, "this JSON results file has no per-request samples: write it with "
                            "--llm-latency-json-samples (or save a baseline with --llm-latency-save-baseline)")

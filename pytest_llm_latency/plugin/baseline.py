@@ -22,7 +22,9 @@ from ..files import baseline as bfile
 from ..files.baseline_match import describe, match_entry
 
 #: what this module sets: ``res.baseline`` (``core.result_parts.BaselineComparison``): status
-#: (regression | improvement | ok | new), label, cdf, comparisons, skipped, fingerprint_changes, fingerprint
+#: (regression | improvement | ok | new), label, cdf, comparisons, skipped, fingerprint_changes, fingerprint;
+#: ``explanation`` is written by ``core.checks.regression``.  A baseline entry also keeps the run's
+#: decode on run totals (``decode_totals``: ``core.decode_totals``), which explains a TPOT regression.
 
 
 def load_for_session(settings) -> dict | None:
@@ -96,6 +98,23 @@ def samples(res: WorkloadResult) -> dict[str, list]:
     return out
 
 
+def decode_totals(res: WorkloadResult) -> dict | None:
+    """The run's decode on run totals for a baseline (``core.decode_totals``; None: it decoded nothing)."""
+    from ..core.decode_totals import totals_of
+
+    t = totals_of(res)
+    return None if t is None else t.to_json()
+
+
+def entry_of(res: WorkloadResult) -> dict:
+    """A baseline entry made from a measured result (the A/B baseline arm)."""
+    entry: dict[str, Any] = {"samples": samples(res)}
+    totals = decode_totals(res)
+    if totals is not None:
+        entry["decode_totals"] = totals
+    return entry
+
+
 def judge(res: WorkloadResult, entry: dict | None, tol: dict[str, float], *, seed: int = 0,
           label: str = "baseline", base_fingerprint: dict | None = None, paired: bool = False,
           block: int = 1) -> None:
@@ -115,7 +134,6 @@ def judge(res: WorkloadResult, entry: dict | None, tol: dict[str, float], *, see
     named = set(getattr(res.workload, "regression", None) or ())
     res.notes.extend(f"not compared with the {label}: {x}" for x in skipped if x.partition(":")[0] in named)
     detail["cdf"] = _cdf(base)
-    res.facts.comparisons.append(Comparison(label, tuple(comps)))  # judged by core.checks.regression
     status = "ok"
     for c in comps:
         if c.status == "regression":
@@ -124,10 +142,20 @@ def judge(res: WorkloadResult, entry: dict | None, tol: dict[str, float], *, see
             status = "improvement" if status == "ok" else status
     changes = fingerprint_changes(base_fingerprint or {}, res.baseline.fingerprint or {}) \
         if base_fingerprint else []
+    compared = tuple(changes) if base_fingerprint and res.baseline.fingerprint else None
+    res.facts.comparisons.append(Comparison(label, tuple(comps), base_totals=_base_totals(entry),
+                                            fingerprint_changes=compared))  # judged by core.checks.regression
     if changes:
         detail["fingerprint_changes"] = changes
         res.notes.append(f"fingerprint differs from the {label}: " + "; ".join(changes))
     res.baseline.set(status=status, **detail)
+
+
+def _base_totals(entry: dict):
+    from ..core.decode_totals import DecodeTotals
+
+    raw = bfile.decode_totals_of(entry)
+    return None if raw is None else DecodeTotals.from_json(raw)
 
 
 def _cdf(values: dict[str, list[float]]) -> dict:
@@ -177,6 +205,9 @@ def detail_fields(res: WorkloadResult, settings) -> dict:
     out: dict[str, Any] = {}
     if (settings.get("save_baseline") or settings.get("json_samples")) and res.records:
         out["samples"] = samples(res)
+        totals = decode_totals(res)
+        if totals is not None:
+            out["decode_totals"] = totals
         if res.baseline.fingerprint is not None:
             out["fingerprint"] = res.baseline.fingerprint
     return out
@@ -190,6 +221,9 @@ def save_from_results(path: str, results: list[dict]) -> int:
     for r in results:
         if isinstance(r.get("samples"), dict):
             entry = {"samples": r["samples"], "workload": {"name": r.get("workload")}}
+            totals = bfile.result_totals(r)
+            if totals:
+                entry["decode_totals"] = totals
             if isinstance(r.get("fingerprint"), dict):
                 entry["fingerprint"] = r["fingerprint"]
                 fp = fp or {k: v for k, v in r["fingerprint"].items() if k != "workload"}

@@ -42,6 +42,7 @@ class Script:
     model: str = "fake-model"
     status: int = 200
     fail_every: int = 0               # >0: every k-th completion request gets HTTP 500
+    timings: dict | None = None       # llama.cpp-style ``timings`` on the final chunk (e.g. draft_n)
     error_body: str = ""
     seen_headers: list = field(default_factory=list)
     requests: list = field(default_factory=list)
@@ -111,6 +112,8 @@ def _stream(script: Script, vt: VirtualTime, chat: bool, p_tokens: int, n: int, 
         obj = {"choices": [choice]}
         if cont:
             obj["usage"] = {"prompt_tokens": p_tokens, "completion_tokens": sent}
+        if finish is not None and script.timings is not None:
+            obj["timings"] = dict(script.timings)
         del first
         yield _sse(obj)
     if script.include_usage:

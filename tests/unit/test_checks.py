@@ -181,7 +181,7 @@ def test_server_alive_gates_and_regression():
                        GateOutcome("prefill", "config_error", "no peak")]
     assert kinds(check_roofline(res)) == [("roofline", "failed")]
     assert kinds(check_prefill_roofline(res)) == [("prefill", "error")]
-    comp = lambda status: SimpleNamespace(status=status, message=lambda label: f"{status} vs {label}")  # noqa: E731
+    comp = lambda status: SimpleNamespace(status=status, metric="ttft", message=lambda label: f"{status} vs {label}")  # noqa: E731
     res.facts.comparisons = [Comparison("baseline", (comp("regression"), comp("ok"), comp("improvement")))]
     res.facts.baseline_target_empty = "baseline target B measured no sample: x"
     assert [(f.kind, f.text) for f in check_regression(res)] == [

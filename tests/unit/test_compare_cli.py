@@ -112,3 +112,23 @@ def test_help_names_the_default_tolerances(capsys):
     assert exc.value.code == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "ttft_p50=10%, ttft_p95=15%, tpot_p50=5%, e2e_p50=10%" in out
+
+
+def test_a_tpot_regression_is_explained_by_the_files_decode_totals(tmp_path, capsys):
+    def with_totals(tps, tpot_scale):
+        steps = 900 / tps
+        return {"samples": samples(1 if tps == 3.0 else 2, tpot_scale=tpot_scale),
+                "decode_totals": {"decode_tokens": 900, "decode_ms": 21.0 * steps, "tokens_per_step": tps,
+                                  "step_ms": 21.0, "source": "vLLM /metrics counters"}}
+    a, b, old = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "old.json"
+    bfile.save(a, bfile.make_document({"t::chat": with_totals(3.0, 1.0)}, {"model": "m"}))
+    bfile.save(b, bfile.make_document({"t::chat": with_totals(1.2, 2.5)}, {"model": "m"}))
+    assert main(["compare", str(a), str(b)]) == 1
+    out = capsys.readouterr().out
+    assert ("explained: t::chat: TPOT +150 % on run totals (Σ decode time ÷ Σ decode tokens, 7 → 17.5 ms; not a "
+            "percentile): engine steps unchanged (21 → 21 ms), tokens per step 3.0 → 1.2: draft acceptance fell") in out
+    assert "the fingerprint shows no change" in out
+    write(old, {"t::chat": samples(1)})                        # a baseline saved before decode totals
+    assert main(["compare", str(old), str(b)]) == 1
+    assert "explained: t::chat: not split into engine step time and tokens per step: the baseline stores no " \
+           "decode totals" in capsys.readouterr().out

@@ -1,5 +1,6 @@
 """The workload's latency budgets: point percentiles, statistical verdicts (``confidence``),
-and the fraction floors ``goodput_min`` / ``fluidity_min`` (``core.goodput``).
+the fraction floors ``goodput_min`` / ``fluidity_min`` (``core.goodput``) and the
+speculative-decoding floors (``core.checks.acceptance_budgets``).
 
 Writes the per-budget statistical verdicts to ``res.verdicts`` and the fractions it computed
 to ``res.load`` (figures for the report; the findings are the decision)."""
@@ -11,6 +12,7 @@ from ..stats import min_samples_for
 from ..verdict import judge
 from ..workload import Budget
 from ..findings import Finding
+from .acceptance_budgets import check_acceptance_budget
 from .samples import judgeable
 
 CHECK = "budgets"
@@ -27,6 +29,9 @@ def check_budgets(res: WorkloadResult) -> list[Finding]:
             continue  # one request after an unload (check_cold_starts), not the samples
         if b.is_fraction:
             out += _fraction(res, b)
+            continue
+        if b.is_acceptance:
+            out += check_acceptance_budget(res, b)
             continue
         s = res.summaries.get(b.metric)
         if s is None:

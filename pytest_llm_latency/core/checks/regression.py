@@ -1,11 +1,16 @@
 """Regression against a baseline (a saved file, or the A/B baseline arm): each comparison
-``core.compare`` made that found a regression fails; an improvement is a note."""
+``core.compare`` made that found a regression fails; an improvement is a note.  A TPOT or E2E
+regression is explained (a cause) by its split, on run totals, into engine step time and
+tokens per step (``core.decode_totals``), also kept on ``res.baseline.explanation``."""
 from __future__ import annotations
 
+from ..decode_totals import explain, totals_of
 from ..result import WorkloadResult
 from ..findings import Finding
 
 CHECK = "regression"
+#: the regressed metrics whose decode is split into step time and tokens per step
+EXPLAINED = ("tpot", "e2e")
 
 
 def check_regression(res: WorkloadResult) -> list[Finding]:
@@ -18,4 +23,10 @@ def check_regression(res: WorkloadResult) -> list[Finding]:
                 out.append(Finding(CHECK, "failed", c.message(comp.label)))
             elif c.status == "improvement":
                 out.append(Finding(CHECK, "note", c.message(comp.label)))
+        regressed = [c.metric for c in comp.comparisons if c.status == "regression" and c.metric in EXPLAINED]
+        if regressed:
+            metric = "tpot" if "tpot" in regressed else regressed[0]
+            text = explain(metric, comp.base_totals, totals_of(res), comp.fingerprint_changes)
+            res.baseline.explanation = text
+            out.append(Finding(CHECK, "cause", f"cause: decode vs {comp.label} — {text}"))
     return out

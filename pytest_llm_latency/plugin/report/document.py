@@ -52,7 +52,7 @@ def result_entry(res: WorkloadResult, nodeid: str, *, detail: bool = False, sett
     for metric in JSON_METRICS:
         s = res.summaries.get(metric)
         out[metric_key(metric)] = None if s is None else {k: number(getattr(s, k)) for k in STAT_KEYS}
-    budgets = {f"{b.key}_{'tok_s' if b.is_floor else 'ms'}": b.limit for b in w.budgets}
+    budgets = {b.key if b.is_acceptance else f"{b.key}_{'tok_s' if b.is_floor else 'ms'}": b.limit for b in w.budgets}
     budgets.update({b.key if b.is_floor else f"{b.key}_ms": b.limit for b in (w.agent.budgets if w.agent else ())})
     out["budgets"] = budgets
     bounds = {v.key: {f: number(getattr(v, f)) for f in BOUND_FIELDS if getattr(v, f) is not None}
