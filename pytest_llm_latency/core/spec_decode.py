@@ -286,3 +286,34 @@ def as_part(acc: Acceptance, decode_ms: float) -> dict:
             "accepted_tokens": acc.accepted_tokens, "draft_tokens": acc.draft_tokens, "drafts": acc.drafts,
             "tokens_per_step": acc.tokens_per_step, "acceptance_rate": acc.acceptance_rate,
             "decode_ms": round(decode_ms, 3) if decode_ms > 0 else None, "step_ms": step_ms(acc, decode_ms)}
+
+
+def combine(blocks: Sequence[Mapping], records: Sequence[RequestRecord]) -> dict | None:
+    """One run's ``spec_decode`` figures from the parts of its blocks (an A/B arm measured in
+    blocks): per-request figures are recomputed from all ``records``; counter deltas are summed
+    (each block's counters cover its own samples); windowed estimates are averaged, weighted by
+    each block's decode tokens.  None when no block had a source, or the blocks' sources differ."""
+    parts = [b for b in blocks if b.get("source")]
+    if not parts or len({b["source"] for b in parts}) != 1:
+        return None
+    decode_ms = decode_time_ms(records)
+    if parts[0].get("scope") == "per request":
+        acc = from_timings(records)
+        return None if acc is None else as_part(acc, decode_ms)
+    decoded = sum(int(b.get("decode_tokens") or 0) for b in parts)
+    if parts[0].get("scope") == "window":
+        known = [b for b in parts if b.get("tokens_per_step") is not None and b.get("decode_tokens")]
+        weight = sum(b["decode_tokens"] for b in known)
+        tps = sum(b["tokens_per_step"] * b["decode_tokens"] for b in known) / weight if weight else None
+        rates = [b["acceptance_rate"] for b in parts if b.get("acceptance_rate") is not None]
+        acc = Acceptance(source=parts[0]["source"], scope="window", decode_tokens=decoded,
+                         accepted_tokens=None if tps is None else decoded - decoded / tps, draft_tokens=None,
+                         drafts=None, tokens_per_step=tps, acceptance_rate=sum(rates) / len(rates) if rates else None)
+        return as_part(acc, decode_ms)
+
+    def total(key: str) -> float | None:
+        vals = [b.get(key) for b in parts]
+        return None if any(v is None for v in vals) else float(sum(vals))
+
+    return as_part(_from_totals(parts[0]["source"], "run", decoded, total("accepted_tokens"), total("draft_tokens"),
+                                total("drafts"), []), decode_ms)

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from ...core.result import WorkloadResult, measured
-from ...core.result_parts import copy_parts
+from ...core import spec_decode
+from ...core.result_parts import SpecDecodeInfo, copy_parts
 from ...core.workload import Workload
 from .base import Run
 
@@ -64,6 +65,9 @@ class ABInterleaved:
                 res = measured(workload, [r for x in results for r in x.records],
                                [f for x in results for f in x.failures])
                 copy_parts(results[0], res)
+                spec = spec_decode.combine([x.spec_decode.to_json() for x in results], res.records)
+                if spec is not None:  # every block's counters, not the first block's alone
+                    res.spec_decode = SpecDecodeInfo(**spec)
                 res.notes[:0] = [x for x in results[0].notes if x not in res.notes]
             out.append(res)
         out[0].load.set(ab_blocks=block, ab_block_size=ab.block_size,
