@@ -313,7 +313,7 @@ def combine(blocks: Sequence[Mapping], records: Sequence[RequestRecord]) -> dict
 
     def total(key: str) -> float | None:
         vals = [b.get(key) for b in parts]
-        return None if any(v is None for v in vals) else float(sum(vals))
+        return None if any(v is None for v in vals) else float(sum(float(v) for v in vals if v is not None))
 
     return as_part(_from_totals(parts[0]["source"], "run", decoded, total("accepted_tokens"), total("draft_tokens"),
                                 total("drafts"), []), decode_ms)
