@@ -93,6 +93,11 @@ def totals(records: Sequence[RequestRecord]) -> tuple[dict, list[str]]:
         notes.append(f"reasoning: {unknown} of {len(records)} responses streamed reasoning but their tokens per "
                      f"chunk are not known (ITL per chunk) and the server gave no "
                      f"{SOURCE_WORDS[SOURCE_SERVER]}: their reasoning / answer split is left out of the totals")
+    over = sum(1 for r in records if (_count(r.server_timings.get(REASONING_TOKENS)) or 0) > r.output_tokens)
+    if over:
+        notes.append(f"reasoning: on {over} of {len(records)} responses the server's "
+                     f"{SOURCE_WORDS[SOURCE_SERVER]} exceeds its completion_tokens: not a count of this output, "
+                     f"so {SOURCE_WORDS[SOURCE_STREAM]} were counted instead")
     hidden = sum(1 for r in records if hidden_reasoning(r))
     if hidden:
         notes.append(f"reasoning: {hidden} of {len(records)} responses count reasoning tokens "

@@ -61,9 +61,13 @@ def test_the_servers_count_is_preferred_and_named():
     assert (s.reasoning_tokens, s.answer_tokens, s.source) == (7, 3, reasoning.SOURCE_SERVER)
 
 
-def test_a_server_count_above_the_output_is_not_used():
-    s = reasoning.split(thinker(6, server_timings={reasoning.REASONING_TOKENS: 11}))
+def test_a_server_count_above_the_output_is_not_used_and_a_note_says_so():
+    rec = thinker(6, server_timings={reasoning.REASONING_TOKENS: 11})
+    s = reasoning.split(rec)
     assert (s.reasoning_tokens, s.source) == (6, reasoning.SOURCE_STREAM)
+    figures, notes = reasoning.totals([rec, thinker(6)])
+    assert figures["reasoning_tokens"] == 12 and figures["reasoning_source"] == "stream"
+    assert len(notes) == 1 and "1 of 2 responses" in notes[0] and "exceeds its completion_tokens" in notes[0]
 
 
 def test_reasoning_chunks_without_token_counts_have_no_split_never_a_guess():
