@@ -9,7 +9,8 @@ measured request; the protocol facts it relies on are in
   ``delta.reasoning`` (``reasoning_content``) / ``delta.tool_calls``; a
   role-only chunk only sets "first byte".
 * usage is taken from a ``choices: []`` chunk or the final chunk (Ollama /v1
-  zero-fills usage on every chunk); a running, increasing
+  zero-fills usage on every chunk), with ``completion_tokens_details.reasoning_tokens``
+  where the server counts reasoning (``core.reasoning``); a running, increasing
   ``usage.completion_tokens`` (vLLM ``continuous_usage_stats``) gives exact
   per-chunk token counts.
 * every event is checked for a top-level ``error`` before ``choices``; a stream
@@ -304,9 +305,14 @@ class OpenAIClient:
             details = usage.get("prompt_tokens_details")
             cached = _count(details.get("cached_tokens"), "prompt_tokens_details.cached_tokens", data) \
                 if isinstance(details, dict) else None
+            out_details = usage.get("completion_tokens_details")
+            reasoning_n = _count(out_details.get("reasoning_tokens"), "completion_tokens_details.reasoning_tokens",
+                                 data) if isinstance(out_details, dict) else None
             usage = {k: _count(usage.get(k), k, data) for k in ("prompt_tokens", "completion_tokens")}
             if cached is not None and (not choices or ch_finish(choices)):
                 b.record.server_timings["cached_tokens"] = cached
+            if reasoning_n is not None and (not choices or ch_finish(choices)):  # core.reasoning
+                b.record.server_timings["reasoning_tokens"] = reasoning_n
         timings = obj.get("timings")
         if isinstance(timings, dict):
             b.record.server_timings.update(llamacpp_timings(timings))

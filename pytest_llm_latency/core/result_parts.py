@@ -71,7 +71,8 @@ class Part:
 @dataclass
 class Measurement(Part):
     """How the samples were taken: the run's nonce, sampling mode and why it stopped, how
-    prompt lengths were counted and how ITL knew the tokens per chunk."""
+    prompt lengths were counted, how ITL knew the tokens per chunk, and how many output tokens
+    were reasoning."""
     NAME: ClassVar[str] = "measurement"
     nonce: str | None = None
     samples_mode: str | None = None            # fixed | auto
@@ -86,6 +87,12 @@ class Measurement(Part):
     itl_token_counts: str | None = None        # core.metrics.COUNT_RULES, or each rule with its streams
     retries: int | None = None                 # 429/503 retries of requests that then succeeded
     worker: str | None = None                  # the pytest-xdist worker that measured it (gw0...)
+    # reasoning models (core.reasoning); left out when no response reasoned
+    reasoning_tokens: int | None = None        # Σ reasoning tokens of the completed requests
+    answer_tokens: int | None = None           # Σ (output tokens − reasoning tokens)
+    reasoning_share: float | None = None       # reasoning ÷ (reasoning + answer)
+    reasoning_requests: int | None = None      # responses that reasoned
+    reasoning_source: str | None = None        # server | stream, or each with its responses
 
 
 @dataclass

@@ -44,6 +44,8 @@ class Script:
     fail_every: int = 0               # >0: every k-th completion request gets HTTP 500
     timings: dict | None = None       # llama.cpp-style ``timings`` on the final chunk (e.g. draft_n)
     error_body: str = ""
+    reasoning: int = 0                # chat: the first k tokens stream as delta.reasoning_content
+    usage_reasoning: bool = True      # ... and the final usage counts them (completion_tokens_details)
     seen_headers: list = field(default_factory=list)
     requests: list = field(default_factory=list)
 
@@ -106,7 +108,7 @@ def _stream(script: Script, vt: VirtualTime, chat: bool, p_tokens: int, n: int, 
         finish = ("length" if script.stop_after is None else "stop") if sent == n else None
         choice = {"index": 0, "finish_reason": finish}
         if chat:
-            choice["delta"] = {"content": text}
+            choice["delta"] = {"reasoning_content" if sent <= script.reasoning else "content": text}
         else:
             choice["text"] = text
         obj = {"choices": [choice]}
@@ -117,7 +119,10 @@ def _stream(script: Script, vt: VirtualTime, chat: bool, p_tokens: int, n: int, 
         del first
         yield _sse(obj)
     if script.include_usage:
-        yield _sse({"choices": [], "usage": {"prompt_tokens": p_tokens, "completion_tokens": n}})
+        usage = {"prompt_tokens": p_tokens, "completion_tokens": n}
+        if chat and script.reasoning and script.usage_reasoning:
+            usage["completion_tokens_details"] = {"reasoning_tokens": min(script.reasoning, n)}
+        yield _sse({"choices": [], "usage": usage})
     yield _sse("[DONE]")
 
 

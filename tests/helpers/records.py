@@ -23,7 +23,7 @@ def record(ttft_ms: float = 100.0, gaps_ms: Sequence[float] | None = None, *, ga
            tokens: int = 4, chunk_tokens: Sequence[int] | None = None, expected: int | None = AS_SENT,
            send_ms: float = 0.0, t0_ns: int = 0, prompt_tokens: int | None = 10,
            completion_tokens: int | None = None, tail_ms: float = 0.0,
-           server_timings: dict[str, Any] | None = None) -> RequestRecord:
+           server_timings: dict[str, Any] | None = None, reasoning_chunks: int = 0) -> RequestRecord:
     """A completed request sent at ``t0_ns + send_ms``: its first token ``ttft_ms`` later, then
     one chunk after each of ``gaps_ms`` (default ``tokens - 1`` gaps of ``gap_ms``), the end
     ``tail_ms`` after the last token.
@@ -31,7 +31,8 @@ def record(ttft_ms: float = 100.0, gaps_ms: Sequence[float] | None = None, *, ga
     ``chunk_tokens``: each chunk's token count as the stream reported it (exact counts); None:
     one token a chunk, counted from usage only.  ``expected``: the forced output length
     (``AS_SENT``: the completion tokens; None: not forced).  ``completion_tokens``: usage's
-    count (default: the tokens sent)."""
+    count (default: the tokens sent).  ``reasoning_chunks``: the first k chunks carry only
+    reasoning text (``TokenChunk.reasoning``)."""
     gaps = [gap_ms] * (tokens - 1) if gaps_ms is None else list(gaps_ms)
     if chunk_tokens is not None and len(chunk_tokens) != len(gaps) + 1:
         raise ValueError(f"chunk_tokens: {len(chunk_tokens)} counts for {len(gaps) + 1} chunks")
@@ -41,10 +42,10 @@ def record(ttft_ms: float = 100.0, gaps_ms: Sequence[float] | None = None, *, ga
     b = RecordBuilder(lambda: t[0], expected_output_tokens=completion if expected == AS_SENT else expected)
     t[0] += int(ttft_ms * MS)
     counts: list[int | None] = list(chunk_tokens) if chunk_tokens is not None else [None] * (len(gaps) + 1)
-    b.token_chunk(b.stamp(), n_tokens=counts[0])
-    for g, n in zip(gaps, counts[1:]):
+    b.token_chunk(b.stamp(), n_tokens=counts[0], reasoning=reasoning_chunks > 0)
+    for i, (g, n) in enumerate(zip(gaps, counts[1:]), 1):
         t[0] += int(g * MS)
-        b.token_chunk(t[0], n_tokens=n)
+        b.token_chunk(t[0], n_tokens=n, reasoning=i < reasoning_chunks)
     b.usage(prompt_tokens, completion)
     if server_timings:
         b.record.server_timings.update(server_timings)

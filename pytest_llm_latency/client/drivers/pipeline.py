@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Callable
 
 import httpx
 
-from ...core import coldstart, metrics as m
+from ...core import coldstart, metrics as m, reasoning
 from ...core.errors import MeasurementError
 from ...core.facts import ColdStarts
 from ...core.prompts import Prompt
@@ -127,6 +127,9 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
     counted, count_notes, res.facts.per_chunk_itl = recovery.report(records)
     res.measurement.set(**counted)
     res.notes += count_notes
+    reasoned, reasoning_notes = reasoning.totals(records)  # after the counts were recovered
+    res.measurement.set(**reasoned)
+    res.notes += reasoning_notes
     connection_counts(records, res.client)
     retried = [r.retries for r in records if r.retries]
     if retried:

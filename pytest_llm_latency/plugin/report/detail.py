@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from ...core import metrics as m
+from ...core import metrics as m, reasoning
 from ...core.result import WorkloadResult, metric_values
 from ...core.stats import percentile
 
@@ -35,17 +35,23 @@ def _r(v: float | None) -> float | None:
 def request_rows(res: WorkloadResult) -> list[dict]:
     """Every measured request in send order: ``status`` ok, short (stopped before the forced
     length) or failed (with its ``kind``).  Failures with no timestamps (nothing was sent)
-    keep ``send_ms`` None."""
+    keep ``send_ms`` None.  In a run where a response reasoned, each completed request's
+    ``reasoning_tokens`` and ``answer_tokens`` (``core.reasoning.split``; left out where the
+    split is not known)."""
     sends = [r.t_send_ns for r in res.records] + [f.t_send_ns for f in res.failures if f.t_send_ns is not None]
     if not sends:
         return [{"status": "failed", "kind": f.kind, "send_ms": None} for f in res.failures]
     t0 = min(sends)
     rows = []
+    reasoned = res.measurement.reasoning_requests is not None  # a run that reasoned: every row says how much
     for rec in res.records:
         rows.append({"send_ms": _ms(rec.t_send_ns, t0), "first_token_ms": _ms(rec.t_first_token_ns, t0),
                      "last_token_ms": _ms(rec.t_last_token_ns, t0), "end_ms": _ms(rec.t_end_ns, t0),
                      "ttft_ms": _r(m.ttft_ms(rec)), "tpot_ms": _r(m.tpot_ms(rec)), "e2e_ms": _r(m.e2e_ms(rec)),
                      "output_tokens": rec.output_tokens, "status": "short" if rec.short_output else "ok"})
+        split = reasoning.split(rec) if reasoned else None
+        if split is not None:
+            rows[-1].update(reasoning_tokens=split.reasoning_tokens, answer_tokens=split.answer_tokens)
     for f in res.failures:
         send = _ms(f.t_send_ns, t0)
         first = None if send is None or f.ttft_ms is None else round(send + f.ttft_ms, 3)

@@ -21,7 +21,8 @@ from ...core.redact import redact_url
 from ...core.stats import PERCENTILES
 from .charts import (BudgetLine, CdfSeries, Decode, Mark, MetricSeries, RequestSpan, cdf_chart, roofline_chart,
                      timeline_chart)
-from .terminal import COLUMNS, LEGEND, agent_lines, bound_lines, messages, prefill_lines, row, verdict_label
+from .terminal import (agent_lines, bound_lines, columns, legend, messages, prefill_lines, reasoned, row,
+                       verdict_label)
 
 CDF_METRICS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"))
 #: gauges drawn on the timeline, first name found wins (vLLM, older vLLM, SGLang, llama.cpp, TGI)
@@ -240,5 +241,7 @@ def build(doc: dict) -> dict:
     results = [r for r in doc.get("results") or [] if isinstance(r, dict)]
     tests = [test_view(r, i) for i, r in enumerate(results, 1)]
     counts = {v: sum(1 for r in results if r.get("verdict") == v) for v in ("pass", "fail", "error")}
-    return {"fingerprint": fingerprint(doc), "columns": COLUMNS, "legend": LEGEND, "counts": counts,
-            "rows": [(t["anchor"], t["verdict"], row(r)) for t, r in zip(tests, results)], "tests": tests}
+    with_reasoning = reasoned(results)
+    return {"fingerprint": fingerprint(doc), "columns": columns(results), "legend": legend(results),
+            "counts": counts, "tests": tests,
+            "rows": [(t["anchor"], t["verdict"], row(r, with_reasoning)) for t, r in zip(tests, results)]}

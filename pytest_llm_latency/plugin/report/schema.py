@@ -26,6 +26,15 @@ DESCRIPTIONS = {
                                          "prompt_tokens",
     "measurement.prompt_counter": "how prompt lengths were counted (tokenize endpoint, or a probe estimate "
                                   "corrected on the server's count)",
+    "measurement.reasoning_tokens": "Σ reasoning tokens of the completed requests (core.reasoning); left out when "
+                                    "no response reasoned",
+    "measurement.answer_tokens": "Σ (output tokens − reasoning tokens): the answer; with reasoning_tokens, every "
+                                 "output token (TPOT and the decode roofline count both)",
+    "measurement.reasoning_share": "reasoning_tokens ÷ (reasoning_tokens + answer_tokens)",
+    "measurement.reasoning_requests": "completed responses that reasoned",
+    "measurement.reasoning_source": "where the counts came from: server (usage.completion_tokens_details."
+                                    "reasoning_tokens, preferred) | stream (the reasoning chunks), or each with its "
+                                    "number of responses ('server 18, stream 2')",
     "client.client_limited": "1: the client fell behind, or the bursts read while its threads stalled merged "
                              "more token gaps than those read with the client on time (decided per burst, "
                              "core/bunching.py): the client, not a proxy, bunched them (client/load_report.py)",

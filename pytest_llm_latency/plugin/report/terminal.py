@@ -4,6 +4,30 @@ from __future__ import annotations
 COLUMNS = ("test", "n", "TTFT p50", "TTFT p95", "TPOT p50", "TPOT p95", "decode tok/s", "out tok/s", "verdict")
 LEGEND = ("times in ms; decode tok/s = 1000 / TPOT p50; out tok/s = p50 of N / E2E per request; "
           "inf = failed requests counted as misses; * = see notes")
+#: shown before ``verdict`` when a result reasoned (JSON ``measurement.reasoning_*``, ``core.reasoning``)
+REASONING_COLUMN = "reasoning"
+REASONING_LEGEND = ("; reasoning = share of the output tokens that were reasoning (TPOT and the roofline count "
+                    "them all)")
+
+
+def reasoned(results: list[dict]) -> bool:
+    """A result in the table reasoned: the table gets its ``reasoning`` column."""
+    return any(isinstance(r.get("measurement"), dict) and r["measurement"].get("reasoning_requests")
+               for r in results)
+
+
+def columns(results: list[dict]) -> tuple[str, ...]:
+    """The table's header: ``COLUMNS``, with ``reasoning`` before the verdict when a result reasoned."""
+    return COLUMNS[:-1] + (REASONING_COLUMN,) + COLUMNS[-1:] if reasoned(results) else COLUMNS
+
+
+def legend(results: list[dict]) -> str:
+    return LEGEND + (REASONING_LEGEND if reasoned(results) else "")
+
+
+def _reasoning_share(r: dict) -> str:
+    share = (r.get("measurement") or {}).get("reasoning_share")
+    return "-" if not isinstance(share, (int, float)) else f"{share:.0%}"
 
 
 def _fmt(v, digits=1) -> str:
@@ -32,11 +56,12 @@ def verdict_label(r: dict) -> str:
     return str(r.get("verdict", "?")).upper() + (" *" if r.get("notes") else "")
 
 
-def row(r: dict) -> tuple[str, ...]:
-    """One result's cells under ``COLUMNS``, as the table shows them (the HTML report too)."""
+def row(r: dict, reasoning: bool = False) -> tuple[str, ...]:
+    """One result's cells under ``columns``, as the table shows them (the HTML report too);
+    ``reasoning``: with the reasoning share (the table has that column)."""
     return (str(r.get("nodeid")), str(r.get("n")), _stat(r, "ttft_ms", "p50"), _stat(r, "ttft_ms", "p95"),
             _stat(r, "tpot_ms", "p50", 2), _stat(r, "tpot_ms", "p95", 2), _decode_tps(r),
-            _stat(r, "output_tps", "p50"), verdict_label(r))
+            _stat(r, "output_tps", "p50")) + ((_reasoning_share(r),) if reasoning else ()) + (verdict_label(r),)
 
 
 def messages(r: dict) -> list[tuple[str, str]]:
@@ -49,13 +74,14 @@ def messages(r: dict) -> list[tuple[str, str]]:
 
 
 def summary_lines(results: list[dict]) -> list[str]:
-    rows = [row(r) for r in results]
-    widths = [max(len(h), *(len(cells[i]) for cells in rows)) for i, h in enumerate(COLUMNS)]
+    header, with_reasoning = columns(results), reasoned(results)
+    rows = [row(r, with_reasoning) for r in results]
+    widths = [max(len(h), *(len(cells[i]) for cells in rows)) for i, h in enumerate(header)]
     fmt = lambda cells: "  ".join(c.ljust(w) if i in (0, len(cells) - 1) else c.rjust(w)  # noqa: E731
                                   for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-    lines = [fmt(COLUMNS), fmt(["-" * w for w in widths])]
+    lines = [fmt(header), fmt(["-" * w for w in widths])]
     lines += [fmt(cells) for cells in rows]
-    lines.append(LEGEND)
+    lines.append(legend(results))
     for r in results:
         lines += bound_lines(r)
     for r in results:
