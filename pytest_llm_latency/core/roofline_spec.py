@@ -164,7 +164,7 @@ def headline(s: StepFigures) -> str:
     """``decode 240.0 tok/s = 3.0 tokens per step × 80.0 steps/s; steps at 0.80 of the ceiling ...``"""
     return (f"decode {s.tok_s:.1f} tok/s = {s.tokens_per_step:.2f} tokens per step × {s.steps_per_s:.1f} steps/s; "
             f"steps at {s.step_efficiency:.2f} of the ceiling {s.ceiling_steps_s:.1f} steps/s "
-            f"(run totals, {s.source})")
+            f"(run totals; tokens per step from {s.source})")
 
 
 def drafter_arithmetic(s: StepFigures) -> str:
