@@ -154,8 +154,52 @@ def _decode(label: str, roof: dict) -> Decode | None:
     return Decode(label, eff * ceiling, p95 * ceiling if isinstance(p95, (int, float)) else None)
 
 
+def _num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def step_roofline(r: dict) -> tuple[str, list[str]] | None:
+    """A speculating server's roofline (``roofline.tokens_per_step`` set): the engine steps/s
+    against the step ceiling (the judged bar) and the token rate beside it; None otherwise."""
+    roof, sd = _d(r.get("roofline")), _d(r.get("spec_decode"))
+    tps, sps, eff = roof.get("tokens_per_step"), roof.get("steps_per_s"), roof.get("step_efficiency")
+    if not (_num(tps) and _num(sps) and _num(eff)) or eff <= 0:
+        return None
+    ceiling = sps / eff
+    min_eff = roof.get("min_decode_efficiency")
+    min_eff = float(min_eff) if _num(min_eff) else None
+    svg = roofline_chart("Decode roofline per engine step", ceiling,
+                         [Decode("engine steps", sps), Decode(f"tokens ({tps:.2f} per step)", sps * tps,
+                                                              unit="tok/s", judged=False)],
+                         min_efficiency=min_eff, unit="steps/s",
+                         axis="per stream: engine steps/s (judged) and tok/s = tokens per step × steps/s")
+    text = [f"decode = {sps * tps:.1f} tok/s = {tps:.2f} tokens per step × {sps:.1f} steps/s "
+            f"(run totals; tokens per step from {sd.get('source') or '?'})"]
+    if isinstance(roof.get("arithmetic"), str):
+        text.append(f"step ceiling = {roof['arithmetic']} = {ceiling:.1f} steps/s")
+    gate = (f"; gate ≥ {min_eff:.2f}: {'met' if eff >= min_eff else 'not met'}" if min_eff is not None
+            else "; report only (no minimum set)")
+    text.append(f"step efficiency = {sps:.1f} / {ceiling:.1f} = {eff:.2f}{gate}")
+    if isinstance(roof.get("draft"), str):
+        text.append(f"drafter: {roof['draft']}")
+    if _num(sd.get("acceptance_rate")):
+        text.append(f"draft acceptance: {sd['accepted_tokens']:g} of {sd['draft_tokens']:g} drafted tokens = "
+                    f"{sd['acceptance_rate']:.0%}" if _num(sd.get("accepted_tokens")) and _num(sd.get("draft_tokens"))
+                    else f"draft acceptance: {sd['acceptance_rate']:.0%}")
+    if _num(roof.get("decode_efficiency")):
+        text.append(f"per token: {roof['decode_efficiency']:.2f} of the single-token ceiling (not judged: "
+                    f"several tokens per step)")
+    if isinstance(roof.get("hardware"), str):
+        text.append(f"hardware: {roof['hardware']}")
+    return svg, text
+
+
 def roofline(r: dict) -> tuple[str, list[str]]:
-    """The chart and its arithmetic, from the gate's figures (completed requests' TPOT)."""
+    """The chart and its arithmetic, from the gate's figures (completed requests' TPOT); per
+    engine step for a speculating server (``step_roofline``)."""
+    steps = step_roofline(r)
+    if steps is not None:
+        return steps
     roof = _d(r.get("roofline"))
     ceiling = roof.get("ceiling_tok_s")
     measured = [d for d in (_decode("this run", roof),) if d is not None]
