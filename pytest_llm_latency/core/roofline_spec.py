@@ -111,8 +111,9 @@ class StepFigures:
 def drafted_per_step(spec: SpecDecodeInfo, drafter: Drafter | None) -> tuple[float | None, str]:
     """k and where it came from: drafted ÷ steps from the counters when they count drafted tokens,
     else ``roofline.draft.spec_tokens``; (None, "") when neither gives it."""
-    if _finite(spec.draft_tokens) and _finite(spec.decode_steps) and spec.decode_steps > 0:
-        return spec.draft_tokens / spec.decode_steps, f"{spec.source}: drafted ÷ decode steps"
+    drafted, steps = spec.draft_tokens, spec.decode_steps
+    if drafted is not None and steps is not None and _finite(drafted) and _finite(steps) and steps > 0:
+        return drafted / steps, f"{spec.source}: drafted ÷ decode steps"
     if drafter is not None and drafter.spec_tokens is not None:
         return float(drafter.spec_tokens), "roofline.draft.spec_tokens"
     return None, ""
@@ -123,10 +124,10 @@ def step_figures(*, bandwidth_bytes_s: float, model: ModelBytes, kv_bytes: float
     """The step efficiency of a run whose ``spec`` (``res.spec_decode``) gives tokens per step.
     ``kv_bytes``: the target's KV read per step for the batch (``Ceiling.kv_bytes``)."""
     tps, decoded, decode_ms = spec.tokens_per_step, spec.decode_tokens, spec.decode_ms
-    if not _finite(tps) or tps < 1:
+    if tps is None or not _finite(tps) or tps < 1:
         raise ConfigError(f"roofline: tokens per step must be a number >= 1 (1 + accepted), got {tps!r} "
                           f"from {spec.source}")
-    if not isinstance(decoded, int) or decoded <= 0 or not _finite(decode_ms) or decode_ms <= 0:
+    if not isinstance(decoded, int) or decoded <= 0 or decode_ms is None or not _finite(decode_ms) or decode_ms <= 0:
         raise ConfigError(f"roofline: the run's decode totals are empty ({decoded!r} decode tokens in "
                           f"{decode_ms!r} ms), so engine steps per second cannot be computed -- raise output_tokens")
     if not _finite(bandwidth_bytes_s) or bandwidth_bytes_s <= 0:

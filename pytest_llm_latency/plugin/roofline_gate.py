@@ -143,7 +143,7 @@ def _drafter(roof: Mapping[str, Any], base_dir: Path):
 def multi_token_chunks(records) -> tuple[str, ...]:
     """A hint for a configuration error: stream chunks that carried several tokens.  Never evidence
     of speculation by itself (a proxy, a client that fell behind or a stream interval group tokens)."""
-    chunks = [c for r in records for c in r.chunks]
+    chunks = [c for r in records for c in getattr(r, "chunks", ())]
     multi = sum(1 for c in chunks if c.tokens > 1)
     if not multi:
         return ()

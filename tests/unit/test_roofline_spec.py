@@ -62,7 +62,8 @@ def test_three_tokens_per_step_at_0_8_of_the_ceiling_passes_a_0_6_floor():
     assert props["decode_efficiency"] == pytest.approx(2.4) and props["draft_bytes"] is None
     lines = r.message.splitlines()
     assert lines[0] == (f"decode {2.4 * CEILING:.1f} tok/s = 3.00 tokens per step × {0.8 * CEILING:.1f} steps/s; "
-                        f"steps at 0.80 of the ceiling {CEILING:.1f} steps/s (run totals; tokens per step from vLLM /metrics counters)")
+                        f"steps at 0.80 of the ceiling {CEILING:.1f} steps/s "
+                        "(run totals; tokens per step from vLLM /metrics counters)")
     assert lines[1].endswith(", drafter not counted)); budget ≥ 0.60")
     assert "  drafted tokens per step: 3.00 (vLLM /metrics counters: drafted ÷ decode steps)" in lines
     assert any(x.startswith("  per token: TPOT p50 → ") and "2.40 of the single-token ceiling" in x for x in lines)
@@ -162,4 +163,5 @@ def test_the_sglang_windowed_estimate_is_judged_and_named():
     s = SpecDecodeInfo(**spec_decode.as_part(acc, steps / (0.75 * CEILING) * 1000.0))
     r = judge(s)
     assert r.steps.step_efficiency == pytest.approx(0.75) and r.status == "pass"
-    assert "(run totals; tokens per step from SGLang /metrics gauges (the server's windowed estimate))" in r.message.splitlines()[0]
+    head = r.message.splitlines()[0]
+    assert head.endswith("(run totals; tokens per step from SGLang /metrics gauges (the server's windowed estimate))")

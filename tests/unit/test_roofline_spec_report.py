@@ -25,7 +25,8 @@ def entry(spec: bool = True):
     res = evaluate(w, [record(100.0, gap_ms=10.0, tokens=4, expected=4, send_ms=s, t0_ns=5_000 * MS)
                        for s in (0.0, 200.0)], [])
     res.roofline.set(ceiling_tok_s=40.0, decode_efficiency=2.5, hardware="H100-SXM", model_bytes=2e9,
-                     min_decode_efficiency=0.6, arithmetic="H100-SXM 3350 GB/s ÷ (2.00 GB weights, drafter not counted)")
+                     min_decode_efficiency=0.6,
+                     arithmetic="H100-SXM 3350 GB/s ÷ (2.00 GB weights, drafter not counted)")
     if spec:
         res.roofline.set(tokens_per_step=3.0, steps_per_s=33.3, step_efficiency=0.8325,
                          draft="not counted: no roofline.draft")

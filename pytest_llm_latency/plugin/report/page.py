@@ -154,20 +154,15 @@ def _decode(label: str, roof: dict) -> Decode | None:
     return Decode(label, eff * ceiling, p95 * ceiling if isinstance(p95, (int, float)) else None)
 
 
-def _num(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
 def step_roofline(r: dict) -> tuple[str, list[str]] | None:
     """A speculating server's roofline (``roofline.tokens_per_step`` set): the engine steps/s
     against the step ceiling (the judged bar) and the token rate beside it; None otherwise."""
     roof, sd = _d(r.get("roofline")), _d(r.get("spec_decode"))
-    tps, sps, eff = roof.get("tokens_per_step"), roof.get("steps_per_s"), roof.get("step_efficiency")
-    if not (_num(tps) and _num(sps) and _num(eff)) or eff <= 0:
+    tps, sps, eff = _num(roof.get("tokens_per_step")), _num(roof.get("steps_per_s")), _num(roof.get("step_efficiency"))
+    if tps is None or sps is None or eff is None or eff <= 0:
         return None
     ceiling = sps / eff
-    min_eff = roof.get("min_decode_efficiency")
-    min_eff = float(min_eff) if _num(min_eff) else None
+    min_eff = _num(roof.get("min_decode_efficiency"))
     svg = roofline_chart("Decode roofline per engine step", ceiling,
                          [Decode("engine steps", sps), Decode(f"tokens ({tps:.2f} per step)", sps * tps,
                                                               unit="tok/s", judged=False)],
@@ -182,11 +177,12 @@ def step_roofline(r: dict) -> tuple[str, list[str]] | None:
     text.append(f"step efficiency = {sps:.1f} / {ceiling:.1f} = {eff:.2f}{gate}")
     if isinstance(roof.get("draft"), str):
         text.append(f"drafter: {roof['draft']}")
-    if _num(sd.get("acceptance_rate")):
-        text.append(f"draft acceptance: {sd['accepted_tokens']:g} of {sd['draft_tokens']:g} drafted tokens = "
-                    f"{sd['acceptance_rate']:.0%}" if _num(sd.get("accepted_tokens")) and _num(sd.get("draft_tokens"))
-                    else f"draft acceptance: {sd['acceptance_rate']:.0%}")
-    if _num(roof.get("decode_efficiency")):
+    rate = _num(sd.get("acceptance_rate"))
+    accepted, drafted = _num(sd.get("accepted_tokens")), _num(sd.get("draft_tokens"))
+    if rate is not None:
+        text.append(f"draft acceptance: {accepted:g} of {drafted:g} drafted tokens = {rate:.0%}"
+                    if accepted is not None and drafted is not None else f"draft acceptance: {rate:.0%}")
+    if _num(roof.get("decode_efficiency")) is not None:
         text.append(f"per token: {roof['decode_efficiency']:.2f} of the single-token ceiling (not judged: "
                     f"several tokens per step)")
     if isinstance(roof.get("hardware"), str):

@@ -163,7 +163,7 @@ def step_lines(results: list[dict]) -> list[str]:
     for r in results:
         roof, sd = r.get("roofline") or {}, r.get("spec_decode") or {}
         tps, sps, eff = roof.get("tokens_per_step"), roof.get("steps_per_s"), roof.get("step_efficiency")
-        if not all(isinstance(x, (int, float)) for x in (tps, sps, eff)):
+        if not (isinstance(tps, (int, float)) and isinstance(sps, (int, float)) and isinstance(eff, (int, float))):
             continue
         acc = sd.get("acceptance_rate")
         acc_s = f", draft acceptance {acc:.0%}" if isinstance(acc, (int, float)) else ""
