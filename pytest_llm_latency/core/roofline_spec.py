@@ -108,6 +108,15 @@ class StepFigures:
                 "steps_per_s": self.steps_per_s, "draft_bytes": self.draft_bytes, "draft": self.draft}
 
 
+def speculates(spec: SpecDecodeInfo) -> bool:
+    """The gate judges engine steps: tokens per step is known and the server drafted during the
+    run (drafted tokens, or more than 1 token per step).  A server that exports the counters but
+    drafted nothing (llama.cpp without ``--model-draft`` exports zeros) is judged per token."""
+    if spec.tokens_per_step is None:
+        return False
+    return spec.tokens_per_step > 1.0 or bool(spec.draft_tokens) or bool(spec.drafts)
+
+
 def drafted_per_step(spec: SpecDecodeInfo, drafter: Drafter | None) -> tuple[float | None, str]:
     """k and where it came from: drafted ÷ steps from the counters when they count drafted tokens,
     else ``roofline.draft.spec_tokens``; (None, "") when neither gives it."""

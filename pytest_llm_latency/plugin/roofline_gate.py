@@ -191,7 +191,9 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
         tpot = res.completed["tpot"]
         context = mean_context(workload.prompt_tokens, workload.output_tokens)
         drafter = _drafter(roof, base_dir or Path.cwd())
-        spec_decode = res.spec_decode if res.spec_decode.tokens_per_step is not None else None
+        from ..core.roofline_spec import speculates
+
+        spec_decode = res.spec_decode if speculates(res.spec_decode) else None
         hints = () if spec_decode is not None else multi_token_chunks(res.records)
 
         def evaluate(hw):

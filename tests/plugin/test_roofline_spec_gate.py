@@ -86,6 +86,13 @@ def test_without_counters_2_4x_the_ceiling_cannot_be_judged_and_names_speculatio
     assert props(pytester)["llm.verdict"] == "error"
 
 
+def test_counters_that_drafted_nothing_are_no_acceptance_source(pytester):
+    """Zeros (llama.cpp exports its counters without a draft model): decode stays judged per token."""
+    r = run(pytester, lambda script: vllm_spec_counters(Script()))  # every counter 0, before and after
+    r.assert_outcomes(errors=1)
+    assert "measured decode is 2.40× the bandwidth ceiling (> 1.05), so it cannot be judged" in r.stdout.str()
+
+
 def test_a_bad_draft_is_a_collection_error_naming_the_key(pytester):
     r = run(pytester, vllm_spec_counters, ", draft: {head_bytes: 2.0e+8, spec_token: 3}")
     r.stdout.fnmatch_lines(["*spec.slo.yaml:2 roofline.draft.spec_token: unknown draft key 'spec_token'; "

@@ -12,7 +12,7 @@ from pytest_llm_latency.core.hardware import Hardware
 from pytest_llm_latency.core.modelbytes import ModelBytes
 from pytest_llm_latency.core.result_parts import SpecDecodeInfo
 from pytest_llm_latency.core.roofline import decode_ceiling, evaluate_roofline
-from pytest_llm_latency.core.roofline_spec import NGRAM, Drafter, step_figures
+from pytest_llm_latency.core.roofline_spec import NGRAM, Drafter, speculates, step_figures
 from pytest_llm_latency.roofline import catalog
 
 H100 = Hardware(key="h100-sxm", name="H100-SXM", mem_bandwidth_gb_s=3350, source="NVIDIA H100 datasheet")
@@ -165,3 +165,15 @@ def test_the_sglang_windowed_estimate_is_judged_and_named():
     assert r.steps.step_efficiency == pytest.approx(0.75) and r.status == "pass"
     head = r.message.splitlines()[0]
     assert head.endswith("(run totals; tokens per step from SGLang /metrics gauges (the server's windowed estimate))")
+
+
+def test_counters_that_drafted_nothing_leave_decode_judged_per_token():
+    """llama.cpp exports its spec-decode counters as zeros without a draft model: not speculation."""
+    names = spec_decode.LLAMACPP_COUNTERS
+    zeros = {n: 0.0 for n in names.values()}
+    acc = spec_decode.from_counters(zeros, zeros, DECODED, names, spec_decode.SOURCE_LLAMACPP_COUNTERS)
+    idle = SpecDecodeInfo(**spec_decode.as_part(acc, 1000.0))
+    assert idle.tokens_per_step == 1.0 and not speculates(idle)
+    ngram = spec(1.0, 0.8, drafted_per_step=0.5)  # drafted, nothing accepted (the vLLM n-gram recording)
+    assert ngram.tokens_per_step == 1.0 and speculates(ngram) and speculates(spec(3.0, 0.8))
+    assert not speculates(SpecDecodeInfo())
