@@ -177,3 +177,26 @@ def test_counters_that_drafted_nothing_leave_decode_judged_per_token():
     ngram = spec(1.0, 0.8, drafted_per_step=0.5)  # drafted, nothing accepted (the vLLM n-gram recording)
     assert ngram.tokens_per_step == 1.0 and speculates(ngram) and speculates(spec(3.0, 0.8))
     assert not speculates(SpecDecodeInfo())
+
+
+def test_the_recorded_vllm_draft_model_run_judged_per_step():
+    """vLLM 0.32 CPU, its target as its own draft model (tests/unit/recordings): 47 decode tokens,
+    20 accepted, 84 drafted; k = 84 ÷ 27 steps from the counters, the draft model's bytes per token."""
+    from tests.unit.test_spec_decode import counters, replay_stream
+
+    rec = replay_stream("vllm-specdec-draft-model-completions-stream-continuous-usage.jsonl")
+    before, after = counters("vllm-specdec-draft-model")
+    acc = spec_decode.acceptance([rec], before, after)
+    s = SpecDecodeInfo(**spec_decode.as_part(acc, spec_decode.decode_time_ms([rec])))
+    cpu = Hardware(key="local-cpu", name="local CPU", mem_bandwidth_gb_s=20.0, source="probe")
+    tiny = ModelBytes(weight_bytes=4.2e6, kv_bytes_per_token=2 * 2 * 4 * 16 * 4, name="tiny", source="config.json")
+    ctx = 61 + 48 / 2
+    r = evaluate_roofline(cpu, tiny, context=ctx, tpot_p50_ms=s.decode_ms / 47, min_efficiency=0.001, spec=s,
+                          drafter=Drafter("model", model=tiny, source="the target itself"))
+    per_token = tiny.weight_bytes + tiny.kv_bytes_per_token * ctx
+    assert r.steps.tokens_per_step == pytest.approx(47 / 27) and r.steps.drafted_per_step == pytest.approx(84 / 27)
+    assert r.steps.step_bytes == pytest.approx(per_token * (1 + 84 / 27))
+    steps_s = 27 / (s.decode_ms / 1000.0)
+    assert r.steps.steps_per_s == pytest.approx(steps_s)
+    assert r.steps.step_efficiency == pytest.approx(steps_s * per_token * (1 + 84 / 27) / 20e9)
+    assert r.status == "pass" and "(vLLM /metrics counters: drafted ÷ decode steps)" in r.message
