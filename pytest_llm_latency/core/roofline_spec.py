@@ -148,7 +148,7 @@ def step_figures(*, bandwidth_bytes_s: float, model: ModelBytes, kv_bytes: float
         positions = 1.0 + k
     weights = model.weight_bytes_at_batch(batch * positions)  # type: ignore[arg-type]  # float batches: MoE share
     if drafter is None:
-        draft_bytes, draft = None, f"not counted: no roofline.draft ({DRAFT_NOT_COUNTED.split(': ', 1)[1]})"
+        draft_bytes, draft = None, "not counted: no roofline.draft (none for n-gram / prompt lookup)"
     elif drafter.kind == "none":
         draft_bytes, draft = 0.0, "none (n-gram / prompt lookup reads no weights)"
     elif k is None:
@@ -190,6 +190,7 @@ def detail_lines(s: StepFigures, per_token_tok_s: float, per_token_eff: float, c
     """What the step figures rest on, under the headline."""
     k = (f"  drafted tokens per step: {s.drafted_per_step:.2f} ({s.k_source})" if s.drafted_per_step is not None
          else "  drafted tokens per step: unknown (the counters give none and roofline.draft.spec_tokens is not set)")
-    return [k, f"  drafter: {s.draft}",
+    lower = "; the ceiling is too high, so the step efficiency is a lower bound" if s.draft_bytes is None else ""
+    return [k, f"  drafter: {s.draft}{lower}",
             f"  per token: TPOT p50 → {per_token_tok_s:.1f} tok/s = {per_token_eff:.2f} of the single-token ceiling "
             f"{ceiling_tok_s:.1f} tok/s (not judged: each engine step emits {s.tokens_per_step:.2f} tokens)"]
