@@ -109,6 +109,7 @@ def roofline_inputs(mapping: dict, *, where: str = "roofline", base_dir: str | P
             close = difflib.get_close_matches(str(key), known, n=1)
             hint = f"; did you mean {close[0]}?" if close else f" (known: {', '.join(known)})"
             raise ConfigError(f"{where}.{key}: unknown key{hint}")
+    validate_draft(mapping.get("draft"), f"{where}.draft")  # read by the decode gate (plugin.roofline_gate)
     kw = {k: mapping.get(k) for k in MODEL_KEYS}
     for k in ("config", "gguf"):
         if kw[k] is not None and base_dir is not None and not isinstance(kw[k], dict):

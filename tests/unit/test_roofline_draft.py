@@ -61,3 +61,12 @@ def test_the_roofline_spec_accepts_draft_and_names_where():
 def test_the_catalog_knows_the_usual_draft_of_llama_3():
     m = catalog.model("meta-llama/Llama-3.2-1B-Instruct")
     assert m.name == "Llama-3.2-1B" and m.layers == 16 and m.kv_heads == 8 and m.head_dim == 64
+
+
+def test_the_ceiling_clis_yaml_mapping_accepts_and_checks_the_draft():
+    from pytest_llm_latency.roofline.resolve import roofline_inputs
+
+    hw, mb = roofline_inputs({"hardware": "h100-sxm", "model": "llama-3.1-8b", "draft": {"model": "llama-3.2-1b"}})
+    assert hw.name == "H100-SXM" and mb.name == "Llama-3.1-8B"
+    with pytest.raises(ConfigError, match=r"^roofline\.draft\.head_bytes: expected a positive number"):
+        roofline_inputs({"hardware": "h100-sxm", "model": "llama-3.1-8b", "draft": {"head_bytes": 0}})
