@@ -8,6 +8,10 @@ sequence in the batch, its KV cache.  So
     aggregate tok/s   = B x bandwidth / step bytes
     decode efficiency = measured tok/s / per-stream ceiling,  measured tok/s = 1000 / TPOT ms
 
+A speculating server (speculative decoding, MTP) emits several tokens per step: when its
+acceptance is known (``res.spec_decode``) the gate judges the engine steps instead
+(``core.roofline_spec``: step efficiency on run totals, the drafter's bytes counted).
+
 Pure: no I/O, no pytest/httpx/yaml.  The arithmetic (``decode_ceiling``, ``evaluate_roofline``)
 is kept apart from the wording (``format_ceiling``, ``format_roofline``).
 """
@@ -20,6 +24,9 @@ from .errors import ConfigError
 from .metrics import decode_tps
 from .hardware import Hardware, ModelSpec
 from .modelbytes import ModelBytes, format_bytes
+from .result_parts import SpecDecodeInfo
+from .roofline_spec import Drafter, StepFigures, detail_lines, drafter_arithmetic, headline, step_figures
+from .spec_decode import SOURCES_HINT
 
 #: A measurement this far above the ceiling means the inputs are wrong, not that the server is fast.
 CONFIG_ERROR_RATIO = 1.05
@@ -113,6 +120,13 @@ class RooflineResult:
     min_efficiency: float | None
     status: str                 # "pass" | "fail" | "config_error" | "report"
     message: str = ""
+    steps: StepFigures | None = None   # speculative decoding / MTP: judged per engine step
+    hints: tuple[str, ...] = ()        # said with a configuration error (e.g. multi-token stream chunks)
+
+    @property
+    def efficiency(self) -> float:
+        """The judged figure: the step efficiency when tokens per step is known, else per token."""
+        return self.steps.step_efficiency if self.steps is not None else self.decode_efficiency
 
     @property
     def ceiling_tok_s(self) -> float:
@@ -134,13 +148,15 @@ class RooflineResult:
     @property
     def bandwidth_ms(self) -> float:
         """Time one decode step needs to read its bytes at the ceiling's bandwidth."""
+        if self.steps is not None:
+            return 1000.0 / self.steps.ceiling_steps_s
         return 1000.0 / self.ceiling.per_stream_tok_s
 
     @property
     def overhead_bound(self) -> bool:
         """The step's bytes are read in a sliver of the measured TPOT and in under SMALL_STEP_MS:
         the engine's fixed per-step cost, not memory bandwidth, sets the pace."""
-        return self.bandwidth_ms < SMALL_STEP_MS and self.decode_efficiency < OVERHEAD_SHARE
+        return self.bandwidth_ms < SMALL_STEP_MS and self.efficiency < OVERHEAD_SHARE
 
     @property
     def kv_cache(self) -> str:
@@ -151,10 +167,11 @@ class RooflineResult:
         return "counted" if mb.kv_bytes_per_token is not None else "not counted: KV shape unknown"
 
     def as_properties(self) -> dict:
-        """Flat dict for JSON results and JUnit properties."""
+        """Flat dict for JSON results and JUnit properties (the ``roofline`` part)."""
         return {"ceiling_tok_s": self.ceiling_tok_s, "decode_efficiency": self.decode_efficiency,
                 "decode_efficiency_p95": self.decode_efficiency_p95, "hardware": self.hardware,
-                "model_bytes": self.model_bytes, "kv_cache": self.kv_cache}
+                "model_bytes": self.model_bytes, "kv_cache": self.kv_cache,
+                **(self.steps.as_properties() if self.steps is not None else {})}
 
 
 def _tpot_to_tok_s(ms, what: str) -> float:
@@ -166,20 +183,25 @@ def _tpot_to_tok_s(ms, what: str) -> float:
 
 def evaluate_roofline(hardware: Hardware, model: ModelBytes | ModelSpec, *, context: float,
                       tpot_p50_ms: float, tpot_p95_ms: float | None = None,
-                      min_efficiency: float | None = None, batch: int = 1) -> RooflineResult:
+                      min_efficiency: float | None = None, batch: int = 1, spec: SpecDecodeInfo | None = None,
+                      drafter: Drafter | None = None, hints: tuple[str, ...] = ()) -> RooflineResult:
     """The gate in one call: ``judge_roofline(measure_roofline(...))`` (the CLI and tests; the
     plugin measures in ``plugin.roofline_gate`` and judges in ``core.checks.gates``)."""
     return judge_roofline(measure_roofline(hardware, model, context=context, tpot_p50_ms=tpot_p50_ms,
-                                           tpot_p95_ms=tpot_p95_ms, min_efficiency=min_efficiency, batch=batch))
+                                           tpot_p95_ms=tpot_p95_ms, min_efficiency=min_efficiency, batch=batch,
+                                           spec=spec, drafter=drafter, hints=hints))
 
 
 def measure_roofline(hardware: Hardware, model: ModelBytes | ModelSpec, *, context: float,
                      tpot_p50_ms: float, tpot_p95_ms: float | None = None,
-                     min_efficiency: float | None = None, batch: int = 1) -> RooflineResult:
-    """Efficiency = (1000 / TPOT p50) / per-stream ceiling; also reported at p95.  Not judged:
-    status ``config_error`` when the p50 efficiency exceeds 1.05 (wrong hardware or model bytes,
-    never a pass), else ``report``; ``min_efficiency`` (checked to be in (0, 1]) is kept for
-    ``judge_roofline``.
+                     min_efficiency: float | None = None, batch: int = 1, spec: SpecDecodeInfo | None = None,
+                     drafter: Drafter | None = None, hints: tuple[str, ...] = ()) -> RooflineResult:
+    """Efficiency = (1000 / TPOT p50) / per-stream ceiling; also reported at p95.  When ``spec``
+    (``res.spec_decode``) gives tokens per step, the step efficiency (``core.roofline_spec``, run
+    totals, ``drafter``'s bytes counted when given) is the judged figure.  Not judged: status
+    ``config_error`` when the judged efficiency exceeds 1.05 (wrong hardware, model or drafter
+    bytes, or an unreported speculation: never a pass), else ``report``; ``min_efficiency``
+    (checked to be in (0, 1]) is kept for ``judge_roofline``.  ``hints``: said with a config error.
     """
     if min_efficiency is not None and (not _finite(min_efficiency) or not 0 < min_efficiency <= 1):
         raise ConfigError(f"roofline: min_decode_efficiency must be in (0, 1], got {min_efficiency!r}; "
@@ -189,19 +211,26 @@ def measure_roofline(hardware: Hardware, model: ModelBytes | ModelSpec, *, conte
     tok_s_p95 = None if tpot_p95_ms is None else _tpot_to_tok_s(tpot_p95_ms, "TPOT p95")
     eff = tok_s / ceiling.per_stream_tok_s
     eff_p95 = None if tok_s_p95 is None else tok_s_p95 / ceiling.per_stream_tok_s
+    steps = None
+    if spec is not None and spec.tokens_per_step is not None:
+        steps = step_figures(bandwidth_bytes_s=hardware.bandwidth_bytes_s, model=ceiling.model,
+                             kv_bytes=ceiling.kv_bytes, batch=batch, context=ceiling.context, spec=spec,
+                             drafter=drafter)
+    judged = steps.step_efficiency if steps is not None else eff
     result = RooflineResult(ceiling=ceiling, measured_tok_s=tok_s, measured_tok_s_p95=tok_s_p95,
                             decode_efficiency=eff, decode_efficiency_p95=eff_p95, min_efficiency=min_efficiency,
-                            status="config_error" if eff > CONFIG_ERROR_RATIO else "report")
+                            status="config_error" if judged > CONFIG_ERROR_RATIO else "report", steps=steps,
+                            hints=tuple(hints))
     return replace(result, message=format_roofline(result))
 
 
 def judge_roofline(result: RooflineResult) -> RooflineResult:
     """The decode floor, the rule ``core.checks.gates.check_roofline`` applies: ``pass`` when the
-    p50 efficiency reaches ``min_efficiency``, else ``fail``; ``report`` without a floor;
-    a ``config_error`` measurement stays one."""
+    p50 efficiency (the step efficiency of a speculating server) reaches ``min_efficiency``, else
+    ``fail``; ``report`` without a floor; a ``config_error`` measurement stays one."""
     if result.status == "config_error" or result.min_efficiency is None:
         return result
-    judged = replace(result, status="pass" if result.decode_efficiency >= result.min_efficiency else "fail")
+    judged = replace(result, status="pass" if result.efficiency >= result.min_efficiency else "fail")
     return replace(judged, message=format_roofline(judged))
 
 
@@ -212,8 +241,9 @@ def _gb_s(hw: Hardware) -> str:
     return f"{x:.0f} GB/s" if x >= 100 else f"{x:.1f} GB/s"
 
 
-def format_arithmetic(c: Ceiling) -> str:
-    """``H100-SXM 3350 GB/s ÷ (16.06 GB weights + 524.3 MB KV @ 4000 ctx)``"""
+def format_arithmetic(c: Ceiling, steps: StepFigures | None = None) -> str:
+    """``H100-SXM 3350 GB/s ÷ (16.06 GB weights + 524.3 MB KV @ 4000 ctx)``; with ``steps``, one
+    engine step's bytes: the target's weights for its verified positions and the drafter's."""
     kv = ""
     if c.model.kv_not_counted:
         kv = ", KV cache not counted"
@@ -224,6 +254,8 @@ def format_arithmetic(c: Ceiling) -> str:
     elif c.model.kv_bytes_per_token is None:
         kv = ", KV not counted"
     hw = c.hardware.name if c.hardware.name.endswith("GB/s") else f"{c.hardware.name} {_gb_s(c.hardware)}"
+    if steps is not None:
+        return f"{hw} ÷ ({format_bytes(steps.target_weight_bytes)} weights{kv}{drafter_arithmetic(steps)})"
     return f"{hw} ÷ ({format_bytes(c.weight_bytes)} weights{kv})"
 
 
@@ -249,14 +281,17 @@ def suggested_checks(r: RooflineResult) -> list[str]:
     c, hw, mb = r.ceiling, r.ceiling.hardware, r.ceiling.model
     tp = f" (counted: {hw.devices} devices)" if hw.devices > 1 else " (counted: 1 device)"
     if r.status == "config_error":
-        return [
+        checks = [
             f"hardware: is the server really on {hw.name} ({_gb_s(hw)}, {hw.source or 'explicit'})? "
             f"with tensor parallelism the ceiling is tp × per-GPU bandwidth{tp}",
             f"model bytes: {mb.source or mb.name}; a quantized model (fewer bytes per weight) or an MoE "
-            "(only active experts read) raises the ceiling: give the real dtype/bits or the GGUF file",
-            "speculative decoding / multi-token prediction emits several tokens per weight read: "
-            "the single-token roofline does not apply (set min_decode_efficiency to null to report only)",
-        ]
+            "(only active experts read) raises the ceiling: give the real dtype/bits or the GGUF file"]
+        if r.steps is not None:
+            return checks + [f"drafter bytes: {r.steps.draft}; tokens per step {r.steps.tokens_per_step:.2f} from "
+                             f"{r.steps.source}: do they count only this run's requests?"]
+        return checks + [f"speculative decoding / multi-token prediction (a likely reason) emits several tokens per "
+                         f"engine step, and the server reported no acceptance, so the gate cannot judge its steps: "
+                         f"expose {SOURCES_HINT}; then set roofline.draft for the drafter's bytes", *r.hints]
     checks = [overhead_line(r)] if r.overhead_bound else []
     if mb.bytes_per_param:
         lever = ("8-bit halves the bytes of fp16, ~2× the ceiling" if mb.bytes_per_param >= 1.5 else
@@ -279,10 +314,12 @@ def suggested_checks(r: RooflineResult) -> list[str]:
 
 
 def overhead_line(r: RooflineResult) -> str:
-    tpot = 1000.0 / r.measured_tok_s
-    return (f"per-step overhead: reading {format_bytes(r.ceiling.step_bytes)} per step takes "
-            f"{r.bandwidth_ms:.3g} ms at "
-            f"{_gb_s(r.ceiling.hardware)}, {r.bandwidth_ms / tpot:.0%} of the measured TPOT p50 {tpot:.3g} ms; "
+    if r.steps is not None:
+        step, tpot, what = r.steps.step_bytes, 1000.0 / r.steps.steps_per_s, "mean engine step (run totals)"
+    else:
+        step, tpot, what = r.ceiling.step_bytes, 1000.0 / r.measured_tok_s, "TPOT p50"
+    return (f"per-step overhead: reading {format_bytes(step)} per step takes {r.bandwidth_ms:.3g} ms at "
+            f"{_gb_s(r.ceiling.hardware)}, {r.bandwidth_ms / tpot:.0%} of the measured {what} {tpot:.3g} ms; "
             "the engine's fixed per-step cost (scheduling, kernel launches, sampling) bounds this model, not "
             "memory bandwidth, so the roofline gate is not meaningful for models this small "
             "(set min_decode_efficiency to null to report only)")
@@ -292,10 +329,14 @@ def format_roofline(r: RooflineResult) -> str:
     """The gate's message: the arithmetic, the verdict, and (unless it passed) what to check."""
     c = r.ceiling
     budget = f"; budget ≥ {r.min_efficiency:.2f}" if r.min_efficiency is not None else "; report only"
-    lines = [f"decode {r.measured_tok_s:.1f} tok/s = {r.decode_efficiency:.2f} of ceiling "
-             f"{c.per_stream_tok_s:.1f} tok/s",
-             f"  ({format_arithmetic(c)}){budget}"]
-    if r.measured_tok_s_p95 is not None:
+    if r.steps is not None:
+        lines = [headline(r.steps), f"  ({format_arithmetic(c, r.steps)}){budget}",
+                 *detail_lines(r.steps, r.measured_tok_s, r.decode_efficiency, c.per_stream_tok_s)]
+    else:
+        lines = [f"decode {r.measured_tok_s:.1f} tok/s = {r.decode_efficiency:.2f} of ceiling "
+                 f"{c.per_stream_tok_s:.1f} tok/s",
+                 f"  ({format_arithmetic(c)}){budget}"]
+    if r.measured_tok_s_p95 is not None and r.steps is None:
         lines.append(f"  p95: decode {r.measured_tok_s_p95:.1f} tok/s = {r.decode_efficiency_p95:.2f} of ceiling")
     if c.model.kv_not_counted:
         lines.append(f"  KV cache not counted: {c.model.kv_not_counted}")
@@ -303,9 +344,15 @@ def format_roofline(r: RooflineResult) -> str:
         lines.append(f"  hardware note: {c.hardware.note}")
     if r.overhead_bound and r.status not in ("fail", "config_error"):
         lines.append(f"  note: {overhead_line(r)}")
-    if r.status == "config_error":
+    if r.status == "config_error" and r.steps is not None:
+        lines.insert(0, f"roofline configuration error: engine steps run at {r.efficiency:.2f}× the bandwidth "
+                        f"ceiling (> {CONFIG_ERROR_RATIO:g}), so decode cannot be judged; the hardware, the model "
+                        "bytes or the drafter's bytes are wrong")
+    elif r.status == "config_error":
         lines.insert(0, f"roofline configuration error: measured decode is {r.decode_efficiency:.2f}× the "
-                        f"bandwidth ceiling (> {CONFIG_ERROR_RATIO:g}); the hardware or model bytes are wrong")
+                        f"bandwidth ceiling (> {CONFIG_ERROR_RATIO:g}), so it cannot be judged: the hardware or "
+                        "model bytes are wrong, or the server speculates (speculative decoding / multi-token "
+                        "prediction: several tokens per engine step) and reports no acceptance")
     if r.status in ("fail", "config_error"):
         lines.append("check:")
         lines.extend(f"  - {line}" for line in suggested_checks(r))

@@ -260,6 +260,10 @@ def validate_marker(item: pytest.Item, settings: Settings) -> None:
         w = make_workload(str(spec.get("class") or item.name), spec,
                           lambda p: f"{where} {'.'.join(map(str, p))}")
         check_min_samples(apply_statistics(w, settings, spec), where)
+    if isinstance(spec.get("roofline"), dict):  # roofline={...}: the keys of a YAML roofline mapping
+        from .roofline_gate import validate_roofline_spec
+
+        validate_roofline_spec(spec["roofline"], f"{where} roofline")
     target_from(settings, marker=target)
 
 

@@ -10,6 +10,10 @@ config.json); ``gguf`` (a GGUF file); ``params`` + ``dtype``/``bits``;
 ``model`` (a catalog name); the reference target's own model; a llama.cpp
 server's ``/v1/models`` meta.  Hardware: a catalog name, ``auto``,
 ``local-cpu``, ``mem_bandwidth_gb_s``, or the reference target's device.
+
+A speculating server (``res.spec_decode`` gives tokens per step) is judged per engine step
+(``core.roofline_spec``), the drafter's bytes from ``roofline.draft`` (``roofline.resolve.resolve_draft``;
+not set: left out, with a caveat).
 """
 from __future__ import annotations
 
@@ -22,13 +26,15 @@ from ..core.workload import Workload, did_you_mean
 
 ROOFLINE_KEYS = ("hardware", "mem_bandwidth_gb_s", "tensor_parallel", "min_decode_efficiency", "model", "params",
                  "dtype", "bits", "layers", "kv_heads", "head_dim", "kv_dtype", "config", "gguf", "model_bytes",
-                 "batch", "min_prefill_efficiency", "peak_tflops", "hidden_size")  # the last three: prefill (MFU)
+                 "batch", "min_prefill_efficiency", "peak_tflops", "hidden_size",  # these three: prefill (MFU)
+                 "draft")  # speculative decoding / MTP: the drafter's bytes (roofline.resolve.validate_draft)
 LOCAL_HARDWARE = ("auto", "local-cpu", "localcpu", "local_cpu")
 
 
 def validate_roofline_spec(spec: Mapping[str, Any], where: str) -> None:
-    """Collection-time checks: unknown keys, unknown hardware, bad thresholds."""
+    """Collection-time checks: unknown keys, unknown hardware, bad thresholds, the drafter."""
     from ..roofline import catalog
+    from ..roofline.resolve import validate_draft
 
     for key in spec:
         if key not in ROOFLINE_KEYS:
@@ -52,6 +58,7 @@ def validate_roofline_spec(spec: Mapping[str, Any], where: str) -> None:
         v = spec.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise ConfigError(f"{where}.{key}: expected a positive integer, got {v!r}")
+    validate_draft(spec.get("draft"), f"{where}.draft")
 
 
 SOURCE_KEYS = ("model", "model_bytes", "params", "config", "gguf")
@@ -116,12 +123,33 @@ def judge_with_fresh_probe(hardware, evaluate, reprobe):
     except ConfigError as exc:
         return evaluate(replace(hardware, note="; ".join(x for x in (hardware.note, f"probing again failed: {exc}")
                                                         if x)))
-    said = (f"decode was {result.decode_efficiency:.2f}x the ceiling at {first:.1f} GB/s"
+    said = (f"decode was {result.efficiency:.2f}x the ceiling at {first:.1f} GB/s"
             f"{' (cached)' if hardware.source.startswith('cached') else ''}, so the bandwidth was probed again: "
             f"{fresh.mem_bandwidth_gb_s:.1f} GB/s")
     if fresh.mem_bandwidth_gb_s <= first:
         return evaluate(replace(hardware, note="; ".join(x for x in (hardware.note, said + ", not higher") if x)))
     return evaluate(replace(fresh, note="; ".join(x for x in (said, fresh.note) if x)))
+
+
+def _drafter(roof: Mapping[str, Any], base_dir: Path):
+    """``roofline.draft`` (YAML, or a marker's / fixture's ``roofline=`` mapping) as a Drafter; None unset."""
+    if roof.get("draft") is None:
+        return None
+    from ..roofline.resolve import resolve_draft
+
+    return resolve_draft(roof["draft"], where="roofline.draft", base_dir=base_dir)
+
+
+def multi_token_chunks(records) -> tuple[str, ...]:
+    """A hint for a configuration error: stream chunks that carried several tokens.  Never evidence
+    of speculation by itself (a proxy, a client that fell behind or a stream interval group tokens)."""
+    chunks = [c for r in records for c in getattr(r, "chunks", ())]
+    multi = sum(1 for c in chunks if c.tokens > 1)
+    if not multi:
+        return ()
+    return (f"{multi} of {len(chunks)} stream chunks carried more than one token: a speculating server's steps "
+            "look like this, but so do a proxy, a client that fell behind or a server's stream interval, so "
+            "they are not evidence (and never a pass)",)
 
 
 def _reference_config(spec):
@@ -162,10 +190,16 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
         model = _model_bytes(roof, spec, base_dir or Path.cwd(), client)
         tpot = res.completed["tpot"]
         context = mean_context(workload.prompt_tokens, workload.output_tokens)
+        drafter = _drafter(roof, base_dir or Path.cwd())
+        from ..core.roofline_spec import speculates
+
+        spec_decode = res.spec_decode if speculates(res.spec_decode) else None
+        hints = () if spec_decode is not None else multi_token_chunks(res.records)
 
         def evaluate(hw):
             return measure_roofline(hw, model, context=context, tpot_p50_ms=tpot.p50, tpot_p95_ms=tpot.p95,
-                                    min_efficiency=min_eff.value, batch=int(roof.get("batch", workload.concurrency)))
+                                    min_efficiency=min_eff.value, batch=int(roof.get("batch", workload.concurrency)),
+                                    spec=spec_decode, drafter=drafter, hints=hints)
 
         result = judge_with_fresh_probe(hardware, evaluate, lambda: resolve_hardware(
             "local-cpu", refresh=True, only_if_higher=True, where=hw_name.source))
@@ -179,7 +213,7 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
     # for the HTML report's roofline chart: the gate's minimum and the ceiling's arithmetic
     from ..core.roofline import format_arithmetic
 
-    res.roofline.arithmetic = format_arithmetic(result.ceiling)
+    res.roofline.arithmetic = format_arithmetic(result.ceiling, result.steps)
     if min_eff.value is not None:
         res.roofline.min_decode_efficiency = min_eff.value
     # caveats that make the ceiling itself doubtful: notes (warnings) on every run the gate passes
@@ -188,5 +222,10 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
         caveats.append(f"roofline: KV cache not counted ({model.kv_not_counted}): the ceiling is too high")
     if result.ceiling.hardware.note:
         caveats.append(f"roofline hardware note: {result.ceiling.hardware.note}")
+    if result.steps is not None and not result.steps.draft_counted:
+        from ..core.roofline_spec import DRAFT_NOT_COUNTED
+
+        caveats.append(f"roofline: {DRAFT_NOT_COUNTED}" if roof.get("draft") is None
+                       else f"roofline: drafter bytes {result.steps.draft}")
     # measured, not judged: core.checks.gates applies the floor (core.roofline.judge_roofline)
     res.facts.gates.append(GateOutcome("roofline", result.status, result.message, result, tuple(caveats)))

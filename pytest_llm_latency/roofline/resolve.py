@@ -86,7 +86,7 @@ def resolve_model_bytes(*, model: str | None = None, model_bytes: float | None =
 HARDWARE_KEYS = ("hardware", "mem_bandwidth_gb_s", "tensor_parallel")
 MODEL_KEYS = tuple(FLAGS)
 GATE_KEYS = ("min_decode_efficiency", "min_prefill_efficiency", "batch", "peak_tflops",
-             "hidden_size")  # read by the gates themselves
+             "hidden_size", "draft")  # read by the gates themselves
 
 
 def roofline_inputs(mapping: dict, *, where: str = "roofline", base_dir: str | Path | None = None,
@@ -109,6 +109,7 @@ def roofline_inputs(mapping: dict, *, where: str = "roofline", base_dir: str | P
             close = difflib.get_close_matches(str(key), known, n=1)
             hint = f"; did you mean {close[0]}?" if close else f" (known: {', '.join(known)})"
             raise ConfigError(f"{where}.{key}: unknown key{hint}")
+    validate_draft(mapping.get("draft"), f"{where}.draft")  # read by the decode gate (plugin.roofline_gate)
     kw = {k: mapping.get(k) for k in MODEL_KEYS}
     for k in ("config", "gguf"):
         if kw[k] is not None and base_dir is not None and not isinstance(kw[k], dict):
@@ -117,6 +118,92 @@ def roofline_inputs(mapping: dict, *, where: str = "roofline", base_dir: str | P
     hw = resolve_hardware(mapping.get("hardware"), mem_bandwidth_gb_s=mapping.get("mem_bandwidth_gb_s"),
                           tp=mapping.get("tensor_parallel") or 1, runner=runner, where=f"{where}.hardware", **probe)
     return hw, mb
+
+
+#: ``roofline.draft``: one source of the drafter's bytes per drafted token, plus ``spec_tokens`` (k)
+DRAFT_SOURCE_KEYS = ("model", "params", "config", "gguf", "head_bytes")
+DRAFT_SHAPE_KEYS = ("dtype", "bits", "layers", "kv_heads", "head_dim", "kv_dtype")
+DRAFT_KEYS = DRAFT_SOURCE_KEYS + DRAFT_SHAPE_KEYS + ("spec_tokens",)
+DRAFT_EXAMPLE = ("none (n-gram / prompt lookup), or a mapping such as {model: llama-3.2-1b, spec_tokens: 3} "
+                 "(a draft model: model, params + dtype, config or gguf) or {head_bytes: 1.3e9, spec_tokens: 3} "
+                 "(EAGLE / MTP heads: their layers and the LM head)")
+
+
+def validate_draft(draft, where: str = "roofline.draft") -> None:
+    """Collection-time checks of ``roofline.draft`` (no file is read): ``none`` or a mapping with
+    one source; unknown keys with a close match; bad values name ``{where}.<key>``; a catalog
+    name or params + dtype resolved (so a bad one fails before any request)."""
+    _check_draft(draft, where)
+    if isinstance(draft, dict) and (draft.get("model") is not None or draft.get("params") is not None):
+        resolve_draft(draft, where=where)
+
+
+def _check_draft(draft, where: str) -> None:
+    from ..core.budgets import did_you_mean
+
+    if draft is None:
+        return
+    if isinstance(draft, str):
+        if draft.strip().lower() != "none":
+            raise ConfigError(f"{where}: unknown drafter {draft!r}; expected {DRAFT_EXAMPLE}")
+        return
+    if not isinstance(draft, dict):
+        raise ConfigError(f"{where}: expected {DRAFT_EXAMPLE}, got {draft!r}")
+    for key in draft:
+        if key not in DRAFT_KEYS:
+            raise ConfigError(f"{where}.{key}: unknown draft key {key!r}{did_you_mean(str(key), DRAFT_KEYS)} -- "
+                              f"allowed: {', '.join(DRAFT_KEYS)}")
+    sources = [k for k in DRAFT_SOURCE_KEYS if draft.get(k) is not None]
+    if len(sources) != 1:
+        raise ConfigError(f"{where}: give exactly one of {', '.join(DRAFT_SOURCE_KEYS)} (given: "
+                          f"{', '.join(sources) or 'none'}); for n-gram / prompt lookup write draft: none")
+    for key in ("params", "head_bytes", "bits"):
+        v = draft.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1e15):
+            raise ConfigError(f"{where}.{key}: expected a positive number, got {v!r}")
+    k = draft.get("spec_tokens")
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise ConfigError(f"{where}.spec_tokens: expected the drafted tokens per step, an integer >= 1 "
+                          f"(e.g. 3), got {k!r}")
+    for key in ("layers", "kv_heads", "head_dim"):
+        v = draft.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ConfigError(f"{where}.{key}: expected a positive integer, got {v!r}")
+    if sources == ["head_bytes"]:
+        extra = [key for key in DRAFT_SHAPE_KEYS if draft.get(key) is not None]
+        if extra:
+            raise ConfigError(f"{where}.{extra[0]}: head_bytes are already the bytes the heads read per drafted "
+                              f"token; drop {', '.join(f'{where}.{x}' for x in extra)}")
+    for key in ("config", "gguf"):
+        if draft.get(key) is not None and not isinstance(draft[key], str):
+            raise ConfigError(f"{where}.{key}: expected a file path, got {draft[key]!r}")
+
+
+def resolve_draft(draft, *, where: str = "roofline.draft", base_dir: str | Path | None = None):
+    """``roofline.draft`` as a ``core.roofline_spec.Drafter`` (the draft model's bytes by
+    ``resolve_model_bytes``; relative ``config``/``gguf`` paths from ``base_dir``)."""
+    from ..core.roofline_spec import NGRAM, Drafter
+
+    _check_draft(draft, where)
+    if draft is None or isinstance(draft, str):
+        return None if draft is None else NGRAM
+    k = draft.get("spec_tokens")
+    if draft.get("head_bytes") is not None:
+        return Drafter("heads", head_bytes=float(draft["head_bytes"]), spec_tokens=k,
+                       source=f"{where}.head_bytes")
+    keys = ("model", "params", "config", "gguf") + DRAFT_SHAPE_KEYS
+    kw = {key: draft.get(key) for key in keys}
+    for key in ("config", "gguf"):
+        if kw[key] is not None and base_dir is not None:
+            kw[key] = str(Path(base_dir) / Path(str(kw[key])).expanduser())
+    try:
+        mb = resolve_model_bytes(**kw, names={key: f"{where}.{key}" for key in keys})
+    except ConfigError as exc:
+        if str(exc).startswith(where):
+            raise
+        named = next(key for key in ("model", "params", "config", "gguf") if kw[key] is not None)
+        raise ConfigError(f"{where}.{named}: {exc}") from None
+    return Drafter("model", model=mb, spec_tokens=k, source=mb.source or mb.name)
 
 
 def _load_config(config, flag: str) -> tuple[dict, str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Callable
 
 import httpx
 
@@ -48,6 +49,7 @@ class Script:
     usage_reasoning: bool = True      # ... and the final usage counts them (completion_tokens_details)
     seen_headers: list = field(default_factory=list)
     requests: list = field(default_factory=list)
+    metrics: Callable[["Script"], str] | None = None  # GET /metrics text from the requests so far (None: 404)
 
 
 def count_tokens(text: str, script: Script) -> int:
@@ -64,6 +66,8 @@ def make_transport(script: Script, vt: VirtualTime) -> httpx.MockTransport:
         path = request.url.path
         if path == "/v1/models":
             return httpx.Response(200, json={"data": [{"id": script.model, "max_model_len": 8192}]})
+        if path == "/metrics" and script.metrics is not None:
+            return httpx.Response(200, text=script.metrics(script), headers={"content-type": "text/plain"})
         body = json.loads(request.content or b"{}")
         if path == "/tokenize":
             if not script.tokenize:

@@ -155,8 +155,48 @@ def _decode(label: str, roof: dict) -> Decode | None:
     return Decode(label, eff * ceiling, p95 * ceiling if isinstance(p95, (int, float)) else None)
 
 
+def step_roofline(r: dict) -> tuple[str, list[str]] | None:
+    """A speculating server's roofline (``roofline.tokens_per_step`` set): the engine steps/s
+    against the step ceiling (the judged bar) and the token rate beside it; None otherwise."""
+    roof, sd = _d(r.get("roofline")), _d(r.get("spec_decode"))
+    tps, sps, eff = _num(roof.get("tokens_per_step")), _num(roof.get("steps_per_s")), _num(roof.get("step_efficiency"))
+    if tps is None or sps is None or eff is None or eff <= 0:
+        return None
+    ceiling = sps / eff
+    min_eff = _num(roof.get("min_decode_efficiency"))
+    svg = roofline_chart("Decode roofline per engine step", ceiling,
+                         [Decode("engine steps", sps), Decode(f"tokens ({tps:.2f} per step)", sps * tps,
+                                                              unit="tok/s", judged=False)],
+                         min_efficiency=min_eff, unit="steps/s",
+                         axis="per stream: engine steps/s (judged) and tok/s = tokens per step × steps/s")
+    text = [f"decode = {sps * tps:.1f} tok/s = {tps:.2f} tokens per step × {sps:.1f} steps/s "
+            f"(run totals; tokens per step from {sd.get('source') or '?'})"]
+    if isinstance(roof.get("arithmetic"), str):
+        text.append(f"step ceiling = {roof['arithmetic']} = {ceiling:.1f} steps/s")
+    gate = (f"; gate ≥ {min_eff:.2f}: {'met' if eff >= min_eff else 'not met'}" if min_eff is not None
+            else "; report only (no minimum set)")
+    text.append(f"step efficiency = {sps:.1f} / {ceiling:.1f} = {eff:.2f}{gate}")
+    if isinstance(roof.get("draft"), str):
+        text.append(f"drafter: {roof['draft']}")
+    rate = _num(sd.get("acceptance_rate"))
+    accepted, drafted = _num(sd.get("accepted_tokens")), _num(sd.get("draft_tokens"))
+    if rate is not None:
+        text.append(f"draft acceptance: {accepted:g} of {drafted:g} drafted tokens = {rate:.0%}"
+                    if accepted is not None and drafted is not None else f"draft acceptance: {rate:.0%}")
+    if _num(roof.get("decode_efficiency")) is not None:
+        text.append(f"per token: {roof['decode_efficiency']:.2f} of the single-token ceiling (not judged: "
+                    f"several tokens per step)")
+    if isinstance(roof.get("hardware"), str):
+        text.append(f"hardware: {roof['hardware']}")
+    return svg, text
+
+
 def roofline(r: dict) -> tuple[str, list[str]]:
-    """The chart and its arithmetic, from the gate's figures (completed requests' TPOT)."""
+    """The chart and its arithmetic, from the gate's figures (completed requests' TPOT); per
+    engine step for a speculating server (``step_roofline``)."""
+    steps = step_roofline(r)
+    if steps is not None:
+        return steps
     roof = _d(r.get("roofline"))
     ceiling = roof.get("ceiling_tok_s")
     measured = [d for d in (_decode("this run", roof),) if d is not None]

@@ -56,6 +56,14 @@ DESCRIPTIONS = {
     "spec_decode.acceptance_rate": "accepted ÷ drafted tokens",
     "spec_decode.decode_ms": "Σ (t_last − t_first) over the requests: the decode time",
     "spec_decode.step_ms": "decode_ms ÷ decode steps: the mean engine step time on run totals",
+    "roofline.tokens_per_step": "speculative decoding / MTP: spec_decode.tokens_per_step, the gate then judges "
+                                "engine steps (core.roofline_spec)",
+    "roofline.step_efficiency": "steps/s ÷ (bandwidth ÷ step bytes): the judged figure of a speculating server "
+                                "(run totals; decode_efficiency stays per token)",
+    "roofline.steps_per_s": "decode tokens ÷ decode time ÷ tokens per step, per stream (run totals)",
+    "roofline.draft_bytes": "the drafter's bytes per engine step: drafted tokens per step × bytes per drafted token "
+                            "(0: n-gram; null: not counted)",
+    "roofline.draft": "what the drafter's bytes are (roofline.draft), or 'not counted: why'",
     "server.metrics": "/metrics deltas over the measured samples (counters, histogram _count/_sum) and final "
                       "gauge values",
     "server.metrics_timeline": "/metrics gauges over the run: {metric name: [[t_ms, value], ...]} with t_ms on "

@@ -90,6 +90,7 @@ def summary_lines(results: list[dict]) -> list[str]:
                 lines.append(f"  {r.get('nodeid')}: {text}")
     lines += itl_count_lines(results)
     lines += prefill_lines(results)
+    lines += step_lines(results)
     lines += agent_lines(results)
     noted = [r for r in results if r.get("notes")]
     if noted:
@@ -179,6 +180,22 @@ def prefill_lines(results: list[dict]) -> list[str]:
                      f"{p['overhead_ms']:.1f} ms (residuals median {p.get('residual_mad_ms', 0):.2f} ms){mfu}{server}, "
                      f"TTFT {p['linearity']}")
     return ["prefill roofline (TTFT = overhead + n / tok/s):"] + lines if lines else []
+
+
+def step_lines(results: list[dict]) -> list[str]:
+    """One line per result whose decode roofline was judged per engine step (speculative decoding /
+    MTP: JSON ``roofline.tokens_per_step``): the token rate as tokens per step × steps/s."""
+    lines = []
+    for r in results:
+        roof, sd = r.get("roofline") or {}, r.get("spec_decode") or {}
+        tps, sps, eff = roof.get("tokens_per_step"), roof.get("steps_per_s"), roof.get("step_efficiency")
+        if not (isinstance(tps, (int, float)) and isinstance(sps, (int, float)) and isinstance(eff, (int, float))):
+            continue
+        acc = sd.get("acceptance_rate")
+        acc_s = f", draft acceptance {acc:.0%}" if isinstance(acc, (int, float)) else ""
+        lines.append(f"  {r.get('nodeid')}: {tps * sps:.1f} tok/s = {tps:.2f} tokens per step × {sps:.1f} steps/s; "
+                     f"steps at {eff:.2f} of the ceiling{acc_s} (run totals; {sd.get('source') or '?'})")
+    return ["decode roofline per engine step (speculative decoding / MTP):"] + lines if lines else []
 
 
 def agent_lines(results: list[dict]) -> list[str]:

@@ -1,6 +1,8 @@
 """The decode roofline as a bar: measured decode tok/s against the memory-bandwidth
 ceiling, over efficiency bands (and the gate's minimum, when one is set).  The arithmetic
-is written beside it by the page (``page.roofline_text``).
+is written beside it by the page (``page.roofline_text``).  A speculating server's chart is
+in engine steps/s (the judged bar) with its token rate beside it (``judged=False``: tokens per
+step × steps/s, not compared with the step ceiling).
 
 Pure: ``roofline_chart`` takes numbers, returns an SVG string.
 """
@@ -26,12 +28,15 @@ class Decode:
     """One measured decode rate: p50 (the gate's figure) and, when known, p95."""
 
     label: str
-    tok_s: float
+    tok_s: float                       # the rate, in the chart's unit (or ``unit``)
     tok_s_p95: float | None = None
+    unit: str = ""                     # "" : the chart's unit
+    judged: bool = True                # False: shown beside the ceiling, not as a share of it
 
 
 def roofline_chart(title: str, ceiling_tok_s: float | None, measured: Sequence[Decode], *,
-                   min_efficiency: float | None = None, width: int = WIDTH) -> str:
+                   min_efficiency: float | None = None, width: int = WIDTH, unit: str = "tok/s",
+                   axis: str = "decode tok/s per stream (1000 / TPOT)") -> str:
     """One bar per measured series (the run; a baseline when there is one), the ceiling as a
     line at 100 %, the bands behind, the gate's minimum as a dashed line."""
     measured = [m for m in measured if m.tok_s is not None and math.isfinite(m.tok_s) and m.tok_s > 0]
@@ -47,7 +52,10 @@ def roofline_chart(title: str, ceiling_tok_s: float | None, measured: Sequence[D
     el(root, "text", title, x=float(LEFT), y=16.0, font_weight="600", font_size="13")
     xs = Scale(lo, hi, LEFT, width - RIGHT)
     plot_bottom = TOP + ROW * len(measured) + BAND_ROW + 8
+    above = any(m.judged and m.tok_s > ceiling_tok_s for m in measured) or all(m.judged for m in measured)
     for a, b, fill, label in BANDS:
+        if a > 1.0 and not above:  # only a rate not judged (tokens of a speculating server) is beyond
+            label = "tokens: several per step"
         x0, x1 = xs(min(a * ceiling_tok_s, hi)), xs(min(b * ceiling_tok_s, hi))
         if x1 <= x0:
             continue
@@ -56,11 +64,11 @@ def roofline_chart(title: str, ceiling_tok_s: float | None, measured: Sequence[D
         if label and x1 - x0 > 5.6 * len(label) + 6:
             el(band, "text", label, x=(x0 + x1) / 2, y=float(plot_bottom - 5), text_anchor="middle", fill="#666",
                font_size="10")
-    x_axis(root, xs, float(plot_bottom), "decode tok/s per stream (1000 / TPOT)")
+    x_axis(root, xs, float(plot_bottom), axis)
     ceiling = el(root, "g", class_="ceiling", data_value=repr(ceiling_tok_s))
     xc = xs(ceiling_tok_s)
     el(ceiling, "line", x1=xc, x2=xc, y1=float(TOP - 30), y2=float(plot_bottom), stroke="#222", stroke_width="2")
-    el(ceiling, "text", f"ceiling {fmt_num(ceiling_tok_s)} tok/s", x=xc - 4, y=float(TOP - 20), text_anchor="end",
+    el(ceiling, "text", f"ceiling {fmt_num(ceiling_tok_s)} {unit}", x=xc - 4, y=float(TOP - 20), text_anchor="end",
        fill="#222")
     if min_efficiency is not None:
         gate = el(root, "g", class_="gate", data_value=repr(min_efficiency * ceiling_tok_s))
@@ -74,8 +82,9 @@ def roofline_chart(title: str, ceiling_tok_s: float | None, measured: Sequence[D
         g = el(root, "g", class_="series", data_label=m.label, data_value=repr(m.tok_s))
         bar = xs(m.tok_s) - xs(0.0)
         el(g, "rect", x=xs(0.0), y=float(y), width=bar, height=float(BAR), fill=COLOURS[i % len(COLOURS)],
-           fill_opacity="0.9")
-        text = f"{m.label}: {fmt_num(m.tok_s)} tok/s = {m.tok_s / ceiling_tok_s:.0%}"
+           fill_opacity="0.9" if m.judged else "0.45")
+        text = (f"{m.label}: {fmt_num(m.tok_s)} {m.unit or unit} = {m.tok_s / ceiling_tok_s:.0%}" if m.judged
+                else f"{m.label}: {fmt_num(m.tok_s)} {m.unit or unit}")
         inside = bar > 6.4 * len(text) + 8
         el(g, "text", text, x=xs(0.0) + 5 if inside else xs(m.tok_s) + 5, y=float(y + 13),
            fill="#fff" if inside else "#222", font_weight="600")
