@@ -266,7 +266,12 @@ def acceptance(records: Sequence[RequestRecord], before: Mapping[str, float] | N
     if found is not None:
         return found
     if before is not None and after is not None:
-        return from_counters(before, after, decoded, LLAMACPP_COUNTERS, SOURCE_LLAMACPP_COUNTERS)
+        found = from_counters(before, after, decoded, LLAMACPP_COUNTERS, SOURCE_LLAMACPP_COUNTERS)
+        # llama.cpp exports these counters (as zeros) without a draft model too: nothing drafted and
+        # nothing accepted is a server that does not speculate, not a speculating one that drafted nothing
+        if found is not None and not found.draft_tokens and not found.accepted_tokens and not found.drafts:
+            return None
+        return found
     return None
 
 

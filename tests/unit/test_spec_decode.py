@@ -149,28 +149,10 @@ def test_llamacpp_counters_are_the_last_source():
     assert acc.tokens_per_step == pytest.approx(2.0) and acc.acceptance_rate == 0.5
 
 
-def test_recorded_llamacpp_metrics_without_speculation_say_nothing_drafted():
+def test_recorded_llamacpp_metrics_without_a_draft_model_are_no_source():
+    """llama.cpp exports its spec_decode counters as zeros without a draft model: no source, and
+    no "drafted nothing" note on every llama.cpp run."""
     before = parse_metrics(_text("metrics-llamacpp-before.txt")).counters
     after = parse_metrics(_text("metrics-llamacpp-after.txt")).counters
-    acc = sd.acceptance([record(tokens=64)], before, after)
-    if acc is None:  # this build's /metrics had no spec_decode counters at all
-        assert not any(n in after for n in sd.LLAMACPP_COUNTERS.values())
-    else:
-        assert acc.acceptance_rate is None and any("drafted nothing" in n for n in acc.notes)
-
-
-def test_blocks_of_an_ab_arm_sum_their_counters_not_the_first_blocks_alone():
-    names = sd.VLLM_COUNTERS
-    recs = [record(tokens=41), record(tokens=41)]
-    b1 = sd.as_part(sd.from_counters({}, {names["accepted_tokens"]: 20.0, names["draft_tokens"]: 40.0,
-                                          names["drafts"]: 20.0}, 40), 100.0)
-    b2 = sd.as_part(sd.from_counters({}, {names["accepted_tokens"]: 0.0, names["draft_tokens"]: 40.0,
-                                          names["drafts"]: 20.0}, 40), 100.0)
-    got = sd.combine([b1, b2], recs)
-    assert got is not None and (got["decode_tokens"], got["accepted_tokens"], got["draft_tokens"]) == (80, 20, 80)
-    assert got["tokens_per_step"] == pytest.approx(80 / 60) and got["acceptance_rate"] == 0.25
-    assert sd.combine([b1, {"source": sd.SOURCE_SGLANG}], recs) is None   # sources differ: no figure
-    assert sd.combine([{}, {}], recs) is None
-    per = [_llama(33, 48, 24), _llama(33, 16, 0)]
-    got = sd.combine([{"source": sd.SOURCE_LLAMACPP_TIMINGS, "scope": "per request"}], per)
-    assert got is not None and got["tokens_per_step"] == pytest.approx(64 / 40)
+    assert any(n in after for n in sd.LLAMACPP_COUNTERS.values())
+    assert sd.acceptance([record(tokens=64)], before, after) is None
