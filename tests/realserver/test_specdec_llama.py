@@ -184,9 +184,46 @@ def test_spec_ab_slo_parses_with_a_roofline(llama_spec_command, tmp_path):
     assert data["roofline"]["gguf"] == str(models["spec-target"]) == (w.roofline or {}).get("gguf")
 
 
+GATE_SLO = """
+target: {{url: "{url}", api: openai-completions}}
+roofline: {{hardware: local-cpu, gguf: "{target}", draft: {{gguf: "{draft}", spec_tokens: {k}}},
+           min_decode_efficiency: 0.05}}
+workloads:
+  specdec: {{class: custom, prompt_tokens: %d, output_tokens: %d, samples: %d, warmup: 1, slo: {{}}}}
+""" % (PROMPT_TOKENS, OUTPUT_TOKENS, SAMPLES)
+
+
+@pytest.mark.parametrize("pair", ["matched", "unrelated"])
+def test_the_roofline_gate_judges_the_engine_steps_from_the_timings(pytester, llama_spec_servers, pair):
+    """Through the plugin: the decode gate judges each pair's engine steps (target + 4 drafted
+    tokens' worth of draft bytes per step, on the local CPU's measured bandwidth) from llama.cpp's
+    per-response timings; the matched pair passes.  The floor is low (0.05) because on one thread
+    a 5-token verification is compute-bound (module docstring): the gate is judged, not tuned."""
+    s = llama_spec_servers
+    draft = s.draft_gguf if pair == "matched" else s.unrelated_gguf
+    pytester.makefile(".slo.yaml", gate=GATE_SLO.format(url=getattr(s, pair), target=s.target_gguf, draft=draft,
+                                                        k=s.draft_max))
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--llm-latency-json=r.json", timeout=300)
+    res, = json.loads((pytester.path / "r.json").read_text())["results"]
+    roof, sd = res["roofline"], res["spec_decode"]
+    assert sd["source"] == spec_decode.SOURCE_LLAMACPP_TIMINGS and sd["scope"] == "per request"
+    assert roof["status"] in ("pass", "fail"), roof          # judged, never "cannot be judged"
+    assert roof["tokens_per_step"] == pytest.approx(sd["tokens_per_step"])
+    # the drafter: each drafted token (drafted ÷ decode steps of them a step) reads the draft GGUF's
+    # weights (35 MB) and its KV cache at the context
+    per_step = sd["draft_tokens"] / sd["decode_steps"]
+    assert per_step * draft.stat().st_size * 0.99 < roof["draft_bytes"] < per_step * draft.stat().st_size * 1.05, roof
+    assert 0 < roof["step_efficiency"] <= 1.05
+    if pair == "matched":
+        r.assert_outcomes(passed=1)
+        assert roof["status"] == "pass" and sd["tokens_per_step"] >= 0.9 * (1 + s.draft_max)
+    else:
+        assert sd["tokens_per_step"] < 1.3
+
+
 def test_ab_of_the_two_pairs_flags_tpot(pytester, llama_spec_command, llama_server_binary, gguf_models):
     """Same target, same flags but the draft: the candidate's TPOT is ~4x the baseline's (1.0 vs
-    5.0 tokens per step), far past the 10 % tolerance; both arms' acceptance is in the result."""
+    5.0 tokens per step), far past the 10 % tolerance; the explanation names the acceptance."""
     (pytester.path / "specdec_ab.slo.yaml").write_text(spec_ab_slo(llama_spec_command, llama_server_binary,
                                                                      gguf_models))
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--llm-latency-json=r.json", timeout=600)
@@ -202,3 +239,7 @@ def test_ab_of_the_two_pairs_flags_tpot(pytester, llama_spec_command, llama_serv
     # the candidate's own figures come from its timings: its drafts were rejected
     sd = res["spec_decode"]
     assert sd["source"] == spec_decode.SOURCE_LLAMACPP_TIMINGS and sd["tokens_per_step"] < 1.3
+    # ... and the deploy gate says why: tokens per step fell, from the acceptance
+    out = r.stdout.str()
+    assert "tokens per step 5.0 → 1.0: draft acceptance fell" in out, out
+    assert "draft acceptance fell" in res["baseline"]["explanation"]
