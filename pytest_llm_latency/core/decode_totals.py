@@ -34,8 +34,8 @@ class DecodeTotals:
     tokens_per_step: float | None = None     # core.spec_decode; None: no source said the server speculates
     acceptance_rate: float | None = None
     step_ms: float | None = None             # decode_ms ÷ decode steps (speculating runs)
-    step_efficiency: float | None = None     # roofline, per engine step (speculating runs)
-    decode_efficiency: float | None = None   # roofline, per token
+    step_efficiency: float | None = None     # roofline, per engine step on run totals (speculating runs)
+    decode_efficiency: float | None = None   # per token on run totals: (decode tokens ÷ decode time) ÷ ceiling
     source: str | None = None                # core.spec_decode.SOURCE_*
 
     @property
@@ -44,7 +44,7 @@ class DecodeTotals:
 
     @property
     def speculates(self) -> bool:
-        return self.tokens_per_step is not None and self.step_ms is not None
+        return self.step_ms is not None and spec_decode.speculating(self.tokens_per_step)
 
     @property
     def ceiling_fraction(self) -> float | None:
@@ -62,6 +62,11 @@ class DecodeTotals:
         tokens, ms = got.get("decode_tokens"), got.get("decode_ms")
         if not (_pos(tokens) and _pos(ms)):
             return None
+        for k in ("tokens_per_step", "step_ms", "step_efficiency", "decode_efficiency", "acceptance_rate"):
+            if k in got and not (_pos(got[k]) or (k == "acceptance_rate" and got[k] == 0)):
+                got[k] = None  # a hand-edited or broken figure: nothing to divide by, not a crash
+        if got.get("tokens_per_step") is not None and got["tokens_per_step"] < 1:
+            got["tokens_per_step"] = None
         return cls(**got)
 
 
@@ -78,19 +83,15 @@ def totals_of(res) -> DecodeTotals | None:
         return None
     ran = roof.status in _RAN
     tps, rate, step, source = sd.tokens_per_step, sd.acceptance_rate, sd.step_ms, sd.source
-    per_request = spec_decode.from_timings(res.records) if sd.source in (None, spec_decode.SOURCE_LLAMACPP_TIMINGS) \
-        else None
-    if per_request is not None:  # every record's own figures (an A/B arm merges blocks: the part is one block's)
-        tps, rate, source = per_request.tokens_per_step, per_request.acceptance_rate, per_request.source
-        step = spec_decode.step_ms(per_request, ms)
-    speculating = source is not None and tps is not None and step is not None
+    speculating = source is not None and step is not None and spec_decode.speculating(tps, sd.draft_tokens, sd.drafts)
+    # per token on run totals, like the step efficiency (never TPOT p50 beside run-total step times)
+    per_token = (tokens / ms * 1000.0) / roof.ceiling_tok_s if ran and roof.ceiling_tok_s else None
     return DecodeTotals(decode_tokens=tokens, decode_ms=ms,
                         tokens_per_step=tps if speculating else None,
                         acceptance_rate=rate if speculating else None,
                         step_ms=step if speculating else None,
                         step_efficiency=roof.step_efficiency if ran and speculating else None,
-                        decode_efficiency=roof.decode_efficiency if ran else None,
-                        source=source)
+                        decode_efficiency=per_token, source=source)
 
 
 def _pct(r: float) -> str:

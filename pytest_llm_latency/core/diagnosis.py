@@ -156,13 +156,12 @@ def _network_client(e: Evidence):
 
 def _acceptance(e: Evidence):
     """A speculating server: TPOT = step time ÷ tokens per step, so name both factors."""
-    if e.tokens_per_step is None:
-        return None
+    if e.tokens_per_step is None or e.tokens_per_step >= FEW_TOKENS_PER_STEP:
+        return None  # steps that emit several tokens: the acceptance is not what made decode slow
     rate = f" (acceptance {e.acceptance_rate:.0%})" if e.acceptance_rate is not None else ""
     per = {"per request": "over the run's requests", "window": "the server's windowed estimate"}.get(
         e.spec_scope or "", "run totals")
-    emitted = ("each engine step emitted few tokens" if e.tokens_per_step < FEW_TOKENS_PER_STEP
-               else f"each engine step emitted {e.tokens_per_step:.2f} tokens")
+    emitted = "each engine step emitted few tokens"
     if e.step_efficiency is not None:
         steps = f"the steps themselves ran at {e.step_efficiency:.2f} of the ceiling"
     elif e.step_ms is not None:

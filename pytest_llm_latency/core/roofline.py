@@ -286,9 +286,10 @@ def suggested_checks(r: RooflineResult) -> list[str]:
             f"with tensor parallelism the ceiling is tp × per-GPU bandwidth{tp}",
             f"model bytes: {mb.source or mb.name}; a quantized model (fewer bytes per weight) or an MoE "
             "(only active experts read) raises the ceiling: give the real dtype/bits or the GGUF file"]
-        if r.steps is not None:
-            return checks + [f"drafter bytes: {r.steps.draft}; tokens per step {r.steps.tokens_per_step:.2f} from "
-                             f"{r.steps.source}: do they count only this run's requests?"]
+        if r.steps is not None:  # counting the drafter's reads could only raise the figure further
+            return checks + [f"tokens per step {r.steps.tokens_per_step:.2f} from {r.steps.source}: an under-count "
+                             "(a windowed estimate, responses without draft figures) makes the steps look faster "
+                             f"than they are; drafter: {r.steps.draft}"]
         return checks + [f"speculative decoding / multi-token prediction (a likely reason) emits several tokens per "
                          f"engine step, and the server reported no acceptance, so the gate cannot judge its steps: "
                          f"expose {SOURCES_HINT}; then set roofline.draft for the drafter's bytes", *r.hints]
@@ -346,8 +347,8 @@ def format_roofline(r: RooflineResult) -> str:
         lines.append(f"  note: {overhead_line(r)}")
     if r.status == "config_error" and r.steps is not None:
         lines.insert(0, f"roofline configuration error: engine steps run at {r.efficiency:.2f}× the bandwidth "
-                        f"ceiling (> {CONFIG_ERROR_RATIO:g}), so decode cannot be judged; the hardware, the model "
-                        "bytes or the drafter's bytes are wrong")
+                        f"ceiling (> {CONFIG_ERROR_RATIO:g}), so decode cannot be judged; the hardware or the model "
+                        "bytes are wrong, or tokens per step is under-counted")
     elif r.status == "config_error":
         lines.insert(0, f"roofline configuration error: measured decode is {r.decode_efficiency:.2f}× the "
                         f"bandwidth ceiling (> {CONFIG_ERROR_RATIO:g}), so it cannot be judged: the hardware or "

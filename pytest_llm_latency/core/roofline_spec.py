@@ -29,13 +29,14 @@ from dataclasses import dataclass
 from .errors import ConfigError
 from .modelbytes import ModelBytes, format_bytes
 from .result_parts import SpecDecodeInfo
+from .spec_decode import speculating
 
 #: what a drafter is: ``none`` (n-gram / prompt lookup), a draft ``model``, or EAGLE / MTP ``heads``
 DRAFT_KINDS = ("none", "model", "heads")
 #: the caveat when the counters say the server speculates but ``roofline.draft`` is not set
-DRAFT_NOT_COUNTED = ("drafter bytes not counted: the ceiling is too high, so the step efficiency is a lower "
-                     "bound (the server reads more per step than counted); set roofline.draft (none for n-gram "
-                     "/ prompt lookup)")
+LOWER_BOUND = ("the ceiling is too high, so the step efficiency is a lower bound (the server reads more per step "
+               "than counted)")
+DRAFT_NOT_COUNTED = f"drafter bytes not counted: {LOWER_BOUND}; set roofline.draft (none for n-gram / prompt lookup)"
 
 
 def _finite(v) -> bool:
@@ -112,9 +113,7 @@ def speculates(spec: SpecDecodeInfo) -> bool:
     """The gate judges engine steps: tokens per step is known and the server drafted during the
     run (drafted tokens, or more than 1 token per step).  A server that exports the counters but
     drafted nothing (llama.cpp without ``--model-draft`` exports zeros) is judged per token."""
-    if spec.tokens_per_step is None:
-        return False
-    return spec.tokens_per_step > 1.0 or bool(spec.draft_tokens) or bool(spec.drafts)
+    return speculating(spec.tokens_per_step, spec.draft_tokens, spec.drafts)
 
 
 def drafted_per_step(spec: SpecDecodeInfo, drafter: Drafter | None) -> tuple[float | None, str]:
@@ -190,7 +189,7 @@ def detail_lines(s: StepFigures, per_token_tok_s: float, per_token_eff: float, c
     """What the step figures rest on, under the headline."""
     k = (f"  drafted tokens per step: {s.drafted_per_step:.2f} ({s.k_source})" if s.drafted_per_step is not None
          else "  drafted tokens per step: unknown (the counters give none and roofline.draft.spec_tokens is not set)")
-    lower = "; the ceiling is too high, so the step efficiency is a lower bound" if s.draft_bytes is None else ""
+    lower = f"; {LOWER_BOUND}" if s.draft_bytes is None else ""
     return [k, f"  drafter: {s.draft}{lower}",
             f"  per token: TPOT p50 → {per_token_tok_s:.1f} tok/s = {per_token_eff:.2f} of the single-token ceiling "
             f"{ceiling_tok_s:.1f} tok/s (not judged: each engine step emits {s.tokens_per_step:.2f} tokens)"]

@@ -111,19 +111,35 @@ class Acceptance:
         return self.tokens_per_step is not None
 
 
+def _decoding(records: Sequence[RequestRecord]) -> list[RequestRecord]:
+    """The requests whose decode was timed: at least 2 tokens, first and last stamped (TPOT's
+    requests, ``core.metrics.tpot_ms``).  Decode tokens and decode time are both taken over them."""
+    return [r for r in records
+            if r.output_tokens >= 2 and r.t_first_token_ns is not None and r.t_last_token_ns is not None]
+
+
 def decode_tokens(records: Sequence[RequestRecord]) -> int:
-    """Σ (N − 1) over requests that produced a token: the tokens decode produced."""
-    return sum(max(r.output_tokens - 1, 0) for r in records if r.output_tokens > 0)
+    """Σ (N − 1): the tokens decode produced (over ``_decoding``'s requests)."""
+    return sum(r.output_tokens - 1 for r in _decoding(records))
 
 
 def decode_time_ms(records: Sequence[RequestRecord]) -> float:
-    """Σ (t_last − t_first) over requests with at least 2 tokens: the time decode took (TPOT's
-    numerator, ``core.metrics.tpot_ms``)."""
+    """Σ (t_last − t_first): the time decode took (TPOT's numerator), over the same requests."""
     total = 0
-    for r in records:
-        if r.output_tokens >= 2 and r.t_first_token_ns is not None and r.t_last_token_ns is not None:
-            total += r.t_last_token_ns - r.t_first_token_ns
+    for r in _decoding(records):
+        assert r.t_last_token_ns is not None and r.t_first_token_ns is not None  # _decoding's filter
+        total += r.t_last_token_ns - r.t_first_token_ns
     return total / 1e6
+
+
+def speculating(tokens_per_step: float | None, draft_tokens: float | None = None,
+                drafts: float | None = None) -> bool:
+    """The one rule for "this run speculated": tokens per step is known, and the server drafted
+    (drafted tokens, drafting steps, or more than 1 token per step).  A server that exports the
+    counters but drafted nothing is judged per token, like one that does not speculate."""
+    if tokens_per_step is None:
+        return False
+    return tokens_per_step > 1.0 or bool(draft_tokens) or bool(drafts)
 
 
 def _finite(v) -> bool:
@@ -220,8 +236,8 @@ def per_request(records: Sequence[RequestRecord]) -> tuple[RequestAcceptance, ..
     for r in records:
         st = r.server_timings
         drafted, accepted = st.get(DRAFT_N, 0), st.get(DRAFT_N_ACCEPTED, 0)
-        if not (_finite(drafted) and _finite(accepted)):
-            drafted = accepted = 0
+        if not (_finite(drafted) and _finite(accepted)) or drafted < 0 or accepted < 0:
+            drafted, accepted = 0, r.output_tokens  # unreadable: marked inconsistent below (accepted > decoded)
         out.append(RequestAcceptance(decode_tokens=max(r.output_tokens - 1, 0), accepted_tokens=int(accepted),
                                      draft_tokens=int(drafted)))
     return tuple(out)
@@ -239,7 +255,8 @@ def from_timings(records: Sequence[RequestRecord]) -> Acceptance | None:
     bad = [x for x in rows if x.accepted_tokens > x.decode_tokens]
     if bad:
         notes.append(f"speculative decoding ({SOURCE_LLAMACPP_TIMINGS}): {len(bad)} responses report more "
-                     "accepted draft tokens than decoded tokens; their figures are inconsistent")
+                     "accepted draft tokens than decoded tokens, or unreadable draft_n / draft_n_accepted; their "
+                     "figures are inconsistent")
         return _from_totals(SOURCE_LLAMACPP_TIMINGS, "per request", sum(x.decode_tokens for x in rows), None,
                             None, None, notes, rows)
     return _from_totals(SOURCE_LLAMACPP_TIMINGS, "per request", sum(x.decode_tokens for x in rows),
@@ -269,7 +286,7 @@ def acceptance(records: Sequence[RequestRecord], before: Mapping[str, float] | N
         found = from_counters(before, after, decoded, LLAMACPP_COUNTERS, SOURCE_LLAMACPP_COUNTERS)
         # llama.cpp exports these counters (as zeros) without a draft model too: nothing drafted and
         # nothing accepted is a server that does not speculate, not a speculating one that drafted nothing
-        if found is not None and not found.draft_tokens and not found.accepted_tokens and not found.drafts:
+        if found is not None and found.draft_tokens == 0 and found.accepted_tokens == 0 and found.drafts in (0, None):
             return None
         return found
     return None
@@ -297,10 +314,10 @@ def combine(blocks: Sequence[Mapping], records: Sequence[RequestRecord]) -> dict
     """One run's ``spec_decode`` figures from the parts of its blocks (an A/B arm measured in
     blocks): per-request figures are recomputed from all ``records``; counter deltas are summed
     (each block's counters cover its own samples); windowed estimates are averaged, weighted by
-    each block's decode tokens.  None when no block had a source, or the blocks' sources differ."""
-    parts = [b for b in blocks if b.get("source")]
-    if not parts or len({b["source"] for b in parts}) != 1:
-        return None
+    each block's decode tokens.  None unless every block has figures from the same source."""
+    parts = list(blocks)
+    if not parts or not all(b.get("source") for b in parts) or len({b["source"] for b in parts}) != 1:
+        return None  # a block without the figures (a failed scrape) would mix its time with others' tokens
     decode_ms = decode_time_ms(records)
     if parts[0].get("scope") == "per request":
         acc = from_timings(records)

@@ -1,7 +1,7 @@
 """Deploy gate through pytest: a TPOT regression explained by engine step time and tokens per
 step, from the reference target's vLLM spec-decode counters (its steps emit 1 + accepted
 tokens).  The saved baseline's ``decode_totals`` and an old baseline without them; the
-explanation with the real counters is in ``test_spec_decode_reference.py``."""
+explanation with the real counters is in ``test_spec_decode_deploy_gate.py``."""
 import json
 
 REF = "reference://h100-sxm/llama-3.1-8b?time_scale=0.5&jitter=0.05&spec_tokens=2&spec_acceptance="

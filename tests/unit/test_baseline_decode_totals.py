@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from pytest_llm_latency.core import spec_decode
 from pytest_llm_latency.core.checks import judge as judge_all
 from pytest_llm_latency.core.result import measured
 from pytest_llm_latency.core.workload import make_workload
@@ -29,7 +30,11 @@ def llama_run(gap_ms, accepted, n=20):
     """``n`` requests of 8 decode tokens, ``accepted`` of them accepted drafts (per-response timings)."""
     recs = [record(50, gap_ms=gap_ms, tokens=9, server_timings={"draft_n": 8, "draft_n_accepted": accepted})
             for _ in range(n)]
-    return measured(wl(n), recs, [])
+    res = measured(wl(n), recs, [])
+    acc = spec_decode.acceptance(recs)   # as the pipeline fills the part
+    assert acc is not None
+    res.spec_decode.set(**spec_decode.as_part(acc, spec_decode.decode_time_ms(recs)))
+    return res
 
 
 def test_an_old_baseline_without_totals_loads(tmp_path):

@@ -129,16 +129,22 @@ def test_no_regression_no_explanation():
     assert base.verdict == "pass" and not base.causes and base.baseline.explanation is None
 
 
-def test_llamacpp_totals_come_from_every_record_not_a_one_block_part():
+def test_totals_of_a_plain_run_take_the_ceiling_fraction_on_run_totals_not_tpot_p50():
     w = make_workload("w", {"class": "custom", "prompt_tokens": 10, "output_tokens": 9, "samples": 4, "warmup": 0,
                             "slo": {"ttft_p50": 500}})
-    recs = [record(50, gap_ms=5, tokens=9, server_timings={"draft_n": 8, "draft_n_accepted": 4}) for _ in range(4)]
+    recs = [record(50, gap_ms=5, tokens=9) for _ in range(3)] + [record(50, gap_ms=15, tokens=9)]
     res = measured(w, recs, [])
-    # an A/B arm merges its blocks' records but keeps the first block's parts: a stale one-request part
-    res.spec_decode.set(**sd.as_part(sd.from_timings(recs[:1]), sd.decode_time_ms(recs[:1])))
+    res.roofline.set(status="pass", ceiling_tok_s=100.0, decode_efficiency=2.0)  # from TPOT p50 (5 ms)
     t = totals_of(res)
-    assert t is not None and t.decode_tokens == 32 and t.tokens_per_step == pytest.approx(2.0)
-    assert t.step_ms == pytest.approx(sd.decode_time_ms(recs) / 16) and t.source == sd.SOURCE_LLAMACPP_TIMINGS
-    plain_run = measured(w, [record(50, gap_ms=5, tokens=9) for _ in range(4)], [])
-    t2 = totals_of(plain_run)
-    assert t2 is not None and not t2.speculates and t2.tpot_ms == pytest.approx(5.0, rel=0.01)
+    assert t is not None and not t.speculates and t.tpot_ms == pytest.approx(7.5, rel=0.01)
+    assert t.decode_efficiency == pytest.approx(1000 / 7.5 / 100.0, rel=0.01)   # Σ time ÷ Σ tokens, not p50
+    res.roofline.status = "config_error"
+    assert totals_of(res).decode_efficiency is None                            # a gate that did not judge
+
+
+def test_a_broken_baseline_figure_is_dropped_not_divided_by():
+    back = DecodeTotals.from_json({"decode_tokens": 600, "decode_ms": 2000.0, "tokens_per_step": 0.0, "step_ms": 0,
+                                   "step_efficiency": -1.0, "source": "x"})
+    assert back is not None and back.tokens_per_step is None and back.step_ms is None and back.step_efficiency is None
+    assert not back.speculates
+    assert "TPOT +" in explain("tpot", back, spec(2.0))    # said, no ZeroDivisionError

@@ -140,8 +140,8 @@ def test_page_repeats_the_terminal_table_and_messages_word_for_word():
 
 def test_page_draws_every_chart_with_its_series():
     res = evaluate(wl(ttft_p95=1000), [rec(0.0), rec(200.0)], [])
-    res.roofline.set(ceiling_tok_s=200.0, decode_efficiency=0.5, decode_efficiency_p95=0.45, model_bytes=16e9,
-                     min_decode_efficiency=0.4, arithmetic="H100 3350 GB/s ÷ (16 GB weights)")
+    res.roofline.set(status="pass", ceiling_tok_s=200.0, decode_efficiency=0.5, decode_efficiency_p95=0.45,
+                     model_bytes=16e9, min_decode_efficiency=0.4, arithmetic="H100 3350 GB/s ÷ (16 GB weights)")
     r = result_dict(res)
     html = render(doc_of(r))
     assert series_counts(html) == [1, 1, 1, 1, 1]            # TTFT, TPOT, ITL, timeline, roofline

@@ -97,11 +97,13 @@ def test_a_configuration_error_says_multi_token_chunks_are_no_evidence():
     assert r.status == "config_error" and f"  - {hint}" in r.message.splitlines()
 
 
-def test_steps_above_the_ceiling_are_a_configuration_error_naming_the_drafter():
+def test_steps_above_the_ceiling_are_a_configuration_error_pointing_at_an_under_count():
     r = judge(spec(3.0, 1.2))
     assert r.status == "config_error" and r.steps.step_efficiency == pytest.approx(1.2)
     assert r.message.startswith("roofline configuration error: engine steps run at 1.20× the bandwidth ceiling")
-    assert "drafter bytes: not counted" in r.message
+    # counting the drafter could only raise the figure: the check names an under-counted tokens per step
+    assert "tokens per step 3.00 from vLLM /metrics counters: an under-count" in r.message
+    assert "drafter: not counted" in r.message
 
 
 def test_a_draft_models_weights_and_kv_are_read_per_drafted_token():

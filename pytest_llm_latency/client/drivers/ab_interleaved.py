@@ -65,9 +65,13 @@ class ABInterleaved:
                 res = measured(workload, [r for x in results for r in x.records],
                                [f for x in results for f in x.failures])
                 copy_parts(results[0], res)
-                spec = spec_decode.combine([x.spec_decode.to_json() for x in results], res.records)
-                if spec is not None:  # every block's counters, not the first block's alone
-                    res.spec_decode = SpecDecodeInfo(**spec)
+                blocks = [x.spec_decode.to_json() for x in results]
+                spec = spec_decode.combine(blocks, res.records)  # every block's, not the first block's alone
+                res.spec_decode = SpecDecodeInfo(**spec) if spec is not None else SpecDecodeInfo()
+                if spec is None and any(blocks):
+                    res.notes.append(f"speculative decoding: only {sum(1 for b in blocks if b)} of {len(blocks)} "
+                                     "blocks of this arm have acceptance figures (or from different sources), so "
+                                     "the arm reports none")
                 res.notes[:0] = [x for x in results[0].notes if x not in res.notes]
             out.append(res)
         out[0].load.set(ab_blocks=block, ab_block_size=ab.block_size,

@@ -118,7 +118,7 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
     if timeline is not None:
         timeline.attach(res, records, failures)
     record_prefix_cache(res, scraped)
-    record_spec_decode(res, records, before, after, timeline)
+    record_spec_decode(res, records, before, after, timeline, len(failures))
     res.server.set(**server_timing_summary(records))
     deviations = [r.prompt_deviation for r in records if r.prompt_deviation]
     if deviations:
@@ -223,7 +223,7 @@ def connection_counts(records: list[RequestRecord], client: ClientHealth) -> Non
 
 
 def record_spec_decode(res: WorkloadResult, records: list[RequestRecord], before, after,
-                       timeline: ServerTimeline | None) -> None:
+                       timeline: ServerTimeline | None, failed: int = 0) -> None:
     """Tokens per engine step and the draft acceptance (``core.spec_decode``, the one definition)
     on ``res.spec_decode``; nothing when no source says the server speculates."""
     from ...core import spec_decode
@@ -235,6 +235,10 @@ def record_spec_decode(res: WorkloadResult, records: list[RequestRecord], before
         return
     res.spec_decode.set(**spec_decode.as_part(acc, spec_decode.decode_time_ms(records)))
     res.notes += list(acc.notes)
+    if failed and acc.scope != "per request":  # the server's counters also count the failed requests' decode
+        res.notes.append(f"speculative decoding ({acc.source}): {failed} request(s) failed during the samples; "
+                         "the server's figures include what they decoded, the decode tokens do not, so tokens "
+                         "per step may be a little off")
 
 
 def record_prefix_cache(res: WorkloadResult, metrics_delta: dict[str, float] | None) -> None:

@@ -155,6 +155,15 @@ def _decode(label: str, roof: dict) -> Decode | None:
     return Decode(label, eff * ceiling, p95 * ceiling if isinstance(p95, (int, float)) else None)
 
 
+def _gate(roof: dict, min_eff: float | None) -> str:
+    """The gate's verdict as the judging layer decided it (``core.checks.gates``), never re-judged here."""
+    if min_eff is None:
+        return "; report only (no minimum set)"
+    status = roof.get("status")
+    said = {"pass": "met", "fail": "not met", "config_error": "cannot be judged"}.get(str(status), str(status))
+    return f"; gate ≥ {min_eff:.2f}: {said}"
+
+
 def step_roofline(r: dict) -> tuple[str, list[str]] | None:
     """A speculating server's roofline (``roofline.tokens_per_step`` set): the engine steps/s
     against the step ceiling (the judged bar) and the token rate beside it; None otherwise."""
@@ -173,8 +182,7 @@ def step_roofline(r: dict) -> tuple[str, list[str]] | None:
             f"(run totals; tokens per step from {sd.get('source') or '?'})"]
     if isinstance(roof.get("arithmetic"), str):
         text.append(f"step ceiling = {roof['arithmetic']} = {ceiling:.1f} steps/s")
-    gate = (f"; gate ≥ {min_eff:.2f}: {'met' if eff >= min_eff else 'not met'}" if min_eff is not None
-            else "; report only (no minimum set)")
+    gate = _gate(roof, min_eff)
     text.append(f"step efficiency = {sps:.1f} / {ceiling:.1f} = {eff:.2f}{gate}")
     if isinstance(roof.get("draft"), str):
         text.append(f"drafter: {roof['draft']}")
@@ -219,8 +227,7 @@ def roofline(r: dict) -> tuple[str, list[str]]:
         text.append(f"ceiling = {ceiling * step / 1e9:.0f} GB/s ÷ {format_bytes(step)} per step = {ceiling:.1f} tok/s")
     else:
         text.append(f"ceiling = {ceiling:.1f} tok/s")
-    gate = (f"; gate ≥ {min_eff:.2f}: {'met' if d.tok_s / ceiling >= min_eff else 'not met'}"
-            if min_eff is not None else "; report only (no minimum set)")
+    gate = _gate(roof, min_eff)
     text.append(f"efficiency = {d.tok_s:.1f} / {ceiling:.1f} = {d.tok_s / ceiling:.2f}{gate}")
     if d.tok_s_p95 is not None:
         text.append(f"p95: 1000 / TPOT p95 = {d.tok_s_p95:.1f} tok/s = {d.tok_s_p95 / ceiling:.2f} of the ceiling")
