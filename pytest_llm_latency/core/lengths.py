@@ -98,6 +98,18 @@ def draw_lengths(spec: "int | LengthDist", n: int, *, seed: int, key: str, floor
     return spec.draw(n, random.Random(f"lengths|{key}|{seed}"), floor=floor, clip_to=clip_to)
 
 
+def mean_lengths(workload: Any, records: list) -> tuple[float, float]:
+    """(prompt, output) length where one number is needed after the run (the roofline's mean
+    context): with a distribution, the mean of the completed requests' own planned lengths
+    (``expected_prompt_tokens`` / ``expected_output_tokens``, else what the server counted);
+    otherwise, or with no records, the workload's numbers."""
+    if (workload.prompt_dist is None and workload.output_dist is None) or not records:
+        return float(workload.prompt_tokens), float(workload.output_tokens)
+    prompts = [r.expected_prompt_tokens or r.prompt_tokens or workload.prompt_tokens for r in records]
+    outputs = [r.expected_output_tokens or r.output_tokens or workload.output_tokens for r in records]
+    return sum(prompts) / len(prompts), sum(outputs) / len(outputs)
+
+
 def _number(value: Any, where: str, *, positive: bool, integer: bool) -> Any:
     ok = not isinstance(value, bool) and isinstance(value, int if integer else (int, float))
     if not ok or value < 0 or (positive and value == 0):
