@@ -143,7 +143,8 @@ def judge(ev: CacheEvidence | None, *, shared_prefix_tokens: int = 0, expected_t
         note=f"prefix cache: {what}, although every prompt is salted",
         error=f"not judged: {ev.cached_tokens} of {ev.prompt_tokens} prompt tokens were served from the server's "
               f"prefix cache ({ev.source}; a salted run may show at most {ev.allowance}"
-              f"{f' plus the {expected_tokens} its shared_prefix_groups declare' if expected_tokens else ''}), so TTFT, TTFO, E2E and "
+              f"{f' plus the {expected_tokens} its shared_prefix_groups declare' if expected_tokens else ''}), "
+              f"so TTFT, TTFO, E2E and "
               f"output tok/s skip the prefill and look faster than the server is -- was the nonce pinned "
               f"(--llm-latency-nonce) to replay a run against the same server, or is another client sending "
               f"the same prompts? Run with a fresh nonce")
