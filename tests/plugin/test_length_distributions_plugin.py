@@ -1,0 +1,81 @@
+"""Length distributions and shared-prefix groups end to end on the reference target (issue 27):
+the server saw each request's drawn prompt and output length, and declared shared prefixes are
+expected cache hits on a prefix-caching server (the run is judged, not refused as cache-faked)."""
+import json
+
+import pytest
+
+from pytest_llm_latency.core.lengths import draw_lengths, parse_length
+from pytest_llm_latency.targets.reference.launch import start_reference
+
+PROMPT = {"distribution": "lognormal", "mean": 300, "stdev": 120, "min": 64, "max": 900}
+OUTPUT = {"distribution": "uniform", "min": 2, "max": 9}
+SLO = """
+workloads:
+  mixed:
+    class: custom
+    prompt_tokens: {distribution: lognormal, mean: 300, stdev: 120, min: 64, max: 900}
+    output_tokens: {distribution: uniform, min: 2, max: 9}
+    samples: 12
+    warmup: 1
+    confidence: null
+    slo: {ttft_p50: 10s}
+"""
+GROUPS = """
+workloads:
+  rag:
+    class: custom
+    prompt_tokens: {distribution: uniform, min: 600, max: 800}
+    output_tokens: 4
+    shared_prefix_groups: {groups: 2, tokens: 512}
+    samples: 8
+    warmup: 2
+    confidence: null
+    slo: {ttft_p50: 10s}
+"""
+
+
+@pytest.fixture(scope="module")
+def cached_server():
+    with start_reference("reference://h100-sxm/llama-3.1-8b?prefix_caching=1&time_scale=0.2",
+                         mode="subprocess") as handle:
+        yield handle.url
+
+
+def run(pytester, url, slo, *args):
+    pytester.makefile(".slo.yaml", lengths=slo)
+    r = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", f"--llm-latency-url={url}",
+                           "--llm-latency-json=r.json", *args)
+    return r, json.loads((pytester.path / "r.json").read_text())["results"][0]
+
+
+def test_the_server_saw_each_requests_drawn_prompt_and_output_length(pytester, cached_server):
+    r, res = run(pytester, cached_server, SLO, "--llm-latency-seed=5")
+    assert res["verdict"] == "pass", r.stdout.str()
+    n = 1 + 12  # the warm-up request draws first, then the samples in send order
+    prompts = draw_lengths(parse_length(PROMPT, "p"), n, seed=5, key="prompt_tokens")[1:]
+    outputs = draw_lengths(parse_length(OUTPUT, "o"), n, seed=5, key="output_tokens")[1:]
+    rows = res["requests"]
+    assert [q["prompt_tokens"] for q in rows] == prompts  # as the server counted them
+    assert [q["output_tokens"] for q in rows] == outputs
+    assert len(set(prompts)) > 6 and len(set(outputs)) > 3  # the lengths did vary
+    assert res["measurement"]["prompt_exact_requests"] == 12
+    # another seed, other lengths
+    _, res7 = run(pytester, cached_server, SLO, "--llm-latency-seed=7")
+    assert [q["prompt_tokens"] for q in res7["requests"]] != prompts
+
+
+def test_shared_prefix_groups_are_expected_cache_hits_and_the_run_is_judged(pytester, cached_server):
+    r, res = run(pytester, cached_server, GROUPS, "--llm-latency-seed=3")
+    assert res["verdict"] == "pass", r.stdout.str()
+    assert res["prefix_cache"]["expected_cached_tokens"] == 8 * 512  # 512 is whole 16-token blocks
+    hits = res["prefix_cache"]["cached_tokens"]
+    assert hits >= 8 * 496, res["prefix_cache"]  # the warm-up filled both groups: every sample hit its prefix
+    assert any("expected: shared_prefix_groups declares up to 4096 cached tokens" in n for n in res["notes"])
+    assert all(q["cached_tokens"] >= 496 for q in res["requests"])
+    prompts = draw_lengths(parse_length({"distribution": "uniform", "min": 600, "max": 800}, "p"), 10, seed=3,
+                           key="prompt_tokens")[2:]
+    assert [q["prompt_tokens"] for q in res["requests"]] == prompts
+    # a second run shares no prefix with the first: the nonce salts the groups (the warm-up refills them)
+    r2, res2 = run(pytester, cached_server, GROUPS, "--llm-latency-seed=3")
+    assert res2["verdict"] == "pass", r2.stdout.str()
