@@ -79,3 +79,45 @@ def test_shared_prefix_groups_are_expected_cache_hits_and_the_run_is_judged(pyte
     # a second run shares no prefix with the first: the nonce salts the groups (the warm-up refills them)
     r2, res2 = run(pytester, cached_server, GROUPS, "--llm-latency-seed=3")
     assert res2["verdict"] == "pass", r2.stdout.str()
+
+
+MARKED = '''
+import pytest
+
+@pytest.mark.llm_slo("custom", prompt_tokens={"distribution": "uniform", "min": 40, "max": 200},
+                     output_tokens={"distribution": "fixed", "value": 3}, samples=6, warmup=0, confidence=None,
+                     ttft_p50="10s")
+def test_marked(llm_latency):
+    pass
+
+@pytest.mark.llm_slo("custom", prompt_tokens=64, output_tokens=2, samples=4, warmup=0, confidence=None,
+                     ttft_p50="10s")
+def test_measured(llm_latency):
+    r = llm_latency.measure(output_tokens={"distribution": "uniform", "min": 2, "max": 6})
+    assert [rec.output_tokens for rec in r.records] == [rec.expected_output_tokens for rec in r.records]
+'''
+BAD = '''
+import pytest
+
+@pytest.mark.llm_slo("custom", prompt_tokens={"distribution": "gaussian", "mean": 64, "stdev": 8},
+                     output_tokens=2, ttft_p50="10s")
+def test_bad(llm_latency):
+    pass
+'''
+
+
+def test_marker_and_fixture_take_distributions_and_a_bad_one_names_the_key(pytester):
+    pytester.makepyfile(test_marked=MARKED)
+    r = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--llm-latency-json=r.json",
+                           "--llm-latency-url=reference://h100-sxm/llama-3.1-8b?time_scale=0")
+    r.assert_outcomes(passed=2)
+    doc = json.loads((pytester.path / "r.json").read_text())
+    results = {x["nodeid"].rsplit("::", 1)[-1]: x for x in doc["results"]}
+    marked = results["test_marked"]["requests"]
+    assert [q["output_tokens"] for q in marked] == [3] * 6 and len({q["prompt_tokens"] for q in marked}) > 2
+    assert {q["output_tokens"] for q in results["test_measured"]["requests"]} <= set(range(2, 7))
+    pytester.makepyfile(test_marked=BAD)
+    r = pytester.runpytest("-p", "no:cacheprovider", "--llm-latency-url=http://h:1")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines(["ERROR: test_marked.py::test_bad @llm_slo prompt_tokens.distribution: expected one of "
+                            "uniform, normal, lognormal, fixed, got 'gaussian' -- e.g. {distribution: lognormal*"])
