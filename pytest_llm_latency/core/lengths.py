@@ -189,6 +189,9 @@ class PrefixGroups:
     groups: int
     tokens: int
 
+    def describe(self) -> str:
+        return f"{self.groups} groups x {self.tokens} tokens"
+
 
 def parse_prefix_groups(value: Any, where: str) -> PrefixGroups | None:
     if value is None:

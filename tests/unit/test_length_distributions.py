@@ -165,3 +165,17 @@ def test_one_number_after_the_run_is_the_requests_mean_length():
     assert mean_lengths(w, []) == (200.0, 8.0)
     fixed = make_workload("w", {"prompt_tokens": 120, "output_tokens": 8})
     assert mean_lengths(fixed, recs) == (120.0, 8.0)  # fixed lengths: the workload's, as before
+
+
+def test_fluidity_owes_each_request_its_own_drawn_output_length():
+    from pytest_llm_latency.core.goodput import fluidity
+    from pytest_llm_latency.core.record import TokenChunk
+
+    w = make_workload("w", {"prompt_tokens": 64, "output_tokens": {"distribution": "uniform", "min": 2, "max": 18},
+                            "slo": {"ttft_p95": "100ms", "tpot_p95": "10ms"}})
+    assert w.output_tokens == 10
+    ms = 1_000_000
+    # 3 tokens, every one on time, of the 3 this request was asked for (not the nominal 10)
+    rec = RequestRecord(t_send_ns=0, chunks=[TokenChunk(50 * ms, 1), TokenChunk(55 * ms, 1), TokenChunk(60 * ms, 1)],
+                        t_end_ns=61 * ms, completion_tokens=3, expected_output_tokens=3)
+    assert fluidity([rec], [], w) == 1.0
