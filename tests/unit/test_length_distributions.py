@@ -179,3 +179,17 @@ def test_fluidity_owes_each_request_its_own_drawn_output_length():
     rec = RequestRecord(t_send_ns=0, chunks=[TokenChunk(50 * ms, 1), TokenChunk(55 * ms, 1), TokenChunk(60 * ms, 1)],
                         t_end_ns=61 * ms, completion_tokens=3, expected_output_tokens=3)
     assert fluidity([rec], [], w) == 1.0
+
+
+def test_counter_calls_are_one_fit_per_distinct_length_plus_one_verify_per_other_prompt():
+    calls = []
+
+    def count(text):
+        calls.append(1)
+        return words(text)
+
+    lengths = [100, 200, 100, 300, 200, 100, 300, 100]
+    prompts = build_prompts(count, n=8, prompt_tokens=0, seed=0, nonce="c", lengths=lengths)
+    assert [words(p.text) for p in prompts] == lengths
+    fit = 2 * math.ceil(math.log2(2 * 300 + 16)) + 8  # one binary search over at most 2 x 300 + 16 words
+    assert len(calls) <= 3 * fit + (8 - 3), len(calls)
