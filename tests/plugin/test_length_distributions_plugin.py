@@ -121,3 +121,26 @@ def test_marker_and_fixture_take_distributions_and_a_bad_one_names_the_key(pytes
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     r.stderr.fnmatch_lines(["ERROR: test_marked.py::test_bad @llm_slo prompt_tokens.distribution: expected one of "
                             "uniform, normal, lognormal, fixed, got 'gaussian' -- e.g. {distribution: lognormal*"])
+
+
+CLIPPED = """
+workloads:
+  long:
+    class: custom
+    prompt_tokens: {distribution: uniform, min: 200, max: 3000}
+    output_tokens: 8
+    samples: 10
+    warmup: 0
+    confidence: null
+    slo: {ttft_p50: 10s}
+"""
+
+
+def test_drawn_lengths_are_clipped_to_the_context_the_server_lists(pytester):
+    r, res = run(pytester, "reference://h100-sxm/llama-3.1-8b?time_scale=0&max_model_len=1024", CLIPPED,
+                 "--llm-latency-seed=2")
+    assert res["verdict"] == "pass", r.stdout.str()  # no request was rejected as over-long
+    drawn = draw_lengths(parse_length({"distribution": "uniform", "min": 200, "max": 3000}, "p"), 10, seed=2,
+                         key="prompt_tokens")
+    assert sum(1 for d in drawn if d > 1016) >= 5  # most draws were beyond the context
+    assert [q["prompt_tokens"] for q in res["requests"]] == [min(d, 1024 - 8) for d in drawn]
