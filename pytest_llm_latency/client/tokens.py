@@ -27,6 +27,7 @@ from typing import Callable
 import httpx
 
 from ..core.errors import MeasurementError
+from ..core.lengths import draw_lengths
 from ..core.prompts import Prompt, build_prompts, linear_counter, resized
 from ..core.workload import Workload
 from .http import bounded_request, map_transport_error
@@ -181,20 +182,58 @@ def correct_plan(client, prompts: list[Prompt], probes: list[Prompt], per_char: 
 def prepare_prompts(client, workload: Workload, *, seed: int, nonce: str,
                     counter: Callable[[str], int] | None = None) -> tuple[list[Prompt], str | None]:
     """Warm-up + sample prompts for ``workload``, and how they were counted (information for the
-    result's ``measurement``, not a note: notes are warnings)."""
+    result's ``measurement``, not a note: notes are warnings).
+
+    With a length distribution (``core.lengths``) each prompt gets its own drawn prompt and
+    output length, seeded by ``seed`` alone (the same seed, the same lengths), clipped to the
+    model's context where the server lists it (``context_length``) and, for prompts, to at least
+    the system part / shared prefix plus one token (the shortest exact prompt built around them)."""
     how = None
     if counter is None:
         counter, how = make_counter(client, workload, seed, nonce)
     n = workload.warmup + workload.samples + (1 if workload.cold_budget else 0)  # + the cold-start request
-    kw = dict(prompt_tokens=workload.prompt_tokens, seed=seed, system_prompt_tokens=workload.system_prompt_tokens,
-              shared_prefix_tokens=workload.shared_prefix_tokens)
-    prompts = build_prompts(counter, n=n, nonce=nonce, **kw)
+    groups = workload.shared_prefix_groups
+    kw: dict = dict(prompt_tokens=workload.prompt_tokens, seed=seed, system_prompt_tokens=workload.system_prompt_tokens,
+                    shared_prefix_tokens=workload.shared_prefix_tokens,
+                    prefix_groups=(groups.groups, groups.tokens) if groups else None)
+    lengths, outputs = None, None
+    if workload.prompt_dist is not None or workload.output_dist is not None:
+        context = context_length(client)
+        floor = 1 + max(workload.system_prompt_tokens, workload.shared_prefix_tokens, groups.tokens if groups else 0)
+        outputs = draw_lengths(workload.output_dist or workload.output_tokens, n, seed=seed, key="output_tokens",
+                               clip_to=context - floor if context else None)
+        lengths = draw_lengths(workload.prompt_dist or workload.prompt_tokens, n, seed=seed, key="prompt_tokens",
+                               floor=floor)
+        if context:  # prompt + its own output within the context
+            lengths = [max(floor, min(p, context - o)) for p, o in zip(lengths, outputs)]
+    prompts = build_prompts(counter, n=n, nonce=nonce, lengths=lengths, output_lengths=outputs, **kw)
     per_char = getattr(counter, "per_char", None)
-    if per_char is not None:  # an estimate: correct the plan on the server's own count
+    if per_char is not None and len({p.expected_tokens for p in prompts}) > 1:
+        how = (f"{how}; not corrected on the server's count: the prompt lengths vary and the server has no tokenize "
+               f"endpoint, so each request's check reports its deviation")
+    elif per_char is not None:  # an estimate: correct the plan on the server's own count
         probes = build_prompts(counter, n=PLAN_STEPS, nonce=f"{nonce}|plan", **kw)
         prompts, corrected = correct_plan(client, prompts, probes, per_char, seed=seed)
         how = f"{how}; {corrected}"
     return prompts, how
+
+
+def context_length(client) -> int | None:
+    """The model's context in tokens where the server lists it (vLLM's and the reference
+    target's ``/v1/models`` entries carry ``max_model_len``); None elsewhere (llama.cpp, Ollama):
+    lengths are then not clipped and an over-long request is the server's rejection."""
+    models = getattr(client, "models", None)
+    if models is None:
+        return None
+    try:
+        entries = models()
+        model = client.resolve_model()
+    except (MeasurementError, httpx.HTTPError, ValueError, AttributeError):
+        return None
+    for e in entries:
+        if str(e.get("id")) == model and isinstance(e.get("max_model_len"), int) and e["max_model_len"] > 1:
+            return int(e["max_model_len"])
+    return None
 
 
 def model_note(client) -> str | None:

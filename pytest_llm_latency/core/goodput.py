@@ -116,7 +116,7 @@ def fluidity(records: list[RequestRecord], failures, workload: Workload) -> floa
         return None
     scores = []
     for r in records:
-        s = fluidity_of(m.start_ns(r), token_times(r), *d, owed=workload.output_tokens)
+        s = fluidity_of(m.start_ns(r), token_times(r), *d, owed=r.expected_output_tokens or workload.output_tokens)
         if s is not None:
             scores.append(s)
     for f in failures:  # the tokens it got, on their deadlines; the ones it never sent are late

@@ -38,6 +38,11 @@ MAX_CHANCE_SHARE = 0.05
 # cannot be attributed to our prompts: a note, not an error.
 FOREIGN_TRAFFIC_SLACK = 1.10
 
+# The prefix cache's block in tokens: vLLM's default (and the reference target's), SGLang's
+# radix tree and llama.cpp match per token, so rounding a declared shared prefix down to 16
+# only makes the expected hits stricter by < 16 tokens a request, which the template allowance covers.
+CACHE_BLOCK_TOKENS = 16
+
 # (cached-tokens counter in a /metrics delta, counters whose sum is every prompt token the
 # server saw); first present wins
 COUNTERS = (
@@ -104,16 +109,30 @@ class CacheVerdict:
     error: str | None = None   # the cache-sensitive budgets cannot be judged
 
 
-def judge(ev: CacheEvidence | None, *, shared_prefix_tokens: int = 0) -> CacheVerdict:
+def expected_shared(group_tokens: int, requests: int) -> int:
+    """Cached tokens that ``shared_prefix_groups`` declares (issue 27): each request's group prefix of
+    ``group_tokens`` tokens, rounded down to the cache block, may be served from the cache (the
+    template head is in ``CacheEvidence.allowance``).  An upper bound: a group's first request,
+    or one sent while its group's first was still in flight, may miss."""
+    return requests * (group_tokens // CACHE_BLOCK_TOKENS) * CACHE_BLOCK_TOKENS
+
+
+def judge(ev: CacheEvidence | None, *, shared_prefix_tokens: int = 0, expected_tokens: int = 0) -> CacheVerdict:
     """A note whenever the cache served more than a salted prompt can explain, and an error
-    (the result is not judged) unless the workload asks for a shared prefix."""
+    (the result is not judged) unless the workload asks for a shared prefix: ``shared_prefix_tokens``
+    (any hits), or ``shared_prefix_groups`` whose ``expected_tokens`` (``expected_shared``) are
+    expected hits -- beyond them (and the allowance) the sample is unjudgeable as without groups."""
     if ev is None or ev.cached_tokens <= 0:
         return CacheVerdict()
     what = f"{ev.cached_tokens} of {ev.prompt_tokens} prompt tokens ({ev.share:.0%}) of the {ev.requests} " \
            f"measured requests were served from the server's prefix cache ({ev.source})"
     if shared_prefix_tokens:
         return CacheVerdict(note=f"prefix cache: {what}; the workload shares a {shared_prefix_tokens}-token prefix")
-    if ev.cached_tokens <= ev.allowance:
+    if expected_tokens and ev.cached_tokens <= ev.allowance + expected_tokens:
+        return CacheVerdict(note=f"prefix cache: {what}; expected: shared_prefix_groups declares up to "
+                                 f"{expected_tokens} cached tokens (each request's group prefix, in whole "
+                                 f"{CACHE_BLOCK_TOKENS}-token blocks)")
+    if ev.cached_tokens <= ev.allowance + expected_tokens:
         return CacheVerdict()
     if ev.foreign_traffic:
         return CacheVerdict(note=f"prefix cache: the server served {ev.cached_tokens} prompt tokens from its prefix "
@@ -123,7 +142,9 @@ def judge(ev: CacheEvidence | None, *, shared_prefix_tokens: int = 0) -> CacheVe
     return CacheVerdict(
         note=f"prefix cache: {what}, although every prompt is salted",
         error=f"not judged: {ev.cached_tokens} of {ev.prompt_tokens} prompt tokens were served from the server's "
-              f"prefix cache ({ev.source}; a salted run may show at most {ev.allowance}), so TTFT, TTFO, E2E and "
+              f"prefix cache ({ev.source}; a salted run may show at most {ev.allowance}"
+              f"{f' plus the {expected_tokens} its shared_prefix_groups declare' if expected_tokens else ''}), "
+              f"so TTFT, TTFO, E2E and "
               f"output tok/s skip the prefill and look faster than the server is -- was the nonce pinned "
               f"(--llm-latency-nonce) to replay a run against the same server, or is another client sending "
               f"the same prompts? Run with a fresh nonce")

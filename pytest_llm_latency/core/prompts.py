@@ -3,6 +3,7 @@
 Layout of one prompt (completions text = system + user):
 
     [shared prefix: P tokens, identical across requests]   only if shared_prefix_tokens > 0
+    (or group i mod N's prefix of T tokens, salted by the nonce: shared_prefix_groups {groups: N, tokens: T})
     [salt: unique per request and per run]                  defeats prefix caches
     [system part: tool schemas, ~S tokens]                  only if system_prompt_tokens > 0
     [body: filler words up to exactly N tokens]
@@ -27,7 +28,7 @@ prompt whose salt tokenizes differently is re-fitted.  Pure: no I/O, no clock.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Protocol
 
 _WORDS = (
@@ -59,6 +60,8 @@ class Prompt:
     expected_tokens: int  # the target N (what the plan aimed for)
     counted_tokens: int   # what the counter said for system + user
     body_start: int = 0   # where the fitted body starts in ``user`` (``resized`` never cuts before it)
+    output_tokens: int | None = None  # this request's forced output length (None: the workload's)
+    shared_tokens: int = 0  # leading tokens declared shared with other requests (shared_prefix_groups)
 
     @property
     def text(self) -> str:
@@ -122,20 +125,34 @@ def _fit_words(count: TokenCounter, head: str, words: list[str], target: int) ->
 
 
 def build_prompts(count: TokenCounter, *, n: int, prompt_tokens: int, seed: int, nonce: str = "",
-                  system_prompt_tokens: int = 0, shared_prefix_tokens: int = 0) -> list[Prompt]:
-    """``n`` prompts of ``prompt_tokens`` tokens each (as counted by ``count``).
+                  system_prompt_tokens: int = 0, shared_prefix_tokens: int = 0,
+                  lengths: list[int] | None = None, output_lengths: list[int] | None = None,
+                  prefix_groups: tuple[int, int] | None = None) -> list[Prompt]:
+    """``n`` prompts of ``prompt_tokens`` tokens each (as counted by ``count``), or of
+    ``lengths[i]`` tokens each (issue 27: lengths drawn per request, ``core.lengths``), with
+    ``output_lengths[i]`` recorded as each prompt's forced output length.
 
-    The body is fitted once (against the first salt); every other salted prompt costs one
-    verify call, and is re-fitted only when its count differs, so every prompt hits the
-    target exactly whenever the tokenizer allows it.  Counter calls: the fit
-    (O(log prompt_tokens), plus O(log system_prompt_tokens) and O(log shared_prefix_tokens)
-    for those parts) + ``n - 1`` verifies + a re-fit per salt that tokenizes differently.
+    ``prefix_groups`` ``(N, T)``: prompt i starts with group ``i mod N``'s prefix of T tokens,
+    whose words are drawn from (seed, nonce, group), so the groups are shared within a run and
+    never across runs; the salt and the body follow it.
+
+    The body is fitted once per distinct (length, group) (against the first salt of that kind);
+    every other salted prompt costs one verify call, and is re-fitted only when its count
+    differs, so every prompt hits its target exactly whenever the tokenizer allows it.  Counter
+    calls: the fit (O(log prompt_tokens) per distinct length and group, plus O(log
+    system_prompt_tokens) once and O(log T) per prefix) + one verify per other prompt + a
+    re-fit per salt that tokenizes differently.
     """
     rng = random.Random(seed)
-    prefix = ""
+    prefixes = [""]
     if shared_prefix_tokens:
-        prefix, _ = _fit_words(count, "", _words(random.Random(f"prefix-{seed}"), shared_prefix_tokens * 2),
-                               shared_prefix_tokens)
+        prefixes = [_fit_words(count, "", _words(random.Random(f"prefix-{seed}"), shared_prefix_tokens * 2),
+                               shared_prefix_tokens)[0]]
+    shared = shared_prefix_tokens
+    if prefix_groups is not None:
+        groups, shared = prefix_groups
+        prefixes = [_fit_words(count, "", _words(random.Random(f"group|{seed}|{nonce}|{g}"), shared * 2),
+                               shared)[0] for g in range(groups)]
     system = ""
     if system_prompt_tokens:
         n_tools = 1
@@ -144,7 +161,29 @@ def build_prompts(count: TokenCounter, *, n: int, prompt_tokens: int, seed: int,
         system = _tool_schema_text(random.Random(seed), n_tools)
         system, _ = _fit_words(count, system, _words(rng, system_prompt_tokens), system_prompt_tokens)
         system += "\n"
-    body_words = _words(rng, prompt_tokens * 2 + 16)
+    body_state = rng.getstate()  # every length's body words start here (the same words, more of them)
+    lengths = [prompt_tokens] * n if lengths is None else lengths
+    if len(lengths) != n or (output_lengths is not None and len(output_lengths) != n):
+        raise ValueError(f"build_prompts: {n} prompts but {len(lengths)} lengths")
+    kinds: dict[tuple[int, int], list[int]] = {}
+    for i, length in enumerate(lengths):
+        kinds.setdefault((length, i % len(prefixes)), []).append(i)
+    all_salts = salts(seed, nonce, n)
+    out: list[Prompt | None] = [None] * n
+    for (length, g), idx in kinds.items():
+        body_rng = random.Random()
+        body_rng.setstate(body_state)
+        made = _build_same(count, [all_salts[i] for i in idx], length, _words(body_rng, length * 2 + 16),
+                           system, prefixes[g])
+        for i, p in zip(idx, made):
+            out[i] = replace(p, output_tokens=output_lengths[i] if output_lengths is not None else None,
+                             shared_tokens=shared if prefixes[g] else 0)
+    return [p for p in out if p is not None]
+
+
+def _build_same(count: TokenCounter, salt_list: list[str], prompt_tokens: int, body_words: list[str],
+                system: str, prefix: str) -> list[Prompt]:
+    """Prompts of one length and one prefix, one per salt (``build_prompts``)."""
     user_head = "" if not system else "User: "
     separate = bool(system or prefix)  # the salt lives in the system part, else it heads the user text
 
@@ -166,7 +205,7 @@ def build_prompts(count: TokenCounter, *, n: int, prompt_tokens: int, seed: int,
     prompts: list[Prompt] = []
     body = ""
     fitted = -1
-    for salt in salts(seed, nonce, n):
+    for salt in salt_list:
         if not prompts:
             body, fitted = fit(salt)
             prompts.append(prompt(salt, body, fitted))
@@ -196,8 +235,7 @@ def resized(p: Prompt, delta_chars: int, seed: int) -> Prompt:
         user = p.user + ext[:delta_chars]
     else:
         user = p.user[:max(p.body_start + 1, len(p.user) + delta_chars)]
-    return Prompt(system=p.system, user=user, expected_tokens=p.expected_tokens, counted_tokens=-1,
-                  body_start=p.body_start)
+    return replace(p, user=user, counted_tokens=-1)
 
 
 def linear_counter(fixed: float, per_char: float) -> Callable[[str], int]:

@@ -174,6 +174,7 @@ class ServerInfo(Part):
 class PrefixCacheInfo(Part):
     NAME: ClassVar[str] = "prefix_cache"
     cached_tokens: int | None = None           # prompt tokens the server served from its cache
+    expected_cached_tokens: int | None = None  # of which shared_prefix_groups declares at most (core.prefix_cache)
 
 
 @dataclass

@@ -20,6 +20,7 @@ from .budgets import (BUDGET_KEYS, FRACTION_BUDGETS, Budget, did_you_mean,  # no
 from .coldstart import COLD_BUDGET, COLD_STARTS
 from .compare import parse_tolerances
 from .errors import ConfigError
+from .lengths import LengthDist, PrefixGroups, parse_prefix_groups, workload_lengths
 from .load_spec import DURATION_MAX_REQUESTS, LOAD_KEYS, Load, make_load
 from .renamed_keys import RENAMED_WORKLOAD_KEYS, upgrade_workload
 
@@ -28,7 +29,7 @@ from .renamed_keys import RENAMED_WORKLOAD_KEYS, upgrade_workload
 class Workload:
     name: str
     klass: str
-    prompt_tokens: int
+    prompt_tokens: int                # with a distribution: its nominal length (core.lengths.LengthDist.nominal)
     output_tokens: int
     samples: int = 20
     warmup: int = 2
@@ -55,6 +56,10 @@ class Workload:
     # deploy gate (core.compare): per-workload regression tolerances {ttft_p95: 0.1} (YAML/marker ``regression:``)
     regression: Mapping[str, float] | None = field(default=None, compare=False)
     baseline_target: Any = field(default=None, compare=False)  # A/B in one run: a URL or {url|command: ...}
+    # issue 27: per-request lengths drawn from a distribution (core.lengths), and shared-prefix groups
+    prompt_dist: LengthDist | None = None
+    output_dist: LengthDist | None = None
+    shared_prefix_groups: PrefixGroups | None = None
 
     @property
     def cold_budget(self) -> Budget | None:
@@ -95,8 +100,8 @@ BUILTIN_CLASSES: dict[str, WorkloadClass] = {
 }
 
 WORKLOAD_KEYS = ("class", "prompt_tokens", "output_tokens", "samples", "warmup", "system_prompt_tokens",
-                 "shared_prefix_tokens", "concurrency", "max_error_rate", "slo", "roofline", "cold_starts",
-                 "prompt_sweep",
+                 "shared_prefix_tokens", "shared_prefix_groups", "concurrency", "max_error_rate", "slo", "roofline",
+                 "cold_starts", "prompt_sweep",
                  "confidence", "inconclusive", "min_samples", "max_samples", "regression",
                  "baseline_target") + AGENT_KEYS + LOAD_KEYS
 INCONCLUSIVE = ("fail", "warn", "pass")
@@ -177,8 +182,10 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
         raise ConfigError(f"{where(())}: workload {name!r} has no built-in class: set prompt_tokens and "
                           f"output_tokens, or class: one of {', '.join(BUILTIN_CLASSES)}")
     get = lambda k, d: spec.get(k, d)  # noqa: E731
-    prompt = _int(get("prompt_tokens", base.prompt_tokens if base else None), where(("prompt_tokens",)), 1)
-    output = _int(get("output_tokens", base.output_tokens if base else None), where(("output_tokens",)), 1)
+    lengths = workload_lengths(spec, base, where, bool(sweep))
+    prompt, output = (d if isinstance(d, int) else d.nominal for d in lengths)
+    dists = [d if isinstance(d, LengthDist) else None for d in lengths]
+    groups = parse_prefix_groups(get("shared_prefix_groups", None), where(("shared_prefix_groups",)))
     if "requests" in spec and "samples" in spec:
         raise ConfigError(f"{where(('requests',))}: requests and samples are the same bound: set one")
     bound_key = "requests" if "requests" in spec else "samples"
@@ -192,11 +199,16 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     system = _int(get("system_prompt_tokens", default_system), where(("system_prompt_tokens",)), 0)
     shared = _int(get("shared_prefix_tokens", 0), where(("shared_prefix_tokens",)), 0)
     conc = _int(get("concurrency", 1), where(("concurrency",)), 1)
-    for k, v in (("system_prompt_tokens", system), ("shared_prefix_tokens", shared)):
+    if groups is not None and shared:
+        raise ConfigError(f"{where(('shared_prefix_groups',))}: give shared_prefix_groups or shared_prefix_tokens, "
+                          f"not both (shared_prefix_tokens is one group shared by every request)")
+    for k, v in (("system_prompt_tokens", system), ("shared_prefix_tokens", shared),
+                 ("shared_prefix_groups", groups.tokens if groups else 0)):
         shortest = sweep[0] if sweep else prompt
         if v >= shortest:
             what = "the shortest prompt_sweep length" if sweep else "prompt_tokens"
-            raise ConfigError(f"{where((k,))}: {k} ({v}) must be smaller than {what} ({shortest})")
+            raise ConfigError(f"{where((k,))}: {k}{'.tokens' if k == 'shared_prefix_groups' else ''} ({v}) must be "
+                              f"smaller than {what} ({shortest})")
     rate = get("max_error_rate", 0.0)
     if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate <= 1:
         raise ConfigError(f"{where(('max_error_rate',))}: expected a fraction between 0 and 1, got {rate!r}")
@@ -270,7 +282,12 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
                  prompt_sweep=sweep, prefill_slo=prefill_slo, load=load, sweep=rate_sweep,
                  agent=agent, confidence=DEFAULT_CONFIDENCE if at_confidence else None, samples_given=samples_given,
                  regression=parse_tolerances(get("regression", None), where(("regression",))) or None,
-                 baseline_target=get("baseline_target", None))
+                 baseline_target=get("baseline_target", None), prompt_dist=dists[0], output_dist=dists[1],
+                 shared_prefix_groups=groups)
+    if (w.prompt_dist or w.output_dist or groups) and w.agent is not None:
+        key = "shared_prefix_groups" if groups else "prompt_tokens" if w.prompt_dist else "output_tokens"
+        raise ConfigError(f"{where((key,))}: agent sessions send one fixed-length transcript per turn; a length "
+                          f"distribution or shared_prefix_groups is not supported there -- give an integer")
     if samples == "auto" and (w.prompt_sweep or w.agent is not None):
         raise ConfigError(f"{where(('samples',))}: samples: auto decides percentile budgets one request at a "
                           f"time; a {'prompt_sweep' if w.prompt_sweep else 'agent session'} workload is judged on "

@@ -78,6 +78,8 @@ def fingerprint(sess, spec, client, workload) -> dict:
                     pass
     w = {k: v for k, v in vars(workload).items()
          if isinstance(v, (int, float, str, bool, tuple)) and k not in ("budgets", "name")}
+    w.update({k: v.describe() for k in ("prompt_dist", "output_dist", "shared_prefix_groups")
+              if (v := getattr(workload, k, None)) is not None})  # issue 27: lengths drawn per request
     return {
         "model": getattr(client, "model", None) or spec.model,
         "server": server,

@@ -189,7 +189,10 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
                                     else None, tp=int(roof.get("tensor_parallel", 1)), where=hw_name.source)
         model = _model_bytes(roof, spec, base_dir or Path.cwd(), client)
         tpot = res.completed["tpot"]
-        context = mean_context(workload.prompt_tokens, workload.output_tokens)
+        from ..core.lengths import mean_lengths
+
+        # one context for the TPOT percentiles: with length distributions, the requests' mean lengths
+        context = mean_context(*mean_lengths(workload, res.records))
         drafter = _drafter(roof, base_dir or Path.cwd())
         from ..core.roofline_spec import speculates
 

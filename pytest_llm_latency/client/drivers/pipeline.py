@@ -62,8 +62,8 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
 
     def one(p: Prompt, t_scheduled_ns: int | None = None) -> RequestRecord | Failure:
         try:
-            rec = client.stream(p.system, p.user, workload.output_tokens, expected_prompt_tokens=p.expected_tokens,
-                                extra=extra)
+            out = workload.output_tokens if p.output_tokens is None else p.output_tokens  # its own, if drawn
+            rec = client.stream(p.system, p.user, out, expected_prompt_tokens=p.expected_tokens, extra=extra)
             rec.t_scheduled_ns = t_scheduled_ns
             return rec
         except MeasurementError as exc:
@@ -122,7 +122,8 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
     res.server.set(**server_timing_summary(records))
     deviations = [r.prompt_deviation for r in records if r.prompt_deviation]
     if deviations:
-        res.notes.append(f"prompt_tokens deviated from the planned {workload.prompt_tokens} on {len(deviations)} "
+        planned = "drawn lengths" if workload.prompt_dist is not None else workload.prompt_tokens
+        res.notes.append(f"prompt_tokens deviated from the planned {planned} on {len(deviations)} "
                          f"of {len(records)} requests (by {min(deviations):+d}..{max(deviations):+d} tokens)")
     counted, count_notes, res.facts.per_chunk_itl = recovery.report(records)
     res.measurement.set(**counted)
@@ -259,6 +260,11 @@ def record_prefix_cache(res: WorkloadResult, metrics_delta: dict[str, float] | N
     if ev is None:
         return
     res.prefix_cache.cached_tokens = ev.cached_tokens
+    groups = res.workload.shared_prefix_groups
+    if groups is not None:
+        from ...core.prefix_cache import expected_shared
+
+        res.prefix_cache.expected_cached_tokens = expected_shared(groups.tokens, ev.requests)
     res.facts.prefix_cache = ev
 
 

@@ -2,7 +2,7 @@
 salted prompts, ITL budgets without per-token counts: each makes the run unjudgeable."""
 from __future__ import annotations
 
-from ..prefix_cache import judge as judge_cache
+from ..prefix_cache import expected_shared, judge as judge_cache
 from ..result import WorkloadResult
 from ..findings import Finding, found
 
@@ -22,7 +22,10 @@ def check_prefix_cache(res: WorkloadResult) -> list[Finding]:
     on purpose (``core.prefix_cache.judge``)."""
     if res.facts.prefix_cache is None:
         return []
-    v = judge_cache(res.facts.prefix_cache, shared_prefix_tokens=res.workload.shared_prefix_tokens)
+    groups = res.workload.shared_prefix_groups
+    ev = res.facts.prefix_cache
+    expected = expected_shared(groups.tokens, ev.requests) if groups is not None else 0
+    v = judge_cache(ev, shared_prefix_tokens=res.workload.shared_prefix_tokens, expected_tokens=expected)
     return found("prefix_cache", "note", [v.note]) + found("prefix_cache", "error", [v.error])
 
 

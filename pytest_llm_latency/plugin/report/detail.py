@@ -48,7 +48,11 @@ def request_rows(res: WorkloadResult) -> list[dict]:
         rows.append({"send_ms": _ms(rec.t_send_ns, t0), "first_token_ms": _ms(rec.t_first_token_ns, t0),
                      "last_token_ms": _ms(rec.t_last_token_ns, t0), "end_ms": _ms(rec.t_end_ns, t0),
                      "ttft_ms": _r(m.ttft_ms(rec)), "tpot_ms": _r(m.tpot_ms(rec)), "e2e_ms": _r(m.e2e_ms(rec)),
-                     "output_tokens": rec.output_tokens, "status": "short" if rec.short_output else "ok"})
+                     "prompt_tokens": rec.prompt_tokens, "output_tokens": rec.output_tokens,
+                     "status": "short" if rec.short_output else "ok"})
+        cached = rec.server_timings.get("cache_n", rec.server_timings.get("cached_tokens"))
+        if isinstance(cached, int):  # where the server reports it (llama.cpp cache_n, usage cached_tokens)
+            rows[-1]["cached_tokens"] = cached
         split = reasoning.split(rec) if reasoned else None
         if split is not None:
             rows[-1].update(reasoning_tokens=split.reasoning_tokens, answer_tokens=split.answer_tokens)
