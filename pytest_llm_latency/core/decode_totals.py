@@ -44,7 +44,9 @@ class DecodeTotals:
 
     @property
     def speculates(self) -> bool:
-        return self.step_ms is not None and spec_decode.speculating(self.tokens_per_step)
+        # totals_of keeps tokens per step only for a run that speculated (core.spec_decode.speculating,
+        # which needs the drafted tokens a baseline does not store): 1.0 with drafts is speculating
+        return self.tokens_per_step is not None and self.step_ms is not None
 
     @property
     def ceiling_fraction(self) -> float | None:
