@@ -83,8 +83,8 @@ def check_context(rows: list[TraceRow], max_model_len: int | None, overlong: str
         notes.append(f"trace_overlong: skip: {skipped} row{'s' if skipped != 1 else ''} beyond max_model_len "
                      f"{max_model_len} dropped{more}")
     if clipped:
-        notes.append(f"trace_overlong: clip: {clipped} row{'s' if clipped != 1 else ''}' input_length shortened to "
-                     f"fit max_model_len {max_model_len}")
+        notes.append(f"trace_overlong: clip: input_length shortened on {clipped} row{'s' if clipped != 1 else ''} "
+                     f"to fit max_model_len {max_model_len}")
     if unclippable:
         notes.append(f"trace_overlong: clip: {unclippable} row{'s' if unclippable != 1 else ''} dropped: the "
                      f"session's history and the output alone exceed max_model_len {max_model_len}"
