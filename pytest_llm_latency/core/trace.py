@@ -228,15 +228,27 @@ def _missing(obj: Mapping, key: str, name: str, line: int, why: str = "") -> Con
     return _fail(name, line, key, f"missing{why}{hint}", _FIX[key])
 
 
+_NEAR: dict[str, tuple[str, ...]] = {}  # unknown field name -> the fields it may misspell (a memo)
+
+
+def _near(key: str) -> tuple[str, ...]:
+    near = _NEAR.get(key)
+    if near is None:
+        import difflib
+
+        near = tuple(f for f in FIELDS if sorted(f) == sorted(key)
+                     or difflib.SequenceMatcher(None, key, f).ratio() >= 0.75)
+        if len(_NEAR) < 1000:  # bounded, whatever names a file invents
+            _NEAR[key] = near
+    return near
+
+
 def _check_fields(obj: Mapping, name: str, line: int) -> None:
     """An unknown field that looks like a misspelling of a field this row lacks is an error."""
-    import difflib
-
     for k in obj:
-        if k in FIELDS or not isinstance(k, str):
+        if k in FIELDS:
             continue
-        near = [f for f in FIELDS if f not in obj and (sorted(f) == sorted(k)
-                or difflib.SequenceMatcher(None, k, f).ratio() >= 0.75)]
+        near = [f for f in _near(k) if f not in obj]
         if near:
             raise _fail(name, line, k, f"unknown field{did_you_mean(k, near) or f'; did you mean {near[0]!r}?'}",
                         f"rename it (known fields: {', '.join(FIELDS)}; other fields are ignored)")
