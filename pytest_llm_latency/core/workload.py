@@ -23,7 +23,7 @@ from .errors import ConfigError
 from .lengths import LengthDist, PrefixGroups, parse_prefix_groups, workload_lengths
 from .load_spec import DURATION_MAX_REQUESTS, LOAD_KEYS, Load, make_load
 from .renamed_keys import RENAMED_WORKLOAD_KEYS, upgrade_workload
-from .trace import TRACE_KEYS, TraceSpec, trace_workload_spec
+from .trace_spec import TRACE_KEYS, TraceSpec, trace_workload_spec
 
 
 @dataclass(frozen=True)
