@@ -73,6 +73,8 @@ def check_min_samples(w: Workload, where: str, samples: Any = None) -> None:
 
     if samples is not None:
         w = with_statistics(w, {}, lambda p: where, samples)
+    if w.trace is not None and samples is None and not w.samples_given:
+        return  # the rows, not yet loaded, are the samples
     n = w.samples
     if w.confidence is not None:
         for b in w.budgets:

@@ -23,6 +23,7 @@ from .errors import ConfigError
 from .lengths import LengthDist, PrefixGroups, parse_prefix_groups, workload_lengths
 from .load_spec import DURATION_MAX_REQUESTS, LOAD_KEYS, Load, make_load
 from .renamed_keys import RENAMED_WORKLOAD_KEYS, upgrade_workload
+from .trace_spec import TRACE_KEYS, TraceSpec, trace_workload_spec
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,9 @@ class Workload:
     prompt_dist: LengthDist | None = None
     output_dist: LengthDist | None = None
     shared_prefix_groups: PrefixGroups | None = None
+    # issue 27: a Mooncake trace replayed (core.trace); its rows are the requests, so ``samples``
+    # is set from the loaded rows and prompt/output_tokens are placeholders (1)
+    trace: TraceSpec | None = None
 
     @property
     def cold_budget(self) -> Budget | None:
@@ -103,7 +107,7 @@ WORKLOAD_KEYS = ("class", "prompt_tokens", "output_tokens", "samples", "warmup",
                  "shared_prefix_tokens", "shared_prefix_groups", "concurrency", "max_error_rate", "slo", "roofline",
                  "cold_starts", "prompt_sweep",
                  "confidence", "inconclusive", "min_samples", "max_samples", "regression",
-                 "baseline_target") + AGENT_KEYS + LOAD_KEYS
+                 "baseline_target") + AGENT_KEYS + LOAD_KEYS + TRACE_KEYS
 INCONCLUSIVE = ("fail", "warn", "pass")
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_MAX_SAMPLES = 200
@@ -166,6 +170,7 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
             raise ConfigError(f"{where((key,))}: unknown key {key!r}{did_you_mean(key, WORKLOAD_KEYS)} -- "
                               f"allowed: {', '.join(WORKLOAD_KEYS)}")
     spec = upgrade_workload(spec, where)
+    trace, spec = trace_workload_spec(spec, where)
     klass_name = spec.get("class", name if name in BUILTIN_CLASSES else AGENT_CLASS if "steps" in spec else "custom")
     if not isinstance(klass_name, str):
         raise ConfigError(f"{where(('class',))}: expected a class name ({', '.join(BUILTIN_CLASSES)} or custom), "
@@ -262,7 +267,7 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     # round) at a time -- the closed loop ``samples: auto`` runs; an open-loop load run, a rate
     # sweep (both: queueing couples the samples), a prompt sweep (judged on its fit) and agent
     # sessions keep the point estimate unless ``confidence`` is set (README "Statistical verdicts")
-    closed_loop = load is None and rate_sweep is None and not sweep and agent is None
+    closed_loop = load is None and rate_sweep is None and not sweep and agent is None and trace is None
     # an A/B run's verdict is the block-bootstrap comparison of its arms; its own budgets keep the
     # point estimate too (the fixed 20 could never pass a p95 at 95%: README "Deploy gate")
     at_confidence = closed_loop and get("baseline_target", None) is None
@@ -283,7 +288,7 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
                  agent=agent, confidence=DEFAULT_CONFIDENCE if at_confidence else None, samples_given=samples_given,
                  regression=parse_tolerances(get("regression", None), where(("regression",))) or None,
                  baseline_target=get("baseline_target", None), prompt_dist=dists[0], output_dist=dists[1],
-                 shared_prefix_groups=groups)
+                 shared_prefix_groups=groups, trace=trace)
     if (w.prompt_dist or w.output_dist or groups) and w.agent is not None:
         key = "shared_prefix_groups" if groups else "prompt_tokens" if w.prompt_dist else "output_tokens"
         raise ConfigError(f"{where((key,))}: agent sessions send one fixed-length transcript per turn; a length "
@@ -325,8 +330,9 @@ def with_statistics(w: Workload, spec: Mapping[str, Any], where, samples: Any = 
     ``DEFAULT_FIXED_SAMPLES``."""
     given = "samples" in spec or (samples is not None and not samples_defaulted) or w.samples_given
     samples = spec.get("samples", w.samples if not w.sequential else "auto") if samples is None else samples
-    if samples == "auto" and (w.prompt_sweep or w.agent is not None or w.baseline_target is not None):
-        samples = w.samples  # a run-wide ``auto`` (CLI, env, ini): sweeps, sessions and A/B keep their own count
+    if samples == "auto" and (w.prompt_sweep or w.agent is not None or w.baseline_target is not None
+                              or w.trace is not None):
+        samples = w.samples  # a run-wide ``auto`` (CLI, env, ini): sweeps, sessions, A/B, traces keep their own count
     auto = samples == "auto"
     if not auto:
         samples = _int(samples, where(("samples",)), 1)
