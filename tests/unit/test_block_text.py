@@ -55,8 +55,9 @@ def spm_chars(text: str) -> int:
     return len(["<s>", "▁"] + ["▁" if c == " " else c for c in text])
 
 
-COUNTERS = {"reference": reference.count, "byte-level (vLLM)": byte_level, "SPM chars (llama.cpp test models)": spm_chars,
-            "BPE (llama.cpp recording)": bpe, "chat template +7": lambda t: reference.count(t) + 7}
+COUNTERS = {"reference": reference.count, "byte-level (vLLM)": byte_level,
+            "SPM chars (llama.cpp test models)": spm_chars, "BPE (llama.cpp recording)": bpe,
+            "chat template +7": lambda t: reference.count(t) + 7}
 
 
 def test_the_simulated_counters_reproduce_the_recorded_tokenizers():
