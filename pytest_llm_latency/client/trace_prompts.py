@@ -24,11 +24,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence, cast
 
 from ..core.block_text import BlockSpec, Palette, calibrate, prompt_text, row_blocks
 from ..core.prompts import Prompt
 from .tokens import _probe, make_counter
+
+if TYPE_CHECKING:
+    from ..core.workload import Workload
 
 MAX_REPLANS = 1  # per prompt
 _NO_PARTS = SimpleNamespace(system_prompt_tokens=0, shared_prefix_tokens=0)  # make_counter's probe: no system part
@@ -64,7 +67,7 @@ def prepare_block_prompts(client_or_counter, specs: Sequence[BlockSpec], *, nonc
     if counter is None and client is None:
         counter = client_or_counter
     elif counter is None:
-        counter, how = make_counter(client, _NO_PARTS, seed, nonce)
+        counter, how = make_counter(client, cast("Workload", _NO_PARTS), seed, nonce)
     assert counter is not None
     calls = 0
 
