@@ -62,6 +62,7 @@ class Prompt:
     body_start: int = 0   # where the fitted body starts in ``user`` (``resized`` never cuts before it)
     output_tokens: int | None = None  # this request's forced output length (None: the workload's)
     shared_tokens: int = 0  # leading tokens declared shared with other requests (shared_prefix_groups)
+    key: int | str | None = None  # the trace row this prompt replays (core.block_text.BlockSpec.key), else None
 
     @property
     def text(self) -> str:
