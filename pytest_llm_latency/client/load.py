@@ -288,7 +288,9 @@ def planned_requests(workload: Workload) -> int:
 
 
 def in_flight(workload: Workload) -> int:
-    """Connections to keep alive: the concurrency, or the open loop's thread cap."""
+    """Connections to keep alive: the concurrency, or the open loop's (or a trace replay's) thread cap."""
+    if getattr(workload, "trace", None) is not None:
+        return min(workload.samples, MAX_OPEN_LOOP_THREADS)
     if workload.load is not None and workload.load.open_loop:
         return min(planned_requests(workload), MAX_OPEN_LOOP_THREADS)
     return workload.concurrency

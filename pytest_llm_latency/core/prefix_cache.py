@@ -117,7 +117,8 @@ def expected_shared(group_tokens: int, requests: int) -> int:
     return requests * (group_tokens // CACHE_BLOCK_TOKENS) * CACHE_BLOCK_TOKENS
 
 
-def judge(ev: CacheEvidence | None, *, shared_prefix_tokens: int = 0, expected_tokens: int = 0) -> CacheVerdict:
+def judge(ev: CacheEvidence | None, *, shared_prefix_tokens: int = 0, expected_tokens: int = 0,
+          declared_by: str = "shared_prefix_groups declares") -> CacheVerdict:
     """A note whenever the cache served more than a salted prompt can explain, and an error
     (the result is not judged) unless the workload asks for a shared prefix: ``shared_prefix_tokens``
     (any hits), or ``shared_prefix_groups`` whose ``expected_tokens`` (``expected_shared``) are
@@ -129,8 +130,10 @@ def judge(ev: CacheEvidence | None, *, shared_prefix_tokens: int = 0, expected_t
     if shared_prefix_tokens:
         return CacheVerdict(note=f"prefix cache: {what}; the workload shares a {shared_prefix_tokens}-token prefix")
     if expected_tokens and ev.cached_tokens <= ev.allowance + expected_tokens:
-        return CacheVerdict(note=f"prefix cache: {what}; expected: shared_prefix_groups declares up to "
-                                 f"{expected_tokens} cached tokens (each request's group prefix, in whole "
+        whose = "each request's group prefix" if declared_by.startswith("shared_prefix_groups") else \
+            "each row's leading blocks shared with a row completed before it was sent"
+        return CacheVerdict(note=f"prefix cache: {what}; expected: {declared_by} up to "
+                                 f"{expected_tokens} cached tokens ({whose}, in whole "
                                  f"{CACHE_BLOCK_TOKENS}-token blocks)")
     if ev.cached_tokens <= ev.allowance + expected_tokens:
         return CacheVerdict()
@@ -143,7 +146,7 @@ def judge(ev: CacheEvidence | None, *, shared_prefix_tokens: int = 0, expected_t
         note=f"prefix cache: {what}, although every prompt is salted",
         error=f"not judged: {ev.cached_tokens} of {ev.prompt_tokens} prompt tokens were served from the server's "
               f"prefix cache ({ev.source}; a salted run may show at most {ev.allowance}"
-              f"{f' plus the {expected_tokens} its shared_prefix_groups declare' if expected_tokens else ''}), "
+              f"{f' plus the {expected_tokens} that {declared_by}' if expected_tokens else ''}), "
               f"so TTFT, TTFO, E2E and "
               f"output tok/s skip the prefill and look faster than the server is -- was the nonce pinned "
               f"(--llm-latency-nonce) to replay a run against the same server, or is another client sending "

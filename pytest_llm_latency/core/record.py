@@ -26,6 +26,19 @@ class TokenChunk:
 
 
 @dataclass
+class TraceTag:
+    """Which trace row a request replayed (``client/drivers/trace_replay.py``): its 0-based row
+    index, its line in the file, its session; for a session's later turn the tokens of the history
+    it continues; after the run, the cached tokens the trace declares for it (``core.trace``)."""
+
+    row: int
+    line: int
+    session: str | None = None
+    history_tokens: int = 0
+    declared_cached_tokens: int | None = None
+
+
+@dataclass
 class RequestRecord:
     t_send_ns: int
     t_first_byte_ns: int | None = None
@@ -56,6 +69,7 @@ class RequestRecord:
     # open loop: when the schedule said to send it (the load engine sets it); latency counts
     # from here, so a client that sends late cannot hide the wait (coordinated omission)
     t_scheduled_ns: int | None = None
+    trace: TraceTag | None = None           # trace replay: the row it replayed
 
     def __post_init__(self):
         if self.t_submit_ns is None:

@@ -32,7 +32,7 @@ from . import metrics as m
 from .errors import EmptySampleError, MeasurementError
 from .facts import Facts
 from .findings import VERDICTS, Verdict  # noqa: F401  (re-exported: pytest_llm_latency.Verdict)
-from .record import RequestRecord
+from .record import RequestRecord, TraceTag
 from .result_parts import (AgentSessions, BaselineComparison, ClientHealth, ColdStartInfo, LoadInfo, Measurement,
                            PrefillInfo, SpecDecodeInfo, PrefixCacheInfo, RooflineInfo, ServerInfo)
 from .stats import INF, Summary, fmt_stat, summarize
@@ -86,6 +86,7 @@ class Failure:
     t_send_ns: int | None = None
     t_last_ns: int | None = None          # last token before the failure
     t_end_ns: int | None = None           # the failure was seen
+    trace: TraceTag | None = None         # trace replay: the row it replayed
 
     @classmethod
     def from_error(cls, exc: MeasurementError) -> Failure:

@@ -93,6 +93,7 @@ class Measurement(Part):
     reasoning_share: float | None = None       # reasoning ÷ (reasoning + answer)
     reasoning_requests: int | None = None      # responses that reasoned
     reasoning_source: str | None = None        # server | stream, or each with its responses
+    trace: str | None = None                   # trace replay: what was replayed (core.trace.describe)
 
 
 @dataclass
@@ -117,6 +118,10 @@ class LoadInfo(Part):
     rate_sweep_steps: int | None = None             # rate sweep (load.rate_sweep)
     rate_sweep_capacity_rps: float | None = None
     rate_sweep_lowest_failing_rps: float | None = None
+    trace: str | None = None                   # trace replay: the file replayed (its name)
+    trace_rows: int | None = None              # rows replayed (after trace_start_ms, trace_rows, trace_overlong)
+    trace_sessions: int | None = None          # sessions of more than one turn among them
+    trace_speed: float | None = None
 
 
 @dataclass
@@ -174,7 +179,7 @@ class ServerInfo(Part):
 class PrefixCacheInfo(Part):
     NAME: ClassVar[str] = "prefix_cache"
     cached_tokens: int | None = None           # prompt tokens the server served from its cache
-    expected_cached_tokens: int | None = None  # of which shared_prefix_groups declares at most (core.prefix_cache)
+    expected_cached_tokens: int | None = None  # of which shared_prefix_groups or a trace declares at most
 
 
 @dataclass

@@ -98,6 +98,8 @@ TRACE_CLASHES = {
                     "the rows are the requests, one each; replay fewer with trace_rows"),
     **dict.fromkeys(("shared_prefix_tokens", "shared_prefix_groups", "system_prompt_tokens"),
                     "the rows' hash_ids declare which prompt blocks are shared"),
+    "baseline_target": "an A/B run interleaves blocks of fixed-length samples; replay the trace against each "
+                       "target in turn and compare them with the deploy gate (--llm-latency-baseline)",
     **dict.fromkeys(("prompt_sweep",) + AGENT_KEYS, "a trace replays its own sessions (session_id, delay); "
                     "a prompt sweep or an agent session is a workload of its own"),
 }

@@ -64,6 +64,7 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
     tr = item.config.pluginmanager.get_plugin("terminalreporter")
     progress = Progress(tr, workload.name)
     try:
+        workload, rows = with_trace(item, workload)
         client = sess.client(spec)
     except ConfigError as exc:
         config_failure(exc)
@@ -76,11 +77,15 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
             t0 = time.time_ns()
             driver = driver_for(workload)  # one per way of sending (client/drivers/registry.py)
             run = Run(seed=sess.settings.get("seed"), nonce=sess.nonce or None,
-                      salt_context=sess.salt_context(item.nodeid, workload.name), progress=progress, judge=judge)
-            if workload.baseline_target is not None:  # A/B in one run (plugin/ab.py, client/drivers/ab_*.py)
-                res = _measure_ab(item, sess, spec, client, workload, driver, run)
-            else:
-                res = driver.measure(client, workload, run)
+                      salt_context=sess.salt_context(item.nodeid, workload.name), progress=progress, judge=judge,
+                      trace_rows=rows)
+            try:
+                if workload.baseline_target is not None:  # A/B in one run (plugin/ab.py, client/drivers/ab_*.py)
+                    res = _measure_ab(item, sess, spec, client, workload, driver, run)
+                else:
+                    res = driver.measure(client, workload, run)
+            except ConfigError as exc:  # found before any request was sent (a trace row beyond the context)
+                config_failure(exc)
             if waited_for is not None:
                 res.measurement.set(measure_start_ns=t0, measure_end_ns=time.time_ns())
             server = sess.server_for(spec)
@@ -98,6 +103,26 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
     finally:
         progress.clear()
     return judge(res)  # every check, once (core.checks)
+
+
+def with_trace(item: pytest.Item, workload: Workload) -> tuple[Workload, tuple | None]:
+    """A trace replay's rows, read here (``plugin.trace_load``: relative to the SLO file's or test
+    file's folder), so a malformed row is a configuration error before anything is sent; the
+    workload's samples become the rows, checked against its percentile budgets."""
+    trace = getattr(workload, "trace", None)
+    if trace is None:
+        return workload, None
+    from dataclasses import replace
+
+    from ..core.sample_size import check_min_samples
+    from .trace_load import load_trace, trace_path
+
+    base_dir = Path(str(item.path)).parent
+    rows = tuple(load_trace(trace, base_dir))
+    workload = replace(workload, trace=replace(trace, path=str(trace_path(trace, base_dir))), samples=len(rows),
+                       samples_given=True)
+    check_min_samples(workload, f"{item.nodeid} workload {workload.name!r} ({len(rows)} trace rows)")
+    return workload, rows
 
 
 def _measure_ab(item, sess: LatencySession, spec: TargetSpec, client, workload: Workload, driver, run):

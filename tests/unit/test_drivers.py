@@ -3,6 +3,8 @@ target (in a thread): it measures (records, never a verdict), and the checks the
 Parametrized over the registry, so a new driver without a workload here fails."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pytest_llm_latency.client.drivers.base import ABArms, Driver, Run
@@ -28,7 +30,11 @@ WORKLOADS = {
     "rate_sweep": {"rate_sweep": {"rate_min": 5, "rate_max": 10, "max_steps": 2}},
     "ab_interleaved": {"baseline_target": "{url}"},
     "ab_alternating": {"baseline_target": {"url": "{url}", "mode": "alternating", "block": 2}},
+    "trace_replay": {"trace": "trace.jsonl", "trace_block_tokens": 32},
 }
+#: the trace_replay workload's rows (the plugin loads them from the file: ``Run.trace_rows``)
+TRACE = [{"timestamp": 20 * i, "input_length": 40 + 9 * i, "output_length": 4, "hash_ids": [i % 2, 10 + i]}
+         for i in range(4)]
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +46,8 @@ def reference():
 
 def workload_for(name: str, url: str):
     spec = {**BASE, **WORKLOADS[name]}
+    if "trace" in spec:  # the rows are the requests and give the lengths
+        spec = {k: v for k, v in spec.items() if k not in ("class", "prompt_tokens", "output_tokens", "samples")}
     if "prompt_sweep" in spec:
         del spec["prompt_tokens"]
     if "baseline_target" in spec:
@@ -65,7 +73,13 @@ def test_every_driver_measures_through_the_protocol(name, reference):
         ab = ABArms(client, 2)
     elif name == "ab_alternating":
         ab = ABArms(lambda: client, 2, start_a=lambda: client, alternate=stopped.append)
-    res = driver.measure(client, workload, Run(seed=0, nonce="drivers", salt_context=name, judge=judge, ab=ab))
+    rows = None
+    if name == "trace_replay":
+        from pytest_llm_latency.core.trace import read_trace
+
+        rows = tuple(read_trace([json.dumps(r) for r in TRACE], "trace.jsonl", 32))
+    res = driver.measure(client, workload, Run(seed=0, nonce="drivers", salt_context=name, judge=judge, ab=ab,
+                                               trace_rows=rows))
     if name != "rate_sweep":  # its steps are judged by the injected Run.judge (the verdict picks the next rate)
         assert res.findings is None, "a driver measures; the checks judge"
     assert res.records and not res.failures, (res.failures, res.notes)
@@ -79,3 +93,6 @@ def test_every_driver_measures_through_the_protocol(name, reference):
         assert res.measurement.samples_mode == "auto"
     if name == "prompt_sweep":
         assert {p.prompt_tokens for p in res.prefill.points} >= {32, 64}
+    if name == "trace_replay":
+        assert [r.prompt_tokens for r in sorted(res.records, key=lambda r: r.trace.row)] == [40, 49, 58, 67]
+        assert res.load.load_mode == "trace" and res.load.trace_rows == 4

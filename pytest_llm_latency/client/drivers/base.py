@@ -36,7 +36,8 @@ class ABArms:
 class Run:
     """One measurement's context: prompt seed, the run's nonce and this measurement's salt context,
     progress, token counter, extra request fields; the injected ``judge`` (a rate sweep's steps)
-    and ``ab`` arms."""
+    and ``ab`` arms; a trace replay's rows (``trace_rows``: the plugin reads the file, a client-layer
+    driver does not)."""
     seed: int = 0
     nonce: str | None = None
     salt_context: str = ""
@@ -45,6 +46,7 @@ class Run:
     extra: dict | None = None
     judge: Callable[[WorkloadResult], WorkloadResult] | None = None
     ab: ABArms | None = None
+    trace_rows: tuple | None = None  # a trace replay's rows (core.trace.TraceRow), loaded by the plugin
 
 
 @dataclass

@@ -48,8 +48,12 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
     try:
         model = model_note(client)
         notes += [model] if model else []
-        prompts, how = prepare_prompts(client, replace(workload, samples=planned_requests(workload)), seed=seed,
-                                       nonce=f"{nonce}|{salt_context}", counter=counter)
+        own = getattr(driver, "prepare", None)  # a driver with prompts of its own (trace replay)
+        if own is not None:
+            prompts, how = own(client, workload, seed=seed, nonce=f"{nonce}|{salt_context}", counter=counter)
+        else:
+            prompts, how = prepare_prompts(client, replace(workload, samples=planned_requests(workload)), seed=seed,
+                                           nonce=f"{nonce}|{salt_context}", counter=counter)
         if how:
             info["prompt_counter"] = how  # information, not a note (notes are warnings)
     except (MeasurementError, httpx.HTTPError, ValueError, KeyError, TypeError) as exc:

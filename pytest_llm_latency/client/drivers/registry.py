@@ -1,7 +1,7 @@
 """Every driver by name, and the one function choosing a workload's driver.
 
 ``driver_for(workload)``: an A/B baseline target (interleaved or alternating) or a rate sweep
-wraps the workload's base driver; otherwise the base driver: a prompt sweep, agent sessions, or
+wraps the workload's base driver; otherwise the base driver: a prompt sweep, agent sessions, a trace replay, or
 how the samples are sent (sequential rounds, open loop, closed loop, serial)."""
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from .base import Driver
 from .prompt_sweep import PromptSweep
 from .rate_sweep import RateSweep
 from .sending import SAMPLE_DRIVERS, sample_driver_for
+from .trace_replay import TraceReplay
 
-BASE_DRIVERS = (PromptSweep(), AgentSessions())
+BASE_DRIVERS = (PromptSweep(), AgentSessions(), TraceReplay())
 
 
 def base_driver_for(workload: Workload) -> Driver:

@@ -25,7 +25,11 @@ def check_prefix_cache(res: WorkloadResult) -> list[Finding]:
     groups = res.workload.shared_prefix_groups
     ev = res.facts.prefix_cache
     expected = expected_shared(groups.tokens, ev.requests) if groups is not None else 0
-    v = judge_cache(ev, shared_prefix_tokens=res.workload.shared_prefix_tokens, expected_tokens=expected)
+    declared_by = "shared_prefix_groups declares"
+    if res.facts.declared_cached_tokens is not None:  # a trace replay: the blocks its rows share
+        expected, declared_by = res.facts.declared_cached_tokens, "the trace's shared hash_ids declare"
+    v = judge_cache(ev, shared_prefix_tokens=res.workload.shared_prefix_tokens, expected_tokens=expected,
+                    declared_by=declared_by)
     return found("prefix_cache", "note", [v.note]) + found("prefix_cache", "error", [v.error])
 
 

@@ -53,6 +53,7 @@ def request_rows(res: WorkloadResult) -> list[dict]:
         cached = rec.server_timings.get("cache_n", rec.server_timings.get("cached_tokens"))
         if isinstance(cached, int):  # where the server reports it (llama.cpp cache_n, usage cached_tokens)
             rows[-1]["cached_tokens"] = cached
+        rows[-1].update(trace_fields(rec.trace))
         split = reasoning.split(rec) if reasoned else None
         if split is not None:
             rows[-1].update(reasoning_tokens=split.reasoning_tokens, answer_tokens=split.answer_tokens)
@@ -61,9 +62,24 @@ def request_rows(res: WorkloadResult) -> list[dict]:
         first = None if send is None or f.ttft_ms is None else round(send + f.ttft_ms, 3)
         rows.append({"send_ms": send, "first_token_ms": first, "last_token_ms": _ms(f.t_last_ns, t0)
                      if send is not None else None, "end_ms": _ms(f.t_end_ns, t0) if send is not None else None,
-                     "ttft_ms": _r(f.ttft_ms), "status": "failed", "kind": f.kind})
+                     "ttft_ms": _r(f.ttft_ms), "status": "failed", "kind": f.kind, **trace_fields(f.trace)})
     rows.sort(key=lambda r: (r["send_ms"] is None, r["send_ms"] or 0.0))
     return rows
+
+
+def trace_fields(tag) -> dict:
+    """A trace replay's request row: the trace row it replayed (0-based index and file line), its
+    session, and the cached tokens the trace declares for it (``core.trace``)."""
+    if tag is None:
+        return {}
+    out = {"trace_row": tag.row, "trace_line": tag.line}
+    if tag.session is not None:
+        out["session"] = tag.session
+    if tag.history_tokens:
+        out["history_tokens"] = tag.history_tokens
+    if tag.declared_cached_tokens is not None:
+        out["declared_cached_tokens"] = tag.declared_cached_tokens
+    return out
 
 
 def cdf_samples(res: WorkloadResult, points: int = CDF_POINTS) -> dict[str, dict]:

@@ -1,0 +1,234 @@
+"""Trace replay: the rows of a Mooncake-format trace (``trace: PATH``, ``core.trace``), each sent
+once at its own timestamp (an open loop: its latency counts from when the trace says it arrives,
+so a client or server that falls behind cannot hide the wait), a session's later turns each
+``delay`` ms after the previous turn finished (a closed loop within the session), with the
+prompts ``client.trace_prompts`` built before the first send: exactly ``input_length`` tokens as
+the server counts them, made of block texts keyed by the run's nonce and the row's hash ids, so
+rows share exactly the blocks the trace declares.
+
+A session's later turn is sent as its history -- the previous turn's prompt and the text the
+server answered -- followed by its own new tokens; its planned length is the server's count of
+the previous prompt + the tokens it generated + the new tokens, checked against the server's
+count like every prompt (``RequestRecord.prompt_deviation``).
+
+After the run, each record carries its trace row (index, file line, session) and the cached
+tokens the trace declares for it (``core.trace.declared_hits``: the leading blocks it shares with
+a row that completed before it was sent), and their sum is the prefix cache's expected hits
+(``core.checks.measurement_validity``)."""
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+from ...core.errors import ConfigError
+from ...core.prompts import Prompt
+from ...core.record import Clock, RequestRecord, TraceTag
+from ...core.result import Failure, WorkloadResult, is_deterministic_rejection
+from ...core.trace import TraceRow, TraceSpec, arrival_offsets_ms, describe, sessions, turn_delay_ms
+from ...core.trace_tokens import DeclaredCache, check_context
+from ...core.workload import Workload
+from ..load import MAX_OPEN_LOOP_THREADS, LagMonitor, LoadRun
+from .base import Run, Sent
+from .pipeline import measure_samples
+
+
+#: the warm-up requests' lengths: they only open the connections, and share nothing with the rows
+WARMUP_PROMPT_TOKENS = 16
+WARMUP_OUTPUT_TOKENS = 2
+
+
+class TraceReplay:
+    name = "trace_replay"
+
+    def applies(self, workload: Workload) -> bool:
+        return getattr(workload, "trace", None) is not None
+
+    def measure(self, client, workload: Workload, run: Run) -> WorkloadResult:
+        """``run.trace_rows``: the rows the plugin loaded (``plugin.trace_load``); a row beyond the
+        server's listed context is a ``ConfigError`` (``trace_overlong: error``) before any request."""
+        from ..tokens import context_length
+
+        spec = workload.trace
+        assert spec is not None
+        if run.trace_rows is None:
+            raise ConfigError(f"{spec.path}: the trace was not loaded (run.trace_rows is None): load it with "
+                              f"plugin.trace_load.load_trace and pass the rows in Run(trace_rows=...)")
+        rows, notes = check_context(list(run.trace_rows), context_length(client), spec.overlong, spec.path,
+                                    block_tokens=spec.block_tokens)
+        if not rows:
+            raise ConfigError(f"{spec.path}: no row is left to replay after trace_overlong: {spec.overlong}")
+        inputs = sorted(r.input_length for r in rows)
+        outputs = sorted(r.output_length for r in rows)
+        w = replace(workload, samples=len(rows), prompt_tokens=inputs[len(inputs) // 2],
+                    output_tokens=outputs[len(outputs) // 2])
+        replay = Replay(rows, spec, notes)
+        res = measure_samples(client, w, run, replay)
+        replay.record(res)
+        return res
+
+
+@dataclass
+class Replay:
+    """One measurement's replay: its rows, how to prepare their prompts, how to send them."""
+    rows: list[TraceRow]
+    spec: TraceSpec
+    notes: list[str] = field(default_factory=list)
+    engine: bool = True
+    clock: Clock = time.perf_counter_ns
+    sleep: Callable[[float], None] = time.sleep
+    declared: dict[int, int] = field(default_factory=dict)   # row index -> cached tokens declared at its send
+
+    name: str = "trace_replay"
+
+    @property
+    def file(self) -> str:
+        return Path(self.spec.path).name
+
+    def applies(self, workload: Workload) -> bool:
+        return True
+
+    def measure(self, client, workload: Workload, run: Run) -> WorkloadResult:
+        return measure_samples(client, workload, run, self)
+
+    # ------------------------------------------------------------------ prepare
+    def prepare(self, client, workload: Workload, *, seed: int, nonce: str, counter=None) -> tuple[list[Prompt], str]:
+        """Warm-up prompts (salted, short, sharing nothing with the rows), then one prompt per row
+        in row order; a session's later turns hold their new tokens only."""
+        from ...core.block_text import BlockSpec
+        from ...core.prompts import build_prompts
+        from ..tokens import make_counter
+        from ..trace_prompts import prepare_block_prompts
+
+        how = None
+        if counter is None:
+            counter, how = make_counter(client, workload, seed, nonce)
+        n = workload.warmup
+        warm = build_prompts(counter, n=n, prompt_tokens=WARMUP_PROMPT_TOKENS, seed=seed, nonce=f"{nonce}|warmup",
+                             lengths=[WARMUP_PROMPT_TOKENS] * n, output_lengths=[WARMUP_OUTPUT_TOKENS] * n) if n else []
+        specs = [BlockSpec(r.hash_ids, r.input_length, r.output_length, opens_prompt=r.first_turn, key=r.index)
+                 for r in self.rows]
+        prompts, stats = prepare_block_prompts(client, specs, nonce=nonce, seed=seed,
+                                               block_tokens=self.spec.block_tokens, counter=counter)
+        cold = build_prompts(counter, n=1, prompt_tokens=WARMUP_PROMPT_TOKENS, seed=seed, nonce=f"{nonce}|cold",
+                             output_lengths=[WARMUP_OUTPUT_TOKENS]) if workload.cold_budget else []
+        said = stats.description.removeprefix("counter given; ")
+        # the pipeline takes the cold-start prompt off the end
+        return warm + prompts + cold, f"{how}; {said}" if how else said
+
+    # ------------------------------------------------------------------ send
+    def send(self, one, samples: list[Prompt], workload: Workload, run: Run, recover) -> Sent:
+        by_row = {p.key: p for p in samples}
+        groups = sessions(self.rows)
+        offsets = arrival_offsets_ms(self.rows, self.spec.speed, self.spec.start_ms)
+        cache = DeclaredCache(self.spec.block_tokens)
+        load_run = LoadRun("trace")
+        lock = threading.Lock()
+        stop = threading.Event()
+        ends: list[int] = []
+        total = len(self.rows)
+        clock = self.clock
+
+        def wait_until(t_due: int) -> None:
+            while (d := t_due - clock()) > 0 and not stop.is_set():
+                self.sleep(min(d / 1e9, 0.05))
+
+        def session(turns: list[TraceRow], t_due: int) -> None:
+            prev: tuple[Prompt, RequestRecord] | None = None
+            for k, row in enumerate(turns):
+                if k:
+                    assert prev is not None and row.delay_ms is not None
+                    t_due = (prev[1].t_end_ns or clock()) + int(turn_delay_ms(row, self.spec.speed) * 1e6)
+                    wait_until(t_due)
+                prompt, history = (by_row[row.index], 0) if prev is None else \
+                    continued(prev[0], prev[1], by_row[row.index], row)
+                with lock:
+                    load_run.send_lag_ns.append(max(clock() - t_due, 0))
+                    if stop.is_set():
+                        load_run.unsent += len(turns) - k
+                        return
+                    self.declared[row.index] = cache.hits(row)  # what the rows completed so far explain
+                out = tagged(one(prompt, t_due), row, self.file, history)
+                with lock:
+                    load_run.outcomes.append(out)
+                    ends.append(clock())
+                    if isinstance(out, RequestRecord):
+                        cache.completed(row)
+                    if isinstance(out, Failure) and is_deterministic_rejection(out.kind) and not stop.is_set():
+                        load_run.stopped = out.kind
+                        stop.set()
+                    if run.progress:
+                        run.progress(len(load_run.outcomes), total)
+                if not isinstance(out, RequestRecord):
+                    rest = turns[k + 1:]
+                    with lock:  # the later turns have no history to continue: each is a failure, never dropped
+                        load_run.outcomes += [tagged(Failure("session", f"trace {self.file}:{r.line} (row "
+                                                                        f"{r.index}): not sent: turn {k + 1} of "
+                                                                        f"session {row.session_id!r} failed "
+                                                                        f"({out.kind})"), r, self.file)
+                                              for r in rest]
+                    return
+                prev = (prompt, out)
+
+        workers = min(max(len(groups), 1), MAX_OPEN_LOOP_THREADS)
+        with LagMonitor(clock=clock, sleep=self.sleep) as mon, \
+                ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm-latency-trace") as pool:
+            t0 = clock()
+            futures: list[Future[None]] = []
+            for turns, off in zip(groups, offsets):
+                t_due = t0 + int(off * 1e6)
+                wait_until(t_due)
+                if stop.is_set():
+                    load_run.unsent += sum(len(g) for g in groups[len(futures):])
+                    break
+                futures.append(pool.submit(session, turns, t_due))
+            for f in futures:
+                f.result()
+        load_run.lag_ns, load_run.lag_timeline = list(mon.samples), mon.timeline()
+        load_run.window_ns = max((max(ends) if ends else clock()) - t0, 0)
+        notes = list(self.notes)
+        if load_run.stopped:
+            notes.append(f"stopped early: a row was rejected ({load_run.stopped}) as every other would be; "
+                         f"{load_run.unsent} row(s) were not sent")
+        return Sent(outcomes=list(load_run.outcomes), notes=notes, load_run=load_run)
+
+    # ------------------------------------------------------------------ after the run
+    def record(self, res: WorkloadResult) -> None:
+        """The trace's part of the result: what was replayed, and the cached tokens the trace
+        declares for each row (the prefix cache's expected hits)."""
+        n_sessions = sum(1 for g in sessions(self.rows) if len(g) > 1)
+        res.load.set(load_mode="trace", trace=self.file, trace_rows=len(self.rows), trace_sessions=n_sessions,
+                     trace_speed=self.spec.speed)
+        res.measurement.set(trace=describe(self.spec, self.rows))
+        declared = 0
+        for rec in res.records:
+            if rec.trace is not None and rec.trace.row in self.declared:
+                rec.trace.declared_cached_tokens = self.declared[rec.trace.row]
+                declared += rec.trace.declared_cached_tokens
+        res.facts.declared_cached_tokens = declared
+        if res.facts.prefix_cache is not None:
+            res.prefix_cache.expected_cached_tokens = declared
+
+
+def continued(prev_prompt: Prompt, prev: RequestRecord, new: Prompt, row: TraceRow) -> tuple[Prompt, int]:
+    """A session's later turn: the previous prompt, the text the server answered, then the new tokens;
+    and the tokens of that history (the server's count of the previous prompt + what it generated)."""
+    answer = "".join(prev.content_parts) if prev.content_parts is not None else \
+        "".join(c.text or "" for c in prev.chunks if not c.reasoning)
+    history = (prev.prompt_tokens if prev.prompt_tokens is not None else prev_prompt.expected_tokens) + \
+        (prev.completion_tokens if prev.completion_tokens is not None else prev.output_tokens)
+    return replace(new, system=prev_prompt.system, user=prev_prompt.user + answer + new.user,
+                   expected_tokens=history + row.input_length, counted_tokens=-1), history
+
+
+def tagged(out: "RequestRecord | Failure", row: TraceRow, name: str, history: int = 0) -> "RequestRecord | Failure":
+    """The outcome with its trace row; a rejected row's message names its file line."""
+    tag = TraceTag(row.index, row.line, row.session_id, history)
+    if isinstance(out, RequestRecord):
+        out.trace = tag
+        return out
+    msg = out.message if out.kind == "session" else f"trace {name}:{row.line} (row {row.index}): {out.message}"
+    return replace(out, message=msg, trace=tag)

@@ -1,0 +1,124 @@
+"""Trace replay end to end on a prefix-caching reference target (issue 27): every row sent once, on
+its timestamp, with its exact prompt and output length as the server counted them; the blocks the
+trace declares shared are served from the cache and the run is judged, not refused as cache-faked;
+``trace_speed``, ``trace_rows`` and multi-turn sessions."""
+import json
+
+import pytest
+
+from pytest_llm_latency.targets.reference.launch import start_reference
+
+BLOCK = 64
+SEND_LAG_MS = 15  # the plugin's own send lag on a quiet machine (issue 27)
+
+
+def sixteen_rows() -> list[dict]:
+    """16 rows 120 ms apart; rows i and i+4 share their first block (4 groups), rows of group 0 their
+    first two; lengths vary from 70 to 250 tokens, outputs 3 to 8."""
+    rows = []
+    for i in range(16):
+        g = i % 4
+        n = 70 + (i * 37) % 181
+        blocks = -(-n // BLOCK)
+        lead = [f"g{g}"] + ([f"g{g}b"] if g == 0 and blocks > 2 else [])
+        ids = (lead + [1000 + 10 * i + k for k in range(blocks)])[:blocks]
+        rows.append({"timestamp": 120 * i, "input_length": n, "output_length": 3 + i % 6, "hash_ids": ids})
+    return rows
+
+
+def two_sessions() -> list[dict]:
+    return [
+        {"session_id": "a", "timestamp": 0, "input_length": 90, "output_length": 5, "hash_ids": [1, 2]},
+        {"session_id": "b", "timestamp": 50, "input_length": 70, "output_length": 4, "hash_ids": [7, 8]},
+        {"session_id": "a", "delay": 200, "input_length": 40, "output_length": 6, "hash_ids": [3]},
+        {"session_id": "b", "delay": 100, "input_length": 30, "output_length": 3, "hash_ids": [9]},
+        {"session_id": "a", "delay": 150, "input_length": 20, "output_length": 2, "hash_ids": [4]},
+    ]
+
+
+@pytest.fixture(scope="module")
+def cached_server():
+    with start_reference("reference://h100-sxm/llama-3.1-8b?prefix_caching=1&time_scale=0.2",
+                         mode="subprocess") as handle:
+        yield handle.url
+
+
+def run(pytester, url, rows, extra="", *args):
+    (pytester.path / "trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    pytester.makefile(".slo.yaml", replay=f"""
+workloads:
+  replay:
+    trace: trace.jsonl
+    trace_block_tokens: {BLOCK}
+    warmup: 1
+    slo: {{ttft_max: 10s}}
+{extra}""")
+    r = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", f"--llm-latency-url={url}",
+                           "--llm-latency-json=r.json", *args)
+    return r, json.loads((pytester.path / "r.json").read_text())["results"][0]
+
+
+def on_time(res, rows, speed=1.0):
+    """Each row's send offset against its timestamp ÷ speed, unless the plugin says its client was starved."""
+    client = res["client"]
+    if client.get("client_fell_behind"):
+        assert res["verdict"] == "error"  # never a pass on a client that fell behind
+        return
+    assert client["client_send_lag_ms_p99"] <= SEND_LAG_MS, client
+    sends = {q["trace_row"]: q["send_ms"] for q in res["requests"]}
+    first = min(rows[i]["timestamp"] for i in sends)
+    for i, send in sends.items():
+        # send_ms counts from the first send; the scheduled offsets from the first row's timestamp
+        assert abs(send - (rows[i]["timestamp"] - first) / speed) <= SEND_LAG_MS + 5, (i, send)
+
+
+def test_sixteen_rows_each_once_exact_on_time_and_declared_blocks_hit_the_cache(pytester, cached_server):
+    rows = sixteen_rows()
+    r, res = run(pytester, cached_server, rows)
+    assert res["verdict"] == "pass", r.stdout.str()
+    got = res["requests"]
+    assert sorted(q["trace_row"] for q in got) == list(range(16))  # every row once
+    for q in got:
+        row = rows[q["trace_row"]]
+        assert q["trace_line"] == q["trace_row"] + 1
+        assert (q["prompt_tokens"], q["output_tokens"]) == (row["input_length"], row["output_length"]), q
+    assert res["measurement"]["prompt_exact_requests"] == 16
+    on_time(res, rows)
+    # rows 4.. follow a row of their group that completed 480 ms earlier: their shared blocks hit
+    declared = {q["trace_row"]: q["declared_cached_tokens"] for q in got}
+    assert all(declared[i] == 0 for i in range(4)) and all(declared[i] >= BLOCK for i in range(4, 16))
+    assert declared[8] == 2 * BLOCK  # group 0 shares two blocks where both rows have three
+    assert all(q["cached_tokens"] >= q["declared_cached_tokens"] for q in got), got
+    assert res["prefix_cache"]["expected_cached_tokens"] == sum(declared.values())
+    assert any("the trace's shared hash_ids declare" in n for n in res["notes"]), res["notes"]
+    assert res["load"]["load_mode"] == "trace" and res["load"]["trace_rows"] == 16
+
+
+def test_speed_two_halves_the_offsets_and_trace_rows_sends_the_first_four(pytester, cached_server):
+    rows = sixteen_rows()
+    r, res = run(pytester, cached_server, rows, "    trace_speed: 2\n")
+    assert res["verdict"] == "pass", r.stdout.str()
+    on_time(res, rows, speed=2.0)
+    span = max(q["send_ms"] for q in res["requests"])
+    assert span < 15 * 120 * 0.75  # at speed 1 the last row goes out at 1800 ms
+    r, res = run(pytester, cached_server, rows, "    trace_rows: 4\n")
+    assert res["verdict"] == "pass", r.stdout.str()
+    assert sorted(q["trace_row"] for q in res["requests"]) == [0, 1, 2, 3]
+
+
+def test_two_sessions_replay_their_turns_in_order_after_their_delays(pytester, cached_server):
+    rows = two_sessions()
+    r, res = run(pytester, cached_server, rows)
+    assert res["verdict"] == "pass", r.stdout.str()
+    got = {q["trace_row"]: q for q in res["requests"]}
+    assert sorted(got) == [0, 1, 2, 3, 4]
+    for sid, turns in (("a", [0, 2, 4]), ("b", [1, 3])):
+        for prev, cur in zip(turns, turns[1:]):
+            p, q = got[prev], got[cur]
+            assert q["session"] == sid
+            # each turn's prompt is the history (the previous prompt and its answer) plus the new tokens
+            assert q["history_tokens"] == p["prompt_tokens"] + p["output_tokens"]
+            assert q["prompt_tokens"] == q["history_tokens"] + rows[cur]["input_length"], q
+            # sent after the previous turn ended plus its delay
+            assert q["send_ms"] >= p["end_ms"] + rows[cur]["delay"] - 1, (p, q)
+            assert q["cached_tokens"] >= q["declared_cached_tokens"] > 0
