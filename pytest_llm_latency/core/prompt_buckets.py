@@ -23,12 +23,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from .budgets import did_you_mean, parse_duration_ms
+from .budgets import BY_PROMPT_KEYS, did_you_mean, parse_duration_ms
 from .errors import ConfigError
 from .stats import STATS
 
-#: the budget keys, one per statistic the other budgets support
-BY_PROMPT_KEYS = tuple(f"ttft_{s}_by_prompt" for s in STATS)
+__all__ = ["BY_PROMPT_KEYS", "PromptBucket", "PromptBudget", "parse_prompt_budget", "request_prompt_tokens",
+           "split"]
+
 BUCKET_KEYS = ("below", "at_least", "budget")
 EXAMPLE = "[{below: 1024, budget: 300ms}, {below: 8192, budget: 1.2s}, {at_least: 8192, budget: 3s}]"
 
