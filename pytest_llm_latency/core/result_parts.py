@@ -205,6 +205,11 @@ class RooflineInfo(Part):
     steps_per_s: float | None = None           # engine steps per second (run totals)
     draft_bytes: float | None = None           # the drafter's bytes read per engine step (0: n-gram / none)
     draft: str | None = None                   # what the drafter's bytes came from, or "not counted: why"
+    # issue 27: an open loop's batch (the server's running gauge, else the client's in-flight mean) and the
+    # per-request combination of varied lengths (core.roofline_requests); left out otherwise
+    batch: int | None = None
+    batch_source: str | None = None
+    combination: str | None = None
     message: str | None = None
 
 
