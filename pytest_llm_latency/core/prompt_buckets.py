@@ -28,7 +28,7 @@ from .errors import ConfigError
 from .stats import STATS
 
 __all__ = ["BY_PROMPT_KEYS", "PromptBucket", "PromptBudget", "parse_prompt_budget", "request_prompt_tokens",
-           "split"]
+           "split", "under"]
 
 BUCKET_KEYS = ("below", "at_least", "budget")
 EXAMPLE = "[{below: 1024, budget: 300ms}, {below: 8192, budget: 1.2s}, {at_least: 8192, budget: 3s}]"
@@ -131,6 +131,11 @@ def _top(value: Any, i: int, count: int, prev: int | None, limit: float, at) -> 
         raise ConfigError(f"{at('at_least')}: expected the last below ({prev}), got {value!r} -- the buckets are "
                           f"contiguous: the open top bucket covers [{prev}, inf)")
     return PromptBucket(prev, None, limit)
+
+
+def under(where: Callable[[tuple], str], path: tuple) -> Callable[[tuple], str]:
+    """``where`` for the key paths below ``path`` (``parse_prompt_budget``'s ``where``)."""
+    return lambda p: where(path + p)
 
 
 def request_prompt_tokens(x: Any) -> int | None:

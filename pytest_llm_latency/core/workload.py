@@ -21,7 +21,7 @@ from .coldstart import COLD_BUDGET, COLD_STARTS
 from .compare import parse_tolerances
 from .errors import ConfigError
 from .lengths import LengthDist, PrefixGroups, parse_prefix_groups, workload_lengths
-from .prompt_buckets import BY_PROMPT_KEYS, PromptBudget, parse_prompt_budget
+from .prompt_buckets import BY_PROMPT_KEYS, PromptBudget, parse_prompt_budget, under
 from .load_spec import DURATION_MAX_REQUESTS, LOAD_KEYS, Load, make_load
 from .renamed_keys import RENAMED_WORKLOAD_KEYS, upgrade_workload
 
@@ -232,7 +232,7 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
         budgets_spec[k] = (v, where(("slo", k)))
     by_prompt = {k: budgets_spec.pop(k) for k in list(budgets_spec) if k in BY_PROMPT_KEYS}
     budgets = tuple(parse_budget(k, v, src) for k, (v, src) in budgets_spec.items() if v is not None)
-    prompt_budgets = tuple(parse_prompt_budget(k, v, _under(where, ("slo", k)))
+    prompt_budgets = tuple(parse_prompt_budget(k, v, under(where, ("slo", k)))
                            for k, (v, _) in by_prompt.items() if v is not None)
     roof = get("roofline", None)
     if roof is not None and not isinstance(roof, Mapping):
@@ -307,11 +307,6 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     w = with_statistics(w, spec, where, samples, samples_defaulted=not samples_given)
     check_fraction_budgets(w, where(("slo",)))
     return w
-
-
-def _under(where, path: tuple):
-    """``where`` for the key paths below ``path``."""
-    return lambda p: where(path + p)
 
 
 def check_fraction_budgets(w: Workload, where: str) -> None:
@@ -398,7 +393,7 @@ def with_budgets(w: Workload, extra: Mapping[str, Any], where: str) -> Workload:
             agent[k] = parse_agent_budget(k, v, f"{where} {k}", parse_duration_ms)
             continue
         if k in BY_PROMPT_KEYS:
-            by_prompt[k] = parse_prompt_budget(k, v, _under(lambda p: f"{where} {'.'.join(map(str, p))}", (k,)))
+            by_prompt[k] = parse_prompt_budget(k, v, under(lambda p: f"{where} {'.'.join(map(str, p))}", (k,)))
             continue
         merged[k] = parse_budget(k, v, f"{where} {k}")
     w = replace(w, agent=replace(w.agent, budgets=tuple(agent.values()))) if w.agent else w
