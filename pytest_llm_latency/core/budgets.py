@@ -34,6 +34,8 @@ ACCEPTANCE_BUDGETS = ("tokens_per_step_min", "acceptance_rate_min")
 # cold_ttft_max: the first request after an unload (core.coldstart), judged apart from the samples
 BUDGET_KEYS = tuple(f"{m}_{s}" for m in METRICS for s in STATS) + ("output_tps_min", COLD_BUDGET) + FRACTION_BUDGETS \
     + ACCEPTANCE_BUDGETS
+#: TTFT per prompt-length bucket, a list of buckets each (``core.prompt_buckets``; judged by ``core.checks.by_prompt``)
+BY_PROMPT_KEYS = tuple(f"ttft_{s}_by_prompt" for s in STATS)
 
 
 def did_you_mean(word: str, choices) -> str:
@@ -121,8 +123,8 @@ def parse_budget(key: str, value: Any, where: str) -> Budget:
         else:
             why = (f" -- budgets are <metric>_<stat> with metric in {', '.join(METRICS)} and stat in "
                    f"{', '.join(STATS)}, or output_tps_min, goodput_min, fluidity_min, tokens_per_step_min, "
-                   f"acceptance_rate_min")
-        raise ConfigError(f"{where}: unknown budget {key!r}{did_you_mean(key, BUDGET_KEYS)}{why}")
+                   f"acceptance_rate_min, or ttft_<stat>_by_prompt (a list of prompt-length buckets)")
+        raise ConfigError(f"{where}: unknown budget {key!r}{did_you_mean(key, BUDGET_KEYS + BY_PROMPT_KEYS)}{why}")
     if key == "output_tps_min":
         return Budget(key, "output_tps", "min", parse_positive_number(value, where), where)
     if key in FRACTION_BUDGETS:

@@ -34,7 +34,7 @@ from .facts import Facts
 from .findings import VERDICTS, Verdict  # noqa: F401  (re-exported: pytest_llm_latency.Verdict)
 from .record import RequestRecord, TraceTag
 from .result_parts import (AgentSessions, BaselineComparison, ClientHealth, ColdStartInfo, LoadInfo, Measurement,
-                           PrefillInfo, SpecDecodeInfo, PrefixCacheInfo, RooflineInfo, ServerInfo)
+                           PrefillInfo, PromptBuckets, SpecDecodeInfo, PrefixCacheInfo, RooflineInfo, ServerInfo)
 from .stats import INF, Summary, fmt_stat, summarize
 from .verdict import BudgetVerdict, SequentialVerdicts
 from .workload import Budget, Workload
@@ -87,6 +87,7 @@ class Failure:
     t_last_ns: int | None = None          # last token before the failure
     t_end_ns: int | None = None           # the failure was seen
     trace: TraceTag | None = None         # trace replay: the row it replayed
+    prompt_tokens: int | None = None      # its prompt length (server count, else planned), when known
 
     @classmethod
     def from_error(cls, exc: MeasurementError) -> Failure:
@@ -95,7 +96,8 @@ class Failure:
         if rec is None or not isinstance(rec, RequestRecord):
             return cls(exc.kind, exc.message)
         return cls(exc.kind, exc.message, m.ttft_ms(rec), m.ttfo_ms(rec), tuple(m.itl_ms(rec)),
-                   t_send_ns=rec.t_send_ns, t_last_ns=rec.t_last_token_ns, t_end_ns=rec.t_end_ns)
+                   t_send_ns=rec.t_send_ns, t_last_ns=rec.t_last_token_ns, t_end_ns=rec.t_end_ns,
+                   prompt_tokens=rec.prompt_tokens if rec.prompt_tokens is not None else rec.expected_prompt_tokens)
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,7 @@ class WorkloadResult:
     baseline: BaselineComparison = field(default_factory=BaselineComparison)
     agent: AgentSessions = field(default_factory=AgentSessions)
     spec_decode: SpecDecodeInfo = field(default_factory=SpecDecodeInfo)
+    by_prompt: PromptBuckets = field(default_factory=PromptBuckets)
     facts: Facts = field(default_factory=Facts)   # what the checks decide on, besides the samples
     findings: list | None = None  # core.findings.Finding, set by core.checks.judge (None: not judged yet)
 

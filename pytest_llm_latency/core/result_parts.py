@@ -210,6 +210,11 @@ class RooflineInfo(Part):
     steps_per_s: float | None = None           # engine steps per second (run totals)
     draft_bytes: float | None = None           # the drafter's bytes read per engine step (0: n-gram / none)
     draft: str | None = None                   # what the drafter's bytes came from, or "not counted: why"
+    # issue 27: an open loop's batch (the server's running gauge, else the client's in-flight mean) and the
+    # per-request combination of varied lengths (core.roofline_requests); left out otherwise
+    batch: int | None = None
+    batch_source: str | None = None
+    combination: str | None = None
     message: str | None = None
 
 
@@ -308,9 +313,23 @@ class AgentSessions(Part):
         return row
 
 
+@dataclass
+class PromptBuckets(Part):
+    """TTFT budgets per prompt-length bucket (``core.checks.by_prompt``): one row per bucket of each
+    ``ttft_<stat>_by_prompt`` budget -- ``key`` (``ttft_p95_by_prompt[<1024]``), ``budget``, ``bucket``,
+    ``lo``/``hi`` (the half-open token range; hi null: open top), ``budget_ms``, ``n``, ``status``
+    (pass | fail | inconclusive | not_judged: empty | too_few | no_bucket: the requests above every
+    bucket, with their ``requests`` numbers in the request table and the ``longest`` prompt),
+    ``estimate_ms``, the bounds."""
+    NAME: ClassVar[str] = "by_prompt"
+    length_source: str | None = None           # server count | planned | both, with counts
+    buckets: list[dict] = field(default_factory=list)
+
+
 #: every part, in the order the JSON writes them
 PARTS: tuple[type[Part], ...] = (Measurement, LoadInfo, ClientHealth, ServerInfo, PrefixCacheInfo, ColdStartInfo,
-                                 RooflineInfo, PrefillInfo, BaselineComparison, AgentSessions, SpecDecodeInfo)
+                                 RooflineInfo, PrefillInfo, BaselineComparison, AgentSessions, SpecDecodeInfo,
+                                 PromptBuckets)
 PART_NAMES: tuple[str, ...] = tuple(p.NAME for p in PARTS)
 
 

@@ -25,6 +25,7 @@ from .metrics import decode_tps
 from .hardware import Hardware, ModelSpec
 from .modelbytes import ModelBytes, format_bytes
 from .result_parts import SpecDecodeInfo
+from .roofline_requests import PerRequest, RequestDecode, combine
 from .roofline_spec import Drafter, StepFigures, detail_lines, drafter_arithmetic, headline, step_figures
 from .spec_decode import SOURCES_HINT
 
@@ -122,6 +123,8 @@ class RooflineResult:
     message: str = ""
     steps: StepFigures | None = None   # speculative decoding / MTP: judged per engine step
     hints: tuple[str, ...] = ()        # said with a configuration error (e.g. multi-token stream chunks)
+    per_request: PerRequest | None = None  # varied lengths: per-request ceilings (core.roofline_requests)
+    batch_source: str = ""             # open loop: where the batch came from (core.roofline_requests)
 
     @property
     def efficiency(self) -> float:
@@ -130,7 +133,8 @@ class RooflineResult:
 
     @property
     def ceiling_tok_s(self) -> float:
-        return self.ceiling.per_stream_tok_s
+        """Per stream; with per-request ceilings the effective one, Σ tokens ÷ Σ ideal decode time."""
+        return self.per_request.ceiling_tok_s if self.per_request is not None else self.ceiling.per_stream_tok_s
 
     @property
     def hardware(self) -> str:
@@ -171,7 +175,9 @@ class RooflineResult:
         return {"ceiling_tok_s": self.ceiling_tok_s, "decode_efficiency": self.decode_efficiency,
                 "decode_efficiency_p95": self.decode_efficiency_p95, "hardware": self.hardware,
                 "model_bytes": self.model_bytes, "kv_cache": self.kv_cache,
-                **(self.steps.as_properties() if self.steps is not None else {})}
+                **(self.steps.as_properties() if self.steps is not None else {}),
+                **({"batch": self.ceiling.batch, "batch_source": self.batch_source} if self.batch_source else {}),
+                **({"combination": self.per_request.describe()} if self.per_request is not None else {})}
 
 
 def _tpot_to_tok_s(ms, what: str) -> float:
@@ -184,19 +190,25 @@ def _tpot_to_tok_s(ms, what: str) -> float:
 def evaluate_roofline(hardware: Hardware, model: ModelBytes | ModelSpec, *, context: float,
                       tpot_p50_ms: float, tpot_p95_ms: float | None = None,
                       min_efficiency: float | None = None, batch: int = 1, spec: SpecDecodeInfo | None = None,
-                      drafter: Drafter | None = None, hints: tuple[str, ...] = ()) -> RooflineResult:
+                      drafter: Drafter | None = None, hints: tuple[str, ...] = (),
+                      decodes: list[RequestDecode] | None = None, batch_source: str = "") -> RooflineResult:
     """The gate in one call: ``judge_roofline(measure_roofline(...))`` (the CLI and tests; the
     plugin measures in ``plugin.roofline_gate`` and judges in ``core.checks.gates``)."""
     return judge_roofline(measure_roofline(hardware, model, context=context, tpot_p50_ms=tpot_p50_ms,
                                            tpot_p95_ms=tpot_p95_ms, min_efficiency=min_efficiency, batch=batch,
-                                           spec=spec, drafter=drafter, hints=hints))
+                                           spec=spec, drafter=drafter, hints=hints, decodes=decodes,
+                                           batch_source=batch_source))
 
 
 def measure_roofline(hardware: Hardware, model: ModelBytes | ModelSpec, *, context: float,
                      tpot_p50_ms: float, tpot_p95_ms: float | None = None,
                      min_efficiency: float | None = None, batch: int = 1, spec: SpecDecodeInfo | None = None,
-                     drafter: Drafter | None = None, hints: tuple[str, ...] = ()) -> RooflineResult:
-    """Efficiency = (1000 / TPOT p50) / per-stream ceiling; also reported at p95.  When ``spec``
+                     drafter: Drafter | None = None, hints: tuple[str, ...] = (),
+                     decodes: list[RequestDecode] | None = None, batch_source: str = "") -> RooflineResult:
+    """Efficiency = (1000 / TPOT p50) / per-stream ceiling; also reported at p95.  With ``decodes``
+    (varied lengths: ``core.roofline_requests``), per-request ceilings combined as Σ ideal ÷ Σ
+    measured decode time instead (p95: the 5th percentile of the per-request efficiencies).
+    ``batch_source``: where ``batch`` came from (an open loop), said in the message.  When ``spec``
     (``res.spec_decode``) gives tokens per step, the step efficiency (``core.roofline_spec``, run
     totals, ``drafter``'s bytes counted when given) is the judged figure.  Not judged: status
     ``config_error`` when the judged efficiency exceeds 1.05 (wrong hardware, model or drafter
@@ -211,6 +223,11 @@ def measure_roofline(hardware: Hardware, model: ModelBytes | ModelSpec, *, conte
     tok_s_p95 = None if tpot_p95_ms is None else _tpot_to_tok_s(tpot_p95_ms, "TPOT p95")
     eff = tok_s / ceiling.per_stream_tok_s
     eff_p95 = None if tok_s_p95 is None else tok_s_p95 / ceiling.per_stream_tok_s
+    per = combine(decodes, lambda ctx: decode_ceiling(hardware, model, ctx, batch).per_stream_tok_s) if decodes \
+        else None
+    if per is not None:
+        tok_s, eff, eff_p95 = per.measured_tok_s, per.efficiency, per.efficiency_p95
+        tok_s_p95 = eff_p95 * per.ceiling_tok_s
     steps = None
     if spec is not None and spec.tokens_per_step is not None:
         steps = step_figures(bandwidth_bytes_s=hardware.bandwidth_bytes_s, model=ceiling.model,
@@ -220,7 +237,7 @@ def measure_roofline(hardware: Hardware, model: ModelBytes | ModelSpec, *, conte
     result = RooflineResult(ceiling=ceiling, measured_tok_s=tok_s, measured_tok_s_p95=tok_s_p95,
                             decode_efficiency=eff, decode_efficiency_p95=eff_p95, min_efficiency=min_efficiency,
                             status="config_error" if judged > CONFIG_ERROR_RATIO else "report", steps=steps,
-                            hints=tuple(hints))
+                            hints=tuple(hints), per_request=per, batch_source=batch_source)
     return replace(result, message=format_roofline(result))
 
 
@@ -335,8 +352,12 @@ def format_roofline(r: RooflineResult) -> str:
                  *detail_lines(r.steps, r.measured_tok_s, r.decode_efficiency, c.per_stream_tok_s)]
     else:
         lines = [f"decode {r.measured_tok_s:.1f} tok/s = {r.decode_efficiency:.2f} of ceiling "
-                 f"{c.per_stream_tok_s:.1f} tok/s",
+                 f"{r.ceiling_tok_s:.1f} tok/s",
                  f"  ({format_arithmetic(c)}){budget}"]
+        if r.per_request is not None:
+            lines.append(f"  {r.per_request.describe()}; the arithmetic above is at the mean context")
+    if r.batch_source:
+        lines.append(f"  {r.batch_source}")
     if r.measured_tok_s_p95 is not None and r.steps is None:
         lines.append(f"  p95: decode {r.measured_tok_s_p95:.1f} tok/s = {r.decode_efficiency_p95:.2f} of ceiling")
     if c.model.kv_not_counted:

@@ -21,6 +21,7 @@ from .coldstart import COLD_BUDGET, COLD_STARTS
 from .compare import parse_tolerances
 from .errors import ConfigError
 from .lengths import LengthDist, PrefixGroups, parse_prefix_groups, workload_lengths
+from .prompt_buckets import BY_PROMPT_KEYS, PromptBudget, parse_prompt_budget, under
 from .load_spec import DURATION_MAX_REQUESTS, LOAD_KEYS, Load, make_load
 from .renamed_keys import RENAMED_WORKLOAD_KEYS, upgrade_workload
 from .trace_spec import TRACE_KEYS, TraceSpec, trace_workload_spec
@@ -64,6 +65,7 @@ class Workload:
     # issue 27: a Mooncake trace replayed (core.trace); its rows are the requests, so ``samples``
     # is set from the loaded rows and prompt/output_tokens are placeholders (1)
     trace: TraceSpec | None = None
+    prompt_budgets: tuple[PromptBudget, ...] = ()  # ttft_<stat>_by_prompt (core.prompt_buckets)
 
     @property
     def cold_budget(self) -> Budget | None:
@@ -233,7 +235,10 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
                 prefill_slo[k] = (parse_prefill_slo(k, v, where(("slo", k))), where(("slo", k)))
             continue
         budgets_spec[k] = (v, where(("slo", k)))
+    by_prompt = {k: budgets_spec.pop(k) for k in list(budgets_spec) if k in BY_PROMPT_KEYS}
     budgets = tuple(parse_budget(k, v, src) for k, (v, src) in budgets_spec.items() if v is not None)
+    prompt_budgets = tuple(parse_prompt_budget(k, v, under(where, ("slo", k)))
+                           for k, (v, _) in by_prompt.items() if v is not None)
     roof = get("roofline", None)
     if roof is not None and not isinstance(roof, Mapping):
         raise ConfigError(f"{where(('roofline',))}: expected a mapping like {{min_decode_efficiency: 0.5}}")
@@ -288,7 +293,7 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
                  agent=agent, confidence=DEFAULT_CONFIDENCE if at_confidence else None, samples_given=samples_given,
                  regression=parse_tolerances(get("regression", None), where(("regression",))) or None,
                  baseline_target=get("baseline_target", None), prompt_dist=dists[0], output_dist=dists[1],
-                 shared_prefix_groups=groups, trace=trace)
+                 shared_prefix_groups=groups, trace=trace, prompt_budgets=prompt_budgets)
     if (w.prompt_dist or w.output_dist or groups) and w.agent is not None:
         key = "shared_prefix_groups" if groups else "prompt_tokens" if w.prompt_dist else "output_tokens"
         raise ConfigError(f"{where((key,))}: agent sessions send one fixed-length transcript per turn; a length "
@@ -382,6 +387,7 @@ def default_horizon(w: Workload, confidence: float, min_n: int) -> int:
 def with_budgets(w: Workload, extra: Mapping[str, Any], where: str) -> Workload:
     """Return ``w`` with budgets from ``extra`` replacing same-key ones (marker > file)."""
     merged = w.budget_map()
+    by_prompt = {b.key: b for b in w.prompt_budgets}
     agent = w.agent.budget_map() if w.agent else {}
     for k, v in extra.items():
         if k in AGENT_BUDGET_KEYS:
@@ -392,6 +398,9 @@ def with_budgets(w: Workload, extra: Mapping[str, Any], where: str) -> Workload:
 
             agent[k] = parse_agent_budget(k, v, f"{where} {k}", parse_duration_ms)
             continue
+        if k in BY_PROMPT_KEYS:
+            by_prompt[k] = parse_prompt_budget(k, v, under(lambda p: f"{where} {'.'.join(map(str, p))}", (k,)))
+            continue
         merged[k] = parse_budget(k, v, f"{where} {k}")
     w = replace(w, agent=replace(w.agent, budgets=tuple(agent.values()))) if w.agent else w
-    return replace(w, budgets=tuple(merged.values()))
+    return replace(w, budgets=tuple(merged.values()), prompt_budgets=tuple(by_prompt.values()))

@@ -21,12 +21,14 @@ from ..core.result import Failure, Verdict, Violation, WorkloadResult
 from ..core.record import RequestRecord
 from ..core.stats import Summary
 from ..core.agent_spec import AGENT_BUDGET_KEYS
+from ..core.prompt_buckets import BY_PROMPT_KEYS
 from ..core.renamed_keys import RENAMED_WORKLOAD_KEYS
 from ..core.workload import BUDGET_KEYS, PREFILL_SLO_KEYS, WORKLOAD_KEYS, Workload, make_workload, with_budgets
 
 TARGET_KW = ("url", "api", "model")
 ROOFLINE_KW = ("min_decode_efficiency", "hardware", "min_prefill_efficiency")
-SLO_KW = BUDGET_KEYS + tuple(k for k in PREFILL_SLO_KEYS if k not in ROOFLINE_KW) + AGENT_BUDGET_KEYS  # into slo
+SLO_KW = BUDGET_KEYS + tuple(k for k in PREFILL_SLO_KEYS if k not in ROOFLINE_KW) + AGENT_BUDGET_KEYS \
+    + BY_PROMPT_KEYS  # into slo
 SPEC_KW = WORKLOAD_KEYS + tuple(RENAMED_WORKLOAD_KEYS)  # old names: make_workload warns and renames
 MARKER_KW = ("workload",) + SPEC_KW + SLO_KW + TARGET_KW + ROOFLINE_KW
 from .markers import MARKER_SIGNATURE  # noqa: E402,F401 - re-exported (kept light for start-up)

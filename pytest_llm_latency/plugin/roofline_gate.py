@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..core.errors import ConfigError
+from ..core.roofline_requests import NO_SERVER_GAUGE
 from ..core.result import WorkloadResult
 from ..core.workload import Workload, did_you_mean
 
@@ -160,6 +161,19 @@ def _reference_config(spec):
     return parse_reference_url(spec.url)
 
 
+def _per_request(workload: Workload, res: WorkloadResult, roof: Mapping[str, Any]):
+    """(per-request decodes or None, batch, where the batch came from) -- ``core.roofline_requests``:
+    varied lengths get per-request ceilings; an open loop (without ``roofline.batch``) the batch the
+    server reported running, else the client's mean in flight; otherwise the configured concurrency."""
+    from ..core.roofline_requests import open_loop_batch, request_decodes, varied_lengths
+
+    decodes = request_decodes(res.records, workload.prompt_tokens) if varied_lengths(workload) else None
+    if roof.get("batch") is None and workload.load is not None and workload.load.open_loop:
+        batch, source = open_loop_batch(res.records, res.server.metrics_timeline)
+        return decodes or None, batch, source
+    return decodes or None, int(roof.get("batch", workload.concurrency)), ""
+
+
 def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Mapping[str, Any],
              base_dir: Path | None = None, client=None) -> None:
     from ..core.facts import GateOutcome
@@ -193,6 +207,7 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
 
         # one context for the TPOT percentiles: with length distributions, the requests' mean lengths
         context = mean_context(*mean_lengths(workload, res.records))
+        decodes, batch, batch_source = _per_request(workload, res, roof)
         drafter = _drafter(roof, base_dir or Path.cwd())
         from ..core.roofline_spec import speculates
 
@@ -201,8 +216,8 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
 
         def evaluate(hw):
             return measure_roofline(hw, model, context=context, tpot_p50_ms=tpot.p50, tpot_p95_ms=tpot.p95,
-                                    min_efficiency=min_eff.value, batch=int(roof.get("batch", workload.concurrency)),
-                                    spec=spec_decode, drafter=drafter, hints=hints)
+                                    min_efficiency=min_eff.value, batch=batch, spec=spec_decode, drafter=drafter,
+                                    hints=hints, decodes=decodes, batch_source=batch_source)
 
         result = judge_with_fresh_probe(hardware, evaluate, lambda: resolve_hardware(
             "local-cpu", refresh=True, only_if_higher=True, where=hw_name.source))
@@ -225,6 +240,8 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
         caveats.append(f"roofline: KV cache not counted ({model.kv_not_counted}): the ceiling is too high")
     if result.ceiling.hardware.note:
         caveats.append(f"roofline hardware note: {result.ceiling.hardware.note}")
+    if batch_source and NO_SERVER_GAUGE in batch_source:  # an open loop whose server reports no running gauge
+        caveats.append(f"roofline: {batch_source}")
     if result.steps is not None and not result.steps.draft_counted:
         from ..core.roofline_spec import DRAFT_NOT_COUNTED
 

@@ -17,6 +17,7 @@ from ..result_parts import PART_NAMES
 from ..workload import Workload
 from .agent_sessions import check_agent_sessions
 from .budgets import check_budgets
+from .by_prompt import check_by_prompt
 from .diagnosis import check_causes
 from .error_rate import check_error_rate
 from ..findings import Finding, verdict_of
@@ -27,7 +28,7 @@ from .server import check_server_alive
 from .sweeps import PART_CHECKS, check_prompt_sweep_parts, check_rate_sweep
 
 #: the order is the order of the texts in a failure message
-CHECKS = (check_samples, check_budgets, check_error_rate, *PART_CHECKS, check_agent_sessions,
+CHECKS = (check_samples, check_budgets, check_by_prompt, check_error_rate, *PART_CHECKS, check_agent_sessions,
           check_prompt_sweep_parts, check_rate_sweep, check_server_alive, check_roofline, check_prefill_roofline,
           check_regression, check_causes)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 from ...core import metrics as m, reasoning
+from ...core.prompt_buckets import request_prompt_tokens
 from ...core.result import WorkloadResult, metric_values
 from ...core.stats import percentile
 
@@ -37,7 +38,8 @@ def request_rows(res: WorkloadResult) -> list[dict]:
     length) or failed (with its ``kind``).  Failures with no timestamps (nothing was sent)
     keep ``send_ms`` None.  In a run where a response reasoned, each completed request's
     ``reasoning_tokens`` and ``answer_tokens`` (``core.reasoning.split``; left out where the
-    split is not known)."""
+    split is not known).  ``prompt_tokens``: the server's count, else the planned length
+    (``core.prompt_buckets.request_prompt_tokens``: the length the by-prompt budgets bucket by)."""
     sends = [r.t_send_ns for r in res.records] + [f.t_send_ns for f in res.failures if f.t_send_ns is not None]
     if not sends:
         return [{"status": "failed", "kind": f.kind, "send_ms": None} for f in res.failures]
@@ -48,7 +50,7 @@ def request_rows(res: WorkloadResult) -> list[dict]:
         rows.append({"send_ms": _ms(rec.t_send_ns, t0), "first_token_ms": _ms(rec.t_first_token_ns, t0),
                      "last_token_ms": _ms(rec.t_last_token_ns, t0), "end_ms": _ms(rec.t_end_ns, t0),
                      "ttft_ms": _r(m.ttft_ms(rec)), "tpot_ms": _r(m.tpot_ms(rec)), "e2e_ms": _r(m.e2e_ms(rec)),
-                     "prompt_tokens": rec.prompt_tokens, "output_tokens": rec.output_tokens,
+                     "prompt_tokens": request_prompt_tokens(rec), "output_tokens": rec.output_tokens,
                      "status": "short" if rec.short_output else "ok"})
         cached = rec.server_timings.get("cache_n", rec.server_timings.get("cached_tokens"))
         if isinstance(cached, int):  # where the server reports it (llama.cpp cache_n, usage cached_tokens)
@@ -63,6 +65,8 @@ def request_rows(res: WorkloadResult) -> list[dict]:
         rows.append({"send_ms": send, "first_token_ms": first, "last_token_ms": _ms(f.t_last_ns, t0)
                      if send is not None else None, "end_ms": _ms(f.t_end_ns, t0) if send is not None else None,
                      "ttft_ms": _r(f.ttft_ms), "status": "failed", "kind": f.kind, **trace_fields(f.trace)})
+        if f.prompt_tokens is not None:
+            rows[-1]["prompt_tokens"] = f.prompt_tokens
     rows.sort(key=lambda r: (r["send_ms"] is None, r["send_ms"] or 0.0))
     return rows
 

@@ -54,6 +54,7 @@ def result_entry(res: WorkloadResult, nodeid: str, *, detail: bool = False, sett
         out[metric_key(metric)] = None if s is None else {k: number(getattr(s, k)) for k in STAT_KEYS}
     budgets = {b.key if b.is_acceptance else f"{b.key}_{'tok_s' if b.is_floor else 'ms'}": b.limit for b in w.budgets}
     budgets.update({b.key if b.is_floor else f"{b.key}_ms": b.limit for b in (w.agent.budgets if w.agent else ())})
+    budgets.update({f"{pb.bucket_key(b)}_ms": b.limit for pb in w.prompt_budgets for b in pb.buckets})
     out["budgets"] = budgets
     bounds = {v.key: {f: number(getattr(v, f)) for f in BOUND_FIELDS if getattr(v, f) is not None}
               for v in res.verdicts}

@@ -19,8 +19,8 @@ import re
 from ...core.modelbytes import format_bytes
 from ...core.redact import redact_url
 from ...core.stats import PERCENTILES
-from .charts import (BudgetLine, CdfSeries, Decode, Mark, MetricSeries, RequestSpan, cdf_chart, roofline_chart,
-                     timeline_chart)
+from .charts import (BucketStep, BudgetLine, CdfSeries, Decode, Mark, MetricSeries, PromptPoint, RequestSpan,
+                     cdf_chart, roofline_chart, timeline_chart, ttft_scatter)
 from .terminal import (agent_lines, bound_lines, columns, legend, messages, prefill_lines, reasoned, row,
                        verdict_label)
 
@@ -129,6 +129,22 @@ def timeline(r: dict) -> str:
                                  _num(req.get("last_token_ms")), _num(req.get("end_ms")), status))
     timeline = metric_series(_d(r.get("server")).get("metrics_timeline"))
     return timeline_chart("Requests over the run", spans, timeline, untimed=untimed)
+
+
+def prompt_scatter(r: dict) -> str:
+    """TTFT against prompt length, where the workload's prompt lengths vary (more than one distinct
+    length in the request table); the ``by_prompt`` buckets and budgets drawn.  "" otherwise."""
+    points = []
+    for q in _l(r.get("requests")):
+        n = _d(q).get("prompt_tokens")
+        if isinstance(n, int) and not isinstance(n, bool):
+            points.append(PromptPoint(n, _num(q.get("ttft_ms")), q.get("status") == "failed"))
+    if len({p.prompt_tokens for p in points}) < 2:
+        return ""
+    steps = [BucketStep(float(b["lo"]), _num(b.get("hi")), float(b["budget_ms"]), str(b.get("key", "")))
+             for b in _l(_d(r.get("by_prompt")).get("buckets"))
+             if isinstance(b, dict) and _num(b.get("lo")) is not None and _num(b.get("budget_ms")) is not None]
+    return ttft_scatter("TTFT against prompt length", points, steps)
 
 
 def metric_series(timeline_data) -> list[MetricSeries]:
@@ -280,7 +296,8 @@ def test_view(r: dict, i: int) -> dict:
             "bounds_text": _terminal_text(bound_lines, r, skip=0),
             "anchor": f"test-{i}", "nodeid": str(r.get("nodeid")), "verdict": str(r.get("verdict", "?")),
             "verdict_label": verdict_label(r), "messages": messages(r), "facts": facts,
-            "cdfs": cdf_charts(r), "timeline": timeline(r), "roofline": roof_svg, "roofline_text": roof_text}
+            "cdfs": cdf_charts(r), "timeline": timeline(r), "scatter": prompt_scatter(r),
+            "roofline": roof_svg, "roofline_text": roof_text}
 
 
 def build(doc: dict) -> dict:

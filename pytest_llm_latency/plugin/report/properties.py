@@ -5,9 +5,11 @@ JUnit XML carries them as ``<property name="llm.ttft_ms.p95" value="..."/>``: ``
 the entry's scalars, ``llm.<metric>.<stat>``, ``llm.budget.<budget>``, ``llm.bound.<budget>.<field>``,
 ``llm.<part>.<field>`` for the typed parts (``llm.load.throughput_rps``), numbered lists
 (``llm.violation.<i>``, ``llm.error.<i>``, ``llm.cause.<i>``, ``llm.notes.<i>``, 1-based) and
-``llm.failures.<kind>``.  A statistic that is a miss (null in JSON) is ``inf`` here.  Values that
-are not scalars (the request table, CDF points, per-turn rows, timelines) stay out of JUnit:
-they are in the JSON file.  Nothing here decides or measures anything; it only reads the entry.
+``llm.failures.<kind>``; each prompt-length bucket's scalars as ``llm.by_prompt.<bucket key>.<field>``
+(``llm.by_prompt.ttft_p95_by_prompt[<1024].estimate_ms``).  A statistic that is a miss (null in
+JSON) is ``inf`` here.  Values that are not scalars (the request table, CDF points, per-turn
+rows, timelines) stay out of JUnit: they are in the JSON file.  Nothing here decides or measures
+anything; it only reads the entry.
 """
 from __future__ import annotations
 
@@ -39,4 +41,7 @@ def junit_properties(entry: dict[str, Any], prefix: str = PREFIX) -> list[tuple[
         for k, v in (entry.get(part) or {}).items():
             if isinstance(v, (int, float, str)):  # bools too, as 0/1
                 props.append((f"{prefix}{part}.{k}", int(v) if isinstance(v, bool) else v))
+    for row in (entry.get("by_prompt") or {}).get("buckets") or ():
+        props += [(f"{prefix}by_prompt.{row['key']}.{k}", v) for k, v in row.items()
+                  if k not in ("key", "budget", "bucket") and isinstance(v, (int, float, str))]
     return props

@@ -68,6 +68,10 @@ DESCRIPTIONS = {
                       "gauge values",
     "server.metrics_timeline": "/metrics gauges over the run: {metric name: [[t_ms, value], ...]} with t_ms on "
                                "the requests' axis; the HTML report draws queue depth, running requests and KV usage",
+    "by_prompt.length_source": "which prompt length bucketed the requests: the server's count (usage), the "
+                               "planned length, or both with counts",
+    "by_prompt.buckets": "one row per bucket of each ttft_<stat>_by_prompt budget, then one (status no_bucket) "
+                         "for the requests above every bucket where there is no open top bucket",
     "agent.prefix_reuse": "fraction of turn-2+ prompt tokens the server served from its prefix cache",
     "agent.prefix_reuse_source": "per request (each turn's cached_tokens / cache_n) or server counters (/metrics)",
     "agent.turn1_cached_tokens_max": "most cached tokens on any session's turn 1 (0: sessions share no prefix)",
@@ -97,7 +101,26 @@ _COMPARISON = {"type": "object", "additionalProperties": False,
                               "description": "A/B in one run: blocks the bootstrap resampled (0: single requests "
                                              "or pairs)"},
                    "status": {"type": "string"}, "message": {"type": "string"}}}
-_SPECIAL = {"agent.turns": {"type": "array", "items": _TURN},
+_BUCKET = {"type": "object", "additionalProperties": False,
+           "required": ["key", "budget", "bucket", "lo", "n", "status"],
+           "properties": {"key": {"type": "string", "description": "ttft_p95_by_prompt[<1024]: the budget and "
+                                                                    "its bucket's label"},
+                          "budget": {"type": "string"}, "bucket": {"type": "string"},
+                          "lo": {"type": "integer", "minimum": 0, "description": "first prompt length in the bucket"},
+                          "hi": {"type": ["integer", "null"], "minimum": 1,
+                                 "description": "first prompt length past it (half-open); null: the open top"},
+                          "budget_ms": {"type": "number"}, "n": {"type": "integer", "minimum": 0},
+                          "censored": {"type": "integer", "minimum": 0,
+                                       "description": "failed requests counted as misses"},
+                          "status": {"enum": ["pass", "fail", "inconclusive", "not_judged", "too_few", "no_bucket"]},
+                          **{k: {"type": ["number", "null"]} for k in (
+                              "estimate_ms", "lower_ms", "upper_ms", "confidence")},
+                          "method": {"type": "string"}, "would_decide": {"type": "integer", "minimum": 1},
+                          "requests": {"type": "string", "description": "no_bucket: the requests' 1-based "
+                                                                         "numbers in the request table"},
+                          "longest": {"type": "integer", "minimum": 0}}}
+_SPECIAL = {"by_prompt.buckets": {"type": "array", "items": _BUCKET},
+            "agent.turns": {"type": "array", "items": _TURN},
             "baseline.comparisons": {"type": "array", "items": _COMPARISON},
             "baseline.cdf": {"type": "object", "additionalProperties": {"$ref": "#/$defs/cdf"}},
             "server.metrics": {"type": "object", "additionalProperties": {"type": "number"}},

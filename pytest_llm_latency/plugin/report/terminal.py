@@ -90,6 +90,7 @@ def summary_lines(results: list[dict]) -> list[str]:
                 lines.append(f"  {r.get('nodeid')}: {text}")
     lines += itl_count_lines(results)
     lines += prefill_lines(results)
+    lines += prompt_bucket_lines(results)
     lines += step_lines(results)
     lines += agent_lines(results)
     noted = [r for r in results if r.get("notes")]
@@ -180,6 +181,25 @@ def prefill_lines(results: list[dict]) -> list[str]:
                      f"{p['overhead_ms']:.1f} ms (residuals median {p.get('residual_mad_ms', 0):.2f} ms){mfu}{server}, "
                      f"TTFT {p['linearity']}")
     return ["prefill roofline (TTFT = overhead + n / tok/s):"] + lines if lines else []
+
+
+def prompt_bucket_lines(results: list[dict]) -> list[str]:
+    """One line per prompt-length bucket of the ``ttft_<stat>_by_prompt`` budgets (JSON ``by_prompt``):
+    ``ttft_p95_by_prompt[<1024]: n=12 p95 212.0 ms, budget 300 ms -> PASS``."""
+    lines = []
+    for r in results:
+        for b in (r.get("by_prompt") or {}).get("buckets") or ():
+            head = f"  {r.get('nodeid')}: {b.get('key')}: n={b.get('n')}"
+            if b.get("status") == "no_bucket":
+                lines.append(f"{head} above every bucket (longest {b.get('longest')}), not judged: requests "
+                             f"{b.get('requests')}")
+                continue
+            stat = str(b.get("budget", "")).split("_")[1] if "_" in str(b.get("budget", "")) else "?"
+            est = b.get("estimate_ms")
+            figure = "" if "estimate_ms" not in b else f" {stat} {'inf' if est is None else f'{est:.1f}'} ms,"
+            lines.append(f"{head}{figure} budget {b.get('budget_ms', 0):g} ms -> "
+                         f"{str(b.get('status')).upper().replace('_', ' ')}")
+    return ["TTFT by prompt length (half-open token ranges):"] + lines if lines else []
 
 
 def step_lines(results: list[dict]) -> list[str]:
