@@ -75,7 +75,7 @@ class Facts:
     server_died: str | None = None        # what it said when it died (redacted)
     cold: ColdStarts | None = None
     prefix_cache: Any = None              # core.prefix_cache.CacheEvidence
-    declared_cached_tokens: int | None = None  # trace replay: cached tokens the trace declares (core.trace)
+    declared_cached_tokens: int | None = None  # trace replay: cached tokens its shared hash_ids explain at most
     per_chunk_itl: PerChunkItl | None = None  # ITL left per chunk on some streams
     client_fell_behind: bool = False      # a load-engine run whose client fell behind (client.load_report)
     agent: AgentRun | None = None

@@ -131,7 +131,7 @@ def judge(ev: CacheEvidence | None, *, shared_prefix_tokens: int = 0, expected_t
         return CacheVerdict(note=f"prefix cache: {what}; the workload shares a {shared_prefix_tokens}-token prefix")
     if expected_tokens and ev.cached_tokens <= ev.allowance + expected_tokens:
         whose = "each request's group prefix" if declared_by.startswith("shared_prefix_groups") else \
-            "each row's leading blocks shared with a row completed before it was sent"
+            "each row's leading blocks shared with a row sent before it, and a session turn's history"
         return CacheVerdict(note=f"prefix cache: {what}; expected: {declared_by} up to "
                                  f"{expected_tokens} cached tokens ({whose}, in whole "
                                  f"{CACHE_BLOCK_TOKENS}-token blocks)")

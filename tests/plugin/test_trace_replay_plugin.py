@@ -89,7 +89,9 @@ def test_sixteen_rows_each_once_exact_on_time_and_declared_blocks_hit_the_cache(
     assert all(declared[i] == 0 for i in range(4)) and all(declared[i] >= BLOCK for i in range(4, 16))
     assert declared[8] == 2 * BLOCK  # group 0 shares two blocks where both rows have three
     assert all(q["cached_tokens"] >= q["declared_cached_tokens"] for q in got), got
-    assert res["prefix_cache"]["expected_cached_tokens"] == sum(declared.values())
+    # the judge's bound counts the rows in flight too (a block is cached once prefilled): at least the declared hits
+    assert res["prefix_cache"]["expected_cached_tokens"] >= sum(declared.values())
+    assert res["prefix_cache"]["cached_tokens"] <= res["prefix_cache"]["expected_cached_tokens"] + 32 * 16
     assert any("the trace's shared hash_ids declare" in n for n in res["notes"]), res["notes"]
     assert res["load"]["load_mode"] == "trace" and res["load"]["trace_rows"] == 16
 

@@ -12,9 +12,11 @@ the previous prompt + the tokens it generated + the new tokens, checked against 
 count like every prompt (``RequestRecord.prompt_deviation``).
 
 After the run, each record carries its trace row (index, file line, session) and the cached
-tokens the trace declares for it (``core.trace.declared_hits``: the leading blocks it shares with
-a row that completed before it was sent), and their sum is the prefix cache's expected hits
-(``core.checks.measurement_validity``)."""
+tokens the trace declares for it (``core.trace_tokens.DeclaredCache``: the leading blocks it
+shares with a row that completed before it was sent -- those are cached, barring eviction).  The
+prefix cache's expected hits (``core.checks.measurement_validity``: hits beyond them make the
+sample unjudgeable) count the rows still in flight too: a server caches a block once its prefill
+has computed it, so a row may also hit the blocks of a row sent before it that has not finished."""
 from __future__ import annotations
 
 import threading
@@ -81,6 +83,7 @@ class Replay:
     clock: Clock = time.perf_counter_ns
     sleep: Callable[[float], None] = time.sleep
     declared: dict[int, int] = field(default_factory=dict)   # row index -> cached tokens declared at its send
+    bound: dict[int, int] = field(default_factory=dict)      # row index -> at most, with the rows in flight
 
     name: str = "trace_replay"
 
@@ -124,7 +127,9 @@ class Replay:
         by_row = {p.key: p for p in samples}
         groups = sessions(self.rows)
         offsets = arrival_offsets_ms(self.rows, self.spec.speed, self.spec.start_ms)
-        cache = DeclaredCache(self.spec.block_tokens)
+        cache = DeclaredCache(self.spec.block_tokens)  # the rows completed so far: their blocks are cached
+        sent = DeclaredCache(self.spec.block_tokens)   # the rows sent so far: their blocks may be (vLLM caches
+        #                                                a block once its prefill computed it, before the row ends)
         load_run = LoadRun("trace")
         lock = threading.Lock()
         stop = threading.Event()
@@ -151,6 +156,8 @@ class Replay:
                         load_run.unsent += len(turns) - k
                         return
                     self.declared[row.index] = cache.hits(row)  # what the rows completed so far explain
+                    self.bound[row.index] = sent.hits(row)      # what the rows sent so far may explain
+                    sent.completed(row)
                 out = tagged(one(prompt, t_due), row, self.file, history)
                 with lock:
                     load_run.outcomes.append(out)
@@ -203,14 +210,14 @@ class Replay:
         res.load.set(load_mode="trace", trace=self.file, trace_rows=len(self.rows), trace_sessions=n_sessions,
                      trace_speed=self.spec.speed)
         res.measurement.set(trace=describe(self.spec, self.rows))
-        declared = 0
+        bound = 0
         for rec in res.records:
             if rec.trace is not None and rec.trace.row in self.declared:
                 rec.trace.declared_cached_tokens = self.declared[rec.trace.row]
-                declared += rec.trace.declared_cached_tokens
-        res.facts.declared_cached_tokens = declared
+                bound += self.bound[rec.trace.row]
+        res.facts.declared_cached_tokens = bound
         if res.facts.prefix_cache is not None:
-            res.prefix_cache.expected_cached_tokens = declared
+            res.prefix_cache.expected_cached_tokens = bound
 
 
 def continued(prev_prompt: Prompt, prev: RequestRecord, new: Prompt, row: TraceRow) -> tuple[Prompt, int]:
