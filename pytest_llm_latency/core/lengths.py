@@ -100,10 +100,12 @@ def draw_lengths(spec: "int | LengthDist", n: int, *, seed: int, key: str, floor
 
 def mean_lengths(workload: Any, records: list) -> tuple[float, float]:
     """(prompt, output) length where one number is needed after the run (the roofline's mean
-    context): with a distribution, the mean of the completed requests' own planned lengths
+    context): with a distribution or a trace, the mean of the completed requests' own planned lengths
     (``expected_prompt_tokens`` / ``expected_output_tokens``, else what the server counted);
     otherwise, or with no records, the workload's numbers."""
-    if (workload.prompt_dist is None and workload.output_dist is None) or not records:
+    varied = workload.prompt_dist is not None or workload.output_dist is not None or \
+        getattr(workload, "trace", None) is not None
+    if not varied or not records:
         return float(workload.prompt_tokens), float(workload.output_tokens)
     prompts = [r.expected_prompt_tokens or r.prompt_tokens or workload.prompt_tokens for r in records]
     outputs = [r.expected_output_tokens or r.output_tokens or workload.output_tokens for r in records]

@@ -168,7 +168,8 @@ def _per_request(workload: Workload, res: WorkloadResult, roof: Mapping[str, Any
     from ..core.roofline_requests import open_loop_batch, request_decodes, varied_lengths
 
     decodes = request_decodes(res.records, workload.prompt_tokens) if varied_lengths(workload) else None
-    if roof.get("batch") is None and workload.load is not None and workload.load.open_loop:
+    open_loop = (workload.load is not None and workload.load.open_loop) or workload.trace is not None
+    if roof.get("batch") is None and open_loop:  # a trace replay is an open loop too
         batch, source = open_loop_batch(res.records, res.server.metrics_timeline)
         return decodes or None, batch, source
     return decodes or None, int(roof.get("batch", workload.concurrency)), ""

@@ -82,6 +82,7 @@ class Replay:
     engine: bool = True
     clock: Clock = time.perf_counter_ns
     sleep: Callable[[float], None] = time.sleep
+    lag_sleep: Callable[[float], None] = time.sleep  # the lag monitor's (a test's virtual clock: a real one)
     declared: dict[int, int] = field(default_factory=dict)   # row index -> cached tokens declared at its send
     bound: dict[int, int] = field(default_factory=dict)      # row index -> at most, with the rows in flight
 
@@ -181,7 +182,7 @@ class Replay:
                 prev = (prompt, out)
 
         workers = min(max(len(groups), 1), MAX_OPEN_LOOP_THREADS)
-        with LagMonitor(clock=clock, sleep=self.sleep) as mon, \
+        with LagMonitor(clock=clock, sleep=self.lag_sleep) as mon, \
                 ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm-latency-trace") as pool:
             t0 = clock()
             futures: list[Future[None]] = []
