@@ -55,7 +55,8 @@ workloads:
 {extra}""")
     r = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", f"--llm-latency-url={url}",
                            "--llm-latency-json=r.json", *args)
-    return r, json.loads((pytester.path / "r.json").read_text())["results"][0]
+    results = json.loads((pytester.path / "r.json").read_text())["results"]
+    return r, results[0] if results else None  # none: a configuration error, before any measurement
 
 
 def on_time(res, rows, speed=1.0):
@@ -124,3 +125,64 @@ def test_two_sessions_replay_their_turns_in_order_after_their_delays(pytester, c
             # sent after the previous turn ended plus its delay
             assert q["send_ms"] >= p["end_ms"] + rows[cur]["delay"] - 1, (p, q)
             assert q["cached_tokens"] >= q["declared_cached_tokens"] > 0
+
+
+@pytest.fixture(scope="module")
+def short_context_server():
+    with start_reference("reference://h100-sxm/llama-3.1-8b?max_model_len=200&time_scale=0.2",
+                         mode="subprocess") as handle:
+        yield handle.url
+
+
+def served_requests(url) -> float:
+    """Completions the server has counted (vLLM's request counter on the reference target's /metrics)."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(url + "/metrics", timeout=10).text
+    return sum(s.value for f in text_string_to_metric_families(text) if f.name == "vllm:request_success"
+               for s in f.samples if s.name.endswith("_total"))
+
+
+def test_a_malformed_row_is_a_configuration_error_naming_file_line_and_field_before_any_request(
+        pytester, short_context_server):
+    rows = sixteen_rows()[:3]
+    rows[1] = {**rows[1], "timestamp": -5}
+    before = served_requests(short_context_server)
+    r, res = run(pytester, short_context_server, rows)
+    r.assert_outcomes(errors=1)
+    path = pytester.path / "trace.jsonl"
+    assert (f"configuration error: {path}:2: timestamp: expected a number >= 0, got -5 -- give the arrival time "
+            f"in ms from the start of the trace (a number >= 0)") in r.stdout.str()
+    assert res is None
+    assert served_requests(short_context_server) == before  # nothing was sent, not even a probe
+
+
+def test_a_row_beyond_the_servers_context_is_an_error_naming_it_or_skipped_or_clipped(pytester, short_context_server):
+    rows = [{"timestamp": 10 * i, "input_length": 60, "output_length": 4, "hash_ids": [i]} for i in range(3)]
+    rows[1] = {**rows[1], "input_length": 199, "hash_ids": [1, 2, 3, 4]}  # 199 + 4 = 203 > max_model_len 200
+    before = served_requests(short_context_server)
+    r, res = run(pytester, short_context_server, rows)
+    r.assert_outcomes(errors=1)
+    assert f"{pytester.path / 'trace.jsonl'}:2: input_length:" in r.stdout.str() and "200" in r.stdout.str()
+    assert "trace_overlong" in r.stdout.str()
+    assert served_requests(short_context_server) == before
+    r, res = run(pytester, short_context_server, rows, "    trace_overlong: skip\n")
+    assert res["verdict"] == "pass", r.stdout.str()
+    assert sorted(q["trace_row"] for q in res["requests"]) == [0, 2]
+    r, res = run(pytester, short_context_server, rows, "    trace_overlong: clip\n")
+    assert res["verdict"] == "pass", r.stdout.str()
+    got = {q["trace_row"]: q for q in res["requests"]}
+    assert sorted(got) == [0, 1, 2] and got[1]["prompt_tokens"] + got[1]["output_tokens"] <= 200
+    assert got[1]["prompt_tokens"] < 199
+
+
+def test_the_roofline_judges_a_trace_on_per_request_ceilings_at_the_batch_the_server_ran(pytester):
+    rows = sixteen_rows()
+    with start_reference("reference://h100-sxm/llama-3.1-8b?prefix_caching=1", mode="subprocess") as handle:
+        r, res = run(pytester, handle.url, rows,
+                     "    roofline: {hardware: h100-sxm, model: llama-3.1-8b, min_decode_efficiency: 0.3}\n")
+    assert res["verdict"] == "pass", r.stdout.str()
+    roof = res["roofline"]
+    assert roof["combination"].startswith("per-request ceilings over 16 requests"), roof
+    assert "vllm:num_requests_running" in roof["batch_source"] or "client" in roof["batch_source"], roof
