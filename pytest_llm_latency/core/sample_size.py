@@ -96,5 +96,6 @@ def check_min_samples(w: Workload, where: str, samples: Any = None) -> None:
     need, b = worst
     fallback = [s for s in ("p95", "p90", "p50") if min_samples_for(s) <= n]
     alt = f" or use {fallback[0]}" if fallback else ""
+    more = "replay more rows (trace_rows, trace_start_ms)" if w.trace is not None else "raise samples"
     raise ConfigError(f"{where}: budget {b.key} ({b.source or 'class default'}): {b.stat} needs >= {need} samples, "
-                      f"got {n}: raise samples{alt}, or set confidence (e.g. 0.95) for a verdict with bounds")
+                      f"got {n}: {more}{alt}, or set confidence (e.g. 0.95) for a verdict with bounds")
