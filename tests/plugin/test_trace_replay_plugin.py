@@ -186,3 +186,29 @@ def test_the_roofline_judges_a_trace_on_per_request_ceilings_at_the_batch_the_se
     roof = res["roofline"]
     assert roof["combination"].startswith("per-request ceilings over 16 requests"), roof
     assert "vllm:num_requests_running" in roof["batch_source"] or "client" in roof["batch_source"], roof
+
+
+MARKED = '''
+import pytest
+
+@pytest.mark.llm_slo(trace="traces/t.jsonl", trace_block_tokens=64, trace_speed=4, warmup=0, ttft_max="10s")
+def test_marked(llm_latency):
+    pass
+
+def test_measured(llm_latency):
+    res = llm_latency.measure(trace="traces/t.jsonl", trace_block_tokens=64, trace_rows=3, warmup=0)
+    assert len(res.records) == 3
+    assert sorted(r.trace.row for r in res.records) == [0, 1, 2]
+'''
+
+
+def test_a_marker_and_the_fixture_replay_a_trace_relative_to_the_test_file(pytester, cached_server):
+    (pytester.path / "traces").mkdir()
+    (pytester.path / "traces" / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in sixteen_rows()[:6]))
+    pytester.makepyfile(test_marked=MARKED)
+    r = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", f"--llm-latency-url={cached_server}",
+                           "--llm-latency-json=r.json")
+    r.assert_outcomes(passed=2)
+    res = json.loads((pytester.path / "r.json").read_text())["results"]
+    marked = next(x for x in res if x["nodeid"].endswith("test_marked"))
+    assert sorted(q["trace_row"] for q in marked["requests"]) == list(range(6))
