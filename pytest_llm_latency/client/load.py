@@ -38,6 +38,7 @@ from ..core.record import Clock, RequestRecord
 from ..core.result import Failure, is_deterministic_rejection
 from ..core.schedule import Arrival, offsets
 from ..core.workload import Workload
+from .clock import MEASUREMENT_CLOCK
 
 #: ``send(prompt, t_scheduled_ns or None) -> RequestRecord | Failure``
 Send = Callable[[Prompt, "int | None"], "RequestRecord | Failure"]
@@ -71,7 +72,7 @@ class LagMonitor:
     ``samples`` (every wake-up) and ``stalls``, ``(t_wake_ns, lag_ns)`` of each late one on
     ``clock``, the timeline ``core.bunching`` sets a stream's bursts against."""
 
-    def __init__(self, tick_s: float = LAG_TICK_S, clock: Clock = time.perf_counter_ns,
+    def __init__(self, tick_s: float = LAG_TICK_S, clock: Clock = MEASUREMENT_CLOCK,
                  sleep: Callable[[float], None] = time.sleep):
         self.tick_s, self.clock, self.sleep = tick_s, clock, sleep
         self.samples: list[int] = []
@@ -111,7 +112,7 @@ class LagMonitor:
 
 
 def run_load(send: Send, prompts: list[Prompt], workload: Workload, *, seed: int = 0,
-             clock: Clock = time.perf_counter_ns, sleep: Callable[[float], None] = time.sleep,
+             clock: Clock = MEASUREMENT_CLOCK, sleep: Callable[[float], None] = time.sleep,
              progress: Callable[[int, int], None] | None = None) -> LoadRun:
     switch = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S)  # a thread with a token to stamp waits less for the GIL

@@ -26,6 +26,7 @@ from .ollama import OllamaClient
 from .openai import OpenAIClient
 
 from . import APIS  # one list for options and runner
+from .clock import MEASUREMENT_CLOCK
 
 #: the pipeline's pieces, where callers and tests found them before the drivers package
 __all__ = ["APIS", "StreamClient", "Target", "make_client", "measure", "send_samples", "stop_info", "warm_up",
@@ -53,7 +54,7 @@ class Target:
             raise ConfigError(f"api {self.api!r} is not supported -- use one of {', '.join(APIS)}")
 
 
-def make_client(target: Target, http: httpx.Client, *, clock: Clock = time.perf_counter_ns,
+def make_client(target: Target, http: httpx.Client, *, clock: Clock = MEASUREMENT_CLOCK,
                 timeouts: Timeouts = Timeouts(), redact: Redactor = Redactor(),
                 sleep: Callable[[float], None] = time.sleep) -> OpenAIClient | OllamaClient:
     kw: dict[str, Any] = dict(clock=clock, timeouts=timeouts, redact=redact, sleep=sleep)
