@@ -193,6 +193,10 @@ def load_summary(res: WorkloadResult, run: LoadRun) -> None:
         res.notes.append(f"closed loop at concurrency {w.concurrency}: {len(res.records) + len(res.failures)} "
                          f"requests measured at full concurrency; {len(run.ramp)} ramp-up and {len(run.drain)} "
                          f"drain requests (at lower concurrency) excluded")
+    if run.workers or run.worker_failures:  # workers: N (client/workers.py)
+        load.workers = len(run.workers) + len(run.worker_failures)
+        load.worker_lag = [wk.as_json() for wk in run.workers]
+        res.facts.workers_failed = list(run.worker_failures)
     if run.prompts_short:
         res.notes.append("ran out of prepared prompts before the bound was reached: fewer samples than asked")
     if run.stopped:

@@ -17,6 +17,14 @@ def check_client_health(res: WorkloadResult) -> list[Finding]:
                     f"workers, no other load on the runner)")]
 
 
+def check_workers(res: WorkloadResult) -> list[Finding]:
+    """A worker process (``workers: N``, ``client/workers.py``) that died, hung or never got ready:
+    its share of the schedule is missing, so the samples are not the workload's -- never a pass on
+    the others' samples."""
+    return [Finding("workers", "error", f"{why}; the run's samples are incomplete, so it is not judged")
+            for why in res.facts.workers_failed]
+
+
 def check_prefix_cache(res: WorkloadResult) -> list[Finding]:
     """Cached prompts fake a fast TTFT: a note, and an error unless the workload shares a prefix
     on purpose (``core.prefix_cache.judge``)."""
