@@ -4,6 +4,9 @@
 worker killed mid-run (the test hook ``LLM_LATENCY_TEST_WORKER_EXIT_AFTER``) -- an error naming it."""
 from __future__ import annotations
 
+import json
+from importlib import resources
+
 import pytest
 
 from pytest_llm_latency.client.http import make_http_client
@@ -67,3 +70,60 @@ def test_a_worker_that_dies_mid_run_makes_the_run_an_error_naming_it(server, mon
     assert "worker 1 (pid " in msg and f"died with exit code {TEST_EXIT_CODE} after" in msg and "of 30 requests" in msg
     assert len({r.worker for r in res.records}) == 1 and res.n == 30  # only worker 0's records, all of them
     assert res.load.workers == 2 and [x["index"] for x in res.load.worker_lag] == [0]  # the survivor's lag
+
+
+def test_workers_in_yaml_reach_the_result_json_and_its_request_rows(pytester):
+    jsonschema = pytest.importorskip("jsonschema")
+    pytester.makefile(".slo.yaml", load="""
+workloads:
+  spread:
+    prompt_tokens: 64
+    output_tokens: 8
+    rate: 40
+    requests: 40
+    workers: 2
+    confidence: null
+    slo: {e2e_p95: 30s}
+""")
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--llm-latency-url={URL}",
+                                      "--llm-latency-json=r.json", timeout=180)
+    r.assert_outcomes(passed=1)
+    doc = json.loads((pytester.path / "r.json").read_text())
+    jsonschema.validate(doc, json.loads(resources.files("pytest_llm_latency").joinpath(
+        "data/results.schema.json").read_text()))
+    res = doc["results"][0]
+    assert res["load"]["workers"] == 2 and [w["index"] for w in res["load"]["worker_lag"]] == [0, 1]
+    rows = res["requests"]
+    assert len(rows) == 40 and len({row["worker"] for row in rows}) == 2
+
+
+def test_a_worker_that_hangs_is_killed_and_named(monkeypatch):
+    """A target that accepts and never answers: the worker's request outlives the controller's
+    bound (span + request timeout + slack, made short here), so it is killed and named."""
+    import socket
+    import threading
+
+    from pytest_llm_latency.client import workers
+    from pytest_llm_latency.client.http import Timeouts
+    from pytest_llm_latency.core.prompts import Prompt
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    held: list[socket.socket] = []
+    threading.Thread(target=lambda: held.extend(srv.accept()[0] for _ in range(2)), daemon=True).start()
+    target = workers.WorkerTarget(f"http://127.0.0.1:{srv.getsockname()[1]}", "openai-completions", "m",
+                                  Timeouts(connect_s=5, idle_s=60, total_s=60, max_retries=0))
+    prompts = [Prompt("", f"p{i}", 8, 8) for i in range(2)]
+    shards = workers.make_shards([0.0, 0.01], prompts, [], 2, target, warmup=0, output_tokens=4, extra=None,
+                                 in_flight=2)
+    monkeypatch.setattr(workers, "FINISH_SLACK_S", 0.5)  # the controller's bound; the worker's own timeout is 60 s
+    try:
+        run = workers.run_workers(shards, workers.Credentials(), span_s=0.01, request_timeout_s=0.5)
+    finally:
+        srv.close()
+        for c in held:
+            c.close()
+    assert not run.outcomes and len(run.worker_failures) == 2
+    assert all(f"worker {k} (pid " in f and "did not finish in time after 0 of 1 requests" in f
+               for k, f in enumerate(run.worker_failures)), run.worker_failures

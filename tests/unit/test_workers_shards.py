@@ -60,6 +60,21 @@ def test_credentials_never_show_in_a_repr():
     assert "sk-secret" not in repr(c) and "sk-secret" not in repr(TARGET)
 
 
+def test_credentials_come_from_the_client_and_the_target_holds_none():
+    from pytest_llm_latency.client.http import Redactor, make_http_client
+    from pytest_llm_latency.client.runner import Target, make_client
+
+    with make_http_client(api_key="sk-secret-123") as http:
+        client = make_client(Target("http://127.0.0.1:9", "openai-chat", "m"), http, redact=Redactor(["sk-secret-123"]))
+        creds, target = Credentials.of(client), WorkerTarget.of(client)
+    assert creds.authorization == "Bearer sk-secret-123" and creds.secrets == ("sk-secret-123",)
+    assert target == WorkerTarget("http://127.0.0.1:9", "openai-chat", "m", client.timeouts)
+    assert "sk-secret" not in repr(pickle.loads(pickle.dumps(target)))
+    with make_http_client(auth=("user", "pw")) as http:
+        basic = Credentials.of(make_client(Target("http://127.0.0.1:9"), http))
+    assert basic.authorization is not None and basic.authorization.startswith("Basic ")
+
+
 def rec(t_sched: int, worker: str) -> RequestRecord:
     r = RequestRecord(t_send_ns=t_sched + 1_000_000, t_end_ns=t_sched + 50_000_000, t_scheduled_ns=t_sched)
     r.worker = worker
