@@ -228,6 +228,8 @@ class WorkerInfo:
     requests: int
     send_lag_ms_p99: float | None
     client_lag_ms_p99: float | None
+    lag_ns: list[int] = field(default_factory=list, repr=False)       # its samples, for its own health
+    send_lag_ns: list[int] = field(default_factory=list, repr=False)
 
     def as_json(self) -> dict:
         return {"worker": self.name, "index": self.index, "requests": self.requests,
@@ -324,7 +326,8 @@ def merge(shards: list[Shard], results: dict[int, ShardRun], failures: dict[int,
         run.send_lag_ns += r.send_lag_ns
         run.window_ns = max(run.window_ns, r.window_ns)
         run.stopped = run.stopped or r.stopped
-        run.workers.append(WorkerInfo(k, r.name, len(r.outcomes), _p99_ms(r.send_lag_ns), _p99_ms(r.lag_ns)))
+        run.workers.append(WorkerInfo(k, r.name, len(r.outcomes), _p99_ms(r.send_lag_ns), _p99_ms(r.lag_ns),
+                                      r.lag_ns, r.send_lag_ns))
     stalls = [r.stalls for r in results.values() if r.stalls is not None]
     if stalls:
         run.lag_timeline = StallTimeline(tuple(sorted(x for s in stalls for x in s.stalls)), stalls[0].tick_ns,

@@ -78,7 +78,7 @@ class Facts:
     declared_cached_tokens: int | None = None  # trace replay: cached tokens its shared hash_ids explain at most
     per_chunk_itl: PerChunkItl | None = None  # ITL left per chunk on some streams
     client_fell_behind: bool = False      # a load-engine run whose client fell behind (client.load_report)
-    workers_failed: list[str] = field(default_factory=list)  # workers: N: a worker that died, hung or never started
+    workers_failed: list[str] = field(default_factory=list)  # workers: N: died, hung, not ready or fell behind
     agent: AgentRun | None = None
     sweep_parts: list = field(default_factory=list)         # prompt sweep: (tag, part WorkloadResult)
     rate_sweep: RateSweepRun | None = None

@@ -112,6 +112,25 @@ def test_a_failed_worker_makes_the_run_an_error_naming_it():
     assert res.verdict == "error" and any(why in e for e in res.errors), res.errors
 
 
+def test_a_worker_that_fell_behind_makes_the_run_an_error_naming_it():
+    from pytest_llm_latency.client.load_report import load_summary
+
+    shards = make_shards([0.0, 0.1, 0.2, 0.3], prompts(4), [], 2, TARGET, warmup=0, output_tokens=4,
+                         extra=None, in_flight=4)
+    fine = ShardRun(0, 11, "h", outcomes=[(0, rec(0, "11@h")), (2, rec(2, "11@h"))], lag_ns=[100_000] * 500)
+    starved = ShardRun(1, 12, "h", outcomes=[(1, rec(1, "12@h")), (3, rec(3, "12@h"))], lag_ns=[50_000_000] * 500)
+    run = merge(shards, {0: fine, 1: starved}, {})
+    w = make_workload("w", {"class": "custom", "prompt_tokens": 8, "output_tokens": 1, "rate": 40, "requests": 4,
+                            "workers": 2, "confidence": None, "slo": {"e2e_p50": "10s"}})
+    res = measured(w, list(run.outcomes), [])
+    load_summary(res, run)
+    res = judge(res)
+    assert res.verdict == "error"
+    assert [e for e in res.errors if "worker" in e] == [
+        "worker 1 (12@h) fell behind (CPU-starved: lag p99 50 ms): the samples are not the workload's as "
+        "scheduled, so the run is not judged"]
+
+
 class FakeClient:
     """Streams on a virtual clock: each request takes 10 ms of it."""
 

@@ -32,9 +32,7 @@ class WorkerOpenLoop:
         timeouts = self.client.timeouts
         load_run = run_workers(shards, Credentials.of(self.client), span_s=due[-1] if due else 0.0,
                                request_timeout_s=timeouts.total_s, progress=run.progress)
-        notes = [f"sent by {n} worker processes (workers: {workload.workers}): worker k sent scheduled "
-                 f"requests k, k+{n}, ...; records merged in schedule order"]
-        return Sent(outcomes=list(load_run.outcomes), notes=notes, load_run=load_run)
+        return Sent(outcomes=list(load_run.outcomes), load_run=load_run)  # load.workers says it (notes warn)
 
     def measure(self, client, workload: Workload, run: Run):
         from .pipeline import measure_samples

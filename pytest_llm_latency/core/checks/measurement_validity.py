@@ -18,11 +18,11 @@ def check_client_health(res: WorkloadResult) -> list[Finding]:
 
 
 def check_workers(res: WorkloadResult) -> list[Finding]:
-    """A worker process (``workers: N``, ``client/workers.py``) that died, hung or never got ready:
-    its share of the schedule is missing, so the samples are not the workload's -- never a pass on
-    the others' samples."""
-    return [Finding("workers", "error", f"{why}; the run's samples are incomplete, so it is not judged")
-            for why in res.facts.workers_failed]
+    """A worker process (``workers: N``, ``client/workers.py``) that died, hung, never got ready or
+    fell behind: its share of the schedule is missing or mis-timed, so the samples are not the
+    workload's -- never a pass on the others' samples."""
+    return [Finding("workers", "error", f"{why}: the samples are not the workload's as scheduled, so the run is "
+                                        f"not judged") for why in res.facts.workers_failed]
 
 
 def check_prefix_cache(res: WorkloadResult) -> list[Finding]:
