@@ -245,12 +245,11 @@ def run_workers(shards: list[Shard], credentials: Credentials, *, span_s: float,
 
     ctx = multiprocessing.get_context("spawn")
     procs, conns = [], []
-    for s in shards:
+    for s in shards:  # every interpreter starts at once; then each gets its shard
         parent, child = ctx.Pipe()
         p = ctx.Process(target=worker_main, args=(child,), name=f"llm-latency-worker-{s.index}", daemon=True)
         p.start()
         child.close()
-        parent.send((s, credentials))  # the pipe: not argv, not the environment of a log line
         procs.append(p)
         conns.append(parent)
     state = {k: "starting" for k in range(len(shards))}
@@ -296,6 +295,12 @@ def run_workers(shards: list[Shard], credentials: Credentials, *, span_s: float,
                                          len(shards[k].positions))
 
     try:
+        for k, (s, conn) in enumerate(zip(shards, conns)):
+            try:
+                conn.send((s, credentials))  # the pipe: not argv, not the environment, never logged
+            except OSError:  # it died before reading it
+                procs[k].join(1.0)
+                failures[k] = _named(k, procs[k], f"died with exit code {procs[k].exitcode}", 0, len(s.positions))
         pump(clock() + int((READY_SLACK_S + request_timeout_s * max(len(s.warm) for s in shards)) * 1e9), "ready")
         t0 = clock() + int(START_DELAY_S * 1e9)
         for k, c in enumerate(conns):
