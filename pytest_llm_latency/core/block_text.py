@@ -274,18 +274,40 @@ def row_blocks(hash_ids: Sequence[int | str], input_length: int, block_tokens: i
     return out
 
 
+def head_from_the_end(lengths: list[int], head: int) -> list[int]:
+    """The blocks' text lengths once the server's ``head`` (BOS, the chat template's tokens) is taken
+    off an opening prompt: from its **last** blocks, not its first.  A chat template puts part of
+    its tokens after the text (``<|eot_id|>``, the assistant header), so a first block cut by the
+    whole head would leave rows that share it a few tokens short of a full block in common (one
+    16-token cache block fewer); cut at the end, every shared leading block is whole.  The first
+    block keeps at least one token; what it cannot give stays on it (an unreachable length,
+    reported by the plan)."""
+    out, left = list(lengths), head
+    for i in range(len(out) - 1, -1, -1):
+        take = min(left, max(out[i] - (1 if i == 0 else 0), 0))
+        out[i] -= take
+        left -= take
+        if not left:
+            break
+    if left and out:
+        out[0] -= left
+    return out
+
+
 def prompt_text(palette: Palette, nonce: str, blocks: Sequence[tuple[BlockId, int]], *, opens_prompt: bool,
                 cache: dict | None = None) -> tuple[str, int]:
-    """The text of ``blocks`` ((id, tokens) pairs, block lengths as the server counts them: the first
-    includes the head when ``opens_prompt``) and its planned server count (``palette.head`` included
+    """The text of ``blocks`` ((id, tokens) pairs, block lengths as the server counts them: with
+    ``opens_prompt`` the head is taken off the last blocks, ``head_from_the_end``) and its planned server count (``palette.head`` included
     when ``opens_prompt``).  The planned count differs from the blocks' sum only where a length is
     unreachable (``block_text``): the nearest is used, never silently.  ``cache`` (a dict kept by the
     caller) reuses block texts across prompts."""
     parts: list[str] = []
     planned = palette.head if opens_prompt and blocks else 0
-    for i, (block_id, tokens) in enumerate(blocks):
+    wants = head_from_the_end([t for _, t in blocks], palette.head if opens_prompt else 0)
+    for i, ((block_id, _), want) in enumerate(zip(blocks, wants)):
         first = opens_prompt and i == 0
-        want = tokens - palette.head if first else tokens
+        if want <= 0 and not first:
+            continue  # the head took this (short, last) block whole
         k = (block_id, want, first)
         hit = cache.get(k) if cache is not None else None
         if hit is None:
