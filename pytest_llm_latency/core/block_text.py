@@ -297,9 +297,10 @@ def head_from_the_end(lengths: list[int], head: int) -> list[int]:
 def prompt_text(palette: Palette, nonce: str, blocks: Sequence[tuple[BlockId, int]], *, opens_prompt: bool,
                 cache: dict | None = None) -> tuple[str, int]:
     """The text of ``blocks`` ((id, tokens) pairs, block lengths as the server counts them: with
-    ``opens_prompt`` the head is taken off the last blocks, ``head_from_the_end``) and its planned server count (``palette.head`` included
-    when ``opens_prompt``).  The planned count differs from the blocks' sum only where a length is
-    unreachable (``block_text``): the nearest is used, never silently.  ``cache`` (a dict kept by the
+    ``opens_prompt`` the head is taken off the last blocks, ``head_from_the_end``) and its planned
+    server count (``palette.head`` included when ``opens_prompt``).  The planned count differs from
+    the blocks' sum only where a length is unreachable (``block_text``): the nearest is used, never
+    silently.  ``cache`` (a dict kept by the
     caller) reuses block texts across prompts."""
     parts: list[str] = []
     planned = palette.head if opens_prompt and blocks else 0
