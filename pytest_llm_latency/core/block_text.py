@@ -21,8 +21,10 @@ Rules of the text (documented, never a silent deviation):
 * **Opening prompt.**  The first piece of a prompt is written without its space (templates that
   trim content then change nothing).  ``Palette.head`` = count(opening text) - its pieces'
   costs: BOS and chat-template tokens, less what the dropped space saved (byte-level: -1).  A
-  prompt of N tokens is therefore ``N - head`` tokens of pieces; ``block_text(first=True)``
-  takes that net length and ``prompt_text`` subtracts the head itself.
+  prompt of N tokens is therefore ``N - head`` tokens of pieces; ``prompt_text`` takes the head
+  off the prompt's *last* blocks (``head_from_the_end``: a chat template puts some of its tokens
+  after the text, so shared leading blocks stay whole); ``block_text(first=True)`` only drops
+  the first piece's space.
 * **Lengths.**  A block of length L is a seeded stream of pieces cut where it reaches L, then
   a short fill (pieces whose costs make up the rest exactly, fewest first).  Where the pieces'
   costs cannot make up a rest (1 token on a byte-level tokenizer: the shortest piece " a"
