@@ -36,8 +36,8 @@ Rules of the text (documented, never a silent deviation):
   (the longer on a tie): ``prompt_text`` returns that planned count, so the caller sees and
   records the deviation.
 * **Identity.**  Block text depends on (nonce, block id, length) only: the stream is seeded
-  by ``random.Random(f"block|{nonce}|{block_id}")`` (ids compare by their text: 5 and "5" are
-  one block), so rows naming the same id share it byte for byte within a run, another run's
+  by ``random.Random(f"block|{nonce}|{type}:{block_id}")`` (5 and "5" are different ids, as in
+  ``core.trace``), so rows naming the same id share it byte for byte within a run, another run's
   nonce shares nothing, and a shorter length of the same id is the longer one's text up to
   its last few pieces (token-level prefix caches, llama.cpp's, share that part).  A row's
   tail beyond its named ids (``RowTail``) is seeded by ``f"row|{nonce}|{key}"``: its own.
@@ -211,7 +211,8 @@ def _flat() -> tuple[tuple[str, ...], tuple[int, ...]]:
 def _seed(nonce: str, block_id: BlockId) -> str:
     if isinstance(block_id, RowTail):
         return f"row|{nonce}|{block_id.key}"
-    return f"block|{nonce}|{block_id}"
+    # the id's type is part of it: 7 and "7" are different ids (core.trace), so different texts
+    return f"block|{nonce}|{type(block_id).__name__}:{block_id}"
 
 
 def _plan(palette: Palette, nonce: str, block_id: BlockId, length: int, first: bool) -> str | None:

@@ -165,20 +165,3 @@ def declared_hits(row: TraceRow, completed: Iterable[TraceRow], block_tokens: in
         if done.index != row.index:
             cache.completed(done)
     return cache.hits(row)
-
-
-def expected_cached_tokens(events: Iterable[tuple[str, TraceRow]], block_tokens: int,
-                           cache_block: int = CACHE_BLOCK_TOKENS) -> dict[int, int]:
-    """Per row index, the declared hits at its send, from the replay's events in the order they
-    happened: ``("sent", row)`` when a request went out, ``("done", row)`` when its response
-    finished (a failed request is never ``done``: its blocks may not be cached)."""
-    cache = DeclaredCache(block_tokens, cache_block)
-    out: dict[int, int] = {}
-    for what, row in events:
-        if what == "sent":
-            out[row.index] = cache.hits(row)
-        elif what == "done":
-            cache.completed(row)
-        else:
-            raise ValueError(f"expected_cached_tokens: unknown event {what!r} (sent or done)")
-    return out
