@@ -124,8 +124,10 @@ def test_two_sessions_replay_their_turns_in_order_after_their_delays(pytester, c
             # each turn's prompt is the history (the previous prompt and its answer) plus the new tokens
             assert q["history_tokens"] == p["prompt_tokens"] + p["output_tokens"]
             assert q["prompt_tokens"] == q["history_tokens"] + rows[cur]["input_length"], q
-            # sent after the previous turn ended plus its delay
+            # sent after the previous turn ended plus its delay, and on time (unless the client was starved)
             assert q["send_ms"] >= p["end_ms"] + rows[cur]["delay"] - 1, (p, q)
+            if not res["client"].get("client_fell_behind"):
+                assert q["send_ms"] <= p["end_ms"] + rows[cur]["delay"] + SEND_LAG_MS + 5, (p, q)
             assert q["cached_tokens"] >= q["declared_cached_tokens"] > 0
 
 
