@@ -17,6 +17,7 @@ from pytest_llm_latency.core.block_text import (CALIBRATION_CALLS, PALETTE, RowT
                                                 block_text, calibrate, prompt_text, row_blocks)
 from pytest_llm_latency.core.errors import MeasurementError
 from pytest_llm_latency.targets.reference import tokenizer as reference
+from tests.helpers.counting import counting
 
 RECORDINGS = Path(__file__).parent / "recordings"
 
@@ -66,15 +67,6 @@ def test_the_simulated_counters_reproduce_the_recorded_tokenizers():
     assert byte_level(text) - 1 == vllm["response"]["count"] == len(vllm["response"]["tokens"])
     llama = json.loads((RECORDINGS / "tokenize-llamacpp.json").read_text())
     assert bpe_pieces(llama["request"]["content"], BPE_VOCAB) == [t["piece"] for t in llama["response"]["tokens"]]
-
-
-def counting(count):
-    calls = []
-
-    def counted(text: str) -> int:
-        calls.append(text)
-        return count(text)
-    return counted, calls
 
 
 def trace(rng: random.Random, n: int, block: int) -> list[tuple[tuple, int, int]]:
