@@ -21,8 +21,10 @@ Rules of the text (documented, never a silent deviation):
 * **Opening prompt.**  The first piece of a prompt is written without its space (templates that
   trim content then change nothing).  ``Palette.head`` = count(opening text) - its pieces'
   costs: BOS and chat-template tokens, less what the dropped space saved (byte-level: -1).  A
-  prompt of N tokens is therefore ``N - head`` tokens of pieces; ``block_text(first=True)``
-  takes that net length and ``prompt_text`` subtracts the head itself.
+  prompt of N tokens is therefore ``N - head`` tokens of pieces; ``prompt_text`` takes the head
+  off the prompt's *last* blocks (``head_from_the_end``: a chat template puts some of its tokens
+  after the text, so shared leading blocks stay whole); ``block_text(first=True)`` only drops
+  the first piece's space.
 * **Lengths.**  A block of length L is a seeded stream of pieces cut where it reaches L, then
   a short fill (pieces whose costs make up the rest exactly, fewest first).  Where the pieces'
   costs cannot make up a rest (1 token on a byte-level tokenizer: the shortest piece " a"
@@ -34,8 +36,8 @@ Rules of the text (documented, never a silent deviation):
   (the longer on a tie): ``prompt_text`` returns that planned count, so the caller sees and
   records the deviation.
 * **Identity.**  Block text depends on (nonce, block id, length) only: the stream is seeded
-  by ``random.Random(f"block|{nonce}|{block_id}")`` (ids compare by their text: 5 and "5" are
-  one block), so rows naming the same id share it byte for byte within a run, another run's
+  by ``random.Random(f"block|{nonce}|{type}:{block_id}")`` (5 and "5" are different ids, as in
+  ``core.trace``), so rows naming the same id share it byte for byte within a run, another run's
   nonce shares nothing, and a shorter length of the same id is the longer one's text up to
   its last few pieces (token-level prefix caches, llama.cpp's, share that part).  A row's
   tail beyond its named ids (``RowTail``) is seeded by ``f"row|{nonce}|{key}"``: its own.
@@ -209,7 +211,8 @@ def _flat() -> tuple[tuple[str, ...], tuple[int, ...]]:
 def _seed(nonce: str, block_id: BlockId) -> str:
     if isinstance(block_id, RowTail):
         return f"row|{nonce}|{block_id.key}"
-    return f"block|{nonce}|{block_id}"
+    # the id's type is part of it: 7 and "7" are different ids (core.trace), so different texts
+    return f"block|{nonce}|{type(block_id).__name__}:{block_id}"
 
 
 def _plan(palette: Palette, nonce: str, block_id: BlockId, length: int, first: bool) -> str | None:
@@ -274,18 +277,41 @@ def row_blocks(hash_ids: Sequence[int | str], input_length: int, block_tokens: i
     return out
 
 
+def head_from_the_end(lengths: list[int], head: int) -> list[int]:
+    """The blocks' text lengths once the server's ``head`` (BOS, the chat template's tokens) is taken
+    off an opening prompt: from its **last** blocks, not its first.  A chat template puts part of
+    its tokens after the text (``<|eot_id|>``, the assistant header), so a first block cut by the
+    whole head would leave rows that share it a few tokens short of a full block in common (one
+    16-token cache block fewer); cut at the end, every shared leading block is whole.  The first
+    block keeps at least one token; what it cannot give stays on it (an unreachable length,
+    reported by the plan)."""
+    out, left = list(lengths), head
+    for i in range(len(out) - 1, -1, -1):
+        take = min(left, max(out[i] - (1 if i == 0 else 0), 0))
+        out[i] -= take
+        left -= take
+        if not left:
+            break
+    if left and out:
+        out[0] -= left
+    return out
+
+
 def prompt_text(palette: Palette, nonce: str, blocks: Sequence[tuple[BlockId, int]], *, opens_prompt: bool,
                 cache: dict | None = None) -> tuple[str, int]:
-    """The text of ``blocks`` ((id, tokens) pairs, block lengths as the server counts them: the first
-    includes the head when ``opens_prompt``) and its planned server count (``palette.head`` included
-    when ``opens_prompt``).  The planned count differs from the blocks' sum only where a length is
-    unreachable (``block_text``): the nearest is used, never silently.  ``cache`` (a dict kept by the
+    """The text of ``blocks`` ((id, tokens) pairs, block lengths as the server counts them: with
+    ``opens_prompt`` the head is taken off the last blocks, ``head_from_the_end``) and its planned
+    server count (``palette.head`` included when ``opens_prompt``).  The planned count differs from
+    the blocks' sum only where a length is unreachable (``block_text``): the nearest is used, never
+    silently.  ``cache`` (a dict kept by the
     caller) reuses block texts across prompts."""
     parts: list[str] = []
     planned = palette.head if opens_prompt and blocks else 0
-    for i, (block_id, tokens) in enumerate(blocks):
+    wants = head_from_the_end([t for _, t in blocks], palette.head if opens_prompt else 0)
+    for i, ((block_id, _), want) in enumerate(zip(blocks, wants)):
         first = opens_prompt and i == 0
-        want = tokens - palette.head if first else tokens
+        if want <= 0 and not first:
+            continue  # the head took this (short, last) block whole
         k = (block_id, want, first)
         hit = cache.get(k) if cache is not None else None
         if hit is None:

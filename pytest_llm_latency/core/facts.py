@@ -75,7 +75,8 @@ class Facts:
     server_died: str | None = None        # what it said when it died (redacted)
     cold: ColdStarts | None = None
     prefix_cache: Any = None              # core.prefix_cache.CacheEvidence
-    declared_cached_tokens: int | None = None  # trace replay: cached tokens its shared hash_ids explain at most
+    cache_bound_tokens: int | None = None  # trace replay: cached tokens its shared hash_ids explain at most
+    trace_incomplete: str | None = None    # trace replay: rows left unsent after a rejection (an error)
     per_chunk_itl: PerChunkItl | None = None  # ITL left per chunk on some streams
     client_fell_behind: bool = False      # a load-engine run whose client fell behind (client.load_report)
     workers_failed: list[str] = field(default_factory=list)  # workers: N: died, hung, not ready or fell behind

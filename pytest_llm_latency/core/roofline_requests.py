@@ -112,21 +112,29 @@ def server_running(timeline: Mapping[str, Sequence[Sequence[float]]], end_ms: fl
                    ) -> tuple[float, str, int] | None:
     """(mean, gauge name, samples) of the server's running-requests gauge in the run's timeline
     (``ServerInfo.metrics_timeline``: [[t_ms, value], ...] on the requests' axis), samples from the
-    first send (t 0) to ``end_ms``; None when the server exports none."""
+    first send (t 0) to ``end_ms`` while something ran (>= 1: the idle gaps of a bursty open loop
+    would dilute the batch the requests decoded at); None when the server exports none."""
     for name in GAUGES["running"]:
-        pts = [v for t, v in timeline.get(name) or () if t >= 0 and (end_ms is None or t <= end_ms)]
+        pts = [v for t, v in timeline.get(name) or () if t >= 0 and (end_ms is None or t <= end_ms) and v >= 1]
         if pts:
             return math.fsum(pts) / len(pts), name, len(pts)
     return None
 
 
 def client_in_flight(records: Sequence[Any]) -> float | None:
-    """Mean requests in flight as the client measured them: Σ (end − send) / (last end − first send)."""
-    spans = [(r.t_send_ns, r.t_end_ns) for r in records if r.t_end_ns is not None and r.t_end_ns > r.t_send_ns]
+    """Mean requests in flight as the client measured them, while any was: Σ (end − send) / the time
+    covered by at least one request (idle gaps left out, as for the server's gauge)."""
+    spans = sorted((r.t_send_ns, r.t_end_ns) for r in records if r.t_end_ns is not None and r.t_end_ns > r.t_send_ns)
     if not spans:
         return None
-    window = max(e for _, e in spans) - min(s for s, _ in spans)
-    return sum(e - s for s, e in spans) / window if window > 0 else None
+    covered, start, end = 0, spans[0][0], spans[0][1]
+    for s, e in spans[1:]:
+        if s > end:
+            covered, start, end = covered + end - start, s, e
+        else:
+            end = max(end, e)
+    covered += end - start
+    return sum(e - s for s, e in spans) / covered if covered > 0 else None
 
 
 def open_loop_batch(records: Sequence[Any], timeline: Mapping[str, Sequence[Sequence[float]]]) -> tuple[int, str]:

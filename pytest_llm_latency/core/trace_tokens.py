@@ -23,7 +23,8 @@ cache the longest leading run of blocks it shares with a first turn that *comple
 it was sent (a later turn's prompt starts with its session's first turn, which completed
 earlier, so first turns are all that need comparing): full blocks count ``block_tokens``, a
 partial block the shorter of the two rows' lengths for it, and the run ends there.  A later
-turn may find its whole history (the previous turn completed before it was sent).  Either is
+turn may find its whole history (the previous turn completed before it was sent) but the
+previous answer's last token, which the server sampled and never evaluated.  Either is
 rounded down to the server's cache block (16 tokens on vLLM,
 ``core.prefix_cache.CACHE_BLOCK_TOKENS``).  Rows still in flight are not counted: they may
 miss.  The result is an upper bound on the hits the trace explains; the chat template's shared
@@ -139,7 +140,9 @@ class DeclaredCache:
     def hits(self, row: TraceRow) -> int:
         if not row.first_turn:
             assert row.session_id is not None
-            tokens = self._history.get(row.session_id, 0)
+            # the previous answer's last token was sampled, never fed back: the server holds the history
+            # but that one token (llama.cpp's cache_n, vLLM's last block then one token short)
+            tokens = max(self._history.get(row.session_id, 0) - 1, 0)
         else:
             tokens, level = 0, self._root
             for hid, length in zip(row.hash_ids, block_lengths(row, self.block_tokens)):
@@ -162,20 +165,3 @@ def declared_hits(row: TraceRow, completed: Iterable[TraceRow], block_tokens: in
         if done.index != row.index:
             cache.completed(done)
     return cache.hits(row)
-
-
-def expected_cached_tokens(events: Iterable[tuple[str, TraceRow]], block_tokens: int,
-                           cache_block: int = CACHE_BLOCK_TOKENS) -> dict[int, int]:
-    """Per row index, the declared hits at its send, from the replay's events in the order they
-    happened: ``("sent", row)`` when a request went out, ``("done", row)`` when its response
-    finished (a failed request is never ``done``: its blocks may not be cached)."""
-    cache = DeclaredCache(block_tokens, cache_block)
-    out: dict[int, int] = {}
-    for what, row in events:
-        if what == "sent":
-            out[row.index] = cache.hits(row)
-        elif what == "done":
-            cache.completed(row)
-        else:
-            raise ValueError(f"expected_cached_tokens: unknown event {what!r} (sent or done)")
-    return out

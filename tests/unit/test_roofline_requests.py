@@ -121,3 +121,16 @@ def test_the_gate_wires_per_request_contexts_and_the_open_loop_batch():
     assert _per_request(open_loop, res, {"batch": 6})[1:] == (6, "")  # roofline.batch wins
     closed = make_workload("w", {"prompt_tokens": 500, "output_tokens": 1000, "concurrency": 8})
     assert _per_request(closed, measured(closed, [A, B], []), {}) == (None, 8, "")
+
+
+def test_idle_gaps_of_a_bursty_open_loop_do_not_dilute_the_batch():
+    """8 requests decode together for 1 s, the server idles 0.9 s, then one short request runs: the
+    batch the requests decoded at is 8 (mostly), not the 4 a mean over the whole window gives."""
+    burst = [rec(100, 10, 0.0, 990.0) for _ in range(8)]
+    late = [rec(100, 10, 1900.0, 90.0)]
+    flight = client_in_flight(burst + late)
+    assert flight == pytest.approx((8 * 1000.0 + 100.0) / (1000.0 + 100.0))  # 7.36: idle time left out
+    gauge = {"vllm:num_requests_running": [[t, 8.0] for t in range(0, 1000, 100)]
+             + [[t, 0.0] for t in range(1000, 1900, 100)] + [[1900.0, 1.0], [1950.0, 1.0]]}
+    batch, source = open_loop_batch(burst + late, gauge)
+    assert batch == 7 and "mean 6.83 over 12 samples" in source  # (10 x 8 + 2 x 1) / 12; the 9 idle zeros left out

@@ -13,6 +13,7 @@ from pytest_llm_latency.client.trace_prompts import prepare_block_prompts
 from pytest_llm_latency.core.block_text import CALIBRATION_CALLS, BlockSpec
 from pytest_llm_latency.targets.reference import tokenizer as reference
 from pytest_llm_latency.targets.reference.launch import start_reference
+from tests.helpers.counting import counting
 
 
 def specs(n: int, block: int = 16, seed: int = 0) -> list[BlockSpec]:
@@ -33,15 +34,6 @@ class Clock:
     def __call__(self) -> int:
         self.t += 1_250_000_000
         return self.t
-
-
-def counting(count):
-    calls = []
-
-    def counted(text: str) -> int:
-        calls.append(text)
-        return count(text)
-    return counted, calls
 
 
 def test_calls_are_the_calibration_constant_plus_one_verify_per_opening_prompt():

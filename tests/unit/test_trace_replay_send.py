@@ -13,7 +13,8 @@ from pytest_llm_latency.client.drivers.base import Run
 from pytest_llm_latency.client.drivers.trace_replay import Replay
 from pytest_llm_latency.core.prompts import Prompt
 from pytest_llm_latency.core.record import RequestRecord, TokenChunk
-from pytest_llm_latency.core.result import Failure
+from pytest_llm_latency.core.checks import judge
+from pytest_llm_latency.core.result import Failure, measured
 from pytest_llm_latency.core.trace import TraceSpec, read_trace
 from pytest_llm_latency.core.workload import make_workload
 
@@ -146,22 +147,43 @@ def test_a_failed_turn_ends_its_session_and_each_later_turn_is_a_failure_naming_
     out = replay(rows, clock).send(one, prompts_for(rows), W, Run(), lambda recs: None)
     assert len(sent) == 2 and len(out.outcomes) == 4  # nothing dropped: every row is an outcome
     failed = sorted((o for o in out.outcomes if isinstance(o, Failure)), key=lambda o: o.trace.row)
-    assert [f.kind for f in failed] == ["http_503", "session", "session"]
+    # the later turns keep the cause's kind: a server fault stays one (judged against max_error_rate as such)
+    assert [f.kind for f in failed] == ["http_503", "http_503", "http_503"]
     assert failed[0].message == "trace t.jsonl:1 (row 0): the server said no"
     assert failed[1].message == "trace t.jsonl:2 (row 1): not sent: turn 1 of session 's' failed (http_503)"
-    assert out.load_run.stopped is None  # a 503 is the server's fault, not a rejection of every row
 
 
-def test_a_rejected_row_is_named_by_its_line_and_stops_the_replay():
+def test_a_rejected_row_is_named_by_its_line_and_stops_the_replay_as_an_error():
     rows = rows_of([{"timestamp": 100 * i, "input_length": 20 + 1000 * (i == 1), "output_length": 2}
                     for i in range(4)])
     clock = VirtualClock(gates=[(150, 2)])  # row 2 (due at 200 ms) only after row 1's rejection came back
     one, sent = fake_one(clock, fail={" new1": "context_length"})
-    out = replay(rows, clock).send(one, prompts_for(rows), W, Run(), lambda recs: None)
+    r = replay(rows, clock)
+    out = r.send(one, prompts_for(rows), W, Run(), lambda recs: None)
     rejected = [o for o in out.outcomes if isinstance(o, Failure)]
     assert [f.message for f in rejected] == ["trace t.jsonl:2 (row 1): the server said no"]
-    assert out.load_run.stopped == "context_length" and out.load_run.unsent == 2 and len(sent) == 2
-    assert any("rejected (context_length)" in n and "2 row(s) were not sent" in n for n in out.notes)
+    assert r.stopped is rejected[0] and r.unsent == 2 and len(sent) == 2
+    res = measured(W, [o for o in out.outcomes if isinstance(o, RequestRecord)], rejected)
+    r.record(res)  # the rows not sent make the run an error, whatever max_error_rate allows
+    assert res.facts.trace_incomplete == (
+        "trace not replayed: 2 of 4 rows were not sent: trace t.jsonl:2 (row 1): the server said no -- a rejection "
+        "every row would get (context_length); set trace_overlong: skip or clip, or shorten the trace's rows")
+    assert judge(res).verdict == "error"
+
+
+def test_under_trace_overlong_skip_a_row_the_server_rejects_as_too_long_is_left_out_with_a_note():
+    rows = rows_of([{"timestamp": 100 * i, "input_length": 20, "output_length": 2} for i in range(4)])
+    clock = VirtualClock(gates=[(150, 2)])
+    one, sent = fake_one(clock, fail={" new1": "context_length"})
+    r = Replay(list(rows), TraceSpec("/traces/t.jsonl", overlong="skip", block_tokens=16), clock=clock,
+               sleep=clock.sleep, lag_sleep=time.sleep)
+    out = r.send(one, prompts_for(rows), W, Run(), lambda recs: None)
+    assert len(sent) == 4 and r.stopped is None and r.skipped == [1]
+    assert sorted(o.trace.row for o in out.outcomes) == [0, 2, 3] and all(
+        isinstance(o, RequestRecord) for o in out.outcomes)
+    assert out.notes == ["trace_overlong: skip: 1 row(s) left out: the server rejected t.jsonl:2 as beyond its "
+                         "context (it lists no max_model_len to check against before sending); a session's later "
+                         "turns go with its rejected turn"]
 
 
 def test_declared_hits_count_rows_completed_before_the_send_and_the_bound_rows_in_flight():

@@ -115,7 +115,8 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
     res.server.set(**server_timing_summary(records))
     deviations = [r.prompt_deviation for r in records if r.prompt_deviation]
     if deviations:
-        planned = "drawn lengths" if workload.prompt_dist is not None else workload.prompt_tokens
+        planned = "rows' input_length" if workload.trace is not None else \
+            "drawn lengths" if workload.prompt_dist is not None else workload.prompt_tokens
         res.notes.append(f"prompt_tokens deviated from the planned {planned} on {len(deviations)} "
                          f"of {len(records)} requests (by {min(deviations):+d}..{max(deviations):+d} tokens)")
     counted, count_notes, res.facts.per_chunk_itl = recovery.report(records)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from ...core.errors import ConfigError
+from ...core.errors import ConfigError, MeasurementError
 from ...core.prompts import Prompt
 from ...core.record import Clock, RequestRecord, TraceTag
 from ...core.result import Failure, WorkloadResult, is_deterministic_rejection
@@ -86,6 +86,11 @@ class Replay:
     lag_sleep: Callable[[float], None] = time.sleep  # the lag monitor's (a test's virtual clock: a real one)
     declared: dict[int, int] = field(default_factory=dict)   # row index -> cached tokens declared at its send
     bound: dict[int, int] = field(default_factory=dict)      # row index -> at most, with the rows in flight
+    counter: Callable[[str], int] | None = None              # the server's count (a later turn's history)
+    skipped: list[int] = field(default_factory=list)         # rows rejected as too long, left out (overlong)
+    rejected_row: str = ""
+    stopped: Failure | None = None                           # the rejection that stopped the replay
+    unsent: int = 0                                          # rows never sent after it
 
     name: str = "trace_replay"
 
@@ -111,6 +116,7 @@ class Replay:
         how = None
         if counter is None:
             counter, how = make_counter(client, workload, seed, nonce)
+        self.counter = None if getattr(counter, "per_char", None) is not None else counter  # an estimate: no
         n = workload.warmup
         warm = build_prompts(counter, n=n, prompt_tokens=WARMUP_PROMPT_TOKENS, seed=seed, nonce=f"{nonce}|warmup",
                              lengths=[WARMUP_PROMPT_TOKENS] * n, output_lengths=[WARMUP_OUTPUT_TOKENS] * n) if n else []
@@ -144,41 +150,52 @@ class Replay:
                 self.sleep(min(d / 1e9, 0.05))
 
         def session(turns: list[TraceRow], t_due: int) -> None:
+            try:
+                turns_of(turns, t_due)
+            except BaseException:
+                stop.set()  # the other sessions stop too: the error is raised by the main thread
+                raise
+
+        def turns_of(turns: list[TraceRow], t_due: int) -> None:
             prev: tuple[Prompt, RequestRecord] | None = None
             for k, row in enumerate(turns):
-                if k:
-                    assert prev is not None and row.delay_ms is not None
+                history = 0
+                if prev is None:
+                    prompt = by_row[row.index]
+                else:  # counted before its delay runs: off the timing path
+                    prompt, history = continued(prev[0], prev[1], by_row[row.index], row, self.counter)
+                    assert row.delay_ms is not None
                     t_due = (prev[1].t_end_ns or clock()) + int(turn_delay_ms(row, self.spec.speed) * 1e6)
                     wait_until(t_due)
-                prompt, history = (by_row[row.index], 0) if prev is None else \
-                    continued(prev[0], prev[1], by_row[row.index], row)
                 with lock:
-                    load_run.send_lag_ns.append(max(clock() - t_due, 0))
                     if stop.is_set():
-                        load_run.unsent += len(turns) - k
+                        self.unsent += len(turns) - k
                         return
+                    load_run.send_lag_ns.append(max(clock() - t_due, 0))
                     self.declared[row.index] = cache.hits(row)  # what the rows completed so far explain
                     self.bound[row.index] = sent.hits(row)      # what the rows sent so far may explain
                     sent.completed(row)
                 out = tagged(one(prompt, t_due), row, self.file, history)
                 with lock:
-                    load_run.outcomes.append(out)
+                    kept = self.keep(out, row, stop)
+                    if kept:
+                        load_run.outcomes.append(out)
                     ends.append(clock())
                     if isinstance(out, RequestRecord):
                         cache.completed(row)
-                    if isinstance(out, Failure) and is_deterministic_rejection(out.kind) and not stop.is_set():
-                        load_run.stopped = out.kind
-                        stop.set()
-                    if run.progress:
-                        run.progress(len(load_run.outcomes), total)
+                    done = len(load_run.outcomes) + len(self.skipped)
+                if run.progress:
+                    run.progress(done, total)
                 if not isinstance(out, RequestRecord):
-                    rest = turns[k + 1:]
-                    with lock:  # the later turns have no history to continue: each is a failure, never dropped
-                        load_run.outcomes += [tagged(Failure("session", f"trace {self.file}:{r.line} (row "
-                                                                        f"{r.index}): not sent: turn {k + 1} of "
-                                                                        f"session {row.session_id!r} failed "
-                                                                        f"({out.kind})"), r, self.file)
-                                              for r in rest]
+                    # the later turns have no history to continue: each is an outcome of the same kind (a
+                    # server fault stays one), never dropped
+                    lost = [tagged(Failure(out.kind, f"not sent: turn {k + 1} of session {row.session_id!r} "
+                                                     f"failed ({out.kind})"), r, self.file) for r in turns[k + 1:]]
+                    with lock:
+                        if kept:
+                            load_run.outcomes += lost
+                        else:
+                            self.skipped += [r.index for r in turns[k + 1:]]
                     return
                 prev = (prompt, out)
 
@@ -187,22 +204,44 @@ class Replay:
                 ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm-latency-trace") as pool:
             t0 = clock()
             futures: list[Future[None]] = []
-            for turns, off in zip(groups, offsets):
-                t_due = t0 + int(off * 1e6)
-                wait_until(t_due)
-                if stop.is_set():
-                    load_run.unsent += sum(len(g) for g in groups[len(futures):])
-                    break
-                futures.append(pool.submit(session, turns, t_due))
+            try:
+                for turns, off in zip(groups, offsets):
+                    t_due = t0 + int(off * 1e6)
+                    wait_until(t_due)
+                    if stop.is_set():
+                        with lock:
+                            self.unsent += sum(len(g) for g in groups[len(futures):])
+                        break
+                    futures.append(pool.submit(session, turns, t_due))
+            except BaseException:  # Ctrl-C while scheduling: the sessions stop at their next wait
+                stop.set()
+                raise
             for f in futures:
                 f.result()
         load_run.lag_ns, load_run.lag_timeline = list(mon.samples), mon.timeline()
         load_run.window_ns = max((max(ends) if ends else clock()) - t0, 0)
         notes = list(self.notes)
-        if load_run.stopped:
-            notes.append(f"stopped early: a row was rejected ({load_run.stopped}) as every other would be; "
-                         f"{load_run.unsent} row(s) were not sent")
+        if self.skipped:
+            notes.append(f"trace_overlong: {self.spec.overlong}: {len(self.skipped)} row(s) left out: the server "
+                         f"rejected {self.rejected_row} as beyond its context (it lists no max_model_len to check "
+                         f"against before sending); a session's later turns go with its rejected turn")
         return Sent(outcomes=list(load_run.outcomes), notes=notes, load_run=load_run)
+
+    def keep(self, out: "RequestRecord | Failure", row: TraceRow, stop: threading.Event) -> bool:
+        """Is ``out`` a sample?  A row the server rejects as beyond its context is left out under
+        ``trace_overlong: skip | clip`` (a server that lists no context: it cannot be clipped before
+        sending); any other rejection that every row would get stops the replay, and the rows not
+        sent then make the run an error (``stopped``), never a pass on part of the trace."""
+        if not isinstance(out, Failure) or not is_deterministic_rejection(out.kind):
+            return True
+        if out.kind == "context_length" and self.spec.overlong != "error":
+            self.skipped.append(row.index)
+            self.rejected_row = self.rejected_row or f"{self.file}:{row.line}"
+            return False
+        if not stop.is_set():
+            self.stopped = out
+            stop.set()
+        return True
 
     # ------------------------------------------------------------------ after the run
     def record(self, res: WorkloadResult) -> None:
@@ -217,20 +256,36 @@ class Replay:
             if rec.trace is not None and rec.trace.row in self.declared:
                 rec.trace.declared_cached_tokens = self.declared[rec.trace.row]
                 bound += self.bound[rec.trace.row]
-        res.facts.declared_cached_tokens = bound
+        res.facts.cache_bound_tokens = bound
         if res.facts.prefix_cache is not None:
             res.prefix_cache.expected_cached_tokens = bound
+        if self.stopped is not None:
+            res.facts.trace_incomplete = (f"trace not replayed: {self.unsent} of {len(self.rows)} rows were not sent: "
+                                          f"{self.stopped.message} -- a rejection every row would get "
+                                          f"({self.stopped.kind}); "
+                                          + ("set trace_overlong: skip or clip, or shorten the trace's rows"
+                                             if self.stopped.kind == "context_length" else "fix it and run again"))
 
 
-def continued(prev_prompt: Prompt, prev: RequestRecord, new: Prompt, row: TraceRow) -> tuple[Prompt, int]:
+def continued(prev_prompt: Prompt, prev: RequestRecord, new: Prompt, row: TraceRow,
+              counter: Callable[[str], int] | None = None) -> tuple[Prompt, int]:
     """A session's later turn: the previous prompt, the text the server answered, then the new tokens;
-    and the tokens of that history (the server's count of the previous prompt + what it generated)."""
+    and the tokens of that history (the server's count of the previous prompt + what it generated).
+    Its planned length is the server's count of the whole text where it has a tokenize endpoint
+    (``counter``: where the answer's first token meets the previous prompt, a BPE tokenizer may
+    merge them), else the history + the row's ``input_length``."""
     answer = "".join(prev.content_parts) if prev.content_parts is not None else \
         "".join(c.text or "" for c in prev.chunks if not c.reasoning)
     history = (prev.prompt_tokens if prev.prompt_tokens is not None else prev_prompt.expected_tokens) + \
         (prev.completion_tokens if prev.completion_tokens is not None else prev.output_tokens)
-    return replace(new, system=prev_prompt.system, user=prev_prompt.user + answer + new.user,
-                   expected_tokens=history + row.input_length, counted_tokens=-1), history
+    user = prev_prompt.user + answer + new.user
+    planned = history + row.input_length
+    if counter is not None:
+        try:
+            planned = int(counter(prev_prompt.system + user))
+        except (MeasurementError, ValueError, OSError):
+            pass  # the additive plan stands; the server's count of the request checks it
+    return replace(new, system=prev_prompt.system, user=user, expected_tokens=planned, counted_tokens=-1), history
 
 
 def tagged(out: "RequestRecord | Failure", row: TraceRow, name: str, history: int = 0) -> "RequestRecord | Failure":
@@ -239,5 +294,4 @@ def tagged(out: "RequestRecord | Failure", row: TraceRow, name: str, history: in
     if isinstance(out, RequestRecord):
         out.trace = tag
         return out
-    msg = out.message if out.kind == "session" else f"trace {name}:{row.line} (row {row.index}): {out.message}"
-    return replace(out, message=msg, trace=tag)
+    return replace(out, message=f"trace {name}:{row.line} (row {row.index}): {out.message}", trace=tag)

@@ -19,7 +19,8 @@ def check_error_rate(res: WorkloadResult) -> list[Finding]:
     faults, others = server_faults(res)
     total = res.n + res.failed_requests
     limit = workload.max_error_rate
-    forced = "their drawn" if workload.output_dist is not None else f"the forced {workload.output_tokens}"
+    forced = "their trace rows' forced" if workload.trace is not None else \
+        "their drawn" if workload.output_dist is not None else f"the forced {workload.output_tokens}"
     short = (f"{res.short_outputs} of {res.n} requests stopped before {forced} output "
              f"tokens (finish_reason {short_reasons(res.records)}); excluded from TPOT/ITL/E2E -- does the server "
              f"ignore ignore_eos/min_tokens? Allow it with max_error_rate") if res.short_outputs else ""

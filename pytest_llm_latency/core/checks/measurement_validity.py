@@ -25,6 +25,12 @@ def check_workers(res: WorkloadResult) -> list[Finding]:
                                         f"not judged") for why in res.facts.workers_failed]
 
 
+def check_trace_complete(res: WorkloadResult) -> list[Finding]:
+    """A trace replay stopped by a rejection every row would get: the rows not sent make it an
+    error, whatever ``max_error_rate`` allows -- never a pass on part of the trace."""
+    return found("trace", "error", [res.facts.trace_incomplete])
+
+
 def check_prefix_cache(res: WorkloadResult) -> list[Finding]:
     """Cached prompts fake a fast TTFT: a note, and an error unless the workload shares a prefix
     on purpose (``core.prefix_cache.judge``)."""
@@ -34,8 +40,8 @@ def check_prefix_cache(res: WorkloadResult) -> list[Finding]:
     ev = res.facts.prefix_cache
     expected = expected_shared(groups.tokens, ev.requests) if groups is not None else 0
     declared_by = "shared_prefix_groups declares"
-    if res.facts.declared_cached_tokens is not None:  # a trace replay: the blocks its rows share
-        expected, declared_by = res.facts.declared_cached_tokens, "the trace's shared hash_ids declare"
+    if res.facts.cache_bound_tokens is not None:  # a trace replay: the blocks its rows share
+        expected, declared_by = res.facts.cache_bound_tokens, "the trace's shared hash_ids declare"
     v = judge_cache(ev, shared_prefix_tokens=res.workload.shared_prefix_tokens, expected_tokens=expected,
                     declared_by=declared_by)
     return found("prefix_cache", "note", [v.note]) + found("prefix_cache", "error", [v.error])
