@@ -38,6 +38,7 @@ from ..core.record import Clock, RequestRecord
 from ..core.result import Failure, is_deterministic_rejection
 from ..core.schedule import Arrival, offsets
 from ..core.workload import Workload
+from .clock import MEASUREMENT_CLOCK
 
 #: ``send(prompt, t_scheduled_ns or None) -> RequestRecord | Failure``
 Send = Callable[[Prompt, "int | None"], "RequestRecord | Failure"]
@@ -64,6 +65,8 @@ class LoadRun:
     stopped: str | None = None                        # why it stopped early (deterministic 4xx)
     unsent: int = 0                                   # requests never sent because of ``stopped``
     prompts_short: bool = False                       # ran out of prepared prompts
+    workers: list = field(default_factory=list)       # workers: N: one client.workers.WorkerInfo each
+    worker_failures: list[str] = field(default_factory=list)  # a worker that died, hung or never got ready
 
 
 class LagMonitor:
@@ -71,7 +74,7 @@ class LagMonitor:
     ``samples`` (every wake-up) and ``stalls``, ``(t_wake_ns, lag_ns)`` of each late one on
     ``clock``, the timeline ``core.bunching`` sets a stream's bursts against."""
 
-    def __init__(self, tick_s: float = LAG_TICK_S, clock: Clock = time.perf_counter_ns,
+    def __init__(self, tick_s: float = LAG_TICK_S, clock: Clock = MEASUREMENT_CLOCK,
                  sleep: Callable[[float], None] = time.sleep):
         self.tick_s, self.clock, self.sleep = tick_s, clock, sleep
         self.samples: list[int] = []
@@ -111,16 +114,30 @@ class LagMonitor:
 
 
 def run_load(send: Send, prompts: list[Prompt], workload: Workload, *, seed: int = 0,
-             clock: Clock = time.perf_counter_ns, sleep: Callable[[float], None] = time.sleep,
+             clock: Clock = MEASUREMENT_CLOCK, sleep: Callable[[float], None] = time.sleep,
              progress: Callable[[int, int], None] | None = None) -> LoadRun:
+    if workload.load is not None and workload.load.open_loop:
+        return _monitored(lambda: _open_loop(send, prompts, workload, seed, clock, sleep, progress), clock, sleep)
+    return _monitored(lambda: _closed_loop(send, prompts, workload, clock, sleep, progress), clock, sleep)
+
+
+def run_schedule(send: Send, prompts: list[Prompt], due: list[float], t0_ns: int, *,
+                 clock: Clock = MEASUREMENT_CLOCK, sleep: Callable[[float], None] = time.sleep,
+                 progress: Callable[[int, int], None] | None = None) -> LoadRun:
+    """The open loop on a schedule given from outside (a worker's shard, ``client/workers.py``):
+    ``prompts[i]`` due at ``t0_ns + due[i]`` seconds on ``clock`` -- the same arithmetic as
+    ``run_load``'s, so a shard's due times are exactly the whole schedule's."""
+    return _monitored(lambda: _open_loop(send, prompts, None, 0, clock, sleep, progress, due=due, t0_ns=t0_ns),
+                      clock, sleep)
+
+
+def _monitored(body: Callable[[], LoadRun], clock: Clock, sleep) -> LoadRun:
+    """``body`` under the lag monitor, with the short GIL switch interval."""
     switch = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S)  # a thread with a token to stamp waits less for the GIL
     try:
         with LagMonitor(clock=clock, sleep=sleep) as mon:
-            if workload.load is not None and workload.load.open_loop:
-                run = _open_loop(send, prompts, workload, seed, clock, sleep, progress)
-            else:
-                run = _closed_loop(send, prompts, workload, clock, sleep, progress)
+            run = body()
     finally:
         sys.setswitchinterval(switch)
     run.lag_ns, run.lag_timeline = list(mon.samples), mon.timeline()
@@ -219,12 +236,21 @@ def _closed_loop(send: Send, prompts: list[Prompt], workload: Workload, clock: C
     return run
 
 
-def _open_loop(send: Send, prompts: list[Prompt], workload: Workload, seed: int, clock: Clock, sleep,
-               progress) -> LoadRun:
+def open_loop_schedule(workload: Workload, seed: int) -> list[float]:
+    """The open loop's due offsets (s from its start): ``core.schedule.offsets`` of the workload's load."""
     load = workload.load
     assert load is not None and load.rate is not None, "an open loop has a rate"
-    due = offsets(Arrival(load.rate, load.arrival, load.burstiness), seed=seed, n=workload.samples,
-                  duration_s=load.duration_s)
+    return offsets(Arrival(load.rate, load.arrival, load.burstiness), seed=seed, n=workload.samples,
+                   duration_s=load.duration_s)
+
+
+def _open_loop(send: Send, prompts: list[Prompt], workload: Workload | None, seed: int, clock: Clock, sleep,
+               progress, *, due: list[float] | None = None, t0_ns: int | None = None) -> LoadRun:
+    """Request ``i`` due at ``t0 + due[i]``: the workload's schedule from now, or (a worker's shard)
+    ``due`` from the given ``t0_ns``."""
+    if due is None:
+        assert workload is not None, "an open loop without a given schedule has a workload"
+        due = open_loop_schedule(workload, seed)
     if len(due) > len(prompts):
         due = due[:len(prompts)]
     run = LoadRun("open")
@@ -248,7 +274,7 @@ def _open_loop(send: Send, prompts: list[Prompt], workload: Workload, seed: int,
 
     workers = min(max(len(due), 1), MAX_OPEN_LOOP_THREADS)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm-latency-open") as pool:
-        t0 = clock()
+        t0 = clock() if t0_ns is None else t0_ns
         submitted = 0
         for p, off in zip(prompts, due):
             t_due = t0 + int(off * 1e9)
@@ -274,7 +300,25 @@ def uses_load_engine(workload: Workload) -> bool:
 
 def planned_requests(workload: Workload) -> int:
     """Samples to prepare prompts for: the measured ones plus, in a closed loop, the ramp-up
-    and the drain (``2 x concurrency`` more; ramping over time may use more)."""
+    and the drain (``2 x concurrency`` more; ramping over time may use more); with worker
+    processes, each worker's warm-up prompts (``warmup`` each, unmeasured: ``client/workers.py``)."""
+    n = worker_count(workload)
+    return _planned(workload) + (workload.warmup * n if n > 1 else 0)
+
+
+def worker_count(workload: Workload) -> int:
+    """The worker processes sending ``workload`` (``workers: N | auto``; 1: this process)."""
+    workers = getattr(workload, "workers", 1)
+    if workers == 1:
+        return 1
+    import os
+
+    from ..core.load_spec import resolve_workers
+
+    return resolve_workers(workers, min(_planned(workload), MAX_OPEN_LOOP_THREADS), os.cpu_count())
+
+
+def _planned(workload: Workload) -> int:
     load = workload.load
     if load is not None and load.rate is not None:  # an open loop
         from ..core.schedule import planned_requests as planned

@@ -62,6 +62,20 @@ def client_health(lag_ns: list[int], send_lag_ns: list[int], records: list[Reque
     return out
 
 
+def workers_behind(res: WorkloadResult, workers: list) -> list[str]:
+    """Each worker judged on its own lag by the one-process rule (``client_health``): a worker that
+    fell behind, named (the merged figures could hide one starved worker among several)."""
+    itl50 = res.completed["itl"].p50 if "itl" in res.completed else None
+    out = []
+    for wk in workers:
+        mine = [r for r in res.records if r.worker == wk.name]
+        health = client_health(wk.lag_ns, wk.send_lag_ns, mine, itl50)
+        if health.get("client_fell_behind"):
+            out.append(f"worker {wk.index} ({wk.name}) fell behind (CPU-starved: lag p99 "
+                       f"{health.get('client_lag_ms_p99', 0):.0f} ms)")
+    return out
+
+
 def client_summary(res: WorkloadResult, lag_ns: Sequence[int], send_lag_ns: Sequence[int] = (), *,
                    engine: bool = True, timeline: StallTimeline | None = None) -> None:
     """Every run: the client's health (``res.client``) and who bunched the tokens when many arrived
@@ -193,6 +207,10 @@ def load_summary(res: WorkloadResult, run: LoadRun) -> None:
         res.notes.append(f"closed loop at concurrency {w.concurrency}: {len(res.records) + len(res.failures)} "
                          f"requests measured at full concurrency; {len(run.ramp)} ramp-up and {len(run.drain)} "
                          f"drain requests (at lower concurrency) excluded")
+    if run.workers or run.worker_failures:  # workers: N (client/workers.py)
+        load.workers = len(run.workers) + len(run.worker_failures)
+        load.worker_lag = [wk.as_json() for wk in run.workers]
+        res.facts.workers_failed = list(run.worker_failures) + workers_behind(res, run.workers)
     if run.prompts_short:
         res.notes.append("ran out of prepared prompts before the bound was reached: fewer samples than asked")
     if run.stopped:

@@ -24,6 +24,7 @@ from ..core.errors import MeasurementError, ProtocolError
 from ..core.record import Clock, RecordBuilder, RequestRecord
 from .http import CONTEXT_LENGTH_HINTS, Redactor, StreamingPost, Timeouts, bounded_request, map_transport_error
 from .ndjson import NDJSONDecoder
+from .clock import MEASUREMENT_CLOCK
 
 NDJSON_TYPES = ("application/x-ndjson", "application/json")
 #: sent with every request: the model stays loaded between the requests of a run (Ollama's default is 5m)
@@ -48,7 +49,7 @@ def ollama_timings(final: dict) -> dict:
 
 class OllamaClient:
     def __init__(self, http: httpx.Client, base_url: str, model: str | None, api: str = "generate", *,
-                 clock: Clock = time.perf_counter_ns, timeouts: Timeouts = Timeouts(),
+                 clock: Clock = MEASUREMENT_CLOCK, timeouts: Timeouts = Timeouts(),
                  redact: Redactor = Redactor(), sleep: Callable[[float], None] = time.sleep,
                  max_line_bytes: int = 4 * 1024 * 1024):
         if api not in ("generate", "chat"):

@@ -30,6 +30,7 @@ from .failures import PROXY_TIMEOUT_HINT, content_type, error_text, proxy_page, 
 from .http import (CONTEXT_LENGTH_HINTS, Redactor, SmallResponse, StreamingPost, Timeouts, bounded_request,
                    map_transport_error)
 from .sse import SSEDecoder
+from .clock import MEASUREMENT_CLOCK
 
 SSE_TYPES = ("text/event-stream",)
 _decode_json = json.JSONDecoder().decode  # json.loads without its per-call type checks (the read path)
@@ -65,7 +66,7 @@ def llamacpp_timings(t: dict) -> dict:
 
 class OpenAIClient:
     def __init__(self, http: httpx.Client, base_url: str, model: str | None, api: str = "completions", *,
-                 clock: Clock = time.perf_counter_ns, timeouts: Timeouts = Timeouts(),
+                 clock: Clock = MEASUREMENT_CLOCK, timeouts: Timeouts = Timeouts(),
                  redact: Redactor = Redactor(), sleep: Callable[[float], None] = time.sleep,
                  max_line_bytes: int = 4 * 1024 * 1024, continuous_usage: bool = True):
         if api not in ("completions", "chat"):

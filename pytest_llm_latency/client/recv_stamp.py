@@ -7,19 +7,20 @@ first, so a stamp taken per chunk would put the parsing of the earlier events in
 later events' times, and every chunk would look like a read of its own.
 
 ``StampingBackend`` wraps httpcore's network backend so that each connection's stream records
-``time.perf_counter_ns()`` right after each ``read`` returns (``StampedStream.t_read_ns``);
+the measurement clock (``client.clock.MEASUREMENT_CLOCK``) right after each ``read`` returns
+(``StampedStream.t_read_ns``);
 the response exposes that stream (the ``network_stream`` extension), and ``read_clock``
 gives the adapter the time of the read that delivered the chunk in hand: chunks of one read
 share one stamp (``events_per_read`` then counts real reads).  Only for records stamped with
-``time.perf_counter_ns`` (the default clock): an injected clock keeps stamping itself.
+``MEASUREMENT_CLOCK`` (the default clock): an injected clock keeps stamping itself.
 """
 from __future__ import annotations
 
-import time
 from typing import Callable
 
 import httpcore
 import httpx
+from .clock import MEASUREMENT_CLOCK
 
 
 class StampedStream(httpcore.NetworkStream):
@@ -29,7 +30,7 @@ class StampedStream(httpcore.NetworkStream):
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         data = self._inner.read(max_bytes, timeout)
-        self.t_read_ns = time.perf_counter_ns()
+        self.t_read_ns = MEASUREMENT_CLOCK()
         return data
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
@@ -76,6 +77,6 @@ def read_clock(resp: httpx.Response, clock: Callable[[], int]) -> Callable[[], i
     """``() -> t_ns`` of the latest read on ``resp``'s connection, or None where there is no
     stamped stream or the record keeps another clock."""
     stream = resp.extensions.get("network_stream")
-    if clock is not time.perf_counter_ns or not isinstance(stream, StampedStream):
+    if clock is not MEASUREMENT_CLOCK or not isinstance(stream, StampedStream):
         return None
     return lambda: stream.t_read_ns

@@ -5,14 +5,11 @@ No pytest import: the plugin, the fixture and the CLI all call ``measure``.
 """
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Callable, Protocol
 
 import httpx
 
-from ..core.errors import ConfigError
-from ..core.record import Clock, RequestRecord
+from ..core.record import RequestRecord
 from ..core.result import WorkloadResult
 from ..core.workload import Workload
 from .drivers.base import ABArms, ProgressFn, Run
@@ -21,9 +18,7 @@ from .drivers.pipeline import (client_redact, connection_counts, measure_cold_st
 from .drivers.pipeline import scrape as _scrape
 from .drivers.registry import driver_for
 from .drivers.sequential_rounds import send_samples
-from .http import Redactor, Timeouts
-from .ollama import OllamaClient
-from .openai import OpenAIClient
+from .target import Target, make_client
 
 from . import APIS  # one list for options and runner
 
@@ -40,26 +35,6 @@ class StreamClient(Protocol):
 
     def stream(self, system: str, user: str, max_tokens: int, *, expected_prompt_tokens: int | None = None,
                extra: dict | None = None) -> RequestRecord: ...
-
-
-@dataclass(frozen=True)
-class Target:
-    url: str
-    api: str = "openai-completions"
-    model: str | None = None
-
-    def __post_init__(self):
-        if self.api not in APIS:
-            raise ConfigError(f"api {self.api!r} is not supported -- use one of {', '.join(APIS)}")
-
-
-def make_client(target: Target, http: httpx.Client, *, clock: Clock = time.perf_counter_ns,
-                timeouts: Timeouts = Timeouts(), redact: Redactor = Redactor(),
-                sleep: Callable[[float], None] = time.sleep) -> OpenAIClient | OllamaClient:
-    kw: dict[str, Any] = dict(clock=clock, timeouts=timeouts, redact=redact, sleep=sleep)
-    if target.api in ("ollama", "ollama-chat"):
-        return OllamaClient(http, target.url, target.model, "chat" if target.api == "ollama-chat" else "generate", **kw)
-    return OpenAIClient(http, target.url, target.model, "chat" if target.api == "openai-chat" else "completions", **kw)
 
 
 # ---------------------------------------------------------------------- measure

@@ -11,13 +11,13 @@ GIL that the streams' threads need to stamp their tokens) waits until the sample
 from __future__ import annotations
 
 import threading
-import time
 
 import httpx
 
 from ..core.errors import MeasurementError
 from ..core.server_model import Histogram, Sample, timeline, view
 from .prometheus import fetch_text
+from .clock import MEASUREMENT_CLOCK
 
 INTERVAL_S = 0.5
 MAX_METRICS_BYTES = 8 * 1024 * 1024
@@ -66,7 +66,7 @@ class ServerTimeline:
     has no /metrics, and nothing is scraped)."""
 
     def __init__(self, client, before, *, interval_s: float = INTERVAL_S, clock=None):
-        clock = clock or getattr(client, "clock", None) or time.perf_counter_ns  # the records' clock
+        clock = clock or getattr(client, "clock", None) or MEASUREMENT_CLOCK  # the records' clock
         self.base_url = getattr(client, "base_url", None)
         http = getattr(client, "http", None)
         self.enabled = before is not None and self.base_url is not None and isinstance(http, httpx.Client)

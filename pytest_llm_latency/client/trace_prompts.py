@@ -21,7 +21,6 @@ each request's usage check reports a deviation, and the description says so.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Callable, Sequence, cast
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING, Callable, Sequence, cast
 from ..core.block_text import BlockSpec, Palette, calibrate, prompt_text, row_blocks
 from ..core.prompts import Prompt
 from .tokens import _probe, make_counter
+from .clock import MEASUREMENT_CLOCK
 
 if TYPE_CHECKING:
     from ..core.workload import Workload
@@ -55,7 +55,7 @@ def _is_client(obj) -> bool:
 
 def prepare_block_prompts(client_or_counter, specs: Sequence[BlockSpec], *, nonce: str, seed: int,
                           block_tokens: int, counter: Callable[[str], int] | None = None,
-                          clock: Callable[[], int] = time.perf_counter_ns) -> tuple[list[Prompt], PrepStats]:
+                          clock: Callable[[], int] = MEASUREMENT_CLOCK) -> tuple[list[Prompt], PrepStats]:
     """One ``Prompt`` per spec, in order: ``user`` = its blocks' text (``system`` empty),
     ``expected_tokens`` = ``input_length``, ``counted_tokens`` = the verify call's count (the plan's,
     unverified, for a later turn or without an endpoint), ``output_tokens`` = ``output_length``,

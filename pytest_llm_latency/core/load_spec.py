@@ -2,7 +2,7 @@
 ``ramp_up``): the ``Load`` spec the engine in ``client/load.py`` runs.  Pure."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from .budgets import did_you_mean, parse_duration_ms, parse_positive_number
@@ -57,3 +57,67 @@ def make_load(spec: Mapping[str, Any], where) -> "Load | None":
         raise ConfigError(f"{where(('ramp_up',))}: ramp_up is for a closed loop (concurrency); "
                           f"an open loop (rate) has no ramp")
     return Load(rate=rate, arrival=arrival, burstiness=burst, duration_s=duration_s, ramp_up_s=ramp_s)
+
+
+# ---------------------------------------------------------------------- workers: N | auto
+#: a worker process keeps its streams' read lag low up to about this many in flight (``workers: auto``)
+STREAMS_PER_WORKER = 32
+WORKERS_EXPECT = "an integer >= 1 or 'auto'"
+
+
+def parse_workers(value: Any, where: str) -> "int | str":
+    """``workers: N | auto`` (a YAML/marker value, or a CLI/env/ini string): 1 is one process (the default)."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{where}: expected {WORKERS_EXPECT} (worker processes sending the load), got {value!r}")
+    return value
+
+
+def workers_refusal(*, open_loop: bool, concurrency: int, sweep: bool, trace: bool, agent: bool,
+                    prompt_sweep: bool, ab: bool, sequential: bool) -> str | None:
+    """Why a workload cannot spread over worker processes (None: it can -- an open loop).  Worker
+    processes shard the load engine's open-loop schedule; the rest is not (yet) supported."""
+    if trace:
+        return "a trace replay runs in one process (sharding whole sessions over workers is not yet supported)"
+    if sweep:
+        return "a rate_sweep runs in one process (workers with a rate sweep are not yet supported)"
+    if ab:
+        return "an A/B run (baseline_target) runs in one process (workers are not yet supported there)"
+    if not open_loop and concurrency > 1:
+        return ("a closed loop (concurrency > 1) with worker processes is not yet supported: "
+                "give rate: R (an open loop) to spread the load over workers")
+    if agent or prompt_sweep or sequential:
+        what = "agent sessions" if agent else "a prompt_sweep" if prompt_sweep else "samples: auto"
+        return f"{what} sends one request at a time; workers spread the load engine's open loop (rate:)"
+    if not open_loop:
+        return "workers spread an open loop's schedule over processes: give rate: R (requests/s)"
+    return None
+
+
+def resolve_workers(workers: "int | str", in_flight: int, cpus: int | None) -> int:
+    """The number of worker processes: ``N`` as given; ``auto`` = one per ``STREAMS_PER_WORKER``
+    streams in flight (rounded up), at most one per CPU but one (the controller's), at least 1."""
+    if workers != "auto":
+        return int(workers)
+    by_streams = -(-max(in_flight, 1) // STREAMS_PER_WORKER)
+    return max(1, min((cpus or 1) - 1, by_streams))
+
+
+def with_workers(w: Any, value: Any, where: str, *, run_wide: bool = False) -> Any:
+    """``w`` (a ``core.workload.Workload``) sent by ``value`` worker processes (``workers: N | auto``).
+    Only an open loop can be spread over workers: elsewhere a ``ConfigError`` naming why, or, for a run-wide setting
+    (``--llm-latency-workers``, env, ini: ``run_wide``), ``w`` unchanged (one process)."""
+    workers = parse_workers(value, where)
+    if workers == 1:
+        return replace(w, workers=1)
+    why = workers_refusal(open_loop=w.load is not None and w.load.open_loop, concurrency=w.concurrency,
+                          sweep=w.sweep is not None, trace=w.trace is not None, agent=w.agent is not None,
+                          prompt_sweep=bool(w.prompt_sweep), ab=w.baseline_target is not None, sequential=w.sequential)
+    if why is None:
+        return replace(w, workers=workers)
+    if run_wide:
+        return w
+    raise ConfigError(f"{where}: {workers} worker processes -- {why}; or drop workers (one process)")

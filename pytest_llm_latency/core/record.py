@@ -70,6 +70,7 @@ class RequestRecord:
     # from here, so a client that sends late cannot hide the wait (coordinated omission)
     t_scheduled_ns: int | None = None
     trace: TraceTag | None = None           # trace replay: the row it replayed
+    worker: str | None = None               # the worker process that sent it, "pid@host" (client/workers.py)
 
     def __post_init__(self):
         if self.t_submit_ns is None:

@@ -88,6 +88,7 @@ class Failure:
     t_end_ns: int | None = None           # the failure was seen
     trace: TraceTag | None = None         # trace replay: the row it replayed
     prompt_tokens: int | None = None      # its prompt length (server count, else planned), when known
+    worker: str | None = None             # the worker process that sent it, "pid@host" (client/workers.py)
 
     @classmethod
     def from_error(cls, exc: MeasurementError) -> Failure:

@@ -122,6 +122,8 @@ class LoadInfo(Part):
     trace_rows: int | None = None              # rows replayed (after trace_start_ms, trace_rows, trace_overlong)
     trace_sessions: int | None = None          # sessions of more than one turn among them
     trace_speed: float | None = None
+    workers: int | None = None                 # workers: N: the worker processes that sent the load
+    worker_lag: list[dict] = field(default_factory=list)  # per worker: {worker, requests, send_lag_ms_p99, ...}
 
 
 @dataclass

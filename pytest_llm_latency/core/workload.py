@@ -22,7 +22,7 @@ from .compare import parse_tolerances
 from .errors import ConfigError
 from .lengths import LengthDist, PrefixGroups, parse_prefix_groups, workload_lengths
 from .prompt_buckets import BY_PROMPT_KEYS, PromptBudget, parse_prompt_budget, under
-from .load_spec import DURATION_MAX_REQUESTS, LOAD_KEYS, Load, make_load
+from .load_spec import DURATION_MAX_REQUESTS, LOAD_KEYS, Load, make_load, with_workers
 from .renamed_keys import RENAMED_WORKLOAD_KEYS, upgrade_workload
 from .trace_spec import TRACE_KEYS, TraceSpec, trace_workload_spec
 
@@ -66,6 +66,8 @@ class Workload:
     # is set from the loaded rows and prompt/output_tokens are placeholders (1)
     trace: TraceSpec | None = None
     prompt_budgets: tuple[PromptBudget, ...] = ()  # ttft_<stat>_by_prompt (core.prompt_buckets)
+    # issue 28: worker processes sending the load (``client/workers.py``): N, or "auto" (resolved when it runs)
+    workers: int | str = 1
 
     @property
     def cold_budget(self) -> Budget | None:
@@ -109,7 +111,7 @@ WORKLOAD_KEYS = ("class", "prompt_tokens", "output_tokens", "samples", "warmup",
                  "shared_prefix_tokens", "shared_prefix_groups", "concurrency", "max_error_rate", "slo", "roofline",
                  "cold_starts", "prompt_sweep",
                  "confidence", "inconclusive", "min_samples", "max_samples", "regression",
-                 "baseline_target") + AGENT_KEYS + LOAD_KEYS + TRACE_KEYS
+                 "baseline_target", "workers") + AGENT_KEYS + LOAD_KEYS + TRACE_KEYS
 INCONCLUSIVE = ("fail", "warn", "pass")
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_MAX_SAMPLES = 200
@@ -311,6 +313,8 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
         spec = {k: v for k, v in spec.items() if k != "requests"}
     w = with_statistics(w, spec, where, samples, samples_defaulted=not samples_given)
     check_fraction_budgets(w, where(("slo",)))
+    if "workers" in spec:
+        w = with_workers(w, spec["workers"], where(("workers",)))
     return w
 
 

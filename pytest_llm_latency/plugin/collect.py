@@ -33,7 +33,9 @@ class SloFile(pytest.File):
         try:
             spec = parse_slo_file(self.path.read_bytes(), _rel(self.path, self.config.rootpath),
                                   samples_override=samples, samples_source=sess.settings.source("samples"),
-                                  confidence_override=sess.settings.get("confidence"))
+                                  confidence_override=sess.settings.get("confidence"),
+                                  workers_override=None if sess.settings.source("workers") == "default"
+                                  else sess.settings.get("workers"), workers_source=sess.settings.source("workers"))
             if not sess.settings.get("skip"):
                 from .session import target_from
 

@@ -220,6 +220,7 @@ class LatencyFixture:
         try:
             w = make_workload(str(name), merged, lambda p: f"{self.item.nodeid} llm_slo {'.'.join(map(str, p))}")
             w = apply_statistics(w, settings, merged)
+            w = apply_workers(w, settings, merged)
             from ..core.sample_size import check_min_samples
 
             check_min_samples(w, f"{self.item.nodeid} measure()")  # before any request, as at collection
@@ -262,6 +263,7 @@ def validate_marker(item: pytest.Item, settings: Settings) -> None:
         w = make_workload(str(spec.get("class") or item.name), spec,
                           lambda p: f"{where} {'.'.join(map(str, p))}")
         check_min_samples(apply_statistics(w, settings, spec), where)
+        apply_workers(w, settings, spec)
     if isinstance(spec.get("roofline"), dict):  # roofline={...}: the keys of a YAML roofline mapping
         from .roofline_gate import validate_roofline_spec
 
@@ -280,3 +282,18 @@ def apply_statistics(w: Workload, settings: Settings, marker_spec: dict[str, Any
     if samples is None and not extra:
         return w
     return with_statistics(w, extra, lambda p: f"{conf.source} {'.'.join(map(str, p))}", samples)
+
+
+def apply_workers(w: Workload, settings: Settings, marker_spec: dict[str, Any]) -> Workload:
+    """``workers`` by precedence: the marker's (or ``measure()``'s) was applied by ``make_workload``
+    and is checked there; else a run-wide CLI/env/ini value applies to open loops only
+    (``core.load_spec.with_workers``)."""
+    from ..core.workload import with_workers
+
+    if "workers" in marker_spec:
+        return w
+    v = settings.pick("workers")
+    if v.source == "default":
+        return w
+    out: Workload = with_workers(w, v.value, f"{v.source} workers", run_wide=True)
+    return out

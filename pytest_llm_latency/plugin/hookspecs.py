@@ -13,7 +13,8 @@ import pytest
 if TYPE_CHECKING:
     import httpx
 
-#: A monotonic clock in integer nanoseconds (``time.perf_counter_ns`` by default).
+#: A monotonic clock in integer nanoseconds (by default ``time.monotonic_ns``, CLOCK_MONOTONIC:
+#: ``client.clock.MEASUREMENT_CLOCK``).
 Clock = Callable[[], int]
 
 
@@ -24,4 +25,4 @@ def pytest_llm_latency_transport(config: pytest.Config, url: str) -> httpx.BaseT
 
 @pytest.hookspec(firstresult=True)
 def pytest_llm_latency_clock(config: pytest.Config) -> Clock | None:
-    """Return a ``Callable[[], int]`` ns clock, or None for ``time.perf_counter_ns``."""
+    """Return a ``Callable[[], int]`` ns clock, or None for ``time.monotonic_ns`` (the measurement clock)."""

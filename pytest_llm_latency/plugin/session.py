@@ -2,12 +2,12 @@
 client per target, embedded/managed servers, and cleanup.  No pytest hooks here."""
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..core.errors import ConfigError
 from ..core.redact import expand_command, split_url_credentials
+from ..client.clock import MEASUREMENT_CLOCK
 from .options import Settings, api_key_from_env
 
 
@@ -38,7 +38,7 @@ class LatencySession:
     settings: Settings
     rootdir: str = "."
     transport_factory: Callable[[str], Any] | None = None
-    clock: Callable[[], int] = time.perf_counter_ns
+    clock: Callable[[], int] = MEASUREMENT_CLOCK
     _clients: dict = field(default_factory=dict, repr=False)
     _servers: dict = field(default_factory=dict, repr=False)
     _pool: Any = field(default=None, repr=False)

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from ..core.errors import ConfigError
 from ..core.renamed_keys import upgrade_roofline, upgrade_workload
 from ..core.sample_size import check_min_samples
-from ..core.workload import Workload, did_you_mean, make_workload, with_statistics
+from ..core.workload import Workload, did_you_mean, make_workload, with_statistics, with_workers
 
 TOP_KEYS = ("target", "workloads", "roofline")
 TARGET_KEYS = ("url", "model", "api", "command", "ready", "startup_timeout", "env", "baseline_target")
@@ -170,10 +170,12 @@ def _check_target(target: Mapping[str, Any], where) -> None:
 
 def parse_slo_file(text: str | bytes, filename: str,
                    samples_override: int | str | None = None, samples_source: str = "--llm-latency-samples",
-                   confidence_override: float | str | None = None) -> SloSpec:
+                   confidence_override: float | str | None = None, workers_override: int | str | None = None,
+                   workers_source: str = "--llm-latency-workers") -> SloSpec:
     """Parse one SLO file.  ``samples_override`` (``--llm-latency-samples`` and friends: a number
     or ``auto``) and ``confidence_override`` (``--llm-latency-confidence``...) replace every
-    workload's own, before the check that its samples can support each budget."""
+    workload's own, before the check that its samples can support each budget; ``workers_override``
+    (``--llm-latency-workers``...) every open-loop workload's worker processes."""
     data, lines = load_yaml(text, filename)
     spec = SloSpec(path=filename, lines=lines)
     if not isinstance(data, dict):
@@ -232,6 +234,8 @@ def parse_slo_file(text: str | bytes, filename: str,
         if samples_override is not None or confidence_override is not None:
             conf = {} if confidence_override is None else {"confidence": confidence_override}
             w = with_statistics(w, conf, where, samples_override)
+        if workers_override is not None:  # CLI > env > ini > file: open loops only (core.load_spec.with_workers)
+            w = with_workers(w, workers_override, f"{where(())} (workers from {workers_source})", run_wide=True)
         samples_where = (where(("samples",)) if samples_override is None else
                          f"{where(())} (samples {samples_override} from {samples_source})")
         check_min_samples(w, samples_where)

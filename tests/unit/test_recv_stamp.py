@@ -5,7 +5,7 @@ one read share its stamp (the parsing of the first is not inside the second's ti
 from __future__ import annotations
 
 import json
-import time
+from pytest_llm_latency.client.clock import MEASUREMENT_CLOCK
 
 from tests.helpers.rawserver import raw_server
 from pytest_llm_latency.client.http import make_http_client
@@ -30,9 +30,9 @@ def test_events_of_one_read_share_the_reads_stamp():
     port, stop = raw_server(lambda request: _response())
     try:
         with make_http_client() as http:
-            before = time.perf_counter_ns()
+            before = MEASUREMENT_CLOCK()
             rec = OpenAIClient(http, f"http://127.0.0.1:{port}", "m").stream("", "hello", 3)
-            after = time.perf_counter_ns()
+            after = MEASUREMENT_CLOCK()
     finally:
         stop()
     assert [c.tokens for c in rec.chunks] == [1, 1, 1] and rec.token_count_rule == "one each"
@@ -42,7 +42,7 @@ def test_events_of_one_read_share_the_reads_stamp():
 
 
 def test_an_injected_clock_stamps_on_its_own():
-    """A record kept on another clock is never mixed with perf_counter_ns read stamps."""
+    """A record kept on another clock is never mixed with the measurement clock's read stamps."""
     ticks = iter(range(10**6))
     port, stop = raw_server(lambda request: _response())
     try:

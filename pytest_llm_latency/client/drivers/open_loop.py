@@ -3,8 +3,10 @@ latency, so a stall shows in the next requests' queueing (the load engine, ``cli
 from __future__ import annotations
 
 from ...core.workload import Workload
-from ..load import uses_load_engine
+from ..load import uses_load_engine, worker_count
+from .base import Run
 from .closed_loop import ClosedLoop
+from .pipeline import measure_samples
 
 
 class OpenLoop(ClosedLoop):
@@ -12,3 +14,10 @@ class OpenLoop(ClosedLoop):
 
     def applies(self, workload: Workload) -> bool:
         return uses_load_engine(workload) and workload.load is not None and workload.load.open_loop
+
+    def measure(self, client, workload: Workload, run: Run):
+        if worker_count(workload) > 1:  # workers: N (client/workers.py); 1: this process, as before
+            from .workers import WorkerOpenLoop
+
+            return measure_samples(client, workload, run, WorkerOpenLoop(client))
+        return measure_samples(client, workload, run, self)

@@ -64,18 +64,7 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
         res.measurement.nonce = nonce
         return res
 
-    def one(p: Prompt, t_scheduled_ns: int | None = None) -> RequestRecord | Failure:
-        try:
-            out = workload.output_tokens if p.output_tokens is None else p.output_tokens  # its own, if drawn
-            rec = client.stream(p.system, p.user, out, expected_prompt_tokens=p.expected_tokens, extra=extra)
-            rec.t_scheduled_ns = t_scheduled_ns
-            return rec
-        except MeasurementError as exc:
-            partial = getattr(exc, "partial", None)
-            if t_scheduled_ns is not None and isinstance(partial, RequestRecord):
-                partial.t_scheduled_ns = t_scheduled_ns
-            return Failure.from_error(exc)  # keeps the TTFT and gaps measured before the failure
-
+    one = sender(client, workload.output_tokens, extra)
     cold_prompt = prompts.pop() if workload.cold_budget else None  # prepared last: the samples' salts stay put
     cold_outcome = measure_cold_start(client, one, cold_prompt) if cold_prompt is not None else None
     ensure_connections(getattr(client, "http", None), in_flight(workload))  # keep every connection alive
@@ -144,6 +133,24 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
     res.measurement.set(**info, prompt_deviation_requests=len(deviations),
                         prompt_exact_requests=sum(1 for r in records if r.prompt_deviation == 0), retries=sum(retried))
     return res
+
+
+def sender(client, output_tokens: int, extra: dict | None) -> Callable[..., "RequestRecord | Failure"]:
+    """``one(prompt, t_scheduled_ns=None)``: send one prepared prompt on ``client`` (its own output
+    length if drawn, else ``output_tokens``); a server fault is a ``Failure``, never raised.  The
+    controller's and every worker process's (``client/workers.py``) way of sending."""
+    def one(p: Prompt, t_scheduled_ns: int | None = None) -> RequestRecord | Failure:
+        try:
+            out = output_tokens if p.output_tokens is None else p.output_tokens  # its own, if drawn
+            rec = client.stream(p.system, p.user, out, expected_prompt_tokens=p.expected_tokens, extra=extra)
+            rec.t_scheduled_ns = t_scheduled_ns
+            return rec
+        except MeasurementError as exc:
+            partial = getattr(exc, "partial", None)
+            if t_scheduled_ns is not None and isinstance(partial, RequestRecord):
+                partial.t_scheduled_ns = t_scheduled_ns
+            return Failure.from_error(exc)  # keeps the TTFT and gaps measured before the failure
+    return one
 
 
 def stop_info(workload: Workload, sequential: SequentialVerdicts | None, sent: int) -> dict:

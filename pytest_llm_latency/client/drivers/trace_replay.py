@@ -36,6 +36,7 @@ from ...core.workload import Workload
 from ..load import MAX_OPEN_LOOP_THREADS, LagMonitor, LoadRun
 from .base import Run, Sent
 from .pipeline import measure_samples
+from ..clock import MEASUREMENT_CLOCK
 
 
 #: the warm-up requests' lengths: they only open the connections, and share nothing with the rows
@@ -80,7 +81,7 @@ class Replay:
     spec: TraceSpec
     notes: list[str] = field(default_factory=list)
     engine: bool = True
-    clock: Clock = time.perf_counter_ns
+    clock: Clock = MEASUREMENT_CLOCK
     sleep: Callable[[float], None] = time.sleep
     lag_sleep: Callable[[float], None] = time.sleep  # the lag monitor's (a test's virtual clock: a real one)
     declared: dict[int, int] = field(default_factory=dict)   # row index -> cached tokens declared at its send

@@ -17,6 +17,14 @@ def check_client_health(res: WorkloadResult) -> list[Finding]:
                     f"workers, no other load on the runner)")]
 
 
+def check_workers(res: WorkloadResult) -> list[Finding]:
+    """A worker process (``workers: N``, ``client/workers.py``) that died, hung, never got ready or
+    fell behind: its share of the schedule is missing or mis-timed, so the samples are not the
+    workload's -- never a pass on the others' samples."""
+    return [Finding("workers", "error", f"{why}: the samples are not the workload's as scheduled, so the run is "
+                                        f"not judged") for why in res.facts.workers_failed]
+
+
 def check_trace_complete(res: WorkloadResult) -> list[Finding]:
     """A trace replay stopped by a rejection every row would get: the rows not sent make it an
     error, whatever ``max_error_rate`` allows -- never a pass on part of the trace."""

@@ -6,10 +6,12 @@ from ..findings import Finding
 from ..result import WorkloadResult
 from .cold_starts import check_cold_starts
 from .samples import check_samples
-from .measurement_validity import check_client_health, check_prefix_cache, check_token_counts, check_trace_complete
+from .measurement_validity import (check_client_health, check_prefix_cache, check_token_counts,
+                                   check_trace_complete, check_workers)
 
 #: a prompt-sweep length's own checks (its samples are judged with every length's)
-PART_CHECKS = (check_cold_starts, check_client_health, check_trace_complete, check_prefix_cache, check_token_counts)
+PART_CHECKS = (check_cold_starts, check_client_health, check_workers, check_trace_complete, check_prefix_cache,
+               check_token_counts)
 
 
 def check_prompt_sweep_parts(res: WorkloadResult) -> list[Finding]:

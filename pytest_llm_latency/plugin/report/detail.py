@@ -56,6 +56,8 @@ def request_rows(res: WorkloadResult) -> list[dict]:
         if isinstance(cached, int):  # where the server reports it (llama.cpp cache_n, usage cached_tokens)
             rows[-1]["cached_tokens"] = cached
         rows[-1].update(trace_fields(rec.trace))
+        if rec.worker is not None:
+            rows[-1]["worker"] = rec.worker
         split = reasoning.split(rec) if reasoned else None
         if split is not None:
             rows[-1].update(reasoning_tokens=split.reasoning_tokens, answer_tokens=split.answer_tokens)
@@ -67,6 +69,8 @@ def request_rows(res: WorkloadResult) -> list[dict]:
                      "ttft_ms": _r(f.ttft_ms), "status": "failed", "kind": f.kind, **trace_fields(f.trace)})
         if f.prompt_tokens is not None:
             rows[-1]["prompt_tokens"] = f.prompt_tokens
+        if f.worker is not None:
+            rows[-1]["worker"] = f.worker
     rows.sort(key=lambda r: (r["send_ms"] is None, r["send_ms"] or 0.0))
     return rows
 

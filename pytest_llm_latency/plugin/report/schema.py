@@ -35,6 +35,10 @@ DESCRIPTIONS = {
     "measurement.reasoning_source": "where the counts came from: server (usage.completion_tokens_details."
                                     "reasoning_tokens, preferred) | stream (the reasoning chunks), or each with its "
                                     "number of responses ('server 18, stream 2')",
+    "load.workers": "workers: N: the worker processes that sent the open loop's schedule (worker k sent scheduled "
+                    "requests k, k+N, ...; client/workers.py)",
+    "load.worker_lag": "per worker: {worker: pid@host, index, requests, send_lag_ms_p99 (how late its requests "
+                       "went out against the schedule), client_lag_ms_p99 (its lag monitor)}",
     "client.client_limited": "1: the client fell behind, or the bursts read while its threads stalled merged "
                              "more token gaps than those read with the client on time (decided per burst, "
                              "core/bunching.py): the client, not a proxy, bunched them (client/load_report.py)",
@@ -119,7 +123,16 @@ _BUCKET = {"type": "object", "additionalProperties": False,
                           "requests": {"type": "string", "description": "no_bucket: the requests' 1-based "
                                                                          "numbers in the request table"},
                           "longest": {"type": "integer", "minimum": 0}}}
+_WORKER = {"type": "object", "additionalProperties": False,
+           "required": ["worker", "index", "requests"],
+           "properties": {"worker": {"type": "string", "description": "pid@host"},
+                          "index": {"type": "integer", "minimum": 0, "description": "k: it sent scheduled requests "
+                                                                                   "k, k+N, ..."},
+                          "requests": {"type": "integer", "minimum": 0},
+                          "send_lag_ms_p99": {"type": ["number", "null"]},
+                          "client_lag_ms_p99": {"type": ["number", "null"]}}}
 _SPECIAL = {"by_prompt.buckets": {"type": "array", "items": _BUCKET},
+            "load.worker_lag": {"type": "array", "items": _WORKER},
             "agent.turns": {"type": "array", "items": _TURN},
             "baseline.comparisons": {"type": "array", "items": _COMPARISON},
             "baseline.cdf": {"type": "object", "additionalProperties": {"$ref": "#/$defs/cdf"}},

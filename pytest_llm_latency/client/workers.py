@@ -1,0 +1,350 @@
+"""Worker processes on one host (``workers: N``): an open loop's schedule sent by N processes,
+each with its own HTTP client, merged back into one run of exact per-request records.
+
+The controller (the test process) prepares every prompt and salt once and computes the schedule
+once (``client.load.open_loop_schedule``); ``shard_positions`` gives worker ``k`` of ``N`` the
+scheduled arrivals ``k, k+N, k+2N, ...`` with their offsets unchanged, so the merged arrivals
+are exactly the schedule.  Each worker gets a pure-data ``Shard`` (no secrets) and, apart, its
+``Credentials`` (through the pipe: never argv, never a log line); it builds its client, warms its
+connection with unmeasured spare prompts, reports ready, waits for the common start instant
+``t0`` (``CLOCK_MONOTONIC``, shared by the host's processes: ``client.clock``), runs the load
+engine on its shard (``client.load.run_schedule``) and returns its exact ``RequestRecord`` /
+``Failure`` objects with their schedule positions, its lag samples, pid and host.  ``run_shard``
+is the entry point a shard runner on other hosts can reuse (``prepare_shard`` then ``run_shard``).
+
+Every wait is bounded: a worker that is not ready in time, dies, or does not finish within the
+schedule's span + the request timeout + slack is a ``worker_failures`` entry naming it (the
+judge makes the run an error: ``core.checks.measurement_validity.check_workers``), and it is killed.
+"""
+from __future__ import annotations
+
+import math
+import os
+import socket
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+from ..core.bunching import StallTimeline
+from ..core.prompts import Prompt
+from ..core.result import Failure
+from .clock import MEASUREMENT_CLOCK
+from .http import Timeouts
+from .load import LoadRun
+
+#: test hook, read by each worker process: ``"K:N"`` makes worker K exit (``os._exit``) after N requests
+TEST_EXIT_AFTER_ENV = "LLM_LATENCY_TEST_WORKER_EXIT_AFTER"
+TEST_EXIT_CODE = 86
+#: the common start: this long after the last worker reported ready
+START_DELAY_S = 0.5
+#: a worker's start-up (a spawned interpreter importing the client) and warm-up, on top of its requests' timeout
+READY_SLACK_S = 60.0
+#: after the schedule's span and one request's timeout, how long a worker may still take to report
+FINISH_SLACK_S = 30.0
+_API_NAMES = {("OpenAIClient", "completions"): "openai-completions", ("OpenAIClient", "chat"): "openai-chat",
+              ("OllamaClient", "generate"): "ollama", ("OllamaClient", "chat"): "ollama-chat"}
+
+
+@dataclass(frozen=True)
+class WorkerTarget:
+    """Where and how a worker sends: pure data, no secrets (``client.runner.make_client``'s target)."""
+    url: str
+    api: str
+    model: str | None
+    timeouts: Timeouts = Timeouts()
+
+    @classmethod
+    def of(cls, client) -> "WorkerTarget":
+        api = _API_NAMES.get((type(client).__name__, getattr(client, "api", "")), "openai-completions")
+        return cls(client.base_url, api, client.model, client.timeouts)
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """The ``Authorization`` header and the secrets to mask: handed to a worker apart from its shard
+    (a pipe, not argv, not a task argument in clear); never shown (``repr`` hides them)."""
+    authorization: str | None = None
+    secrets: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        return f"Credentials(authorization={'<hidden>' if self.authorization else None}, {len(self.secrets)} secrets)"
+
+    @classmethod
+    def of(cls, client) -> "Credentials":
+        http = getattr(client, "http", None)
+        header = http.headers.get("Authorization") if http is not None else None
+        basic = getattr(getattr(http, "auth", None), "_auth_header", None)  # httpx.BasicAuth from user:pass@
+        redact = getattr(client, "redact", None)
+        return cls(header or basic, tuple(getattr(redact, "secrets", ())))
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Worker ``index`` of ``workers``: its scheduled arrivals (``positions`` in the schedule, their
+    ``due`` offsets in s from the common start, their ``prompts``), its unmeasured ``warm`` prompts,
+    the output length and extra request fields, and how many streams it keeps connections for."""
+    index: int
+    workers: int
+    target: WorkerTarget
+    positions: tuple[int, ...]
+    due: tuple[float, ...]
+    prompts: tuple[Prompt, ...]
+    warm: tuple[Prompt, ...] = ()
+    output_tokens: int = 1
+    extra: dict | None = None
+    streams: int = 1
+
+
+@dataclass
+class ShardRun:
+    """What a worker measured: ``(position, RequestRecord | Failure)`` pairs, its lag samples, who it was."""
+    index: int
+    pid: int
+    host: str
+    outcomes: list[tuple[int, Any]] = field(default_factory=list)
+    lag_ns: list[int] = field(default_factory=list)
+    send_lag_ns: list[int] = field(default_factory=list)
+    stalls: StallTimeline | None = None
+    stopped: str | None = None
+    window_ns: int = 0
+    warm_failures: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"{self.pid}@{self.host}"
+
+
+def shard_positions(n_due: int, workers: int) -> list[list[int]]:
+    """Worker ``k`` takes scheduled arrivals ``k, k+N, k+2N, ...``: disjoint, and together every one."""
+    return [list(range(k, n_due, workers)) for k in range(workers)]
+
+
+def make_shards(due: list[float], prompts: list[Prompt], spares: list[Prompt], workers: int, target: WorkerTarget,
+                *, warmup: int, output_tokens: int, extra: dict | None, in_flight: int) -> list[Shard]:
+    """The ``workers`` shards of the schedule ``due`` (``prompts[i]`` due at ``due[i]``); each worker
+    gets ``warmup`` of the ``spares`` for its warm-up."""
+    due = due[:len(prompts)]
+    streams = max(1, math.ceil(in_flight / workers))
+    return [Shard(k, workers, target, tuple(pos), tuple(due[i] for i in pos), tuple(prompts[i] for i in pos),
+                  tuple(spares[k * warmup:(k + 1) * warmup]), output_tokens, extra, streams)
+            for k, pos in enumerate(shard_positions(len(due), workers))]
+
+
+# ---------------------------------------------------------------------- the worker's side
+@dataclass
+class PreparedShard:
+    shard: Shard
+    client: Any
+    close: Callable[[], None]
+    warm_failures: int = 0
+
+
+def prepare_shard(shard: Shard, credentials: Credentials) -> PreparedShard:
+    """The worker's own HTTP and protocol clients, its connections warmed (unmeasured requests)."""
+    from .drivers.pipeline import sender
+    from .http import Redactor, ensure_connections, make_http_client
+    from .target import Target, make_client
+
+    t = shard.target
+    http = make_http_client(t.timeouts, pool_size=max(shard.streams, 1))
+    if credentials.authorization:
+        http.headers["Authorization"] = credentials.authorization
+    client = make_client(Target(t.url, t.api, t.model), http, timeouts=t.timeouts,
+                         redact=Redactor(credentials.secrets))
+    ensure_connections(http, shard.streams)
+    one = sender(client, shard.output_tokens, shard.extra)
+    failed = sum(1 for p in shard.warm if isinstance(one(p), Failure))  # unmeasured: its connection opened
+    return PreparedShard(shard, client, http.close, failed)
+
+
+def run_shard(prepared: PreparedShard, t0_ns: int, *, progress: Callable[[int], None] | None = None,
+              clock=MEASUREMENT_CLOCK, sleep: Callable[[float], None] = time.sleep) -> ShardRun:
+    """Send the shard on its schedule from the common start ``t0_ns`` (the load engine's open loop)
+    and return its exact records, each naming this worker (``pid@host``)."""
+    from .drivers.pipeline import _no_gc_pauses, sender
+    from .load import run_schedule
+
+    shard = prepared.shard
+    out = ShardRun(shard.index, os.getpid(), socket.gethostname(), warm_failures=prepared.warm_failures)
+    one = sender(prepared.client, shard.output_tokens, shard.extra)
+    position = {id(p): pos for p, pos in zip(shard.prompts, shard.positions)}
+    exit_after = _test_exit_after(shard.index)
+
+    def send(p: Prompt, t_due: int | None):
+        res = one(p, t_due)
+        if isinstance(res, Failure):  # frozen
+            res = replace(res, worker=out.name)
+        else:
+            res.worker = out.name
+        out.outcomes.append((position[id(p)], res))
+        if exit_after is not None and len(out.outcomes) >= exit_after:
+            os._exit(TEST_EXIT_CODE)  # the test hook: a worker dying mid-run
+        return res
+
+    with _no_gc_pauses():
+        run = run_schedule(send, list(shard.prompts), list(shard.due), t0_ns, clock=clock, sleep=sleep,
+                           progress=(lambda done, total: progress(done)) if progress else None)
+    out.lag_ns, out.send_lag_ns, out.stalls = run.lag_ns, run.send_lag_ns, run.lag_timeline
+    out.stopped, out.window_ns = run.stopped, run.window_ns
+    return out
+
+
+def _test_exit_after(index: int) -> int | None:
+    raw = os.environ.get(TEST_EXIT_AFTER_ENV, "")
+    k, _, n = raw.partition(":")
+    return int(n) if k.strip().isdigit() and n.strip().isdigit() and int(k) == index else None
+
+
+def worker_main(conn) -> None:
+    """A worker process: receive its shard and credentials, prepare, report ready, wait for
+    ``("go", t0_ns)``, run, send back the ``ShardRun``.  An exception is reported redacted."""
+    redact: Callable[[str], str] = str
+    try:
+        shard, credentials = conn.recv()
+        from .http import Redactor
+
+        redact = Redactor(credentials.secrets)
+        prepared = prepare_shard(shard, credentials)
+        conn.send(("ready", os.getpid()))
+        msg = conn.recv()
+        if msg[0] != "go":
+            return
+        result = run_shard(prepared, msg[1], progress=lambda done: conn.send(("progress", done)))
+        prepared.close()
+        conn.send(("done", result))
+    except BaseException as exc:  # reported to the controller, which makes it an error
+        try:
+            conn.send(("error", redact(f"{type(exc).__name__}: {exc}")))
+        except (OSError, ValueError):
+            pass
+
+
+# ---------------------------------------------------------------------- the controller's side
+@dataclass
+class WorkerInfo:
+    """One worker as the result reports it (``load.worker_lag``)."""
+    index: int
+    name: str
+    requests: int
+    send_lag_ms_p99: float | None
+    client_lag_ms_p99: float | None
+    lag_ns: list[int] = field(default_factory=list, repr=False)       # its samples, for its own health
+    send_lag_ns: list[int] = field(default_factory=list, repr=False)
+
+    def as_json(self) -> dict:
+        return {"worker": self.name, "index": self.index, "requests": self.requests,
+                "send_lag_ms_p99": self.send_lag_ms_p99, "client_lag_ms_p99": self.client_lag_ms_p99}
+
+
+def run_workers(shards: list[Shard], credentials: Credentials, *, span_s: float, request_timeout_s: float,
+                clock=MEASUREMENT_CLOCK, progress: Callable[[int, int], None] | None = None) -> LoadRun:
+    """Run ``shards`` in spawned processes (never a fork of the threaded test process) from one
+    common start, and merge their exact records in schedule order into one ``LoadRun``."""
+    import multiprocessing
+    from multiprocessing.connection import wait
+
+    ctx = multiprocessing.get_context("spawn")
+    procs, conns = [], []
+    for s in shards:  # every interpreter starts at once; then each gets its shard
+        parent, child = ctx.Pipe()
+        p = ctx.Process(target=worker_main, args=(child,), name=f"llm-latency-worker-{s.index}", daemon=True)
+        p.start()
+        child.close()
+        procs.append(p)
+        conns.append(parent)
+    state = {k: "starting" for k in range(len(shards))}
+    done_counts = [0] * len(shards)
+    results: dict[int, ShardRun] = {}
+    failures: dict[int, str] = {}
+    total = sum(len(s.positions) for s in shards)
+
+    def pump(deadline_ns: int, until: str) -> None:
+        """Read messages until every live worker is in state ``until`` (or has failed) or the deadline."""
+        while True:
+            live = [k for k in state if k not in failures and state[k] != until]
+            if not live:
+                return
+            left = (deadline_ns - clock()) / 1e9
+            if left <= 0:
+                for k in live:
+                    failures[k] = _named(k, procs[k], f"did not {'get ready' if until == 'ready' else 'finish'} in "
+                                                      f"time", done_counts[k], len(shards[k].positions))
+                return
+            for c in wait([conns[k] for k in live], timeout=min(left, 0.2)):
+                k = next(i for i, own in enumerate(conns) if own is c)
+                try:
+                    msg: Any = conns[k].recv()
+                except (EOFError, OSError):
+                    procs[k].join(1.0)
+                    failures[k] = _named(k, procs[k], f"died with exit code {procs[k].exitcode}", done_counts[k],
+                                         len(shards[k].positions))
+                    continue
+                if msg[0] == "ready":
+                    state[k] = "ready"
+                elif msg[0] == "progress":
+                    done_counts[k] = msg[1]
+                    if progress:
+                        progress(sum(done_counts), total)
+                elif msg[0] == "done":
+                    results[k], state[k] = msg[1], "done"
+                elif msg[0] == "error":
+                    failures[k] = _named(k, procs[k], f"failed: {msg[1]}", done_counts[k], len(shards[k].positions))
+            for k in live:  # a process gone without a word (killed before its pipe said EOF)
+                if k not in failures and state[k] != until and not procs[k].is_alive() and not conns[k].poll():
+                    failures[k] = _named(k, procs[k], f"died with exit code {procs[k].exitcode}", done_counts[k],
+                                         len(shards[k].positions))
+
+    try:
+        for k, (s, conn) in enumerate(zip(shards, conns)):
+            try:
+                conn.send((s, credentials))  # the pipe: not argv, not the environment, never logged
+            except OSError:  # it died before reading it
+                procs[k].join(1.0)
+                failures[k] = _named(k, procs[k], f"died with exit code {procs[k].exitcode}", 0, len(s.positions))
+        pump(clock() + int((READY_SLACK_S + request_timeout_s * max(len(s.warm) for s in shards)) * 1e9), "ready")
+        t0 = clock() + int(START_DELAY_S * 1e9)
+        for k, c in enumerate(conns):
+            if k not in failures:
+                c.send(("go", t0))
+        pump(t0 + int((span_s + request_timeout_s + FINISH_SLACK_S) * 1e9), "done")
+    finally:
+        for k, p in enumerate(procs):
+            if p.is_alive() and k not in results:
+                p.kill()  # hung, or never started: nothing of it is waited for
+            p.join(5.0)
+            conns[k].close()
+    return merge(shards, results, failures)
+
+
+def _named(k: int, proc, what: str, done: int, of: int) -> str:
+    return f"worker {k} (pid {proc.pid}) {what} after {done} of {of} requests"
+
+
+def merge(shards: list[Shard], results: dict[int, ShardRun], failures: dict[int, str]) -> LoadRun:
+    """One ``LoadRun`` of the workers' exact records, in schedule order, with each worker's lag."""
+    run = LoadRun("open")
+    pairs = sorted((pos, o) for r in results.values() for pos, o in r.outcomes)
+    run.outcomes = [o for _, o in pairs]
+    for k in sorted(results):
+        r = results[k]
+        run.lag_ns += r.lag_ns
+        run.send_lag_ns += r.send_lag_ns
+        run.window_ns = max(run.window_ns, r.window_ns)
+        run.stopped = run.stopped or r.stopped
+        run.workers.append(WorkerInfo(k, r.name, len(r.outcomes), _p99_ms(r.send_lag_ns), _p99_ms(r.lag_ns),
+                                      r.lag_ns, r.send_lag_ns))
+    stalls = [r.stalls for r in results.values() if r.stalls is not None]
+    if stalls:
+        run.lag_timeline = StallTimeline(tuple(sorted(x for s in stalls for x in s.stalls)), stalls[0].tick_ns,
+                                         min(s.start_ns for s in stalls), max(s.end_ns for s in stalls))
+    if run.stopped:
+        run.unsent = sum(len(s.positions) for s in shards) - len(run.outcomes)
+    run.worker_failures = [failures[k] for k in sorted(failures)]
+    return run
+
+
+def _p99_ms(values: list[int]) -> float | None:
+    """p99 in ms as the client part computes its own (``client.load_report``: ``core.stats.percentile``)."""
+    from ..core.stats import percentile
+
+    return round(percentile(sorted(v / 1e6 for v in values), 99), 3) if values else None

@@ -1,0 +1,129 @@
+"""Worker processes (``workers: N``, ``client/workers.py``) against the embedded reference target
+(a server process of its own), with real spawned worker processes: the issue's acceptance run
+(open loop at 40 rps x 200 requests, two workers), the same schedule with one worker, and a
+worker killed mid-run (the test hook ``LLM_LATENCY_TEST_WORKER_EXIT_AFTER``) -- an error naming it."""
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import pytest
+
+from pytest_llm_latency.client.http import make_http_client
+from pytest_llm_latency.client.runner import Target, make_client, measure
+from pytest_llm_latency.client.workers import TEST_EXIT_AFTER_ENV, TEST_EXIT_CODE
+from pytest_llm_latency.core.checks import judge
+from pytest_llm_latency.core.workload import make_workload
+from pytest_llm_latency.targets.reference.launch import start_reference
+
+URL = "reference://h100-sxm/llama-3.1-8b?time_scale=0.05"
+SPEC = {"prompt_tokens": 64, "output_tokens": 8, "rate": 40, "requests": 200, "confidence": None,
+        "slo": {"e2e_p95": "30s"}}
+
+
+@pytest.fixture(scope="module")
+def server():
+    with start_reference(URL, mode="subprocess") as h:
+        yield h
+
+
+def run(server, spec: dict, seed: int = 7):
+    with make_http_client() as http:
+        client = make_client(Target(server.url, "openai-completions"), http)
+        return judge(measure(client, make_workload("w", spec), seed=seed, nonce=f"workers{spec.get('workers', 1)}"))
+
+
+def offsets_from_t0(res) -> list[int]:
+    stamps = sorted(r.t_scheduled_ns for r in res.records)
+    return [t - stamps[0] for t in stamps]
+
+
+def test_two_workers_send_the_schedule_once_from_disjoint_shards_and_one_worker_the_same_schedule(server):
+    two = run(server, {**SPEC, "workers": 2})
+    assert two.verdict == "pass", two.failure_message()
+    assert two.n == 200 and not two.failures
+    by_worker: dict[str, set[str]] = {}
+    for r in two.records:
+        by_worker.setdefault(r.worker, set()).add(r.t_scheduled_ns)
+    assert len(by_worker) == 2 and {len(s) for s in by_worker.values()} == {100}
+    pids = {w.split("@")[0] for w in by_worker}
+    assert len(pids) == 2 and all(p.isdigit() for p in pids)
+    a, b = by_worker.values()
+    assert a.isdisjoint(b)                                     # disjoint shards
+    assert len({r.t_scheduled_ns for r in two.records}) == 200  # each scheduled arrival sent once
+    # merged in schedule order, and the workers alternate through it (k, k+2, ...)
+    assert [r.t_scheduled_ns for r in two.records] == sorted(r.t_scheduled_ns for r in two.records)
+    assert {two.records[i].worker for i in (0, 2, 4)} != {two.records[i].worker for i in (1, 3, 5)}
+    assert two.load.workers == 2 and len(two.load.worker_lag) == 2
+    assert all(x["requests"] == 100 and x["send_lag_ms_p99"] is not None for x in two.load.worker_lag)
+
+    one = run(server, SPEC)
+    assert one.n == 200 and one.load.workers is None and all(r.worker is None for r in one.records)
+    assert offsets_from_t0(one) == offsets_from_t0(two)         # the same schedule, to the nanosecond
+
+
+def test_a_worker_that_dies_mid_run_makes_the_run_an_error_naming_it(server, monkeypatch):
+    monkeypatch.setenv(TEST_EXIT_AFTER_ENV, "1:10")  # spawned workers inherit it: worker 1 exits after 10
+    res = run(server, {**SPEC, "requests": 60, "workers": 2})
+    assert res.verdict == "error"
+    msg = " ".join(res.errors)
+    assert "worker 1 (pid " in msg and f"died with exit code {TEST_EXIT_CODE} after" in msg and "of 30 requests" in msg
+    assert len({r.worker for r in res.records}) == 1 and res.n == 30  # only worker 0's records, all of them
+    assert res.load.workers == 2 and [x["index"] for x in res.load.worker_lag] == [0]  # the survivor's lag
+
+
+def test_workers_in_yaml_reach_the_result_json_and_its_request_rows(pytester):
+    jsonschema = pytest.importorskip("jsonschema")
+    pytester.makefile(".slo.yaml", load="""
+workloads:
+  spread:
+    prompt_tokens: 64
+    output_tokens: 8
+    rate: 40
+    requests: 40
+    workers: 2
+    confidence: null
+    slo: {e2e_p95: 30s}
+""")
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--llm-latency-url={URL}",
+                                      "--llm-latency-json=r.json", timeout=180)
+    r.assert_outcomes(passed=1)
+    doc = json.loads((pytester.path / "r.json").read_text())
+    jsonschema.validate(doc, json.loads(resources.files("pytest_llm_latency").joinpath(
+        "data/results.schema.json").read_text()))
+    res = doc["results"][0]
+    assert res["load"]["workers"] == 2 and [w["index"] for w in res["load"]["worker_lag"]] == [0, 1]
+    rows = res["requests"]
+    assert len(rows) == 40 and len({row["worker"] for row in rows}) == 2
+
+
+def test_a_worker_that_hangs_is_killed_and_named(monkeypatch):
+    """A target that accepts and never answers: the worker's request outlives the controller's
+    bound (span + request timeout + slack, made short here), so it is killed and named."""
+    import socket
+    import threading
+
+    from pytest_llm_latency.client import workers
+    from pytest_llm_latency.client.http import Timeouts
+    from pytest_llm_latency.core.prompts import Prompt
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    held: list[socket.socket] = []
+    threading.Thread(target=lambda: held.extend(srv.accept()[0] for _ in range(2)), daemon=True).start()
+    target = workers.WorkerTarget(f"http://127.0.0.1:{srv.getsockname()[1]}", "openai-completions", "m",
+                                  Timeouts(connect_s=5, idle_s=60, total_s=60, max_retries=0))
+    prompts = [Prompt("", f"p{i}", 8, 8) for i in range(2)]
+    shards = workers.make_shards([0.0, 0.01], prompts, [], 2, target, warmup=0, output_tokens=4, extra=None,
+                                 in_flight=2)
+    monkeypatch.setattr(workers, "FINISH_SLACK_S", 0.5)  # the controller's bound; the worker's own timeout is 60 s
+    try:
+        run = workers.run_workers(shards, workers.Credentials(), span_s=0.01, request_timeout_s=0.5)
+    finally:
+        srv.close()
+        for c in held:
+            c.close()
+    assert not run.outcomes and len(run.worker_failures) == 2
+    assert all(f"worker {k} (pid " in f and "did not finish in time after 0 of 1 requests" in f
+               for k, f in enumerate(run.worker_failures)), run.worker_failures

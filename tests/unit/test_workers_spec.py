@@ -1,0 +1,102 @@
+"""``workers: N | auto`` (issue 28): the workload key, the run-wide option and its precedence,
+the refusals where a workload cannot be spread over worker processes, and ``auto``."""
+from __future__ import annotations
+
+import pytest
+
+from pytest_llm_latency.core.errors import ConfigError
+from pytest_llm_latency.core.load_spec import STREAMS_PER_WORKER, resolve_workers
+from pytest_llm_latency.core.workload import make_workload, with_workers
+from pytest_llm_latency.plugin.fixtures import apply_workers
+from pytest_llm_latency.plugin.options import Settings
+from pytest_llm_latency.plugin.slofile import parse_slo_file
+
+OPEN = {"class": "chat", "rate": 4, "requests": 20}
+
+
+def where(path):
+    return "f.slo.yaml:3 workloads.w." + ".".join(map(str, path))
+
+
+def test_default_is_one_process():
+    assert make_workload("w", OPEN).workers == 1
+
+
+@pytest.mark.parametrize("given,want", [(2, 2), ("auto", "auto"), ("AUTO", "auto"), ("3", 3), (1, 1)])
+def test_an_open_loop_takes_workers(given, want):
+    assert make_workload("w", {**OPEN, "workers": given}).workers == want
+
+
+@pytest.mark.parametrize("bad", [0, -1, "two", 1.5, True, None])
+def test_a_bad_value_names_the_key_and_what_is_expected(bad):
+    with pytest.raises(ConfigError, match=r"workloads\.w\.workers: expected an integer >= 1 or 'auto'"):
+        make_workload("w", {**OPEN, "workers": bad}, where)
+
+
+@pytest.mark.parametrize("spec,why", [
+    ({"class": "chat", "concurrency": 4, "requests": 20}, "closed loop .* not yet supported"),
+    ({"class": "chat", "samples": 20}, "give rate: R"),
+    ({"class": "chat", "rate_sweep": {"rate_min": 1, "rate_max": 4}, "requests": 20}, "rate_sweep"),
+    ({"class": "chat", "prompt_sweep": [64, 128], "samples": 10}, "prompt_sweep sends one request at a time"),
+    ({**OPEN, "baseline_target": "http://127.0.0.1:9"}, "A/B run"),
+])
+def test_workers_elsewhere_is_a_config_error_naming_why(spec, why):
+    with pytest.raises(ConfigError, match=r"workloads\.w\.workers: 2 worker processes -- .*" + why):
+        make_workload("w", {**spec, "workers": 2}, where)
+
+
+def test_workers_one_is_accepted_everywhere():
+    assert make_workload("w", {"class": "chat", "concurrency": 4, "requests": 20, "workers": 1}).workers == 1
+
+
+def test_a_run_wide_value_leaves_other_workloads_in_one_process():
+    closed = make_workload("w", {"class": "chat", "concurrency": 4, "requests": 20})
+    assert with_workers(closed, 4, "--llm-latency-workers", run_wide=True).workers == 1
+    assert with_workers(make_workload("w", OPEN), 4, "--llm-latency-workers", run_wide=True).workers == 4
+
+
+@pytest.mark.parametrize("cli,env,ini,want,source", [
+    ({"workers": "3"}, {"LLM_LATENCY_WORKERS": "2"}, {"workers": "4"}, 3, "--llm-latency-workers"),
+    ({}, {"LLM_LATENCY_WORKERS": "auto"}, {"workers": "4"}, "auto", "LLM_LATENCY_WORKERS (environment)"),
+    ({}, {}, {"workers": "4"}, 4, "llm_latency_workers (ini)"),
+    ({}, {}, {}, 1, "default"),
+])
+def test_option_precedence_cli_env_ini_default(cli, env, ini, want, source):
+    s = Settings.resolve(cli, env, ini)
+    assert s.get("workers") == want and s.source("workers") == source
+
+
+def test_a_bad_option_value_names_its_source():
+    with pytest.raises(ConfigError, match=r"LLM_LATENCY_WORKERS \(environment\): '0' is not valid for workers"):
+        Settings.resolve({}, {"LLM_LATENCY_WORKERS": "0"}, {})
+
+
+def test_marker_beats_cli_and_cli_beats_the_file():
+    cli = Settings.resolve({"workers": "3"}, {}, {})
+    marker_spec = {**OPEN, "workers": 2}
+    assert apply_workers(make_workload("w", marker_spec), cli, marker_spec).workers == 2  # marker > CLI
+    assert apply_workers(make_workload("w", OPEN), cli, OPEN).workers == 3                # CLI > default
+    assert apply_workers(make_workload("w", OPEN), Settings.resolve({}, {}, {}), OPEN).workers == 1
+    text = ("workloads:\n  w: {class: chat, rate: 4, requests: 20, workers: 2}\n"
+            "  c: {class: chat, samples: 20, confidence: null}\n")
+    assert [w.workers for w in parse_slo_file(text, "f.slo.yaml").workloads] == [2, 1]   # file
+    spec = parse_slo_file(text, "f.slo.yaml", workers_override=3)
+    assert [w.workers for w in spec.workloads] == [3, 1]  # CLI > file; the serial workload keeps one process
+
+
+def test_a_file_error_names_file_line_and_key():
+    text = "workloads:\n  c:\n    class: chat\n    concurrency: 4\n    requests: 20\n    workers: 2\n"
+    with pytest.raises(ConfigError, match=r"f\.slo\.yaml:6 workloads\.c\.workers: 2 worker processes -- a closed"):
+        parse_slo_file(text, "f.slo.yaml")
+
+
+@pytest.mark.parametrize("in_flight,cpus,want", [
+    (1, 16, 1),                          # a light load: one process
+    (STREAMS_PER_WORKER, 16, 1),
+    (STREAMS_PER_WORKER + 1, 16, 2),     # rounded up
+    (512, 16, 15),                       # one CPU left to the controller
+    (512, 2, 1), (512, 1, 1), (512, None, 1),  # never below one
+])
+def test_auto_is_one_worker_per_32_streams_capped_by_the_cpus(in_flight, cpus, want):
+    assert resolve_workers("auto", in_flight, cpus) == want
+    assert resolve_workers(5, in_flight, cpus) == 5
