@@ -309,6 +309,11 @@ def planned_requests(workload: Workload) -> int:
 def worker_count(workload: Workload) -> int:
     """The worker processes sending ``workload`` (``workers: N | auto``; 1: this process)."""
     workers = getattr(workload, "workers", 1)
+    address = getattr(workload, "ray", None)
+    if address is not None:  # ray: one shard per node (client/ray_shards.py): auto = every live node
+        from .ray_cluster import node_count
+
+        return node_count(address) if workers == "auto" else int(workers)
     if workers == 1:
         return 1
     import os
