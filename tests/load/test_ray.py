@@ -6,8 +6,10 @@ node removed mid-run -- an error naming it.  Skipped only where ``ray`` cannot b
 (``pip install 'pytest-llm-latency[ray]'``)."""
 from __future__ import annotations
 
+import json
 import os
 import threading
+from importlib import resources
 
 import pytest
 
@@ -17,6 +19,7 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 ray = pytest.importorskip("ray", reason="ray is not installed: pip install 'pytest-llm-latency[ray]'")
 
 from pytest_llm_latency.client.http import make_http_client  # noqa: E402
+from pytest_llm_latency.client.ray_cluster import connect  # noqa: E402
 from pytest_llm_latency.client.runner import Target, make_client, measure  # noqa: E402
 from pytest_llm_latency.core.checks import judge  # noqa: E402
 from pytest_llm_latency.core.workload import make_workload  # noqa: E402
@@ -35,18 +38,24 @@ def server():
         yield h
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def cluster():
+    """Two raylets, for the module: a test that kills a node adds its own third one first."""
     from ray.cluster_utils import Cluster
 
     c = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
-    second = c.add_node(**NODE)
+    c.add_node(**NODE)
     assert c.address.startswith("127.0.0.1:")
+    connect(c.address)  # this process, Ray's driver: on the loopback too
     try:
-        yield c, second
+        yield c
     finally:
         ray.shutdown()
         c.shutdown()
+
+
+def live_nodes() -> set[str]:
+    return {n["NodeID"][:8] for n in ray.nodes() if n["Alive"]}
 
 
 def run(server, address: str, spec: dict):
@@ -56,11 +65,10 @@ def run(server, address: str, spec: dict):
 
 
 def test_a_sharded_open_loop_on_two_nodes_merges_every_record_each_naming_its_node(server, cluster):
-    c, _ = cluster
-    res = run(server, c.address, SPEC)
+    res = run(server, cluster.address, SPEC)
     assert res.verdict == "pass", res.failure_message()
     assert res.n == 80 and not res.failures
-    nodes = {n["NodeID"][:8] for n in ray.nodes() if n["Alive"]}
+    nodes = live_nodes()
     by_node: dict[str, set[int]] = {}
     for r in res.records:
         pid, _, node = r.worker.partition("@")
@@ -79,15 +87,48 @@ def test_a_sharded_open_loop_on_two_nodes_merges_every_record_each_naming_its_no
 
 
 def test_a_node_removed_mid_run_makes_the_run_an_error_naming_it(server, cluster):
-    c, second = cluster
-    victim = second.node_id[:8]
-    killer = threading.Timer(6.0, c.remove_node, args=(second,))  # actors ready ~3 s, then 5 s of schedule
+    third = cluster.add_node(**NODE)  # workers: auto = all three; the third is removed mid-run
+    victim = third.node_id[:8]
+    killer = threading.Timer(6.0, cluster.remove_node, args=(third,))  # actors ready ~3 s, then 5 s of schedule
     killer.start()
     try:
-        res = run(server, c.address, {**SPEC, "requests": 200})
+        res = run(server, cluster.address, {**SPEC, "requests": 200, "workers": "auto"})
     finally:
         killer.cancel()
+        killer.join()
     assert res.verdict == "error"
     msg = " ".join(res.errors)
-    assert f"/{victim}" in msg and "worker " in msg, msg
-    assert all(victim not in (r.worker or "") for r in res.records)   # only the survivor's records
+    assert f"on node 127.0.0.1/{victim} lost" in msg, msg
+    assert res.load.workers == 3 and len(res.load.worker_lag) == 2   # the survivors' lag, the lost one named
+    assert res.records and all(victim not in (r.worker or "") for r in res.records)  # only the survivors' records
+    assert victim not in live_nodes()
+
+
+def test_ray_in_yaml_with_workers_auto_reaches_the_result_json(pytester, cluster, server):
+    """The plugin end to end in its own process (another Ray driver): ``--llm-latency-ray`` over an
+    open loop with ``workers: auto`` (one shard per live node), the JSON valid against the schema."""
+    jsonschema = pytest.importorskip("jsonschema")
+    pytester.makefile(".slo.yaml", load=f"""
+target: {{url: {server.url}}}
+workloads:
+  spread:
+    prompt_tokens: 64
+    output_tokens: 8
+    rate: 40
+    requests: 40
+    workers: auto
+    confidence: null
+    slo: {{e2e_p95: 30s}}
+""")
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--llm-latency-ray={cluster.address}",
+                                      "--llm-latency-json=r.json", timeout=150)
+    r.assert_outcomes(passed=1)
+    doc = json.loads((pytester.path / "r.json").read_text())
+    jsonschema.validate(doc, json.loads(resources.files("pytest_llm_latency").joinpath(
+        "data/results.schema.json").read_text()))
+    res = doc["results"][0]
+    nodes = live_nodes()
+    assert res["load"]["workers"] == len(nodes)
+    assert {w["node"].split("/")[1] for w in res["load"]["worker_lag"]} == nodes
+    assert all("clock_offset_ms" in w and "clock_rtt_ms" in w for w in res["load"]["worker_lag"])
+    assert len(res["requests"]) == 40 and {row["worker"].split("/")[1] for row in res["requests"]} == nodes
