@@ -49,7 +49,7 @@ def check_reachable(url: str, nodes: list[dict]) -> None:
         if far:
             raise ConfigError(f"target {url} is on the driver's loopback, which the Ray nodes at {', '.join(far)} "
                               f"cannot reach -- start the server (or the reference target: "
-                              f"`python -m pytest_llm_latency.targets.reference ...`) on an address the nodes can "
+                              f"`pytest-llm-latency serve-reference --host ADDRESS`) on an address the nodes can "
                               f"reach and give that URL, or run without ray (workers: N on this host)")
 
 
