@@ -132,3 +132,50 @@ workloads:
     assert {w["node"].split("/")[1] for w in res["load"]["worker_lag"]} == nodes
     assert all("clock_offset_ms" in w and "clock_rtt_ms" in w for w in res["load"]["worker_lag"])
     assert len(res["requests"]) == 40 and {row["worker"].split("/")[1] for row in res["requests"]} == nodes
+
+
+def test_the_api_key_reaches_the_nodes_only_by_object_reference(server, cluster, monkeypatch):
+    """Every call the driver makes on the shard actors (what the dashboard and ``ray list tasks``
+    show as arguments) holds no secret, in its repr or pickled; the run still passes."""
+    from ray import cloudpickle
+
+    from pytest_llm_latency.client import ray_shards
+    from pytest_llm_latency.client.http import Redactor
+
+    secret = "sk-ray-test-5e3c9d"
+    calls: list = []
+    real = ray_shards._actor_class
+
+    class Spy:
+        def __init__(self, handle):
+            self.handle = handle
+
+        def __getattr__(self, name):
+            method = getattr(self.handle, name)
+
+            class Call:
+                def remote(self, *a, **kw):
+                    calls.append((name, a, kw))
+                    return method.remote(*a, **kw)
+            return Call()
+
+    class SpyClass:
+        def __init__(self, cls):
+            self.cls = cls
+
+        def options(self, **kw):
+            made = self.cls.options(**kw)
+            return type("Made", (), {"remote": lambda _self: Spy(made.remote())})()
+
+    monkeypatch.setattr(ray_shards, "_actor_class", lambda r: SpyClass(real(r)))
+    real_kill = ray.kill
+    monkeypatch.setattr(ray, "kill", lambda a, **kw: real_kill(getattr(a, "handle", a), **kw))
+    with make_http_client(api_key=secret) as http:
+        client = make_client(Target(server.url, "openai-completions"), http, redact=Redactor((secret,)))
+        res = judge(measure(client, make_workload("w", {**SPEC, "requests": 40, "ray": cluster.address}),
+                            seed=7, nonce="ray-cred"))
+    assert res.verdict == "pass", res.failure_message()
+    assert {name for name, _, _ in calls} >= {"where", "clock", "prepare", "run"}
+    prepare = [a for name, a, _ in calls if name == "prepare"]
+    assert len(prepare) == 2 and all(isinstance(a[1], list) and isinstance(a[1][0], ray.ObjectRef) for a in prepare)
+    assert secret not in repr(calls) and secret.encode() not in cloudpickle.dumps(calls)

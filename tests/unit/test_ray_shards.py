@@ -100,3 +100,23 @@ def test_x():
     where = {"cli": "--llm-latency-ray", "env": "LLM_LATENCY_RAY", "target": "target.ray",
              "workload": "workloads.w.ray", "marker": "ray"}[how]
     assert where in out, out
+
+
+def test_the_clock_offset_is_the_estimate_of_the_shortest_round_trip(monkeypatch):
+    """offset = remote_wall - (t_send + t_recv) / 2, from the sample whose round trip was shortest."""
+    from pytest_llm_latency.client import ray_shards
+
+    ms = 1_000_000
+    driver = iter([0, 10 * ms, 100 * ms, 104 * ms, 200 * ms, 208 * ms])    # (send, recv) x 3: rtt 10, 4, 8 ms
+    remote = iter([5 * ms + 57 * ms, 102 * ms + 50 * ms, 204 * ms + 41 * ms])  # the noisy ones say 57 and 41
+    monkeypatch.setattr(ray_shards, "CLOCK_SAMPLES", 3)
+    monkeypatch.setattr(ray_shards.time, "time_ns", lambda: next(driver))
+
+    class Actor:
+        class clock:  # named as the Ray actor handle's method
+            @staticmethod
+            def remote():
+                return next(remote)
+
+    fake_ray = type("FakeRay", (), {"get": staticmethod(lambda ref: ref)})
+    assert ray_shards.measure_offset(fake_ray, Actor) == (50 * ms, 4 * ms)
