@@ -303,7 +303,7 @@ def planned_requests(workload: Workload) -> int:
     and the drain (``2 x concurrency`` more; ramping over time may use more); with worker
     processes, each worker's warm-up prompts (``warmup`` each, unmeasured: ``client/workers.py``)."""
     n = worker_count(workload)
-    return _planned(workload) + (workload.warmup * n if n > 1 else 0)
+    return _planned(workload) + (workload.warmup * n if n > 1 or getattr(workload, "ray", None) else 0)
 
 
 def worker_count(workload: Workload) -> int:

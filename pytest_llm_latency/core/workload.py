@@ -318,7 +318,7 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     if "workers" in spec:
         w = with_workers(w, spec["workers"], where(("workers",)))
     if spec.get("ray") is not None:
-        w = with_ray(w, spec["ray"], where(("ray",)))
+        w = with_ray(w, spec["ray"], where(("ray",)), workers_given="workers" in spec)
     return w
 
 

@@ -23,6 +23,7 @@ def test_ray_on_an_open_loop_defaults_to_one_shard_per_node_and_keeps_a_given_co
     assert make_workload("w", {**OPEN, "ray": " 127.0.0.1:6379 "}).ray == "127.0.0.1:6379"
     assert make_workload("w", {**OPEN, "ray": "127.0.0.1:6379"}).workers == "auto"
     assert make_workload("w", {**OPEN, "ray": "ray://h:10001", "workers": 3}).workers == 3
+    assert make_workload("w", {**OPEN, "ray": "ray://h:10001", "workers": 1}).workers == 1  # one node, as given
     assert make_workload("w", OPEN).ray is None
 
 
