@@ -86,15 +86,32 @@ def test_a_sharded_open_loop_on_two_nodes_merges_every_record_each_naming_its_no
     assert all(abs(x["clock_offset_ms"]) < 50 and x["clock_rtt_ms"] > 0 for x in lag)  # one host: ~0
 
 
+def served(server) -> float:
+    """Requests the reference target has finished (its ``vllm:request_success_total``)."""
+    import httpx
+
+    text = httpx.get(f"{server.url}/metrics", timeout=5).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("vllm:request_success_total"))
+
+
 def test_a_node_removed_mid_run_makes_the_run_an_error_naming_it(server, cluster):
     third = cluster.add_node(**NODE)  # workers: auto = all three; the third is removed mid-run
     victim = third.node_id[:8]
-    killer = threading.Timer(6.0, cluster.remove_node, args=(third,))  # actors ready ~3 s, then 5 s of schedule
+    before, stop = served(server), threading.Event()
+
+    def remove_when_running():  # mid-run: once 40 of the 200 scheduled requests were served
+        while not stop.wait(0.05):
+            if served(server) - before >= 40:
+                cluster.remove_node(third)
+                return
+
+    killer = threading.Thread(target=remove_when_running, daemon=True)
     killer.start()
     try:
         res = run(server, cluster.address, {**SPEC, "requests": 200, "workers": "auto"})
     finally:
-        killer.cancel()
+        stop.set()
         killer.join()
     assert res.verdict == "error"
     msg = " ".join(res.errors)
