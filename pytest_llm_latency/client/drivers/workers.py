@@ -1,10 +1,15 @@
-"""The open loop sent by worker processes (``workers: N``, ``client/workers.py``): the same sample
-driver as ``open_loop`` inside the same pipeline, bound to the measurement's client so that its
-shards can name the target; the engine's schedule, sharded, merged back in schedule order."""
+"""The load engine's loops sent by worker processes (``workers: N``, ``client/workers.py``): the same
+sample drivers as ``open_loop`` and ``closed_loop`` inside the same pipeline, bound to the
+measurement's client so that their shards can name the target.  An open loop: the engine's
+schedule, sharded, merged back in schedule order; a closed loop: the ``concurrency`` streams
+spread over the workers, one steady-state window decided across them (``client/workers_closed.py``)."""
 from __future__ import annotations
 
+import math
+import multiprocessing
+
 from ...core.workload import Workload
-from ..load import in_flight, open_loop_schedule, worker_count
+from ..load import ClosedPlan, in_flight, open_loop_schedule, worker_count
 from .base import Run, Sent
 
 
@@ -38,3 +43,36 @@ class WorkerOpenLoop:
         from .pipeline import measure_samples
 
         return measure_samples(client, workload, run, WorkerOpenLoop(client))
+
+
+class WorkerClosedLoop(WorkerOpenLoop):
+    name = "closed_loop"
+
+    def applies(self, workload: Workload) -> bool:
+        return not (workload.load is not None and workload.load.open_loop) and worker_count(workload) > 1
+
+    def send(self, one, samples, workload: Workload, run: Run, recover) -> Sent:
+        from ..workers import Credentials, WorkerTarget, run_workers
+        from ..workers_closed import SharedLoopState, make_closed_shards
+
+        n = worker_count(workload)
+        warm = workload.warmup
+        cut = max(len(samples) - warm * n, 0)  # each worker's warm-up prompts: prepared last (planned_requests)
+        loop, spares = samples[:cut], samples[cut:]
+        plan = ClosedPlan.of(workload)
+        shards = make_closed_shards(plan, loop, spares, n, WorkerTarget.of(self.client), warmup=warm,
+                                    output_tokens=workload.output_tokens, extra=run.extra)
+        timeout_s = self.client.timeouts.total_s
+        # a hang guard, not a forecast: each stream ends a request within the timeout, so all the
+        # prompts are spent (or the duration over) by then; plus the start barrier's and ramp's waits
+        per_stream = math.ceil(len(loop) / max(plan.concurrency, 1)) + 1
+        span_s = plan.ramp_up_s + (plan.duration_s or timeout_s * per_stream) + 90.0
+        shared = SharedLoopState(multiprocessing.get_context("spawn"), plan.concurrency)  # inherited at start
+        load_run = run_workers(shards, Credentials.of(self.client), span_s=span_s, request_timeout_s=timeout_s,
+                               progress=run.progress, shared=shared)
+        return Sent(outcomes=list(load_run.outcomes), load_run=load_run)
+
+    def measure(self, client, workload: Workload, run: Run):
+        from .pipeline import measure_samples
+
+        return measure_samples(client, workload, run, WorkerClosedLoop(client))
