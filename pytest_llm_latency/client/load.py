@@ -67,6 +67,7 @@ class LoadRun:
     prompts_short: bool = False                       # ran out of prepared prompts
     workers: list = field(default_factory=list)       # workers: N: one client.workers.WorkerInfo each
     worker_failures: list[str] = field(default_factory=list)  # a worker that died, hung or never got ready
+    worker_books: list[dict] = field(default_factory=list)  # a trace replay's, per worker (client/workers.py)
 
 
 class LagMonitor:
@@ -366,7 +367,10 @@ def worker_count(workload: Workload) -> int:
     from ..core.load_spec import resolve_workers
 
     open_loop = workload.load is not None and workload.load.open_loop
-    streams = min(_planned(workload), MAX_OPEN_LOOP_THREADS) if open_loop else workload.concurrency
+    if getattr(workload, "trace", None) is not None:  # a trace replay: its rows (the sessions are not read yet)
+        streams = min(max(workload.samples, 1), MAX_OPEN_LOOP_THREADS)
+    else:
+        streams = min(_planned(workload), MAX_OPEN_LOOP_THREADS) if open_loop else workload.concurrency
     return min(resolve_workers(workers, streams, os.cpu_count()), streams)  # a closed loop: a stream each
 
 

@@ -94,6 +94,8 @@ class Shard:
     extra: dict | None = None
     streams: int = 1
     closed: ClosedPlan | None = None  # a closed loop: this worker's streams (its prompts: all, drawn in turn)
+    trace: Any = None                 # a trace replay: its core.trace.TraceSpec; ``rows``: its sessions' rows
+    rows: tuple = ()
 
     @property
     def planned(self) -> int:
@@ -118,6 +120,7 @@ class ShardRun:
     ramp: list[tuple[int, Any]] = field(default_factory=list)    # a closed loop's exclusions, positioned
     drain: list[tuple[int, Any]] = field(default_factory=list)
     prompts_short: bool = False
+    books: dict = field(default_factory=dict)  # a trace replay's: skipped rows, the stopping rejection, unsent
 
     @property
     def name(self) -> str:
@@ -188,13 +191,17 @@ def run_shard(prepared: PreparedShard, t0_ns: int, *, progress: Callable[[int], 
             res = replace(res, worker=out.name)
         else:
             res.worker = out.name
-        out.outcomes.append((position[id(p)], res))
-        sent[id(res)] = position[id(p)]
+        # a trace's later turn is a new prompt: its row index
+        pos = int(p.key) if shard.trace is not None and p.key is not None else position[id(p)]
+        out.outcomes.append((pos, res))
+        sent[id(res)] = pos
         if exit_after is not None and len(out.outcomes) >= exit_after:
             os._exit(TEST_EXIT_CODE)  # the test hook: a worker dying mid-run
         return res
 
     report = (lambda done, total: progress(done)) if progress else None
+    if shard.trace is not None:
+        return _run_trace_shard(shard, out, send, t0_ns, report, clock, sleep)
     with _no_gc_pauses():
         if shard.closed is not None:
             run = run_closed(send, list(shard.prompts), shard.closed, shared, t0_ns, clock=clock, sleep=sleep,
@@ -207,6 +214,38 @@ def run_shard(prepared: PreparedShard, t0_ns: int, *, progress: Callable[[int], 
     if shard.closed is not None:  # measured, ramp-up, drain: as the loop sorted them
         out.outcomes, out.ramp, out.drain = ([(sent[id(o)], o) for o in group] for group in
                                              (run.outcomes, run.ramp, run.drain))
+    return out
+
+
+def make_trace_shards(groups: list[list], by_row: dict, workers: int, target: WorkerTarget, spec: Any, *,
+                      output_tokens: int, extra: dict | None) -> list[Shard]:
+    """A trace replay's shards: session ``i`` (``core.trace.sessions``, in the order of their first
+    turns) on worker ``i mod N``, whole; each row's prompt (``by_row``, by row index) with it."""
+    out = []
+    for k in range(workers):
+        rows = tuple(r for g in groups[k::workers] for r in g)
+        out.append(Shard(k, workers, target, tuple(r.index for r in rows), (), tuple(by_row[r.index] for r in rows),
+                         (), output_tokens, extra, min(max(len(groups[k::workers]), 1), 512), None, spec, rows))
+    return out
+
+
+def _run_trace_shard(shard: Shard, out: ShardRun, send: Callable, t0_ns: int, report, clock, sleep) -> ShardRun:
+    """A worker's sessions replayed from the common start (``client.drivers.trace_replay.Replay``,
+    each first turn due at its offset from ``t0_ns``); its tagged outcomes by row index, and its
+    books (the declared hits are decided by the controller, from the merged stamps)."""
+    from .drivers.base import Run
+    from .drivers.pipeline import _no_gc_pauses
+    from .drivers.trace_replay import Replay
+
+    replay = Replay(list(shard.rows), shard.trace, clock=clock, sleep=sleep, t0_ns=t0_ns)
+    with _no_gc_pauses():
+        sent = replay.send(send, list(shard.prompts), None, Run(progress=report), None)  # type: ignore[arg-type]
+    run = sent.load_run
+    out.outcomes = [(o.trace.row, o) for o in run.outcomes]
+    out.lag_ns, out.send_lag_ns, out.stalls = run.lag_ns, run.send_lag_ns, run.lag_timeline
+    out.window_ns = run.window_ns
+    out.books = {"skipped": list(replay.skipped), "rejected_row": replay.rejected_row, "stopped": replay.stopped,
+                 "unsent": replay.unsent}
     return out
 
 
@@ -376,6 +415,7 @@ def merge(shards: list[Shard], results: dict[int, ShardRun], failures: dict[int,
         run.outcomes += [o for r in results.values() if not r.stopped for _, o in r.ramp + r.drain
                          if isinstance(o, Failure)]
     run.worker_failures = [failures[k] for k in sorted(failures)]
+    run.worker_books = [results[k].books for k in sorted(results) if results[k].books]
     return run
 
 

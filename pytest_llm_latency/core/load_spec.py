@@ -81,8 +81,6 @@ def workers_refusal(*, open_loop: bool, concurrency: int, sweep: bool, trace: bo
     """Why a workload cannot spread over ``workers`` processes (None: it can -- an open loop, or a
     closed loop of at least one stream per worker).  Worker processes shard the load engine's
     open-loop schedule or its closed loop's streams; the rest is not (yet) supported."""
-    if trace:
-        return "a trace replay runs in one process (sharding whole sessions over workers is not yet supported)"
     if sweep:
         return "a rate_sweep runs in one process (workers with a rate sweep are not yet supported)"
     if ab:
@@ -90,6 +88,8 @@ def workers_refusal(*, open_loop: bool, concurrency: int, sweep: bool, trace: bo
     if agent or prompt_sweep or sequential:
         what = "agent sessions" if agent else "a prompt_sweep" if prompt_sweep else "samples: auto"
         return f"{what} sends one request at a time; workers spread the load engine's loops (rate: or concurrency:)"
+    if trace:
+        return None  # whole sessions per worker (client/drivers/workers.py)
     if not open_loop and concurrency > 1:
         if isinstance(workers, int) and workers > concurrency:
             return (f"a closed loop at concurrency {concurrency} runs at least one stream per worker: "

@@ -53,6 +53,13 @@ def test_a_closed_loop_takes_workers_up_to_its_concurrency():
         make_workload("w", {"class": "chat", "concurrency": 4, "requests": 20, "workers": 5}, where)
 
 
+def test_a_trace_replay_takes_workers():
+    from pytest_llm_latency.client.load import worker_count
+
+    w = make_workload("w", {"trace": "t.jsonl", "workers": 2})
+    assert w.workers == 2 and worker_count(w) == 2
+
+
 def test_workers_one_is_accepted_everywhere():
     assert make_workload("w", {"class": "chat", "concurrency": 4, "requests": 20, "workers": 1}).workers == 1
 
