@@ -200,8 +200,10 @@ def run_shard(prepared: PreparedShard, t0_ns: int, *, progress: Callable[[int], 
         return res
 
     report = (lambda done, total: progress(done)) if progress else None
-    if shard.trace is not None:
-        return _run_trace_shard(shard, out, send, t0_ns, report, clock, sleep)
+    if shard.trace is not None:  # whole sessions (client.drivers.trace_replay.replay_shard)
+        from .drivers.trace_replay import replay_shard
+
+        return replay_shard(shard, out, send, t0_ns, report, clock, sleep)
     with _no_gc_pauses():
         if shard.closed is not None:
             run = run_closed(send, list(shard.prompts), shard.closed, shared, t0_ns, clock=clock, sleep=sleep,
@@ -214,38 +216,6 @@ def run_shard(prepared: PreparedShard, t0_ns: int, *, progress: Callable[[int], 
     if shard.closed is not None:  # measured, ramp-up, drain: as the loop sorted them
         out.outcomes, out.ramp, out.drain = ([(sent[id(o)], o) for o in group] for group in
                                              (run.outcomes, run.ramp, run.drain))
-    return out
-
-
-def make_trace_shards(groups: list[list], by_row: dict, workers: int, target: WorkerTarget, spec: Any, *,
-                      output_tokens: int, extra: dict | None) -> list[Shard]:
-    """A trace replay's shards: session ``i`` (``core.trace.sessions``, in the order of their first
-    turns) on worker ``i mod N``, whole; each row's prompt (``by_row``, by row index) with it."""
-    out = []
-    for k in range(workers):
-        rows = tuple(r for g in groups[k::workers] for r in g)
-        out.append(Shard(k, workers, target, tuple(r.index for r in rows), (), tuple(by_row[r.index] for r in rows),
-                         (), output_tokens, extra, min(max(len(groups[k::workers]), 1), 512), None, spec, rows))
-    return out
-
-
-def _run_trace_shard(shard: Shard, out: ShardRun, send: Callable, t0_ns: int, report, clock, sleep) -> ShardRun:
-    """A worker's sessions replayed from the common start (``client.drivers.trace_replay.Replay``,
-    each first turn due at its offset from ``t0_ns``); its tagged outcomes by row index, and its
-    books (the declared hits are decided by the controller, from the merged stamps)."""
-    from .drivers.base import Run
-    from .drivers.pipeline import _no_gc_pauses
-    from .drivers.trace_replay import Replay
-
-    replay = Replay(list(shard.rows), shard.trace, clock=clock, sleep=sleep, t0_ns=t0_ns)
-    with _no_gc_pauses():
-        sent = replay.send(send, list(shard.prompts), None, Run(progress=report), None)  # type: ignore[arg-type]
-    run = sent.load_run
-    out.outcomes = [(o.trace.row, o) for o in run.outcomes]
-    out.lag_ns, out.send_lag_ns, out.stalls = run.lag_ns, run.send_lag_ns, run.lag_timeline
-    out.window_ns = run.window_ns
-    out.books = {"skipped": list(replay.skipped), "rejected_row": replay.rejected_row, "stopped": replay.stopped,
-                 "unsent": replay.unsent}
     return out
 
 

@@ -306,3 +306,22 @@ def tagged(out: "RequestRecord | Failure", row: TraceRow, name: str, history: in
         out.trace = tag
         return out
     return replace(out, message=f"trace {name}:{row.line} (row {row.index}): {out.message}", trace=tag)
+
+
+def replay_shard(shard, out, send: Callable, t0_ns: int, report, clock, sleep):
+    """A worker process's shard (``client.workers.Shard`` with ``trace``; ``out``: its ``ShardRun``):
+    its sessions replayed from the common start (each first turn due at its offset from ``t0_ns``);
+    its tagged outcomes by row index, and its books (the declared hits are decided by the
+    controller, from the merged stamps: ``drivers.workers.WorkerReplay``)."""
+    from .pipeline import _no_gc_pauses
+
+    replay = Replay(list(shard.rows), shard.trace, clock=clock, sleep=sleep, t0_ns=t0_ns)
+    with _no_gc_pauses():
+        sent = replay.send(send, list(shard.prompts), None, Run(progress=report), None)  # type: ignore[arg-type]
+    run = sent.load_run
+    out.outcomes = [(o.trace.row, o) for o in run.outcomes]
+    out.lag_ns, out.send_lag_ns, out.stalls = run.lag_ns, run.send_lag_ns, run.lag_timeline
+    out.window_ns = run.window_ns
+    out.books = {"skipped": list(replay.skipped), "rejected_row": replay.rejected_row, "stopped": replay.stopped,
+                 "unsent": replay.unsent}
+    return out

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...core.workload import Workload
-from ..load import ClosedPlan, in_flight, open_loop_schedule, worker_count
+from ..load import MAX_OPEN_LOOP_THREADS, ClosedPlan, in_flight, open_loop_schedule, worker_count
 from .base import Run, Sent
 from .trace_replay import Replay
 
@@ -98,7 +98,7 @@ class WorkerReplay(Replay):
         from ...core.trace import arrival_offsets_ms, sessions, turn_delay_ms
         from ...core.trace_tokens import declared_from_stamps
         from ...core.record import RequestRecord
-        from ..workers import Credentials, WorkerTarget, make_trace_shards, run_workers
+        from ..workers import Credentials, WorkerTarget, run_workers
 
         n = worker_count(workload)
         groups = sessions(self.rows)
@@ -121,3 +121,19 @@ class WorkerReplay(Replay):
                   for o in load_run.outcomes if o.trace is not None}
         self.declared, self.bound = declared_from_stamps(self.rows, stamps, self.spec.block_tokens)
         return Sent(outcomes=list(load_run.outcomes), notes=self.run_notes(), load_run=load_run)
+
+
+def make_trace_shards(groups: list[list], by_row: dict, workers: int, target, spec: Any, *,
+                      output_tokens: int, extra: dict | None) -> list:
+    """A trace replay's ``client.workers.Shard``s: session ``i`` (``core.trace.sessions``, in the order of their first
+    turns) on worker ``i mod N``, whole; each row's prompt (``by_row``, by row index) with it."""
+    from ..workers import Shard
+
+    out = []
+    for k in range(workers):
+        mine = groups[k::workers]
+        rows = tuple(r for g in mine for r in g)
+        streams = min(max(len(mine), 1), MAX_OPEN_LOOP_THREADS)  # one thread a session in flight
+        out.append(Shard(k, workers, target, tuple(r.index for r in rows), (), tuple(by_row[r.index] for r in rows),
+                         (), output_tokens, extra, streams, None, spec, rows))
+    return out
