@@ -28,8 +28,8 @@ Reported per row:
   send to the last one's end, every stream in flight throughout -- divided by the token events
   the emitter sent in that window.  Controller and workers are given apart.
 * **whole-send CPU per token** (µs): (controller's ``RUSAGE_SELF`` + the reaped workers'
-  ``RUSAGE_CHILDREN``) over the sample driver's whole ``send`` (prompt preparation before it is
-  not in it; the workers' spawn, imports and one-request warm-up, the ramp and the drain are),
+  ``RUSAGE_CHILDREN``) over the sample driver's whole ``send`` (prompt preparation, and the one-process
+  engine's warm-up, come before it; the workers' spawn, imports and warm-up, the ramp and the drain are in it),
   divided by the token events the emitter sent in that interval: the start-up cost included,
   which a short row inflates.  The emitter is a child too, but it is only reaped at the end, so
   its CPU is in neither figure; it is reported from its own books.
