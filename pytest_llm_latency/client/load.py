@@ -67,6 +67,7 @@ class LoadRun:
     prompts_short: bool = False                       # ran out of prepared prompts
     workers: list = field(default_factory=list)       # workers: N: one client.workers.WorkerInfo each
     worker_failures: list[str] = field(default_factory=list)  # a worker that died, hung or never got ready
+    worker_books: list[dict] = field(default_factory=list)  # a trace replay's, per worker (client/workers.py)
 
 
 class LagMonitor:
@@ -118,7 +119,8 @@ def run_load(send: Send, prompts: list[Prompt], workload: Workload, *, seed: int
              progress: Callable[[int, int], None] | None = None) -> LoadRun:
     if workload.load is not None and workload.load.open_loop:
         return _monitored(lambda: _open_loop(send, prompts, workload, seed, clock, sleep, progress), clock, sleep)
-    return _monitored(lambda: _closed_loop(send, prompts, workload, clock, sleep, progress), clock, sleep)
+    return _monitored(lambda: _closed_loop(send, prompts, ClosedPlan.of(workload), clock, sleep, progress),
+                      clock, sleep)
 
 
 def run_schedule(send: Send, prompts: list[Prompt], due: list[float], t0_ns: int, *,
@@ -148,33 +150,80 @@ def _stops(out: RequestRecord | Failure) -> TypeGuard[Failure]:
     return isinstance(out, Failure) and is_deterministic_rejection(out.kind)
 
 
-def _closed_loop(send: Send, prompts: list[Prompt], workload: Workload, clock: Clock, sleep,
-                 progress) -> LoadRun:
-    c = workload.concurrency
-    load = workload.load
-    ramp_ns = int((load.ramp_up_s if load else 0.0) * 1e9)
-    duration_ns = int(load.duration_s * 1e9) if load and load.duration_s else None
+class LoopState:
+    """The closed loop's bookkeeping, shared by its streams (the threads of one process): the next
+    prompt, the streams started, the requests counted, when full concurrency began (``ramp_end``)
+    and when issuing stopped (``stop``, ``t_stop``), under ``lock``; the no-ramp start ``barrier``
+    and ``all_started``.  ``client.workers.SharedLoopState`` is the same across worker processes."""
+
+    def __init__(self, concurrency: int):
+        self.lock: Any = threading.Lock()
+        self.barrier: Any = threading.Barrier(concurrency, timeout=30.0)
+        self.all_started: Any = threading.Event()
+        self.next = self.started = self.counted = 0
+        self.ramp_end: int | None = None
+        self.t_stop: int | None = None
+
+    @property
+    def stop(self) -> bool:
+        return self.t_stop is not None
+
+
+@dataclass(frozen=True)
+class ClosedPlan:
+    """What the closed loop needs of a workload: ``concurrency`` streams in all, ``samples`` to count,
+    the ramp and duration; ``streams``: the stream numbers this process runs (None: all of them; a
+    worker process runs its share, ``client/workers.py``)."""
+    concurrency: int
+    samples: int
+    ramp_up_s: float = 0.0
+    duration_s: float | None = None
+    streams: tuple[int, ...] | None = None
+
+    @classmethod
+    def of(cls, workload: Workload) -> "ClosedPlan":
+        load = workload.load
+        return cls(workload.concurrency, workload.samples, load.ramp_up_s if load else 0.0,
+                   load.duration_s if load and load.duration_s else None)
+
+
+def run_closed(send: Send, prompts: list[Prompt], plan: ClosedPlan, state: Any, t0_ns: int, *,
+               clock: Clock = MEASUREMENT_CLOCK, sleep: Callable[[float], None] = time.sleep,
+               progress: Callable[[int, int], None] | None = None) -> LoadRun:
+    """The closed loop's streams ``plan.streams`` of ``plan.concurrency``, from ``t0_ns``, keeping
+    the books in ``state`` (shared with the other worker processes, ``client/workers.py``): the
+    same loop as ``run_load``'s, so the steady-state window is decided across all of them."""
+    return _monitored(lambda: _closed_loop(send, prompts, plan, clock, sleep, progress, state=state, t0=t0_ns),
+                      clock, sleep)
+
+
+def _closed_loop(send: Send, prompts: list[Prompt], plan: ClosedPlan, clock: Clock, sleep,
+                 progress, *, state: Any = None, t0: int | None = None) -> LoadRun:
+    c = plan.concurrency
+    ramp_ns = int(plan.ramp_up_s * 1e9)
+    duration_ns = int(plan.duration_s * 1e9) if plan.duration_s else None
     run = LoadRun("closed")
-    lock = threading.Lock()
-    st: dict[str, Any] = {"next": 0, "started": 0, "ramp_end": None, "stop": False, "t_stop": None}
-    t0 = clock()
+    st = LoopState(c) if state is None else state
+    lock = st.lock
+    stop_reason: list[Failure] = []
+    t0 = clock() if t0 is None else t0
 
     def stop(now: int) -> None:
-        if not st["stop"]:
-            st["stop"], st["t_stop"] = True, now
+        if not st.stop:
+            st.t_stop = now
 
     # no ramp: the first requests go out together (a barrier), and no worker sends a second one
     # before every worker has sent its first (else a fast server lets one worker run through
     # the prompts while the others start: all of it ramp-up)
-    barrier = threading.Barrier(c, timeout=30.0) if not ramp_ns else None
-    all_started = threading.Event()
+    barrier = st.barrier if not ramp_ns else None
+    all_started = st.all_started
     # prompts the ramp-up may use before the last worker starts; the rest are the samples' and
     # the drain's (a fast server would otherwise let the first workers spend them all)
-    ramp_budget = max(len(prompts) - workload.samples - 2 * c, c)
+    ramp_budget = max(len(prompts) - plan.samples - 2 * c, c)
 
     def worker(k: int) -> None:
         due = t0 + (ramp_ns * k) // c
-        while (d := due - clock()) > 0 and not st["stop"]:
+        while (d := due - clock()) > 0 and not st.stop:
             sleep(min(d / 1e9, 0.05))
         if barrier is not None:
             with contextlib.suppress(threading.BrokenBarrierError):
@@ -182,25 +231,25 @@ def _closed_loop(send: Send, prompts: list[Prompt], workload: Workload, clock: C
         first = True
         while True:
             with lock:
-                ramp_spent = not first and st["ramp_end"] is None and st["next"] >= ramp_budget
+                ramp_spent = not first and st.ramp_end is None and st.next >= ramp_budget
             if ramp_spent:  # the ramp's share of the prompts is spent: wait for full concurrency
                 all_started.wait(60.0)
             with lock:
                 now = clock()
-                if st["ramp_end"] is not None and duration_ns and now - st["ramp_end"] >= duration_ns:
+                if st.ramp_end is not None and duration_ns and now - st.ramp_end >= duration_ns:
                     stop(now)
-                if st["stop"] or st["next"] >= len(prompts):
-                    if not st["stop"]:
+                if st.stop or st.next >= len(prompts):
+                    if not st.stop:
                         run.prompts_short = True
                         stop(now)
                     return
-                p = prompts[st["next"]]
-                st["next"] += 1
-                steady = st["ramp_end"] is not None
+                p = prompts[st.next]
+                st.next += 1
+                steady = st.ramp_end is not None
                 if first:
-                    st["started"] += 1
-                    if st["started"] == c:
-                        st["ramp_end"] = now
+                    st.started += 1
+                    if st.started == c:
+                        st.ramp_end = now
                         all_started.set()
             out = send(p, None)
             if first and barrier is not None:
@@ -208,30 +257,32 @@ def _closed_loop(send: Send, prompts: list[Prompt], workload: Workload, clock: C
             first = False
             with lock:
                 now = clock()
-                if _stops(out) and not st["stop"]:
-                    st["stop_reason"] = out
+                if _stops(out) and not st.stop:
+                    stop_reason.append(out)
                     run.outcomes.append(out)
                     stop(now)
                     continue
-                if steady and not st["stop"]:
+                if steady and not st.stop:
                     run.outcomes.append(out)
+                    st.counted += 1
                     if progress:
-                        progress(len(run.outcomes), workload.samples)
-                    if len(run.outcomes) >= workload.samples:
+                        progress(len(run.outcomes), plan.samples)
+                    if st.counted >= plan.samples:
                         stop(now)
                 elif steady:
                     run.drain.append(out)
                 else:
                     run.ramp.append(out)
 
-    with ThreadPoolExecutor(max_workers=c, thread_name_prefix="llm-latency-load") as pool:
-        for f in [pool.submit(worker, k) for k in range(c)]:
+    mine = list(range(c)) if plan.streams is None else list(plan.streams)
+    with ThreadPoolExecutor(max_workers=max(len(mine), 1), thread_name_prefix="llm-latency-load") as pool:
+        for f in [pool.submit(worker, k) for k in mine]:
             f.result()
-    end = st["t_stop"] or clock()
-    run.window_ns = max(end - (st["ramp_end"] or t0), 0)
-    if "stop_reason" in st:
-        run.stopped = st["stop_reason"].kind
-        run.unsent = max(workload.samples - len(run.outcomes), 0)
+    end = st.t_stop or clock()
+    run.window_ns = max(end - (st.ramp_end or t0), 0)
+    if stop_reason:
+        run.stopped = stop_reason[0].kind
+        run.unsent = max(plan.samples - len(run.outcomes), 0)
         run.outcomes += [o for o in run.ramp + run.drain if isinstance(o, Failure)]
     return run
 
@@ -320,7 +371,12 @@ def worker_count(workload: Workload) -> int:
 
     from ..core.load_spec import resolve_workers
 
-    return resolve_workers(workers, min(_planned(workload), MAX_OPEN_LOOP_THREADS), os.cpu_count())
+    open_loop = workload.load is not None and workload.load.open_loop
+    if getattr(workload, "trace", None) is not None:  # a trace replay: its rows (the sessions are not read yet)
+        streams = min(max(workload.samples, 1), MAX_OPEN_LOOP_THREADS)
+    else:
+        streams = min(_planned(workload), MAX_OPEN_LOOP_THREADS) if open_loop else workload.concurrency
+    return min(resolve_workers(workers, streams, os.cpu_count()), streams)  # a closed loop: a stream each
 
 
 def _planned(workload: Workload) -> int:

@@ -30,7 +30,7 @@ from ..core.prompts import Prompt
 from ..core.result import Failure
 from .clock import MEASUREMENT_CLOCK
 from .http import Timeouts
-from .load import LoadRun
+from .load import ClosedPlan, LoadRun
 
 #: test hook, read by each worker process: ``"K:N"`` makes worker K exit (``os._exit``) after N requests
 TEST_EXIT_AFTER_ENV = "LLM_LATENCY_TEST_WORKER_EXIT_AFTER"
@@ -93,6 +93,15 @@ class Shard:
     output_tokens: int = 1
     extra: dict | None = None
     streams: int = 1
+    closed: ClosedPlan | None = None  # a closed loop: this worker's streams (its prompts: all, drawn in turn)
+    trace: Any = None                 # a trace replay: its core.trace.TraceSpec; ``rows``: its sessions' rows
+    rows: tuple = ()
+
+    @property
+    def planned(self) -> int:
+        """Requests it is expected to measure (a closed loop: its streams' share of the samples)."""
+        c = self.closed
+        return len(self.positions) if c is None else -(-c.samples * len(c.streams or ()) // c.concurrency)
 
 
 @dataclass
@@ -108,6 +117,10 @@ class ShardRun:
     stopped: str | None = None
     window_ns: int = 0
     warm_failures: int = 0
+    ramp: list[tuple[int, Any]] = field(default_factory=list)    # a closed loop's exclusions, positioned
+    drain: list[tuple[int, Any]] = field(default_factory=list)
+    prompts_short: bool = False
+    books: dict = field(default_factory=dict)  # a trace replay's: skipped rows, the stopping rejection, unsent
 
     @property
     def name(self) -> str:
@@ -158,18 +171,20 @@ def prepare_shard(shard: Shard, credentials: Credentials) -> PreparedShard:
 
 
 def run_shard(prepared: PreparedShard, t0_ns: int, *, progress: Callable[[int], None] | None = None,
-              clock=MEASUREMENT_CLOCK, sleep: Callable[[float], None] = time.sleep,
+              clock=MEASUREMENT_CLOCK, sleep: Callable[[float], None] = time.sleep, shared: Any = None,
               host: str | None = None) -> ShardRun:
-    """Send the shard on its schedule from the common start ``t0_ns`` (the load engine's open loop)
-    and return its exact records, each naming this worker (``pid@host``; ``host``: this host's name,
-    or a Ray node's: ``client/ray_shards.py``)."""
+    """Send the shard from the common start ``t0_ns``: an open loop's on its schedule, a closed
+    loop's streams (``shard.closed``) keeping their books in ``shared`` (the controller's
+    ``SharedLoopState``); return its exact records, each naming this worker (``pid@host``; ``host``:
+    this host's name, or a Ray node's: ``client/ray_shards.py``)."""
     from .drivers.pipeline import _no_gc_pauses, sender
-    from .load import run_schedule
+    from .load import run_closed, run_schedule
 
     shard = prepared.shard
     out = ShardRun(shard.index, os.getpid(), host or socket.gethostname(), warm_failures=prepared.warm_failures)
     one = sender(prepared.client, shard.output_tokens, shard.extra)
     position = {id(p): pos for p, pos in zip(shard.prompts, shard.positions)}
+    sent: dict[int, int] = {}  # id(outcome) -> its prompt's position
     exit_after = _test_exit_after(shard.index)
 
     def send(p: Prompt, t_due: int | None):
@@ -178,16 +193,31 @@ def run_shard(prepared: PreparedShard, t0_ns: int, *, progress: Callable[[int], 
             res = replace(res, worker=out.name)
         else:
             res.worker = out.name
-        out.outcomes.append((position[id(p)], res))
+        # a trace's later turn is a new prompt: its row index
+        pos = int(p.key) if shard.trace is not None and p.key is not None else position[id(p)]
+        out.outcomes.append((pos, res))
+        sent[id(res)] = pos
         if exit_after is not None and len(out.outcomes) >= exit_after:
             os._exit(TEST_EXIT_CODE)  # the test hook: a worker dying mid-run
         return res
 
+    report = (lambda done, total: progress(done)) if progress else None
+    if shard.trace is not None:  # whole sessions (client.drivers.trace_replay.replay_shard)
+        from .drivers.trace_replay import replay_shard
+
+        return replay_shard(shard, out, send, t0_ns, report, clock, sleep)
     with _no_gc_pauses():
-        run = run_schedule(send, list(shard.prompts), list(shard.due), t0_ns, clock=clock, sleep=sleep,
-                           progress=(lambda done, total: progress(done)) if progress else None)
+        if shard.closed is not None:
+            run = run_closed(send, list(shard.prompts), shard.closed, shared, t0_ns, clock=clock, sleep=sleep,
+                             progress=report)
+        else:
+            run = run_schedule(send, list(shard.prompts), list(shard.due), t0_ns, clock=clock, sleep=sleep,
+                               progress=report)
     out.lag_ns, out.send_lag_ns, out.stalls = run.lag_ns, run.send_lag_ns, run.lag_timeline
-    out.stopped, out.window_ns = run.stopped, run.window_ns
+    out.stopped, out.window_ns, out.prompts_short = run.stopped, run.window_ns, run.prompts_short
+    if shard.closed is not None:  # measured, ramp-up, drain: as the loop sorted them
+        out.outcomes, out.ramp, out.drain = ([(sent[id(o)], o) for o in group] for group in
+                                             (run.outcomes, run.ramp, run.drain))
     return out
 
 
@@ -197,9 +227,10 @@ def _test_exit_after(index: int) -> int | None:
     return int(n) if k.strip().isdigit() and n.strip().isdigit() and int(k) == index else None
 
 
-def worker_main(conn) -> None:
+def worker_main(conn, shared: Any = None) -> None:
     """A worker process: receive its shard and credentials, prepare, report ready, wait for
-    ``("go", t0_ns)``, run, send back the ``ShardRun``.  An exception is reported redacted."""
+    ``("go", t0_ns)``, run, send back the ``ShardRun``.  An exception is reported redacted.
+    ``shared``: a closed loop's ``SharedLoopState``, inherited at the process's start."""
     redact: Callable[[str], str] = str
     try:
         shard, credentials = conn.recv()
@@ -211,7 +242,7 @@ def worker_main(conn) -> None:
         msg = conn.recv()
         if msg[0] != "go":
             return
-        result = run_shard(prepared, msg[1], progress=lambda done: conn.send(("progress", done)))
+        result = run_shard(prepared, msg[1], progress=lambda done: conn.send(("progress", done)), shared=shared)
         prepared.close()
         conn.send(("done", result))
     except BaseException as exc:  # reported to the controller, which makes it an error
@@ -245,17 +276,21 @@ class WorkerInfo:
 
 
 def run_workers(shards: list[Shard], credentials: Credentials, *, span_s: float, request_timeout_s: float,
-                clock=MEASUREMENT_CLOCK, progress: Callable[[int, int], None] | None = None) -> LoadRun:
+                clock=MEASUREMENT_CLOCK, progress: Callable[[int, int], None] | None = None,
+                shared: Any = None) -> LoadRun:
     """Run ``shards`` in spawned processes (never a fork of the threaded test process) from one
-    common start, and merge their exact records in schedule order into one ``LoadRun``."""
+    common start, and merge their exact records in schedule order into one ``LoadRun``.  ``shared``:
+    a closed loop's books (``client.workers_closed.SharedLoopState``, made by the caller in the
+    spawn context), handed to each process as a start argument."""
     import multiprocessing
     from multiprocessing.connection import wait
 
     ctx = multiprocessing.get_context("spawn")
+    closed = shards[0].closed if shards else None
     procs, conns = [], []
     for s in shards:  # every interpreter starts at once; then each gets its shard
         parent, child = ctx.Pipe()
-        p = ctx.Process(target=worker_main, args=(child,), name=f"llm-latency-worker-{s.index}", daemon=True)
+        p = ctx.Process(target=worker_main, args=(child, shared), name=f"llm-latency-worker-{s.index}", daemon=True)
         p.start()
         child.close()
         procs.append(p)
@@ -264,7 +299,7 @@ def run_workers(shards: list[Shard], credentials: Credentials, *, span_s: float,
     done_counts = [0] * len(shards)
     results: dict[int, ShardRun] = {}
     failures: dict[int, str] = {}
-    total = sum(len(s.positions) for s in shards)
+    total = closed.samples if closed is not None else sum(len(s.positions) for s in shards)
 
     def pump(deadline_ns: int, until: str) -> None:
         """Read messages until every live worker is in state ``until`` (or has failed) or the deadline."""
@@ -276,7 +311,7 @@ def run_workers(shards: list[Shard], credentials: Credentials, *, span_s: float,
             if left <= 0:
                 for k in live:
                     failures[k] = _named(k, procs[k], f"did not {'get ready' if until == 'ready' else 'finish'} in "
-                                                      f"time", done_counts[k], len(shards[k].positions))
+                                                      f"time", done_counts[k], shards[k].planned)
                 return
             for c in wait([conns[k] for k in live], timeout=min(left, 0.2)):
                 k = next(i for i, own in enumerate(conns) if own is c)
@@ -285,7 +320,7 @@ def run_workers(shards: list[Shard], credentials: Credentials, *, span_s: float,
                 except (EOFError, OSError):
                     procs[k].join(1.0)
                     failures[k] = _named(k, procs[k], f"died with exit code {procs[k].exitcode}", done_counts[k],
-                                         len(shards[k].positions))
+                                         shards[k].planned)
                     continue
                 if msg[0] == "ready":
                     state[k] = "ready"
@@ -296,11 +331,11 @@ def run_workers(shards: list[Shard], credentials: Credentials, *, span_s: float,
                 elif msg[0] == "done":
                     results[k], state[k] = msg[1], "done"
                 elif msg[0] == "error":
-                    failures[k] = _named(k, procs[k], f"failed: {msg[1]}", done_counts[k], len(shards[k].positions))
+                    failures[k] = _named(k, procs[k], f"failed: {msg[1]}", done_counts[k], shards[k].planned)
             for k in live:  # a process gone without a word (killed before its pipe said EOF)
                 if k not in failures and state[k] != until and not procs[k].is_alive() and not conns[k].poll():
                     failures[k] = _named(k, procs[k], f"died with exit code {procs[k].exitcode}", done_counts[k],
-                                         len(shards[k].positions))
+                                         shards[k].planned)
 
     try:
         for k, (s, conn) in enumerate(zip(shards, conns)):
@@ -308,7 +343,7 @@ def run_workers(shards: list[Shard], credentials: Credentials, *, span_s: float,
                 conn.send((s, credentials))  # the pipe: not argv, not the environment, never logged
             except OSError:  # it died before reading it
                 procs[k].join(1.0)
-                failures[k] = _named(k, procs[k], f"died with exit code {procs[k].exitcode}", 0, len(s.positions))
+                failures[k] = _named(k, procs[k], f"died with exit code {procs[k].exitcode}", 0, s.planned)
         pump(clock() + int((READY_SLACK_S + request_timeout_s * max(len(s.warm) for s in shards)) * 1e9), "ready")
         t0 = clock() + int(START_DELAY_S * 1e9)
         for k, c in enumerate(conns):
@@ -329,10 +364,15 @@ def _named(k: int, proc, what: str, done: int, of: int) -> str:
 
 
 def merge(shards: list[Shard], results: dict[int, ShardRun], failures: dict[int, str]) -> LoadRun:
-    """One ``LoadRun`` of the workers' exact records, in schedule order, with each worker's lag."""
-    run = LoadRun("open")
-    pairs = sorted((pos, o) for r in results.values() for pos, o in r.outcomes)
-    run.outcomes = [o for _, o in pairs]
+    """One ``LoadRun`` of the workers' exact records, in schedule order (a closed loop's: the order
+    its prompts were drawn in, its ramp-up and drain exclusions summed), with each worker's lag."""
+    closed = shards[0].closed if shards else None
+    run = LoadRun("open" if closed is None else "closed")
+
+    def ordered(group: str) -> list:
+        return [o for _, o in sorted(((pos, o) for r in results.values() for pos, o in getattr(r, group)),
+                                     key=lambda pair: pair[0])]
+    run.outcomes, run.ramp, run.drain = ordered("outcomes"), ordered("ramp"), ordered("drain")
     for k in sorted(results):
         r = results[k]
         run.lag_ns += r.lag_ns
@@ -345,9 +385,15 @@ def merge(shards: list[Shard], results: dict[int, ShardRun], failures: dict[int,
     if stalls:
         run.lag_timeline = StallTimeline(tuple(sorted(x for s in stalls for x in s.stalls)), stalls[0].tick_ns,
                                          min(s.start_ns for s in stalls), max(s.end_ns for s in stalls))
+    run.prompts_short = any(r.prompts_short for r in results.values())
     if run.stopped:
-        run.unsent = sum(len(s.positions) for s in shards) - len(run.outcomes)
+        run.unsent = max((sum(len(s.positions) for s in shards) if closed is None else closed.samples)
+                         - len(run.outcomes), 0)
+    if run.stopped and closed is not None:  # as one process: the excluded failures are the run's too
+        run.outcomes += [o for r in results.values() if not r.stopped for _, o in r.ramp + r.drain
+                         if isinstance(o, Failure)]
     run.worker_failures = [failures[k] for k in sorted(failures)]
+    run.worker_books = [results[k].books for k in sorted(results) if results[k].books]
     return run
 
 

@@ -77,23 +77,27 @@ def parse_workers(value: Any, where: str) -> "int | str":
 
 
 def workers_refusal(*, open_loop: bool, concurrency: int, sweep: bool, trace: bool, agent: bool,
-                    prompt_sweep: bool, ab: bool, sequential: bool) -> str | None:
-    """Why a workload cannot spread over worker processes (None: it can -- an open loop).  Worker
-    processes shard the load engine's open-loop schedule; the rest is not (yet) supported."""
-    if trace:
-        return "a trace replay runs in one process (sharding whole sessions over workers is not yet supported)"
+                    prompt_sweep: bool, ab: bool, sequential: bool, workers: "int | str" = 2) -> str | None:
+    """Why a workload cannot spread over ``workers`` processes (None: it can -- an open loop, or a
+    closed loop of at least one stream per worker).  Worker processes shard the load engine's
+    open-loop schedule or its closed loop's streams; the rest is not (yet) supported."""
     if sweep:
         return "a rate_sweep runs in one process (workers with a rate sweep are not yet supported)"
     if ab:
         return "an A/B run (baseline_target) runs in one process (workers are not yet supported there)"
-    if not open_loop and concurrency > 1:
-        return ("a closed loop (concurrency > 1) with worker processes is not yet supported: "
-                "give rate: R (an open loop) to spread the load over workers")
     if agent or prompt_sweep or sequential:
         what = "agent sessions" if agent else "a prompt_sweep" if prompt_sweep else "samples: auto"
-        return f"{what} sends one request at a time; workers spread the load engine's open loop (rate:)"
+        return f"{what} sends one request at a time; workers spread the load engine's loops (rate: or concurrency:)"
+    if trace:
+        return None  # whole sessions per worker (client/drivers/workers.py)
+    if not open_loop and concurrency > 1:
+        if isinstance(workers, int) and workers > concurrency:
+            return (f"a closed loop at concurrency {concurrency} runs at least one stream per worker: "
+                    f"give workers <= {concurrency} (or workers: auto)")
+        return None
     if not open_loop:
-        return "workers spread an open loop's schedule over processes: give rate: R (requests/s)"
+        return ("workers spread the load engine's loops over processes: give rate: R (requests/s) "
+                "or concurrency: C (streams, C >= the workers)")
     return None
 
 
@@ -108,14 +112,16 @@ def resolve_workers(workers: "int | str", in_flight: int, cpus: int | None) -> i
 
 def with_workers(w: Any, value: Any, where: str, *, run_wide: bool = False) -> Any:
     """``w`` (a ``core.workload.Workload``) sent by ``value`` worker processes (``workers: N | auto``).
-    Only an open loop can be spread over workers: elsewhere a ``ConfigError`` naming why, or, for a run-wide setting
+    Only the load engine's loops (an open loop; a closed loop of >= 1 stream per worker) spread over
+    workers: elsewhere a ``ConfigError`` naming why, or, for a run-wide setting
     (``--llm-latency-workers``, env, ini: ``run_wide``), ``w`` unchanged (one process)."""
     workers = parse_workers(value, where)
     if workers == 1:
         return replace(w, workers=1)
     why = workers_refusal(open_loop=w.load is not None and w.load.open_loop, concurrency=w.concurrency,
                           sweep=w.sweep is not None, trace=w.trace is not None, agent=w.agent is not None,
-                          prompt_sweep=bool(w.prompt_sweep), ab=w.baseline_target is not None, sequential=w.sequential)
+                          prompt_sweep=bool(w.prompt_sweep), ab=w.baseline_target is not None, sequential=w.sequential,
+                          workers=workers)
     if why is None:
         return replace(w, workers=workers)
     if run_wide:
@@ -133,6 +139,11 @@ def with_ray(w: Any, value: Any, where: str, *, run_wide: bool = False, workers_
     why = workers_refusal(open_loop=w.load is not None and w.load.open_loop, concurrency=w.concurrency,
                           sweep=w.sweep is not None, trace=w.trace is not None, agent=w.agent is not None,
                           prompt_sweep=bool(w.prompt_sweep), ab=w.baseline_target is not None, sequential=w.sequential)
+    if why is None and w.trace is not None:
+        why = "a trace replay on Ray nodes is not yet supported (worker processes of this host: workers: N)"
+    elif why is None and not (w.load is not None and w.load.open_loop):
+        why = ("Ray nodes send an open loop (rate: R); a closed loop on Ray nodes is not yet supported "
+               "(worker processes of this host: workers: N)")
     if why is None:
         return replace(w, ray=value.strip(), workers="auto" if w.workers == 1 and not workers_given else w.workers)
     if run_wide:

@@ -165,3 +165,34 @@ def declared_hits(row: TraceRow, completed: Iterable[TraceRow], block_tokens: in
         if done.index != row.index:
             cache.completed(done)
     return cache.hits(row)
+
+
+def declared_from_stamps(rows: Iterable[TraceRow], stamps: dict[int, tuple[int | None, int | None]], block_tokens: int,
+                         cache_block: int = CACHE_BLOCK_TOKENS) -> tuple[dict[int, int], dict[int, int]]:
+    """The declared hits and the judge's bound of each sent row, decided after the run from its
+    stamps (worker processes cannot share ``DeclaredCache`` cheaply): ``stamps[row index] =
+    (t_send_ns, t_end_ns)``, ``t_end_ns`` None for a row that did not complete (a failure), a row
+    without a send stamp left out (never sent).  The events in time order, a row's end before a
+    send at the same instant: at a row's send, ``declared`` = the hits the rows completed so far
+    explain, ``bound`` = those of the rows sent so far (completed or in flight); the same books
+    as the replay keeps live (``client.drivers.trace_replay``), on the stamps instead of the
+    bookkeeping's own order.  Returns ``(declared, bound)`` by row index."""
+    by_index = {r.index: r for r in rows}
+    events: list[tuple[int, int, int]] = []   # (time, 0 end | 1 send, row index)
+    for index, (t_send, t_end) in stamps.items():
+        if t_send is None or index not in by_index:
+            continue
+        events.append((t_send, 1, index))
+        if t_end is not None:
+            events.append((t_end, 0, index))
+    cache, sent = DeclaredCache(block_tokens, cache_block), DeclaredCache(block_tokens, cache_block)
+    declared: dict[int, int] = {}
+    bound: dict[int, int] = {}
+    for _, kind, index in sorted(events):
+        row = by_index[index]
+        if kind == 0:
+            cache.completed(row)
+        else:
+            declared[index], bound[index] = cache.hits(row), sent.hits(row)
+            sent.completed(row)
+    return declared, bound

@@ -148,9 +148,10 @@ OPTIONS: tuple[Opt, ...] = (
         "a p95 can pass from 59 samples; with the point estimate (confidence null), a percentile budget "
         "needs p90 10, p95 20, p99 100 samples.",
         _samples, "a positive integer or 'auto'"),
-    Opt("workers", "Worker processes that send an open-loop workload's load (rate:), each with its own HTTP "
-        "client: N, or 'auto' (one per 32 requests in flight, at most one per CPU but one). Default 1 (one "
-        "process). A run-wide setting applies to the open-loop workloads and leaves the others in one process.",
+    Opt("workers", "Worker processes that send a workload's load (an open loop, rate:; a closed loop, "
+        "concurrency: C with C >= N; a trace replay, whole sessions per worker), each with its own HTTP client: "
+        "N, or 'auto' (one per 32 requests or streams in flight, at most one per CPU but one). Default 1 (one "
+        "process). A run-wide setting applies to those workloads and leaves the others in one process.",
         _workers, "a positive integer or 'auto'", 1),
     Opt("ray", "Address of a Ray cluster (host:port or ray://host:port; needs pip install "
         "'pytest-llm-latency[ray]'): every open-loop workload (rate:) is sent by one shard per node (STRICT_SPREAD "

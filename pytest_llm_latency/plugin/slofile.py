@@ -176,7 +176,7 @@ def parse_slo_file(text: str | bytes, filename: str,
     """Parse one SLO file.  ``samples_override`` (``--llm-latency-samples`` and friends: a number
     or ``auto``) and ``confidence_override`` (``--llm-latency-confidence``...) replace every
     workload's own, before the check that its samples can support each budget; ``workers_override``
-    (``--llm-latency-workers``...) every open-loop workload's worker processes; ``ray_override``
+    (``--llm-latency-workers``...) every open or closed loop's worker processes; ``ray_override``
     (``--llm-latency-ray``...) every open-loop workload's Ray cluster, over the workload's and the
     target's ``ray:`` (the target's applies to the file's open loops that name none)."""
     data, lines = load_yaml(text, filename)
@@ -238,7 +238,7 @@ def parse_slo_file(text: str | bytes, filename: str,
         if samples_override is not None or confidence_override is not None:
             conf = {} if confidence_override is None else {"confidence": confidence_override}
             w = with_statistics(w, conf, where, samples_override)
-        if workers_override is not None:  # CLI > env > ini > file: open loops only (core.load_spec.with_workers)
+        if workers_override is not None:  # CLI > env > ini > file: the engine's loops (core.load_spec.with_workers)
             w = with_workers(w, workers_override, f"{where(())} (workers from {workers_source})", run_wide=True)
         if ray_override is not None or (file_ray is not None and w.ray is None):  # CLI > env > ini > workload > target
             ray_where = (f"{where(())} (ray from {ray_source})" if ray_override is not None

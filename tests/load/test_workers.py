@@ -62,6 +62,24 @@ def test_two_workers_send_the_schedule_once_from_disjoint_shards_and_one_worker_
     assert offsets_from_t0(one) == offsets_from_t0(two)         # the same schedule, to the nanosecond
 
 
+CLOSED = {"prompt_tokens": 64, "output_tokens": 8, "concurrency": 4, "samples": 40, "confidence": None,
+          "slo": {"e2e_p95": "30s"}}
+
+
+def test_a_closed_loop_over_two_workers_counts_the_samples_across_both(server):
+    res = run(server, {**CLOSED, "workers": 2})
+    assert res.verdict == "pass", res.failure_message()
+    assert res.n == 40 and not res.failures                      # samples counted across the workers
+    pids = {r.worker.split("@")[0] for r in res.records}
+    assert len(pids) == 2 and all(p.isdigit() for p in pids)   # from two distinct worker processes
+    assert res.load.load_mode == "closed" and res.load.ramp_excluded == 4  # each stream's first request
+    assert 0 <= res.load.drain_excluded <= 3                     # in flight when issuing stopped
+    assert res.load.workers == 2 and [x["index"] for x in res.load.worker_lag] == [0, 1]
+    assert sum(x["requests"] for x in res.load.worker_lag) == 40
+    assert all(x["client_lag_ms_p99"] is not None for x in res.load.worker_lag)
+    assert res.load.window_s > 0
+
+
 def test_a_worker_that_dies_mid_run_makes_the_run_an_error_naming_it(server, monkeypatch):
     monkeypatch.setenv(TEST_EXIT_AFTER_ENV, "1:10")  # spawned workers inherit it: worker 1 exits after 10
     res = run(server, {**SPEC, "requests": 60, "workers": 2})
@@ -70,6 +88,14 @@ def test_a_worker_that_dies_mid_run_makes_the_run_an_error_naming_it(server, mon
     assert "worker 1 (pid " in msg and f"died with exit code {TEST_EXIT_CODE} after" in msg and "of 30 requests" in msg
     assert len({r.worker for r in res.records}) == 1 and res.n == 30  # only worker 0's records, all of them
     assert res.load.workers == 2 and [x["index"] for x in res.load.worker_lag] == [0]  # the survivor's lag
+
+
+def test_a_closed_loop_worker_that_dies_mid_run_makes_the_run_an_error_naming_it(server, monkeypatch):
+    monkeypatch.setenv(TEST_EXIT_AFTER_ENV, "1:5")  # worker 1 exits after 5 requests; worker 0 goes on
+    res = run(server, {**CLOSED, "workers": 2})
+    assert res.verdict == "error"
+    assert any("worker 1 (pid " in e and f"died with exit code {TEST_EXIT_CODE} after" in e for e in res.errors)
+    assert len({r.worker for r in res.records}) == 1 and res.load.workers == 2
 
 
 def test_workers_in_yaml_reach_the_result_json_and_its_request_rows(pytester):

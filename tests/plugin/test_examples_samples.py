@@ -18,6 +18,7 @@ FAST = "reference://h100-sxm/llama-3.1-8b?time_scale=0.1&prefix_caching=1"
 def examples(pytester):
     for f in EXAMPLES.glob("*.slo.yaml"):
         shutil.copy(f, pytester.path / f.name)
+    shutil.copytree(EXAMPLES / "traces", pytester.path / "traces")  # trace.slo.yaml's trace
     return pytester
 
 
@@ -49,16 +50,17 @@ def test_enough_samples_run_every_example(examples):
                                       "--llm-latency-json=r.json", timeout=300)
     # time_scale=0.1 models a tenth of the prefill time: the sweep runs 10x above
     # the compute ceiling, which can never pass: an error that says so
-    r.assert_outcomes(passed=4, errors=1)
+    r.assert_outcomes(passed=5, errors=1)
     out = r.stdout.str()
     assert "prefill roofline configuration error" in out or "TTFT does not grow with prompt length" in out
     import json
 
     results = [res for res in json.loads((examples.path / "r.json").read_text())["results"]
                if res["workload"] != "prefill"]
-    # samples are sessions in agent_session.slo.yaml: 25 sessions of 5 turns are 125 requests
+    # samples are sessions in agent_session.slo.yaml: 25 sessions of 5 turns are 125 requests; a trace's
+    # rows are its samples (24 in traces/example.jsonl), whatever the run-wide count says
     assert {res["workload"]: res["n"] for res in results} == {"chat": 25, "agent": 25, "long_summarization": 25,
-                                                              "agent_session": 125}
+                                                              "agent_session": 125, "production_trace": 24}
     for res in results:  # every documented statistic reaches the JSON (rebuilt from JUnit properties)
         assert set(res["ttft_ms"]) == {"mean", "p50", "p90", "p95", "p99", "max", "min", "n", "censored"}
         assert res["ttft_ms"]["min"] <= res["ttft_ms"]["p50"] <= res["ttft_ms"]["max"]

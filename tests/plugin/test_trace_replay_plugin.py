@@ -216,3 +216,38 @@ def test_a_marker_and_the_fixture_replay_a_trace_relative_to_the_test_file(pytes
     res = json.loads((pytester.path / "r.json").read_text())["results"]
     marked = next(x for x in res if x["nodeid"].endswith("test_marked"))
     assert sorted(q["trace_row"] for q in marked["requests"]) == list(range(6))
+
+
+def test_two_workers_replay_whole_sessions_and_the_declared_hits_come_from_the_merged_stamps(pytester, cached_server):
+    """``workers: 2``: session i on worker i mod 2, every row once; the declared hits, decided after
+    the run from the records' send and end stamps, are those the one-process replay declares."""
+    rows = sixteen_rows()
+    r, res = run(pytester, cached_server, rows, "    workers: 2\n")
+    assert res["verdict"] == "pass", r.stdout.str()
+    got = res["requests"]
+    assert sorted(q["trace_row"] for q in got) == list(range(16))  # every row once
+    by_worker = {q["worker"] for q in got}
+    assert len(by_worker) == 2 and len({w.split("@")[0] for w in by_worker}) == 2
+    for parity in (0, 1):  # sessionless rows: one session each, session i on worker i mod 2
+        assert len({q["worker"] for q in got if q["trace_row"] % 2 == parity}) == 1
+    declared = {q["trace_row"]: q["declared_cached_tokens"] for q in got}
+    assert all(declared[i] == 0 for i in range(4)) and all(declared[i] >= BLOCK for i in range(4, 16))
+    assert declared[8] == 2 * BLOCK
+    assert all(q["cached_tokens"] >= q["declared_cached_tokens"] for q in got), got
+    assert res["prefix_cache"]["expected_cached_tokens"] >= sum(declared.values())
+    assert res["load"]["load_mode"] == "trace" and res["load"]["workers"] == 2
+    assert [w["index"] for w in res["load"]["worker_lag"]] == [0, 1]
+
+    rows = two_sessions()
+    r, res = run(pytester, cached_server, rows, "    workers: 2\n")
+    assert res["verdict"] == "pass", r.stdout.str()
+    got = {q["trace_row"]: q for q in res["requests"]}
+    assert sorted(got) == [0, 1, 2, 3, 4]
+    for turns in ([0, 2, 4], [1, 3]):  # a session stays whole on one worker
+        assert len({got[i]["worker"] for i in turns}) == 1
+        for prev, cur in zip(turns, turns[1:]):
+            p, q = got[prev], got[cur]
+            assert q["history_tokens"] == p["prompt_tokens"] + p["output_tokens"]
+            assert q["send_ms"] >= p["end_ms"] + rows[cur]["delay"] - 1, (p, q)
+            assert q["cached_tokens"] >= q["declared_cached_tokens"] > 0
+    assert got[0]["worker"] != got[1]["worker"]

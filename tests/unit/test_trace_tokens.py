@@ -116,3 +116,31 @@ def test_a_later_turn_expects_its_whole_history_rounded_down():
     assert whole.hits(later(6, 10, 10, session="w")) == 1008  # 1024 - 1 = 1023 -> 1008
     # a later turn's own blocks are not at its prompt's start: they explain nothing for other rows
     assert cache.hits(first(3, 600, ids=(1, 9))) == 512
+
+
+def test_declared_from_stamps_orders_sends_and_ends_as_the_live_books_do():
+    """Worker processes: the declared hits and the bound decided after the run from the stamps
+    (``declared_from_stamps``) -- a row's send against the other rows' ends (completed: declared)
+    and sends (in flight: the bound); an end at the send's instant counts as completed."""
+    from pytest_llm_latency.core.trace_tokens import declared_from_stamps
+
+    a = first(0, 192, 10, [1, 2, 3])
+    b = first(1, 192, 10, [1, 2, 9])       # shares two blocks with a
+    c = first(2, 128, 10, [1, 7])          # shares one block with a
+    e = first(4, 64, 8, [5], session="s")
+    d = later(3, 40, 10, session="s")      # e's next turn: its history, 64 + 8 tokens
+    stamps = {4: (0, 50), 0: (100, 500), 3: (120, 400),
+              2: (300, None),              # c failed: sent (in the later rows' bound), never completed
+              1: (500, 900)}               # b sent at the instant a ended: a counts as completed
+    declared, bound = declared_from_stamps([a, b, c, d, e], stamps, 64, cache_block=16)
+    assert declared == {4: 0, 0: 0, 3: 64, 2: 0, 1: 128}   # d: its history but the last token, rounded to 16
+    assert bound == {4: 0, 0: 0, 3: 64, 2: 64, 1: 128}     # c's send: a, in flight, shares its first block
+    # the same books as the live replay keeps (DeclaredCache, completed/sent in this order)
+    live_cache, live_sent = DeclaredCache(64, 16), DeclaredCache(64, 16)
+    for row, done_before in ((e, []), (a, [e]), (d, []), (c, []), (b, [d, a])):
+        for x in done_before:
+            live_cache.completed(x)
+        assert (live_cache.hits(row), live_sent.hits(row)) == (declared[row.index], bound[row.index])
+        live_sent.completed(row)
+    # a row without a send stamp (never sent) is left out
+    assert declared_from_stamps([a], {0: (None, None)}, 64) == ({}, {})

@@ -34,7 +34,7 @@ def test_a_bad_value_names_the_key_and_what_is_expected(bad):
 
 
 @pytest.mark.parametrize("spec,why", [
-    ({"class": "chat", "concurrency": 4, "requests": 20}, "closed loop .* not yet supported"),
+    ({"class": "chat", "concurrency": 1, "requests": 20}, "give rate: R .* or concurrency: C"),
     ({"class": "chat", "samples": 20}, "give rate: R"),
     ({"class": "chat", "rate_sweep": {"rate_min": 1, "rate_max": 4}, "requests": 20}, "rate_sweep"),
     ({"class": "chat", "prompt_sweep": [64, 128], "samples": 10}, "prompt_sweep sends one request at a time"),
@@ -45,13 +45,31 @@ def test_workers_elsewhere_is_a_config_error_naming_why(spec, why):
         make_workload("w", {**spec, "workers": 2}, where)
 
 
+def test_a_closed_loop_takes_workers_up_to_its_concurrency():
+    assert make_workload("w", {"class": "chat", "concurrency": 4, "requests": 20, "workers": 2}).workers == 2
+    assert make_workload("w", {"class": "chat", "concurrency": 4, "requests": 20, "workers": 4}).workers == 4
+    with pytest.raises(ConfigError, match=r"workloads\.w\.workers: 5 worker processes -- a closed loop at "
+                                          r"concurrency 4 runs at least one stream per worker: give workers <= 4"):
+        make_workload("w", {"class": "chat", "concurrency": 4, "requests": 20, "workers": 5}, where)
+
+
+def test_a_trace_replay_takes_workers():
+    from pytest_llm_latency.client.load import worker_count
+
+    w = make_workload("w", {"trace": "t.jsonl", "workers": 2})
+    assert w.workers == 2 and worker_count(w) == 2
+
+
 def test_workers_one_is_accepted_everywhere():
     assert make_workload("w", {"class": "chat", "concurrency": 4, "requests": 20, "workers": 1}).workers == 1
 
 
 def test_a_run_wide_value_leaves_other_workloads_in_one_process():
     closed = make_workload("w", {"class": "chat", "concurrency": 4, "requests": 20})
-    assert with_workers(closed, 4, "--llm-latency-workers", run_wide=True).workers == 1
+    assert with_workers(closed, 4, "--llm-latency-workers", run_wide=True).workers == 4
+    assert with_workers(closed, 8, "--llm-latency-workers", run_wide=True).workers == 1  # more than its streams
+    serial = make_workload("w", {"class": "chat", "samples": 20, "confidence": None})
+    assert with_workers(serial, 4, "--llm-latency-workers", run_wide=True).workers == 1
     assert with_workers(make_workload("w", OPEN), 4, "--llm-latency-workers", run_wide=True).workers == 4
 
 
@@ -85,8 +103,8 @@ def test_marker_beats_cli_and_cli_beats_the_file():
 
 
 def test_a_file_error_names_file_line_and_key():
-    text = "workloads:\n  c:\n    class: chat\n    concurrency: 4\n    requests: 20\n    workers: 2\n"
-    with pytest.raises(ConfigError, match=r"f\.slo\.yaml:6 workloads\.c\.workers: 2 worker processes -- a closed"):
+    text = "workloads:\n  c:\n    class: chat\n    concurrency: 4\n    requests: 20\n    workers: 6\n"
+    with pytest.raises(ConfigError, match=r"f\.slo\.yaml:6 workloads\.c\.workers: 6 worker processes -- a closed"):
         parse_slo_file(text, "f.slo.yaml")
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...core.workload import Workload
-from ..load import run_load, uses_load_engine
+from ..load import run_load, uses_load_engine, worker_count
 from .base import Run, Sent
 from .pipeline import measure_samples
 
@@ -20,4 +20,8 @@ class ClosedLoop:
         return Sent(outcomes=list(load_run.outcomes), load_run=load_run)
 
     def measure(self, client, workload: Workload, run: Run):
+        if worker_count(workload) > 1:  # workers: N (client/workers_closed.py); 1: this process, as before
+            from .workers import WorkerClosedLoop
+
+            return measure_samples(client, workload, run, WorkerClosedLoop(client))
         return measure_samples(client, workload, run, self)

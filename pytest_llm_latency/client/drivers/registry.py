@@ -14,8 +14,9 @@ from .prompt_sweep import PromptSweep
 from .rate_sweep import RateSweep
 from .sending import SAMPLE_DRIVERS, sample_driver_for
 from .trace_replay import TraceReplay
+from .workers import WorkerReplay
 
-BASE_DRIVERS = (PromptSweep(), AgentSessions(), TraceReplay())
+BASE_DRIVERS = (PromptSweep(), AgentSessions(), TraceReplay(WorkerReplay))
 
 
 def base_driver_for(workload: Workload) -> Driver:

@@ -33,7 +33,7 @@ from ...core.result import Failure, WorkloadResult, is_deterministic_rejection
 from ...core.trace import TraceRow, TraceSpec, arrival_offsets_ms, describe, sessions, turn_delay_ms
 from ...core.trace_tokens import DeclaredCache, check_context
 from ...core.workload import Workload
-from ..load import MAX_OPEN_LOOP_THREADS, LagMonitor, LoadRun
+from ..load import MAX_OPEN_LOOP_THREADS, LagMonitor, LoadRun, worker_count
 from .base import Run, Sent
 from .pipeline import measure_samples
 from ..clock import MEASUREMENT_CLOCK
@@ -46,6 +46,9 @@ WARMUP_OUTPUT_TOKENS = 2
 
 class TraceReplay:
     name = "trace_replay"
+
+    def __init__(self, worker_replay: "Callable[..., Replay] | None" = None):
+        self.worker_replay = worker_replay  # workers: N (``drivers.workers.WorkerReplay``, given by the registry)
 
     def applies(self, workload: Workload) -> bool:
         return getattr(workload, "trace", None) is not None
@@ -68,7 +71,11 @@ class TraceReplay:
         outputs = sorted(r.output_length for r in rows)
         w = replace(workload, samples=len(rows), prompt_tokens=inputs[len(inputs) // 2],
                     output_tokens=outputs[len(outputs) // 2])
-        replay = Replay(rows, spec, notes)
+        if worker_count(w) > 1:  # workers: N (client/drivers/workers.py): whole sessions per worker
+            assert self.worker_replay is not None, "the registry gives the trace replay its worker replay"
+            replay: Replay = self.worker_replay(rows, spec, notes, client=client)
+        else:
+            replay = Replay(rows, spec, notes)
         res = measure_samples(client, w, run, replay)
         replay.record(res)
         return res
@@ -91,6 +98,7 @@ class Replay:
     rejected_row: str = ""
     stopped: Failure | None = None                           # the rejection that stopped the replay
     unsent: int = 0                                          # rows never sent after it
+    t0_ns: int | None = None                                 # the start (a worker's: the common one); None: now
 
     name: str = "trace_replay"
 
@@ -202,7 +210,7 @@ class Replay:
         workers = min(max(len(groups), 1), MAX_OPEN_LOOP_THREADS)
         with LagMonitor(clock=clock, sleep=self.lag_sleep) as mon, \
                 ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm-latency-trace") as pool:
-            t0 = clock()
+            t0 = clock() if self.t0_ns is None else self.t0_ns
             futures: list[Future[None]] = []
             try:
                 for turns, off in zip(groups, offsets):
@@ -220,12 +228,15 @@ class Replay:
                 f.result()
         load_run.lag_ns, load_run.lag_timeline = list(mon.samples), mon.timeline()
         load_run.window_ns = max((max(ends) if ends else clock()) - t0, 0)
+        return Sent(outcomes=list(load_run.outcomes), notes=self.run_notes(), load_run=load_run)
+
+    def run_notes(self) -> list[str]:
         notes = list(self.notes)
         if self.skipped:
             notes.append(f"trace_overlong: {self.spec.overlong}: {len(self.skipped)} row(s) left out: the server "
                          f"rejected {self.rejected_row} as beyond its context (it lists no max_model_len to check "
                          f"against before sending); a session's later turns go with its rejected turn")
-        return Sent(outcomes=list(load_run.outcomes), notes=notes, load_run=load_run)
+        return notes
 
     def keep(self, out: "RequestRecord | Failure", row: TraceRow, stop: threading.Event) -> bool:
         """Is ``out`` a sample?  A row the server rejects as beyond its context is left out under
@@ -295,3 +306,22 @@ def tagged(out: "RequestRecord | Failure", row: TraceRow, name: str, history: in
         out.trace = tag
         return out
     return replace(out, message=f"trace {name}:{row.line} (row {row.index}): {out.message}", trace=tag)
+
+
+def replay_shard(shard, out, send: Callable, t0_ns: int, report, clock, sleep):
+    """A worker process's shard (``client.workers.Shard`` with ``trace``; ``out``: its ``ShardRun``):
+    its sessions replayed from the common start (each first turn due at its offset from ``t0_ns``);
+    its tagged outcomes by row index, and its books (the declared hits are decided by the
+    controller, from the merged stamps: ``drivers.workers.WorkerReplay``)."""
+    from .pipeline import _no_gc_pauses
+
+    replay = Replay(list(shard.rows), shard.trace, clock=clock, sleep=sleep, t0_ns=t0_ns)
+    with _no_gc_pauses():
+        sent = replay.send(send, list(shard.prompts), None, Run(progress=report), None)  # type: ignore[arg-type]
+    run = sent.load_run
+    out.outcomes = [(o.trace.row, o) for o in run.outcomes]
+    out.lag_ns, out.send_lag_ns, out.stalls = run.lag_ns, run.send_lag_ns, run.lag_timeline
+    out.window_ns = run.window_ns
+    out.books = {"skipped": list(replay.skipped), "rejected_row": replay.rejected_row, "stopped": replay.stopped,
+                 "unsent": replay.unsent}
+    return out

@@ -1,11 +1,21 @@
-"""The open loop sent by worker processes (``workers: N``, ``client/workers.py``): the same sample
-driver as ``open_loop`` inside the same pipeline, bound to the measurement's client so that its
-shards can name the target; the engine's schedule, sharded, merged back in schedule order."""
+"""The load engine's loops sent by worker processes (``workers: N``, ``client/workers.py``): the same
+sample drivers as ``open_loop`` and ``closed_loop`` inside the same pipeline, bound to the
+measurement's client so that their shards can name the target.  An open loop: the engine's
+schedule, sharded, merged back in schedule order; a closed loop: the ``concurrency`` streams
+spread over the workers, one steady-state window decided across them (``client/workers_closed.py``);
+a trace replay: whole sessions per worker, the declared cache hits decided after the run from the
+merged records' stamps (``core.trace_tokens.declared_from_stamps``)."""
 from __future__ import annotations
 
+import math
+import multiprocessing
+from dataclasses import dataclass
+from typing import Any
+
 from ...core.workload import Workload
-from ..load import in_flight, open_loop_schedule, worker_count
+from ..load import MAX_OPEN_LOOP_THREADS, ClosedPlan, in_flight, open_loop_schedule, worker_count
 from .base import Run, Sent
+from .trace_replay import Replay
 
 
 class WorkerOpenLoop:
@@ -45,3 +55,92 @@ class WorkerOpenLoop:
         from .pipeline import measure_samples
 
         return measure_samples(client, workload, run, WorkerOpenLoop(client))
+
+
+class WorkerClosedLoop(WorkerOpenLoop):
+    name = "closed_loop"
+
+    def applies(self, workload: Workload) -> bool:
+        return not (workload.load is not None and workload.load.open_loop) and worker_count(workload) > 1
+
+    def send(self, one, samples, workload: Workload, run: Run, recover) -> Sent:
+        from ..workers import Credentials, WorkerTarget, run_workers
+        from ..workers_closed import SharedLoopState, make_closed_shards
+
+        n = worker_count(workload)
+        warm = workload.warmup
+        cut = max(len(samples) - warm * n, 0)  # each worker's warm-up prompts: prepared last (planned_requests)
+        loop, spares = samples[:cut], samples[cut:]
+        plan = ClosedPlan.of(workload)
+        shards = make_closed_shards(plan, loop, spares, n, WorkerTarget.of(self.client), warmup=warm,
+                                    output_tokens=workload.output_tokens, extra=run.extra)
+        timeout_s = self.client.timeouts.total_s
+        # a hang guard, not a forecast: each stream ends a request within the timeout, so all the
+        # prompts are spent (or the duration over) by then; plus the start barrier's and ramp's waits
+        per_stream = math.ceil(len(loop) / max(plan.concurrency, 1)) + 1
+        span_s = plan.ramp_up_s + (plan.duration_s or timeout_s * per_stream) + 90.0
+        shared = SharedLoopState(multiprocessing.get_context("spawn"), plan.concurrency)  # inherited at start
+        load_run = run_workers(shards, Credentials.of(self.client), span_s=span_s, request_timeout_s=timeout_s,
+                               progress=run.progress, shared=shared)
+        return Sent(outcomes=list(load_run.outcomes), load_run=load_run)
+
+    def measure(self, client, workload: Workload, run: Run):
+        from .pipeline import measure_samples
+
+        return measure_samples(client, workload, run, WorkerClosedLoop(client))
+
+
+@dataclass
+class WorkerReplay(Replay):
+    """A trace replay over worker processes: session ``i`` on worker ``i mod N`` (whole: its later
+    turns follow its own answers), each first turn due at its offset from the common start.  The
+    declared-hit books (``DeclaredCache``) are not shared across processes: the controller decides
+    each row's declared hits and the judge's bound after the run, from the merged records' send and
+    end stamps (``core.trace_tokens.declared_from_stamps``).  A later turn's planned length is the
+    additive plan (history + ``input_length``; a worker has no tokenize counter of its own), checked
+    against the server's count like every prompt."""
+    client: Any = None
+
+    def send(self, one, samples, workload: Workload, run: Run, recover) -> Sent:
+        from ...core.trace import arrival_offsets_ms, sessions, turn_delay_ms
+        from ...core.trace_tokens import declared_from_stamps
+        from ...core.record import RequestRecord
+        from ..workers import Credentials, WorkerTarget, run_workers
+
+        n = worker_count(workload)
+        groups = sessions(self.rows)
+        shards = make_trace_shards(groups, {p.key: p for p in samples}, n, WorkerTarget.of(self.client), self.spec,
+                                   output_tokens=workload.output_tokens, extra=run.extra)
+        timeout_s = self.client.timeouts.total_s
+        offsets = arrival_offsets_ms(self.rows, self.spec.speed, self.spec.start_ms)
+        # a hang guard: the last session's start, its turns' delays and one request timeout a turn
+        span_s = max((off + sum(turn_delay_ms(r, self.spec.speed) for r in g[1:])) / 1e3 + timeout_s * len(g)
+                     for g, off in zip(groups, offsets)) if groups else 0.0
+        load_run = run_workers(shards, Credentials.of(self.client), span_s=span_s, request_timeout_s=timeout_s,
+                               progress=run.progress)
+        load_run.mode = "trace"
+        for b in load_run.worker_books:  # every finished worker's (a failed one is an error naming it)
+            self.skipped += b["skipped"]
+            self.rejected_row = self.rejected_row or b["rejected_row"]
+            self.stopped = self.stopped or b["stopped"]
+            self.unsent += b["unsent"]
+        stamps = {o.trace.row: (o.t_send_ns, o.t_end_ns if isinstance(o, RequestRecord) else None)
+                  for o in load_run.outcomes if o.trace is not None}
+        self.declared, self.bound = declared_from_stamps(self.rows, stamps, self.spec.block_tokens)
+        return Sent(outcomes=list(load_run.outcomes), notes=self.run_notes(), load_run=load_run)
+
+
+def make_trace_shards(groups: list[list], by_row: dict, workers: int, target, spec: Any, *,
+                      output_tokens: int, extra: dict | None) -> list:
+    """A trace replay's ``client.workers.Shard``s: session ``i`` (``core.trace.sessions``, in the order of their first
+    turns) on worker ``i mod N``, whole; each row's prompt (``by_row``, by row index) with it."""
+    from ..workers import Shard
+
+    out = []
+    for k in range(workers):
+        mine = groups[k::workers]
+        rows = tuple(r for g in mine for r in g)
+        streams = min(max(len(mine), 1), MAX_OPEN_LOOP_THREADS)  # one thread a session in flight
+        out.append(Shard(k, workers, target, tuple(r.index for r in rows), (), tuple(by_row[r.index] for r in rows),
+                         (), output_tokens, extra, streams, None, spec, rows))
+    return out
