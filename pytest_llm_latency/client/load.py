@@ -354,12 +354,17 @@ def planned_requests(workload: Workload) -> int:
     and the drain (``2 x concurrency`` more; ramping over time may use more); with worker
     processes, each worker's warm-up prompts (``warmup`` each, unmeasured: ``client/workers.py``)."""
     n = worker_count(workload)
-    return _planned(workload) + (workload.warmup * n if n > 1 else 0)
+    return _planned(workload) + (workload.warmup * n if n > 1 or getattr(workload, "ray", None) else 0)
 
 
 def worker_count(workload: Workload) -> int:
     """The worker processes sending ``workload`` (``workers: N | auto``; 1: this process)."""
     workers = getattr(workload, "workers", 1)
+    address = getattr(workload, "ray", None)
+    if address is not None:  # ray: one shard per node (client/ray_shards.py): auto = every live node
+        from .ray_cluster import node_count
+
+        return node_count(address) if workers == "auto" else int(workers)
     if workers == 1:
         return 1
     import os

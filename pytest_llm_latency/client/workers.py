@@ -171,15 +171,17 @@ def prepare_shard(shard: Shard, credentials: Credentials) -> PreparedShard:
 
 
 def run_shard(prepared: PreparedShard, t0_ns: int, *, progress: Callable[[int], None] | None = None,
-              clock=MEASUREMENT_CLOCK, sleep: Callable[[float], None] = time.sleep, shared: Any = None) -> ShardRun:
+              clock=MEASUREMENT_CLOCK, sleep: Callable[[float], None] = time.sleep, shared: Any = None,
+              host: str | None = None) -> ShardRun:
     """Send the shard from the common start ``t0_ns``: an open loop's on its schedule, a closed
     loop's streams (``shard.closed``) keeping their books in ``shared`` (the controller's
-    ``SharedLoopState``); return its exact records, each naming this worker (``pid@host``)."""
+    ``SharedLoopState``); return its exact records, each naming this worker (``pid@host``; ``host``:
+    this host's name, or a Ray node's: ``client/ray_shards.py``)."""
     from .drivers.pipeline import _no_gc_pauses, sender
     from .load import run_closed, run_schedule
 
     shard = prepared.shard
-    out = ShardRun(shard.index, os.getpid(), socket.gethostname(), warm_failures=prepared.warm_failures)
+    out = ShardRun(shard.index, os.getpid(), host or socket.gethostname(), warm_failures=prepared.warm_failures)
     one = sender(prepared.client, shard.output_tokens, shard.extra)
     position = {id(p): pos for p, pos in zip(shard.prompts, shard.positions)}
     sent: dict[int, int] = {}  # id(outcome) -> its prompt's position
@@ -261,10 +263,16 @@ class WorkerInfo:
     client_lag_ms_p99: float | None
     lag_ns: list[int] = field(default_factory=list, repr=False)       # its samples, for its own health
     send_lag_ns: list[int] = field(default_factory=list, repr=False)
+    node: str | None = None                 # ray: the node it ran on (client/ray_shards.py)
+    clock_offset_ms: float | None = None    # ray: that node's wall clock minus the driver's
+    clock_rtt_ms: float | None = None       # ray: the round trip the offset was estimated from
 
     def as_json(self) -> dict:
-        return {"worker": self.name, "index": self.index, "requests": self.requests,
-                "send_lag_ms_p99": self.send_lag_ms_p99, "client_lag_ms_p99": self.client_lag_ms_p99}
+        out = {"worker": self.name, "index": self.index, "requests": self.requests,
+               "send_lag_ms_p99": self.send_lag_ms_p99, "client_lag_ms_p99": self.client_lag_ms_p99}
+        if self.node is not None:
+            out.update(node=self.node, clock_offset_ms=self.clock_offset_ms, clock_rtt_ms=self.clock_rtt_ms)
+        return out
 
 
 def run_workers(shards: list[Shard], credentials: Credentials, *, span_s: float, request_timeout_s: float,

@@ -79,7 +79,7 @@ class Facts:
     trace_incomplete: str | None = None    # trace replay: rows left unsent after a rejection (an error)
     per_chunk_itl: PerChunkItl | None = None  # ITL left per chunk on some streams
     client_fell_behind: bool = False      # a load-engine run whose client fell behind (client.load_report)
-    workers_failed: list[str] = field(default_factory=list)  # workers: N: died, hung, not ready or fell behind
+    workers_failed: list[str] = field(default_factory=list)  # workers: N / ray: died, lost, hung, not ready, late
     agent: AgentRun | None = None
     sweep_parts: list = field(default_factory=list)         # prompt sweep: (tag, part WorkloadResult)
     rate_sweep: RateSweepRun | None = None

@@ -127,3 +127,25 @@ def with_workers(w: Any, value: Any, where: str, *, run_wide: bool = False) -> A
     if run_wide:
         return w
     raise ConfigError(f"{where}: {workers} worker processes -- {why}; or drop workers (one process)")
+
+
+def with_ray(w: Any, value: Any, where: str, *, run_wide: bool = False, workers_given: bool = False) -> Any:
+    """``w`` sent by one shard per node of the Ray cluster at ``value`` (``ray: ADDRESS``, a
+    ``host:port`` or ``ray://host:port``): an open loop only, as ``workers``; ``workers: N`` (default:
+    ``auto``, one per node; a ``workers: 1`` given with it: one node) is then the number of nodes.
+    A run-wide setting leaves the rest alone (and takes a workload's ``workers: 1`` for the default)."""
+    if not isinstance(value, str) or not value.strip() or any(ch.isspace() for ch in value.strip()):
+        raise ConfigError(f"{where}: expected a Ray cluster address (host:port or ray://host:port), got {value!r}")
+    why = workers_refusal(open_loop=w.load is not None and w.load.open_loop, concurrency=w.concurrency,
+                          sweep=w.sweep is not None, trace=w.trace is not None, agent=w.agent is not None,
+                          prompt_sweep=bool(w.prompt_sweep), ab=w.baseline_target is not None, sequential=w.sequential)
+    if why is None and w.trace is not None:
+        why = "a trace replay on Ray nodes is not yet supported (worker processes of this host: workers: N)"
+    elif why is None and not (w.load is not None and w.load.open_loop):
+        why = ("Ray nodes send an open loop (rate: R); a closed loop on Ray nodes is not yet supported "
+               "(worker processes of this host: workers: N)")
+    if why is None:
+        return replace(w, ray=value.strip(), workers="auto" if w.workers == 1 and not workers_given else w.workers)
+    if run_wide:
+        return w
+    raise ConfigError(f"{where}: one shard per Ray node -- {why.replace('workers', 'Ray nodes')}; or drop ray")

@@ -22,7 +22,7 @@ from .compare import parse_tolerances
 from .errors import ConfigError
 from .lengths import LengthDist, PrefixGroups, parse_prefix_groups, workload_lengths
 from .prompt_buckets import BY_PROMPT_KEYS, PromptBudget, parse_prompt_budget, under
-from .load_spec import DURATION_MAX_REQUESTS, LOAD_KEYS, Load, make_load, with_workers
+from .load_spec import DURATION_MAX_REQUESTS, LOAD_KEYS, Load, make_load, with_ray, with_workers
 from .renamed_keys import RENAMED_WORKLOAD_KEYS, upgrade_workload
 from .trace_spec import TRACE_KEYS, TraceSpec, trace_workload_spec
 
@@ -68,6 +68,8 @@ class Workload:
     prompt_budgets: tuple[PromptBudget, ...] = ()  # ttft_<stat>_by_prompt (core.prompt_buckets)
     # issue 28: worker processes sending the load (``client/workers.py``): N, or "auto" (resolved when it runs)
     workers: int | str = 1
+    # issue 28: ``ray: ADDRESS``: one shard per node of that Ray cluster (``client/ray_shards.py``)
+    ray: str | None = None
 
     @property
     def cold_budget(self) -> Budget | None:
@@ -111,7 +113,7 @@ WORKLOAD_KEYS = ("class", "prompt_tokens", "output_tokens", "samples", "warmup",
                  "shared_prefix_tokens", "shared_prefix_groups", "concurrency", "max_error_rate", "slo", "roofline",
                  "cold_starts", "prompt_sweep",
                  "confidence", "inconclusive", "min_samples", "max_samples", "regression",
-                 "baseline_target", "workers") + AGENT_KEYS + LOAD_KEYS + TRACE_KEYS
+                 "baseline_target", "workers", "ray") + AGENT_KEYS + LOAD_KEYS + TRACE_KEYS
 INCONCLUSIVE = ("fail", "warn", "pass")
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_MAX_SAMPLES = 200
@@ -315,6 +317,8 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     check_fraction_budgets(w, where(("slo",)))
     if "workers" in spec:
         w = with_workers(w, spec["workers"], where(("workers",)))
+    if spec.get("ray") is not None:
+        w = with_ray(w, spec["ray"], where(("ray",)), workers_given="workers" in spec)
     return w
 
 

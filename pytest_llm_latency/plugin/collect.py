@@ -35,7 +35,8 @@ class SloFile(pytest.File):
                                   samples_override=samples, samples_source=sess.settings.source("samples"),
                                   confidence_override=sess.settings.get("confidence"),
                                   workers_override=None if sess.settings.source("workers") == "default"
-                                  else sess.settings.get("workers"), workers_source=sess.settings.source("workers"))
+                                  else sess.settings.get("workers"), workers_source=sess.settings.source("workers"),
+                                  ray_override=sess.settings.get("ray"), ray_source=sess.settings.source("ray"))
             if not sess.settings.get("skip"):
                 from .session import target_from
 

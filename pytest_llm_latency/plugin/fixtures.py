@@ -221,6 +221,7 @@ class LatencyFixture:
             w = make_workload(str(name), merged, lambda p: f"{self.item.nodeid} llm_slo {'.'.join(map(str, p))}")
             w = apply_statistics(w, settings, merged)
             w = apply_workers(w, settings, merged)
+            w = apply_ray(w, settings, merged, f"{self.item.nodeid} measure()")
             from ..core.sample_size import check_min_samples
 
             check_min_samples(w, f"{self.item.nodeid} measure()")  # before any request, as at collection
@@ -263,7 +264,7 @@ def validate_marker(item: pytest.Item, settings: Settings) -> None:
         w = make_workload(str(spec.get("class") or item.name), spec,
                           lambda p: f"{where} {'.'.join(map(str, p))}")
         check_min_samples(apply_statistics(w, settings, spec), where)
-        apply_workers(w, settings, spec)
+        apply_ray(apply_workers(w, settings, spec), settings, spec, where)
     if isinstance(spec.get("roofline"), dict):  # roofline={...}: the keys of a YAML roofline mapping
         from .roofline_gate import validate_roofline_spec
 
@@ -297,3 +298,18 @@ def apply_workers(w: Workload, settings: Settings, marker_spec: dict[str, Any]) 
         return w
     out: Workload = with_workers(w, v.value, f"{v.source} workers", run_wide=True)
     return out
+
+
+def apply_ray(w: Workload, settings: Settings, marker_spec: dict[str, Any], where: str) -> Workload:
+    """``ray`` by precedence: the marker's (or ``measure()``'s) was applied by ``make_workload``;
+    else a run-wide CLI/env/ini address applies to open loops only (``core.load_spec.with_ray``).
+    Either way Ray must be importable (a ``ConfigError`` with the install line)."""
+    from ..client.ray_cluster import require_ray
+    from ..core.workload import with_ray
+
+    v = settings.pick("ray")
+    if "ray" not in marker_spec and v.value is not None:
+        w = with_ray(w, v.value, f"{v.source} ray", run_wide=True)
+    if w.ray is not None:
+        require_ray(f"{where} ray" if "ray" in marker_spec else f"{v.source} ray")
+    return w

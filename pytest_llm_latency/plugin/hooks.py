@@ -58,6 +58,13 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = Settings.resolve(cli, os.environ, ini)
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
+    if settings.get("ray") is not None:  # ray: an optional extra, checked before any test
+        from ..client.ray_cluster import require_ray
+
+        try:
+            require_ray(f"{settings.source('ray')} {settings.get('ray')}")
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
     if not hasattr(config, "workerinput"):  # once per run: the controller's, not each xdist worker's
         from ..core.errors import LatencyDeprecationWarning
 

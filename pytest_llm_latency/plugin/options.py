@@ -45,6 +45,13 @@ def _workers(v: str) -> int | str:
     return "auto" if str(v).strip().lower() == "auto" else _pos_int(v)
 
 
+def _ray_address(v: str) -> str:
+    """A Ray cluster address: ``host:port`` or ``ray://host:port`` (``client/ray_shards.py``)."""
+    if not isinstance(v, str) or not v.strip() or any(ch.isspace() for ch in v.strip()):
+        raise ValueError
+    return v.strip()
+
+
 def _confidence(v: str) -> float | str:
     """A confidence level in [0.5, 1), or null/none for the point-estimate verdict."""
     if str(v).strip().lower() in ("null", "none"):
@@ -146,6 +153,11 @@ OPTIONS: tuple[Opt, ...] = (
         "N, or 'auto' (one per 32 requests or streams in flight, at most one per CPU but one). Default 1 (one "
         "process). A run-wide setting applies to those workloads and leaves the others in one process.",
         _workers, "a positive integer or 'auto'", 1),
+    Opt("ray", "Address of a Ray cluster (host:port or ray://host:port; needs pip install "
+        "'pytest-llm-latency[ray]'): every open-loop workload (rate:) is sent by one shard per node (STRICT_SPREAD "
+        "placement; workers: N nodes, default auto = every node), started on one wall-clock instant, each node's "
+        "clock offset measured and reported, its exact records merged here. YAML: ray: on the target or workload.",
+        _ray_address, "a Ray cluster address (host:port or ray://host:port)"),
     Opt("confidence", "Judge budgets on confidence bounds at this level (e.g. 0.95): pass when the bound "
         "shows the budget is met, fail when it shows it is missed, else inconclusive; 'null' for the "
         "point estimate. Default: 0.95 (the point estimate for load runs, sweeps, agent sessions and A/B runs).",

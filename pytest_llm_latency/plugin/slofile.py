@@ -16,10 +16,10 @@ from typing import Any, Mapping
 from ..core.errors import ConfigError
 from ..core.renamed_keys import upgrade_roofline, upgrade_workload
 from ..core.sample_size import check_min_samples
-from ..core.workload import Workload, did_you_mean, make_workload, with_statistics, with_workers
+from ..core.workload import Workload, did_you_mean, make_workload, with_ray, with_statistics, with_workers
 
 TOP_KEYS = ("target", "workloads", "roofline")
-TARGET_KEYS = ("url", "model", "api", "command", "ready", "startup_timeout", "env", "baseline_target")
+TARGET_KEYS = ("url", "model", "api", "command", "ready", "startup_timeout", "env", "baseline_target", "ray")
 
 
 @dataclass
@@ -171,11 +171,14 @@ def _check_target(target: Mapping[str, Any], where) -> None:
 def parse_slo_file(text: str | bytes, filename: str,
                    samples_override: int | str | None = None, samples_source: str = "--llm-latency-samples",
                    confidence_override: float | str | None = None, workers_override: int | str | None = None,
-                   workers_source: str = "--llm-latency-workers") -> SloSpec:
+                   workers_source: str = "--llm-latency-workers", ray_override: str | None = None,
+                   ray_source: str = "--llm-latency-ray") -> SloSpec:
     """Parse one SLO file.  ``samples_override`` (``--llm-latency-samples`` and friends: a number
     or ``auto``) and ``confidence_override`` (``--llm-latency-confidence``...) replace every
     workload's own, before the check that its samples can support each budget; ``workers_override``
-    (``--llm-latency-workers``...) every open or closed loop's worker processes."""
+    (``--llm-latency-workers``...) every open or closed loop's worker processes; ``ray_override``
+    (``--llm-latency-ray``...) every open-loop workload's Ray cluster, over the workload's and the
+    target's ``ray:`` (the target's applies to the file's open loops that name none)."""
     data, lines = load_yaml(text, filename)
     spec = SloSpec(path=filename, lines=lines)
     if not isinstance(data, dict):
@@ -201,7 +204,8 @@ def parse_slo_file(text: str | bytes, filename: str,
         from .ab import check
 
         check(file_baseline, spec.where(("target",)))
-    spec.target = {k: v for k, v in target.items() if k != "baseline_target"}
+    spec.target = {k: v for k, v in target.items() if k not in ("baseline_target", "ray")}
+    file_ray = target.get("ray")
     workloads = data.get("workloads")
     if not isinstance(workloads, dict) or not workloads:
         got = "nothing" if not workloads else type(workloads).__name__
@@ -236,6 +240,16 @@ def parse_slo_file(text: str | bytes, filename: str,
             w = with_statistics(w, conf, where, samples_override)
         if workers_override is not None:  # CLI > env > ini > file: the engine's loops (core.load_spec.with_workers)
             w = with_workers(w, workers_override, f"{where(())} (workers from {workers_source})", run_wide=True)
+        if ray_override is not None or (file_ray is not None and w.ray is None):  # CLI > env > ini > workload > target
+            ray_where = (f"{where(())} (ray from {ray_source})" if ray_override is not None
+                         else spec.where(("target", "ray")))
+            w = with_ray(w, ray_override if ray_override is not None else file_ray, ray_where, run_wide=True)
+        if w.ray is not None:
+            from ..client.ray_cluster import require_ray
+
+            require_ray(where(("ray",)) if ray_override is None and "ray" in wspec else
+                        f"{where(())} (ray from {ray_source})" if ray_override is not None
+                        else spec.where(("target", "ray")))
         samples_where = (where(("samples",)) if samples_override is None else
                          f"{where(())} (samples {samples_override} from {samples_source})")
         check_min_samples(w, samples_where)

@@ -16,7 +16,8 @@ class OpenLoop(ClosedLoop):
         return uses_load_engine(workload) and workload.load is not None and workload.load.open_loop
 
     def measure(self, client, workload: Workload, run: Run):
-        if worker_count(workload) > 1:  # workers: N (client/workers.py); 1: this process, as before
+        # workers: N (client/workers.py), ray: one shard per node (client/ray_shards.py); else this process
+        if getattr(workload, "ray", None) or worker_count(workload) > 1:
             from .workers import WorkerOpenLoop
 
             return measure_samples(client, workload, run, WorkerOpenLoop(client))

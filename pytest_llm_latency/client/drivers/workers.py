@@ -26,7 +26,8 @@ class WorkerOpenLoop:
         self.client = client
 
     def applies(self, workload: Workload) -> bool:
-        return workload.load is not None and workload.load.open_loop and worker_count(workload) > 1
+        return workload.load is not None and workload.load.open_loop and (
+            workload.ray is not None or worker_count(workload) > 1)
 
     def send(self, one, samples, workload: Workload, run: Run, recover) -> Sent:
         from ..workers import Credentials, WorkerTarget, make_shards, run_workers
@@ -40,8 +41,14 @@ class WorkerOpenLoop:
         shards = make_shards(due, scheduled, spares, n, WorkerTarget.of(self.client), warmup=warm,
                              output_tokens=workload.output_tokens, extra=run.extra, in_flight=in_flight(workload))
         timeouts = self.client.timeouts
-        load_run = run_workers(shards, Credentials.of(self.client), span_s=due[-1] if due else 0.0,
-                               request_timeout_s=timeouts.total_s, progress=run.progress)
+        if workload.ray is not None:  # one shard per node of a Ray cluster (client/ray_shards.py)
+            from ..ray_shards import run_on_ray
+
+            load_run = run_on_ray(workload.ray, shards, Credentials.of(self.client), span_s=due[-1] if due else 0.0,
+                                  request_timeout_s=timeouts.total_s)
+        else:
+            load_run = run_workers(shards, Credentials.of(self.client), span_s=due[-1] if due else 0.0,
+                                   request_timeout_s=timeouts.total_s, progress=run.progress)
         return Sent(outcomes=list(load_run.outcomes), load_run=load_run)  # load.workers says it (notes warn)
 
     def measure(self, client, workload: Workload, run: Run):

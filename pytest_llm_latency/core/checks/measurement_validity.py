@@ -18,7 +18,8 @@ def check_client_health(res: WorkloadResult) -> list[Finding]:
 
 
 def check_workers(res: WorkloadResult) -> list[Finding]:
-    """A worker process (``workers: N``, ``client/workers.py``) that died, hung, never got ready or
+    """A worker process (``workers: N``, ``client/workers.py``) or a Ray node's shard (``ray:``,
+    ``client/ray_shards.py``: a lost node is named) that died, hung, never got ready or
     fell behind: its share of the schedule is missing or mis-timed, so the samples are not the
     workload's -- never a pass on the others' samples."""
     return [Finding("workers", "error", f"{why}: the samples are not the workload's as scheduled, so the run is "

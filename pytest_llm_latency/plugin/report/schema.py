@@ -39,7 +39,8 @@ DESCRIPTIONS = {
                     "requests k, k+N, ...; closed loop: worker k ran streams k, k+N, ... of the concurrency; "
                     "trace replay: worker k replayed sessions k, k+N, ...; client/workers.py)",
     "load.worker_lag": "per worker: {worker: pid@host, index, requests, send_lag_ms_p99 (how late its requests "
-                       "went out against the schedule), client_lag_ms_p99 (its lag monitor)}",
+                       "went out against the schedule), client_lag_ms_p99 (its lag monitor); with ray: "
+                       "node, clock_offset_ms, clock_rtt_ms (client/ray_shards.py)}",
     "client.client_limited": "1: the client fell behind, or the bursts read while its threads stalled merged "
                              "more token gaps than those read with the client on time (decided per burst, "
                              "core/bunching.py): the client, not a proxy, bunched them (client/load_report.py)",
@@ -131,7 +132,12 @@ _WORKER = {"type": "object", "additionalProperties": False,
                                                                                    "k, k+N, ..."},
                           "requests": {"type": "integer", "minimum": 0},
                           "send_lag_ms_p99": {"type": ["number", "null"]},
-                          "client_lag_ms_p99": {"type": ["number", "null"]}}}
+                          "client_lag_ms_p99": {"type": ["number", "null"]},
+                          "node": {"type": "string", "description": "ray: the node it ran on, ip/node-id prefix"},
+                          "clock_offset_ms": {"type": ["number", "null"], "description": "ray: that node's wall "
+                                              "clock minus the driver's (round-trip estimate)"},
+                          "clock_rtt_ms": {"type": ["number", "null"], "description": "ray: the round trip the "
+                                           "offset was estimated from (its error is at most half of it)"}}}
 _SPECIAL = {"by_prompt.buckets": {"type": "array", "items": _BUCKET},
             "load.worker_lag": {"type": "array", "items": _WORKER},
             "agent.turns": {"type": "array", "items": _TURN},

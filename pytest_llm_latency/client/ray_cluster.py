@@ -1,0 +1,58 @@
+"""Connecting to a Ray cluster (``ray: ADDRESS``) and counting its nodes: apart from the shard runner
+(``client/ray_shards.py``) so that the load engine can resolve ``workers: auto`` (one per node) without
+importing it.  Ray is an optional extra: imported here only when a run names a cluster."""
+from __future__ import annotations
+
+import importlib.util
+import ipaddress
+import os
+from typing import Any
+
+from ..core.errors import ConfigError
+
+INSTALL = "pip install 'pytest-llm-latency[ray]'"
+
+
+def require_ray(where: str) -> None:
+    """A ``ConfigError`` naming ``where`` and the install line when Ray is not importable."""
+    if importlib.util.find_spec("ray") is None:
+        raise ConfigError(f"{where}: Ray is not installed -- {INSTALL}")
+
+
+def is_loopback(host: str | None) -> bool:
+    """``localhost`` or a loopback IP (127.0.0.0/8, ::1)."""
+    if host in (None, ""):
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def connect(address: str) -> Any:
+    """``ray`` connected to the cluster at ``address`` (a ``host:port`` or ``ray://``; reused when the
+    process is already connected).  A loopback address keeps the driver on the loopback too."""
+    require_ray(f"ray: {address}")
+    if is_loopback(address.rsplit("://", 1)[-1].rsplit(":", 1)[0]):
+        # before ray's import: it reads this once; 0 = never resolve "this node" off the loopback
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    import ray
+
+    if not ray.is_initialized():
+        kw: dict[str, Any] = {"address": address, "namespace": "llm-latency", "log_to_driver": False,
+                              "logging_level": "warning"}
+        if is_loopback(address.rsplit("://", 1)[-1].rsplit(":", 1)[0]):
+            kw["_node_ip_address"] = "127.0.0.1"
+        ray.init(**kw)
+    return ray
+
+
+def alive_nodes(ray) -> list[dict]:
+    return [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) >= 1]
+
+
+def node_count(address: str) -> int:
+    """``workers: auto`` with Ray: one shard per live node with a CPU."""
+    return max(1, len(alive_nodes(connect(address))))

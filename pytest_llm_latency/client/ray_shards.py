@@ -1,0 +1,236 @@
+"""Shards on several hosts (``ray: ADDRESS``): the open loop of ``client/workers.py`` with one
+shard per Ray node instead of one per local process.
+
+The controller (the test process, Ray's driver) connects to the cluster, reserves one ``{CPU: 1}``
+bundle per node with a ``STRICT_SPREAD`` placement group, and starts one ``ShardActor`` in each
+bundle.  Each actor gets its pure-data ``Shard`` as a task argument, but its ``Credentials`` only
+as a reference: ``ray.put`` stores them in the object store and the actor is handed the ObjectRef
+inside a list, which Ray does not resolve, so the task's arguments (what the dashboard, the state
+API and a task's repr show) hold an object id, never the key; the actor ``ray.get``\\ s it.
+
+Clocks: each node's wall clock is compared with the driver's by round trips (``offset = remote_wall
+- (t_send + t_recv) / 2``, the sample with the shortest round trip of ``CLOCK_SAMPLES``).  The start
+is a wall-clock instant ``start_wall_ns`` on the driver's clock; each node starts at
+``start_wall_ns + offset`` on its own, taking its ``CLOCK_MONOTONIC`` reading at that instant as its
+``t0``.  Its records' stamps are moved to the driver's timeline (``stamp - t0_node + t0_driver``,
+``t0_driver``: the driver's monotonic at the start instant), so percentiles, budgets and reports are
+computed as for one process; the offset and round trip are reported per worker (``load.worker_lag``).
+A node lost mid-run (``RayActorError``, a node's death) is a ``worker_failures`` entry naming it.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import fields, replace
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..core.errors import ConfigError
+from ..core.result import Failure
+from .clock import MEASUREMENT_CLOCK
+from .load import LoadRun
+from .ray_cluster import is_loopback, alive_nodes, connect
+from .workers import FINISH_SLACK_S, READY_SLACK_S, Credentials, Shard, ShardRun, merge
+
+#: round trips per node to estimate its clock offset (the shortest one's estimate is kept)
+CLOCK_SAMPLES = 5
+#: the common start: this long after every node reported ready (Ray calls take milliseconds)
+START_DELAY_S = 1.0
+#: how long the placement group may take to get one bundle on each node
+PLACEMENT_TIMEOUT_S = 60.0
+
+
+def check_reachable(url: str, nodes: list[dict]) -> None:
+    """A target on the driver's loopback (``reference://`` or ``http://127.0.0.1:...``) is reachable
+    from the nodes only when they all are on this host's loopback too."""
+    host = urlsplit(url).hostname
+    if is_loopback(host):
+        far = sorted({n.get("NodeManagerAddress", "?") for n in nodes} - {"127.0.0.1", "localhost", "::1"})
+        if far:
+            raise ConfigError(f"target {url} is on the driver's loopback, which the Ray nodes at {', '.join(far)} "
+                              f"cannot reach -- start the server (or the reference target: "
+                              f"`pytest-llm-latency serve-reference --host ADDRESS`) on an address the nodes can "
+                              f"reach and give that URL, or run without ray (workers: N on this host)")
+
+
+def node_name(node_id: str, ip: str) -> str:
+    """How a node is named in records and errors: its address and the start of its Ray node id."""
+    return f"{ip}/{node_id[:8]}"
+
+
+class ShardActor:
+    """One node's shard (made a Ray actor by ``_actor_class``): clock readings, then prepare, then run."""
+
+    def where(self) -> tuple[int, str, str]:
+        import ray
+
+        ctx = ray.get_runtime_context()
+        return os.getpid(), ctx.get_node_id(), ray.util.get_node_ip_address()
+
+    def clock(self) -> int:
+        return time.time_ns()
+
+    def prepare(self, shard: Shard, boxed_credentials: list) -> int:
+        import ray
+
+        from .http import Redactor
+        from .workers import prepare_shard
+
+        credentials: Credentials = ray.get(boxed_credentials[0])
+        self._redact = Redactor(credentials.secrets)
+        try:
+            self._prepared = prepare_shard(shard, credentials)
+        except Exception as exc:  # the message redacted, never the credentials
+            raise RuntimeError(self._redact(f"{type(exc).__name__}: {exc}")) from None
+        return self._prepared.warm_failures
+
+    def run(self, start_wall_ns: int, offset_ns: int, t0_driver_ns: int, name: str) -> ShardRun:
+        from .workers import run_shard
+
+        wall, mono = time.time_ns(), MEASUREMENT_CLOCK()
+        t0 = mono + (start_wall_ns + offset_ns - wall)  # this node's monotonic at the start instant
+        try:
+            out = run_shard(self._prepared, t0, host=name)
+        except Exception as exc:
+            raise RuntimeError(self._redact(f"{type(exc).__name__}: {exc}")) from None
+        finally:
+            self._prepared.close()
+        return shift_run(out, t0_driver_ns - t0)
+
+
+def shift_run(run: ShardRun, delta: int) -> ShardRun:
+    """``run`` with every clock stamp moved by ``delta`` ns (a node's monotonic to the driver's)."""
+    run.outcomes = [(pos, _shift(o, delta)) for pos, o in run.outcomes]
+    if run.stalls is not None:
+        s = run.stalls
+        run.stalls = replace(s, stalls=tuple((t + delta, lag) for t, lag in s.stalls), start_ns=s.start_ns + delta,
+                             end_ns=s.end_ns + delta)
+    return run
+
+
+_STAMPS = ("t_send_ns", "t_first_byte_ns", "t_end_ns", "t_submit_ns", "t_connect_ns", "t_connected_ns",
+           "t_scheduled_ns", "t_last_ns")
+
+
+def _shift(o: Any, delta: int) -> Any:
+    moved = {f.name: getattr(o, f.name) + delta for f in fields(o)
+             if f.name in _STAMPS and getattr(o, f.name) is not None}
+    if isinstance(o, Failure):
+        return replace(o, **moved)
+    for k, v in moved.items():
+        setattr(o, k, v)
+    o.chunks = [replace(c, t_ns=c.t_ns + delta) for c in o.chunks]
+    o.tool_deltas = [(t + delta, *rest) for t, *rest in o.tool_deltas]
+    return o
+
+
+def _actor_class(ray):
+    return ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(ShardActor)
+
+
+def measure_offset(ray, actor) -> tuple[int, int]:
+    """``(offset_ns, rtt_ns)`` of the actor's node's wall clock against this one's: the estimate of
+    the round trip that took the shortest of ``CLOCK_SAMPLES``."""
+    best: tuple[int, int] | None = None
+    for _ in range(CLOCK_SAMPLES):
+        t_send = time.time_ns()
+        remote = ray.get(actor.clock.remote())
+        t_recv = time.time_ns()
+        rtt = t_recv - t_send
+        if best is None or rtt < best[1]:
+            best = (remote - (t_send + t_recv) // 2, rtt)
+    assert best is not None
+    return best
+
+
+def run_on_ray(address: str, shards: list[Shard], credentials: Credentials, *, span_s: float,
+               request_timeout_s: float, clock=MEASUREMENT_CLOCK) -> LoadRun:
+    """Run ``shards`` one per Ray node (``STRICT_SPREAD``) from one wall-clock start and merge their
+    exact records (on the driver's timeline) in schedule order into one ``LoadRun``."""
+    ray = connect(address)
+    from ray.exceptions import GetTimeoutError, RayActorError, RayError
+    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    nodes = alive_nodes(ray)
+    check_reachable(shards[0].target.url, nodes)
+    n = len(shards)
+    if n > len(nodes):
+        raise ConfigError(f"ray: {address}: {n} workers need {n} nodes (one shard per node, STRICT_SPREAD), the "
+                          f"cluster has {len(nodes)} with a free CPU -- give workers: {len(nodes)} or workers: auto")
+    pg = placement_group([{"CPU": 1}] * n, strategy="STRICT_SPREAD", name="")
+    failures: dict[int, str] = {}
+    results: dict[int, ShardRun] = {}
+    names: dict[int, str] = {}
+    offsets: dict[int, tuple[int, int]] = {}
+    actors: list = []
+    try:
+        try:
+            ray.get(pg.ready(), timeout=PLACEMENT_TIMEOUT_S)
+        except GetTimeoutError:
+            raise ConfigError(f"ray: {address}: no placement of {n} CPU bundles on {n} distinct nodes within "
+                              f"{PLACEMENT_TIMEOUT_S:.0f} s (STRICT_SPREAD; are {n} nodes free?)") from None
+        cls = _actor_class(ray)
+        actors = [cls.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
+            placement_group=pg, placement_group_bundle_index=k)).remote() for k in range(n)]
+        cred_ref = ray.put(credentials)
+        ready = {}
+        for k, a in enumerate(actors):
+            try:
+                pid, node_id, ip = ray.get(a.where.remote(), timeout=READY_SLACK_S)
+                names[k] = node_name(node_id, ip)
+                offsets[k] = measure_offset(ray, a)
+                ready[k] = a.prepare.remote(shards[k], [cred_ref])
+            except (RayError, GetTimeoutError) as exc:
+                failures[k] = _lost(k, names.get(k), exc, 0, len(shards[k].positions))
+        for k, ref in ready.items():
+            try:
+                ray.get(ref, timeout=READY_SLACK_S + request_timeout_s * max(len(s.warm) for s in shards))
+            except (RayError, GetTimeoutError) as exc:
+                failures[k] = _lost(k, names.get(k), exc, 0, len(shards[k].positions))
+        wall_now, mono_now = time.time_ns(), clock()
+        start_wall = wall_now + int(START_DELAY_S * 1e9)
+        t0_driver = mono_now + (start_wall - wall_now)
+        running = {actors[k].run.remote(start_wall, offsets[k][0], t0_driver, names[k]): k
+                   for k in range(n) if k not in failures}
+        deadline = time.monotonic() + START_DELAY_S + span_s + request_timeout_s + FINISH_SLACK_S
+        while running:
+            done, _ = ray.wait(list(running), num_returns=1, timeout=max(deadline - time.monotonic(), 0))
+            if not done:
+                for k in running.values():
+                    failures[k] = _lost(k, names[k], TimeoutError("did not finish in time"), None,
+                                        len(shards[k].positions))
+                break
+            k = running.pop(done[0])
+            try:
+                results[k] = ray.get(done[0])
+            except (RayActorError, RayError) as exc:
+                failures[k] = _lost(k, names[k], exc, None, len(shards[k].positions))
+    finally:
+        for a in actors:
+            try:
+                ray.kill(a)
+            except Exception:  # already gone with its node
+                pass
+        try:
+            remove_placement_group(pg)
+        except Exception:
+            pass
+    run = merge(shards, results, failures)
+    for info in run.workers:
+        info.node = names.get(info.index)
+        off, rtt = offsets.get(info.index, (None, None))
+        info.clock_offset_ms = None if off is None else round(off / 1e6, 3)
+        info.clock_rtt_ms = None if rtt is None else round(rtt / 1e6, 3)
+    return run
+
+
+def _lost(k: int, node: str | None, exc: BaseException, done: int | None, of: int) -> str:
+    """A worker failure naming the node; the exception's first line only (Ray's carry tracebacks)."""
+    from ray.exceptions import RayActorError
+
+    where = f"on node {node}" if node else "(no node yet)"
+    what = "lost (its node or actor died)" if isinstance(exc, RayActorError) else "failed"
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+    count = f"before reporting its {of} requests" if done is None else f"after {done} of {of} requests"
+    return f"worker {k} {where} {what}: {type(exc).__name__}: {first} -- {count}"

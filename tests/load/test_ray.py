@@ -1,0 +1,198 @@
+"""Shards on several hosts (``ray: ADDRESS``, ``client/ray_shards.py``) on a real local Ray cluster of
+two raylets, on the loopback address only (``ray.cluster_utils.Cluster``: node ip 127.0.0.1, no
+dashboard, usage stats off, an 80 MiB object store each), against the embedded reference target (a
+server process of its own on 127.0.0.1): a sharded open loop merged from two named nodes, and a
+node removed mid-run -- an error naming it.  Skipped only where ``ray`` cannot be imported
+(``pip install 'pytest-llm-latency[ray]'``)."""
+from __future__ import annotations
+
+import json
+import os
+import threading
+from importlib import resources
+
+import pytest
+
+# before ray's import: never resolve "this node" off the loopback, no usage report
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+ray = pytest.importorskip("ray", reason="ray is not installed: pip install 'pytest-llm-latency[ray]'")
+
+from pytest_llm_latency.client.http import make_http_client  # noqa: E402
+from pytest_llm_latency.client.ray_cluster import connect  # noqa: E402
+from pytest_llm_latency.client.runner import Target, make_client, measure  # noqa: E402
+from pytest_llm_latency.core.checks import judge  # noqa: E402
+from pytest_llm_latency.core.workload import make_workload  # noqa: E402
+from pytest_llm_latency.targets.reference.launch import start_reference  # noqa: E402
+
+URL = "reference://h100-sxm/llama-3.1-8b?time_scale=0.05"
+SPEC = {"prompt_tokens": 64, "output_tokens": 8, "rate": 40, "requests": 80, "workers": 2, "confidence": None,
+        "slo": {"e2e_p95": "30s"}}
+NODE = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024, "node_ip_address": "127.0.0.1",
+        "min_worker_port": 0, "max_worker_port": 0}
+
+
+@pytest.fixture(scope="module")
+def server():
+    with start_reference(URL, mode="subprocess") as h:
+        yield h
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Two raylets, for the module: a test that kills a node adds its own third one first."""
+    from ray.cluster_utils import Cluster
+
+    c = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
+    c.add_node(**NODE)
+    assert c.address.startswith("127.0.0.1:")
+    connect(c.address)  # this process, Ray's driver: on the loopback too
+    try:
+        yield c
+    finally:
+        ray.shutdown()
+        c.shutdown()
+
+
+def live_nodes() -> set[str]:
+    return {n["NodeID"][:8] for n in ray.nodes() if n["Alive"]}
+
+
+def run(server, address: str, spec: dict):
+    with make_http_client() as http:
+        client = make_client(Target(server.url, "openai-completions"), http)
+        return judge(measure(client, make_workload("w", {**spec, "ray": address}), seed=7, nonce="ray"))
+
+
+def test_a_sharded_open_loop_on_two_nodes_merges_every_record_each_naming_its_node(server, cluster):
+    res = run(server, cluster.address, SPEC)
+    assert res.verdict == "pass", res.failure_message()
+    assert res.n == 80 and not res.failures
+    nodes = live_nodes()
+    by_node: dict[str, set[int]] = {}
+    for r in res.records:
+        pid, _, node = r.worker.partition("@")
+        assert pid.isdigit() and node.startswith("127.0.0.1/"), r.worker
+        by_node.setdefault(node.split("/")[1], set()).add(r.t_scheduled_ns)
+    assert set(by_node) == nodes and len(nodes) == 2                 # two distinct nodes, named
+    assert {len(s) for s in by_node.values()} == {40}
+    assert len({r.t_scheduled_ns for r in res.records}) == 80         # each scheduled arrival once
+    sched = [r.t_scheduled_ns for r in res.records]
+    assert sched == sorted(sched)                                      # merged on the driver's timeline
+    assert all(r.t_send_ns >= r.t_scheduled_ns - 5_000_000 for r in res.records)  # stamps on one clock
+    lag = res.load.worker_lag
+    assert res.load.workers == 2 and [x["index"] for x in lag] == [0, 1]
+    assert {x["node"].split("/")[1] for x in lag} == nodes
+    assert all(abs(x["clock_offset_ms"]) < 50 and x["clock_rtt_ms"] > 0 for x in lag)  # one host: ~0
+
+
+def served(server) -> float:
+    """Requests the reference target has finished (its ``vllm:request_success_total``)."""
+    import httpx
+
+    text = httpx.get(f"{server.url}/metrics", timeout=5).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("vllm:request_success_total"))
+
+
+def test_a_node_removed_mid_run_makes_the_run_an_error_naming_it(server, cluster):
+    third = cluster.add_node(**NODE)  # workers: auto = all three; the third is removed mid-run
+    victim = third.node_id[:8]
+    before, stop = served(server), threading.Event()
+
+    def remove_when_running():  # mid-run: once 40 of the 200 scheduled requests were served
+        while not stop.wait(0.05):
+            if served(server) - before >= 40:
+                cluster.remove_node(third)
+                return
+
+    killer = threading.Thread(target=remove_when_running, daemon=True)
+    killer.start()
+    try:
+        res = run(server, cluster.address, {**SPEC, "requests": 200, "workers": "auto"})
+    finally:
+        stop.set()
+        killer.join()
+    assert res.verdict == "error"
+    msg = " ".join(res.errors)
+    assert f"on node 127.0.0.1/{victim} lost" in msg, msg
+    assert res.load.workers == 3 and len(res.load.worker_lag) == 2   # the survivors' lag, the lost one named
+    assert res.records and all(victim not in (r.worker or "") for r in res.records)  # only the survivors' records
+    assert victim not in live_nodes()
+
+
+def test_ray_in_yaml_with_workers_auto_reaches_the_result_json(pytester, cluster, server):
+    """The plugin end to end in its own process (another Ray driver): ``--llm-latency-ray`` over an
+    open loop with ``workers: auto`` (one shard per live node), the JSON valid against the schema."""
+    jsonschema = pytest.importorskip("jsonschema")
+    pytester.makefile(".slo.yaml", load=f"""
+target: {{url: {server.url}}}
+workloads:
+  spread:
+    prompt_tokens: 64
+    output_tokens: 8
+    rate: 40
+    requests: 40
+    workers: auto
+    confidence: null
+    slo: {{e2e_p95: 30s}}
+""")
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--llm-latency-ray={cluster.address}",
+                                      "--llm-latency-json=r.json", timeout=150)
+    r.assert_outcomes(passed=1)
+    doc = json.loads((pytester.path / "r.json").read_text())
+    jsonschema.validate(doc, json.loads(resources.files("pytest_llm_latency").joinpath(
+        "data/results.schema.json").read_text()))
+    res = doc["results"][0]
+    nodes = live_nodes()
+    assert res["load"]["workers"] == len(nodes)
+    assert {w["node"].split("/")[1] for w in res["load"]["worker_lag"]} == nodes
+    assert all("clock_offset_ms" in w and "clock_rtt_ms" in w for w in res["load"]["worker_lag"])
+    assert len(res["requests"]) == 40 and {row["worker"].split("/")[1] for row in res["requests"]} == nodes
+
+
+def test_the_api_key_reaches_the_nodes_only_by_object_reference(server, cluster, monkeypatch):
+    """Every call the driver makes on the shard actors (what the dashboard and ``ray list tasks``
+    show as arguments) holds no secret, in its repr or pickled; the run still passes."""
+    from ray import cloudpickle
+
+    from pytest_llm_latency.client import ray_shards
+    from pytest_llm_latency.client.http import Redactor
+
+    secret = "sk-ray-test-5e3c9d"
+    calls: list = []
+    real = ray_shards._actor_class
+
+    class Spy:
+        def __init__(self, handle):
+            self.handle = handle
+
+        def __getattr__(self, name):
+            method = getattr(self.handle, name)
+
+            class Call:
+                def remote(self, *a, **kw):
+                    calls.append((name, a, kw))
+                    return method.remote(*a, **kw)
+            return Call()
+
+    class SpyClass:
+        def __init__(self, cls):
+            self.cls = cls
+
+        def options(self, **kw):
+            made = self.cls.options(**kw)
+            return type("Made", (), {"remote": lambda _self: Spy(made.remote())})()
+
+    monkeypatch.setattr(ray_shards, "_actor_class", lambda r: SpyClass(real(r)))
+    real_kill = ray.kill
+    monkeypatch.setattr(ray, "kill", lambda a, **kw: real_kill(getattr(a, "handle", a), **kw))
+    with make_http_client(api_key=secret) as http:
+        client = make_client(Target(server.url, "openai-completions"), http, redact=Redactor((secret,)))
+        res = judge(measure(client, make_workload("w", {**SPEC, "requests": 40, "ray": cluster.address}),
+                            seed=7, nonce="ray-cred"))
+    assert res.verdict == "pass", res.failure_message()
+    assert {name for name, _, _ in calls} >= {"where", "clock", "prepare", "run"}
+    prepare = [a for name, a, _ in calls if name == "prepare"]
+    assert len(prepare) == 2 and all(isinstance(a[1], list) and isinstance(a[1][0], ray.ObjectRef) for a in prepare)
+    assert secret not in repr(calls) and secret.encode() not in cloudpickle.dumps(calls)

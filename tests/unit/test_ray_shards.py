@@ -1,0 +1,123 @@
+"""``ray: ADDRESS`` without a cluster (``client/ray_cluster.py``, ``client/ray_shards.py``): the
+workload key's checks, the install line when Ray is missing (options, YAML target and workload, marker),
+the stamps moved to the driver's timeline, and the loopback-target refusal.  The cluster itself is
+the Ray tier's (``tests/load/test_ray.py``)."""
+from __future__ import annotations
+
+import pytest
+
+from pytest_llm_latency.client import ray_cluster
+from pytest_llm_latency.client.ray_shards import check_reachable, shift_run
+from pytest_llm_latency.client.workers import ShardRun
+from pytest_llm_latency.core.bunching import StallTimeline
+from pytest_llm_latency.core.errors import ConfigError
+from pytest_llm_latency.core.record import RequestRecord, TokenChunk
+from pytest_llm_latency.core.result import Failure
+from pytest_llm_latency.core.workload import make_workload
+
+OPEN = {"prompt_tokens": 8, "output_tokens": 4, "rate": 10, "requests": 20, "confidence": None,
+        "slo": {"e2e_p95": "1s"}}
+
+
+def test_ray_on_an_open_loop_defaults_to_one_shard_per_node_and_keeps_a_given_count():
+    assert make_workload("w", {**OPEN, "ray": " 127.0.0.1:6379 "}).ray == "127.0.0.1:6379"
+    assert make_workload("w", {**OPEN, "ray": "127.0.0.1:6379"}).workers == "auto"
+    assert make_workload("w", {**OPEN, "ray": "ray://h:10001", "workers": 3}).workers == 3
+    assert make_workload("w", {**OPEN, "ray": "ray://h:10001", "workers": 1}).workers == 1  # one node, as given
+    assert make_workload("w", OPEN).ray is None
+
+
+@pytest.mark.parametrize("spec, needle", [
+    ({**OPEN, "rate": None, "concurrency": 4}, "closed loop"),
+    ({**OPEN, "rate": None, "requests": None, "samples": 20}, "give rate: R"),
+    ({**OPEN, "ray": ""}, "expected a Ray cluster address"),
+    ({**OPEN, "ray": 6379}, "expected a Ray cluster address"),
+])
+def test_ray_elsewhere_is_a_config_error_naming_the_key_and_why(spec, needle):
+    with pytest.raises(ConfigError) as e:
+        spec = {k: v for k, v in {"ray": "127.0.0.1:6379", **spec}.items() if v is not None}
+        make_workload("w", spec, lambda p: f"f.yaml:3 workloads.w.{'.'.join(p)}")
+    assert "workloads.w.ray" in str(e.value) and needle in str(e.value)
+
+
+def test_without_ray_installed_the_error_names_the_extra(monkeypatch):
+    monkeypatch.setattr(ray_cluster.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ConfigError, match=r"--llm-latency-ray: Ray is not installed -- "
+                                          r"pip install 'pytest-llm-latency\[ray\]'"):
+        ray_cluster.require_ray("--llm-latency-ray")
+
+
+def test_stamps_move_to_the_drivers_timeline_and_durations_do_not():
+    rec = RequestRecord(t_send_ns=1_000, t_first_byte_ns=1_100, chunks=[TokenChunk(1_200, 1), TokenChunk(1_300, 1)],
+                        t_end_ns=1_400, t_scheduled_ns=990, tool_deltas=[(1_250, ["x"])])
+    fail = Failure("timeout", "m", ttft_ms=5.0, t_send_ns=2_000, t_last_ns=None, t_end_ns=2_500)
+    run = ShardRun(0, 1, "n", outcomes=[(0, rec), (2, fail)], lag_ns=[7], send_lag_ns=[8],
+                   stalls=StallTimeline(((1_050, 30),), 10, 900, 3_000))
+    out = shift_run(run, 10_000)
+    r, f = out.outcomes[0][1], out.outcomes[1][1]
+    assert (r.t_send_ns, r.t_first_byte_ns, r.t_end_ns, r.t_scheduled_ns, r.t_submit_ns) == (
+        11_000, 11_100, 11_400, 10_990, 11_000)
+    assert [c.t_ns for c in r.chunks] == [11_200, 11_300] and r.tool_deltas == [(11_250, ["x"])]
+    assert (f.t_send_ns, f.t_last_ns, f.t_end_ns, f.ttft_ms) == (12_000, None, 12_500, 5.0)
+    assert [p for p, _ in out.outcomes] == [0, 2] and out.lag_ns == [7] and out.send_lag_ns == [8]
+    assert out.stalls == StallTimeline(((11_050, 30),), 10, 10_900, 13_000)
+
+
+def test_a_target_on_the_loopback_is_refused_for_nodes_off_it_naming_the_url_and_the_fix():
+    here = [{"NodeManagerAddress": "127.0.0.1"}, {"NodeManagerAddress": "127.0.0.1"}]
+    check_reachable("http://127.0.0.1:8000", here)          # the CI case: every node on this loopback
+    check_reachable("http://10.0.0.5:8000", here + [{"NodeManagerAddress": "10.0.0.6"}])
+    with pytest.raises(ConfigError) as e:
+        check_reachable("http://127.0.0.1:8000", here + [{"NodeManagerAddress": "10.0.0.6"}])
+    assert "http://127.0.0.1:8000" in str(e.value) and "10.0.0.6" in str(e.value) and "reach" in str(e.value)
+
+
+@pytest.mark.parametrize("how", ["cli", "env", "target", "workload", "marker"])
+def test_ray_without_the_extra_is_a_usage_error_with_the_install_line(pytester, monkeypatch, how):
+    monkeypatch.setattr(ray_cluster.importlib.util, "find_spec", lambda name: None)
+    args = ["-p", "no:cacheprovider", "--llm-latency-url=http://127.0.0.1:9"]
+    if how == "marker":
+        pytester.makepyfile(test_m="""
+import pytest
+
+@pytest.mark.llm_slo(prompt_tokens=8, output_tokens=4, rate=10, requests=20, ray="127.0.0.1:6379",
+                     e2e_p95="1s")
+def test_x():
+    pass
+""")
+    else:
+        target = "target: {ray: '127.0.0.1:6379'}\n" if how == "target" else ""
+        own = "    ray: 127.0.0.1:6379\n" if how == "workload" else ""
+        body = "    prompt_tokens: 8\n    output_tokens: 4\n    rate: 10\n    requests: 20\n"
+        pytester.makefile(".slo.yaml", load=f"{target}workloads:\n  w:\n{body}{own}    slo: {{e2e_p95: 1s}}\n")
+    if how == "cli":
+        args.append("--llm-latency-ray=127.0.0.1:6379")
+    if how == "env":
+        monkeypatch.setenv("LLM_LATENCY_RAY", "127.0.0.1:6379")
+    r = pytester.runpytest_inprocess(*args)
+    out = r.stdout.str() + r.stderr.str()
+    assert "Ray is not installed -- pip install 'pytest-llm-latency[ray]'" in out, out
+    assert r.ret != 0
+    where = {"cli": "--llm-latency-ray", "env": "LLM_LATENCY_RAY", "target": "target.ray",
+             "workload": "workloads.w.ray", "marker": "ray"}[how]
+    assert where in out, out
+
+
+def test_the_clock_offset_is_the_estimate_of_the_shortest_round_trip(monkeypatch):
+    """offset = remote_wall - (t_send + t_recv) / 2, from the sample whose round trip was shortest."""
+    from pytest_llm_latency.client import ray_shards
+
+    ms = 1_000_000
+    driver = iter([0, 10 * ms, 100 * ms, 104 * ms, 200 * ms, 208 * ms])    # (send, recv) x 3: rtt 10, 4, 8 ms
+    remote = iter([5 * ms + 57 * ms, 102 * ms + 50 * ms, 204 * ms + 41 * ms])  # the noisy ones say 57 and 41
+    monkeypatch.setattr(ray_shards, "CLOCK_SAMPLES", 3)
+    monkeypatch.setattr(ray_shards.time, "time_ns", lambda: next(driver))
+
+    class Actor:
+        class clock:  # named as the Ray actor handle's method
+            @staticmethod
+            def remote():
+                return next(remote)
+
+    fake_ray = type("FakeRay", (), {"get": staticmethod(lambda ref: ref)})
+    assert ray_shards.measure_offset(fake_ray, Actor) == (50 * ms, 4 * ms)
