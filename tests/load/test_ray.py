@@ -39,11 +39,26 @@ def server():
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    """Two raylets, for the module: a test that kills a node adds its own third one first."""
+def cluster(tmp_path_factory):
+    """Two raylets, for the module: a test that kills a node adds its own third one first.
+
+    Loopback only: even without a dashboard, Ray's head starts its usage-stats module, which asks
+    the cloud metadata address (169.254.169.254, metadata.google.internal) which cloud it runs on
+    unless it finds an autoscaler config at ``~/ray_bootstrap_config.yaml``; the head is started
+    with a HOME holding an empty one, so no request ever leaves the loopback."""
     from ray.cluster_utils import Cluster
 
-    c = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
+    home = tmp_path_factory.mktemp("ray-home")
+    (home / "ray_bootstrap_config.yaml").write_text("{}\n")
+    saved = os.environ.get("HOME")
+    os.environ["HOME"] = str(home)  # inherited by the head's processes, started now
+    try:
+        c = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
+    finally:
+        if saved is None:
+            os.environ.pop("HOME", None)
+        else:
+            os.environ["HOME"] = saved
     c.add_node(**NODE)
     assert c.address.startswith("127.0.0.1:")
     connect(c.address)  # this process, Ray's driver: on the loopback too
