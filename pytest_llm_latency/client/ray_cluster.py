@@ -4,11 +4,11 @@ importing it.  Ray is an optional extra: imported here only when a run names a c
 from __future__ import annotations
 
 import importlib.util
-import ipaddress
 import os
 from typing import Any
 
 from ..core.errors import ConfigError
+from ..core.hosts import is_loopback
 
 INSTALL = "pip install 'pytest-llm-latency[ray]'"
 
@@ -17,18 +17,6 @@ def require_ray(where: str) -> None:
     """A ``ConfigError`` naming ``where`` and the install line when Ray is not importable."""
     if importlib.util.find_spec("ray") is None:
         raise ConfigError(f"{where}: Ray is not installed -- {INSTALL}")
-
-
-def is_loopback(host: str | None) -> bool:
-    """``localhost`` or a loopback IP (127.0.0.0/8, ::1)."""
-    if host in (None, ""):
-        return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def connect(address: str) -> Any:

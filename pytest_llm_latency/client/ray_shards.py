@@ -29,7 +29,8 @@ from ..core.errors import ConfigError
 from ..core.result import Failure
 from .clock import MEASUREMENT_CLOCK
 from .load import LoadRun
-from .ray_cluster import is_loopback, alive_nodes, connect
+from ..core.hosts import is_loopback
+from .ray_cluster import alive_nodes, connect
 from .workers import FINISH_SLACK_S, READY_SLACK_S, Credentials, Shard, ShardRun, merge
 
 #: round trips per node to estimate its clock offset (the shortest one's estimate is kept)

@@ -22,7 +22,6 @@ No pytest import.
 from __future__ import annotations
 
 import atexit
-import ipaddress
 import os
 import shlex
 import signal
@@ -36,6 +35,7 @@ from typing import IO, Mapping, Sequence
 import httpx
 
 from ..core.errors import LatencyError
+from ..core.hosts import is_loopback
 from ..core.redact import Redactor
 
 __all__ = ["ManagedTarget", "ManagedTargetError", "die_with_parent", "free_port"]
@@ -89,15 +89,6 @@ def die_with_parent():
     return _preexec
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def free_port(host: str = "127.0.0.1") -> int:
     """Ask the kernel for a currently free TCP port on ``host``.
 
@@ -136,7 +127,7 @@ class ManagedTarget:
             raise ValueError("ManagedTarget: command must be a non-empty list of strings")
         if not ready_path.startswith("/"):
             raise ValueError(f"ManagedTarget: ready_path must start with '/', got {ready_path!r}")
-        if not _is_loopback(host):
+        if not is_loopback(host):
             raise ValueError(f"ManagedTarget: host must be a loopback address, got {host!r}")
         if startup_timeout_s <= 0:
             raise ValueError(f"ManagedTarget: startup_timeout_s must be > 0, got {startup_timeout_s}")
