@@ -31,7 +31,8 @@ from .clock import MEASUREMENT_CLOCK
 from .load import LoadRun
 from ..core.hosts import is_loopback
 from .ray_cluster import alive_nodes, connect
-from .workers import FINISH_SLACK_S, READY_SLACK_S, Credentials, Shard, ShardRun, merge
+from .worker_shard import Credentials, Shard, ShardRun
+from .workers import FINISH_SLACK_S, READY_SLACK_S, merge
 
 #: round trips per node to estimate its clock offset (the shortest one's estimate is kept)
 CLOCK_SAMPLES = 5
@@ -75,7 +76,7 @@ class ShardActor:
         import ray
 
         from .http import Redactor
-        from .workers import prepare_shard
+        from .worker_shard import prepare_shard
 
         credentials: Credentials = ray.get(boxed_credentials[0])
         self._redact = Redactor(credentials.secrets)
@@ -86,7 +87,7 @@ class ShardActor:
         return self._prepared.warm_failures
 
     def run(self, start_wall_ns: int, offset_ns: int, t0_driver_ns: int, name: str) -> ShardRun:
-        from .workers import run_shard
+        from .worker_shard import run_shard
 
         wall, mono = time.time_ns(), MEASUREMENT_CLOCK()
         t0 = mono + (start_wall_ns + offset_ns - wall)  # this node's monotonic at the start instant

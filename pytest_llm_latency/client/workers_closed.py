@@ -15,7 +15,7 @@ from typing import Any
 
 from ..core.prompts import Prompt
 from .load import ClosedPlan
-from .workers import Shard, WorkerTarget
+from .worker_shard import Shard, WorkerTarget
 
 #: ``ramp_end`` / ``t_stop`` not yet set (a ``CLOCK_MONOTONIC`` stamp is never negative)
 _UNSET = -1

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_llm_latency.client.http import make_http_client
 from pytest_llm_latency.client.runner import Target, make_client, measure
-from pytest_llm_latency.client.workers import TEST_EXIT_AFTER_ENV, TEST_EXIT_CODE
+from pytest_llm_latency.client.worker_shard import TEST_EXIT_AFTER_ENV, TEST_EXIT_CODE
 from pytest_llm_latency.core.checks import judge
 from pytest_llm_latency.core.workload import make_workload
 from pytest_llm_latency.targets.reference.launch import start_reference
@@ -129,7 +129,7 @@ def test_a_worker_that_hangs_is_killed_and_named(monkeypatch):
     import socket
     import threading
 
-    from pytest_llm_latency.client import workers
+    from pytest_llm_latency.client import worker_shard, workers
     from pytest_llm_latency.client.http import Timeouts
     from pytest_llm_latency.core.prompts import Prompt
 
@@ -138,14 +138,14 @@ def test_a_worker_that_hangs_is_killed_and_named(monkeypatch):
     srv.listen(8)
     held: list[socket.socket] = []
     threading.Thread(target=lambda: held.extend(srv.accept()[0] for _ in range(2)), daemon=True).start()
-    target = workers.WorkerTarget(f"http://127.0.0.1:{srv.getsockname()[1]}", "openai-completions", "m",
-                                  Timeouts(connect_s=5, idle_s=60, total_s=60, max_retries=0))
+    target = worker_shard.WorkerTarget(f"http://127.0.0.1:{srv.getsockname()[1]}", "openai-completions", "m",
+                                       Timeouts(connect_s=5, idle_s=60, total_s=60, max_retries=0))
     prompts = [Prompt("", f"p{i}", 8, 8) for i in range(2)]
-    shards = workers.make_shards([0.0, 0.01], prompts, [], 2, target, warmup=0, output_tokens=4, extra=None,
-                                 in_flight=2)
+    shards = worker_shard.make_shards([0.0, 0.01], prompts, [], 2, target, warmup=0, output_tokens=4, extra=None,
+                                      in_flight=2)
     monkeypatch.setattr(workers, "FINISH_SLACK_S", 0.5)  # the controller's bound; the worker's own timeout is 60 s
     try:
-        run = workers.run_workers(shards, workers.Credentials(), span_s=0.01, request_timeout_s=0.5)
+        run = workers.run_workers(shards, worker_shard.Credentials(), span_s=0.01, request_timeout_s=0.5)
     finally:
         srv.close()
         for c in held:

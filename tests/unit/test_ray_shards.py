@@ -8,7 +8,7 @@ import pytest
 
 from pytest_llm_latency.client import ray_cluster
 from pytest_llm_latency.client.ray_shards import check_reachable, shift_run
-from pytest_llm_latency.client.workers import ShardRun
+from pytest_llm_latency.client.worker_shard import ShardRun
 from pytest_llm_latency.core.bunching import StallTimeline
 from pytest_llm_latency.core.errors import ConfigError
 from pytest_llm_latency.core.record import RequestRecord, TokenChunk

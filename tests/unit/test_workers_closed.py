@@ -12,7 +12,8 @@ import threading
 import pytest
 
 from pytest_llm_latency.client.load import ClosedPlan, LoopState, _closed_loop
-from pytest_llm_latency.client.workers import ShardRun, WorkerTarget, merge
+from pytest_llm_latency.client.worker_shard import ShardRun, WorkerTarget
+from pytest_llm_latency.client.workers import merge
 from pytest_llm_latency.client.workers_closed import SharedLoopState, make_closed_shards, split_streams
 from pytest_llm_latency.core.prompts import Prompt
 from pytest_llm_latency.core.record import RequestRecord

@@ -10,8 +10,9 @@ import pytest
 
 from pytest_llm_latency.client.http import Timeouts
 from pytest_llm_latency.client.load import open_loop_schedule, planned_requests, worker_count
-from pytest_llm_latency.client.workers import (Credentials, PreparedShard, ShardRun, WorkerTarget, make_shards,
-                                               merge, run_shard, shard_positions)
+from pytest_llm_latency.client.worker_shard import (Credentials, PreparedShard, ShardRun, WorkerTarget, make_shards,
+                                                    run_shard, shard_positions)
+from pytest_llm_latency.client.workers import merge
 from pytest_llm_latency.core.checks import judge
 from pytest_llm_latency.core.prompts import Prompt
 from pytest_llm_latency.core.record import RequestRecord

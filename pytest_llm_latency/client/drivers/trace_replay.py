@@ -309,7 +309,7 @@ def tagged(out: "RequestRecord | Failure", row: TraceRow, name: str, history: in
 
 
 def replay_shard(shard, out, send: Callable, t0_ns: int, report, clock, sleep):
-    """A worker process's shard (``client.workers.Shard`` with ``trace``; ``out``: its ``ShardRun``):
+    """A worker process's shard (``client.worker_shard.Shard`` with ``trace``; ``out``: its ``ShardRun``):
     its sessions replayed from the common start (each first turn due at its offset from ``t0_ns``);
     its tagged outcomes by row index, and its books (the declared hits are decided by the
     controller, from the merged stamps: ``drivers.workers.WorkerReplay``)."""

@@ -30,7 +30,8 @@ class WorkerOpenLoop:
             workload.ray is not None or worker_count(workload) > 1)
 
     def send(self, one, samples, workload: Workload, run: Run, recover) -> Sent:
-        from ..workers import Credentials, WorkerTarget, make_shards, run_workers
+        from ..worker_shard import Credentials, WorkerTarget, make_shards
+        from ..workers import run_workers
 
         n = worker_count(workload)
         due = open_loop_schedule(workload, run.seed)[:len(samples)]
@@ -64,7 +65,8 @@ class WorkerClosedLoop(WorkerOpenLoop):
         return not (workload.load is not None and workload.load.open_loop) and worker_count(workload) > 1
 
     def send(self, one, samples, workload: Workload, run: Run, recover) -> Sent:
-        from ..workers import Credentials, WorkerTarget, run_workers
+        from ..worker_shard import Credentials, WorkerTarget
+        from ..workers import run_workers
         from ..workers_closed import SharedLoopState, make_closed_shards
 
         n = worker_count(workload)
@@ -105,7 +107,8 @@ class WorkerReplay(Replay):
         from ...core.trace import arrival_offsets_ms, sessions, turn_delay_ms
         from ...core.trace_tokens import declared_from_stamps
         from ...core.record import RequestRecord
-        from ..workers import Credentials, WorkerTarget, run_workers
+        from ..worker_shard import Credentials, WorkerTarget
+        from ..workers import run_workers
 
         n = worker_count(workload)
         groups = sessions(self.rows)
@@ -132,9 +135,9 @@ class WorkerReplay(Replay):
 
 def make_trace_shards(groups: list[list], by_row: dict, workers: int, target, spec: Any, *,
                       output_tokens: int, extra: dict | None) -> list:
-    """A trace replay's ``client.workers.Shard``s: session ``i`` (``core.trace.sessions``, in the order of their first
+    """A trace replay's ``client.worker_shard.Shard``s: session ``i`` (``core.trace.sessions``, in the order of their first
     turns) on worker ``i mod N``, whole; each row's prompt (``by_row``, by row index) with it."""
-    from ..workers import Shard
+    from ..worker_shard import Shard
 
     out = []
     for k in range(workers):
