@@ -135,8 +135,9 @@ class WorkerReplay(Replay):
 
 def make_trace_shards(groups: list[list], by_row: dict, workers: int, target, spec: Any, *,
                       output_tokens: int, extra: dict | None) -> list:
-    """A trace replay's ``client.worker_shard.Shard``s: session ``i`` (``core.trace.sessions``, in the order of their first
-    turns) on worker ``i mod N``, whole; each row's prompt (``by_row``, by row index) with it."""
+    """A trace replay's ``client.worker_shard.Shard``s: session ``i`` (``core.trace.sessions``, in the
+    order of their first turns) on worker ``i mod N``, whole; each row's prompt (``by_row``, by row
+    index) with it."""
     from ..worker_shard import Shard
 
     out = []
