@@ -78,16 +78,26 @@ def parse_workers(value: Any, where: str) -> "int | str":
 
 def workers_refusal(*, open_loop: bool, concurrency: int, sweep: bool, trace: bool, agent: bool,
                     prompt_sweep: bool, ab: bool, sequential: bool, workers: "int | str" = 2) -> str | None:
-    """Why a workload cannot spread over ``workers`` processes (None: it can -- an open loop, or a
-    closed loop of at least one stream per worker).  Worker processes shard the load engine's
-    open-loop schedule or its closed loop's streams; the rest is not (yet) supported."""
+    """Why a workload cannot spread over ``workers`` processes (None: it can -- an open loop, a
+    closed loop of at least one stream per worker, or ``samples: auto`` rounds of at least one
+    request per worker).  Worker processes shard the load engine's open-loop schedule, its closed
+    loop's streams or each round's requests; the rest is not (yet) supported."""
     if sweep:
         return "a rate_sweep runs in one process (workers with a rate sweep are not yet supported)"
     if ab:
         return "an A/B run (baseline_target) runs in one process (workers are not yet supported there)"
-    if agent or prompt_sweep or sequential:
-        what = "agent sessions" if agent else "a prompt_sweep" if prompt_sweep else "samples: auto"
-        return f"{what} sends one request at a time; workers spread the load engine's loops (rate: or concurrency:)"
+    if agent or prompt_sweep:
+        if prompt_sweep and not agent:
+            return ("a prompt_sweep sends one request at a time by design (no queue in the TTFT it fits against "
+                    "prompt length); workers spread the load engine's loops (rate: or concurrency:)")
+        return ("agent sessions send one request at a time; workers spread the load engine's loops "
+                "(rate: or concurrency:)")
+    if sequential:  # rounds of ``concurrency`` requests, each split over the workers (client/worker_pool.py)
+        if concurrency < 2 or (isinstance(workers, int) and workers > concurrency):
+            n = workers if isinstance(workers, int) else "the workers"
+            return (f"samples: auto sends rounds of {concurrency} request{'s' if concurrency != 1 else ''}, at "
+                    f"least one per worker: give workers <= {concurrency} (or concurrency >= {n})")
+        return None
     if trace:
         return None  # whole sessions per worker (client/drivers/workers.py)
     if not open_loop and concurrency > 1:

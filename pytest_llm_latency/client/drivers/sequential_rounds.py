@@ -1,6 +1,7 @@
 """Sequential rounds (``samples: auto``): rounds of ``concurrency`` requests sent together,
 the budgets checked after each round once ``min_samples`` are in (``core.verdict.SequentialVerdicts``
-decides "keep sampling"), until every budget is decided or ``max_samples`` are sent."""
+decides "keep sampling"), until every budget is decided or ``max_samples`` are sent.  With
+``workers: N`` each round is split over worker processes (``worker_rounds.WorkerRounds``)."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -8,11 +9,13 @@ from typing import Callable
 
 from ...core.prompts import Prompt
 from ...core.record import RequestRecord
-from ...core.result import Failure, metric_values
+from ...core.result import Failure
 from ...core.verdict import SequentialVerdicts
 from ...core.workload import Workload
+from ..load import worker_count
 from .base import ProgressFn, Run, Sent
 from .pipeline import measure_samples
+from .rounds import send_rounds
 
 
 class SequentialRounds:
@@ -27,6 +30,10 @@ class SequentialRounds:
         return Sent(outcomes=outcomes, sequential=sequential)
 
     def measure(self, client, workload: Workload, run: Run):
+        if worker_count(workload) > 1:  # workers: N: each round split over worker processes; 1: this process
+            from .worker_rounds import WorkerRounds
+
+            return measure_samples(client, workload, run, WorkerRounds(client))
         return measure_samples(client, workload, run, self)
 
 
@@ -36,9 +43,8 @@ def send_samples(one: Callable[[Prompt], "RequestRecord | Failure"], samples: li
     """Send the samples; outcomes in arrival order.  Fixed ``samples``: all of them, a closed
     loop at the workload's concurrency.  ``samples: auto``: in rounds of ``concurrency``
     requests sent together, checking the budgets after each round once ``min_samples`` are
-    in, until every budget is decided or ``max_samples`` (``len(samples)``) are sent.
-
-    The seam for a concurrency engine: ``send_round(prompts) -> outcomes`` below."""
+    in, until every budget is decided or ``max_samples`` (``len(samples)``) are sent
+    (``rounds.send_rounds``, whose ``send_round`` worker processes replace: ``worker_rounds``)."""
     total, conc = len(samples), workload.concurrency
     outcomes: list = []
     pool = ThreadPoolExecutor(max_workers=conc, thread_name_prefix="llm-latency") if conc > 1 else None
@@ -59,19 +65,7 @@ def send_samples(one: Callable[[Prompt], "RequestRecord | Failure"], samples: li
                     if progress:
                         progress(len(outcomes), total)
             return outcomes, None
-        assert workload.confidence is not None  # samples: auto decides at a confidence (core.workload)
-        judge = SequentialVerdicts(workload.budgets, workload.confidence, workload.min_samples, total)
-        while len(outcomes) < total:
-            outcomes += send_round(samples[len(outcomes):len(outcomes) + conc])
-            if progress:
-                progress(len(outcomes), total)
-            if len(outcomes) >= workload.min_samples:
-                records = [o for o in outcomes if isinstance(o, RequestRecord)]
-                failures = [o for o in outcomes if isinstance(o, Failure)]
-                recover(records)  # between rounds: ITL judged on per-token counts
-                if judge.check(metric_values(records, failures, workload.output_tokens)):
-                    break
-        return outcomes, judge
+        return send_rounds(send_round, samples, workload, progress, recover)
     finally:
         if pool is not None:
             pool.shutdown(wait=True)

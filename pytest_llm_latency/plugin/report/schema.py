@@ -37,7 +37,8 @@ DESCRIPTIONS = {
                                     "number of responses ('server 18, stream 2')",
     "load.workers": "workers: N: the worker processes that sent the load (open loop: worker k sent scheduled "
                     "requests k, k+N, ...; closed loop: worker k ran streams k, k+N, ... of the concurrency; "
-                    "trace replay: worker k replayed sessions k, k+N, ...; client/workers.py)",
+                    "trace replay: worker k replayed sessions k, k+N, ...; samples: auto: worker k sent each "
+                    "round's requests k, k+N, ..., load_mode rounds; client/workers.py, client/worker_pool.py)",
     "load.worker_lag": "per worker: {worker: pid@host, index, requests, send_lag_ms_p99 (how late its requests "
                        "went out against the schedule), client_lag_ms_p99 (its lag monitor); with ray: "
                        "node, clock_offset_ms, clock_rtt_ms (client/ray_shards.py)}",

@@ -1,0 +1,70 @@
+"""Sequential rounds over worker processes (``samples: auto`` with ``workers: N``, ``N <= concurrency``):
+the same loop as one process (``rounds.send_rounds``) -- rounds of ``concurrency`` prompts sent
+together, ``recover`` between rounds, ``core.verdict.SequentialVerdicts`` deciding after each round
+once ``min_samples`` are in -- but each round is split over a persistent pool of ``N`` worker
+processes (``client/worker_pool.py``: round prompts ``k, k+N, ...`` to worker ``k``) and merged
+back in prompt order, so every decision is taken on all the workers' exact records, as one process
+takes it.  A lost worker stops the rounds; the run is then an error naming it (``check_workers``)."""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+from ...core.prompts import Prompt
+from ...core.workload import Workload
+from ..load import worker_count
+from .base import Run, Sent
+
+
+def round_shards(workers: int, target: Any, spares: list[Prompt], warmup: int, concurrency: int, *,
+                 output_tokens: int, extra: dict | None) -> list:
+    """The pool's ``client.worker_shard.Shard``s: no prompts of their own (each round hands them
+    out), ``warmup`` of the ``spares`` each for its unmeasured warm-up, connections for its share of
+    a round (``ceil(concurrency / workers)``)."""
+    from ..worker_shard import Shard
+
+    streams = max(1, math.ceil(concurrency / workers))
+    return [Shard(k, workers, target, (), (), (), tuple(spares[k * warmup:(k + 1) * warmup]), output_tokens, extra,
+                  streams) for k in range(workers)]
+
+
+class WorkerRounds:
+    name = "sequential_rounds"
+    engine = True  # the workers' lag monitors, not this process's
+
+    def __init__(self, client, pool: Callable[..., Any] | None = None):
+        self.client = client
+        self.pool = pool  # the pool's maker (tests inject one); default client.worker_pool.WorkerPool
+
+    def applies(self, workload: Workload) -> bool:
+        return bool(workload.sequential) and worker_count(workload) > 1
+
+    def send(self, one, samples, workload: Workload, run: Run, recover) -> Sent:
+        from ..worker_pool import WorkerPool, request_bound_s
+        from ..worker_shard import Credentials, WorkerTarget
+        from .rounds import send_rounds
+
+        n = worker_count(workload)
+        warm = workload.warmup
+        cut = max(len(samples) - warm * n, 0)  # each worker's warm-up prompts: prepared last (planned_requests)
+        rounds, spares = samples[:cut], samples[cut:]
+        shards = round_shards(n, WorkerTarget.of(self.client), spares, warm, workload.concurrency,
+                              output_tokens=workload.output_tokens, extra=run.extra)
+        make = self.pool or WorkerPool
+        with make(shards, Credentials.of(self.client), request_timeout_s=request_bound_s(self.client.timeouts)) as pool:
+            sent = [0]
+
+            def send_round(batch: list[Prompt]) -> list:
+                got = pool.send_round(sent[0], batch)
+                sent[0] += len(batch)
+                return got
+
+            _, sequential = send_rounds(send_round, rounds, workload, run.progress, recover,
+                                        halted=lambda: bool(pool.failures))
+        load_run = pool.load_run()
+        return Sent(outcomes=list(load_run.outcomes), sequential=sequential, load_run=load_run)
+
+    def measure(self, client, workload: Workload, run: Run):
+        from .pipeline import measure_samples
+
+        return measure_samples(client, workload, run, WorkerRounds(client, self.pool))
