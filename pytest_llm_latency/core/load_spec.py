@@ -77,16 +77,28 @@ def parse_workers(value: Any, where: str) -> "int | str":
 
 
 def workers_refusal(*, open_loop: bool, concurrency: int, sweep: bool, trace: bool, agent: bool,
-                    prompt_sweep: bool, ab: bool, sequential: bool, workers: "int | str" = 2) -> str | None:
-    """Why a workload cannot spread over ``workers`` processes (None: it can -- an open loop, or a
-    closed loop of at least one stream per worker).  Worker processes shard the load engine's
-    open-loop schedule or its closed loop's streams; the rest is not (yet) supported."""
+                    prompt_sweep: bool, ab: bool, sequential: bool, workers: "int | str" = 2,
+                    samples: int | None = None) -> str | None:
+    """Why a workload cannot spread over ``workers`` processes (None: it can -- an open loop, a
+    closed loop of at least one stream per worker, a trace replay, or agent sessions with at least
+    one session and one session slot per worker).  Worker processes shard the load engine's
+    open-loop schedule or its closed loop's streams, or deal whole sessions; the rest is not (yet)
+    supported."""
     if sweep:
         return "a rate_sweep runs in one process (workers with a rate sweep are not yet supported)"
     if ab:
         return "an A/B run (baseline_target) runs in one process (workers are not yet supported there)"
-    if agent or prompt_sweep or sequential:
-        what = "agent sessions" if agent else "a prompt_sweep" if prompt_sweep else "samples: auto"
+    if agent and isinstance(workers, int):  # whole sessions per worker (client/agent_workers.py)
+        if samples is not None and workers > samples:
+            return (f"agent sessions are dealt whole, at least one per worker, and samples (sessions) is {samples}: "
+                    f"give workers <= {samples} (or raise samples)")
+        if workers > concurrency:
+            return (f"agent sessions at concurrency {concurrency} run at least one session at once per worker: "
+                    f"give workers <= {concurrency} (or raise concurrency, or workers: auto)")
+    if agent:
+        return None
+    if prompt_sweep or sequential:
+        what = "a prompt_sweep" if prompt_sweep else "samples: auto"
         return f"{what} sends one request at a time; workers spread the load engine's loops (rate: or concurrency:)"
     if trace:
         return None  # whole sessions per worker (client/drivers/workers.py)
@@ -121,7 +133,7 @@ def with_workers(w: Any, value: Any, where: str, *, run_wide: bool = False) -> A
     why = workers_refusal(open_loop=w.load is not None and w.load.open_loop, concurrency=w.concurrency,
                           sweep=w.sweep is not None, trace=w.trace is not None, agent=w.agent is not None,
                           prompt_sweep=bool(w.prompt_sweep), ab=w.baseline_target is not None, sequential=w.sequential,
-                          workers=workers)
+                          workers=workers, samples=w.samples)
     if why is None:
         return replace(w, workers=workers)
     if run_wide:
@@ -139,7 +151,10 @@ def with_ray(w: Any, value: Any, where: str, *, run_wide: bool = False, workers_
     why = workers_refusal(open_loop=w.load is not None and w.load.open_loop, concurrency=w.concurrency,
                           sweep=w.sweep is not None, trace=w.trace is not None, agent=w.agent is not None,
                           prompt_sweep=bool(w.prompt_sweep), ab=w.baseline_target is not None, sequential=w.sequential)
-    if why is None and w.trace is not None:
+    why = why and why.replace("workers", "Ray nodes")  # its wording, not the Ray-only reasons' below
+    if w.agent is not None:
+        why = "agent sessions on Ray nodes are not yet supported (worker processes of this host: workers: N)"
+    elif why is None and w.trace is not None:
         why = "a trace replay on Ray nodes is not yet supported (worker processes of this host: workers: N)"
     elif why is None and not (w.load is not None and w.load.open_loop):
         why = ("Ray nodes send an open loop (rate: R); a closed loop on Ray nodes is not yet supported "
@@ -148,4 +163,4 @@ def with_ray(w: Any, value: Any, where: str, *, run_wide: bool = False, workers_
         return replace(w, ray=value.strip(), workers="auto" if w.workers == 1 and not workers_given else w.workers)
     if run_wide:
         return w
-    raise ConfigError(f"{where}: one shard per Ray node -- {why.replace('workers', 'Ray nodes')}; or drop ray")
+    raise ConfigError(f"{where}: one shard per Ray node -- {why}; or drop ray")
