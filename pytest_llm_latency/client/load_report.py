@@ -76,6 +76,15 @@ def workers_behind(res: WorkloadResult, workers: list) -> list[str]:
     return out
 
 
+def workers_summary(res: WorkloadResult, run: LoadRun) -> None:
+    """``load.workers`` / ``load.worker_lag`` of a run sent by worker processes (``client/workers.py``), and
+    the workers that died, hung or fell behind as facts (an error: ``core.checks.measurement_validity``)."""
+    if run.workers or run.worker_failures:
+        res.load.workers = len(run.workers) + len(run.worker_failures)
+        res.load.worker_lag = [wk.as_json() for wk in run.workers]
+        res.facts.workers_failed = list(run.worker_failures) + workers_behind(res, run.workers)
+
+
 def client_summary(res: WorkloadResult, lag_ns: Sequence[int], send_lag_ns: Sequence[int] = (), *,
                    engine: bool = True, timeline: StallTimeline | None = None) -> None:
     """Every run: the client's health (``res.client``) and who bunched the tokens when many arrived
@@ -207,10 +216,7 @@ def load_summary(res: WorkloadResult, run: LoadRun) -> None:
         res.notes.append(f"closed loop at concurrency {w.concurrency}: {len(res.records) + len(res.failures)} "
                          f"requests measured at full concurrency; {len(run.ramp)} ramp-up and {len(run.drain)} "
                          f"drain requests (at lower concurrency) excluded")
-    if run.workers or run.worker_failures:  # workers: N (client/workers.py)
-        load.workers = len(run.workers) + len(run.worker_failures)
-        load.worker_lag = [wk.as_json() for wk in run.workers]
-        res.facts.workers_failed = list(run.worker_failures) + workers_behind(res, run.workers)
+    workers_summary(res, run)
     if run.prompts_short:
         res.notes.append("ran out of prepared prompts before the bound was reached: fewer samples than asked")
     if run.stopped:

@@ -82,6 +82,7 @@ class Shard:
     closed: ClosedPlan | None = None  # a closed loop: this worker's streams (its prompts: all, drawn in turn)
     trace: Any = None                 # a trace replay: its core.trace.TraceSpec; ``rows``: its sessions' rows
     rows: tuple = ()
+    agent: Any = None                 # agent sessions: its client.agent_shard.AgentDeal (``prompts``: turn 1s)
 
     @property
     def planned(self) -> int:
@@ -151,6 +152,10 @@ def prepare_shard(shard: Shard, credentials: Credentials) -> PreparedShard:
     client = make_client(Target(t.url, t.api, t.model), http, timeouts=t.timeouts,
                          redact=Redactor(credentials.secrets))
     ensure_connections(http, shard.streams)
+    if shard.agent is not None:  # turn 1s with the tools (client.agent_shard)
+        from .agent_shard import warm_shard
+
+        return PreparedShard(shard, client, http.close, warm_shard(client, shard))
     one = sender(client, shard.output_tokens, shard.extra)
     failed = sum(1 for p in shard.warm if isinstance(one(p), Failure))  # unmeasured: its connection opened
     return PreparedShard(shard, client, http.close, failed)
@@ -188,6 +193,14 @@ def run_shard(prepared: PreparedShard, t0_ns: int, *, progress: Callable[[int], 
         return res
 
     report = (lambda done, total: progress(done)) if progress else None
+    if shard.agent is not None:  # whole agent sessions (client.agent_shard)
+        from .agent_shard import run_agent_shard
+
+        def after(n: int) -> None:
+            if exit_after is not None and n >= exit_after:
+                os._exit(TEST_EXIT_CODE)  # the test hook: a worker dying mid-run
+
+        return run_agent_shard(prepared.client, shard, out, t0_ns, report, clock, sleep, after)
     if shard.trace is not None:  # whole sessions (client.drivers.trace_replay.replay_shard)
         from .drivers.trace_replay import replay_shard
 

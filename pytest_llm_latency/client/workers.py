@@ -60,11 +60,12 @@ class WorkerInfo:
 
 def run_workers(shards: list[Shard], credentials: Credentials, *, span_s: float, request_timeout_s: float,
                 clock=MEASUREMENT_CLOCK, progress: Callable[[int, int], None] | None = None,
-                shared: Any = None) -> LoadRun:
+                shared: Any = None, on_ready: Callable[[], None] | None = None) -> LoadRun:
     """Run ``shards`` in spawned processes (never a fork of the threaded test process) from one
     common start, and merge their exact records in schedule order into one ``LoadRun``.  ``shared``:
     a closed loop's books (``client.workers_closed.SharedLoopState``, made by the caller in the
-    spawn context), handed to each process as a start argument."""
+    spawn context), handed to each process as a start argument.  ``on_ready``: called once every
+    worker is ready (warmed), before the common start is set (agent sessions scrape ``/metrics`` there)."""
     import multiprocessing
     from multiprocessing.connection import wait
 
@@ -128,6 +129,8 @@ def run_workers(shards: list[Shard], credentials: Credentials, *, span_s: float,
                 procs[k].join(1.0)
                 failures[k] = _named(k, procs[k], f"died with exit code {procs[k].exitcode}", 0, s.planned)
         pump(clock() + int((READY_SLACK_S + request_timeout_s * max(len(s.warm) for s in shards)) * 1e9), "ready")
+        if on_ready is not None:
+            on_ready()
         t0 = clock() + int(START_DELAY_S * 1e9)
         for k, c in enumerate(conns):
             if k not in failures:

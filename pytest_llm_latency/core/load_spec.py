@@ -77,21 +77,30 @@ def parse_workers(value: Any, where: str) -> "int | str":
 
 
 def workers_refusal(*, open_loop: bool, concurrency: int, sweep: bool, trace: bool, agent: bool,
-                    prompt_sweep: bool, ab: bool, sequential: bool, workers: "int | str" = 2) -> str | None:
+                    prompt_sweep: bool, ab: bool, sequential: bool, workers: "int | str" = 2,
+                    samples: int | None = None) -> str | None:
     """Why a workload cannot spread over ``workers`` processes (None: it can -- an open loop, a
-    closed loop of at least one stream per worker, or ``samples: auto`` rounds of at least one
-    request per worker).  Worker processes shard the load engine's open-loop schedule, its closed
-    loop's streams or each round's requests; the rest is not (yet) supported."""
+    closed loop of at least one stream per worker, ``samples: auto`` rounds of at least one
+    request per worker, a trace replay, or agent sessions with at least one session and one
+    session slot per worker).  Worker processes shard the load engine's open-loop schedule, its
+    closed loop's streams or each round's requests, or deal whole sessions; the rest is not (yet)
+    supported."""
     if sweep:
         return "a rate_sweep runs in one process (workers with a rate sweep are not yet supported)"
     if ab:
         return "an A/B run (baseline_target) runs in one process (workers are not yet supported there)"
-    if agent or prompt_sweep:
-        if prompt_sweep and not agent:
-            return ("a prompt_sweep sends one request at a time by design (no queue in the TTFT it fits against "
-                    "prompt length); workers spread the load engine's loops (rate: or concurrency:)")
-        return ("agent sessions send one request at a time; workers spread the load engine's loops "
-                "(rate: or concurrency:)")
+    if agent and isinstance(workers, int):  # whole sessions per worker (client/agent_workers.py)
+        if samples is not None and workers > samples:
+            return (f"agent sessions are dealt whole, at least one per worker, and samples (sessions) is {samples}: "
+                    f"give workers <= {samples} (or raise samples)")
+        if workers > concurrency:
+            return (f"agent sessions at concurrency {concurrency} run at least one session at once per worker: "
+                    f"give workers <= {concurrency} (or raise concurrency, or workers: auto)")
+    if agent:
+        return None
+    if prompt_sweep:
+        return ("a prompt_sweep sends one request at a time by design (no queue in the TTFT it fits against "
+                "prompt length); workers spread the load engine's loops (rate: or concurrency:)")
     if sequential:  # rounds of ``concurrency`` requests, each split over the workers (client/worker_pool.py)
         if concurrency < 2 or (isinstance(workers, int) and workers > concurrency):
             n = workers if isinstance(workers, int) else "the workers"
@@ -131,7 +140,7 @@ def with_workers(w: Any, value: Any, where: str, *, run_wide: bool = False) -> A
     why = workers_refusal(open_loop=w.load is not None and w.load.open_loop, concurrency=w.concurrency,
                           sweep=w.sweep is not None, trace=w.trace is not None, agent=w.agent is not None,
                           prompt_sweep=bool(w.prompt_sweep), ab=w.baseline_target is not None, sequential=w.sequential,
-                          workers=workers)
+                          workers=workers, samples=w.samples)
     if why is None:
         return replace(w, workers=workers)
     if run_wide:
@@ -149,7 +158,10 @@ def with_ray(w: Any, value: Any, where: str, *, run_wide: bool = False, workers_
     why = workers_refusal(open_loop=w.load is not None and w.load.open_loop, concurrency=w.concurrency,
                           sweep=w.sweep is not None, trace=w.trace is not None, agent=w.agent is not None,
                           prompt_sweep=bool(w.prompt_sweep), ab=w.baseline_target is not None, sequential=w.sequential)
-    if why is None and w.trace is not None:
+    why = why and why.replace("workers", "Ray nodes")  # its wording, not the Ray-only reasons' below
+    if w.agent is not None:
+        why = "agent sessions on Ray nodes are not yet supported (worker processes of this host: workers: N)"
+    elif why is None and w.trace is not None:
         why = "a trace replay on Ray nodes is not yet supported (worker processes of this host: workers: N)"
     elif why is None and not (w.load is not None and w.load.open_loop):
         why = ("Ray nodes send an open loop (rate: R); a closed loop on Ray nodes is not yet supported "
@@ -158,4 +170,4 @@ def with_ray(w: Any, value: Any, where: str, *, run_wide: bool = False, workers_
         return replace(w, ray=value.strip(), workers="auto" if w.workers == 1 and not workers_given else w.workers)
     if run_wide:
         return w
-    raise ConfigError(f"{where}: one shard per Ray node -- {why.replace('workers', 'Ray nodes')}; or drop ray")
+    raise ConfigError(f"{where}: one shard per Ray node -- {why}; or drop ray")

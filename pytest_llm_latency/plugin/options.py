@@ -149,8 +149,8 @@ OPTIONS: tuple[Opt, ...] = (
         "needs p90 10, p95 20, p99 100 samples.",
         _samples, "a positive integer or 'auto'"),
     Opt("workers", "Worker processes that send a workload's load (an open loop, rate:; a closed loop, "
-        "concurrency: C with C >= N; samples: auto rounds, C >= N; a trace replay, whole sessions per worker), "
-        "each with its own HTTP client: "
+        "concurrency: C with C >= N; samples: auto rounds, C >= N; a trace replay or agent sessions, whole "
+        "sessions per worker), each with its own HTTP client: "
         "N, or 'auto' (one per 32 requests or streams in flight, at most one per CPU but one). Default 1 (one "
         "process). A run-wide setting applies to those workloads and leaves the others in one process.",
         _workers, "a positive integer or 'auto'", 1),

@@ -60,6 +60,34 @@ def test_a_trace_replay_takes_workers():
     assert w.workers == 2 and worker_count(w) == 2
 
 
+AGENT = {"class": "agent_session", "samples": 8, "concurrency": 4}
+
+
+def test_agent_sessions_take_workers_up_to_their_sessions_and_session_slots():
+    from pytest_llm_latency.client.agent_session import session_workers
+
+    w = make_workload("w", {**AGENT, "workers": 2})
+    assert w.workers == 2 and session_workers(w) == 2
+    assert make_workload("w", {**AGENT, "workers": 4}).workers == 4
+    assert session_workers(make_workload("w", {**AGENT, "workers": "auto"})) >= 1
+    with pytest.raises(ConfigError, match=r"workloads\.w\.workers: 3 worker processes -- agent sessions are dealt "
+                                          r"whole, at least one per worker, and samples \(sessions\) is 2: give "
+                                          r"workers <= 2 \(or raise samples\)"):
+        make_workload("w", {**AGENT, "samples": 2, "workers": 3}, where)
+    with pytest.raises(ConfigError, match=r"workloads\.w\.workers: 2 worker processes -- agent sessions at "
+                                          r"concurrency 1 run at least one session at once per worker: give "
+                                          r"workers <= 1 \(or raise concurrency, or workers: auto\)"):
+        make_workload("w", {**AGENT, "concurrency": 1, "workers": 2}, where)
+    one_at_a_time = make_workload("w", {**AGENT, "concurrency": 1})
+    assert with_workers(one_at_a_time, 2, "--llm-latency-workers", run_wide=True).workers == 1  # run-wide: left alone
+
+
+def test_agent_sessions_on_ray_nodes_are_refused_naming_worker_processes():
+    with pytest.raises(ConfigError, match=r"workloads\.w\.ray: one shard per Ray node -- agent sessions on Ray nodes "
+                                          r"are not yet supported \(worker processes of this host: workers: N\)"):
+        make_workload("w", {**AGENT, "ray": "127.0.0.1:6379"}, where)
+
+
 def test_workers_one_is_accepted_everywhere():
     assert make_workload("w", {"class": "chat", "concurrency": 4, "requests": 20, "workers": 1}).workers == 1
 
