@@ -29,7 +29,22 @@ pytest_plugins = ["pytester"]
 INTEGRATION_TIMEOUT_S = 2400
 
 
-def pytest_collection_modifyitems(items):
+#: how a ``slow_tier`` test is asked for (CI asks: ``.ci/run``'s second pytest command)
+SLOW_TIER_OPTION = "--slow-tier"
+
+
+def pytest_addoption(parser):
+    parser.addoption(SLOW_TIER_OPTION, action="store_true", default=False,
+                     help="also run the slow tier (tests marked slow_tier: real servers measured at length, the "
+                          "figures the docs quote); CI runs it as its own command after `pytest tests`")
+
+
+def pytest_collection_modifyitems(config, items):
+    slow = config.getoption(SLOW_TIER_OPTION)
+    skip = pytest.mark.skip(reason=f"slow tier (real servers measured at length): run with `pytest tests "
+                                   f"{SLOW_TIER_OPTION} -m slow_tier`; CI runs it (.ci/run)")
     for item in items:
         if item.get_closest_marker("integration") and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(INTEGRATION_TIMEOUT_S))
+        if item.get_closest_marker("slow_tier") and not slow:
+            item.add_marker(skip)

@@ -22,7 +22,8 @@ from pytest_llm_latency.targets.process import free_port
 from tests.helpers.rawserver import raw_server
 
 RUN_TIMEOUT_S = 300          # the whole matrix: ~45 s on a quiet 2-core machine
-pytestmark = pytest.mark.timeout(RUN_TIMEOUT_S + 60)
+# the slow tier: every fault against raw servers in one plugin run (~1 min)
+pytestmark = [pytest.mark.timeout(RUN_TIMEOUT_S + 60), pytest.mark.slow_tier]
 
 REF = "reference://h100-sxm/llama-3.1-8b?time_scale=0.05"
 # 2 samples: faults, not statistics -> the point estimate (no sample size up to 4 decides a p50 at 95%)

@@ -14,6 +14,11 @@ from __future__ import annotations
 import multiprocessing
 import os
 
+import pytest
+
+# the slow tier: busy loops on every core starve the client for a minute or more
+pytestmark = pytest.mark.slow_tier
+
 
 def _spin(core: int, stop) -> None:
     os.sched_setaffinity(0, {core})

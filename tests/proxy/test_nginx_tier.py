@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CHAT = {**yaml.safe_load((ROOT / "example_slos" / "chat.slo.yaml").read_text())["workloads"]["chat"],
         "samples": 20, "concurrency": 1, "confidence": None}
 RUN_TIMEOUT_S = 300
-pytestmark = pytest.mark.timeout(2 * RUN_TIMEOUT_S + 60)
+# the slow tier: six setups x 22 requests through a real nginx (~2.5 min), the figures docs/reverse-proxy.md quotes
+pytestmark = [pytest.mark.timeout(2 * RUN_TIMEOUT_S + 60), pytest.mark.slow_tier]
 
 BUNCHING = "a buffering proxy or compression may be bunching tokens"
 

@@ -25,6 +25,8 @@ def _run_examples(pytester, monkeypatch, binary, models, extra_slo=None):
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--llm-latency-json=r.json", timeout=600)
 
 
+# the slow tier: the three example classes to a samples: auto decision on llama.cpp (~2.5 min)
+@pytest.mark.slow_tier
 def test_example_workloads_pass_on_llama_server_and_a_tight_budget_fails(pytester, monkeypatch,
                                                                         llama_server_binary, gguf_models):
     tight = ("target:\n  command: [$LLAMA_SERVER_BIN, -m, $TINY_GGUF, -np, '1', -t, '1', -c, '8192', --metrics, "
