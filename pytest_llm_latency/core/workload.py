@@ -21,6 +21,7 @@ from .coldstart import COLD_BUDGET, COLD_STARTS
 from .compare import parse_tolerances
 from .errors import ConfigError
 from .lengths import LengthDist, PrefixGroups, parse_prefix_groups, workload_lengths
+from .prefill_spec import PREFILL_ROOFLINE_KEYS, PREFILL_SLO_KEYS, parse_prefill_slo, parse_prompt_sweep
 from .prompt_buckets import BY_PROMPT_KEYS, PromptBudget, parse_prompt_budget, under
 from .load_spec import DURATION_MAX_REQUESTS, LOAD_KEYS, Load, make_load, with_ray, with_workers
 from .renamed_keys import RENAMED_WORKLOAD_KEYS, upgrade_workload
@@ -119,45 +120,6 @@ DEFAULT_CONFIDENCE = 0.95
 DEFAULT_MAX_SAMPLES = 200
 #: samples when none are given and the run is not ``auto`` (load runs, sweeps, sessions, ``confidence: null``)
 DEFAULT_FIXED_SAMPLES = 20
-#: prefill roofline budgets, judged on the prompt sweep's fit: ``min_prefill_efficiency`` is written in
-#: ``roofline:`` beside the decode floor (its old place ``slo:`` still works, deprecated), the others in ``slo:``
-PREFILL_SLO_KEYS = ("prefill_tps_min", "min_prefill_efficiency", "ttft_overhead_max", "require_linear_prefill")
-#: the prefill budget read from ``roofline:``
-PREFILL_ROOFLINE_KEYS = ("min_prefill_efficiency",)
-
-
-def parse_prefill_slo(key: str, value: Any, where: str) -> Any:
-    """One prefill budget: tok/s floor, MFU fraction, overhead ceiling (ms) or the linearity switch."""
-    if key == "prefill_tps_min":
-        return parse_positive_number(value, where)
-    if key == "min_prefill_efficiency":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-            raise ConfigError(f"{where}: expected a fraction of the compute ceiling in (0, 1] such as 0.35, "
-                              f"got {value!r}")
-        return float(value)
-    if key == "ttft_overhead_max":
-        return parse_duration_ms(value, where)
-    if not isinstance(value, bool):
-        raise ConfigError(f"{where}: expected true or false, got {value!r}")
-    return value
-
-
-def _prompt_sweep(spec: Mapping[str, Any], where) -> tuple[int, ...]:
-    sweep = spec.get("prompt_sweep")
-    if sweep is None:
-        return ()
-    w = where(("prompt_sweep",))
-    if not isinstance(sweep, (list, tuple)) or len(set(sweep) if all(isinstance(n, int) for n in sweep) else ()) < 2 \
-            or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in sweep):
-        raise ConfigError(f"{w}: expected a list of two or more different prompt lengths in tokens, such as "
-                          f"[256, 1024, 4096], got {sweep!r}")
-    if "prompt_tokens" in spec:
-        raise ConfigError(f"{w}: give prompt_sweep or prompt_tokens, not both (the sweep sets the prompt lengths)")
-    if spec.get("concurrency", 1) != 1:
-        raise ConfigError(f"{w}: a prompt sweep runs at concurrency 1 (no queue in TTFT); drop concurrency")
-    return tuple(sorted(set(sweep)))
-
-
 def _int(value: Any, where: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(f"{where}: expected an integer >= {minimum}, got {value!r}")
@@ -186,7 +148,7 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
                           f"{did_you_mean(klass_name, BUILTIN_CLASSES)} -- use one of "
                           f"{', '.join(BUILTIN_CLASSES)}, or 'custom' with prompt_tokens and output_tokens")
     base = BUILTIN_CLASSES.get(klass_name)
-    sweep = _prompt_sweep(spec, where)
+    sweep = parse_prompt_sweep(spec, where)
     if sweep:  # TTFT is what a sweep measures: one output token unless asked
         spec = {"prompt_tokens": sweep[-1], "output_tokens": 1, **spec}
     if base is None and ("prompt_tokens" not in spec or "output_tokens" not in spec):

@@ -23,7 +23,8 @@ from ..core.stats import Summary
 from ..core.agent_spec import AGENT_BUDGET_KEYS
 from ..core.prompt_buckets import BY_PROMPT_KEYS
 from ..core.renamed_keys import RENAMED_WORKLOAD_KEYS
-from ..core.workload import BUDGET_KEYS, PREFILL_SLO_KEYS, WORKLOAD_KEYS, Workload, make_workload, with_budgets
+from ..core.prefill_spec import PREFILL_SLO_KEYS
+from ..core.workload import BUDGET_KEYS, WORKLOAD_KEYS, Workload, make_workload, with_budgets
 
 TARGET_KW = ("url", "api", "model")
 ROOFLINE_KW = ("min_decode_efficiency", "hardware", "min_prefill_efficiency")
