@@ -85,6 +85,14 @@ def workers_summary(res: WorkloadResult, run: LoadRun) -> None:
         res.facts.workers_failed = list(run.worker_failures) + workers_behind(res, run.workers)
 
 
+def workers_lost(res: WorkloadResult) -> list[str]:
+    """The worker processes (or Ray nodes) of ``res``'s run that died, hung or never got ready:
+    ``workers_summary`` lists them first in ``facts.workers_failed``, then those that fell behind (a
+    run's own figures: a rate sweep's step that fell behind fails as one process's would)."""
+    lost = (res.load.workers or 0) - len(res.load.worker_lag)
+    return res.facts.workers_failed[:max(lost, 0)]
+
+
 def client_summary(res: WorkloadResult, lag_ns: Sequence[int], send_lag_ns: Sequence[int] = (), *,
                    engine: bool = True, timeline: StallTimeline | None = None) -> None:
     """Every run: the client's health (``res.client``) and who bunched the tokens when many arrived
@@ -222,3 +230,4 @@ def load_summary(res: WorkloadResult, run: LoadRun) -> None:
     if run.stopped:
         res.notes.append(f"stopped early: a request was rejected ({run.stopped}) as every other would be; "
                          f"{run.unsent} request(s) were not sent")
+

@@ -84,11 +84,8 @@ def workers_refusal(*, open_loop: bool, concurrency: int, sweep: bool, trace: bo
     request per worker, a trace replay, or agent sessions with at least one session and one
     session slot per worker).  Worker processes shard the load engine's open-loop schedule, its
     closed loop's streams or each round's requests, or deal whole sessions; the rest is not (yet)
-    supported."""
-    if sweep:
-        return "a rate_sweep runs in one process (workers with a rate sweep are not yet supported)"
-    if ab:
-        return "an A/B run (baseline_target) runs in one process (workers are not yet supported there)"
+    supported.  A rate ``sweep`` (an open loop: every step over the workers) and an A/B run (``ab``:
+    every block of each arm, as its loop) spread as their loops do."""
     if agent and isinstance(workers, int):  # whole sessions per worker (client/agent_workers.py)
         if samples is not None and workers > samples:
             return (f"agent sessions are dealt whole, at least one per worker, and samples (sessions) is {samples}: "
@@ -161,6 +158,10 @@ def with_ray(w: Any, value: Any, where: str, *, run_wide: bool = False, workers_
     why = why and why.replace("workers", "Ray nodes")  # its wording, not the Ray-only reasons' below
     if w.agent is not None:
         why = "agent sessions on Ray nodes are not yet supported (worker processes of this host: workers: N)"
+    elif why is None and w.baseline_target is not None:
+        why = ("an A/B run (baseline_target) on Ray nodes is not yet supported: every block of every arm would "
+               "place its Ray actors anew, seconds for a block of a few requests (worker processes of this host: "
+               "workers: N)")
     elif why is None and w.trace is not None:
         why = "a trace replay on Ray nodes is not yet supported (worker processes of this host: workers: N)"
     elif why is None and not (w.load is not None and w.load.open_loop):

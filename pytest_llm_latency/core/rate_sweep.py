@@ -9,6 +9,8 @@ rate, judged against the workload's budgets) at most ``max_steps`` times:
    within ``tolerance`` of each other or the steps run out.
 
 The capacity reported is the highest rate that passed; the curve is every step, in rate order.
+A step that could not be judged (``stopped``: a worker process or Ray node lost, so the run is an
+error whatever the other steps say) ends the sweep there.
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ class Step:
     rate: float
     passed: bool
     summary: str = ""                 # what decided it (the failure's first line, or key figures)
+    stopped: bool = False             # not judgeable (a worker lost): neither pass nor fail; the sweep ends
 
 
 @dataclass
@@ -44,17 +47,24 @@ class SweepResult:
 
     @property
     def capacity(self) -> float | None:
-        ok = [s.rate for s in self.steps if s.passed]
+        ok = [s.rate for s in self.steps if s.passed and not s.stopped]
         return max(ok) if ok else None
 
     @property
     def lowest_failing(self) -> float | None:
-        bad = [s.rate for s in self.steps if not s.passed]
+        bad = [s.rate for s in self.steps if not s.passed and not s.stopped]
         return min(bad) if bad else None
 
     @property
+    def stopped_at(self) -> Step | None:
+        """The step that ended the sweep unjudged (a worker lost), if one did."""
+        return next((s for s in self.steps if s.stopped), None)
+
+    @property
     def bounded(self) -> str:
-        """'' when bracketed, else which end it ran into."""
+        """'' when bracketed (or stopped), else which end it ran into."""
+        if self.stopped_at is not None:
+            return ""
         if self.capacity is None:
             return f"below rate_min {self.spec.rate_min:g} req/s"
         if self.lowest_failing is None:
@@ -65,12 +75,15 @@ class SweepResult:
         return sorted(self.steps, key=lambda s: s.rate)
 
     def describe(self) -> str:
-        cap, bad = self.capacity, self.lowest_failing
-        if self.bounded:
+        cap, bad, stop = self.capacity, self.lowest_failing, self.stopped_at
+        if stop is not None:
+            head = f"stopped at {stop.rate:.3g} req/s, not judged ({stop.summary})"
+        elif self.bounded:
             head = f"capacity {self.bounded}"
         else:
             head = f"capacity {cap:.3g} req/s (passes; {bad:.3g} req/s fails)"
-        pts = ", ".join(f"{s.rate:.3g} {'pass' if s.passed else 'FAIL'}" for s in self.curve())
+        pts = ", ".join(f"{s.rate:.3g} {'pass' if s.passed else 'ERROR' if s.stopped else 'FAIL'}"
+                        for s in self.curve())
         return f"{head} after {len(self.steps)} steps: {pts}"
 
 
@@ -82,12 +95,15 @@ def bisect_rate(run_at: Callable[[float], Step], spec: SweepSpec) -> SweepResult
         res.steps.append(s)
         return s.passed
 
-    if step(spec.rate_max) or len(res.steps) >= spec.max_steps:
+    def over() -> bool:
+        return len(res.steps) >= spec.max_steps or res.steps[-1].stopped
+
+    if step(spec.rate_max) or over():
         return res
-    if not step(spec.rate_min):
+    if not step(spec.rate_min) or over():
         return res
     lo, hi = spec.rate_min, spec.rate_max
-    while len(res.steps) < spec.max_steps and hi / lo - 1 > spec.tolerance:
+    while not over() and hi / lo - 1 > spec.tolerance:
         mid = math.sqrt(lo * hi)
         if step(mid):
             lo = mid

@@ -150,12 +150,14 @@ OPTIONS: tuple[Opt, ...] = (
         _samples, "a positive integer or 'auto'"),
     Opt("workers", "Worker processes that send a workload's load (an open loop, rate:; a closed loop, "
         "concurrency: C with C >= N; samples: auto rounds, C >= N; a trace replay or agent sessions, whole "
-        "sessions per worker), each with its own HTTP client: "
+        "sessions per worker; a rate_sweep's steps and an A/B run's blocks, as their loop), each with its own "
+        "HTTP client: "
         "N, or 'auto' (one per 32 requests or streams in flight, at most one per CPU but one). Default 1 (one "
         "process). A run-wide setting applies to those workloads and leaves the others in one process.",
         _workers, "a positive integer or 'auto'", 1),
     Opt("ray", "Address of a Ray cluster (host:port or ray://host:port; needs pip install "
-        "'pytest-llm-latency[ray]'): every open-loop workload (rate:) is sent by one shard per node (STRICT_SPREAD "
+        "'pytest-llm-latency[ray]'): every open-loop workload (rate:, a rate_sweep's steps) is sent by one shard per "
+        "node (STRICT_SPREAD "
         "placement; workers: N nodes, default auto = every node), started on one wall-clock instant, each node's "
         "clock offset measured and reported, its exact records merged here. YAML: ray: on the target or workload.",
         _ray_address, "a Ray cluster address (host:port or ray://host:port)"),

@@ -2,7 +2,8 @@
 two raylets, on the loopback address only (``ray.cluster_utils.Cluster``: node ip 127.0.0.1, no
 dashboard, usage stats off, an 80 MiB object store each), against the embedded reference target (a
 server process of its own on 127.0.0.1): a sharded open loop merged from two named nodes, and a
-node removed mid-run -- an error naming it.  Skipped only where ``ray`` cannot be imported
+node removed mid-run -- an error naming it; a small rate sweep whose every step is sharded over the
+nodes.  Skipped only where ``ray`` cannot be imported
 (``pip install 'pytest-llm-latency[ray]'``)."""
 from __future__ import annotations
 
@@ -211,3 +212,30 @@ def test_the_api_key_reaches_the_nodes_only_by_object_reference(server, cluster,
     prepare = [a for name, a, _ in calls if name == "prepare"]
     assert len(prepare) == 2 and all(isinstance(a[1], list) and isinstance(a[1][0], ray.ObjectRef) for a in prepare)
     assert secret not in repr(calls) and secret.encode() not in cloudpickle.dumps(calls)
+
+
+def test_a_rate_sweep_on_two_nodes_runs_every_step_over_both_and_finds_the_capacity(cluster):
+    """``rate_sweep`` with ``ray:``: each step an open loop sharded over the two nodes (one decode slot
+    in real time: 400 req/s queues past the TTFT budget, 10 req/s does not: tests/load/test_sweep.py)."""
+    from pytest_llm_latency.client.rate_sweep import run_sweep
+
+    spec = {"prompt_tokens": 32, "output_tokens": 8, "requests": 8, "warmup": 1, "arrival": "constant",
+            "slo": {"ttft_p50": "80ms"}, "rate_sweep": {"rate_min": 10, "rate_max": 400, "max_steps": 2},
+            "ray": cluster.address}
+    steps = []
+    with start_reference("reference://h100-sxm/llama-3.1-8b?max_num_seqs=1&time_scale=1", mode="subprocess") as h, \
+            make_http_client() as http:
+        client = make_client(Target(h.url, "openai-completions"), http)
+
+        def measure_at(wl):
+            steps.append(measure(client, wl, seed=3, salt_context=repr(wl.load.rate)))
+            return steps[-1]
+        res, sw = run_sweep(measure_at, make_workload("w", spec), judge)
+    judge(res)
+    assert [(s.rate, s.passed) for s in sw.steps] == [(400.0, False), (10.0, True)], sw.describe()
+    nodes = live_nodes()
+    for step in steps:
+        assert {r.worker.split("/")[1] for r in step.records} == nodes and step.n == 8
+        assert step.load.workers == 2 and {x["node"].split("/")[1] for x in step.load.worker_lag} == nodes
+    assert res.verdict == "pass", res.failure_message()
+    assert res.load.rate_sweep_capacity_rps == 10 and res.load.workers == 2

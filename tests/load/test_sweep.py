@@ -85,3 +85,51 @@ def test_sweep_converges_within_10_percent_of_the_reference_models_capacity():
     assert abs(sw.capacity / cap - 1) <= 0.10, (cap, sw.describe())
     assert res.load.rate_sweep_capacity_rps == pytest.approx(sw.capacity, rel=1e-3)
     assert res.notes[0].startswith("rate_sweep: capacity ")
+
+
+# ---------------------------------------------------------------------- over worker processes (workers: N)
+# one decode slot and real time: ~40 ms a request, so 400 req/s queues (TTFT p50 ~ 190 ms) and 10 req/s never does
+# (~10 ms), both measured on a busy 2-core machine
+WORKERS_URL = "reference://h100-sxm/llama-3.1-8b?max_num_seqs=1&time_scale=1"
+WORKERS_SWEEP = {"prompt_tokens": 32, "output_tokens": 8, "requests": 8, "warmup": 1, "arrival": "constant",
+                 "workers": 2, "slo": {"ttft_p50": "80ms"},
+                 "rate_sweep": {"rate_min": 10, "rate_max": 400, "max_steps": 2}}
+
+
+def sweep_over_workers(url: str, spec: dict):
+    """``run_sweep`` as the driver runs it, each step's judged measurement kept in order."""
+    steps = []
+    with make_http_client() as http:
+        client = make_client(Target(url, "openai-completions"), http)
+
+        def measure_at(wl):
+            steps.append(measure(client, wl, seed=3, salt_context=repr(wl.load.rate)))
+            return steps[-1]
+        res, sw = run_sweep(measure_at, make_workload("w", spec), judge)
+    return judge(res), sw, steps
+
+
+def test_a_rate_sweep_over_two_workers_sends_every_step_from_both_and_finds_the_capacity():
+    with start_reference(WORKERS_URL, mode="subprocess") as h:
+        res, sw, steps = sweep_over_workers(h.url, WORKERS_SWEEP)
+    assert [(s.rate, s.passed) for s in sw.steps] == [(400.0, False), (10.0, True)], sw.describe()
+    for step in steps:  # each step an open loop over two worker processes, its records merged exactly
+        pids = {r.worker.split("@")[0] for r in step.records}
+        assert len(pids) == 2 and all(p.isdigit() for p in pids), step.records
+        assert step.n == 8 and len({r.t_scheduled_ns for r in step.records}) == 8
+        assert step.load.workers == 2 and [x["requests"] for x in step.load.worker_lag] == [4, 4]
+    assert res.verdict == "pass", res.failure_message()
+    assert res is steps[1] and res.load.rate_sweep_capacity_rps == 10 and res.load.rate_sweep_lowest_failing_rps == 400
+    assert res.load.workers == 2 and res.notes[0].startswith("rate_sweep: capacity 10 req/s (passes; 400 req/s fails)")
+
+
+def test_a_worker_dying_in_a_sweep_step_ends_the_sweep_as_an_error_naming_it(monkeypatch):
+    from pytest_llm_latency.client.worker_shard import TEST_EXIT_AFTER_ENV, TEST_EXIT_CODE
+
+    monkeypatch.setenv(TEST_EXIT_AFTER_ENV, "1:2")  # spawned workers inherit it: worker 1 exits after 2 requests
+    with start_reference(WORKERS_URL, mode="subprocess") as h:
+        res, sw, steps = sweep_over_workers(h.url, WORKERS_SWEEP)
+    assert len(steps) == 1 and sw.stopped_at is sw.steps[0]            # not judged: no further step
+    assert res.verdict == "error"
+    assert any("worker 1 (pid " in e and f"died with exit code {TEST_EXIT_CODE}" in e for e in res.errors), res.errors
+    assert res.notes[0].startswith("rate_sweep: stopped at 400 req/s, not judged (worker 1 (pid ")

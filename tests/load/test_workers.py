@@ -153,3 +153,39 @@ def test_a_worker_that_hangs_is_killed_and_named(monkeypatch):
     assert not run.outcomes and len(run.worker_failures) == 2
     assert all(f"worker {k} (pid " in f and "did not finish in time after 0 of 1 requests" in f
                for k, f in enumerate(run.worker_failures)), run.worker_failures
+
+
+def test_an_ab_run_over_two_workers_sends_every_block_of_both_arms_from_worker_processes(pytester):
+    """A/B interleaved (``baseline_target``) with ``workers: 2``: each block of each arm is an open
+    loop over two new worker processes; the candidate's rows name every block's workers."""
+    jsonschema = pytest.importorskip("jsonschema")
+    pytester.makefile(".slo.yaml", ab=f"""
+target:
+  url: "{URL}&jitter_seed=1"
+  baseline_target: "{URL}&jitter_seed=2"
+workloads:
+  ab:
+    prompt_tokens: 64
+    output_tokens: 8
+    rate: 40
+    samples: 10
+    warmup: 1
+    workers: 2
+    confidence: null
+    slo: {{e2e_p50: 30s}}
+""")
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--llm-latency-json=r.json", timeout=180)
+    r.assert_outcomes(passed=1)
+    doc = json.loads((pytester.path / "r.json").read_text())
+    jsonschema.validate(doc, json.loads(resources.files("pytest_llm_latency").joinpath(
+        "data/results.schema.json").read_text()))
+    res = doc["results"][0]
+    assert res["load"]["ab_blocks"] == 2 and res["load"]["ab_mode"] == "interleaved"
+    assert res["baseline"]["comparisons"] and all(c["n_base"] == c["n_candidate"] == 10 and c["blocks"] == 2
+                                                  for c in res["baseline"]["comparisons"])  # both arms, every block
+    lag = res["load"]["worker_lag"]
+    assert res["load"]["workers"] == 2 and [w["index"] for w in lag] == [0, 1, 0, 1]  # two blocks, two each
+    assert sum(w["requests"] for w in lag) == 10
+    rows = res["requests"]
+    assert len(rows) == 10 and {row["worker"] for row in rows} == {w["worker"] for w in lag}
+    assert len({row["worker"].split("@")[0] for row in rows}) == 4       # new processes every block

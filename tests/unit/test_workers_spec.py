@@ -36,10 +36,8 @@ def test_a_bad_value_names_the_key_and_what_is_expected(bad):
 @pytest.mark.parametrize("spec,why", [
     ({"class": "chat", "concurrency": 1, "requests": 20}, "give rate: R .* or concurrency: C"),
     ({"class": "chat", "samples": 20}, "give rate: R"),
-    ({"class": "chat", "rate_sweep": {"rate_min": 1, "rate_max": 4}, "requests": 20}, "rate_sweep"),
     ({"class": "chat", "prompt_sweep": [64, 128], "samples": 10}, "prompt_sweep sends one request at a time"),
-    ({**OPEN, "baseline_target": "http://127.0.0.1:9"}, "A/B run"),
-])
+])  # a rate_sweep and an A/B run take workers: tests/unit/test_workers_sweep_ab.py
 def test_workers_elsewhere_is_a_config_error_naming_why(spec, why):
     with pytest.raises(ConfigError, match=r"workloads\.w\.workers: 2 worker processes -- .*" + why):
         make_workload("w", {**spec, "workers": 2}, where)

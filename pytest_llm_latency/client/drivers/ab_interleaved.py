@@ -1,7 +1,13 @@
 """A/B interleaved: the candidate (the test's target) and the baseline target measured in blocks,
 A B A B ..., both running at once; every block of every arm has its own salt context (fresh
 prompts).  The baseline arm (``Run.ab``) is injected by the plugin (``plugin.ab``), which owns
-the targets' processes."""
+the targets' processes.
+
+With ``workers: N`` each block of each arm is sent by the workload's worker processes (the base
+driver's ``WorkerOpenLoop``/``WorkerClosedLoop``: the block's loop sharded, its records merged),
+new ones every block, so every block warms their connections; an arm's ``load.worker_lag`` lists
+every block's workers, and a worker lost or behind in any block of either arm is carried into the
+candidate's facts (the run is an error naming it and its block)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -11,6 +17,7 @@ from ...core.result import WorkloadResult, measured
 from ...core import spec_decode
 from ...core.result_parts import SpecDecodeInfo, copy_parts
 from ...core.workload import Workload
+from ..load import worker_count
 from .base import Run
 
 
@@ -42,8 +49,10 @@ class ABInterleaved:
         done, block = 0, 0
         while done < n:
             size = min(ab.block_size, n - done)
-            warm = workload.warmup if block == 0 or alternate else 0
-            w = replace(workload, samples=size, warmup=warm, sequential=False, budgets=())
+            w = replace(workload, samples=size, sequential=False, budgets=())  # workers, ray: kept
+            # a block's worker processes are new: they warm their connections, as a restarted server is
+            spread = workload.ray is not None or worker_count(w) > 1
+            w = replace(w, warmup=workload.warmup if block == 0 or alternate or spread else 0)
             for arm, client in (("a", client_a), ("b", ab.client_b)):
                 if alternate is not None:
                     client = client()
@@ -73,7 +82,19 @@ class ABInterleaved:
                                      "blocks of this arm have acceptance figures (or from different sources), so "
                                      "the arm reports none")
                 res.notes[:0] = [x for x in results[0].notes if x not in res.notes]
+            res.facts.workers_failed = workers_of(results, res, "candidate" if arm == "a" else "baseline target")
             out.append(res)
+        out[0].facts.workers_failed += out[1].facts.workers_failed  # the candidate's verdict is the run's
         out[0].load.set(ab_blocks=block, ab_block_size=ab.block_size,
                         ab_mode="alternating" if alternate is not None else "interleaved")
         return out[0], out[1]
+
+
+def workers_of(blocks: list[WorkloadResult], res: WorkloadResult, arm: str) -> list[str]:
+    """An arm's worker figures from every block onto ``res``: ``load.workers`` the most a block had,
+    ``load.worker_lag`` every block's workers (its records', each ``pid@host``); returns every block's
+    lost or lagging workers, each naming its block and arm (for ``facts.workers_failed``)."""
+    if any(x.load.workers for x in blocks):
+        res.load.workers = max(x.load.workers or 0 for x in blocks)
+        res.load.worker_lag = [entry for x in blocks for entry in x.load.worker_lag]
+    return [f"A/B block {k + 1} ({arm}): {why}" for k, x in enumerate(blocks) for why in x.facts.workers_failed]

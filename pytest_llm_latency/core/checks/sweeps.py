@@ -29,6 +29,8 @@ def check_rate_sweep(res: WorkloadResult) -> list[Finding]:
     if run is None:
         return []
     sw = run.sweep
+    if sw.stopped_at is not None:  # a step lost a worker: the run is an error (check_workers), not a capacity
+        return []
     cap = sw.capacity
     if cap is None:
         return [Finding("rate_sweep", "failed",

@@ -38,10 +38,12 @@ DESCRIPTIONS = {
     "load.workers": "workers: N: the worker processes that sent the load (open loop: worker k sent scheduled "
                     "requests k, k+N, ...; closed loop: worker k ran streams k, k+N, ... of the concurrency; "
                     "trace replay: worker k replayed sessions k, k+N, ...; samples: auto: worker k sent each "
-                    "round's requests k, k+N, ..., load_mode rounds; client/workers.py, client/worker_pool.py)",
+                    "round's requests k, k+N, ..., load_mode rounds; client/workers.py, client/worker_pool.py); a rate "
+                    "sweep: its reported step's; an A/B arm: the most one block had",
     "load.worker_lag": "per worker: {worker: pid@host, index, requests, send_lag_ms_p99 (how late its requests "
                        "went out against the schedule), client_lag_ms_p99 (its lag monitor); with ray: "
-                       "node, clock_offset_ms, clock_rtt_ms (client/ray_shards.py)}",
+                       "node, clock_offset_ms, clock_rtt_ms (client/ray_shards.py)}; an A/B arm: every block's "
+                       "workers",
     "client.client_limited": "1: the client fell behind, or the bursts read while its threads stalled merged "
                              "more token gaps than those read with the client on time (decided per burst, "
                              "core/bunching.py): the client, not a proxy, bunched them (client/load_report.py)",
