@@ -63,10 +63,12 @@ class AgentRun:
 
 @dataclass(frozen=True)
 class RateSweepRun:
-    """A rate sweep (``core.rate_sweep.SweepResult``) and the first line of why its lowest rate failed."""
+    """A rate sweep (``core.rate_sweep.SweepResult``) and the first line of why its lowest rate failed;
+    ``unjudged``: why the step it stopped at could not be judged (a lost worker aside: its own error)."""
     sweep: Any
     lowest_why: str = ""
     capacity_min: float | None = None
+    unjudged: str = ""
 
 
 @dataclass

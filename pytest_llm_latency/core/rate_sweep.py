@@ -37,7 +37,7 @@ class Step:
     rate: float
     passed: bool
     summary: str = ""                 # what decided it (the failure's first line, or key figures)
-    stopped: bool = False             # not judgeable (a worker lost): neither pass nor fail; the sweep ends
+    stopped: bool = False             # not judgeable (a worker lost, an error verdict): neither pass nor fail; ends it
 
 
 @dataclass

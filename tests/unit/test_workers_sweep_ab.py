@@ -160,13 +160,35 @@ def test_a_worker_lost_in_the_first_step_makes_the_sweep_an_error_at_once():
     assert any("worker 0 (pid 100) died" in e for e in res.errors)
 
 
-def test_a_worker_behind_in_a_step_fails_that_step_as_one_process_would_and_the_capacity_stands():
+def test_a_worker_behind_in_a_step_makes_it_unjudged_so_the_sweep_stops_there_and_is_an_error():
+    """A client that fell behind at a rate says nothing of the server there: neither a pass nor a
+    fail (a fail would put the client's limit in the capacity); the sweep stops, the run is an error."""
     def plan(rate, w):
         return step_result(w, ttft_ms=50, behind=1 if rate > 4 else 0)  # the client, not the server, at > 4
     res, sw, rates = sweep(plan)
-    assert sw.stopped_at is None and sw.capacity == 4.0 and not sw.steps[0].passed
+    assert rates == [16.0] and sw.stopped_at is not None and sw.stopped_at.rate == 16.0
+    assert sw.capacity is None and sw.lowest_failing is None           # 16 req/s is not a failing rate
     assert "fell behind" in sw.steps[0].summary
-    assert res.verdict == "pass", res.failure_message()                # the reported step's workers kept up
+    assert res.verdict == "error"
+    assert any(e.startswith("sweep: the step at 16 req/s could not be judged (") and "fell behind" in e
+               for e in res.errors), res.errors
+
+
+def test_one_process_step_whose_client_fell_behind_is_unjudged_not_a_fail():
+    """The same without workers: the one-process client's own ``client_fell_behind``."""
+    def plan(rate, w):
+        res = measured(w, [record(50) for _ in range(w.samples)], [])
+        res.facts.client_fell_behind = rate > 4
+        return res
+    rates = []
+
+    def measure_at(w):
+        rates.append(w.load.rate)
+        return plan(w.load.rate, w)
+    res, sw = run_sweep(measure_at, make_workload("w", SWEEP), judge)
+    res = judge(res)
+    assert rates == [16.0] and sw.stopped_at is not None and res.verdict == "error"
+    assert any("could not be judged (the client fell behind" in e for e in res.errors), res.errors
 
 
 # ---------------------------------------------------------------------- A/B: every block's workers, both arms

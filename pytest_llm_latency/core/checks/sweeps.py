@@ -29,8 +29,12 @@ def check_rate_sweep(res: WorkloadResult) -> list[Finding]:
     if run is None:
         return []
     sw = run.sweep
-    if sw.stopped_at is not None:  # a step lost a worker: the run is an error (check_workers), not a capacity
-        return []
+    if sw.stopped_at is not None:  # a step lost a worker (an error: check_workers) or was not judgeable
+        if not run.unjudged:
+            return []
+        return [Finding("rate_sweep", "error",
+                        f"sweep: the step at {sw.stopped_at.rate:.3g} req/s could not be judged ({run.unjudged}); "
+                        f"the sweep stopped there, so the capacity is not known")]
     cap = sw.capacity
     if cap is None:
         return [Finding("rate_sweep", "failed",
