@@ -1,5 +1,7 @@
-"""Shards on several hosts (``ray: ADDRESS``): the open loop of ``client/workers.py`` with one
-shard per Ray node instead of one per local process.
+"""Shards on several hosts (``ray: ADDRESS``): the shards of ``client/workers.py`` -- an open loop's
+schedule, a closed loop's streams, a trace's whole sessions -- one per Ray node instead of one per
+local process.  A closed loop's books (the steady-state window decided across the nodes) are kept by
+a ``LoopBooks`` actor (``client/ray_loop.py``).
 
 The controller (the test process, Ray's driver) connects to the cluster, reserves one ``{CPU: 1}``
 bundle per node with a ``STRICT_SPREAD`` placement group, and starts one ``ShardActor`` in each
@@ -16,13 +18,15 @@ is a wall-clock instant ``start_wall_ns`` on the driver's clock; each node start
 ``t0_driver``: the driver's monotonic at the start instant), so percentiles, budgets and reports are
 computed as for one process; the offset and round trip are reported per worker (``load.worker_lag``).
 A node lost mid-run (``RayActorError``, a node's death) is a ``worker_failures`` entry naming it.
+While the nodes run the driver reads each one's request count (``ShardActor.done``, served by a
+second thread of the actor) every ``PROGRESS_S`` for the progress line, as worker processes report theirs.
 """
 from __future__ import annotations
 
 import os
 import time
 from dataclasses import fields, replace
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from ..core.errors import ConfigError
@@ -40,6 +44,8 @@ CLOCK_SAMPLES = 5
 START_DELAY_S = 1.0
 #: how long the placement group may take to get one bundle on each node
 PLACEMENT_TIMEOUT_S = 60.0
+#: how often the driver reads the nodes' request counts for the progress line while they run
+PROGRESS_S = 0.25
 
 
 def check_reachable(url: str, nodes: list[dict]) -> None:
@@ -61,7 +67,12 @@ def node_name(node_id: str, ip: str) -> str:
 
 
 class ShardActor:
-    """One node's shard (made a Ray actor by ``_actor_class``): clock readings, then prepare, then run."""
+    """One node's shard (made a Ray actor by ``_actor_class``): clock readings, then prepare, then run;
+    ``done``, its requests so far, answers while it runs (a second thread of the actor)."""
+    _done = 0
+
+    def done(self) -> int:
+        return self._done
 
     def where(self) -> tuple[int, str, str]:
         import ray
@@ -86,18 +97,36 @@ class ShardActor:
             raise RuntimeError(self._redact(f"{type(exc).__name__}: {exc}")) from None
         return self._prepared.warm_failures
 
-    def run(self, start_wall_ns: int, offset_ns: int, t0_driver_ns: int, name: str) -> ShardRun:
+    def run(self, start_wall_ns: int, offset_ns: int, t0_driver_ns: int, name: str, books: Any = None) -> ShardRun:
+        """Run from the start instant; ``books``: a closed loop's ``LoopBooks`` actor (``client/ray_loop.py``)."""
         from .worker_shard import run_shard
 
         wall, mono = time.time_ns(), MEASUREMENT_CLOCK()
         t0 = mono + (start_wall_ns + offset_ns - wall)  # this node's monotonic at the start instant
         try:
-            out = run_shard(self._prepared, t0, host=name)
+            with self._books(books, t0_driver_ns - t0) as state:
+                out = run_shard(self._prepared, t0, host=name, shared=state,
+                                progress=lambda done: setattr(self, "_done", done))
         except Exception as exc:
             raise RuntimeError(self._redact(f"{type(exc).__name__}: {exc}")) from None
         finally:
             self._prepared.close()
         return shift_run(out, t0_driver_ns - t0)
+
+    def _books(self, books: Any, shift_ns: int) -> Any:
+        """A closed loop's ``NodeLoopState`` on ``books`` (its watcher running inside the ``with``)."""
+        import contextlib
+
+        shard = self._prepared.shard
+        if books is None or shard.closed is None:
+            return contextlib.nullcontext()
+        import ray
+
+        from .ray_loop import NodeLoopState, ray_calls
+
+        call, cast = ray_calls(ray, books)
+        return NodeLoopState(call, cast, shard.closed, prompts=len(shard.prompts), nodes=shard.workers,
+                             shift_ns=shift_ns, clock=MEASUREMENT_CLOCK)
 
 
 def shift_run(run: ShardRun, delta: int) -> ShardRun:
@@ -127,7 +156,8 @@ def _shift(o: Any, delta: int) -> Any:
 
 
 def _actor_class(ray):
-    return ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(ShardActor)
+    # two threads: ``done`` answers while ``run`` runs (nothing else is ever called concurrently)
+    return ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0, max_concurrency=2)(ShardActor)
 
 
 def measure_offset(ray, actor) -> tuple[int, int]:
@@ -146,11 +176,14 @@ def measure_offset(ray, actor) -> tuple[int, int]:
 
 
 def run_on_ray(address: str, shards: list[Shard], credentials: Credentials, *, span_s: float,
-               request_timeout_s: float, clock=MEASUREMENT_CLOCK) -> LoadRun:
+               request_timeout_s: float, clock=MEASUREMENT_CLOCK,
+               progress: Callable[[int, int], None] | None = None) -> LoadRun:
     """Run ``shards`` one per Ray node (``STRICT_SPREAD``) from one wall-clock start and merge their
-    exact records (on the driver's timeline) in schedule order into one ``LoadRun``."""
+    exact records (on the driver's timeline) in schedule order into one ``LoadRun``: an open loop's
+    schedule, a closed loop's streams (their books in a ``LoopBooks`` actor, ``client/ray_loop.py``)
+    or a trace's sessions.  ``progress(done, total)``: the nodes' counts, polled while they run."""
     ray = connect(address)
-    from ray.exceptions import GetTimeoutError, RayActorError, RayError
+    from ray.exceptions import GetTimeoutError, RayError
     from ray.util.placement_group import placement_group, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -160,13 +193,20 @@ def run_on_ray(address: str, shards: list[Shard], credentials: Credentials, *, s
     if n > len(nodes):
         raise ConfigError(f"ray: {address}: {n} workers need {n} nodes (one shard per node, STRICT_SPREAD), the "
                           f"cluster has {len(nodes)} with a free CPU -- give workers: {len(nodes)} or workers: auto")
+    closed = shards[0].closed
+    books = None
     pg = placement_group([{"CPU": 1}] * n, strategy="STRICT_SPREAD", name="")
     failures: dict[int, str] = {}
     results: dict[int, ShardRun] = {}
     names: dict[int, str] = {}
     offsets: dict[int, tuple[int, int]] = {}
     actors: list = []
+    book: dict = {}
     try:
+        if closed is not None:  # its process starts while the placement is made
+            from .ray_loop import books_actor
+
+            books = books_actor(ray, closed, len(shards[0].prompts), n)
         try:
             ray.get(pg.ready(), timeout=PLACEMENT_TIMEOUT_S)
         except GetTimeoutError:
@@ -184,32 +224,35 @@ def run_on_ray(address: str, shards: list[Shard], credentials: Credentials, *, s
                 offsets[k] = measure_offset(ray, a)
                 ready[k] = a.prepare.remote(shards[k], [cred_ref])
             except (RayError, GetTimeoutError) as exc:
-                failures[k] = _lost(k, names.get(k), exc, 0, len(shards[k].positions))
+                failures[k] = _lost(k, names.get(k), exc, 0, shards[k].planned)
         for k, ref in ready.items():
             try:
                 ray.get(ref, timeout=READY_SLACK_S + request_timeout_s * max(len(s.warm) for s in shards))
             except (RayError, GetTimeoutError) as exc:
-                failures[k] = _lost(k, names.get(k), exc, 0, len(shards[k].positions))
+                failures[k] = _lost(k, names.get(k), exc, 0, shards[k].planned)
+        if books is not None:  # up before the start: a node's first lease is not late
+            try:
+                ray.get(books.books.remote(), timeout=READY_SLACK_S)
+            except (RayError, GetTimeoutError) as exc:
+                why = RuntimeError(f"the closed loop's books (a LoopBooks actor) did not start: {type(exc).__name__}")
+                failures.update({k: _lost(k, names.get(k), why, 0, shards[k].planned) for k in range(n)})
         wall_now, mono_now = time.time_ns(), clock()
         start_wall = wall_now + int(START_DELAY_S * 1e9)
         t0_driver = mono_now + (start_wall - wall_now)
-        running = {actors[k].run.remote(start_wall, offsets[k][0], t0_driver, names[k]): k
+        running = {actors[k].run.remote(start_wall, offsets[k][0], t0_driver, names[k], books): k
                    for k in range(n) if k not in failures}
+        total = closed.samples if closed is not None else sum(len(s.positions) for s in shards)
         deadline = time.monotonic() + START_DELAY_S + span_s + request_timeout_s + FINISH_SLACK_S
-        while running:
-            done, _ = ray.wait(list(running), num_returns=1, timeout=max(deadline - time.monotonic(), 0))
-            if not done:
-                for k in running.values():
-                    failures[k] = _lost(k, names[k], TimeoutError("did not finish in time"), None,
-                                        len(shards[k].positions))
-                break
-            k = running.pop(done[0])
+        collect(ray, running, actors, deadline, results, failures,
+                lambda k, exc, done: _lost(k, names[k], exc, done, shards[k].planned),
+                None if progress is None else lambda done: progress(min(done, total), total))
+        if books is not None:
             try:
-                results[k] = ray.get(done[0])
-            except (RayActorError, RayError) as exc:
-                failures[k] = _lost(k, names[k], exc, None, len(shards[k].positions))
+                book = ray.get(books.books.remote(), timeout=READY_SLACK_S)
+            except (RayError, GetTimeoutError):
+                pass  # the books are with every node's failure
     finally:
-        for a in actors:
+        for a in [*actors, *([books] if books is not None else [])]:
             try:
                 ray.kill(a)
             except Exception:  # already gone with its node
@@ -219,12 +262,51 @@ def run_on_ray(address: str, shards: list[Shard], credentials: Credentials, *, s
         except Exception:
             pass
     run = merge(shards, results, failures)
+    if closed is not None:
+        from .ray_loop import settle
+
+        run = settle(run, book, closed.samples)
     for info in run.workers:
         info.node = names.get(info.index)
         off, rtt = offsets.get(info.index, (None, None))
         info.clock_offset_ms = None if off is None else round(off / 1e6, 3)
         info.clock_rtt_ms = None if rtt is None else round(rtt / 1e6, 3)
     return run
+
+
+def collect(ray, running: dict, actors: list, deadline: float, results: dict[int, ShardRun], failures: dict[int, str],
+            lost: Callable[[int, BaseException, "int | None"], str], progress: Callable[[int], None] | None) -> None:
+    """Wait for the shards' runs (``running``: run ref -> shard index) until ``deadline`` (``time.monotonic``):
+    each into ``results``, or into ``failures`` (``lost``: the message naming its node) when it failed, its
+    node died or it did not finish in time.  Every ``PROGRESS_S`` the running shards' ``done`` counters
+    are read (a bounded wait; a lost one keeps its last count) and ``progress`` gets their sum."""
+    RayError, GetTimeoutError = ray.exceptions.RayError, ray.exceptions.GetTimeoutError
+    done_counts: dict[int, int] = {}
+    while running:
+        left = deadline - time.monotonic()
+        ready, _ = ray.wait(list(running), num_returns=1, timeout=max(min(left, PROGRESS_S), 0))
+        if ready:
+            k = running.pop(ready[0])
+            try:
+                results[k] = ray.get(ready[0])
+                done_counts[k] = len(results[k].outcomes)
+            except RayError as exc:
+                failures[k] = lost(k, exc, done_counts.get(k))
+        elif left <= PROGRESS_S:
+            for k in running.values():
+                failures[k] = lost(k, TimeoutError("did not finish in time"), done_counts.get(k))
+            return
+        if progress is None or not running:
+            continue
+        live = list(running.values())
+        for k, ref in zip(live, [actors[k].done.remote() for k in live]):
+            try:
+                done_counts[k] = ray.get(ref, timeout=PROGRESS_S)
+            except (RayError, GetTimeoutError):
+                pass
+        progress(sum(done_counts.values()))
+    if progress is not None:
+        progress(sum(done_counts.values()))
 
 
 def _lost(k: int, node: str | None, exc: BaseException, done: int | None, of: int) -> str:

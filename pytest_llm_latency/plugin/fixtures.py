@@ -303,7 +303,7 @@ def apply_workers(w: Workload, settings: Settings, marker_spec: dict[str, Any]) 
 
 def apply_ray(w: Workload, settings: Settings, marker_spec: dict[str, Any], where: str) -> Workload:
     """``ray`` by precedence: the marker's (or ``measure()``'s) was applied by ``make_workload``;
-    else a run-wide CLI/env/ini address applies to open loops only (``core.load_spec.with_ray``).
+    else a run-wide CLI/env/ini address applies where workers can spread (``core.load_spec.with_ray``).
     Either way Ray must be importable (a ``ConfigError`` with the install line)."""
     from ..client.ray_cluster import require_ray
     from ..core.workload import with_ray

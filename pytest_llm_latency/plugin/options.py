@@ -156,8 +156,8 @@ OPTIONS: tuple[Opt, ...] = (
         "process). A run-wide setting applies to those workloads and leaves the others in one process.",
         _workers, "a positive integer or 'auto'", 1),
     Opt("ray", "Address of a Ray cluster (host:port or ray://host:port; needs pip install "
-        "'pytest-llm-latency[ray]'): every open-loop workload (rate:, a rate_sweep's steps) is sent by one shard per "
-        "node (STRICT_SPREAD "
+        "'pytest-llm-latency[ray]'): every workload workers can spread (an open loop, a rate_sweep's steps, a "
+        "closed loop, a trace replay) is sent by one shard per node (STRICT_SPREAD "
         "placement; workers: N nodes, default auto = every node), started on one wall-clock instant, each node's "
         "clock offset measured and reported, its exact records merged here. YAML: ray: on the target or workload.",
         _ray_address, "a Ray cluster address (host:port or ray://host:port)"),

@@ -177,8 +177,8 @@ def parse_slo_file(text: str | bytes, filename: str,
     or ``auto``) and ``confidence_override`` (``--llm-latency-confidence``...) replace every
     workload's own, before the check that its samples can support each budget; ``workers_override``
     (``--llm-latency-workers``...) every open or closed loop's worker processes; ``ray_override``
-    (``--llm-latency-ray``...) every open-loop workload's Ray cluster, over the workload's and the
-    target's ``ray:`` (the target's applies to the file's open loops that name none)."""
+    (``--llm-latency-ray``...) the Ray cluster of every workload workers can spread, over the workload's
+    and the target's ``ray:`` (the target's applies to those of the file's workloads that name none)."""
     data, lines = load_yaml(text, filename)
     spec = SloSpec(path=filename, lines=lines)
     if not isinstance(data, dict):

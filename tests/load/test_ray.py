@@ -1,9 +1,9 @@
 """Shards on several hosts (``ray: ADDRESS``, ``client/ray_shards.py``) on a real local Ray cluster of
 two raylets, on the loopback address only (``ray.cluster_utils.Cluster``: node ip 127.0.0.1, no
 dashboard, usage stats off, an 80 MiB object store each), against the embedded reference target (a
-server process of its own on 127.0.0.1): a sharded open loop merged from two named nodes, and a
-node removed mid-run -- an error naming it; a small rate sweep whose every step is sharded over the
-nodes.  Skipped only where ``ray`` cannot be imported
+server process of its own on 127.0.0.1): a sharded open loop merged from two named nodes, a closed loop
+and a trace replay over both, a small rate sweep whose every step is sharded over the nodes, and a
+node removed mid-run -- an error naming it.  Skipped only where ``ray`` cannot be imported
 (``pip install 'pytest-llm-latency[ray]'``)."""
 from __future__ import annotations
 
@@ -239,3 +239,74 @@ def test_a_rate_sweep_on_two_nodes_runs_every_step_over_both_and_finds_the_capac
         assert step.load.workers == 2 and {x["node"].split("/")[1] for x in step.load.worker_lag} == nodes
     assert res.verdict == "pass", res.failure_message()
     assert res.load.rate_sweep_capacity_rps == 10 and res.load.workers == 2
+
+
+CLOSED = {"prompt_tokens": 64, "output_tokens": 64, "concurrency": 4, "samples": 40, "workers": 2,
+          "confidence": None, "slo": {"e2e_p95": "30s"}}
+
+
+def test_a_closed_loop_on_two_nodes_counts_the_samples_in_one_window_and_reports_progress(server, cluster,
+                                                                                      monkeypatch):
+    """Concurrency 4 over two nodes (two streams each), the books in a ``LoopBooks`` actor: the
+    samples merged from both named nodes, each stream's first request the ramp-up, and every measured
+    request inside the books' one window on the driver's timeline; progress polled from the nodes."""
+    from pytest_llm_latency.client import ray_loop, ray_shards
+
+    monkeypatch.setattr(ray_shards, "PROGRESS_S", 0.05)  # a short run: read the nodes' counts often
+    books: list[dict] = []
+    real = ray_loop.settle
+    monkeypatch.setattr(ray_loop, "settle", lambda run, b, samples: real(run, books.append(b) or b, samples))
+    seen: list[tuple[int, int]] = []
+    with make_http_client() as http:
+        client = make_client(Target(server.url, "openai-completions"), http)
+        res = judge(measure(client, make_workload("w", {**CLOSED, "ray": cluster.address}), seed=7,
+                            nonce="ray-closed", progress=lambda done, total: seen.append((done, total))))
+    assert res.verdict == "pass", res.failure_message()
+    assert res.n == 40 and not res.failures and res.load.load_mode == "closed"
+    assert {r.worker.partition("@")[2].split("/")[1] for r in res.records} == live_nodes()  # both nodes, named
+    assert res.load.ramp_excluded == 4                                  # each stream's first request
+    (b,) = books
+    assert b["started"] == 4 and b["why"] == "samples" and b["counted"] >= 40
+    assert all(b["ramp_end"] <= r.t_send_ns and r.t_end_ns <= b["t_stop"] for r in res.records)  # one window
+    assert res.load.window_s == pytest.approx((max(r.t_end_ns for r in res.records) - b["ramp_end"]) / 1e9, abs=1e-4)
+    assert b["calls"] < 2 * 44                                          # rare calls on the books
+    assert seen and all(total == 40 for _, total in seen) and seen[-1] == (40, 40)
+    assert any(0 < done < 40 for done, _ in seen), seen                 # counts from the nodes while they ran
+
+
+def test_a_trace_replay_on_two_nodes_keeps_sessions_whole_and_declares_hits_across_nodes(server, cluster,
+                                                                                     tmp_path, monkeypatch):
+    """Whole sessions per node (session i on node i mod 2); the declared hits decided after the run
+    from the merged stamps, on the driver's timeline: row 4, on the other node than row 0, declares the
+    block it shares with it; progress polled from the nodes."""
+    from pytest_llm_latency.client.drivers.base import Run
+    from pytest_llm_latency.client.drivers.registry import driver_for
+    from pytest_llm_latency.client import ray_shards
+    from pytest_llm_latency.plugin.trace_load import load_trace
+
+    monkeypatch.setattr(ray_shards, "PROGRESS_S", 0.05)
+
+    rows = [{"session_id": "a", "timestamp": 0, "input_length": 90, "output_length": 5, "hash_ids": [1, 2]},
+            {"session_id": "b", "timestamp": 300, "input_length": 70, "output_length": 4, "hash_ids": [7, 8]},
+            {"session_id": "a", "delay": 200, "input_length": 40, "output_length": 4, "hash_ids": [3]},
+            {"timestamp": 900, "input_length": 100, "output_length": 3, "hash_ids": [11, 12]},
+            {"timestamp": 1200, "input_length": 100, "output_length": 3, "hash_ids": [1, 13]}]
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    w = make_workload("w", {"trace": "t.jsonl", "trace_block_tokens": 64, "warmup": 1, "workers": 2,
+                            "ray": cluster.address, "confidence": None, "slo": {"ttft_max": "30s"}})
+    assert w.trace is not None
+    seen: list[tuple[int, int]] = []
+    with make_http_client() as http:
+        client = make_client(Target(server.url, "openai-completions"), http)
+        res = judge(driver_for(w).measure(client, w, Run(seed=7, nonce="ray-trace", trace_rows=tuple(
+            load_trace(w.trace, tmp_path)), progress=lambda done, total: seen.append((done, total)))))
+    assert res.verdict == "pass", res.failure_message()
+    got = {r.trace.row: r for r in res.records}
+    assert sorted(got) == [0, 1, 2, 3, 4] and res.load.load_mode == "trace" and res.load.workers == 2
+    node = {i: r.worker.partition("@")[2] for i, r in got.items()}
+    assert node[0] == node[2] == node[3] != node[1] == node[4]          # sessions a, b, row 3, row 4: i mod 2
+    assert {n.split("/")[1] for n in node.values()} == live_nodes()
+    assert got[2].t_send_ns >= got[0].t_end_ns + 200_000_000 - 1_000_000  # a later turn after its delay
+    assert got[4].trace.declared_cached_tokens == 64                    # row 0's block, ended on the other node
+    assert got[3].trace.declared_cached_tokens == 0
+    assert seen and seen[-1] == (5, 5) and any(0 < done < 5 for done, _ in seen), seen

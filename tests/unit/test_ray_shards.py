@@ -27,9 +27,19 @@ def test_ray_on_an_open_loop_defaults_to_one_shard_per_node_and_keeps_a_given_co
     assert make_workload("w", OPEN).ray is None
 
 
+def test_ray_takes_a_closed_loop_and_a_trace_replay_one_shard_per_node():
+    closed = make_workload("w", {**OPEN, "rate": None, "concurrency": 4, "ray": "127.0.0.1:6379"})
+    assert closed.ray == "127.0.0.1:6379" and closed.workers == "auto" and closed.concurrency == 4
+    assert make_workload("w", {**OPEN, "rate": None, "concurrency": 4, "workers": 3, "ray": "h:1"}).workers == 3
+    trace = make_workload("w", {"trace": "t.jsonl", "ray": "127.0.0.1:6379"})
+    assert trace.ray == "127.0.0.1:6379" and trace.workers == "auto" and trace.trace is not None
+    with pytest.raises(ConfigError, match="give workers <= 4"):  # a stream per node at least
+        make_workload("w", {**OPEN, "rate": None, "concurrency": 4, "workers": 5, "ray": "h:1"})
+
+
 @pytest.mark.parametrize("spec, needle", [
-    ({**OPEN, "rate": None, "concurrency": 4}, "closed loop"),
     ({**OPEN, "rate": None, "requests": None, "samples": 20}, "give rate: R"),
+    ({**OPEN, "rate": None, "requests": None, "samples": "auto"}, "samples: auto"),
     ({**OPEN, "ray": ""}, "expected a Ray cluster address"),
     ({**OPEN, "ray": 6379}, "expected a Ray cluster address"),
 ])
@@ -121,3 +131,71 @@ def test_the_clock_offset_is_the_estimate_of_the_shortest_round_trip(monkeypatch
 
     fake_ray = type("FakeRay", (), {"get": staticmethod(lambda ref: ref)})
     assert ray_shards.measure_offset(fake_ray, Actor) == (50 * ms, 4 * ms)
+
+
+class FakeRay:
+    """``ray.wait``/``ray.get`` on scripted references: each ``wait`` gives the next scripted ready one (or none)."""
+
+    class exceptions:  # as ray's module
+        class RayError(Exception):
+            pass
+
+        class GetTimeoutError(RayError):
+            pass
+
+    def __init__(self, ready: list):
+        self.ready = ready
+        self.waits: list[float] = []
+
+    def wait(self, refs, num_returns, timeout):
+        self.waits.append(timeout)
+        nxt = self.ready.pop(0) if self.ready else None
+        return ([nxt], []) if nxt is not None else ([], refs)
+
+    @staticmethod
+    def get(ref, timeout=None):
+        value = ref()
+        if isinstance(value, BaseException):
+            raise value
+        return value
+
+
+class Counter:
+    """A shard actor's ``done`` counter: each call the next of ``counts`` (an exception: raised)."""
+
+    def __init__(self, *counts):
+        self.counts = list(counts)
+        self.done = self
+
+    def remote(self):
+        value = self.counts.pop(0)
+        return lambda: value
+
+
+def test_the_driver_polls_the_nodes_counts_for_progress_and_a_lost_node_keeps_its_last():
+    from pytest_llm_latency.client.ray_shards import PROGRESS_S, collect
+
+    lost_exc = FakeRay.exceptions.RayError("actor died")
+    r0 = lambda: ShardRun(0, 1, "n0", outcomes=[(i, None) for i in range(10)])  # noqa: E731
+    r1 = lambda: lost_exc  # noqa: E731
+    ray = FakeRay([None, None, r0, None, r1])
+    actors = [Counter(3, 7), Counter(2, 5, 6, FakeRay.exceptions.RayError("gone"))]
+    seen: list[int] = []
+    results: dict = {}
+    failures: dict = {}
+    collect(ray, {r0: 0, r1: 1}, actors, float("inf"), results, failures,
+            lambda k, exc, done: f"worker {k}: {exc} after {done}", seen.append)
+    assert seen == [5, 12, 16, 16, 16]          # every poll's sum; the lost node's last count kept; once at the end
+    assert list(results) == [0] and failures == {1: "worker 1: actor died after 6"}
+    assert all(t == PROGRESS_S for t in ray.waits)  # bounded waits, one poll period each
+
+
+def test_a_run_past_its_deadline_names_every_node_still_running():
+    from pytest_llm_latency.client.ray_shards import collect
+
+    ray = FakeRay([])
+    failures: dict = {}
+    collect(ray, {"a": 0, "b": 1}, [Counter(), Counter()], 0.0, {}, failures,
+            lambda k, exc, done: f"worker {k}: {exc} ({done})", None)
+    assert failures == {0: "worker 0: did not finish in time (None)", 1: "worker 1: did not finish in time (None)"}
+    assert ray.waits == [0]

@@ -66,9 +66,9 @@ def test_an_ab_run_on_ray_is_refused_naming_why_and_the_fix():
 
 
 def test_a_refusal_on_ray_names_workers_n_as_the_fix_unmangled():
-    with pytest.raises(ConfigError, match=r"closed loop on Ray nodes is not yet supported \(worker processes of "
-                                          r"this host: workers: N\)"):
-        make_workload("w", {"class": "chat", "concurrency": 4, "requests": 20, "ray": "127.0.0.1:1"}, where)
+    with pytest.raises(ConfigError, match=r"samples: auto on Ray nodes is not yet supported: its rounds run on a "
+                                          r"pool of worker processes of this host \(workers: N\)"):
+        make_workload("w", {"class": "chat", "concurrency": 4, "samples": "auto", "ray": "127.0.0.1:1"}, where)
 
 
 # ---------------------------------------------------------------------- a step that lost a worker ends the sweep

@@ -20,7 +20,8 @@ class ClosedLoop:
         return Sent(outcomes=list(load_run.outcomes), load_run=load_run)
 
     def measure(self, client, workload: Workload, run: Run):
-        if worker_count(workload) > 1:  # workers: N (client/workers_closed.py); 1: this process, as before
+        # workers: N (client/workers_closed.py), ray (client/ray_loop.py); else this process, as before
+        if getattr(workload, "ray", None) or worker_count(workload) > 1:
             from .workers import WorkerClosedLoop
 
             return measure_samples(client, workload, run, WorkerClosedLoop(client))

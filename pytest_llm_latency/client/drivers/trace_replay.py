@@ -71,7 +71,7 @@ class TraceReplay:
         outputs = sorted(r.output_length for r in rows)
         w = replace(workload, samples=len(rows), prompt_tokens=inputs[len(inputs) // 2],
                     output_tokens=outputs[len(outputs) // 2])
-        if worker_count(w) > 1:  # workers: N (client/drivers/workers.py): whole sessions per worker
+        if w.ray is not None or worker_count(w) > 1:  # workers: N, ray (drivers/workers.py): whole sessions each
             assert self.worker_replay is not None, "the registry gives the trace replay its worker replay"
             replay: Replay = self.worker_replay(rows, spec, notes, client=client)
         else:

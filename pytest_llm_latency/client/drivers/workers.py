@@ -4,7 +4,8 @@ measurement's client so that their shards can name the target.  An open loop: th
 schedule, sharded, merged back in schedule order; a closed loop: the ``concurrency`` streams
 spread over the workers, one steady-state window decided across them (``client/workers_closed.py``);
 a trace replay: whole sessions per worker, the declared cache hits decided after the run from the
-merged records' stamps (``core.trace_tokens.declared_from_stamps``)."""
+merged records' stamps (``core.trace_tokens.declared_from_stamps``).  With ``ray:`` each shard runs
+on a node of the cluster instead (``run_shards``: ``client/ray_shards.py``)."""
 from __future__ import annotations
 
 import math
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...core.workload import Workload
-from ..load import MAX_OPEN_LOOP_THREADS, ClosedPlan, in_flight, open_loop_schedule, worker_count
+from ..load import MAX_OPEN_LOOP_THREADS, ClosedPlan, LoadRun, in_flight, open_loop_schedule, worker_count
 from .base import Run, Sent
 from .trace_replay import Replay
 
@@ -31,7 +32,6 @@ class WorkerOpenLoop:
 
     def send(self, one, samples, workload: Workload, run: Run, recover) -> Sent:
         from ..worker_shard import Credentials, WorkerTarget, make_shards
-        from ..workers import run_workers
 
         n = worker_count(workload)
         due = open_loop_schedule(workload, run.seed)[:len(samples)]
@@ -41,15 +41,8 @@ class WorkerOpenLoop:
         spares = spare[max(len(spare) - warm * n, 0):]  # prepared last (client.load.planned_requests)
         shards = make_shards(due, scheduled, spares, n, WorkerTarget.of(self.client), warmup=warm,
                              output_tokens=workload.output_tokens, extra=run.extra, in_flight=in_flight(workload))
-        timeouts = self.client.timeouts
-        if workload.ray is not None:  # one shard per node of a Ray cluster (client/ray_shards.py)
-            from ..ray_shards import run_on_ray
-
-            load_run = run_on_ray(workload.ray, shards, Credentials.of(self.client), span_s=due[-1] if due else 0.0,
-                                  request_timeout_s=timeouts.total_s)
-        else:
-            load_run = run_workers(shards, Credentials.of(self.client), span_s=due[-1] if due else 0.0,
-                                   request_timeout_s=timeouts.total_s, progress=run.progress)
+        load_run = run_shards(workload, shards, Credentials.of(self.client), span_s=due[-1] if due else 0.0,
+                              request_timeout_s=self.client.timeouts.total_s, progress=run.progress)
         return Sent(outcomes=list(load_run.outcomes), load_run=load_run)  # load.workers says it (notes warn)
 
     def measure(self, client, workload: Workload, run: Run):
@@ -62,14 +55,14 @@ class WorkerClosedLoop(WorkerOpenLoop):
     name = "closed_loop"
 
     def applies(self, workload: Workload) -> bool:
-        return not (workload.load is not None and workload.load.open_loop) and worker_count(workload) > 1
+        return not (workload.load is not None and workload.load.open_loop) and (
+            workload.ray is not None or worker_count(workload) > 1)
 
     def send(self, one, samples, workload: Workload, run: Run, recover) -> Sent:
         from ..worker_shard import Credentials, WorkerTarget
-        from ..workers import run_workers
         from ..workers_closed import SharedLoopState, make_closed_shards
 
-        n = worker_count(workload)
+        n = min(worker_count(workload), workload.concurrency)  # ray's workers: auto: every node, a stream each
         warm = workload.warmup
         cut = max(len(samples) - warm * n, 0)  # each worker's warm-up prompts: prepared last (planned_requests)
         loop, spares = samples[:cut], samples[cut:]
@@ -81,9 +74,10 @@ class WorkerClosedLoop(WorkerOpenLoop):
         # prompts are spent (or the duration over) by then; plus the start barrier's and ramp's waits
         per_stream = math.ceil(len(loop) / max(plan.concurrency, 1)) + 1
         span_s = plan.ramp_up_s + (plan.duration_s or timeout_s * per_stream) + 90.0
-        shared = SharedLoopState(multiprocessing.get_context("spawn"), plan.concurrency)  # inherited at start
-        load_run = run_workers(shards, Credentials.of(self.client), span_s=span_s, request_timeout_s=timeout_s,
-                               progress=run.progress, shared=shared)
+        # worker processes inherit the shared books at their start; Ray nodes share a LoopBooks actor instead
+        shared = None if workload.ray else SharedLoopState(multiprocessing.get_context("spawn"), plan.concurrency)
+        load_run = run_shards(workload, shards, Credentials.of(self.client), span_s=span_s,
+                              request_timeout_s=timeout_s, progress=run.progress, shared=shared)
         return Sent(outcomes=list(load_run.outcomes), load_run=load_run)
 
     def measure(self, client, workload: Workload, run: Run):
@@ -108,7 +102,6 @@ class WorkerReplay(Replay):
         from ...core.trace_tokens import declared_from_stamps
         from ...core.record import RequestRecord
         from ..worker_shard import Credentials, WorkerTarget
-        from ..workers import run_workers
 
         n = worker_count(workload)
         groups = sessions(self.rows)
@@ -119,8 +112,8 @@ class WorkerReplay(Replay):
         # a hang guard: the last session's start, its turns' delays and one request timeout a turn
         span_s = max((off + sum(turn_delay_ms(r, self.spec.speed) for r in g[1:])) / 1e3 + timeout_s * len(g)
                      for g, off in zip(groups, offsets)) if groups else 0.0
-        load_run = run_workers(shards, Credentials.of(self.client), span_s=span_s, request_timeout_s=timeout_s,
-                               progress=run.progress)
+        load_run = run_shards(workload, shards, Credentials.of(self.client), span_s=span_s,
+                              request_timeout_s=timeout_s, progress=run.progress)
         load_run.mode = "trace"
         for b in load_run.worker_books:  # every finished worker's (a failed one is an error naming it)
             self.skipped += b["skipped"]
@@ -131,6 +124,21 @@ class WorkerReplay(Replay):
                   for o in load_run.outcomes if o.trace is not None}
         self.declared, self.bound = declared_from_stamps(self.rows, stamps, self.spec.block_tokens)
         return Sent(outcomes=list(load_run.outcomes), notes=self.run_notes(), load_run=load_run)
+
+
+def run_shards(workload: Workload, shards: list, credentials: Any, *, span_s: float, request_timeout_s: float,
+               progress: Any, shared: Any = None) -> LoadRun:
+    """The shards sent by worker processes of this host (``client/workers.py``), or one per node of
+    the workload's Ray cluster (``client/ray_shards.py``; a closed loop's books: a ``LoopBooks`` actor)."""
+    if workload.ray is not None:
+        from ..ray_shards import run_on_ray
+
+        return run_on_ray(workload.ray, shards, credentials, span_s=span_s, request_timeout_s=request_timeout_s,
+                          progress=progress)
+    from ..workers import run_workers
+
+    return run_workers(shards, credentials, span_s=span_s, request_timeout_s=request_timeout_s, progress=progress,
+                       shared=shared)
 
 
 def make_trace_shards(groups: list[list], by_row: dict, workers: int, target, spec: Any, *,
