@@ -6,9 +6,6 @@ killed mid-run (the ``LLM_LATENCY_TEST_WORKER_EXIT_AFTER`` hook) is an error nam
 YAML key through pytest."""
 from __future__ import annotations
 
-import json
-from importlib import resources
-
 import pytest
 
 from pytest_llm_latency.client import workers as workers_mod
@@ -19,6 +16,7 @@ from pytest_llm_latency.core.checks import judge
 from pytest_llm_latency.core.workload import make_workload
 from pytest_llm_latency.plugin.report.document import result_entry
 from pytest_llm_latency.targets.reference.launch import start_reference
+from tests.helpers.results import validated_results
 
 URL = "reference://h100-sxm/llama-3.1-8b?prefix_caching=1&time_scale=0"
 STEPS = 3
@@ -102,7 +100,7 @@ def test_a_worker_killed_mid_run_makes_the_run_an_error_naming_it(servers, monke
 
 
 def test_agent_workers_in_yaml_reach_the_result_json(pytester):
-    jsonschema = pytest.importorskip("jsonschema")
+    pytest.importorskip("jsonschema")
     pytester.makefile(".slo.yaml", agent="""
 workloads:
   tools:
@@ -120,9 +118,7 @@ workloads:
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--llm-latency-url={URL}",  # completions: a chat twin
                                       "--llm-latency-json=r.json", timeout=180)
     r.assert_outcomes(passed=1)
-    doc = json.loads((pytester.path / "r.json").read_text())
-    jsonschema.validate(doc, json.loads(resources.files("pytest_llm_latency").joinpath(
-        "data/results.schema.json").read_text()))
+    doc = validated_results(pytester.path / "r.json")
     (res,) = doc["results"]
     assert res["agent"]["sessions"] == 4 and res["n"] == 8
     assert res["load"]["workers"] == 2 and [w["index"] for w in res["load"]["worker_lag"]] == [0, 1]

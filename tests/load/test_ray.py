@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-from importlib import resources
 
 import pytest
 
@@ -25,6 +24,7 @@ from pytest_llm_latency.client.runner import Target, make_client, measure  # noq
 from pytest_llm_latency.core.checks import judge  # noqa: E402
 from pytest_llm_latency.core.workload import make_workload  # noqa: E402
 from pytest_llm_latency.targets.reference.launch import start_reference  # noqa: E402
+from tests.helpers.results import validated_results  # noqa: E402
 
 URL = "reference://h100-sxm/llama-3.1-8b?time_scale=0.05"
 SPEC = {"prompt_tokens": 64, "output_tokens": 8, "rate": 40, "requests": 80, "workers": 2, "confidence": None,
@@ -140,7 +140,7 @@ def test_a_node_removed_mid_run_makes_the_run_an_error_naming_it(server, cluster
 def test_ray_in_yaml_with_workers_auto_reaches_the_result_json(pytester, cluster, server):
     """The plugin end to end in its own process (another Ray driver): ``--llm-latency-ray`` over an
     open loop with ``workers: auto`` (one shard per live node), the JSON valid against the schema."""
-    jsonschema = pytest.importorskip("jsonschema")
+    pytest.importorskip("jsonschema")
     pytester.makefile(".slo.yaml", load=f"""
 target: {{url: {server.url}}}
 workloads:
@@ -156,9 +156,7 @@ workloads:
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--llm-latency-ray={cluster.address}",
                                       "--llm-latency-json=r.json", timeout=150)
     r.assert_outcomes(passed=1)
-    doc = json.loads((pytester.path / "r.json").read_text())
-    jsonschema.validate(doc, json.loads(resources.files("pytest_llm_latency").joinpath(
-        "data/results.schema.json").read_text()))
+    doc = validated_results(pytester.path / "r.json")
     res = doc["results"][0]
     nodes = live_nodes()
     assert res["load"]["workers"] == len(nodes)

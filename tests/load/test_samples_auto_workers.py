@@ -5,9 +5,6 @@ workers' records; a worker killed mid-run (the test hook ``LLM_LATENCY_TEST_WORK
 and a hung one -- errors naming them; and the YAML key through the plugin."""
 from __future__ import annotations
 
-import json
-from importlib import resources
-
 import pytest
 
 from pytest_llm_latency.client import worker_pool
@@ -17,6 +14,7 @@ from pytest_llm_latency.client.worker_shard import TEST_EXIT_AFTER_ENV, TEST_EXI
 from pytest_llm_latency.core.checks import judge
 from pytest_llm_latency.core.workload import make_workload
 from pytest_llm_latency.targets.reference.launch import start_reference
+from tests.helpers.results import validated_results
 
 URL = "reference://h100-sxm/llama-3.1-8b?time_scale=0.05"
 # e2e p90 well under its budget: decided (pass) after 24 samples at 90%, long before max_samples
@@ -114,7 +112,7 @@ def test_a_worker_that_hangs_in_a_round_is_killed_and_named(monkeypatch):
 
 
 def test_samples_auto_with_workers_in_yaml_reaches_the_result_json(pytester):
-    jsonschema = pytest.importorskip("jsonschema")
+    pytest.importorskip("jsonschema")
     pytester.makefile(".slo.yaml", rounds="""
 workloads:
   rounds:
@@ -131,9 +129,7 @@ workloads:
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--llm-latency-url={URL}",
                                       "--llm-latency-json=r.json", timeout=180)
     r.assert_outcomes(passed=1)
-    doc = json.loads((pytester.path / "r.json").read_text())
-    jsonschema.validate(doc, json.loads(resources.files("pytest_llm_latency").joinpath(
-        "data/results.schema.json").read_text()))
+    doc = validated_results(pytester.path / "r.json")
     res = doc["results"][0]
     assert res["load"]["workers"] == 2 and res["load"]["load_mode"] == "rounds"
     assert [w["index"] for w in res["load"]["worker_lag"]] == [0, 1]

@@ -4,9 +4,6 @@
 worker killed mid-run (the test hook ``LLM_LATENCY_TEST_WORKER_EXIT_AFTER``) -- an error naming it."""
 from __future__ import annotations
 
-import json
-from importlib import resources
-
 import pytest
 
 from pytest_llm_latency.client.http import make_http_client
@@ -15,6 +12,7 @@ from pytest_llm_latency.client.worker_shard import TEST_EXIT_AFTER_ENV, TEST_EXI
 from pytest_llm_latency.core.checks import judge
 from pytest_llm_latency.core.workload import make_workload
 from pytest_llm_latency.targets.reference.launch import start_reference
+from tests.helpers.results import validated_results
 
 URL = "reference://h100-sxm/llama-3.1-8b?time_scale=0.05"
 SPEC = {"prompt_tokens": 64, "output_tokens": 8, "rate": 40, "requests": 200, "confidence": None,
@@ -99,7 +97,7 @@ def test_a_closed_loop_worker_that_dies_mid_run_makes_the_run_an_error_naming_it
 
 
 def test_workers_in_yaml_reach_the_result_json_and_its_request_rows(pytester):
-    jsonschema = pytest.importorskip("jsonschema")
+    pytest.importorskip("jsonschema")
     pytester.makefile(".slo.yaml", load="""
 workloads:
   spread:
@@ -114,9 +112,7 @@ workloads:
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--llm-latency-url={URL}",
                                       "--llm-latency-json=r.json", timeout=180)
     r.assert_outcomes(passed=1)
-    doc = json.loads((pytester.path / "r.json").read_text())
-    jsonschema.validate(doc, json.loads(resources.files("pytest_llm_latency").joinpath(
-        "data/results.schema.json").read_text()))
+    doc = validated_results(pytester.path / "r.json")
     res = doc["results"][0]
     assert res["load"]["workers"] == 2 and [w["index"] for w in res["load"]["worker_lag"]] == [0, 1]
     rows = res["requests"]
@@ -158,7 +154,7 @@ def test_a_worker_that_hangs_is_killed_and_named(monkeypatch):
 def test_an_ab_run_over_two_workers_sends_every_block_of_both_arms_from_worker_processes(pytester):
     """A/B interleaved (``baseline_target``) with ``workers: 2``: each block of each arm is an open
     loop over two new worker processes; the candidate's rows name every block's workers."""
-    jsonschema = pytest.importorskip("jsonschema")
+    pytest.importorskip("jsonschema")
     pytester.makefile(".slo.yaml", ab=f"""
 target:
   url: "{URL}&jitter_seed=1"
@@ -176,9 +172,7 @@ workloads:
 """)
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--llm-latency-json=r.json", timeout=180)
     r.assert_outcomes(passed=1)
-    doc = json.loads((pytester.path / "r.json").read_text())
-    jsonschema.validate(doc, json.loads(resources.files("pytest_llm_latency").joinpath(
-        "data/results.schema.json").read_text()))
+    doc = validated_results(pytester.path / "r.json")
     res = doc["results"][0]
     assert res["load"]["ab_blocks"] == 2 and res["load"]["ab_mode"] == "interleaved"
     assert res["baseline"]["comparisons"] and all(c["n_base"] == c["n_candidate"] == 10 and c["blocks"] == 2
