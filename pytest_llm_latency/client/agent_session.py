@@ -38,7 +38,7 @@ __all__ = ["measure_sessions", "run_sessions", "tools_overhead", "turn_table"]
 def session_workers(workload: Workload) -> int:
     """The worker processes the sessions are dealt over (1: this process): ``workers: N`` (or
     ``auto``), at most one per session slot and one per session."""
-    from .load import worker_count
+    from .load_plan import worker_count
 
     return max(min(worker_count(workload), workload.concurrency, workload.samples), 1)
 

@@ -11,7 +11,8 @@ from ..core.goodput import fluidity, goodput
 from ..core.record import RequestRecord
 from ..core.result import WorkloadResult
 from ..core.stats import percentile
-from .load import LoadRun, uses_load_engine
+from .load import LoadRun
+from .load_plan import uses_load_engine
 
 #: the client fell behind when its threads woke this late (p99) ...
 STARVED_LAG_MS = 20.0

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from pytest_llm_latency.client.load import planned_requests, run_load, uses_load_engine
+from pytest_llm_latency.client.load import run_load
+from pytest_llm_latency.client.load_plan import planned_requests, uses_load_engine
 from pytest_llm_latency.core.prompts import Prompt
 from pytest_llm_latency.core.record import RequestRecord, TokenChunk
 from pytest_llm_latency.core.result import Failure

@@ -212,7 +212,7 @@ AUTO = {"class": "chat", "samples": "auto", "concurrency": 4}
 
 
 def test_samples_auto_takes_workers_up_to_its_concurrency_and_auto_resolves_as_elsewhere():
-    from pytest_llm_latency.client.load import worker_count
+    from pytest_llm_latency.client.load_plan import worker_count
     from pytest_llm_latency.client.drivers.registry import driver_for
 
     w = make_workload("w", {**AUTO, "workers": 2})

@@ -9,7 +9,8 @@ import pickle
 import pytest
 
 from pytest_llm_latency.client.http import Timeouts
-from pytest_llm_latency.client.load import open_loop_schedule, planned_requests, worker_count
+from pytest_llm_latency.client.load import open_loop_schedule
+from pytest_llm_latency.client.load_plan import planned_requests, worker_count
 from pytest_llm_latency.client.worker_shard import (Credentials, PreparedShard, ShardRun, WorkerTarget, make_shards,
                                                     run_shard, shard_positions)
 from pytest_llm_latency.client.workers import merge

@@ -52,7 +52,7 @@ def test_a_closed_loop_takes_workers_up_to_its_concurrency():
 
 
 def test_a_trace_replay_takes_workers():
-    from pytest_llm_latency.client.load import worker_count
+    from pytest_llm_latency.client.load_plan import worker_count
 
     w = make_workload("w", {"trace": "t.jsonl", "workers": 2})
     assert w.workers == 2 and worker_count(w) == 2

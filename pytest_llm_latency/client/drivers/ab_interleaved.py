@@ -17,7 +17,7 @@ from ...core.result import WorkloadResult, measured
 from ...core import spec_decode
 from ...core.result_parts import SpecDecodeInfo, copy_parts
 from ...core.workload import Workload
-from ..load import worker_count
+from ..load_plan import worker_count
 from .base import Run
 
 

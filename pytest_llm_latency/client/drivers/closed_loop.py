@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ...core.workload import Workload
-from ..load import run_load, uses_load_engine, worker_count
+from ..load import run_load
+from ..load_plan import uses_load_engine, worker_count
 from .base import Run, Sent
 from .pipeline import measure_samples
 

@@ -3,7 +3,7 @@ latency, so a stall shows in the next requests' queueing (the load engine, ``cli
 from __future__ import annotations
 
 from ...core.workload import Workload
-from ..load import uses_load_engine, worker_count
+from ..load_plan import uses_load_engine, worker_count
 from .base import Run
 from .closed_loop import ClosedLoop
 from .pipeline import measure_samples

@@ -23,7 +23,8 @@ from ...core.verdict import SequentialVerdicts
 from ...core.workload import Workload
 from ..chunk_counts import CountRecovery
 from ..http import ensure_connections
-from ..load import LagMonitor, in_flight, planned_requests
+from ..load import LagMonitor
+from ..load_plan import in_flight, planned_requests
 from ..load_report import client_summary, load_summary
 from ..server_view import ServerTimeline
 from ..tokens import model_note, new_nonce, prepare_prompts

@@ -12,7 +12,7 @@ from ...core.record import RequestRecord
 from ...core.result import Failure
 from ...core.verdict import SequentialVerdicts
 from ...core.workload import Workload
-from ..load import worker_count
+from ..load_plan import worker_count
 from .base import ProgressFn, Run, Sent
 from .pipeline import measure_samples
 from .rounds import send_rounds

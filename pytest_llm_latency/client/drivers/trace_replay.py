@@ -33,7 +33,8 @@ from ...core.result import Failure, WorkloadResult, is_deterministic_rejection
 from ...core.trace import TraceRow, TraceSpec, arrival_offsets_ms, describe, sessions, turn_delay_ms
 from ...core.trace_tokens import DeclaredCache, check_context
 from ...core.workload import Workload
-from ..load import MAX_OPEN_LOOP_THREADS, LagMonitor, LoadRun, worker_count
+from ..load import MAX_OPEN_LOOP_THREADS, LagMonitor, LoadRun
+from ..load_plan import worker_count
 from .base import Run, Sent
 from .pipeline import measure_samples
 from ..clock import MEASUREMENT_CLOCK

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from ...core.prompts import Prompt
 from ...core.workload import Workload
-from ..load import worker_count
+from ..load_plan import worker_count
 from .base import Run, Sent
 
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...core.workload import Workload
-from ..load import MAX_OPEN_LOOP_THREADS, ClosedPlan, LoadRun, in_flight, open_loop_schedule, worker_count
+from ..load import MAX_OPEN_LOOP_THREADS, ClosedPlan, LoadRun, open_loop_schedule
+from ..load_plan import in_flight, worker_count
 from .base import Run, Sent
 from .trace_replay import Replay
 
@@ -38,7 +39,7 @@ class WorkerOpenLoop:
         scheduled = samples[:len(due)]
         spare = samples[len(due):]
         warm = workload.warmup
-        spares = spare[max(len(spare) - warm * n, 0):]  # prepared last (client.load.planned_requests)
+        spares = spare[max(len(spare) - warm * n, 0):]  # prepared last (client.load_plan.planned_requests)
         shards = make_shards(due, scheduled, spares, n, WorkerTarget.of(self.client), warmup=warm,
                              output_tokens=workload.output_tokens, extra=run.extra, in_flight=in_flight(workload))
         load_run = run_shards(workload, shards, Credentials.of(self.client), span_s=due[-1] if due else 0.0,
