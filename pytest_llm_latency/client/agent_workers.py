@@ -18,6 +18,7 @@ from ..core.record import RequestRecord
 from ..core.result import Failure
 from .agent_plan import PreparedSessions
 from .agent_shard import AgentDeal
+from .http import request_bound_s
 from .load import LoadRun
 from .worker_shard import Credentials, Shard, WorkerTarget, shard_positions
 
@@ -65,7 +66,7 @@ def run_on_workers(prep: PreparedSessions, workers: int, concurrency: int, *,
 
     client = prep.client
     shards = make_agent_shards(prep, workers, WorkerTarget.of(client), concurrency)
-    timeout_s = client.timeouts.total_s
+    timeout_s = request_bound_s(client.timeouts)
     return run_workers(shards, Credentials.of(client), span_s=span_s(shards, timeout_s), request_timeout_s=timeout_s,
                        progress=progress, on_ready=on_ready)
 

@@ -48,6 +48,13 @@ class Timeouts:
         return httpx.Timeout(connect=self.connect_s, read=self.idle_s, write=self.idle_s, pool=self.connect_s)
 
 
+def request_bound_s(t: Timeouts) -> float:
+    """The longest one request can take on a client with timeouts ``t``: each try's connect, its
+    total timeout and a last stalled read, and the waits between its 429/503 retries (the bound a
+    controller gives a worker process or a Ray node per request before naming it)."""
+    return (t.connect_s + t.total_s + t.idle_s) * (t.max_retries + 1) + t.max_retry_wait_s * t.max_retries
+
+
 class ConnectionTrace:
     """httpcore ``trace`` callback for one request attempt: stamps, with the record's clock,
 

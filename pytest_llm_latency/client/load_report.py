@@ -89,7 +89,7 @@ def workers_summary(res: WorkloadResult, run: LoadRun) -> None:
 def workers_lost(res: WorkloadResult) -> list[str]:
     """The worker processes (or Ray nodes) of ``res``'s run that died, hung or never got ready:
     ``workers_summary`` lists them first in ``facts.workers_failed``, then those that fell behind (a
-    run's own figures: a rate sweep's step that fell behind fails as one process's would)."""
+    run's own figures: a rate sweep's step that fell behind is unjudgeable, as one process's is)."""
     lost = (res.load.workers or 0) - len(res.load.worker_lag)
     return res.facts.workers_failed[:max(lost, 0)]
 

@@ -24,6 +24,7 @@ second thread of the actor) every ``PROGRESS_S`` for the progress line, as worke
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import fields, replace
 from typing import Any, Callable
@@ -177,7 +178,8 @@ def measure_offset(ray, actor) -> tuple[int, int]:
 
 def run_on_ray(address: str, shards: list[Shard], credentials: Credentials, *, span_s: float,
                request_timeout_s: float, clock=MEASUREMENT_CLOCK,
-               progress: Callable[[int, int], None] | None = None) -> LoadRun:
+               progress: Callable[[int, int], None] | None = None,
+               on_ready: Callable[[], None] | None = None) -> LoadRun:
     """Run ``shards`` one per Ray node (``STRICT_SPREAD``) from one wall-clock start and merge their
     exact records (on the driver's timeline) in schedule order into one ``LoadRun``: an open loop's
     schedule, a closed loop's streams (their books in a ``LoopBooks`` actor, ``client/ray_loop.py``)
@@ -236,6 +238,10 @@ def run_on_ray(address: str, shards: list[Shard], credentials: Credentials, *, s
             except (RayError, GetTimeoutError) as exc:
                 why = RuntimeError(f"the closed loop's books (a LoopBooks actor) did not start: {type(exc).__name__}")
                 failures.update({k: _lost(k, names.get(k), why, 0, shards[k].planned) for k in range(n)})
+        if failures:  # a node lost before the start: no sample is sent, the run is an error naming it
+            return merge(shards, results, failures)
+        if on_ready is not None:  # every node warmed: the pipeline's /metrics "before" reading
+            on_ready()
         wall_now, mono_now = time.time_ns(), clock()
         start_wall = wall_now + int(START_DELAY_S * 1e9)
         t0_driver = mono_now + (start_wall - wall_now)
@@ -282,7 +288,7 @@ def collect(ray, running: dict, actors: list, deadline: float, results: dict[int
     are read (a bounded wait; a lost one keeps its last count) and ``progress`` gets their sum."""
     RayError, GetTimeoutError = ray.exceptions.RayError, ray.exceptions.GetTimeoutError
     done_counts: dict[int, int] = {}
-    while running:
+    while running and not failures:  # the first lost node ends the wait: the run is an error naming it
         left = deadline - time.monotonic()
         ready, _ = ray.wait(list(running), num_returns=1, timeout=max(min(left, PROGRESS_S), 0))
         if ready:
@@ -315,6 +321,9 @@ def _lost(k: int, node: str | None, exc: BaseException, done: int | None, of: in
 
     where = f"on node {node}" if node else "(no node yet)"
     what = "lost (its node or actor died)" if isinstance(exc, RayActorError) else "failed"
-    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+    cause = getattr(exc, "cause", None)  # a RayTaskError: the actor's own (redacted) exception
+    shown = cause if isinstance(cause, BaseException) else exc
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(shown)).strip()  # Ray colours its task names
+    first = (text.splitlines() or [type(shown).__name__])[0][:300]
     count = f"before reporting its {of} requests" if done is None else f"after {done} of {of} requests"
-    return f"worker {k} {where} {what}: {type(exc).__name__}: {first} -- {count}"
+    return f"worker {k} {where} {what}: {type(shown).__name__}: {first} -- {count}"

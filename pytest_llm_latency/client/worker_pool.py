@@ -27,7 +27,7 @@ from ..core.bunching import StallTimeline
 from ..core.prompts import Prompt
 from ..core.result import Failure
 from .clock import MEASUREMENT_CLOCK
-from .http import Timeouts
+from .http import request_bound_s  # noqa: F401  (the pool's bound: drivers/worker_rounds.py)
 from .load import LoadRun
 from .worker_shard import TEST_EXIT_CODE, Credentials, Shard, ShardRun, _test_exit_after, prepare_shard
 from .workers import READY_SLACK_S, _named
@@ -36,12 +36,6 @@ from .workers import READY_SLACK_S, _named
 ROUND_SLACK_S = 30.0
 #: how long a worker may take to leave after ``stop`` before it is killed
 STOP_WAIT_S = 5.0
-
-
-def request_bound_s(t: Timeouts) -> float:
-    """The longest one request can take on the workers' client: each try's connect, its total
-    timeout and a last stalled read, and the waits between its 429/503 retries."""
-    return (t.connect_s + t.total_s + t.idle_s) * (t.max_retries + 1) + t.max_retry_wait_s * t.max_retries
 
 
 def deal(start: int, batch: list[Prompt], workers: int) -> list[list[tuple[int, Prompt]]]:

@@ -65,7 +65,9 @@ def run_workers(shards: list[Shard], credentials: Credentials, *, span_s: float,
     common start, and merge their exact records in schedule order into one ``LoadRun``.  ``shared``:
     a closed loop's books (``client.workers_closed.SharedLoopState``, made by the caller in the
     spawn context), handed to each process as a start argument.  ``on_ready``: called once every
-    worker is ready (warmed), before the common start is set (agent sessions scrape ``/metrics`` there)."""
+    worker is ready (warmed), before the common start is set (the ``/metrics`` "before" reading, so
+    the workers' warm-ups are not counted in the run's deltas).  The first lost worker ends the wait:
+    the others are killed, and the run is an error naming it."""
     import multiprocessing
     from multiprocessing.connection import wait
 
@@ -86,10 +88,13 @@ def run_workers(shards: list[Shard], credentials: Credentials, *, span_s: float,
     total = closed.samples if closed is not None else sum(len(s.positions) for s in shards)
 
     def pump(deadline_ns: int, until: str) -> None:
-        """Read messages until every live worker is in state ``until`` (or has failed) or the deadline."""
+        """Read messages until every live worker is in state ``until`` or the deadline; at the first
+        failure, stop waiting: the run is an error whatever the others send (``check_workers``), and
+        the others are killed at once (``finally`` below) rather than loading the server, or waiting
+        on a lock a killed worker held, until the deadline."""
         while True:
             live = [k for k in state if k not in failures and state[k] != until]
-            if not live:
+            if not live or failures:
                 return
             left = (deadline_ns - clock()) / 1e9
             if left <= 0:
@@ -129,12 +134,17 @@ def run_workers(shards: list[Shard], credentials: Credentials, *, span_s: float,
                 procs[k].join(1.0)
                 failures[k] = _named(k, procs[k], f"died with exit code {procs[k].exitcode}", 0, s.planned)
         pump(clock() + int((READY_SLACK_S + request_timeout_s * max(len(s.warm) for s in shards)) * 1e9), "ready")
-        if on_ready is not None:
+        if failures:  # a worker lost before the start: no sample is sent, the run is an error naming it
+            return merge(shards, results, failures)
+        if on_ready is not None:  # every worker warmed: the pipeline's /metrics "before" reading
             on_ready()
         t0 = clock() + int(START_DELAY_S * 1e9)
         for k, c in enumerate(conns):
-            if k not in failures:
+            try:
                 c.send(("go", t0))
+            except OSError:  # it died after "ready"
+                procs[k].join(1.0)
+                failures[k] = _named(k, procs[k], f"died with exit code {procs[k].exitcode}", 0, shards[k].planned)
         pump(t0 + int((span_s + request_timeout_s + FINISH_SLACK_S) * 1e9), "done")
     finally:
         for k, p in enumerate(procs):

@@ -153,20 +153,21 @@ def with_ray(w: Any, value: Any, where: str, *, run_wide: bool = False, workers_
     workload's ``workers: 1`` for the default)."""
     if not isinstance(value, str) or not value.strip() or any(ch.isspace() for ch in value.strip()):
         raise ConfigError(f"{where}: expected a Ray cluster address (host:port or ray://host:port), got {value!r}")
-    why = workers_refusal(open_loop=w.load is not None and w.load.open_loop, concurrency=w.concurrency,
-                          sweep=w.sweep is not None, trace=w.trace is not None, agent=w.agent is not None,
-                          prompt_sweep=bool(w.prompt_sweep), ab=w.baseline_target is not None, sequential=w.sequential,
-                          workers=w.workers)
-    why = why and why.replace("workers", "Ray nodes")  # its wording, not the Ray-only reasons' below
+    why: str | None = None  # the Ray-only reasons first: they name the real limit, not a count
     if w.agent is not None:
         why = "agent sessions on Ray nodes are not yet supported (worker processes of this host: workers: N)"
-    elif why is None and w.baseline_target is not None:
+    elif w.baseline_target is not None:
         why = ("an A/B run (baseline_target) on Ray nodes is not yet supported: every block of every arm would "
                "place its Ray actors anew, seconds for a block of a few requests (worker processes of this host: "
                "workers: N)")
-    elif why is None and w.sequential:
+    elif w.sequential:
         why = ("samples: auto on Ray nodes is not yet supported: its rounds run on a pool of worker processes of "
                "this host (workers: N), or give a fixed samples: N")
+    if why is None:
+        why = workers_refusal(open_loop=w.load is not None and w.load.open_loop, concurrency=w.concurrency,
+                              sweep=w.sweep is not None, trace=w.trace is not None, agent=False,
+                              prompt_sweep=bool(w.prompt_sweep), ab=False, sequential=False, workers=w.workers)
+        why = why and f"with ray, workers is the number of nodes: {why}"
     if why is None:
         return replace(w, ray=value.strip(), workers="auto" if w.workers == 1 and not workers_given else w.workers)
     if run_wide:

@@ -23,7 +23,7 @@ from .errors import ConfigError
 from .lengths import LengthDist, PrefixGroups, parse_prefix_groups, workload_lengths
 from .prefill_spec import PREFILL_ROOFLINE_KEYS, PREFILL_SLO_KEYS, parse_prefill_slo, parse_prompt_sweep
 from .prompt_buckets import BY_PROMPT_KEYS, PromptBudget, parse_prompt_budget, under
-from .load_spec import DURATION_MAX_REQUESTS, LOAD_KEYS, Load, make_load, with_ray, with_workers
+from .load_spec import DURATION_MAX_REQUESTS, LOAD_KEYS, Load, make_load, parse_workers, with_ray, with_workers
 from .renamed_keys import RENAMED_WORKLOAD_KEYS, upgrade_workload
 from .trace_spec import TRACE_KEYS, TraceSpec, trace_workload_spec
 
@@ -277,7 +277,9 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
         spec = {k: v for k, v in spec.items() if k != "requests"}
     w = with_statistics(w, spec, where, samples, samples_defaulted=not samples_given)
     check_fraction_budgets(w, where(("slo",)))
-    if "workers" in spec:
+    if "workers" in spec and spec.get("ray") is not None:  # with ray, the number of nodes: with_ray judges it
+        w = replace(w, workers=parse_workers(spec["workers"], where(("workers",))))
+    elif "workers" in spec:
         w = with_workers(w, spec["workers"], where(("workers",)))
     if spec.get("ray") is not None:
         w = with_ray(w, spec["ray"], where(("ray",)), workers_given="workers" in spec)

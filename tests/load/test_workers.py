@@ -183,3 +183,48 @@ workloads:
     rows = res["requests"]
     assert len(rows) == 10 and {row["worker"] for row in rows} == {w["worker"] for w in lag}
     assert len({row["worker"].split("@")[0] for row in rows}) == 4       # new processes every block
+
+
+@pytest.mark.parametrize("spec", [
+    {"rate": 20, "requests": 16, "workers": 2},                                # an open loop
+    {"concurrency": 4, "samples": "auto", "min_samples": 8, "max_samples": 16,  # samples: auto rounds
+     "confidence": 0.9, "workers": 2, "warmup": 4, "slo": {"e2e_p50": "30s"}},
+], ids=["open_loop", "rounds"])
+def test_a_replayed_run_over_workers_is_not_judged_on_the_servers_prefix_cache(spec):
+    """The same nonce twice against a caching server: the second run's prompts are served from the
+    cache, and the workers' own warm-ups (before the common start) must not pass for other clients'
+    traffic in the /metrics deltas, which would turn "not judged" into a note."""
+    spec = {"prompt_tokens": 256, "output_tokens": 4, "warmup": 1, "confidence": None,
+            "slo": {"e2e_p50": "30s"}, **spec}
+    with start_reference(URL + "&prefix_caching=1", mode="subprocess") as h, make_http_client() as http:
+        client = make_client(Target(h.url, "openai-completions"), http)
+        first, second = (judge(measure(client, make_workload("w", spec), seed=3, nonce="replayed"))
+                         for _ in range(2))
+    assert first.verdict == "pass", first.failure_message()
+    assert second.verdict == "error", second.failure_message()
+    assert any("served from the server's prefix cache" in e for e in second.errors), second.errors
+    assert not any("other clients share the server" in n for n in second.notes), second.notes
+
+
+def test_a_worker_that_dies_between_ready_and_the_start_is_named_never_a_crash(monkeypatch):
+    """The controller's "go" to a worker already gone is that worker's failure, named, not a
+    BrokenPipeError out of the run (the other worker is killed: no sample is sent)."""
+    import multiprocessing
+
+    from pytest_llm_latency.client import worker_shard, workers
+    from pytest_llm_latency.core.prompts import Prompt
+    from tests.helpers.fake_workers import ready_then_exit
+
+    monkeypatch.setattr(workers, "worker_main", ready_then_exit)
+    target = worker_shard.WorkerTarget("http://127.0.0.1:9", "openai-completions", "m")  # never contacted
+    shards = worker_shard.make_shards([0.0, 0.01], [Prompt("", f"p{i}", 8, 8) for i in range(2)], [], 2, target,
+                                      warmup=0, output_tokens=4, extra=None, in_flight=2)
+
+    def gone() -> None:  # the "ready" workers exit; wait (bounded) until they have, then the start
+        for p in multiprocessing.active_children():
+            if p.name.startswith("llm-latency-worker-"):
+                p.join(30)
+
+    run = workers.run_workers(shards, worker_shard.Credentials(), span_s=0.01, request_timeout_s=1.0, on_ready=gone)
+    assert run.outcomes == [] and run.worker_failures
+    assert run.worker_failures[0].startswith("worker 0 (pid ") and "died with exit code 3" in run.worker_failures[0]

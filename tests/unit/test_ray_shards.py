@@ -199,3 +199,14 @@ def test_a_run_past_its_deadline_names_every_node_still_running():
             lambda k, exc, done: f"worker {k}: {exc} ({done})", None)
     assert failures == {0: "worker 0: did not finish in time (None)", 1: "worker 1: did not finish in time (None)"}
     assert ray.waits == [0]
+
+
+def test_a_count_refusal_on_ray_says_workers_counts_nodes_and_a_ray_only_reason_comes_first():
+    with pytest.raises(ConfigError) as e:  # a closed loop of 2 streams on 4 nodes
+        make_workload("w", {**OPEN, "rate": None, "concurrency": 2, "workers": 4, "ray": "h:1"})
+    msg = str(e.value)
+    assert "with ray, workers is the number of nodes: a closed loop at concurrency 2" in msg
+    assert "give workers <= 2" in msg and "Ray nodes <=" not in msg and "Ray nodes: auto" not in msg
+    with pytest.raises(ConfigError, match="samples: auto on Ray nodes is not yet supported"):
+        make_workload("w", {k: v for k, v in {**OPEN, "rate": None, "requests": None, "samples": "auto",
+                                              "concurrency": 2, "workers": 4, "ray": "h:1"}.items() if v is not None})

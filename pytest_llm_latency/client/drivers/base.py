@@ -47,6 +47,9 @@ class Run:
     judge: Callable[[WorkloadResult], WorkloadResult] | None = None
     ab: ABArms | None = None
     trace_rows: tuple | None = None  # a trace replay's rows (core.trace.TraceRow), loaded by the plugin
+    # set by the pipeline for a driver that warms up inside ``send`` (``warms_in_send``: worker processes,
+    # Ray nodes): the driver calls it once every worker is warmed, for the /metrics "before" reading
+    on_ready: Callable[[], None] | None = None
 
 
 @dataclass

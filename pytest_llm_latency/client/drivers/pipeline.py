@@ -8,7 +8,7 @@ import gc
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import httpx
 
@@ -79,11 +79,17 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
         notes.append(f"stopped before the samples: a warm-up request was rejected ({warm_failures[0].kind}), "
                      f"as every sample would be")
     before = scrape(client)
+    late = bool(samples) and getattr(driver, "warms_in_send", False)  # worker processes, Ray nodes
+    ready: dict[str, Any] = {}
+    if late and before is not None:  # the counters' "before": once the workers' warm-ups are done
+        run = replace(run, on_ready=lambda: ready.update(before=scrape(client)))
     recovery = CountRecovery(client, workload)  # per-chunk token counts the streams did not give
     engine = bool(samples) and driver.engine
     with _no_gc_pauses(), ServerTimeline(client, before) as timeline, \
             contextlib.nullcontext() if engine else LagMonitor() as lag:  # the load engine has its own
         sent = driver.send(one, samples, workload, run, recovery.apply) if samples else Sent()
+    if late:  # no reading when no worker got ready: no deltas (the run is an error naming the worker)
+        before = ready.get("before")
     outcomes += sent.outcomes
     notes += sent.notes
     load_run, sequential = sent.load_run, sent.sequential

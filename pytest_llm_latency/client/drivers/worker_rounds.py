@@ -31,6 +31,7 @@ def round_shards(workers: int, target: Any, spares: list[Prompt], warmup: int, c
 class WorkerRounds:
     name = "sequential_rounds"
     engine = True  # the workers' lag monitors, not this process's
+    warms_in_send = True  # the pool's workers warm up on entering it: ``run.on_ready`` then
 
     def __init__(self, client, pool: Callable[..., Any] | None = None):
         self.client = client
@@ -52,6 +53,8 @@ class WorkerRounds:
                               output_tokens=workload.output_tokens, extra=run.extra)
         make = self.pool or WorkerPool
         with make(shards, Credentials.of(self.client), request_timeout_s=request_bound_s(self.client.timeouts)) as pool:
+            if run.on_ready is not None and not pool.failures:  # every worker warmed: /metrics "before"
+                run.on_ready()
             sent = [0]
 
             def send_round(batch: list[Prompt]) -> list:

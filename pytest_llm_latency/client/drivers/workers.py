@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...core.workload import Workload
+from ..http import request_bound_s
 from ..load import MAX_OPEN_LOOP_THREADS, ClosedPlan, LoadRun, open_loop_schedule
 from ..load_plan import in_flight, worker_count
 from .base import Run, Sent
@@ -23,6 +24,7 @@ from .trace_replay import Replay
 class WorkerOpenLoop:
     name = "open_loop"
     engine = True
+    warms_in_send = True  # each worker warms its own connections: ``run.on_ready`` once all are warm
 
     def __init__(self, client):
         self.client = client
@@ -43,7 +45,8 @@ class WorkerOpenLoop:
         shards = make_shards(due, scheduled, spares, n, WorkerTarget.of(self.client), warmup=warm,
                              output_tokens=workload.output_tokens, extra=run.extra, in_flight=in_flight(workload))
         load_run = run_shards(workload, shards, Credentials.of(self.client), span_s=due[-1] if due else 0.0,
-                              request_timeout_s=self.client.timeouts.total_s, progress=run.progress)
+                              request_timeout_s=request_bound_s(self.client.timeouts), progress=run.progress,
+                              on_ready=run.on_ready)
         return Sent(outcomes=list(load_run.outcomes), load_run=load_run)  # load.workers says it (notes warn)
 
     def measure(self, client, workload: Workload, run: Run):
@@ -70,7 +73,7 @@ class WorkerClosedLoop(WorkerOpenLoop):
         plan = ClosedPlan.of(workload)
         shards = make_closed_shards(plan, loop, spares, n, WorkerTarget.of(self.client), warmup=warm,
                                     output_tokens=workload.output_tokens, extra=run.extra)
-        timeout_s = self.client.timeouts.total_s
+        timeout_s = request_bound_s(self.client.timeouts)
         # a hang guard, not a forecast: each stream ends a request within the timeout, so all the
         # prompts are spent (or the duration over) by then; plus the start barrier's and ramp's waits
         per_stream = math.ceil(len(loop) / max(plan.concurrency, 1)) + 1
@@ -78,7 +81,7 @@ class WorkerClosedLoop(WorkerOpenLoop):
         # worker processes inherit the shared books at their start; Ray nodes share a LoopBooks actor instead
         shared = None if workload.ray else SharedLoopState(multiprocessing.get_context("spawn"), plan.concurrency)
         load_run = run_shards(workload, shards, Credentials.of(self.client), span_s=span_s,
-                              request_timeout_s=timeout_s, progress=run.progress, shared=shared)
+                              request_timeout_s=timeout_s, progress=run.progress, shared=shared, on_ready=run.on_ready)
         return Sent(outcomes=list(load_run.outcomes), load_run=load_run)
 
     def measure(self, client, workload: Workload, run: Run):
@@ -97,6 +100,7 @@ class WorkerReplay(Replay):
     additive plan (history + ``input_length``; a worker has no tokenize counter of its own), checked
     against the server's count like every prompt."""
     client: Any = None
+    warms_in_send = True  # see WorkerOpenLoop
 
     def send(self, one, samples, workload: Workload, run: Run, recover) -> Sent:
         from ...core.trace import arrival_offsets_ms, sessions, turn_delay_ms
@@ -108,13 +112,13 @@ class WorkerReplay(Replay):
         groups = sessions(self.rows)
         shards = make_trace_shards(groups, {p.key: p for p in samples}, n, WorkerTarget.of(self.client), self.spec,
                                    output_tokens=workload.output_tokens, extra=run.extra)
-        timeout_s = self.client.timeouts.total_s
+        timeout_s = request_bound_s(self.client.timeouts)
         offsets = arrival_offsets_ms(self.rows, self.spec.speed, self.spec.start_ms)
         # a hang guard: the last session's start, its turns' delays and one request timeout a turn
         span_s = max((off + sum(turn_delay_ms(r, self.spec.speed) for r in g[1:])) / 1e3 + timeout_s * len(g)
                      for g, off in zip(groups, offsets)) if groups else 0.0
         load_run = run_shards(workload, shards, Credentials.of(self.client), span_s=span_s,
-                              request_timeout_s=timeout_s, progress=run.progress)
+                              request_timeout_s=timeout_s, progress=run.progress, on_ready=run.on_ready)
         load_run.mode = "trace"
         for b in load_run.worker_books:  # every finished worker's (a failed one is an error naming it)
             self.skipped += b["skipped"]
@@ -128,18 +132,19 @@ class WorkerReplay(Replay):
 
 
 def run_shards(workload: Workload, shards: list, credentials: Any, *, span_s: float, request_timeout_s: float,
-               progress: Any, shared: Any = None) -> LoadRun:
+               progress: Any, shared: Any = None, on_ready: Any = None) -> LoadRun:
     """The shards sent by worker processes of this host (``client/workers.py``), or one per node of
-    the workload's Ray cluster (``client/ray_shards.py``; a closed loop's books: a ``LoopBooks`` actor)."""
+    the workload's Ray cluster (``client/ray_shards.py``; a closed loop's books: a ``LoopBooks`` actor).
+    ``on_ready``: called once every worker or node is warmed, before the common start."""
     if workload.ray is not None:
         from ..ray_shards import run_on_ray
 
         return run_on_ray(workload.ray, shards, credentials, span_s=span_s, request_timeout_s=request_timeout_s,
-                          progress=progress)
+                          progress=progress, on_ready=on_ready)
     from ..workers import run_workers
 
     return run_workers(shards, credentials, span_s=span_s, request_timeout_s=request_timeout_s, progress=progress,
-                       shared=shared)
+                       shared=shared, on_ready=on_ready)
 
 
 def make_trace_shards(groups: list[list], by_row: dict, workers: int, target, spec: Any, *,
