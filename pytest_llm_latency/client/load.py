@@ -68,6 +68,7 @@ class LoadRun:
     workers: list = field(default_factory=list)       # workers: N: one client.workers.WorkerInfo each
     worker_failures: list[str] = field(default_factory=list)  # a worker that died, hung or never got ready
     worker_books: list[dict] = field(default_factory=list)  # a trace replay's, per worker (client/workers.py)
+    warm_failures: int = 0                            # workers: N: their unmeasured warm-ups that failed
 
 
 class LagMonitor:

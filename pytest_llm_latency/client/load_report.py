@@ -84,6 +84,9 @@ def workers_summary(res: WorkloadResult, run: LoadRun) -> None:
         res.load.workers = len(run.workers) + len(run.worker_failures)
         res.load.worker_lag = [wk.as_json() for wk in run.workers]
         res.facts.workers_failed = list(run.worker_failures) + workers_behind(res, run.workers)
+    if run.warm_failures:  # one note, as one process gives for its own warm-ups
+        res.notes.append(f"{run.warm_failures} warm-up request(s) failed on the workers (unmeasured: each worker "
+                         f"warms its own connections before the start)")
 
 
 def workers_lost(res: WorkloadResult) -> list[str]:

@@ -190,6 +190,7 @@ def merge(shards: list[Shard], results: dict[int, ShardRun], failures: dict[int,
                          if isinstance(o, Failure)]
     run.worker_failures = [failures[k] for k in sorted(failures)]
     run.worker_books = [results[k].books for k in sorted(results) if results[k].books]
+    run.warm_failures = sum(r.warm_failures for r in results.values())
     return run
 
 

@@ -114,6 +114,24 @@ def test_a_failed_worker_makes_the_run_an_error_naming_it():
     assert res.verdict == "error" and any(why in e for e in res.errors), res.errors
 
 
+def test_the_workers_failed_warm_ups_are_one_note_as_one_process_gives():
+    from pytest_llm_latency.client.load_report import load_summary
+
+    shards = make_shards([0.0, 0.1], prompts(2), prompts(2, "w"), 2, TARGET, warmup=1, output_tokens=4,
+                         extra=None, in_flight=2)
+    runs = {k: ShardRun(k, 11 + k, "h", outcomes=[(k, rec(k, f"{11 + k}@h"))], send_lag_ns=[0], warm_failures=k)
+            for k in (0, 1)}
+    run = merge(shards, runs, {})
+    assert run.warm_failures == 1
+    w = make_workload("w", {"class": "custom", "prompt_tokens": 8, "output_tokens": 1, "rate": 40, "requests": 2,
+                            "workers": 2, "confidence": None, "slo": {"e2e_p50": "10s"}})
+    res = measured(w, list(run.outcomes), [])
+    load_summary(res, run)
+    assert [n for n in res.notes if "warm-up" in n] == [
+        "1 warm-up request(s) failed on the workers (unmeasured: each worker warms its own connections before the "
+        "start)"]
+
+
 def test_a_worker_that_fell_behind_makes_the_run_an_error_naming_it():
     from pytest_llm_latency.client.load_report import load_summary
 
