@@ -288,7 +288,7 @@ def collect(ray, running: dict, actors: list, deadline: float, results: dict[int
     are read (a bounded wait; a lost one keeps its last count) and ``progress`` gets their sum."""
     RayError, GetTimeoutError = ray.exceptions.RayError, ray.exceptions.GetTimeoutError
     done_counts: dict[int, int] = {}
-    while running and not failures:  # the first lost node ends the wait: the run is an error naming it
+    while running:
         left = deadline - time.monotonic()
         ready, _ = ray.wait(list(running), num_returns=1, timeout=max(min(left, PROGRESS_S), 0))
         if ready:

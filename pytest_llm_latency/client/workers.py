@@ -66,8 +66,8 @@ def run_workers(shards: list[Shard], credentials: Credentials, *, span_s: float,
     a closed loop's books (``client.workers_closed.SharedLoopState``, made by the caller in the
     spawn context), handed to each process as a start argument.  ``on_ready``: called once every
     worker is ready (warmed), before the common start is set (the ``/metrics`` "before" reading, so
-    the workers' warm-ups are not counted in the run's deltas).  The first lost worker ends the wait:
-    the others are killed, and the run is an error naming it."""
+    the workers' warm-ups are not counted in the run's deltas).  A worker lost before the start: no
+    sample is sent; in a closed loop the first lost worker ends the wait (``pump``)."""
     import multiprocessing
     from multiprocessing.connection import wait
 
@@ -88,13 +88,14 @@ def run_workers(shards: list[Shard], credentials: Credentials, *, span_s: float,
     total = closed.samples if closed is not None else sum(len(s.positions) for s in shards)
 
     def pump(deadline_ns: int, until: str) -> None:
-        """Read messages until every live worker is in state ``until`` or the deadline; at the first
-        failure, stop waiting: the run is an error whatever the others send (``check_workers``), and
-        the others are killed at once (``finally`` below) rather than loading the server, or waiting
-        on a lock a killed worker held, until the deadline."""
+        """Read messages until every live worker is in state ``until`` or the deadline.  A closed
+        loop stops at the first failure: its workers share books and a lock the lost one may have
+        held, so the others would wait on it until the deadline; they are killed (``finally``
+        below) and the run is an error naming the lost one.  Elsewhere the others finish their own
+        shards (their records are reported; the run is an error all the same)."""
         while True:
             live = [k for k in state if k not in failures and state[k] != until]
-            if not live or failures:
+            if not live or (failures and shared is not None):
                 return
             left = (deadline_ns - clock()) / 1e9
             if left <= 0:
@@ -149,6 +150,9 @@ def run_workers(shards: list[Shard], credentials: Credentials, *, span_s: float,
     finally:
         for k, p in enumerate(procs):
             if p.is_alive() and k not in results:
+                if failures and k not in failures:  # stopped because another was lost (a closed loop)
+                    failures[k] = _named(k, p, "was stopped when another worker was lost", done_counts[k],
+                                         shards[k].planned)
                 p.kill()  # hung, or never started: nothing of it is waited for
             p.join(5.0)
             conns[k].close()
