@@ -235,3 +235,14 @@ def test_the_client_figures_of_the_records_are_recomputed_over_every_block():
     assert combine_client(blocks, recs).events_per_read == round(m.events_per_read(recs), 3)
     blocks[0].client.client_lag_ms_p99, blocks[1].client.client_lag_ms_p99 = 3.0, 40.0
     assert combine_client(blocks, recs).client_lag_ms_p99 == 40.0         # the worst block's, not a mean
+
+
+def test_the_baseline_arm_is_judged_against_the_budgets_the_run_is_judged_against():
+    """``with_workload`` (other budgets): the ITL budget makes the baseline arm's per-chunk
+    streams an error, and with it dropped they are none."""
+    from pytest_llm_latency.core.checks import with_workload
+
+    a, _ = ab({("b", 1): "per_chunk"})
+    assert any(e.startswith("baseline target: itl_p50 cannot be judged") for e in a.errors)
+    again = judge(with_workload(a, make_workload("w", {**SPEC, "slo": {"ttft_p50": 200}})))
+    assert again.verdict == "pass" and not again.errors, again.errors

@@ -6,6 +6,8 @@ are carried into the candidate's ``facts.workers_failed`` already (``check_worke
 that measured nothing is ``facts.baseline_target_empty`` (``check_regression``)."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..findings import Finding
 from ..result import WorkloadResult
 from .cold_starts import check_cold_starts
@@ -22,5 +24,7 @@ def check_baseline_arm(res: WorkloadResult) -> list[Finding]:
     arm = res.facts.baseline_target_arm
     if arm is None or not arm.records:
         return []
+    if arm.workload is not res.workload:  # judged again against other budgets (``with_workload``): those
+        arm = replace(arm, workload=res.workload)
     return [Finding(f.check, f.kind, CHECK_PREFIX + f.text, f.data)
             for check in ARM_CHECKS for f in check(arm) if f.kind != "cause"]
