@@ -8,7 +8,9 @@ Examples::
 
 Each step is an open-loop run (``--requests`` requests on a seeded ``--arrival`` schedule at the
 step's rate, after ``--warmup``), judged against the budgets; the rate is bisected
-(``core/rate_sweep.py``) for at most ``--max-steps`` runs.  Exit status 0 when a capacity was
+(``core/rate_sweep.py``) for at most ``--max-steps`` runs.  ``--workers N|auto`` sends every step
+from worker processes (``--ray ADDRESS``: one shard per node of a Ray cluster), as the workload keys
+``workers`` and ``ray`` do: the same parsing (``core.load_spec``), the same refusals.  Exit status 0 when a capacity was
 bracketed, 1 when no rate in the range meets the SLO (or it is below ``--capacity-min``).
 """
 from __future__ import annotations
@@ -41,6 +43,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-steps", type=int, default=8)
     parser.add_argument("--tolerance", type=float, default=0.05)
     parser.add_argument("--capacity-min", type=float, default=None, help="fail below this capacity (req/s)")
+    parser.add_argument("--workers", default=None, metavar="N|auto",
+                        help="worker processes sending every step's open loop, each with its own HTTP client: N, or "
+                             "'auto' (one per 32 requests in flight, at most one per CPU but one); default 1 (this "
+                             "process). The workload key workers")
+    parser.add_argument("--ray", default=None, metavar="ADDRESS",
+                        help="send every step from one shard per node of the Ray cluster at ADDRESS (host:port or "
+                             "ray://host:port; needs pip install 'pytest-llm-latency[ray]'); --workers is then the "
+                             "number of nodes (default: every node). The workload key ray")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
@@ -54,7 +64,7 @@ def _spec(args) -> dict:
     if args.burstiness is not None:
         spec["burstiness"] = args.burstiness
     for key, value in (("class", args.klass), ("prompt_tokens", args.prompt_tokens),
-                       ("output_tokens", args.output_tokens)):
+                       ("output_tokens", args.output_tokens), ("workers", args.workers), ("ray", args.ray)):
         if value is not None:
             spec[key] = value
     slo = {}
@@ -98,12 +108,14 @@ def run(args) -> int:
         return 2
     ok = res.verdict == "pass"
     if args.json:
-        print(json.dumps({"target": redact_url(args.url), "capacity_rps": sw.capacity,
+        print(json.dumps({"target": redact_url(args.url), "workers": res.load.workers, "capacity_rps": sw.capacity,
                           "lowest_failing_rps": sw.lowest_failing, "bounded": sw.bounded or None,
                           "steps": [{"rate_rps": s.rate, "passed": s.passed, "why": s.summary} for s in sw.curve()],
                           "verdict": res.verdict}, indent=2))
     else:
-        print(f"{redact_url(args.url)}: {sw.describe()}")
+        over = f" (each step over {res.load.workers} {'Ray nodes' if workload.ray else 'worker processes'})" \
+            if res.load.workers else ""
+        print(f"{redact_url(args.url)}: {sw.describe()}{over}")
         for s in sw.curve():
             print(f"  {s.rate:10.3f} req/s  {'pass' if s.passed else 'FAIL'}  {s.summary}")
         if not ok:

@@ -109,8 +109,7 @@ class CountRecovery:
         per_chunk = None
         if not rules:
             return extra, notes, per_chunk
-        extra["itl_token_counts"] = next(iter(rules)) if len(rules) == 1 else \
-            ", ".join(f"{rule} {n}" for rule, n in rules.most_common())
+        extra["itl_token_counts"] = m.itl_token_counts(records)
         why = f" ({self.whys.most_common(1)[0][0]})" if self.whys else ""
         total = sum(rules.values())
         if rules.get("apportioned"):

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from ..core import metrics as m
 from ..core.bunching import Attribution, StallTimeline, attribute, bursts as burst_reads
 from ..core.goodput import fluidity, goodput
+from ..core.metrics import events_per_read  # defined once, in core.metrics
 from ..core.record import RequestRecord
 from ..core.result import WorkloadResult
 from ..core.stats import percentile
@@ -28,16 +29,6 @@ FAST_TOKEN_MS = 1.0
 
 def _p(values: list[float], q: float) -> float | None:
     return percentile(sorted(values), q) if values else None
-
-
-def events_per_read(records: list[RequestRecord]) -> float | None:
-    """Token events per socket read: the adapters stamp once per read, so chunks with the same
-    timestamp arrived in one read (1.0: every event read on its own)."""
-    chunks = reads = 0
-    for r in records:
-        chunks += len(r.chunks)
-        reads += len({c.t_ns for c in r.chunks})
-    return chunks / reads if reads else None
 
 
 def client_health(lag_ns: list[int], send_lag_ns: list[int], records: list[RequestRecord],

@@ -86,5 +86,8 @@ class Facts:
     sweep_parts: list = field(default_factory=list)         # prompt sweep: (tag, part WorkloadResult)
     rate_sweep: RateSweepRun | None = None
     baseline_target_empty: str | None = None                # A/B: the baseline target measured nothing
+    # A/B: the baseline target's measurement, every block combined (core.blocks): its validity (a client
+    # that fell behind, a prefix cache, cold starts, per-chunk ITL) is the run's (core.checks.ab_arm)
+    baseline_target_arm: Any = None
     gates: list[GateOutcome] = field(default_factory=list)
     comparisons: list[Comparison] = field(default_factory=list)

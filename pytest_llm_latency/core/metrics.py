@@ -240,6 +240,28 @@ def burst_chunks(rec: RequestRecord, threshold_ns: int = 100_000) -> int:
     return sum(1 for a, b in zip(rec.chunks, rec.chunks[1:]) if b.t_ns - a.t_ns < threshold_ns)
 
 
+def events_per_read(records: list[RequestRecord]) -> float | None:
+    """Token events per socket read: the adapters stamp once per read, so chunks with the same
+    timestamp arrived in one read (1.0: every event read on its own)."""
+    chunks = reads = 0
+    for r in records:
+        chunks += len(r.chunks)
+        reads += len({c.t_ns for c in r.chunks})
+    return chunks / reads if reads else None
+
+
+def itl_token_counts(records: list[RequestRecord]) -> str | None:
+    """Which rule of ``COUNT_RULES`` gave the streams' per-chunk token counts: one rule, or each with
+    its number of streams, most first (``measurement.itl_token_counts``); None when no stream says."""
+    rules: dict[str, int] = {}
+    for r in records:
+        if r.token_count_rule:
+            rules[r.token_count_rule] = rules.get(r.token_count_rule, 0) + 1
+    if len(rules) <= 1:
+        return next(iter(rules), None)
+    return ", ".join(f"{rule} {n}" for rule, n in sorted(rules.items(), key=lambda kv: -kv[1]))
+
+
 def per_request(rec: RequestRecord) -> dict[str, float | None]:
     """The scalar metrics of one request (ITL is a list and handled separately)."""
     return {"ttft": ttft_ms(rec), "ttfo": ttfo_ms(rec), "tpot": tpot_ms(rec), "e2e": e2e_ms(rec),

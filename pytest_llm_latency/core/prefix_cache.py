@@ -117,6 +117,16 @@ def expected_shared(group_tokens: int, requests: int) -> int:
     return requests * (group_tokens // CACHE_BLOCK_TOKENS) * CACHE_BLOCK_TOKENS
 
 
+def declared(ev: CacheEvidence, group_tokens: int | None, bound_tokens: int | None) -> tuple[int, str]:
+    """(cached tokens the workload declares for ``ev``'s requests, who declares them): a trace replay's
+    bound (``bound_tokens``: the blocks its rows share), else ``shared_prefix_groups`` of
+    ``group_tokens`` each (``expected_shared``), else none."""
+    if bound_tokens is not None:
+        return bound_tokens, "the trace's shared hash_ids declare"
+    return (expected_shared(group_tokens, ev.requests) if group_tokens is not None else 0,
+            "shared_prefix_groups declares")
+
+
 def judge(ev: CacheEvidence | None, *, shared_prefix_tokens: int = 0, expected_tokens: int = 0,
           declared_by: str = "shared_prefix_groups declares") -> CacheVerdict:
     """A note whenever the cache served more than a salted prompt can explain, and an error

@@ -89,3 +89,18 @@ def test_sweep_subcommand_json(capsys):
     assert out["capacity_rps"] == max(s["rate_rps"] for s in out["steps"] if s["passed"])
     assert main(["rate-sweep", "--url", "http://x", "--class", "chat", "--rate-min", "5", "--rate-max", "1"]) == 2
     assert "rate_min (5) must be below rate_max (1)" in capsys.readouterr().err
+
+
+def test_sweep_subcommand_over_two_worker_processes(capsys):
+    """``--workers 2``: every step an open loop sharded over two spawned worker processes (the workload
+    key ``workers``), its records merged; the bisection as in one process (a few steps, one decode slot
+    in real time: 400 req/s queues past the TTFT budget, 10 req/s does not)."""
+    code = main(["rate-sweep", "--url", "reference://h100-sxm/llama-3.1-8b?max_num_seqs=1&time_scale=1",
+                 "--prompt-tokens", "16", "--output-tokens", "4", "--slo", "ttft_p50=80ms", "--arrival", "constant",
+                 "--rate-min", "10", "--rate-max", "400", "--max-steps", "2", "--requests", "12", "--warmup", "1",
+                 "--workers", "2", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["verdict"] == "pass", out
+    assert out["workers"] == 2                                      # the reported step's, over two processes
+    assert [s["rate_rps"] for s in out["steps"]] == [10, 400] and [s["passed"] for s in out["steps"]] == [True, False]
+    assert out["capacity_rps"] == 10 and out["lowest_failing_rps"] == 400

@@ -4,6 +4,8 @@ jitter seed) is not flagged, a 15% slower decode is."""
 import json
 import re
 
+import pytest
+
 REF = "reference://h100-sxm/llama-3.1-8b?time_scale=0.5&jitter=0.05"
 TEST = """
 import pytest
@@ -105,3 +107,33 @@ def test_run_wide_samples_auto_keeps_an_ab_workloads_fixed_count(pytester):
     r.assert_outcomes(passed=1)
     res, = json.loads((pytester.path / "r.json").read_text())["results"]
     assert res["n"] == 30 and res["load"]["ab_blocks"] == 6
+
+
+# a target that unloads its model after its 12th request (another client's model evicting it), taking 200 ms to
+# load it again: the sample after that, in the third block of its arm, is a cold start
+OLLAMA = "reference://h100-sxm/llama-3.1-8b?time_scale=1&tokenize_endpoint=0"
+EVICTING = OLLAMA + "&load_time=0.2&evict_every=12"
+COLD_AB = """
+workloads:
+  cold: {{class: custom, prompt_tokens: 64, output_tokens: 4, samples: 15, warmup: 1, max_error_rate: 0.5,
+         cold_starts: fail, baseline_target: {{url: "{bt}", block: 5}}}}
+"""
+
+
+@pytest.mark.parametrize("evicting", ["candidate", "baseline target"])
+def test_a_cold_start_in_a_later_block_of_either_arm_fails_the_run(pytester, evicting):
+    """Every block of each arm is judged (``core.blocks``): before, only the first block's facts were
+    kept, and this run passed."""
+    url, bt = (EVICTING, OLLAMA) if evicting == "candidate" else (OLLAMA, EVICTING)
+    pytester.makefile(".slo.yaml", ab=COLD_AB.format(bt=bt))
+    r = pytester.runpytest("-p", "no:cacheprovider", f"--llm-latency-url={url}", "--llm-latency-api=ollama",
+                           "--llm-latency-json=r.json")
+    r.assert_outcomes(failed=1)
+    res, = json.loads((pytester.path / "r.json").read_text())["results"]
+    prefix = "" if evicting == "candidate" else "baseline target: "
+    text = next(v for v in res["violations"] if v.startswith(prefix + "1 of 15 samples were cold starts"))
+    number = int(re.search(r"load_duration: #(\d+) ", text).group(1))
+    assert number > 5, text                                   # a sample of a later block than the first
+    assert res["load"]["ab_blocks"] == 3
+    if evicting == "candidate":
+        assert res["cold_start"] == {"cold_starts": 1, "cold_start_samples": str(number)}

@@ -6,16 +6,20 @@ the targets' processes.
 With ``workers: N`` each block of each arm is sent by the workload's worker processes (the base
 driver's ``WorkerOpenLoop``/``WorkerClosedLoop``: the block's loop sharded, its records merged),
 new ones every block, so every block warms their connections; an arm's ``load.worker_lag`` lists
-every block's workers, and a worker lost or behind in any block of either arm is carried into the
-candidate's facts (the run is an error naming it and its block)."""
+every block's workers.
+
+An arm is judged as one sample: its blocks are combined by ``core.blocks.combine_blocks`` (every
+block's records, facts and parts, so a client that fell behind, a prefix cache, cold starts, streams
+without per-token counts or a lost worker in any block is the arm's); a worker lost or behind in any
+block of either arm is carried into the candidate's facts (the run is an error naming it and its
+block), and the baseline arm itself is (``facts.baseline_target_arm``: its validity checks are the run's)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
 
-from ...core.result import WorkloadResult, measured
-from ...core import spec_decode
-from ...core.result_parts import SpecDecodeInfo, copy_parts
+from ...core.blocks import combine_blocks, combine_workers, workers_failed
+from ...core.result import WorkloadResult
 from ...core.workload import Workload
 from ..load_plan import worker_count
 from .base import Run
@@ -67,34 +71,20 @@ class ABInterleaved:
         out = []
         for arm in ("a", "b"):
             results = parts[arm]
+            name = "candidate" if arm == "a" else "baseline target"
+
+            def label(k: int, _name: str = name) -> str:
+                return f"A/B block {k + 1} ({_name})"
             prepared = [res for res in results if not res.prepared]
             if prepared:  # a prompt preparation failed: that result, as the single-target path reports it
                 res = prepared[0]
-            else:
-                res = measured(workload, [r for x in results for r in x.records],
-                               [f for x in results for f in x.failures])
-                copy_parts(results[0], res)
-                blocks = [x.spec_decode.to_json() for x in results]
-                spec = spec_decode.combine(blocks, res.records)  # every block's, not the first block's alone
-                res.spec_decode = SpecDecodeInfo(**spec) if spec is not None else SpecDecodeInfo()
-                if spec is None and any(blocks):
-                    res.notes.append(f"speculative decoding: only {sum(1 for b in blocks if b)} of {len(blocks)} "
-                                     "blocks of this arm have acceptance figures (or from different sources), so "
-                                     "the arm reports none")
-                res.notes[:0] = [x for x in results[0].notes if x not in res.notes]
-            res.facts.workers_failed = workers_of(results, res, "candidate" if arm == "a" else "baseline target")
+                combine_workers([x.load for x in results], res.load)
+                res.facts.workers_failed = workers_failed(results, label)
+            else:  # every block's records, facts and parts (core.blocks): a later block's problem is the arm's
+                res = combine_blocks(workload, results, label)
             out.append(res)
         out[0].facts.workers_failed += out[1].facts.workers_failed  # the candidate's verdict is the run's
+        out[0].facts.baseline_target_arm = out[1]  # and so is the baseline arm's validity (core.checks.ab_arm)
         out[0].load.set(ab_blocks=block, ab_block_size=ab.block_size,
                         ab_mode="alternating" if alternate is not None else "interleaved")
         return out[0], out[1]
-
-
-def workers_of(blocks: list[WorkloadResult], res: WorkloadResult, arm: str) -> list[str]:
-    """An arm's worker figures from every block onto ``res``: ``load.workers`` the most a block had,
-    ``load.worker_lag`` every block's workers (its records', each ``pid@host``); returns every block's
-    lost or lagging workers, each naming its block and arm (for ``facts.workers_failed``)."""
-    if any(x.load.workers for x in blocks):
-        res.load.workers = max(x.load.workers or 0 for x in blocks)
-        res.load.worker_lag = [entry for x in blocks for entry in x.load.worker_lag]
-    return [f"A/B block {k + 1} ({arm}): {why}" for k, x in enumerate(blocks) for why in x.facts.workers_failed]

@@ -2,7 +2,7 @@
 salted prompts, ITL budgets without per-token counts: each makes the run unjudgeable."""
 from __future__ import annotations
 
-from ..prefix_cache import expected_shared, judge as judge_cache
+from ..prefix_cache import declared, judge as judge_cache
 from ..result import WorkloadResult
 from ..findings import Finding, found
 
@@ -39,10 +39,7 @@ def check_prefix_cache(res: WorkloadResult) -> list[Finding]:
         return []
     groups = res.workload.shared_prefix_groups
     ev = res.facts.prefix_cache
-    expected = expected_shared(groups.tokens, ev.requests) if groups is not None else 0
-    declared_by = "shared_prefix_groups declares"
-    if res.facts.cache_bound_tokens is not None:  # a trace replay: the blocks its rows share
-        expected, declared_by = res.facts.cache_bound_tokens, "the trace's shared hash_ids declare"
+    expected, declared_by = declared(ev, groups.tokens if groups is not None else None, res.facts.cache_bound_tokens)
     v = judge_cache(ev, shared_prefix_tokens=res.workload.shared_prefix_tokens, expected_tokens=expected,
                     declared_by=declared_by)
     return found("prefix_cache", "note", [v.note]) + found("prefix_cache", "error", [v.error])
