@@ -9,9 +9,9 @@ With ``workers: N`` or ``ray:`` every step is an open loop over the workers (the
 the result's ``load.workers``/``worker_lag`` are the reported step's (its records' workers).  A
 step that lost a worker (died, hung, never ready) ends the sweep unjudged, and every step's lost
 workers are carried into the result's facts, so the run is an error naming them, never a pass.
-So does any step that could not be judged (its verdict ``error``: a client that fell behind, a
-cached sample...): the rates above it are not the server's to fail, so no capacity is reported
-from it, and the run is an error saying which step and why (``core.checks.sweeps``)."""
+A step that could not be judged (its verdict ``error``: a client that fell behind, a cached
+sample...) is neither a pass nor a fail: the bisection goes on below it, and the run is an error
+only when such a step, not a rate the server failed, brackets the capacity (``core.checks.sweeps``)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -41,7 +41,7 @@ def run_sweep(measure_at, workload: Workload,
         if lost:  # not the server's verdict at this rate: the sweep stops, the run is an error
             return Step(rate, False, lost[0], stopped=True)
         if res.verdict == "error":  # unjudgeable (the client fell behind, a cached sample...): not a fail either
-            return Step(rate, False, res.errors[0] if res.errors else "not judged", stopped=True)
+            return Step(rate, False, res.errors[0] if res.errors else "not judged", unjudged=True)
         why = res.failure_message().splitlines()[0] if res.verdict != "pass" and res.failure_message() else ""
         return Step(rate, res.verdict == "pass", why)
 
@@ -55,9 +55,7 @@ def run_sweep(measure_at, workload: Workload,
         res.load.rate_sweep_lowest_failing_rps = round(sw.lowest_failing, 4)
     res.notes.insert(0, f"rate_sweep: {sw.describe()}")
     lowest = results[min(results)].failure_message().splitlines()
-    stop = sw.stopped_at
-    unjudged = stop.summary if stop is not None and not workers_lost(results[stop.rate]) else ""
-    res.facts.rate_sweep = RateSweepRun(sw, lowest[0] if lowest else "", spec.capacity_min, unjudged)
+    res.facts.rate_sweep = RateSweepRun(sw, lowest[0] if lowest else "", spec.capacity_min)
     for s in sw.steps:  # another step's lost workers: the reported step's are in its facts already
         if results[s.rate] is not res:
             res.facts.workers_failed += [f"rate_sweep step at {s.rate:g} req/s: {why}"

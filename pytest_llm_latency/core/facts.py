@@ -63,12 +63,10 @@ class AgentRun:
 
 @dataclass(frozen=True)
 class RateSweepRun:
-    """A rate sweep (``core.rate_sweep.SweepResult``) and the first line of why its lowest rate failed;
-    ``unjudged``: why the step it stopped at could not be judged (a lost worker aside: its own error)."""
+    """A rate sweep (``core.rate_sweep.SweepResult``) and the first line of why its lowest rate failed."""
     sweep: Any
     lowest_why: str = ""
     capacity_min: float | None = None
-    unjudged: str = ""
 
 
 @dataclass

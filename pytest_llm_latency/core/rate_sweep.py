@@ -9,8 +9,12 @@ rate, judged against the workload's budgets) at most ``max_steps`` times:
    within ``tolerance`` of each other or the steps run out.
 
 The capacity reported is the highest rate that passed; the curve is every step, in rate order.
-A step that could not be judged (``stopped``: a worker process or Ray node lost, so the run is an
-error whatever the other steps say) ends the sweep there.
+A step whose run could not be judged (``unjudged``: its client fell behind, a cached sample) is
+neither a pass nor a fail: the bisection goes on below it, and the capacity stands only when a
+step the *server* failed brackets it (``unjudged_bracket`` is None); otherwise the sweep is an
+error (``core.checks.sweeps``) -- a fail would put the client's limit into the capacity.  A step
+that lost a worker process or Ray node (``stopped``) ends the sweep there: the run is an error
+whatever the other steps say.
 """
 from __future__ import annotations
 
@@ -37,7 +41,8 @@ class Step:
     rate: float
     passed: bool
     summary: str = ""                 # what decided it (the failure's first line, or key figures)
-    stopped: bool = False             # not judgeable (a worker lost, an error verdict): neither pass nor fail; ends it
+    stopped: bool = False             # a worker or node lost: neither pass nor fail; it ends the sweep
+    unjudged: bool = False            # its run was an error (the client fell behind...): neither; bisect below it
 
 
 @dataclass
@@ -52,8 +57,17 @@ class SweepResult:
 
     @property
     def lowest_failing(self) -> float | None:
-        bad = [s.rate for s in self.steps if not s.passed and not s.stopped]
+        """The lowest rate the server failed (an unjudged or stopped step is not one)."""
+        bad = [s.rate for s in self.steps if not s.passed and not s.stopped and not s.unjudged]
         return min(bad) if bad else None
+
+    @property
+    def unjudged_bracket(self) -> Step | None:
+        """The lowest unjudged step above the capacity and below the lowest failing rate, if any:
+        the capacity's upper bracket is then not the server's (None: the server's fail brackets it)."""
+        cap, bad = self.capacity or 0.0, self.lowest_failing
+        above = [s for s in self.steps if s.unjudged and s.rate > cap and (bad is None or s.rate < bad)]
+        return min(above, key=lambda s: s.rate) if above else None
 
     @property
     def stopped_at(self) -> Step | None:
@@ -62,8 +76,8 @@ class SweepResult:
 
     @property
     def bounded(self) -> str:
-        """'' when bracketed (or stopped), else which end it ran into."""
-        if self.stopped_at is not None:
+        """'' when bracketed (or stopped, or bracketed by an unjudged step), else which end it ran into."""
+        if self.stopped_at is not None or self.unjudged_bracket is not None:
             return ""
         if self.capacity is None:
             return f"below rate_min {self.spec.rate_min:g} req/s"
@@ -75,14 +89,17 @@ class SweepResult:
         return sorted(self.steps, key=lambda s: s.rate)
 
     def describe(self) -> str:
-        cap, bad, stop = self.capacity, self.lowest_failing, self.stopped_at
+        cap, bad, stop, unjudged = self.capacity, self.lowest_failing, self.stopped_at, self.unjudged_bracket
         if stop is not None:
             head = f"stopped at {stop.rate:.3g} req/s, not judged ({stop.summary})"
+        elif unjudged is not None:
+            head = (f"capacity {'at least ' + format(cap, '.3g') + ' req/s' if cap is not None else 'unknown'}, "
+                    f"not judged at {unjudged.rate:.3g} req/s ({unjudged.summary})")
         elif self.bounded:
             head = f"capacity {self.bounded}"
         else:
             head = f"capacity {cap:.3g} req/s (passes; {bad:.3g} req/s fails)"
-        pts = ", ".join(f"{s.rate:.3g} {'pass' if s.passed else 'ERROR' if s.stopped else 'FAIL'}"
+        pts = ", ".join(f"{s.rate:.3g} {'pass' if s.passed else 'ERROR' if s.stopped or s.unjudged else 'FAIL'}"
                         for s in self.curve())
         return f"{head} after {len(self.steps)} steps: {pts}"
 

@@ -160,35 +160,49 @@ def test_a_worker_lost_in_the_first_step_makes_the_sweep_an_error_at_once():
     assert any("worker 0 (pid 100) died" in e for e in res.errors)
 
 
-def test_a_worker_behind_in_a_step_makes_it_unjudged_so_the_sweep_stops_there_and_is_an_error():
+def test_a_worker_behind_in_a_step_makes_it_unjudged_and_with_no_server_fail_above_the_capacity_an_error():
     """A client that fell behind at a rate says nothing of the server there: neither a pass nor a
-    fail (a fail would put the client's limit in the capacity); the sweep stops, the run is an error."""
+    fail (a fail would put the client's limit into the capacity).  The bisection goes on below it;
+    with no rate the server failed to bracket the capacity, the run is an error naming the step."""
     def plan(rate, w):
         return step_result(w, ttft_ms=50, behind=1 if rate > 4 else 0)  # the client, not the server, at > 4
     res, sw, rates = sweep(plan)
-    assert rates == [16.0] and sw.stopped_at is not None and sw.stopped_at.rate == 16.0
-    assert sw.capacity is None and sw.lowest_failing is None           # 16 req/s is not a failing rate
+    assert rates == [16.0, 1.0, 4.0, 8.0] and sw.stopped_at is None     # max_steps 4: bisected below 16
+    assert sw.capacity == 4.0 and sw.lowest_failing is None             # 8 and 16 are not failing rates
+    assert sw.unjudged_bracket is not None and sw.unjudged_bracket.rate == 8.0
     assert "fell behind" in sw.steps[0].summary
     assert res.verdict == "error"
-    assert any(e.startswith("sweep: the step at 16 req/s could not be judged (") and "fell behind" in e
+    assert any(e.startswith("sweep: the step at 8 req/s could not be judged (") and "fell behind" in e
                for e in res.errors), res.errors
 
 
-def test_one_process_step_whose_client_fell_behind_is_unjudged_not_a_fail():
-    """The same without workers: the one-process client's own ``client_fell_behind``."""
-    def plan(rate, w):
-        res = measured(w, [record(50) for _ in range(w.samples)], [])
-        res.facts.client_fell_behind = rate > 4
-        return res
+def sweep_one_process(plan):
     rates = []
 
     def measure_at(w):
         rates.append(w.load.rate)
-        return plan(w.load.rate, w)
+        res = measured(w, [record(plan(w.load.rate)[0]) for _ in range(w.samples)], [])
+        res.facts.client_fell_behind = plan(w.load.rate)[1]
+        return res
     res, sw = run_sweep(measure_at, make_workload("w", SWEEP), judge)
-    res = judge(res)
-    assert rates == [16.0] and sw.stopped_at is not None and res.verdict == "error"
+    return judge(res), sw, rates
+
+
+def test_one_process_step_whose_client_fell_behind_is_unjudged_not_a_fail():
+    res, sw, rates = sweep_one_process(lambda rate: (50, rate > 4))
+    assert rates == [16.0, 1.0, 4.0, 8.0] and res.verdict == "error"
     assert any("could not be judged (the client fell behind" in e for e in res.errors), res.errors
+
+
+def test_an_unjudged_step_above_a_rate_the_server_failed_leaves_the_capacity_standing_with_a_note():
+    """The client fell behind at rate_max only; the server fails from 8 req/s (TTFT over budget):
+    the capacity (4) is bracketed by the server's fail, so it passes, and says what was not judged."""
+    res, sw, rates = sweep_one_process(lambda rate: (50 if rate <= 4 else 500, rate >= 16))
+    assert rates == [16.0, 1.0, 4.0, 8.0]
+    assert sw.capacity == 4.0 and sw.lowest_failing == 8.0 and sw.unjudged_bracket is None
+    assert res.verdict == "pass", res.failure_message()
+    assert any(n.startswith("sweep: 1 step(s) could not be judged (at 16 req/s: the client fell behind")
+               and "bracketed by the failing step at 8 req/s" in n for n in res.notes), res.notes
 
 
 # ---------------------------------------------------------------------- A/B: every block's workers, both arms

@@ -29,17 +29,23 @@ def check_rate_sweep(res: WorkloadResult) -> list[Finding]:
     if run is None:
         return []
     sw = run.sweep
-    if sw.stopped_at is not None:  # a step lost a worker (an error: check_workers) or was not judgeable
-        if not run.unjudged:
-            return []
+    if sw.stopped_at is not None:  # a step lost a worker: the run is an error (check_workers), not a capacity
+        return []
+    unjudged = [s for s in sw.curve() if s.unjudged]
+    bracket = sw.unjudged_bracket
+    if bracket is not None:
         return [Finding("rate_sweep", "error",
-                        f"sweep: the step at {sw.stopped_at.rate:.3g} req/s could not be judged ({run.unjudged}); "
-                        f"the sweep stopped there, so the capacity is not known")]
+                        f"sweep: the step at {bracket.rate:.3g} req/s could not be judged ({bracket.summary}); no rate "
+                        f"the server failed brackets the capacity, so it is not known")]
+    notes = [Finding("rate_sweep", "note",
+                     f"sweep: {len(unjudged)} step(s) could not be judged (at {unjudged[0].rate:.3g} req/s: "
+                     f"{unjudged[0].summary}); the capacity stands, bracketed by the failing step at "
+                     f"{sw.lowest_failing:.3g} req/s")] if unjudged and sw.lowest_failing is not None else []
     cap = sw.capacity
     if cap is None:
-        return [Finding("rate_sweep", "failed",
-                        f"sweep: no rate meets the SLO: capacity {sw.bounded} ({run.lowest_why})")]
+        return notes + [Finding("rate_sweep", "failed",
+                                f"sweep: no rate meets the SLO: capacity {sw.bounded} ({run.lowest_why})")]
     if run.capacity_min is not None and cap < run.capacity_min:
-        return [Finding("rate_sweep", "failed",
-                        f"sweep: capacity {cap:.3g} req/s < capacity_min {run.capacity_min:g} req/s")]
-    return []
+        return notes + [Finding("rate_sweep", "failed",
+                                f"sweep: capacity {cap:.3g} req/s < capacity_min {run.capacity_min:g} req/s")]
+    return notes
