@@ -127,18 +127,19 @@ class WorkerReplay(Replay):
 
 
 def run_shards(workload: Workload, shards: list, credentials: Any, *, span_s: float, request_timeout_s: float,
-               progress: Any, shared: Any = None) -> LoadRun:
+               progress: Any, shared: Any = None, on_ready: Any = None) -> LoadRun:
     """The shards sent by worker processes of this host (``client/workers.py``), or one per node of
-    the workload's Ray cluster (``client/ray_shards.py``; a closed loop's books: a ``LoopBooks`` actor)."""
+    the workload's Ray cluster (``client/ray_shards.py``; a closed loop's books: a ``LoopBooks`` actor).
+    ``on_ready``: called once every worker is warmed, before the common start (agent sessions)."""
     if workload.ray is not None:
         from ..ray_shards import run_on_ray
 
         return run_on_ray(workload.ray, shards, credentials, span_s=span_s, request_timeout_s=request_timeout_s,
-                          progress=progress)
+                          progress=progress, on_ready=on_ready)
     from ..workers import run_workers
 
     return run_workers(shards, credentials, span_s=span_s, request_timeout_s=request_timeout_s, progress=progress,
-                       shared=shared)
+                       shared=shared, on_ready=on_ready)
 
 
 def make_trace_shards(groups: list[list], by_row: dict, workers: int, target, spec: Any, *,
