@@ -14,7 +14,7 @@ a run never hits the cache an earlier run filled, while turns within a session d
 
 Sessions run at ``concurrency`` through ``run_sessions``: simple bounded threads for now,
 one function for the load engine to take over.  With ``workers: N`` the sessions are dealt whole
-over N worker processes (``client.agent_workers``).  The modules: the turn loop
+over N worker processes, or with ``ray:`` one per Ray node (``client.agent_workers``).  The modules: the turn loop
 (``client.agent_loop``), what is done once -- the preparation and the result
 (``client.agent_plan``) --, a worker's side (``client.agent_shard``) and the controller's
 (``client.agent_workers``).  Pure arithmetic and the verdict are in ``core.checks.agent_sessions``
@@ -36,8 +36,8 @@ __all__ = ["measure_sessions", "run_sessions", "tools_overhead", "turn_table"]
 
 
 def session_workers(workload: Workload) -> int:
-    """The worker processes the sessions are dealt over (1: this process): ``workers: N`` (or
-    ``auto``), at most one per session slot and one per session."""
+    """The worker processes (or Ray nodes) the sessions are dealt over (1: this process, or with
+    ``ray:`` one node): ``workers: N`` (or ``auto``), at most one per session slot and one per session."""
     from .load_plan import worker_count
 
     return max(min(worker_count(workload), workload.concurrency, workload.samples), 1)
@@ -73,7 +73,7 @@ def measure_sessions(client, workload: Workload, *, seed: int = 0, nonce: str | 
         else:
             failures.append(outcome)
 
-    if workers > 1:  # dealt whole over worker processes (client.agent_workers)
+    if workers > 1 or getattr(workload, "ray", None):  # dealt whole over worker processes or Ray nodes (agent_workers)
         from .agent_workers import merge_sessions, run_on_workers
 
         run = run_on_workers(prep, workers, workload.concurrency, progress=progress, on_ready=scrape_before)

@@ -1,10 +1,11 @@
-"""Agent sessions dealt over worker processes (``workers: N``): the controller's side.
+"""Agent sessions dealt over worker processes (``workers: N``) or Ray nodes (``ray:``): the controller's side.
 
 Sessions stay whole (a later turn continues its own session's answers): session ``i`` goes to
 worker ``i mod N`` with its prepared first prompt (``client.agent_plan``: salted once, here), and
 worker ``k`` runs its sessions with its share of the ``concurrency`` session slots (``C // N``, the
 remainder to the first workers).  The workers are spawned, warmed and started together by
-``client.workers.run_workers`` (bounded waits, a failed worker named); their exact records are
+``client.workers.run_workers`` (bounded waits, a failed worker named) -- with ``ray:``, one per node
+by ``client.ray_shards.run_on_ray`` (the same shards; a lost node named) --; their exact records are
 merged in session-major order, and their sessions by index, so the result is built as one
 process's (``client.agent_plan.session_result``).
 """
@@ -60,15 +61,17 @@ def span_s(shards: list[Shard], request_timeout_s: float) -> float:
 def run_on_workers(prep: PreparedSessions, workers: int, concurrency: int, *,
                    progress: Callable[[int, int], None] | None = None,
                    on_ready: Callable[[], None] | None = None) -> LoadRun:
-    """Deal ``prep``'s sessions over ``workers`` spawned processes and merge what they measured
-    (``LoadRun.worker_books``: each worker's sessions; a failed worker in ``worker_failures``)."""
-    from .workers import run_workers
+    """Deal ``prep``'s sessions over ``workers`` spawned processes -- or, with ``ray:``, one per Ray
+    node (``client/ray_shards.py``: the records' stamps moved to the driver's timeline) -- and merge
+    what they measured (``LoadRun.worker_books``: each worker's sessions; a failed worker, or a lost
+    node, in ``worker_failures``)."""
+    from .drivers.workers import run_shards
 
     client = prep.client
     shards = make_agent_shards(prep, workers, WorkerTarget.of(client), concurrency)
     timeout_s = request_bound_s(client.timeouts)
-    return run_workers(shards, Credentials.of(client), span_s=span_s(shards, timeout_s), request_timeout_s=timeout_s,
-                       progress=progress, on_ready=on_ready)
+    return run_shards(prep.workload, shards, Credentials.of(client), span_s=span_s(shards, timeout_s),
+                      request_timeout_s=timeout_s, progress=progress, on_ready=on_ready)
 
 
 def merge_sessions(run: LoadRun) -> tuple[list[Session], list[RequestRecord], list[Failure]]:

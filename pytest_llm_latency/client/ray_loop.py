@@ -110,13 +110,14 @@ class LoopBooks:
 
 def books_actor(ray, plan: ClosedPlan, prompts: int, nodes: int) -> Any:
     """The ``LoopBooks`` actor, on the driver's node where Ray says which it is (a lost client node
-    never takes the books with it); no CPU of the shards' bundles; one thread per waiting node and more."""
+    never takes the books with it; a hard affinity: Ray 2.x places a zero-CPU actor of a soft one on
+    any node); no CPU of the shards' bundles; one thread per waiting node and more."""
     opts: dict[str, Any] = {"num_cpus": 0, "max_concurrency": 4 * nodes + 8, "max_restarts": 0}
     try:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(),
-                                                                     soft=True)
+                                                                     soft=False)
     except Exception:  # a Ray client driver has no node of its own: anywhere
         pass
     return ray.remote(LoopBooks).options(**opts).remote(plan.concurrency, plan.samples, prompts, nodes)

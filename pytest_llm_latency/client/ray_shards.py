@@ -1,7 +1,9 @@
 """Shards on several hosts (``ray: ADDRESS``): the shards of ``client/workers.py`` -- an open loop's
-schedule, a closed loop's streams, a trace's whole sessions -- one per Ray node instead of one per
-local process.  A closed loop's books (the steady-state window decided across the nodes) are kept by
-a ``LoopBooks`` actor (``client/ray_loop.py``).
+schedule, a closed loop's streams, a trace's or agent sessions, whole (``client/agent_workers.py``)
+-- one per Ray node instead of one per local process.  A closed loop's books (the steady-state
+window decided across the nodes) are kept by a ``LoopBooks`` actor (``client/ray_loop.py``);
+``samples: auto`` rounds run on a pool of actors placed the same way (``client/ray_pool.py``:
+``reserve``, ``start_actors``, ``release``, ``shift_run`` are shared).
 
 The controller (the test process, Ray's driver) connects to the cluster, reserves one ``{CPU: 1}``
 bundle per node with a ``STRICT_SPREAD`` placement group, and starts one ``ShardActor`` in each
@@ -133,6 +135,8 @@ class ShardActor:
 def shift_run(run: ShardRun, delta: int) -> ShardRun:
     """``run`` with every clock stamp moved by ``delta`` ns (a node's monotonic to the driver's)."""
     run.outcomes = [(pos, _shift(o, delta)) for pos, o in run.outcomes]
+    run.ramp = [(pos, _shift(o, delta)) for pos, o in run.ramp]  # a closed loop's exclusions: records too
+    run.drain = [(pos, _shift(o, delta)) for pos, o in run.drain]
     if run.stalls is not None:
         s = run.stalls
         run.stalls = replace(s, stalls=tuple((t + delta, lag) for t, lag in s.stalls), start_ns=s.start_ns + delta,
@@ -182,22 +186,17 @@ def run_on_ray(address: str, shards: list[Shard], credentials: Credentials, *, s
                on_ready: Callable[[], None] | None = None) -> LoadRun:
     """Run ``shards`` one per Ray node (``STRICT_SPREAD``) from one wall-clock start and merge their
     exact records (on the driver's timeline) in schedule order into one ``LoadRun``: an open loop's
-    schedule, a closed loop's streams (their books in a ``LoopBooks`` actor, ``client/ray_loop.py``)
-    or a trace's sessions.  ``progress(done, total)``: the nodes' counts, polled while they run."""
+    schedule, a closed loop's streams (their books in a ``LoopBooks`` actor, ``client/ray_loop.py``),
+    a trace's sessions or agent sessions (``client/agent_workers.py``: whole sessions, their books).
+    ``progress(done, total)``: the nodes' counts, polled while they run; ``on_ready``: called once
+    every node is ready (warmed), before the start is set (agent sessions scrape ``/metrics`` there)."""
     ray = connect(address)
     from ray.exceptions import GetTimeoutError, RayError
-    from ray.util.placement_group import placement_group, remove_placement_group
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    nodes = alive_nodes(ray)
-    check_reachable(shards[0].target.url, nodes)
     n = len(shards)
-    if n > len(nodes):
-        raise ConfigError(f"ray: {address}: {n} workers need {n} nodes (one shard per node, STRICT_SPREAD), the "
-                          f"cluster has {len(nodes)} with a free CPU -- give workers: {len(nodes)} or workers: auto")
     closed = shards[0].closed
     books = None
-    pg = placement_group([{"CPU": 1}] * n, strategy="STRICT_SPREAD", name="")
+    pg = None
     failures: dict[int, str] = {}
     results: dict[int, ShardRun] = {}
     names: dict[int, str] = {}
@@ -209,29 +208,9 @@ def run_on_ray(address: str, shards: list[Shard], credentials: Credentials, *, s
             from .ray_loop import books_actor
 
             books = books_actor(ray, closed, len(shards[0].prompts), n)
-        try:
-            ray.get(pg.ready(), timeout=PLACEMENT_TIMEOUT_S)
-        except GetTimeoutError:
-            raise ConfigError(f"ray: {address}: no placement of {n} CPU bundles on {n} distinct nodes within "
-                              f"{PLACEMENT_TIMEOUT_S:.0f} s (STRICT_SPREAD; are {n} nodes free?)") from None
-        cls = _actor_class(ray)
-        actors = [cls.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
-            placement_group=pg, placement_group_bundle_index=k)).remote() for k in range(n)]
-        cred_ref = ray.put(credentials)
-        ready = {}
-        for k, a in enumerate(actors):
-            try:
-                pid, node_id, ip = ray.get(a.where.remote(), timeout=READY_SLACK_S)
-                names[k] = node_name(node_id, ip)
-                offsets[k] = measure_offset(ray, a)
-                ready[k] = a.prepare.remote(shards[k], [cred_ref])
-            except (RayError, GetTimeoutError) as exc:
-                failures[k] = _lost(k, names.get(k), exc, 0, shards[k].planned)
-        for k, ref in ready.items():
-            try:
-                ray.get(ref, timeout=READY_SLACK_S + request_timeout_s * max(len(s.warm) for s in shards))
-            except (RayError, GetTimeoutError) as exc:
-                failures[k] = _lost(k, names.get(k), exc, 0, shards[k].planned)
+        pg = reserve(ray, address, n, shards[0].target.url)
+        actors = start_actors(ray, _actor_class(ray), pg, shards, credentials, request_timeout_s=request_timeout_s,
+                              names=names, offsets=offsets, failures=failures)
         if books is not None:  # up before the start: a node's first lease is not late
             try:
                 ray.get(books.books.remote(), timeout=READY_SLACK_S)
@@ -258,20 +237,83 @@ def run_on_ray(address: str, shards: list[Shard], credentials: Credentials, *, s
             except (RayError, GetTimeoutError):
                 pass  # the books are with every node's failure
     finally:
-        for a in [*actors, *([books] if books is not None else [])]:
-            try:
-                ray.kill(a)
-            except Exception:  # already gone with its node
-                pass
-        try:
-            remove_placement_group(pg)
-        except Exception:
-            pass
+        release(ray, [*actors, *([books] if books is not None else [])], pg)
     run = merge(shards, results, failures)
     if closed is not None:
         from .ray_loop import settle
 
         run = settle(run, book, closed.samples)
+    return describe_nodes(run, names, offsets)
+
+
+def reserve(ray, address: str, n: int, url: str) -> Any:
+    """A ready ``STRICT_SPREAD`` placement group of ``n`` ``{CPU: 1}`` bundles, one per node (a
+    bounded wait); a ``ConfigError`` when the cluster has fewer nodes or the target is on a loopback
+    the nodes cannot reach."""
+    from ray.exceptions import GetTimeoutError
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    nodes = alive_nodes(ray)
+    check_reachable(url, nodes)
+    if n > len(nodes):
+        raise ConfigError(f"ray: {address}: {n} workers need {n} nodes (one shard per node, STRICT_SPREAD), the "
+                          f"cluster has {len(nodes)} with a free CPU -- give workers: {len(nodes)} or workers: auto")
+    pg = placement_group([{"CPU": 1}] * n, strategy="STRICT_SPREAD", name="")
+    try:
+        ray.get(pg.ready(), timeout=PLACEMENT_TIMEOUT_S)
+    except GetTimeoutError:
+        remove_placement_group(pg)
+        raise ConfigError(f"ray: {address}: no placement of {n} CPU bundles on {n} distinct nodes within "
+                          f"{PLACEMENT_TIMEOUT_S:.0f} s (STRICT_SPREAD; are {n} nodes free?)") from None
+    return pg
+
+
+def start_actors(ray, cls: Any, pg: Any, shards: list[Shard], credentials: Credentials, *, request_timeout_s: float,
+                 names: dict[int, str], offsets: dict[int, tuple[int, int]], failures: dict[int, str]) -> list:
+    """One actor of ``cls`` (a ``ShardActor``) in bundle ``k`` of ``pg`` for each shard ``k``: its node
+    named (``names``), its clock offset measured (``offsets``), its shard prepared and warmed -- each a
+    bounded wait; a node that fails one of them is in ``failures``, naming it."""
+    from ray.exceptions import GetTimeoutError, RayError
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    actors = [cls.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
+        placement_group=pg, placement_group_bundle_index=k)).remote() for k in range(len(shards))]
+    cred_ref = ray.put(credentials)
+    ready = {}
+    for k, a in enumerate(actors):
+        try:
+            pid, node_id, ip = ray.get(a.where.remote(), timeout=READY_SLACK_S)
+            names[k] = node_name(node_id, ip)
+            offsets[k] = measure_offset(ray, a)
+            ready[k] = a.prepare.remote(shards[k], [cred_ref])
+        except (RayError, GetTimeoutError) as exc:
+            failures[k] = _lost(k, names.get(k), exc, 0, shards[k].planned)
+    for k, ref in ready.items():
+        try:
+            ray.get(ref, timeout=READY_SLACK_S + request_timeout_s * max(len(s.warm) for s in shards))
+        except (RayError, GetTimeoutError) as exc:
+            failures[k] = _lost(k, names.get(k), exc, 0, shards[k].planned)
+    return actors
+
+
+def release(ray, actors: list, pg: Any) -> None:
+    """Kill ``actors`` (those already gone with their node are skipped) and remove ``pg``."""
+    for a in actors:
+        try:
+            ray.kill(a)
+        except Exception:  # already gone with its node
+            pass
+    if pg is not None:
+        from ray.util.placement_group import remove_placement_group
+
+        try:
+            remove_placement_group(pg)
+        except Exception:
+            pass
+
+
+def describe_nodes(run: LoadRun, names: dict[int, str], offsets: dict[int, tuple[int, int]]) -> LoadRun:
+    """Each worker of ``run`` with its node and that node's clock offset and round trip (``load.worker_lag``)."""
     for info in run.workers:
         info.node = names.get(info.index)
         off, rtt = offsets.get(info.index, (None, None))
@@ -315,15 +357,19 @@ def collect(ray, running: dict, actors: list, deadline: float, results: dict[int
         progress(sum(done_counts.values()))
 
 
-def _lost(k: int, node: str | None, exc: BaseException, done: int | None, of: int) -> str:
-    """A worker failure naming the node; the exception's first line only (Ray's carry tracebacks)."""
-    from ray.exceptions import RayActorError
+def _lost(k: int, node: str | None, exc: BaseException, done: int | None, of: int, *, dead: bool | None = None) -> str:
+    """A worker failure naming the node; the exception's first line only (Ray's carry tracebacks).
+    ``dead``: whether its actor died (default: ``exc`` is Ray's ``RayActorError``)."""
+    if dead is None:
+        from ray.exceptions import RayActorError
 
+        dead = isinstance(exc, RayActorError)
+    cause = getattr(exc, "cause", None)  # a task's own exception under Ray's wrapper, whose first line is a header
+    if not dead and isinstance(cause, BaseException):
+        exc = cause
     where = f"on node {node}" if node else "(no node yet)"
-    what = "lost (its node or actor died)" if isinstance(exc, RayActorError) else "failed"
-    cause = getattr(exc, "cause", None)  # a RayTaskError: the actor's own (redacted) exception
-    shown = cause if isinstance(cause, BaseException) else exc
-    text = re.sub(r"\x1b\[[0-9;]*m", "", str(shown)).strip()  # Ray colours its task names
-    first = (text.splitlines() or [type(shown).__name__])[0][:300]
+    what = "lost (its node or actor died)" if dead else "failed"
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()  # Ray colours its task names
+    first = (text.splitlines() or [type(exc).__name__])[0][:300]
     count = f"before reporting its {of} requests" if done is None else f"after {done} of {of} requests"
-    return f"worker {k} {where} {what}: {type(shown).__name__}: {first} -- {count}"
+    return f"worker {k} {where} {what}: {type(exc).__name__}: {first} -- {count}"

@@ -170,17 +170,7 @@ class WorkerPool:
         return got
 
     def _keep(self, k: int, r: ShardRun) -> None:
-        """Add a round's answer to worker ``k``'s run."""
-        mine = self.runs.get(k)
-        if mine is None:
-            self.runs[k] = mine = ShardRun(k, r.pid, r.host, warm_failures=r.warm_failures)
-        mine.outcomes += r.outcomes
-        mine.lag_ns += r.lag_ns
-        if r.stalls is not None:
-            s = mine.stalls
-            mine.stalls = r.stalls if s is None else StallTimeline(
-                s.stalls + r.stalls.stalls, s.tick_ns, min(s.start_ns, r.stalls.start_ns),
-                max(s.end_ns, r.stalls.end_ns))
+        keep_round(self.runs, k, r)
 
     def _lost(self, k: int, what: str | None) -> None:
         p = self.procs[k]
@@ -201,6 +191,19 @@ class WorkerPool:
         run = merge(self.shards, self.runs, self.failures)
         run.mode = "rounds"
         return run
+
+
+def keep_round(runs: dict[int, ShardRun], k: int, r: ShardRun) -> None:
+    """Add a round's answer ``r`` to worker ``k``'s run in ``runs`` (its records, lag samples, stalls)."""
+    mine = runs.get(k)
+    if mine is None:
+        runs[k] = mine = ShardRun(k, r.pid, r.host, warm_failures=r.warm_failures)
+    mine.outcomes += r.outcomes
+    mine.lag_ns += r.lag_ns
+    if r.stalls is not None:
+        s = mine.stalls
+        mine.stalls = r.stalls if s is None else StallTimeline(
+            s.stalls + r.stalls.stalls, s.tick_ns, min(s.start_ns, r.stalls.start_ns), max(s.end_ns, r.stalls.end_ns))
 
 
 # ---------------------------------------------------------------------- the worker's side

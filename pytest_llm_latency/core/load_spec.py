@@ -148,25 +148,22 @@ def with_workers(w: Any, value: Any, where: str, *, run_wide: bool = False) -> A
 def with_ray(w: Any, value: Any, where: str, *, run_wide: bool = False, workers_given: bool = False) -> Any:
     """``w`` sent by one shard per node of the Ray cluster at ``value`` (``ray: ADDRESS``, a
     ``host:port`` or ``ray://host:port``): what ``workers`` spreads (an open loop, a closed loop, a
-    trace replay); ``workers: N`` (default: ``auto``, one per node; a ``workers: 1`` given with it:
-    one node) is then the number of nodes.  A run-wide setting leaves the rest alone (and takes a
-    workload's ``workers: 1`` for the default)."""
+    trace replay, agent sessions, ``samples: auto`` rounds, a rate sweep), under the same rules;
+    ``workers: N`` (default: ``auto``, one per node; a ``workers: 1`` given with it: one node) is then
+    the number of nodes.  An A/B run is refused.  A run-wide setting leaves the rest alone (and takes
+    a workload's ``workers: 1`` for the default)."""
     if not isinstance(value, str) or not value.strip() or any(ch.isspace() for ch in value.strip()):
         raise ConfigError(f"{where}: expected a Ray cluster address (host:port or ray://host:port), got {value!r}")
-    why: str | None = None  # the Ray-only reasons first: they name the real limit, not a count
-    if w.agent is not None:
-        why = "agent sessions on Ray nodes are not yet supported (worker processes of this host: workers: N)"
-    elif w.baseline_target is not None:
+    why: str | None = None  # the Ray-only reason first: it names the real limit, not a count
+    if w.baseline_target is not None:
         why = ("an A/B run (baseline_target) on Ray nodes is not yet supported: every block of every arm would "
                "place its Ray actors anew, seconds for a block of a few requests (worker processes of this host: "
                "workers: N)")
-    elif w.sequential:
-        why = ("samples: auto on Ray nodes is not yet supported: its rounds run on a pool of worker processes of "
-               "this host (workers: N), or give a fixed samples: N")
     if why is None:
         why = workers_refusal(open_loop=w.load is not None and w.load.open_loop, concurrency=w.concurrency,
-                              sweep=w.sweep is not None, trace=w.trace is not None, agent=False,
-                              prompt_sweep=bool(w.prompt_sweep), ab=False, sequential=False, workers=w.workers)
+                              sweep=w.sweep is not None, trace=w.trace is not None, agent=w.agent is not None,
+                              prompt_sweep=bool(w.prompt_sweep), ab=False, sequential=w.sequential,
+                              workers=w.workers, samples=w.samples)
         why = why and f"with ray, workers is the number of nodes: {why}"
     if why is None:
         return replace(w, ray=value.strip(), workers="auto" if w.workers == 1 and not workers_given else w.workers)

@@ -157,9 +157,10 @@ OPTIONS: tuple[Opt, ...] = (
         _workers, "a positive integer or 'auto'", 1),
     Opt("ray", "Address of a Ray cluster (host:port or ray://host:port; needs pip install "
         "'pytest-llm-latency[ray]'): every workload workers can spread (an open loop, a rate_sweep's steps, a "
-        "closed loop, a trace replay) is sent by one shard per node (STRICT_SPREAD "
-        "placement; workers: N nodes, default auto = every node), started on one wall-clock instant, each node's "
-        "clock offset measured and reported, its exact records merged here. YAML: ray: on the target or workload.",
+        "closed loop, a trace replay, agent sessions, samples: auto rounds) is sent by one shard per node "
+        "(STRICT_SPREAD placement; workers: N nodes, default auto = every node), started on one wall-clock "
+        "instant, each node's clock offset measured and reported, its exact records merged here. YAML: ray: on "
+        "the target or workload.",
         _ray_address, "a Ray cluster address (host:port or ray://host:port)"),
     Opt("confidence", "Judge budgets on confidence bounds at this level (e.g. 0.95): pass when the bound "
         "shows the budget is met, fail when it shows it is missed, else inconclusive; 'null' for the "

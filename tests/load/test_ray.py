@@ -1,9 +1,10 @@
 """Shards on several hosts (``ray: ADDRESS``, ``client/ray_shards.py``) on a real local Ray cluster of
 two raylets, on the loopback address only (``ray.cluster_utils.Cluster``: node ip 127.0.0.1, no
 dashboard, usage stats off, an 80 MiB object store each), against the embedded reference target (a
-server process of its own on 127.0.0.1): a sharded open loop merged from two named nodes, a closed loop
-and a trace replay over both, a small rate sweep whose every step is sharded over the nodes, and a
-node removed mid-run -- an error naming it.  Skipped only where ``ray`` cannot be imported
+server process of its own on 127.0.0.1): a sharded open loop merged from two named nodes, a closed loop,
+a trace replay, agent sessions and ``samples: auto`` rounds over both, a small rate sweep whose every
+step is sharded over the nodes, and a node removed mid-run of an open and of a closed loop -- an error
+naming it.  Skipped only where ``ray`` cannot be imported
 (``pip install 'pytest-llm-latency[ray]'``)."""
 from __future__ import annotations
 
@@ -308,3 +309,86 @@ def test_a_trace_replay_on_two_nodes_keeps_sessions_whole_and_declares_hits_acro
     assert got[4].trace.declared_cached_tokens == 64                    # row 0's block, ended on the other node
     assert got[3].trace.declared_cached_tokens == 0
     assert seen and seen[-1] == (5, 5) and any(0 < done < 5 for done, _ in seen), seen
+
+
+AGENT = {"class": "agent_session", "prompt_tokens": 256, "output_tokens": 8, "steps": 3, "tool_result_tokens": 16,
+         "tool_time": "1ms", "samples": 6, "concurrency": 2, "warmup": 1, "workers": 2,
+         "slo": {"prefix_reuse_min": None, "turn_ttft_max": "30s", "turn_ttft_p95": None, "session_e2e_p95": None}}
+
+
+def test_agent_sessions_on_two_nodes_keep_each_session_whole_on_the_drivers_timeline(server, cluster):
+    """Session i whole on node i mod 2, from the controller's first prompts; every stamp inside the
+    driver's own window of the run (moved to its timeline), a later turn sent after its turn before."""
+    from pytest_llm_latency.client.clock import MEASUREMENT_CLOCK
+
+    seen: list[tuple[int, int]] = []
+    t_before = MEASUREMENT_CLOCK()
+    with make_http_client() as http:
+        client = make_client(Target(server.url, "openai-chat"), http)
+        res = judge(measure(client, make_workload("s", {**AGENT, "ray": cluster.address}), seed=5, nonce="ray-agent",
+                            progress=lambda done, total: seen.append((done, total))))
+    t_after = MEASUREMENT_CLOCK()
+    assert res.verdict == "pass", res.failure_message()
+    sessions = res.facts.agent.sessions
+    assert [s.index for s in sessions] == list(range(6)) and all(len(s.turns) == 3 and not s.failed for s in sessions)
+    assert res.n == 18 and not res.failures
+    per_session = [res.records[i * 3:(i + 1) * 3] for i in range(6)]     # session-major
+    nodes = [{r.worker.partition("@")[2] for r in turns} for turns in per_session]
+    assert all(len(n) == 1 for n in nodes)                                  # each session's turns on one node
+    node = [next(iter(n)) for n in nodes]
+    assert node[0::2] == [node[0]] * 3 and node[1::2] == [node[1]] * 3 and node[0] != node[1]  # i mod 2
+    assert {n.split("/")[1] for n in node} == live_nodes()                  # both nodes
+    assert all(t_before < r.t_send_ns < r.t_end_ns < t_after for r in res.records)  # the driver's timeline
+    assert all(b.t_send_ns >= a.t_end_ns for turns in per_session for a, b in zip(turns, turns[1:]))
+    assert res.load.workers == 2 and {x["node"] for x in res.load.worker_lag} == set(node)
+    assert seen and seen[-1] == (18, 18) and all(total == 18 for _, total in seen)
+
+
+def test_samples_auto_on_two_nodes_sends_rounds_until_decided_each_request_once(server, cluster):
+    """Rounds of 4 over two nodes (two requests each), decided after each round on both nodes' records:
+    stopped before max_samples, every round's requests sent after the round before ended (one timeline)."""
+    spec = {"prompt_tokens": 64, "output_tokens": 8, "concurrency": 4, "samples": "auto", "min_samples": 8,
+            "max_samples": 40, "confidence": 0.9, "workers": 2, "warmup": 1, "slo": {"e2e_p90": "30s"}}
+    res = run(server, cluster.address, spec)
+    assert res.verdict == "pass", res.failure_message()
+    n = res.n
+    assert 8 <= n < 40 and n % 4 == 0 and not res.failures and res.load.load_mode == "rounds"
+    assert res.measurement.stop_reason == f"every budget decided at {n} samples"
+    assert res.server.metrics["vllm:request_success_total"] == n + 2      # each sample once, a warm-up a node
+    rounds = [res.records[i:i + 4] for i in range(0, n, 4)]                # prompt order: round by round
+    for rnd in rounds:
+        assert [r.worker.partition("@")[2] for r in rnd][0::2] == [rnd[0].worker.partition("@")[2]] * 2
+    assert {r.worker.partition("@")[2].split("/")[1] for r in res.records} == live_nodes()  # both nodes
+    assert all(min(r.t_send_ns for r in b) >= max(r.t_end_ns for r in a) - 1_000_000  # one timeline
+               for a, b in zip(rounds, rounds[1:]))
+    lag = res.load.worker_lag
+    assert res.load.workers == 2 and [x["requests"] for x in lag] == [n // 2, n // 2]
+    assert all(abs(x["clock_offset_ms"]) < 50 for x in lag)
+
+
+def test_a_node_removed_mid_run_of_a_closed_loop_makes_the_run_an_error_naming_it_alone(server, cluster):
+    """Three nodes, a stream each; the third removed mid-run: the error names it, and only it (the
+    books, on the driver's node, outlive it: the survivors finish, their records kept)."""
+    third = cluster.add_node(**NODE)
+    victim = third.node_id[:8]
+    before, stop = served(server), threading.Event()
+
+    def remove_when_running():
+        while not stop.wait(0.05):
+            if served(server) - before >= 12:
+                cluster.remove_node(third)
+                return
+
+    killer = threading.Thread(target=remove_when_running, daemon=True)
+    killer.start()
+    try:
+        res = run(server, cluster.address, {**CLOSED, "concurrency": 3, "samples": 45, "workers": "auto"})
+    finally:
+        stop.set()
+        killer.join()
+    assert res.verdict == "error"
+    lost = [e for e in res.errors if " on node " in e]
+    assert len(lost) == 1 and f"on node 127.0.0.1/{victim} lost (its node or actor died)" in lost[0], res.errors
+    assert res.load.workers == 3 and len(res.load.worker_lag) == 2 and res.records   # the survivors'
+    assert all(victim not in (r.worker or "") for r in res.records)
+    assert victim not in live_nodes()

@@ -73,6 +73,29 @@ def test_stamps_move_to_the_drivers_timeline_and_durations_do_not():
     assert out.stalls == StallTimeline(((11_050, 30),), 10, 10_900, 13_000)
 
 
+def test_a_closed_loops_ramp_up_and_drain_records_move_too():
+    ramp = RequestRecord(t_send_ns=100, t_first_byte_ns=150, t_end_ns=200)
+    drain = Failure("timeout", "m", t_send_ns=300, t_end_ns=400)
+    out = shift_run(ShardRun(0, 1, "n", ramp=[(0, ramp)], drain=[(5, drain)]), 1_000)
+    assert [(p, o.t_send_ns, o.t_end_ns) for p, o in out.ramp + out.drain] == [(0, 1_100, 1_200), (5, 1_300, 1_400)]
+
+
+def test_a_failed_node_is_named_with_its_tasks_own_exception_not_rays_wrapper():
+    from pytest_llm_latency.client.ray_shards import _lost
+
+    class TaskError(Exception):  # as ray's RayTaskError: a header first, the task's exception as ``cause``
+        cause = RuntimeError("the closed loop's books were lost: ActorDiedError")
+
+    wrapped = TaskError("\x1b[36mray::ShardActor.run()\x1b[39m (pid=1, ip=127.0.0.1)\ntraceback")
+    assert _lost(1, "127.0.0.1/ab12cd34", wrapped, 3, 15, dead=False) == (
+        "worker 1 on node 127.0.0.1/ab12cd34 failed: RuntimeError: the closed loop's books were lost: "
+        "ActorDiedError -- after 3 of 15 requests")
+    died = Exception("The actor died unexpectedly.\nclass_name: ShardActor")
+    assert _lost(0, None, died, None, 15, dead=True) == (
+        "worker 0 (no node yet) lost (its node or actor died): Exception: The actor died unexpectedly. -- before "
+        "reporting its 15 requests")
+
+
 def test_a_target_on_the_loopback_is_refused_for_nodes_off_it_naming_the_url_and_the_fix():
     here = [{"NodeManagerAddress": "127.0.0.1"}, {"NodeManagerAddress": "127.0.0.1"}]
     check_reachable("http://127.0.0.1:8000", here)          # the CI case: every node on this loopback
@@ -201,12 +224,12 @@ def test_a_run_past_its_deadline_names_every_node_still_running():
     assert ray.waits == [0]
 
 
-def test_a_count_refusal_on_ray_says_workers_counts_nodes_and_a_ray_only_reason_comes_first():
+def test_a_count_refusal_on_ray_says_workers_counts_the_nodes():
     with pytest.raises(ConfigError) as e:  # a closed loop of 2 streams on 4 nodes
         make_workload("w", {**OPEN, "rate": None, "concurrency": 2, "workers": 4, "ray": "h:1"})
     msg = str(e.value)
     assert "with ray, workers is the number of nodes: a closed loop at concurrency 2" in msg
     assert "give workers <= 2" in msg and "Ray nodes <=" not in msg and "Ray nodes: auto" not in msg
-    with pytest.raises(ConfigError, match="samples: auto on Ray nodes is not yet supported"):
+    with pytest.raises(ConfigError, match="with ray, workers is the number of nodes: samples: auto sends rounds of 2 "):
         make_workload("w", {k: v for k, v in {**OPEN, "rate": None, "requests": None, "samples": "auto",
                                               "concurrency": 2, "workers": 4, "ray": "h:1"}.items() if v is not None})

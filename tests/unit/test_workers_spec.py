@@ -2,11 +2,13 @@
 the refusals where a workload cannot be spread over worker processes, and ``auto``."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from pytest_llm_latency.core.errors import ConfigError
 from pytest_llm_latency.core.load_spec import STREAMS_PER_WORKER, resolve_workers
-from pytest_llm_latency.core.workload import make_workload, with_workers
+from pytest_llm_latency.core.workload import make_workload, with_ray, with_workers
 from pytest_llm_latency.plugin.fixtures import apply_workers
 from pytest_llm_latency.plugin.options import Settings
 from pytest_llm_latency.plugin.slofile import parse_slo_file
@@ -80,10 +82,19 @@ def test_agent_sessions_take_workers_up_to_their_sessions_and_session_slots():
     assert with_workers(one_at_a_time, 2, "--llm-latency-workers", run_wide=True).workers == 1  # run-wide: left alone
 
 
-def test_agent_sessions_on_ray_nodes_are_refused_naming_worker_processes():
-    with pytest.raises(ConfigError, match=r"workloads\.w\.ray: one shard per Ray node -- agent sessions on Ray nodes "
-                                          r"are not yet supported \(worker processes of this host: workers: N\)"):
-        make_workload("w", {**AGENT, "ray": "127.0.0.1:6379"}, where)
+def test_agent_sessions_take_ray_one_node_per_session_slot_under_the_workers_rules():
+    w = make_workload("w", {**AGENT, "ray": "127.0.0.1:6379"})
+    assert w.ray == "127.0.0.1:6379" and w.workers == "auto"              # every node (at most a slot each)
+    assert make_workload("w", {**AGENT, "ray": "h:1", "workers": 2}).workers == 2
+    with pytest.raises(ConfigError, match=r"workloads\.w\.ray: one shard per Ray node -- with ray, workers is the "
+                                          r"number of nodes: agent sessions at concurrency 4 run at least one "
+                                          r"session at once per worker"):
+        make_workload("w", {**AGENT, "ray": "h:1", "workers": 5}, where)
+    two = make_workload("w", {**AGENT, "samples": 2})
+    with pytest.raises(ConfigError, match=r"--llm-latency-ray: one shard per Ray node -- with ray, workers is the "
+                                          r"number of nodes: agent sessions are dealt whole, at least one per "
+                                          r"worker, and samples \(sessions\) is 2: give workers <= 2"):
+        with_ray(replace(two, workers=3), "h:1", "--llm-latency-ray")
 
 
 def test_workers_one_is_accepted_everywhere():

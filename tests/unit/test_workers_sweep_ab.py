@@ -65,10 +65,12 @@ def test_an_ab_run_on_ray_is_refused_naming_why_and_the_fix():
     assert with_ray(w, "127.0.0.1:6379", "--llm-latency-ray", run_wide=True).ray is None  # run-wide: left alone
 
 
-def test_a_refusal_on_ray_names_workers_n_as_the_fix_unmangled():
-    with pytest.raises(ConfigError, match=r"samples: auto on Ray nodes is not yet supported: its rounds run on a "
-                                          r"pool of worker processes of this host \(workers: N\)"):
-        make_workload("w", {"class": "chat", "concurrency": 4, "samples": "auto", "ray": "127.0.0.1:1"}, where)
+def test_samples_auto_takes_ray_with_a_request_of_each_round_per_node():
+    w = make_workload("w", {"class": "chat", "concurrency": 4, "samples": "auto", "ray": "127.0.0.1:1"}, where)
+    assert w.ray == "127.0.0.1:1" and w.workers == "auto" and w.sequential
+    with pytest.raises(ConfigError, match=r"workloads\.w\.ray: one shard per Ray node -- with ray, workers is "
+                                          r"the number of nodes: samples: auto sends rounds of 1 request"):
+        make_workload("w", {"class": "chat", "concurrency": 1, "samples": "auto", "ray": "127.0.0.1:1"}, where)
 
 
 # ---------------------------------------------------------------------- a step that lost a worker ends the sweep

@@ -1,7 +1,7 @@
 """Sequential rounds (``samples: auto``): rounds of ``concurrency`` requests sent together,
 the budgets checked after each round once ``min_samples`` are in (``core.verdict.SequentialVerdicts``
 decides "keep sampling"), until every budget is decided or ``max_samples`` are sent.  With
-``workers: N`` each round is split over worker processes (``worker_rounds.WorkerRounds``)."""
+``workers: N`` (or ``ray:``) each round is split over worker processes or Ray nodes (``worker_rounds.WorkerRounds``)."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -30,7 +30,8 @@ class SequentialRounds:
         return Sent(outcomes=outcomes, sequential=sequential)
 
     def measure(self, client, workload: Workload, run: Run):
-        if worker_count(workload) > 1:  # workers: N: each round split over worker processes; 1: this process
+        # workers: N: each round split over worker processes, ray: over its nodes; else this process
+        if getattr(workload, "ray", None) or worker_count(workload) > 1:
             from .worker_rounds import WorkerRounds
 
             return measure_samples(client, workload, run, WorkerRounds(client))

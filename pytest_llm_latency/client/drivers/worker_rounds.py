@@ -4,7 +4,9 @@ together, ``recover`` between rounds, ``core.verdict.SequentialVerdicts`` decidi
 once ``min_samples`` are in -- but each round is split over a persistent pool of ``N`` worker
 processes (``client/worker_pool.py``: round prompts ``k, k+N, ...`` to worker ``k``) and merged
 back in prompt order, so every decision is taken on all the workers' exact records, as one process
-takes it.  A lost worker stops the rounds; the run is then an error naming it (``check_workers``)."""
+takes it.  With ``ray:`` the pool is one actor per Ray node (``client/ray_pool.py``: the same interface,
+the records' stamps on the driver's timeline).  A lost worker stops the rounds; the run is then an
+error naming it (``check_workers``)."""
 from __future__ import annotations
 
 import math
@@ -35,23 +37,30 @@ class WorkerRounds:
 
     def __init__(self, client, pool: Callable[..., Any] | None = None):
         self.client = client
-        self.pool = pool  # the pool's maker (tests inject one); default client.worker_pool.WorkerPool
+        self.pool = pool  # the pool's maker (tests inject one); default WorkerPool, or with ray: RayPool
 
     def applies(self, workload: Workload) -> bool:
-        return bool(workload.sequential) and worker_count(workload) > 1
+        return bool(workload.sequential) and (workload.ray is not None or worker_count(workload) > 1)
 
     def send(self, one, samples, workload: Workload, run: Run, recover) -> Sent:
         from ..worker_pool import WorkerPool, request_bound_s
         from ..worker_shard import Credentials, WorkerTarget
         from .rounds import send_rounds
 
-        n = worker_count(workload)
+        every = worker_count(workload)
+        n = min(every, workload.concurrency)  # ray's workers: auto: every node, a request of a round each
         warm = workload.warmup
-        cut = max(len(samples) - warm * n, 0)  # each worker's warm-up prompts: prepared last (planned_requests)
+        cut = max(len(samples) - warm * every, 0)  # each worker's warm-up prompts: prepared last (planned_requests)
         rounds, spares = samples[:cut], samples[cut:]
         shards = round_shards(n, WorkerTarget.of(self.client), spares, warm, workload.concurrency,
                               output_tokens=workload.output_tokens, extra=run.extra)
         make = self.pool or WorkerPool
+        if self.pool is None and workload.ray is not None:  # one actor per Ray node (client/ray_pool.py)
+            from functools import partial
+
+            from ..ray_pool import RayPool
+
+            make = partial(RayPool, workload.ray)
         with make(shards, Credentials.of(self.client), request_timeout_s=request_bound_s(self.client.timeouts)) as pool:
             if run.on_ready is not None and not pool.failures:  # every worker warmed: /metrics "before"
                 run.on_ready()
