@@ -12,10 +12,10 @@ and the sessions go back in the ``ShardRun``'s books (the controller merges: ``c
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..core.result import Failure
+from ..core.result import sent_by
 from .agent_loop import SessionPlan, chat_client, run_session, run_sessions, warm
 from .load import LagMonitor
 
@@ -45,10 +45,7 @@ def run_agent_shard(client, shard, out, t0_ns: int, report: Callable[[int, int],
     lock = threading.Lock()
 
     def keep(session: int, turn: int, outcome) -> None:
-        if isinstance(outcome, Failure):  # frozen
-            outcome = replace(outcome, worker=out.name)
-        else:
-            outcome.worker = out.name
+        outcome = sent_by(outcome, out.name)
         with lock:  # one pipe: one progress message at a time
             out.outcomes.append((plan.turn_position(session, turn), outcome))
             done = len(out.outcomes)

@@ -171,7 +171,7 @@ def measure_offset(ray, actor) -> tuple[int, int]:
     best: tuple[int, int] | None = None
     for _ in range(CLOCK_SAMPLES):
         t_send = time.time_ns()
-        remote = ray.get(actor.clock.remote())
+        remote = ray.get(actor.clock.remote(), timeout=READY_SLACK_S)  # bounded: a silent node is named
         t_recv = time.time_ns()
         rtt = t_recv - t_send
         if best is None or rtt < best[1]:

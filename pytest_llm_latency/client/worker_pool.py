@@ -20,16 +20,14 @@ from __future__ import annotations
 import os
 import socket
 import time
-from dataclasses import replace
 from typing import Any, Callable
 
 from ..core.bunching import StallTimeline
 from ..core.prompts import Prompt
-from ..core.result import Failure
+from ..core.result import sent_by
 from .clock import MEASUREMENT_CLOCK
-from .http import request_bound_s  # noqa: F401  (the pool's bound: drivers/worker_rounds.py)
 from .load import LoadRun
-from .worker_shard import TEST_EXIT_CODE, Credentials, Shard, ShardRun, _test_exit_after, prepare_shard
+from .worker_shard import TEST_EXIT_CODE, Credentials, Shard, ShardRun, exit_hook_after, prepare_shard
 from .workers import READY_SLACK_S, _named
 
 #: after one request's bound, how long a worker may still take to answer a round
@@ -220,11 +218,7 @@ def send_part(one: Callable[..., Any], part: list[tuple[int, Prompt]], name: str
     out = ShardRun(0, int(pid), host)
 
     def send(p: Prompt):
-        res = one(p)
-        if isinstance(res, Failure):  # frozen
-            return replace(res, worker=name)
-        res.worker = name
-        return res
+        return sent_by(one(p), name)
 
     def body() -> LoadRun:
         run = LoadRun("rounds")
@@ -256,7 +250,7 @@ def pool_worker_main(conn) -> None:
         conn.send(("ready", prepared.warm_failures))
         one = sender(prepared.client, shard.output_tokens, shard.extra)
         name = f"{os.getpid()}@{socket.gethostname()}"
-        exit_after, sent = _test_exit_after(shard.index), [0]
+        exit_after, sent = exit_hook_after(shard.index), [0]
 
         def counted() -> None:
             sent[0] += 1

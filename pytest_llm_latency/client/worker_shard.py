@@ -14,12 +14,12 @@ import math
 import os
 import socket
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..core.bunching import StallTimeline
 from ..core.prompts import Prompt
-from ..core.result import Failure
+from ..core.result import Failure, sent_by
 from .clock import MEASUREMENT_CLOCK
 from .http import Timeouts
 from .load import ClosedPlan
@@ -176,14 +176,10 @@ def run_shard(prepared: PreparedShard, t0_ns: int, *, progress: Callable[[int], 
     one = sender(prepared.client, shard.output_tokens, shard.extra)
     position = {id(p): pos for p, pos in zip(shard.prompts, shard.positions)}
     sent: dict[int, int] = {}  # id(outcome) -> its prompt's position
-    exit_after = _test_exit_after(shard.index)
+    exit_after = exit_hook_after(shard.index)
 
     def send(p: Prompt, t_due: int | None):
-        res = one(p, t_due)
-        if isinstance(res, Failure):  # frozen
-            res = replace(res, worker=out.name)
-        else:
-            res.worker = out.name
+        res = sent_by(one(p, t_due), out.name)
         # a trace's later turn is a new prompt: its row index
         pos = int(p.key) if shard.trace is not None and p.key is not None else position[id(p)]
         out.outcomes.append((pos, res))
@@ -220,7 +216,8 @@ def run_shard(prepared: PreparedShard, t0_ns: int, *, progress: Callable[[int], 
     return out
 
 
-def _test_exit_after(index: int) -> int | None:
+def exit_hook_after(index: int) -> int | None:
+    """The test hook (``TEST_EXIT_AFTER_ENV``, ``"K:N"``): after how many requests worker ``index`` exits."""
     raw = os.environ.get(TEST_EXIT_AFTER_ENV, "")
     k, _, n = raw.partition(":")
     return int(n) if k.strip().isdigit() and n.strip().isdigit() and int(k) == index else None

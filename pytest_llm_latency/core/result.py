@@ -26,7 +26,7 @@ The verdict (decided by the checks in ``core/checks``):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import metrics as m
 from .errors import EmptySampleError, MeasurementError
@@ -316,3 +316,12 @@ def failure_kinds(failures: list[Failure]) -> dict[str, int]:
 
 def short_reasons(records: list[RequestRecord]) -> str:
     return "/".join(sorted({repr(r.finish_reason) for r in records if r.short_output}))
+
+
+def sent_by(outcome: "RequestRecord | Failure", worker: str) -> "RequestRecord | Failure":
+    """``outcome`` naming the worker process (or Ray node) that sent it (``pid@host``); a ``Failure``
+    is frozen: a copy."""
+    if isinstance(outcome, Failure):
+        return replace(outcome, worker=worker)
+    outcome.worker = worker
+    return outcome

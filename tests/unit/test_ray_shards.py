@@ -152,8 +152,10 @@ def test_the_clock_offset_is_the_estimate_of_the_shortest_round_trip(monkeypatch
             def remote():
                 return next(remote)
 
-    fake_ray = type("FakeRay", (), {"get": staticmethod(lambda ref: ref)})
+    timeouts = []
+    fake_ray = type("FakeRay", (), {"get": staticmethod(lambda ref, timeout=None: timeouts.append(timeout) or ref)})
     assert ray_shards.measure_offset(fake_ray, Actor) == (50 * ms, 4 * ms)
+    assert timeouts == [ray_shards.READY_SLACK_S] * 3  # every round trip bounded
 
 
 class FakeRay:

@@ -18,7 +18,8 @@ import pytest
 from pytest_llm_latency.client.drivers.base import Run
 from pytest_llm_latency.client.drivers.worker_rounds import WorkerRounds, round_shards
 from pytest_llm_latency.client.http import Timeouts
-from pytest_llm_latency.client.worker_pool import WorkerPool, deal, merge_round, request_bound_s
+from pytest_llm_latency.client.http import request_bound_s
+from pytest_llm_latency.client.worker_pool import WorkerPool, deal, merge_round
 from pytest_llm_latency.client.worker_shard import Credentials, ShardRun
 from pytest_llm_latency.core.checks import evaluate
 from pytest_llm_latency.core.errors import ConfigError

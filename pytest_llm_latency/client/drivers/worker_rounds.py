@@ -43,7 +43,8 @@ class WorkerRounds:
         return bool(workload.sequential) and (workload.ray is not None or worker_count(workload) > 1)
 
     def send(self, one, samples, workload: Workload, run: Run, recover) -> Sent:
-        from ..worker_pool import WorkerPool, request_bound_s
+        from ..http import request_bound_s
+        from ..worker_pool import WorkerPool
         from ..worker_shard import Credentials, WorkerTarget
         from .rounds import send_rounds
 
