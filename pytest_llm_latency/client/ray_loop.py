@@ -263,12 +263,14 @@ def settle(run: LoadRun, books: dict, samples: int) -> LoadRun:
     if run.stopped or ramp_end is None or t_stop is None:
         return run
 
-    def end(o) -> int:
-        return o.t_end_ns if o.t_end_ns is not None else ramp_end  # never stamped: inside
+    def end(o) -> int:  # a failure never stamped at its end: at its send, else the stop (never first in line)
+        return next((t for t in (o.t_end_ns, getattr(o, "t_send_ns", None)) if t is not None), t_stop)
     inside = [o for o in run.outcomes if end(o) <= t_stop]
     kept = {id(o) for o in sorted(inside, key=end)[:samples]}
     run.drain = run.drain + [o for o in run.outcomes if id(o) not in kept]
     run.outcomes = [o for o in run.outcomes if id(o) in kept]
+    for info in run.workers:  # each node's measured requests, as settled
+        info.requests = sum(1 for o in run.outcomes if o.worker == info.name)
     run.prompts_short = run.prompts_short and len(run.outcomes) < samples  # short of prompts, and of samples
     last = max((end(o) for o in run.outcomes), default=t_stop) if books.get("why") == "samples" else t_stop
     run.window_ns = max(min(last, t_stop) - ramp_end, 0)

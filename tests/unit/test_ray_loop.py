@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from dataclasses import replace
 
 import pytest
 
@@ -188,3 +189,26 @@ def test_settle_leaves_a_stopped_run_as_merged():
     run = LoadRun("closed", stopped="http_400")
     run.outcomes = [rec(100, 900)]
     assert settle(run, {"ramp_end": 90, "t_stop": 200, "why": "stop"}, samples=1).outcomes == run.outcomes
+
+
+def test_settle_puts_a_failure_never_stamped_at_its_send_not_first_in_line_and_recounts_each_node():
+    """An unstamped failure is not taken as the first to end (that would push out a record that ended
+    inside the window, and lift the error rate); each node's request count is what settled."""
+    from pytest_llm_latency.client.workers import WorkerInfo
+
+    run = LoadRun("closed")
+
+    def on(o, worker):
+        if isinstance(o, Failure):
+            return replace(o, worker=worker)
+        o.worker = worker
+        return o
+    early = on(rec(100, 120), "1@a")
+    unsent = on(Failure("timeout", "x"), "2@b")                 # no stamp at all: in line at the stop
+    late_send = on(Failure("reset", "y", t_send_ns=195), "2@b")  # no end stamp: at its send
+    run.outcomes = [early, unsent, on(rec(110, 150), "1@a"), late_send, on(rec(120, 190), "2@b")]
+    run.workers = [WorkerInfo(0, "1@a", 2, None, None), WorkerInfo(1, "2@b", 3, None, None)]
+    out = settle(run, {"ramp_end": 90, "t_stop": 200, "why": "samples"}, samples=3)
+    assert out.outcomes[0] is early and len(out.outcomes) == 3
+    assert unsent not in out.outcomes and late_send not in out.outcomes   # the three that ended first
+    assert [(i.name, i.requests) for i in out.workers] == [("1@a", 2), ("2@b", 1)]
