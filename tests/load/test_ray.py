@@ -112,24 +112,31 @@ def served(server) -> float:
                if line.startswith("vllm:request_success_total"))
 
 
-def test_a_node_removed_mid_run_makes_the_run_an_error_naming_it(server, cluster):
-    third = cluster.add_node(**NODE)  # workers: auto = all three; the third is removed mid-run
+def run_removing_a_third_node(server, cluster, spec: dict, after: int):
+    """``spec`` on three nodes (``workers: auto``), the third removed once ``after`` requests were
+    served (mid-run): the judged result and the removed node's id prefix."""
+    third = cluster.add_node(**NODE)
     victim = third.node_id[:8]
     before, stop = served(server), threading.Event()
 
-    def remove_when_running():  # mid-run: once 40 of the 200 scheduled requests were served
+    def remove_when_running():
         while not stop.wait(0.05):
-            if served(server) - before >= 40:
+            if served(server) - before >= after:
                 cluster.remove_node(third)
                 return
 
     killer = threading.Thread(target=remove_when_running, daemon=True)
     killer.start()
     try:
-        res = run(server, cluster.address, {**SPEC, "requests": 200, "workers": "auto"})
+        return run(server, cluster.address, {**spec, "workers": "auto"}), victim
     finally:
         stop.set()
         killer.join()
+
+
+def test_a_node_removed_mid_run_makes_the_run_an_error_naming_it(server, cluster):
+    # mid-run: once 40 of the 200 scheduled requests were served
+    res, victim = run_removing_a_third_node(server, cluster, {**SPEC, "requests": 200}, after=40)
     assert res.verdict == "error"
     msg = " ".join(res.errors)
     assert f"on node 127.0.0.1/{victim} lost" in msg, msg
@@ -370,23 +377,7 @@ def test_samples_auto_on_two_nodes_sends_rounds_until_decided_each_request_once(
 def test_a_node_removed_mid_run_of_a_closed_loop_makes_the_run_an_error_naming_it_alone(server, cluster):
     """Three nodes, a stream each; the third removed mid-run: the error names it, and only it (the
     books, on the driver's node, outlive it: the survivors finish, their records kept)."""
-    third = cluster.add_node(**NODE)
-    victim = third.node_id[:8]
-    before, stop = served(server), threading.Event()
-
-    def remove_when_running():
-        while not stop.wait(0.05):
-            if served(server) - before >= 12:
-                cluster.remove_node(third)
-                return
-
-    killer = threading.Thread(target=remove_when_running, daemon=True)
-    killer.start()
-    try:
-        res = run(server, cluster.address, {**CLOSED, "concurrency": 3, "samples": 45, "workers": "auto"})
-    finally:
-        stop.set()
-        killer.join()
+    res, victim = run_removing_a_third_node(server, cluster, {**CLOSED, "concurrency": 3, "samples": 45}, after=12)
     assert res.verdict == "error"
     lost = [e for e in res.errors if " on node " in e]
     assert len(lost) == 1 and f"on node 127.0.0.1/{victim} lost (its node or actor died)" in lost[0], res.errors
