@@ -99,7 +99,9 @@ def _ceiling_dict(c: Ceiling) -> dict:
             "mem_bandwidth_gb_s": c.hardware.mem_bandwidth_gb_s, "hardware_source": c.hardware.source,
             "hardware_note": c.hardware.note or None, "kv_not_counted": c.model.kv_not_counted or None,
             "model": c.model.name, "model_source": c.model.source, "weight_bytes": c.weight_bytes,
-            "kv_bytes_per_token": c.model.kv_bytes_per_token, "context": c.context, "batch": c.batch,
+            "kv_bytes_per_token": c.model.kv_bytes_per_token, "kv_bytes_per_sequence": c.kv_bytes_per_sequence,
+            "kv": c.model.describe_kv(c.context) if c.model.kv_known else None,
+            "embedding": c.model.embedding or None, "context": c.context, "batch": c.batch,
             "step_bytes": c.step_bytes, "ceiling_tok_s": c.per_stream_tok_s, "aggregate_tok_s": c.aggregate_tok_s,
             "prefill_ceiling_tok_s": prefill_ceiling_tok_s(c.hardware, c.model.params or 0)}
 
@@ -150,7 +152,7 @@ def run(args: argparse.Namespace, out=None, err=None) -> int:
         mb = resolve_model_bytes(model=args.model, model_bytes=args.model_bytes, params=args.params, dtype=args.dtype,
                                  bits=args.bits, config=args.config, gguf=args.gguf, layers=args.layers,
                                  kv_heads=args.kv_heads, head_dim=args.head_dim, kv_dtype=args.kv_dtype, names=FLAGS)
-        if args.context > 0 and mb.kv_bytes_per_token is None:
+        if args.context > 0 and not mb.kv_known:
             raise ConfigError(f"--context {args.context:g} needs the KV cache size: give --layers, --kv-heads and "
                               "--head-dim (or --config / --gguf / --model), or --context 0 for weights only")
         if (args.hardware or "").strip().lower() == "all":

@@ -3,8 +3,7 @@
 Pure: no I/O, no pytest/httpx/yaml.  Sources of the byte counts:
 
 * ``bytes_per_param(dtype=..., bits=...)``: torch-style dtypes and GGUF quant types;
-* ``params_from_hf_config(cfg)``: parameter counts computed from an HF ``config.json`` dict
-  (dense Llama-style models and Mixtral/Qwen-style MoE, active vs total);
+* ``core.archs.model_bytes_from_hf_config(cfg)``: per-architecture arithmetic of an HF ``config.json``;
 * ``model_bytes_from_llamacpp_models(payload)``: llama.cpp ``/v1/models`` ``meta`` (``n_params``, ``size``);
 * ``kv_bytes_per_token(...)``: the one KV formula every layer uses.
 
@@ -16,6 +15,7 @@ import difflib
 from dataclasses import dataclass
 
 from .errors import ConfigError
+from .kv_layout import KVLayout
 
 # Bytes per element of plain (unquantized or uniformly quantized) dtypes.
 DTYPE_BYTES: dict[str, float] = {
@@ -97,6 +97,15 @@ def kv_elem_bytes(kv_dtype: str | None, weight_dtype: str | None = None, *, wher
     return elem
 
 
+#: How the ceiling charges the input embedding wherever the model's structure is known (config.json,
+#: safetensors headers, GGUF tensor table): a decode step gathers ONE row of an untied input
+#: embedding table per sequence; the output head (lm_head, or the tied table serving as it) is read
+#: whole.  A bare parameter count (``params``, a catalog entry with ``params``) has no structure and
+#: is charged whole, so ``--params 8e9 --dtype fp16`` stays 16 GB (about 209 tok/s on an H100 SXM).
+EMBEDDING_CONVENTION = ("input embedding: one row per step (untied table gathered, not read); "
+                        "output head read whole")
+
+
 def format_bytes(b: float) -> str:
     """Readable decimal size: ``16.06 GB``, ``12.6 MB``, ``4.1 KB``, ``512 B``."""
     for unit, scale, fmt in (("GB", 1e9, ".2f"), ("MB", 1e6, ".1f"), ("KB", 1e3, ".1f")):
@@ -116,7 +125,10 @@ class ModelBytes:
 
     ``weight_bytes`` is the single-stream figure (active experts only for MoE).  For MoE the
     routed experts' bytes are kept so that a batch can be charged the experts it touches.
-    ``kv_bytes_per_token`` is None when the KV shape is unknown.
+    ``kv_bytes_per_token`` is None when the KV shape is unknown.  ``kv_layout`` (per-layer kinds:
+    full, sliding, chunked, latent, state; ``core.kv_layout``), when given, is what a step reads at
+    a context, and ``kv_bytes_per_token`` its growth per token far past every window.
+    ``embedding`` says which input-embedding convention the weights follow (``EMBEDDING_CONVENTION``).
     """
 
     weight_bytes: float
@@ -130,6 +142,35 @@ class ModelBytes:
     experts_per_token: int = 0
     source: str = ""
     kv_not_counted: str = ""                 # why the KV cache is left out of the step (counted as 0)
+    kv_layout: KVLayout | None = None        # per-layer KV / state; None: kv_bytes_per_token x context
+    embedding: str = ""                      # how the input embedding is charged ("" : as part of params)
+
+    @property
+    def kv_known(self) -> bool:
+        return self.kv_layout is not None or self.kv_bytes_per_token is not None
+
+    def kv_bytes_at(self, context: float) -> float:
+        """KV (and recurrent-state) bytes one sequence's decode step reads at ``context`` tokens:
+        the layout's per-layer sum, else ``kv_bytes_per_token x context`` (0 when not counted)."""
+        if self.kv_not_counted:
+            return 0.0
+        if self.kv_layout is not None:
+            return self.kv_layout.bytes_at(context)
+        return (self.kv_bytes_per_token or 0.0) * context
+
+    def describe_kv(self, context: float) -> str:
+        """The KV arithmetic at ``context``: the layout's split, or ``B/token x context``."""
+        if self.kv_layout is not None and not self.kv_layout.uniform_full:
+            return self.kv_layout.describe(context)
+        if self.kv_bytes_per_token is None:
+            return "KV shape unknown"
+        return f"KV: {self.kv_bytes_per_token:,.0f} B/token × {context:g}"
+
+    def with_kv(self, kv_bytes_per_token: float | None, *, layout: KVLayout | None = None) -> "ModelBytes":
+        """The same weights with another KV cache (an explicit shape or bytes per token)."""
+        from dataclasses import replace
+
+        return replace(self, kv_bytes_per_token=kv_bytes_per_token, kv_layout=layout, kv_not_counted="")
 
     def weight_bytes_at_batch(self, batch: int) -> float:
         """Weights read by one step of ``batch`` sequences (read once, shared by the batch).
@@ -178,123 +219,7 @@ def _positive(value, what: str) -> None:
         raise ConfigError(f"{what} must be a positive number, got {value!r}")
 
 
-# ---------------------------------------------------------------------------- HF config.json
-
-@dataclass(frozen=True)
-class ParamCount:
-    total: float
-    active: float                  # read per token (== total for dense models)
-    embedding: float
-    lm_head: float                 # 0 when tied to the embedding
-    per_layer_attention: float
-    per_layer_mlp_total: float     # all experts for MoE
-    routed_expert_total: float     # all layers, all routed experts (0 for dense)
-    experts: int = 0
-    experts_per_token: int = 0
-    layers: int = 0
-    kv_heads: int = 0
-    head_dim: int = 0
-
-
-def _cfg(cfg: dict, *keys, default=None, where: str = "config.json"):
-    for k in keys:
-        if cfg.get(k) is not None:
-            return cfg[k]
-    if default is not None:
-        return default
-    raise ConfigError(f"{where}: missing {' / '.join(keys)}; is this a transformer config.json? "
-                      "otherwise give params and the KV shape explicitly")
-
-
-def params_from_hf_config(cfg: dict, *, where: str = "config.json") -> ParamCount:
-    """Parameter count of a Llama-style decoder from its HF ``config.json`` (as a dict).
-
-    Embeddings (+ untied lm_head), attention with GQA (q, k, v, o; biases when configured),
-    gated MLP (gate, up, down), RMSNorms; MoE (Mixtral ``num_local_experts``, Qwen
-    ``num_experts``/``moe_intermediate_size``/shared expert) counts active and total params.
-    """
-    if not isinstance(cfg, dict):
-        raise ConfigError(f"{where}: expected a JSON object, got {type(cfg).__name__}")
-    if "text_config" in cfg and "hidden_size" not in cfg:
-        cfg = cfg["text_config"]
-    if cfg.get("kv_lora_rank") or cfg.get("q_lora_rank"):
-        raise ConfigError(f"{where}: multi-head latent attention (DeepSeek MLA) is not modelled; "
-                          "give params and kv bytes explicitly")
-    vocab = int(_cfg(cfg, "vocab_size", where=where))
-    hidden = int(_cfg(cfg, "hidden_size", "n_embd", "d_model", where=where))
-    layers = int(_cfg(cfg, "num_hidden_layers", "n_layer", "num_layers", where=where))
-    heads = int(_cfg(cfg, "num_attention_heads", "n_head", where=where))
-    kv_heads = int(_cfg(cfg, "num_key_value_heads", default=heads, where=where))
-    head_dim = int(cfg.get("head_dim") or hidden // heads)
-    inter = int(_cfg(cfg, "intermediate_size", "ffn_dim", where=where))
-    tied = bool(cfg.get("tie_word_embeddings", False))
-
-    q, kv = heads * head_dim, kv_heads * head_dim
-    attn = hidden * q + 2 * hidden * kv + q * hidden
-    if cfg.get("attention_bias"):
-        attn += q + 2 * kv + hidden
-    elif str(cfg.get("model_type", "")).startswith("qwen2"):
-        attn += q + 2 * kv  # Qwen2 has q/k/v biases, no o_proj bias
-    norms = 2 * hidden
-
-    experts = int(cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts") or 0)
-    if experts:
-        k = int(_cfg(cfg, "num_experts_per_tok", "num_experts_per_token", where=where))
-        if not 0 < k <= experts:
-            raise ConfigError(f"{where}: num_experts_per_tok={k} must be in 1..{experts}")
-        expert = 3 * hidden * int(cfg.get("moe_intermediate_size") or inter)
-        shared = 3 * hidden * int(cfg.get("shared_expert_intermediate_size") or 0)
-        shared += 3 * hidden * int(cfg.get("moe_intermediate_size") or inter) * int(cfg.get("n_shared_experts") or 0)
-        if cfg.get("shared_expert_intermediate_size"):
-            shared += hidden  # Qwen2-MoE shared_expert_gate
-        router = hidden * experts
-        mlp_total = experts * expert + shared + router
-        mlp_active = k * expert + shared + router
-    else:
-        k, expert = 0, 0
-        mlp_total = mlp_active = 3 * hidden * inter
-
-    embedding = vocab * hidden
-    lm_head = 0 if tied else vocab * hidden
-    fixed = embedding + lm_head + hidden  # + final norm
-    total = fixed + layers * (attn + norms + mlp_total)
-    active = fixed + layers * (attn + norms + mlp_active)
-    return ParamCount(total=float(total), active=float(active), embedding=float(embedding),
-                      lm_head=float(lm_head), per_layer_attention=float(attn),
-                      per_layer_mlp_total=float(mlp_total), routed_expert_total=float(layers * experts * expert),
-                      experts=experts, experts_per_token=k, layers=layers, kv_heads=kv_heads, head_dim=head_dim)
-
-
-def model_bytes_from_hf_config(cfg: dict, *, dtype: str | None = None, bits: float | None = None,
-                               kv_dtype: str | None = None, name: str | None = None,
-                               where: str = "config.json") -> ModelBytes:
-    """ModelBytes from an HF config dict; dtype defaults to the config's ``torch_dtype``."""
-    pc = params_from_hf_config(cfg, where=where)
-    quant = cfg.get("quantization_config")
-    if dtype is None and bits is None and isinstance(quant, dict):
-        # torch_dtype of an AWQ/GPTQ/fp8 checkpoint names the activations, not the stored weights
-        method = str(quant.get("quant_method", "")).lower()
-        if isinstance(quant.get("bits"), (int, float)) and not isinstance(quant.get("bits"), bool):
-            bits = float(quant["bits"])
-        elif method in ("fp8", "fbgemm_fp8"):
-            dtype = "fp8"
-        else:
-            raise ConfigError(f"{where}: quantization_config ({method or 'unknown method'}) does not say how many "
-                              f"bits a weight takes; give dtype or bits (e.g. bits: 4.25 for 4-bit with group "
-                              f"scales)")
-    if dtype is None and bits is None:
-        dtype = cfg.get("torch_dtype") or cfg.get("dtype")
-        if dtype is None:
-            raise ConfigError(f"{where}: no torch_dtype in the config; give dtype (fp16, int4, ...) or bits")
-    bpp = bytes_per_param(dtype, bits, where=where)
-    kv_elem = kv_elem_bytes(kv_dtype, dtype, where=f"{where}: kv_dtype")
-    label = name or str(cfg.get("_name_or_path") or cfg.get("model_type") or "model")
-    moe = f", {pc.experts_per_token} of {pc.experts} experts" if pc.experts else ""
-    return ModelBytes(
-        weight_bytes=pc.active * bpp, name=label, params=pc.active, total_params=pc.total, bytes_per_param=bpp,
-        kv_bytes_per_token=kv_bytes_per_token(pc.layers, pc.kv_heads, pc.head_dim, kv_elem),
-        routed_weight_bytes=pc.routed_expert_total * bpp, experts=pc.experts, experts_per_token=pc.experts_per_token,
-        source=f"{where}: {pc.active:.4g} active / {pc.total:.4g} params x {bpp:g} B{moe}")
+# HF config.json arithmetic per architecture: core.archs (model_bytes_from_hf_config).
 
 
 # ---------------------------------------------------------------------------- llama.cpp server

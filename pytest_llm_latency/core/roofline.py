@@ -89,12 +89,12 @@ def decode_ceiling(hardware: Hardware, model: ModelBytes | ModelSpec, context: f
     if not _finite(mb.weight_bytes) or mb.weight_bytes <= 0:
         raise ConfigError(f"roofline: model weight bytes must be > 0, got {mb.weight_bytes!r}; "
                           "give params and dtype (or a config.json / GGUF file)")
-    if context > 0 and mb.kv_bytes_per_token is None:
+    if context > 0 and not mb.kv_known:
         raise ConfigError(f"roofline: the KV cache size of {mb.name} is unknown but context is {context:g} "
                           "tokens; give layers, kv_heads and head_dim (or a config.json / GGUF file), "
                           "or context 0")
     weights = mb.weight_bytes_at_batch(batch)
-    kv = batch * (mb.kv_bytes_per_token or 0.0) * context
+    kv = batch * mb.kv_bytes_at(context)
     step = weights + kv
     per_stream = hardware.bandwidth_bytes_s / step
     return Ceiling(hardware=hardware, model=mb, context=float(context), batch=batch, weight_bytes=weights,
@@ -168,7 +168,7 @@ class RooflineResult:
         mb = self.ceiling.model
         if mb.kv_not_counted:
             return f"not counted: {mb.kv_not_counted}"
-        return "counted" if mb.kv_bytes_per_token is not None else "not counted: KV shape unknown"
+        return "counted" if mb.kv_known else "not counted: KV shape unknown"
 
     def as_properties(self) -> dict:
         """Flat dict for JSON results and JUnit properties (the ``roofline`` part)."""
@@ -264,11 +264,14 @@ def format_arithmetic(c: Ceiling, steps: StepFigures | None = None) -> str:
     kv = ""
     if c.model.kv_not_counted:
         kv = ", KV cache not counted"
-    elif c.context > 0:
+    elif c.context > 0 or c.kv_bytes > 0:
         per_seq = format_bytes(c.kv_bytes_per_sequence)
         batch = f"{c.batch} × " if c.batch > 1 else ""
-        kv = f" + {batch}{per_seq} KV @ {c.context:g} ctx"
-    elif c.model.kv_bytes_per_token is None:
+        what = "KV" if c.model.kv_layout is None or c.model.kv_layout.uniform_full else "KV + state"
+        kv = f" + {batch}{per_seq} {what} @ {c.context:g} ctx"
+        if c.model.kv_layout is not None and not c.model.kv_layout.uniform_full:
+            kv += f" [{c.model.describe_kv(c.context)}]"
+    elif not c.model.kv_known:
         kv = ", KV not counted"
     hw = c.hardware.name if c.hardware.name.endswith("GB/s") else f"{c.hardware.name} {_gb_s(c.hardware)}"
     if steps is not None:
@@ -287,9 +290,14 @@ def format_ceiling(c: Ceiling) -> str:
         lines.insert(3, f"  hardware note: {c.hardware.note}")
     if c.model.kv_not_counted:
         lines.append(f"  KV cache not counted: {c.model.kv_not_counted}")
+    elif c.model.kv_layout is not None and not c.model.kv_layout.uniform_full:
+        lines.append(f"  KV cache and state: {format_bytes(c.model.kv_bytes_at(c.context))} per sequence at "
+                     f"{c.context:g} ctx = {c.model.describe_kv(c.context)}")
     elif c.model.kv_bytes_per_token:
         lines.append(f"  KV cache: {c.model.kv_bytes_per_token:,.0f} B/token"
                      f" = {format_bytes(c.model.kv_bytes_per_token * c.context)} per sequence at {c.context:g} ctx")
+    if c.model.embedding:
+        lines.append(f"  {c.model.embedding}")
     return "\n".join(lines)  # the prefill ceiling, with attention: core.prefill.format_prefill_ceiling
 
 

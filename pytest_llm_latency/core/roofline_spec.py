@@ -70,9 +70,9 @@ class Drafter:
         mb = self.model
         assert mb is not None  # __post_init__
         weights = mb.weight_bytes_at_batch(batch)
-        if mb.kv_bytes_per_token is None or mb.kv_not_counted:
+        if not mb.kv_known or mb.kv_not_counted:
             return weights, f"draft model {format_bytes(weights)} weights (its KV cache not counted: shape unknown)"
-        kv = batch * mb.kv_bytes_per_token * context
+        kv = batch * mb.kv_bytes_at(context)
         return weights + kv, (f"draft model {format_bytes(weights)} weights + "
                               f"{'%d × ' % batch if batch > 1 else ''}{format_bytes(kv / batch)} KV @ {context:g} ctx")
 

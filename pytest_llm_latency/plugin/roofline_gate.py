@@ -104,7 +104,7 @@ def _llamacpp_model_bytes(roof: Mapping[str, Any], spec, client):
                        kv_elem_bytes(roof.get("kv_dtype"), where="roofline.kv_dtype"),
                        where="roofline.layers/kv_heads/head_dim")
     if kv is not None:
-        return replace(mb, kv_bytes_per_token=kv)
+        return mb.with_kv(kv)
     return replace(mb, kv_bytes_per_token=0.0, kv_not_counted=LLAMACPP_KV_NOT_COUNTED)
 
 

@@ -14,8 +14,9 @@ from pathlib import Path
 
 from ..core.errors import ConfigError
 from ..core.hardware import Hardware
+from ..core.archs import model_bytes_from_hf_config
 from ..core.modelbytes import (ModelBytes, bytes_per_param, format_bytes, kv_elem_bytes, kv_from_shape,
-                              model_bytes_from_hf_config, model_bytes_from_params)
+                              model_bytes_from_params)
 from . import catalog
 
 FLAGS = {"model": "--model", "model_bytes": "--model-bytes", "params": "--params", "dtype": "--dtype", "bits": "--bits",
@@ -59,7 +60,8 @@ def resolve_model_bytes(*, model: str | None = None, model_bytes: float | None =
                                     dtype_where=n["dtype"] if dtype is not None else n["bits"])
     elif config is not None:
         cfg, where = _load_config(config, n["config"])
-        mb = model_bytes_from_hf_config(cfg, dtype=dtype, bits=bits, kv_dtype=kv_dtype, where=where)
+        mb = model_bytes_from_hf_config(cfg, dtype=dtype, bits=bits, kv_dtype=kv_dtype, where=where,
+                                        names=(n["dtype"], n["bits"]))
     elif gguf is not None:
         if dtype is not None or bits is not None:
             raise ConfigError(f"{n['gguf']}: the file's tensor table gives the bytes; drop {n['dtype']}/{n['bits']}")
@@ -77,7 +79,7 @@ def resolve_model_bytes(*, model: str | None = None, model_bytes: float | None =
     if any(v is not None for v in (layers, kv_heads, head_dim)):
         where = f"{n['layers']}/{n['kv_heads']}/{n['head_dim']}"
         elem = kv_elem_bytes(kv_dtype, dtype, where=n["kv_dtype"])
-        mb = replace(mb, kv_bytes_per_token=kv_from_shape(layers, kv_heads, head_dim, elem, where=where))
+        mb = mb.with_kv(kv_from_shape(layers, kv_heads, head_dim, elem, where=where))
     elif kv_dtype is not None and (params is not None or model_bytes is not None):
         raise ConfigError(f"{n['kv_dtype']} needs the KV shape: {n['layers']}, {n['kv_heads']}, {n['head_dim']}")
     return mb

@@ -5,10 +5,10 @@ import pytest
 
 from pytest_llm_latency.core.errors import ConfigError
 from pytest_llm_latency.core.hardware import ModelSpec
+from pytest_llm_latency.core.archs import architecture, model_bytes_from_hf_config
 from pytest_llm_latency.core.modelbytes import (GGML_TYPE_BITS, GGUF_FILE_TYPE_BITS, bytes_per_param,
-                                                kv_bytes_per_token, kv_elem_bytes, model_bytes_from_hf_config,
-                                                model_bytes_from_llamacpp_models, model_bytes_from_params,
-                                                params_from_hf_config)
+                                                kv_bytes_per_token, kv_elem_bytes,
+                                                model_bytes_from_llamacpp_models, model_bytes_from_params)
 from pytest_llm_latency.roofline.resolve import resolve_model_bytes
 
 # Published architecture numbers (the models' config.json on the Hugging Face hub).
@@ -86,8 +86,9 @@ def test_llama_31_8b_config_gives_8_03e9_params(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(LLAMA_31_8B))
     mb = resolve_model_bytes(config=str(path))
-    assert mb.params == pytest.approx(8.03e9, rel=0.01)
-    assert mb.total_params == mb.params
+    assert mb.total_params == pytest.approx(8.03e9, rel=0.01)
+    # a step reads every weight but the untied input embedding, of which it gathers one row
+    assert mb.params == pytest.approx(mb.total_params - 128256 * 4096 + 4096)
     assert mb.bytes_per_param == 2  # torch_dtype bfloat16
     assert mb.weight_bytes == pytest.approx(2 * mb.params)
     assert mb.kv_bytes_per_token == 131_072
@@ -95,28 +96,36 @@ def test_llama_31_8b_config_gives_8_03e9_params(tmp_path):
     assert resolve_model_bytes(config=str(tmp_path), dtype="int4").weight_bytes == pytest.approx(mb.params / 2)
 
 
+def _group(arch, name):
+    return sum(g.params for g in arch.groups if g.name == name)
+
+
 def test_llama_parts_add_up():
-    pc = params_from_hf_config(LLAMA_31_8B)
-    assert pc.embedding == pc.lm_head == 128256 * 4096
-    assert pc.per_layer_attention == 4096 * 4096 * 2 + 4096 * 1024 * 2
-    assert pc.total == pc.embedding + pc.lm_head + 4096 + 32 * (pc.per_layer_attention + pc.per_layer_mlp_total + 8192)
-    tied = params_from_hf_config({**LLAMA_31_8B, "tie_word_embeddings": True})
-    assert tied.lm_head == 0 and pc.total - tied.total == 128256 * 4096
-    biased = params_from_hf_config({**LLAMA_31_8B, "attention_bias": True})
-    assert biased.total - pc.total == 32 * (4096 + 2 * 1024 + 4096)
+    arch = architecture(LLAMA_31_8B)
+    assert _group(arch, "input embedding") == _group(arch, "output head") == 128256 * 4096
+    assert _group(arch, "attention q/k/v/o") == 32 * (4096 * 4096 * 2 + 4096 * 1024 * 2)
+    assert arch.total_params == 2 * 128256 * 4096 + 4096 + 32 * (4096 * 4096 * 2 + 4096 * 1024 * 2
+                                                                + 3 * 4096 * 14336 + 8192)
+    tied = architecture({**LLAMA_31_8B, "tie_word_embeddings": True})
+    assert _group(tied, "output head") == 0 and arch.total_params - tied.total_params == 128256 * 4096
+    # tied: the table serves as the output head and is read whole; untied: one row of it
+    assert tied.active_params - (arch.active_params - 128256 * 4096) == 128256 * 4096 - 4096
+    biased = architecture({**LLAMA_31_8B, "attention_bias": True})
+    assert biased.total_params - arch.total_params == 32 * (4096 + 2 * 1024 + 4096)
 
 
 def test_mixtral_active_and_total(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(MIXTRAL_8X7B))
     mb = resolve_model_bytes(config=str(path))
-    assert mb.params == pytest.approx(12.9e9, rel=0.01)
+    assert mb.params == pytest.approx(12.9e9 - 32000 * 4096, rel=0.01)
     assert mb.total_params == pytest.approx(46.7e9, rel=0.01)
     assert mb.weight_bytes == pytest.approx(2 * mb.params)
     assert mb.experts == 8 and mb.experts_per_token == 2
-    # all 8 experts: total - active = 6 experts' worth
-    assert mb.routed_weight_bytes / 8 * 6 == pytest.approx(2 * (mb.total_params - mb.params))
-    assert mb.weight_bytes_at_batch(1000) == pytest.approx(2 * mb.total_params, rel=1e-6)
+    # all 8 experts: 6 unread experts per layer
+    assert mb.routed_weight_bytes / 8 * 6 == pytest.approx(2 * 32 * 6 * 3 * 4096 * 14336)
+    assert mb.weight_bytes_at_batch(1000) == pytest.approx(mb.weight_bytes + mb.routed_weight_bytes * 6 / 8,
+                                                           rel=1e-6)
 
 
 def test_qwen2_style_moe_with_shared_expert():
@@ -124,19 +133,19 @@ def test_qwen2_style_moe_with_shared_expert():
            "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 256, "num_experts": 4,
            "num_experts_per_tok": 1, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 128,
            "tie_word_embeddings": True}
-    pc = params_from_hf_config(cfg)
+    arch = architecture(cfg)
     expert = 3 * 64 * 32
-    assert pc.total - pc.active == 2 * 3 * expert  # 3 unused experts per layer
-    assert pc.routed_expert_total == 2 * 4 * expert
+    assert arch.total_params - arch.active_params == 2 * 3 * expert  # 3 unused experts per layer
+    assert arch.routed_params == 2 * 4 * expert
 
 
 def test_hf_config_errors_name_the_missing_key():
     with pytest.raises(ConfigError, match="num_hidden_layers"):
-        params_from_hf_config({k: v for k, v in LLAMA_31_8B.items() if k != "num_hidden_layers"})
-    with pytest.raises(ConfigError, match="MLA"):
-        params_from_hf_config({**LLAMA_31_8B, "kv_lora_rank": 512})
+        architecture({k: v for k, v in LLAMA_31_8B.items() if k != "num_hidden_layers"})
     with pytest.raises(ConfigError, match="torch_dtype"):
         model_bytes_from_hf_config({k: v for k, v in LLAMA_31_8B.items() if k != "torch_dtype"})
+    with pytest.raises(ConfigError, match=r"model_type 'falcon' is not modelled .*not counted as Llama.*safetensors"):
+        architecture({**LLAMA_31_8B, "model_type": "falcon"})
 
 
 def test_explicit_params_and_kv_shape():
@@ -190,13 +199,16 @@ def test_catalog_model_with_a_dtype_override_says_so():
 
 
 def test_quantized_hf_config_is_charged_its_stored_bits_not_torch_dtype():
-    from pytest_llm_latency.core.modelbytes import model_bytes_from_hf_config
-
     cfg = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
            "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256, "torch_dtype": "float16",
            "tie_word_embeddings": False}
     fp16 = model_bytes_from_hf_config(cfg)
-    awq = model_bytes_from_hf_config({**cfg, "quantization_config": {"quant_method": "awq", "bits": 4}})
-    assert awq.weight_bytes == pytest.approx(fp16.weight_bytes / 4)
-    with pytest.raises(ConfigError, match="give dtype or bits"):
+    awq = model_bytes_from_hf_config({**cfg, "quantization_config": {"quant_method": "awq", "bits": 4,
+                                                                     "group_size": 128}})
+    # the Linear layers at 4 bits + an fp16 scale and a 4-bit zero per 128; norms, the embedding row
+    # and the output head stay fp16
+    head, row, norms = 128256 * 4096, 4096, 32 * 2 * 4096 + 4096
+    linear = fp16.params - head - row - norms
+    assert awq.weight_bytes == pytest.approx(linear * (0.5 + 2.5 / 128) + 2 * (head + row + norms))
+    with pytest.raises(ConfigError, match="bitsandbytes.*not modelled.*safetensors"):
         model_bytes_from_hf_config({**cfg, "quantization_config": {"quant_method": "bitsandbytes"}})

@@ -156,7 +156,7 @@ def test_roofline_inputs_from_a_yaml_mapping(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(LLAMA_31_8B))
     _, mb = resolve.roofline_inputs({"hardware": "h100", "config": "config.json", "kv_dtype": "fp8"},
                                          base_dir=tmp_path)
-    assert mb.params == pytest.approx(8.03e9, rel=0.01) and mb.kv_bytes_per_token == 65536
+    assert mb.total_params == pytest.approx(8.03e9, rel=0.01) and mb.kv_bytes_per_token == 65536
     hw, mb = resolve.roofline_inputs({"hardware": "auto", "tensor_parallel": 2, "model_bytes": 4.9e9},
                                           runner=lambda argv: "NVIDIA H200, 143771 MiB\nNVIDIA H200, 143771 MiB\n")
     assert hw.mem_bandwidth_gb_s == 9600 and mb.weight_bytes == 4.9e9 and mb.kv_bytes_per_token is None
