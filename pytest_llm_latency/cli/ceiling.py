@@ -71,7 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     m.add_argument("--model", help="catalog model name (llama-3.1-8b, mixtral-8x7b, ...)")
     m.add_argument("--model-bytes", type=_count, help="weight bytes read per token, e.g. 16.06e9 or 4.9G")
     m.add_argument("--params", type=_count, help="parameters read per token (8e9, 8B; MoE: active)")
-    m.add_argument("--config", help="HF config.json (file or model directory): params from the architecture")
+    m.add_argument("--config", help="HF config.json, or a model directory (its *.safetensors headers give exact "
+                                    "bytes; else config arithmetic per architecture)")
     m.add_argument("--gguf", help="GGUF file: bytes from its tensor table (needs the 'gguf' package)")
     m.add_argument("--dtype", help="weight dtype: fp32, bf16, fp16, fp8, int8, int4 or GGUF Q8_0, Q4_K_M, ...")
     m.add_argument("--bits", type=_positive(float), help="bits per weight instead of --dtype (e.g. 4.5)")
@@ -80,6 +81,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     kv.add_argument("--kv-heads", type=_positive(int), help="KV heads (num_key_value_heads)")
     kv.add_argument("--head-dim", type=_positive(int), help="head dimension (hidden_size / num_attention_heads)")
     kv.add_argument("--kv-dtype", help="KV cache dtype (fp16, bf16, fp8); default: the weights' 16-bit dtype")
+    kv.add_argument("--kv-bytes-per-token", type=_count, metavar="BYTES",
+                    help="KV bytes of one cached token, all layers together, for a model no file describes "
+                         "(instead of --layers/--kv-heads/--head-dim)")
+    kv.add_argument("--window", type=_positive(int), metavar="TOKENS",
+                    help="with --kv-bytes-per-token: a sliding window (a step reads min(context, window) tokens)")
     w = parser.add_argument_group("workload")
     w.add_argument("--context", type=_non_negative, default=0.0,
                    help="mean context in tokens (prompt + half the output); default 0: weights only")
@@ -151,7 +157,8 @@ def run(args: argparse.Namespace, out=None, err=None) -> int:
     try:
         mb = resolve_model_bytes(model=args.model, model_bytes=args.model_bytes, params=args.params, dtype=args.dtype,
                                  bits=args.bits, config=args.config, gguf=args.gguf, layers=args.layers,
-                                 kv_heads=args.kv_heads, head_dim=args.head_dim, kv_dtype=args.kv_dtype, names=FLAGS)
+                                 kv_heads=args.kv_heads, head_dim=args.head_dim, kv_dtype=args.kv_dtype,
+                                 kv_bytes_per_token=args.kv_bytes_per_token, window=args.window, names=FLAGS)
         if args.context > 0 and not mb.kv_known:
             raise ConfigError(f"--context {args.context:g} needs the KV cache size: give --layers, --kv-heads and "
                               "--head-dim (or --config / --gguf / --model), or --context 0 for weights only")

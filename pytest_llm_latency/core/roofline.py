@@ -91,7 +91,8 @@ def decode_ceiling(hardware: Hardware, model: ModelBytes | ModelSpec, context: f
                           "give params and dtype (or a config.json / GGUF file)")
     if context > 0 and not mb.kv_known:
         raise ConfigError(f"roofline: the KV cache size of {mb.name} is unknown but context is {context:g} "
-                          "tokens; give layers, kv_heads and head_dim (or a config.json / GGUF file), "
+                          "tokens; give layers, kv_heads and head_dim, or kv_bytes_per_token (or a config.json, a "
+                          "safetensors model directory or a GGUF file), "
                           "or context 0")
     weights = mb.weight_bytes_at_batch(batch)
     kv = batch * mb.kv_bytes_at(context)

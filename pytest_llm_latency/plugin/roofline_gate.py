@@ -26,7 +26,8 @@ from ..core.result import WorkloadResult
 from ..core.workload import Workload, did_you_mean
 
 ROOFLINE_KEYS = ("hardware", "mem_bandwidth_gb_s", "tensor_parallel", "min_decode_efficiency", "model", "params",
-                 "dtype", "bits", "layers", "kv_heads", "head_dim", "kv_dtype", "config", "gguf", "model_bytes",
+                 "dtype", "bits", "layers", "kv_heads", "head_dim", "kv_dtype", "kv_bytes_per_token", "window",
+                 "config", "gguf", "model_bytes",
                  "batch", "min_prefill_efficiency", "peak_tflops", "hidden_size",  # these three: prefill (MFU)
                  "draft")  # speculative decoding / MTP: the drafter's bytes (roofline.resolve.validate_draft)
 LOCAL_HARDWARE = ("auto", "local-cpu", "localcpu", "local_cpu")
@@ -51,11 +52,11 @@ def validate_roofline_spec(spec: Mapping[str, Any], where: str) -> None:
         me = spec.get(key)
         if me is not None and (isinstance(me, bool) or not isinstance(me, (int, float)) or not 0 < me <= 1):
             raise ConfigError(f"{where}.{key}: expected a fraction in (0, 1] such as 0.5, got {me!r}")
-    for key in ("params", "mem_bandwidth_gb_s", "model_bytes", "bits", "peak_tflops"):
+    for key in ("params", "mem_bandwidth_gb_s", "model_bytes", "bits", "peak_tflops", "kv_bytes_per_token"):
         v = spec.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0):
             raise ConfigError(f"{where}.{key}: expected a positive number, got {v!r}")
-    for key in ("tensor_parallel", "batch", "layers", "kv_heads", "head_dim", "hidden_size"):
+    for key in ("tensor_parallel", "batch", "layers", "kv_heads", "head_dim", "hidden_size", "window"):
         v = spec.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise ConfigError(f"{where}.{key}: expected a positive integer, got {v!r}")
@@ -63,7 +64,7 @@ def validate_roofline_spec(spec: Mapping[str, Any], where: str) -> None:
 
 
 SOURCE_KEYS = ("model", "model_bytes", "params", "config", "gguf")
-SHAPE_KEYS = ("dtype", "bits", "layers", "kv_heads", "head_dim", "kv_dtype")
+SHAPE_KEYS = ("dtype", "bits", "layers", "kv_heads", "head_dim", "kv_dtype", "kv_bytes_per_token", "window")
 
 
 def _model_bytes(roof: Mapping[str, Any], spec, base_dir: Path, client):
@@ -89,6 +90,7 @@ def _model_bytes(roof: Mapping[str, Any], spec, base_dir: Path, client):
 
 
 LLAMACPP_KV_NOT_COUNTED = ("llama.cpp /v1/models meta gives weights only; set roofline.layers/kv_heads/head_dim "
+                           "or roofline.kv_bytes_per_token (+ window) "
                            "or roofline.gguf to include it")
 
 
@@ -100,6 +102,14 @@ def _llamacpp_model_bytes(roof: Mapping[str, Any], spec, client):
     from ..core.modelbytes import kv_elem_bytes, kv_from_shape, model_bytes_from_llamacpp_models
 
     mb = model_bytes_from_llamacpp_models({"data": client.models()}, where=f"{spec.url} /v1/models")
+    if roof.get("kv_bytes_per_token") is not None:
+        from ..roofline.resolve import explicit_kv_layout
+
+        layout = explicit_kv_layout(roof.get("kv_bytes_per_token"), roof.get("window"),
+                              tuple(roof.get(k) for k in ("layers", "kv_heads", "head_dim", "kv_dtype")),
+                              {k: f"roofline.{k}" for k in ("kv_bytes_per_token", "window", "layers", "kv_heads",
+                                                            "head_dim", "kv_dtype")})
+        return mb.with_kv(layout.growth_per_token or None, layout=layout)
     kv = kv_from_shape(roof.get("layers"), roof.get("kv_heads"), roof.get("head_dim"),
                        kv_elem_bytes(roof.get("kv_dtype"), where="roofline.kv_dtype"),
                        where="roofline.layers/kv_heads/head_dim")

@@ -21,7 +21,8 @@ from . import catalog
 
 FLAGS = {"model": "--model", "model_bytes": "--model-bytes", "params": "--params", "dtype": "--dtype", "bits": "--bits",
          "config": "--config", "gguf": "--gguf", "layers": "--layers", "kv_heads": "--kv-heads",
-         "head_dim": "--head-dim", "kv_dtype": "--kv-dtype"}
+         "head_dim": "--head-dim", "kv_dtype": "--kv-dtype", "kv_bytes_per_token": "--kv-bytes-per-token",
+         "window": "--window"}
 
 
 def resolve_model_bytes(*, model: str | None = None, model_bytes: float | None = None,
@@ -29,13 +30,16 @@ def resolve_model_bytes(*, model: str | None = None, model_bytes: float | None =
                         bits: float | None = None, config: str | Path | dict | None = None,
                         gguf: str | Path | None = None, layers: int | None = None, kv_heads: int | None = None,
                         head_dim: int | None = None, kv_dtype: str | None = None,
+                        kv_bytes_per_token: float | None = None, window: int | None = None,
                         names: dict | None = None) -> ModelBytes:
     """One weights source (``model``, ``model_bytes``, ``params``, ``config``, ``gguf``) plus KV overrides.
 
     ``names`` maps these keyword names to how the user wrote them (``--kv-heads``,
-    ``roofline.kv_heads``) so that errors name the right flag or key.
+    ``roofline.kv_heads``) so that errors name the right flag or key.  ``kv_bytes_per_token``
+    (+ ``window``) gives the KV cache of any model directly, replacing the source's.
     """
     n = {**{k: k for k in FLAGS}, **(names or {})}
+    explicit_kv = explicit_kv_layout(kv_bytes_per_token, window, (layers, kv_heads, head_dim, kv_dtype), n)
     sources = {k: v for k, v in (("model", model), ("model_bytes", model_bytes), ("params", params),
                                   ("config", config), ("gguf", gguf)) if v is not None}
     if len(sources) != 1:
@@ -76,13 +80,40 @@ def resolve_model_bytes(*, model: str | None = None, model_bytes: float | None =
             spec = replace(spec, weight_bytes_per_param=bpp,
                            source=f"{spec.name}: {spec.params:.4g} params x {bpp:.4g} B ({dtype or f'{bits:g}-bit'})")
         mb = spec.model_bytes()
-    if any(v is not None for v in (layers, kv_heads, head_dim)):
+    if explicit_kv is not None:
+        mb = mb.with_kv(explicit_kv.growth_per_token or None, layout=explicit_kv)
+    elif any(v is not None for v in (layers, kv_heads, head_dim)):
         where = f"{n['layers']}/{n['kv_heads']}/{n['head_dim']}"
         elem = kv_elem_bytes(kv_dtype, dtype, where=n["kv_dtype"])
         mb = mb.with_kv(kv_from_shape(layers, kv_heads, head_dim, elem, where=where))
     elif kv_dtype is not None and (params is not None or model_bytes is not None):
         raise ConfigError(f"{n['kv_dtype']} needs the KV shape: {n['layers']}, {n['kv_heads']}, {n['head_dim']}")
     return mb
+
+
+def explicit_kv_layout(kv_bytes_per_token, window, shape: tuple, n: dict):
+    """``kv_bytes_per_token`` (+ ``window``) as a one-group KV layout; None when not given."""
+    from ..core.kv_layout import KVLayout, LayerKV
+
+    if kv_bytes_per_token is None:
+        if window is not None:
+            raise ConfigError(f"{n['window']} needs {n['kv_bytes_per_token']} (the KV bytes of one cached token, "
+                              "all layers together)")
+        return None
+    if isinstance(kv_bytes_per_token, bool) or not isinstance(kv_bytes_per_token, (int, float)) \
+            or not 0 < kv_bytes_per_token < 1e12:
+        raise ConfigError(f"{n['kv_bytes_per_token']}: expected the KV bytes of one cached token, all layers "
+                          f"together (e.g. 131072 for Llama-3-8B fp16), got {kv_bytes_per_token!r}")
+    clash = [n[k] for k, v in zip(("layers", "kv_heads", "head_dim", "kv_dtype"), shape) if v is not None]
+    if clash:
+        raise ConfigError(f"{n['kv_bytes_per_token']} is already the KV size; drop {', '.join(clash)}")
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+        raise ConfigError(f"{n['window']}: expected a sliding window in tokens (an integer >= 1), got {window!r}")
+    source = f"explicit {n['kv_bytes_per_token']} {kv_bytes_per_token:,.0f} B/token"
+    if window is None:
+        return KVLayout((LayerKV("full", 1, float(kv_bytes_per_token)),), source=source)
+    return KVLayout((LayerKV("sliding", 1, float(kv_bytes_per_token), window=window),),
+                    source=f"{source}, window {window}")
 
 
 HARDWARE_KEYS = ("hardware", "mem_bandwidth_gb_s", "tensor_parallel")
