@@ -98,8 +98,60 @@ def test_unknown_hardware_suggests_close_matches():
         catalog.hardware("h100-sx")
     with pytest.raises(ConfigError, match="known: .*l40s"):
         catalog.hardware("nothing-like-it-zzz")
+    with pytest.raises(ConfigError, match=r"^unknown hardware 'nothing-like-it-zzz' \(known: "):  # no empty hint
+        catalog.hardware("nothing-like-it-zzz")
     assert catalog.find_hardware("NVIDIA H800") is None
-    assert catalog.hardware("NVIDIA H20").key == "h20"  # not h200, the nearest entry before H20 had one
+    # the vendor word every nvidia-smi name carries does not make every NVIDIA entry "close"
+    assert catalog.close_matches("NVIDIA H800", catalog.all_hardware()) == ["h100-sxm", "h200"]
+
+
+# Near-twins: each name is its own entry, never its neighbour's.
+@pytest.mark.parametrize("name, key", [
+    ("h20", "h20"), ("h200", "h200"), ("NVIDIA H20", "h20"), ("NVIDIA H200", "h200"),
+    ("b200", "b200"), ("b300", "b300"), ("gb200", "gb200"), ("gb300", "gb300"), ("GB10", "dgx-spark"),
+    ("mi300x", "mi300x"), ("mi325x", "mi325x"), ("mi350x", "mi350x"), ("mi355x", "mi355x"),
+    ("m3-ultra", "apple-m3-ultra"), ("m3-max", "apple-m3-max"), ("m4-max", "apple-m4-max"),
+    ("M2 Ultra", "apple-m2-ultra"), ("rtx-5090", "rtx-5090"), ("rtx-pro-6000", "rtx-pro-6000"),
+])
+def test_near_twins_resolve_to_themselves(name, key):
+    assert catalog.hardware(name).key == key
+    assert catalog.find_hardware(name).key == key
+
+
+# A name close to entries but equal to none is an error naming every close one, and never picks one.
+@pytest.mark.parametrize("name, hint", [
+    ("h2", "did you mean h20, h200?"),
+    ("NVIDIA H20-3e", "did you mean h20, h200?"),  # the 141 GB H20: neither entry's figures
+    ("gb20", "did you mean gb200, b200, dgx-spark, gb300?"),
+    ("gb30", "did you mean gb300, b300, dgx-spark, gb200?"),
+    ("b30", "did you mean b300, gb300?"),
+    ("mi355", "did you mean mi355x, mi325x, mi350x?"),
+    ("m4-ultra", "did you mean apple-m2-ultra, apple-m3-ultra?"),  # no M4 Ultra: not the M3's figures
+    ("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", "did you mean rtx-pro-6000?"),
+])
+def test_a_name_near_entries_is_an_error_naming_all_of_them(name, hint):
+    assert catalog.find_hardware(name) is None
+    with pytest.raises(ConfigError) as exc:
+        catalog.hardware(name)
+    assert str(exc.value).startswith(f"unknown hardware {name!r}; {hint} (known: cpu-ddr5-5600-2ch, a10g, ")
+
+
+def test_close_matches_keep_every_tie_and_cut_only_on_request():
+    table = catalog.all_hardware()
+    assert catalog.close_matches("mi35x", table)[:3] == ["mi325x", "mi350x", "mi355x"]  # three at 0.91
+    assert catalog.close_matches("gb20", table, n=2) == ["gb200", "b200"]
+    assert catalog.close_matches("m4 pro", table) == []
+
+
+def test_nvidia_smi_name_near_two_entries_is_not_detected_as_either():
+    from pytest_llm_latency.roofline import hwdetect
+
+    smi = "name, memory.total [MiB]\nNVIDIA H20-3e, 143771 MiB\n"
+    with pytest.raises(ConfigError) as exc:
+        hwdetect.detect_nvidia(runner=lambda argv: smi)
+    msg = str(exc.value)
+    assert "'NVIDIA H20-3e', which is not in the hardware catalog. Closest catalog entries: h20, h200." in msg
+    assert hwdetect.detect_nvidia(runner=lambda argv: smi.replace("H20-3e, 143771", "H20, 97871")).key == "h20"
 
 
 def test_existing_keys_and_types_stay_compatible():
