@@ -1,7 +1,9 @@
 """Load the packaged hardware/model catalog (``data/hardware.yaml``) into core types.
 
 Lookups are case-insensitive, ignore punctuation and accept aliases (including the names
-``nvidia-smi`` prints).  Unknown names raise ``ConfigError`` with close matches.
+``nvidia-smi`` prints).  Only an exact match (after that normalization) resolves a name: a name
+close to one or several entries (``h20`` and ``h200``, ``gb200`` and ``gb300``) is never taken
+for one of them.  Unknown names raise ``ConfigError`` naming every close entry.
 """
 from __future__ import annotations
 
@@ -89,6 +91,8 @@ def _names(item) -> list[str]:
 
 
 def _find(name: str, table: dict) -> object | None:
+    """The entry whose key, display name or an alias equals ``name`` once normalized; else None.
+    Never a near match: ``h20`` is not ``h200``, whatever else the table holds."""
     wanted = _norm(name)
     for key, value in table.items():
         if _norm(key) == wanted or any(_norm(n) == wanted for n in _names(value)):
@@ -96,18 +100,35 @@ def _find(name: str, table: dict) -> object | None:
     return None
 
 
-def close_matches(name: str, table: dict, n: int = 3) -> list[str]:
-    """Catalog keys whose key, display name or aliases look like ``name``."""
-    by_norm: dict[str, str] = {}
-    for key, value in table.items():
-        for alias in (key, *_names(value)):
-            by_norm.setdefault(_norm(alias), key)
-    hits = difflib.get_close_matches(_norm(name), list(by_norm), n=n * 3, cutoff=0.5)
-    out: list[str] = []
-    for h in hits:
-        if by_norm[h] not in out:
-            out.append(by_norm[h])
-    return out[:n]
+# Leading vendor words, set aside when scoring suggestions: every nvidia-smi name starts with
+# "NVIDIA", which made "NVIDIA H800" look like every NVIDIA entry at once.
+_VENDOR_WORDS = ("nvidia", "geforce", "tesla", "amd", "instinct", "intel", "apple")
+
+
+def _stem(norm: str) -> str:
+    stripped = True
+    while stripped:
+        stripped = False
+        for word in _VENDOR_WORDS:
+            if norm.startswith(word) and len(norm) > len(word):
+                norm, stripped = norm[len(word):], True
+    return norm
+
+
+def close_matches(name: str, table: dict, n: int | None = None, cutoff: float = 0.6) -> list[str]:
+    """Catalog keys whose key, display name or an alias look like ``name``, the closest first:
+    every key scoring at least ``cutoff`` (difflib's ratio, vendor words aside), so near-twins
+    (``gb20``: gb200 and gb300; ``mi35x``: mi350x, mi355x and mi325x) are all named, none
+    dropped for another; at most ``n`` when given.  Suggestions only: lookups never use them."""
+    wanted = _stem(_norm(name))
+    scored: list[tuple[float, int, str]] = []
+    for i, (key, value) in enumerate(table.items()):
+        score = max(difflib.SequenceMatcher(None, wanted, _stem(_norm(alias))).ratio()
+                    for alias in (key, *_names(value)))
+        if score >= cutoff:
+            scored.append((-score, i, key))
+    keys = [key for _, _, key in sorted(scored)]
+    return keys if n is None else keys[:n]
 
 
 def _lookup(kind: str, name: str, table: dict) -> object:
