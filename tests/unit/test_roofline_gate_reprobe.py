@@ -125,7 +125,7 @@ def test_llamacpp_meta_says_the_kv_cache_is_not_counted(env):
     assert any("KV cache not counted" in note for note in res.notes), "a visible note (a warning)"
     assert "(custom 30 GB/s ÷ (406.0 MB weights, KV cache not counted)); report only" in msg
     assert ("KV cache not counted: llama.cpp /v1/models meta gives weights only; set roofline.layers/kv_heads/"
-            "head_dim or roofline.gguf to include it") in msg
+            "head_dim or roofline.kv_bytes_per_token (+ window) or roofline.gguf to include it") in msg
     assert res.roofline.kv_cache.startswith("not counted: llama.cpp /v1/models meta gives weights only")
 
 
