@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+from dataclasses import dataclass
 from importlib import resources
 
 from ..core.errors import ConfigError
@@ -16,7 +17,7 @@ from ..core.hardware import Hardware, ModelSpec
 from ..core.modelbytes import DTYPE_BYTES, bytes_per_param, kv_elem_bytes
 
 __all__ = ["DTYPE_BYTES", "all_hardware", "hardware", "hardware_names", "custom_hardware",
-           "all_models", "model", "find_hardware"]
+           "all_models", "model", "find_hardware", "ConfigModel", "config_models", "model_entry"]
 
 CATALOG_PATH = "pytest_llm_latency/roofline/hardware.yaml"
 
@@ -177,10 +178,58 @@ def _model_from_entry(key: str, d: dict) -> ModelSpec:
         raise ConfigError(f"{CATALOG_PATH}: {where} is missing {exc.args[0]}") from None
 
 
+@dataclass(frozen=True)
+class ConfigModel:
+    """A catalog model described by its vendor's ``config.json`` (``roofline/configs/``): its bytes
+    come from the same per-architecture arithmetic as ``config:`` (``core.archs``)."""
+
+    key: str
+    name: str
+    config_file: str
+    repo: str
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def source(self) -> str:
+        return f"catalog {self.key}: {self.repo} config.json (roofline/configs/{self.config_file})"
+
+    def config(self) -> dict:
+        import json
+
+        text = resources.files("pytest_llm_latency.roofline").joinpath("configs", self.config_file).read_text("utf-8")
+        return json.loads(text)
+
+
+def _config_model_from_entry(key: str, d: dict) -> ConfigModel:
+    where = f"models.{key}"
+    for k in ("config", "repo"):
+        if not str(d.get(k) or "").strip():
+            raise ConfigError(f"{CATALOG_PATH}: {where} is missing {k}")
+    return ConfigModel(key=key, name=str(d.get("name", key)), config_file=str(d["config"]), repo=str(d["repo"]),
+                       aliases=tuple(str(a) for a in d.get("aliases") or ()))
+
+
 @functools.lru_cache(maxsize=1)
 def all_models() -> dict[str, ModelSpec]:
-    return {key: _model_from_entry(key, d) for key, d in (_raw().get("models") or {}).items()}
+    """The catalog's parameter-count models (``params`` entries; the reference target's models)."""
+    return {key: _model_from_entry(key, d) for key, d in (_raw().get("models") or {}).items() if "config" not in d}
+
+
+@functools.lru_cache(maxsize=1)
+def config_models() -> dict[str, ConfigModel]:
+    """The catalog's models described by a vendor config.json."""
+    return {key: _config_model_from_entry(key, d) for key, d in (_raw().get("models") or {}).items() if "config" in d}
+
+
+def model_entry(name: str) -> ModelSpec | ConfigModel:
+    """Any catalog model: a parameter-count entry or a vendor-config one."""
+    return _lookup("model", name, {**all_models(), **config_models()})  # type: ignore[return-value]
 
 
 def model(name: str) -> ModelSpec:
-    return _lookup("model", name, all_models())  # type: ignore[return-value]
+    """A parameter-count catalog model (what the reference target serves)."""
+    entry = model_entry(name)
+    if isinstance(entry, ConfigModel):
+        raise ConfigError(f"model {name!r} is described by its vendor config ({entry.source}), not by a parameter "
+                          f"count; here a parameter-count model is needed ({', '.join(all_models())})")
+    return entry

@@ -31,7 +31,7 @@ def resolve_model_bytes(*, model: str | None = None, model_bytes: float | None =
                         gguf: str | Path | None = None, layers: int | None = None, kv_heads: int | None = None,
                         head_dim: int | None = None, kv_dtype: str | None = None,
                         kv_bytes_per_token: float | None = None, window: int | None = None,
-                        names: dict | None = None) -> ModelBytes:
+                        names: dict | None = None, name: str | None = None) -> ModelBytes:
     """One weights source (``model``, ``model_bytes``, ``params``, ``config``, ``gguf``) plus KV overrides.
 
     ``names`` maps these keyword names to how the user wrote them (``--kv-heads``,
@@ -65,14 +65,19 @@ def resolve_model_bytes(*, model: str | None = None, model_bytes: float | None =
     elif config is not None:
         cfg, where = _load_config(config, n["config"])
         mb = model_bytes_from_hf_config(cfg, dtype=dtype, bits=bits, kv_dtype=kv_dtype, where=where,
-                                        names=(n["dtype"], n["bits"]))
+                                        names=(n["dtype"], n["bits"]), name=name)
     elif gguf is not None:
         if dtype is not None or bits is not None:
             raise ConfigError(f"{n['gguf']}: the file's tensor table gives the bytes; drop {n['dtype']}/{n['bits']}")
         from .gguf_reader import model_bytes_from_gguf
         mb = model_bytes_from_gguf(gguf, kv_dtype=kv_dtype)
     else:
-        spec = catalog.model(str(model))
+        entry = catalog.model_entry(str(model))
+        if isinstance(entry, catalog.ConfigModel):
+            return resolve_model_bytes(config=entry.config(), dtype=dtype, bits=bits, kv_dtype=kv_dtype, layers=layers,
+                                       kv_heads=kv_heads, head_dim=head_dim, kv_bytes_per_token=kv_bytes_per_token,
+                                       window=window, names={**n, "config": entry.source}, name=entry.name)
+        spec = entry
         if kv_dtype is not None:
             spec = replace(spec, kv_bytes_per_elem=kv_elem_bytes(kv_dtype, where=n["kv_dtype"]))
         if dtype is not None or bits is not None:
