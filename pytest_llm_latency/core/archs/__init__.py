@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from ..errors import ConfigError
 from ..modelbytes import ModelBytes, kv_elem_bytes
-from .inventory import Architecture, Cfg, TensorGroup
+from .inventory import Architecture, Cfg
 
 #: model_type -> the function that reads its config
 REGISTRY: dict[str, Callable[[Cfg], Architecture]] = {}
@@ -54,12 +54,14 @@ def text_config(cfg: dict) -> dict:
     return cfg
 
 
-def nested_prefix(c: Cfg) -> Callable[[TensorGroup], TensorGroup]:
-    """Module paths of a nested language model as its checkpoint names them
-    (``language_model.model.layers.0...``, ``language_model.lm_head``), for quantization patterns."""
-    if c.get("_outer_model_type") is None:
-        return lambda g: g
-    return lambda g: replace(g, module=f"language_model.{g.module}") if g.module else g
+def _language_model_only(arch: Architecture, outer: str) -> Architecture:
+    """A nested language model: its modules as the checkpoint names them (``language_model.model.
+    layers.0...``, ``language_model.lm_head``, which quantization patterns match), and a note that
+    nothing else of the multimodal model is counted."""
+    groups = tuple(replace(g, module=f"language_model.{g.module}") if g.module else g for g in arch.groups)
+    note = (f"language model only ({outer} text_config): the vision encoder and multimodal projector are "
+            "not read by a text decode step")
+    return replace(arch, groups=groups, notes=(*arch.notes, note))
 
 
 _WAYS_OUT = ("it is not counted as Llama: give the model directory with its *.safetensors (exact bytes from the "
@@ -102,7 +104,9 @@ def architecture(cfg: dict, *, where: str = "config.json") -> Architecture:
     _load_families()
     text = text_config(cfg)
     model_type, fn = _reader(cfg, text, where)
-    return fn(Cfg(text, where if text is cfg else f"{where} (text_config)", model_type))
+    if text is cfg:
+        return fn(Cfg(text, where, model_type))
+    return _language_model_only(fn(Cfg(text, f"{where} (text_config)", model_type)), str(cfg.get("model_type")))
 
 
 def model_bytes_from_hf_config(cfg: dict, *, dtype: str | None = None, bits: float | None = None,

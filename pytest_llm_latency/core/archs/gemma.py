@@ -24,7 +24,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 from ..errors import ConfigError
-from . import nested_prefix, register
+from . import register
 from .inventory import Architecture, Cfg, KVShape, TensorGroup, attention_groups, embedding_groups, gated_mlp
 
 #: transformers class defaults that change the byte count (``Gemma3TextConfig`` / ``Gemma2Config``)
@@ -81,7 +81,6 @@ def gemma(c: Cfg) -> Architecture:
     if window is not None and window < 1:
         raise ConfigError(f"{c.where}: sliding_window must be >= 1 token, got {window}")
 
-    prefix = nested_prefix(c)
     o_bias = bool(c.get("attention_bias"))
     groups = [*embedding_groups(vocab, hidden, tied),
               *attention_groups(layers, hidden, heads, kv_heads, head_dim, qkv_bias=o_bias, o_bias=o_bias,
@@ -90,15 +89,11 @@ def gemma(c: Cfg) -> Architecture:
                           "model.layers.0.mlp.gate_proj"),
               TensorGroup("norms (4 per layer + final)", layers * 4 * hidden + hidden, "norm",
                           "model.layers.0.input_layernorm", linear=False)]
-    groups = [prefix(g) for g in groups]
 
     per_token = 2 * kv_heads * head_dim
     kv = tuple(KVShape(kind, n, elems_per_token=per_token, window=window if kind == "sliding" else None)
                for kind in ("full", "sliding") for n in [kinds.count(kind)] if n)
     notes: list[str] = []
-    if c.get("_outer_model_type") is not None:
-        notes.append(f"language model only ({c.get('_outer_model_type')} text_config): the vision tower and "
-                     "multimodal projector are not read by a text decode step")
     source = "layer_types" if c.get("layer_types") is not None else (
         "sliding_window_pattern" if gemma3 else "gemma2 alternation")
     notes.append(f"{kinds.count('full')} full / {kinds.count('sliding')} windowed layers ({source})")

@@ -32,7 +32,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 from ..errors import ConfigError
-from . import nested_prefix, register
+from . import register
 from .inventory import Architecture, Cfg, KVShape, TensorGroup, attention_groups, embedding_groups, gated_mlp
 from .moe import check_experts
 
@@ -109,8 +109,7 @@ def llama4(c: Cfg) -> Architecture:
                           f"{ff}.gate_proj"),
               TensorGroup("norms (2 per layer + final)", layers * 2 * hidden + hidden, "norm",
                           "model.layers.0.input_layernorm", linear=False)]
-    prefix = nested_prefix(c)
-    groups = [prefix(g) for g in groups if g.params]
+    groups = [g for g in groups if g.params]
 
     kinds, how = attention_kinds(c, layers)
     notes = []
@@ -128,8 +127,5 @@ def llama4(c: Cfg) -> Architecture:
     notes.append(f"{kinds.count('full')} full (NoPE) / {kinds.count('chunked')} chunked (RoPE) layers ({how})")
     notes.append(f"{n_moe} MoE layers with a shared expert of intermediate_size {inter} each"
                  + (f", {n_dense} dense" if n_dense else ""))
-    if c.get("_outer_model_type") is not None:
-        notes.append(f"language model only ({c.get('_outer_model_type')} text_config): the vision encoder and "
-                     "multimodal projector are not read by a text decode step")
     return Architecture(c.model_type, tuple(groups), kv, hidden, vocab, layers, tied, experts=experts,
                         experts_per_token=k, defaults=tuple(c.defaults), notes=tuple(notes))
