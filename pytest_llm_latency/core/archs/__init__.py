@@ -12,6 +12,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from ..errors import ConfigError
 from ..modelbytes import ModelBytes, kv_elem_bytes
@@ -30,7 +31,7 @@ def register(*model_types: str):
 
 
 def _load_families() -> None:
-    from . import dense, moe  # noqa: F401  (each registers its model types)
+    from . import dense, gemma, llama4, moe  # noqa: F401  (each registers its model types)
 
 
 def known_model_types() -> list[str]:
@@ -41,16 +42,59 @@ def known_model_types() -> list[str]:
 def text_config(cfg: dict) -> dict:
     """The language model's config: a multimodal config's nested ``text_config`` (its
     ``model_type``, e.g. ``gemma3_text``), the top-level keys it omits taken from the outer config
-    (``torch_dtype``, ``quantization_config``)."""
+    (``torch_dtype``, ``quantization_config``); ``_outer_model_type`` says it was nested."""
     inner = cfg.get("text_config")
     if isinstance(inner, dict):
         merged = dict(inner)
         for key in ("torch_dtype", "dtype", "quantization_config", "tie_word_embeddings"):
             if key not in merged and key in cfg:
                 merged[key] = cfg[key]
-        merged.setdefault("_outer_model_type", cfg.get("model_type"))
+        merged["_outer_model_type"] = cfg.get("model_type")
         return merged
     return cfg
+
+
+def _language_model_only(arch: Architecture, outer: str) -> Architecture:
+    """A nested language model: its modules as the checkpoint names them (``language_model.model.
+    layers.0...``, ``language_model.lm_head``, which quantization patterns match), and a note that
+    nothing else of the multimodal model is counted."""
+    groups = tuple(replace(g, module=f"language_model.{g.module}") if g.module else g for g in arch.groups)
+    note = (f"language model only ({outer} text_config): the vision encoder and multimodal projector are "
+            "not read by a text decode step")
+    return replace(arch, groups=groups, notes=(*arch.notes, note))
+
+
+_WAYS_OUT = ("it is not counted as Llama: give the model directory with its *.safetensors (exact bytes from the "
+             "headers, KV from the config's attention keys), a GGUF file, params with the KV keys (layers, "
+             "kv_heads, head_dim or kv_bytes_per_token), or model_bytes")
+
+
+def _reader(cfg: dict, text: dict, where: str) -> tuple[str, Callable[[Cfg], Architecture]]:
+    """(model_type, reader): a nested config's inner ``text_config.model_type`` when it names one
+    (refused if unknown), else the outer ``model_type``'s reader (it knows its own text model)."""
+    known = ", ".join(sorted(REGISTRY))
+    outer = cfg.get("model_type")
+    if text is not cfg:
+        inner = text.get("model_type")
+        if inner:
+            fn = REGISTRY.get(str(inner))
+            if fn is None:
+                raise ConfigError(f"{where}: text_config.model_type {inner!r} (the language model of this "
+                                  f"{outer!r} config) is not modelled (known: {known}); {_WAYS_OUT}")
+            return str(inner), fn
+        fn = REGISTRY.get(str(outer or ""))
+        if fn is None:
+            raise ConfigError(f"{where}: a {outer!r} config whose text_config has no model_type, so the language "
+                              f"model's architecture is unknown (known model types: {known}); {_WAYS_OUT}")
+        return str(outer), fn
+    if not outer:
+        raise ConfigError(f"{where}: no model_type key, so the architecture is unknown; is this a transformers "
+                          "config.json? otherwise give a safetensors model directory, a GGUF file, params with the "
+                          "KV keys (layers, kv_heads, head_dim or kv_bytes_per_token), or model_bytes")
+    fn = REGISTRY.get(str(outer))
+    if fn is None:
+        raise ConfigError(f"{where}: model_type {outer!r} is not modelled (known: {known}); {_WAYS_OUT}")
+    return str(outer), fn
 
 
 def architecture(cfg: dict, *, where: str = "config.json") -> Architecture:
@@ -59,20 +103,10 @@ def architecture(cfg: dict, *, where: str = "config.json") -> Architecture:
         raise ConfigError(f"{where}: expected a JSON object, got {type(cfg).__name__}")
     _load_families()
     text = text_config(cfg)
-    model_type = text.get("model_type") or cfg.get("model_type")
-    if not model_type:
-        raise ConfigError(f"{where}: no model_type key, so the architecture is unknown; is this a transformers "
-                          "config.json? otherwise give a safetensors model directory, a GGUF file, params with the "
-                          "KV keys (layers, kv_heads, head_dim or kv_bytes_per_token), or model_bytes")
-    fn = REGISTRY.get(str(model_type)) or REGISTRY.get(str(text.get("_outer_model_type") or ""))
-    if fn is None:
-        raise ConfigError(f"{where}: model_type {model_type!r} is not modelled (known: {', '.join(sorted(REGISTRY))}); "
-                          "it is not counted as Llama: give the model directory with its *.safetensors (exact bytes "
-                          "from the headers, KV from the config's attention keys), a GGUF file, params with the KV "
-                          "keys (layers, kv_heads, head_dim or kv_bytes_per_token), or model_bytes")
-    c = Cfg(text, where, str(model_type))
-    arch = fn(c)
-    return arch
+    model_type, fn = _reader(cfg, text, where)
+    if text is cfg:
+        return fn(Cfg(text, where, model_type))
+    return _language_model_only(fn(Cfg(text, f"{where} (text_config)", model_type)), str(cfg.get("model_type")))
 
 
 def model_bytes_from_hf_config(cfg: dict, *, dtype: str | None = None, bits: float | None = None,
