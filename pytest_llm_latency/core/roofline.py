@@ -268,7 +268,8 @@ def format_arithmetic(c: Ceiling, steps: StepFigures | None = None) -> str:
     elif c.context > 0 or c.kv_bytes > 0:
         per_seq = format_bytes(c.kv_bytes_per_sequence)
         batch = f"{c.batch} × " if c.batch > 1 else ""
-        what = "KV" if c.model.kv_layout is None or c.model.kv_layout.uniform_full else "KV + state"
+        layout = c.model.kv_layout
+        what = "KV + state" if layout is not None and any(g.kind == "state" for g in layout.groups) else "KV"
         kv = f" + {batch}{per_seq} {what} @ {c.context:g} ctx"
         if c.model.kv_layout is not None and not c.model.kv_layout.uniform_full:
             kv += f" [{c.model.describe_kv(c.context)}]"

@@ -41,7 +41,8 @@ def model_bytes(arch: Architecture, fmt: WeightFormat, *, kv_elem_bytes: float, 
         weight_bytes=charged, kv_bytes_per_token=layout.growth_per_token, name=name, params=params_charged,
         total_params=arch.total_params, bytes_per_param=charged / params_charged if params_charged else None,
         routed_weight_bytes=routed, experts=arch.experts, experts_per_token=arch.experts_per_token,
-        kv_layout=layout, embedding=EMBEDDING_CONVENTION,
+        kv_layout=layout, embedding=EMBEDDING_CONVENTION + (" (tied here: the one table is read whole as the "
+                                                           "output head)" if arch.tied_embeddings else ""),
         source=(f"{where}: {arch.model_type} config arithmetic (fallback: a safetensors directory gives exact "
                 f"bytes), {params_charged:.4g} read / {arch.total_params:.4g} params{moe}, read per step: "
                 f"{storage}{defaults}{notes}"))
