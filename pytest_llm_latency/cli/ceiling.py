@@ -121,17 +121,30 @@ def _prefill(args, mb, hw):
         return None
     layers, hidden = args.layers, args.hidden_size
     if args.model:
-        spec = catalog.model(args.model)
-        layers, hidden = layers or spec.layers, hidden or (spec.extra or {}).get("hidden_size")
+        entry = catalog.model_entry(args.model)
+        if isinstance(entry, catalog.ConfigModel):
+            layers, hidden = _config_shape(entry.config(), layers, hidden)
+        else:
+            layers, hidden = layers or entry.layers, hidden or (entry.extra or {}).get("hidden_size")
     elif args.config:
         from ..roofline.resolve import _load_config
 
         cfg, _ = _load_config(args.config, "--config")
-        layers, hidden = layers or cfg.get("num_hidden_layers"), hidden or cfg.get("hidden_size")
+        layers, hidden = _config_shape(cfg, layers, hidden)
     peak = resolve_peak(hw, peak_tflops=args.peak_tflops, dtype=args.dtype, where="--peak-tflops",
                         **({"refresh": True} if args.refresh and hw.key == "local-cpu" else {}))
     assert peak is not None, "resolve_peak gives a peak for a catalog device or an explicit --peak-tflops"
     return prefill_ceiling(prefill_model(mb.name, mb.params, layers, hidden, mb.source), peak, args.prompt_tokens)
+
+
+def _config_shape(cfg: dict, layers, hidden):
+    """(layers, attention width) of a config's language model, the user's figures first."""
+    from ..core.archs import text_config
+
+    text = text_config(cfg)
+    heads, head_dim = text.get("num_attention_heads"), text.get("head_dim")
+    width = heads * head_dim if isinstance(heads, int) and isinstance(head_dim, int) else text.get("hidden_size")
+    return layers or text.get("num_hidden_layers"), hidden or width
 
 
 def _prefill_dict(p) -> dict | None:

@@ -28,17 +28,24 @@ def _prefill_model(roof: Mapping[str, Any], spec, base_dir: Path, client):
     layers, hidden = roof.get("layers"), roof.get("hidden_size")
     ref = _reference_config(spec)
     name = roof.get("model") or (ref.model if ref is not None and not any(roof.get(k) for k in SOURCE_KEYS) else None)
+    cfg = None
     if name:
-        ms = catalog.model(str(name))
-        layers, hidden = layers or ms.layers, hidden or (ms.extra or {}).get("hidden_size")
+        entry = catalog.model_entry(str(name))
+        if isinstance(entry, catalog.ConfigModel):
+            cfg = entry.config()
+        else:
+            layers, hidden = layers or entry.layers, hidden or (entry.extra or {}).get("hidden_size")
     elif roof.get("config"):
         from ..roofline.resolve import _load_config
 
         cfg, _ = _load_config(str(base_dir / Path(str(roof["config"])).expanduser()), "roofline.config")
-        cfg = cfg.get("text_config", cfg) if "hidden_size" not in cfg else cfg
-        layers = layers or cfg.get("num_hidden_layers")
-        heads, head_dim = cfg.get("num_attention_heads"), cfg.get("head_dim")
-        hidden = hidden or (heads * head_dim if heads and head_dim else cfg.get("hidden_size"))
+    if cfg is not None:
+        from ..core.archs import text_config
+
+        text = text_config(cfg)
+        layers = layers or text.get("num_hidden_layers")
+        heads, head_dim = text.get("num_attention_heads"), text.get("head_dim")
+        hidden = hidden or (heads * head_dim if heads and head_dim else text.get("hidden_size"))
     elif roof.get("gguf"):
         from ..roofline.gguf_reader import read_gguf
 
