@@ -30,7 +30,7 @@ def register(*model_types: str):
 
 
 def _load_families() -> None:
-    from . import dense, moe  # noqa: F401  (each registers its model types)
+    from . import deepseek, dense, gpt_oss, moe, qwen3_next  # noqa: F401  (each registers its model types)
 
 
 def known_model_types() -> list[str]:
