@@ -158,7 +158,8 @@ def test_user_dtype_or_bits_overrides_every_tensor_and_says_what_it_overrode():
 
 
 @pytest.mark.parametrize("quant, message", [
-    ({"quant_method": "hqq"}, r"quant_method 'hqq' is not modelled \(known: .*mxfp4.*\).*safetensors.*GGUF.*dtype / bits"),
+    ({"quant_method": "hqq"},
+     r"quantization_config\.quant_method 'hqq' is not modelled \(known: .*mxfp4.*\).*safetensors.*GGUF.*dtype / bits"),
     ({}, r"quant_method '\(missing\)' is not modelled"),
     ({"quant_method": "fp8", "weight_block_size": [128]}, r"quantization_config\.weight_block_size: expected \[rows"),
     ({"quant_method": "bitsandbytes"}, "neither load_in_4bit nor load_in_8bit"),
