@@ -210,5 +210,5 @@ def test_quantized_hf_config_is_charged_its_stored_bits_not_torch_dtype():
     head, row, norms = 128256 * 4096, 4096, 32 * 2 * 4096 + 4096
     linear = fp16.params - head - row - norms
     assert awq.weight_bytes == pytest.approx(linear * (0.5 + 2.5 / 128) + 2 * (head + row + norms))
-    with pytest.raises(ConfigError, match="bitsandbytes.*not modelled.*safetensors"):
-        model_bytes_from_hf_config({**cfg, "quantization_config": {"quant_method": "bitsandbytes"}})
+    with pytest.raises(ConfigError, match="hqq.*not modelled.*safetensors"):
+        model_bytes_from_hf_config({**cfg, "quantization_config": {"quant_method": "hqq"}})

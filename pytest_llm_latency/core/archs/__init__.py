@@ -31,7 +31,7 @@ def register(*model_types: str):
 
 
 def _load_families() -> None:
-    from . import dense, gemma, llama4, moe  # noqa: F401  (each registers its model types)
+    from . import deepseek, dense, gemma, gpt_oss, llama4, moe, qwen3_next  # noqa: F401  (each registers its types)
 
 
 def known_model_types() -> list[str]:
