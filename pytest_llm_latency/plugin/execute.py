@@ -65,6 +65,9 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
     progress = Progress(tr, workload.name)
     try:
         workload, rows = with_trace(item, workload)
+        from .roofline_gate import preflight
+
+        preflight(workload, Path(str(item.path)).parent)  # the roofline's model bytes: refused before any request
         client = sess.client(spec)
     except ConfigError as exc:
         config_failure(exc)

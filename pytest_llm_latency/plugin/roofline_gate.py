@@ -142,6 +142,17 @@ def judge_with_fresh_probe(hardware, evaluate, reprobe):
     return evaluate(replace(fresh, note="; ".join(x for x in (said, fresh.note) if x)))
 
 
+def preflight(workload: Workload, base_dir: Path) -> None:
+    """Read the model bytes and the drafter a workload's ``roofline`` mapping names (a file, a
+    catalog entry, a parameter count) before any request is sent, so that a refusal (an unmodelled
+    ``model_type``, a missing file, a bad key) ends the test first, naming the file, the key and
+    the way out, instead of after a measurement."""
+    roof = dict(workload.roofline or {})
+    if any(roof.get(k) is not None for k in SOURCE_KEYS):
+        _model_bytes(roof, None, base_dir, None)
+    _drafter(roof, base_dir)
+
+
 def _drafter(roof: Mapping[str, Any], base_dir: Path):
     """``roofline.draft`` (YAML, or a marker's / fixture's ``roofline=`` mapping) as a Drafter; None unset."""
     if roof.get("draft") is None:
