@@ -140,8 +140,8 @@ def charge(tensors: list[Tensor], *, experts: int, experts_per_token: int, layer
     """Sum ``tensors`` as one decode step reads them (the table in the module docstring).
 
     ``experts`` / ``experts_per_token``: E and k of the config (0 for a dense model); routed tensors
-    with E = 0, or an expert index >= E, are a ConfigError naming the tensor, its file and
-    ``experts_where``."""
+    with E = 0, an expert index >= E, or E > 0 with no routed tensor recognized, are a ConfigError
+    naming the tensor (its file) and ``experts_where``."""
     roles = [(t, role(t.name, layers=layers, has_mtp=has_mtp)) for t in tensors]
     has_head = any(r == "lm_head" for _, r in roles)
     total = routed = total_elems = 0
@@ -178,6 +178,10 @@ def charge(tensors: list[Tensor], *, experts: int, experts_per_token: int, layer
             embedding = "input embedding read whole (tied: no output head stored)"
         charged += t.nbytes * share
         charged_elems += t.elements * share
+    if experts and not routed:
+        raise ConfigError(f"{experts_where} gives {experts} routed experts but no tensor name has an 'experts' "
+                          "component (…mlp.experts.M.…, …experts.gate_up_proj…), so the routed experts are not "
+                          "recognized and would be charged whole; give model_bytes, or params + dtype")
     return CheckpointBytes(
         total_bytes=total, charged_bytes=charged, routed_bytes=routed, tensors=len(tensors), by_dtype=dict(by_dtype),
         excluded={k: (v[0], v[1]) for k, v in excluded.items()}, embedding=embedding,

@@ -147,6 +147,14 @@ def test_expert_index_past_the_config_count_is_refused(tmp_path):
         resolve_model_bytes(config=str(d))
 
 
+def test_experts_in_the_config_but_no_routed_tensor_recognized_is_refused(tmp_path):
+    """Granite-MoE-like fused names (``block_sparse_moe.input_linear``) would be charged whole."""
+    d = write_config(tmp_path / "granite-like", {**TOY, "n_routed_experts": 40})
+    write(d / "model.safetensors", {"model.layers.0.block_sparse_moe.input_linear.weight": ("BF16", (40, 8, 4))})
+    with pytest.raises(ConfigError, match="gives 40 routed experts but no tensor name has an 'experts' component"):
+        resolve_model_bytes(config=str(d))
+
+
 # ------------------------------------------------------------------ (b) dense fp8 with block scales
 
 FP8_LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
@@ -240,7 +248,7 @@ def test_awq_int32_packing_equals_the_awq_arithmetic(tmp_path):
     assert "I32 tensors hold packed values" in mb.source
 
 
-def test_nvfp4_counts_from_headers_where_the_arithmetic_does_not_know_the_method(tmp_path):
+def test_nvfp4_packed_weights_and_fp8_scales_at_their_stored_size(tmp_path):
     """NVFP4 (modelopt): U8 weight [r, c/2] (two fp4 per byte), F8 scale per 16 values, F32 global scales."""
     r, c = 256, 512
     d = write_config(tmp_path / "nvfp4", {**FP8_LLAMA, "num_hidden_layers": 1, "hidden_size": c,
@@ -249,9 +257,9 @@ def test_nvfp4_counts_from_headers_where_the_arithmetic_does_not_know_the_method
                                     "model.layers.0.mlp.gate_proj.weight_scale": ("F8_E4M3", (r, c // 16)),
                                     "model.layers.0.mlp.gate_proj.weight_scale_2": ("F32", ()),
                                     "model.layers.0.mlp.gate_proj.input_scale": ("F32", ())})
-    assert resolve_model_bytes(config=str(d)).weight_bytes == r * c / 2 + r * c / 16 + 4 + 4
-    with pytest.raises(ConfigError, match="quant_method 'modelopt' is not modelled"):
-        resolve_model_bytes(config=str(d / "config.json"))
+    mb = resolve_model_bytes(config=str(d))
+    assert mb.weight_bytes == r * c / 2 + r * c / 16 + 4 + 4
+    assert "U8 65.5 KB, F8_E4M3 8.2 KB, F32 8 B" in mb.source
 
 
 # ------------------------------------------------------------------ (c) sharded, with an index
