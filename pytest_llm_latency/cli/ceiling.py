@@ -71,8 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     m.add_argument("--model", help="catalog model name (llama-3.1-8b, mixtral-8x7b, ...)")
     m.add_argument("--model-bytes", type=_count, help="weight bytes read per token, e.g. 16.06e9 or 4.9G")
     m.add_argument("--params", type=_count, help="parameters read per token (8e9, 8B; MoE: active)")
-    m.add_argument("--config", help="HF config.json, or a model directory (its *.safetensors headers give exact "
-                                    "bytes; else config arithmetic per architecture)")
+    m.add_argument("--config", help="model directory (exact bytes from its *.safetensors headers) or HF "
+                                    "config.json (config arithmetic)")
     m.add_argument("--gguf", help="GGUF file: bytes from its tensor table (needs the 'gguf' package)")
     m.add_argument("--dtype", help="weight dtype: fp32, bf16, fp16, fp8, int8, int4 or GGUF Q8_0, Q4_K_M, ...")
     m.add_argument("--bits", type=_positive(float), help="bits per weight instead of --dtype (e.g. 4.5)")

@@ -7,7 +7,9 @@ Pure: no I/O, no pytest/httpx/yaml.  Sources of the byte counts:
 * ``model_bytes_from_llamacpp_models(payload)``: llama.cpp ``/v1/models`` ``meta`` (``n_params``, ``size``);
 * ``kv_bytes_per_token(...)``: the one KV formula every layer uses.
 
-A GGUF file's tensor table is read by ``pytest_llm_latency.roofline.gguf_reader`` (I/O).
+A GGUF file's tensor table is read by ``pytest_llm_latency.roofline.gguf_reader`` and a model
+directory's safetensors headers by ``pytest_llm_latency.roofline.safetensors_reader`` (I/O; the
+preferred source where a directory has them, config arithmetic the fallback).
 """
 from __future__ import annotations
 

@@ -63,9 +63,18 @@ def resolve_model_bytes(*, model: str | None = None, model_bytes: float | None =
         mb = model_bytes_from_params(params, dtype=dtype, bits=bits, where=n["params"],
                                     dtype_where=n["dtype"] if dtype is not None else n["bits"])
     elif config is not None:
+        from .safetensors_reader import model_bytes_from_safetensors, safetensors_directory
         cfg, where = _load_config(config, n["config"])
-        mb = model_bytes_from_hf_config(cfg, dtype=dtype, bits=bits, kv_dtype=kv_dtype, where=where,
-                                        names=(n["dtype"], n["bits"]), name=name)
+        st_dir = safetensors_directory(config)
+        if st_dir is not None and dtype is None and bits is None:  # exact bytes from the headers
+            mb = model_bytes_from_safetensors(st_dir, cfg, kv_dtype=kv_dtype, where=where)
+        else:
+            mb = model_bytes_from_hf_config(cfg, dtype=dtype, bits=bits, kv_dtype=kv_dtype, where=where,
+                                            names=(n["dtype"], n["bits"]), name=name)
+            if st_dir is not None:
+                given = f"{n['dtype']} {dtype}" if dtype is not None else f"{n['bits']} {bits:g}"
+                mb = replace(mb, source=f"{given} given: config arithmetic used instead of the safetensors "
+                                        f"headers; {mb.source}")
     elif gguf is not None:
         if dtype is not None or bits is not None:
             raise ConfigError(f"{n['gguf']}: the file's tensor table gives the bytes; drop {n['dtype']}/{n['bits']}")
