@@ -1,4 +1,4 @@
-"""Decode ceilings of vendor config.json files (tests/data/hf_configs/, copied from the Hugging Face
+"""Decode ceilings of vendor config.json files (pytest_llm_latency/roofline/configs/, copied from the Hugging Face
 repos named in each ``*.source.txt``) against hand computations from the published architectures.
 
 H100 SXM (3350 GB/s), batch 1, bf16 weights and KV (2 bytes), at context 0, 32 768 and 131 072:
@@ -20,7 +20,7 @@ from pytest_llm_latency.core.roofline import decode_ceiling
 from pytest_llm_latency.roofline import catalog
 from pytest_llm_latency.roofline.resolve import resolve_model_bytes
 
-CONFIGS = Path(__file__).resolve().parents[1] / "data" / "hf_configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "pytest_llm_latency" / "roofline" / "configs"
 BW = 3350e9          # H100 SXM, bytes/s
 B = 2                # bf16 bytes per parameter and per KV element
 CONTEXTS = (0, 32768, 131072)

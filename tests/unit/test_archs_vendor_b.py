@@ -10,7 +10,7 @@ from pytest_llm_latency.core.roofline import decode_ceiling
 from pytest_llm_latency.roofline import catalog
 from pytest_llm_latency.roofline.resolve import resolve_model_bytes
 
-CONFIGS = Path(__file__).resolve().parents[1] / "data" / "hf_configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "pytest_llm_latency" / "roofline" / "configs"
 H100_SXM = 3350e9                     # bytes/s
 BF16, FP32 = 2, 4
 MXFP4 = 4.25 / 8                      # 4-bit values + an e8m0 scale per 32
