@@ -138,13 +138,12 @@ def _prefill(args, mb, hw):
 
 
 def _config_shape(cfg: dict, layers, hidden):
-    """(layers, attention width) of a config's language model, the user's figures first."""
-    from ..core.archs import text_config
+    """(layers, attention width) of a config's language model, the user's figures first: the
+    layers whose attention spans the prompt (``core.archs.attention_shape``)."""
+    from ..core.archs import attention_shape
 
-    text = text_config(cfg)
-    heads, head_dim = text.get("num_attention_heads"), text.get("head_dim")
-    width = heads * head_dim if isinstance(heads, int) and isinstance(head_dim, int) else text.get("hidden_size")
-    return layers or text.get("num_hidden_layers"), hidden or width
+    spanning, width, _ = attention_shape(cfg)
+    return layers or spanning, hidden or width
 
 
 def _prefill_dict(p) -> dict | None:

@@ -39,19 +39,18 @@ def _prefill_model(roof: Mapping[str, Any], spec, base_dir: Path, client):
         from ..roofline.resolve import _load_config
 
         cfg, _ = _load_config(str(base_dir / Path(str(roof["config"])).expanduser()), "roofline.config")
+    note = ""
     if cfg is not None:
-        from ..core.archs import text_config
+        from ..core.archs import attention_shape
 
-        text = text_config(cfg)
-        layers = layers or text.get("num_hidden_layers")
-        heads, head_dim = text.get("num_attention_heads"), text.get("head_dim")
-        hidden = hidden or (heads * head_dim if heads and head_dim else text.get("hidden_size"))
+        spanning, width, note = attention_shape(cfg)
+        layers, hidden = layers or spanning, hidden or width
     elif roof.get("gguf"):
         from ..roofline.gguf_reader import read_gguf
 
         layers = layers or read_gguf(base_dir / Path(str(roof["gguf"])).expanduser()).layers
     mb = _model_bytes(roof, spec, base_dir, client)
-    return prefill_model(mb.name, mb.params, layers, hidden, source=mb.source)
+    return prefill_model(mb.name, mb.params, layers, hidden, source=f"{mb.source}; {note}" if note else mb.source)
 
 
 def _peak(sess, spec, roof: Mapping[str, Any], overrides: Mapping[str, Any], refresh: bool = False):

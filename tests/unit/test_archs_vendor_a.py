@@ -229,3 +229,14 @@ def test_nested_config_is_read_by_its_inner_model_type_and_refused_clearly():
                              "vocab_size": 100}}
     arch = architecture(llava)
     assert arch.model_type == "llama" and arch.layers == 2
+
+
+def test_mistral_7b_v03_plain_text_config_counts_its_published_7_25b_params():
+    """A plain (not nested) mistral config.json: 32 layers, hidden 4096, 32 heads / 8 KV heads of 128,
+    MLP 14336, vocabulary 32768, untied; the model card's 7.25 B parameters."""
+    arch = architecture(json.loads((CONFIGS / "mistral-7b-instruct-v0.3.json").read_text("utf-8")))
+    h, layers, vocab = 4096, 32, 32768
+    per_layer = h * 4096 + 2 * h * 1024 + 4096 * h + 3 * h * 14336 + 2 * h
+    assert arch.total_params == 2 * vocab * h + layers * per_layer + h
+    assert arch.total_params == pytest.approx(7.25e9, rel=0.002)
+    assert [(s.kind, s.layers) for s in arch.kv] == [("full", 32)]  # sliding_window null: no window

@@ -55,3 +55,17 @@ def test_the_cli_takes_a_config_entry_with_its_prefill_shape(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["model"] == "gemma-3-27b" and "52 windowed layers" in out["kv"]
     assert out["prefill"]["attention"] == "counted"  # layers and the attention width from the config
+
+
+@pytest.mark.parametrize("key, layers, width, note", [
+    ("gpt-oss-120b", 18, 64 * 64, "on 18 of 36 layers"),         # every other layer a 128-token window
+    ("qwen3-next-80b-a3b", 12, 16 * 256, "on 12 of 48 layers"),  # 36 Gated DeltaNet layers attend nothing
+    ("deepseek-v3", 61, 128 * (128 + 64), ""),                   # MLA: qk_nope + qk_rope per head
+    ("qwen3-235b-a22b", 94, 64 * 128, ""),
+])
+def test_the_prefill_attention_term_spans_only_the_layers_that_attend_the_whole_prompt(key, layers, width, note):
+    from pytest_llm_latency.core.archs import attention_shape
+
+    got = attention_shape(catalog.config_models()[key].config())
+    assert got[:2] == (layers, width)
+    assert note in got[2] and (bool(note) == bool(got[2]))

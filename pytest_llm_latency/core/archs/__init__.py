@@ -125,3 +125,26 @@ def model_bytes_from_hf_config(cfg: dict, *, dtype: str | None = None, bits: flo
     elem = kv_elem_bytes(kv_dtype, None if bits is not None else weight_dtype, where=f"{where}: kv_dtype")
     label = name or str(cfg.get("_name_or_path") or text.get("_name_or_path") or arch.model_type)
     return model_bytes(arch, fmt, kv_elem_bytes=elem, name=label, where=where)
+
+
+def attention_shape(cfg: dict, *, where: str = "config.json") -> tuple[int | None, int | None, str]:
+    """(layers, width, note) for the prefill gate's quadratic attention term: the layers whose
+    attention spans the whole prompt (full and latent ones) and their width (heads × head_dim;
+    MLA: heads × (qk_nope + qk_rope)).  Windowed and chunked layers attend a bounded span and
+    linear-attention layers none, so they are left out of the term, and ``note`` says so."""
+    text = text_config(cfg)
+    try:
+        arch = architecture(cfg, where=where)
+    except ConfigError:
+        return text.get("num_hidden_layers"), None, ""
+    spanning = sum(s.layers for s in arch.kv if s.kind in ("full", "latent"))
+    heads = text.get("num_attention_heads")
+    if any(s.kind == "latent" for s in arch.kv):
+        head_dim = (text.get("qk_nope_head_dim") or 0) + (text.get("qk_rope_head_dim") or 0)
+    else:
+        head_dim = text.get("head_dim") or (text.get("hidden_size", 0) // heads if heads else 0)
+    width = heads * head_dim if isinstance(heads, int) and head_dim else None
+    others = arch.layers - spanning
+    note = (f"attention over the whole prompt on {spanning} of {arch.layers} layers (the other {others}: a "
+            "window, a chunk or a linear state, left out of the quadratic term)") if others else ""
+    return spanning or None, width, note
