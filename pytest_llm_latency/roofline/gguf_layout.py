@@ -14,7 +14,7 @@ What llama.cpp does, and so what this module does (``src/llama-model.cpp`` ``loa
   ``attn_kv_b`` has per-head ``key_length`` / ``value_length`` and caches full per-head K and V.
 * sliding layers: ``attention.sliding_window`` and each architecture's pattern (``SWA``): a scalar
   ``attention.sliding_window_pattern`` overrides the default period, a per-layer bool array is
-  taken as is; ``dense_first``: layer 0 of each period is full, else the last one.  llama4's
+  taken as is (layers past its end full); ``dense_first``: layer 0 of each period is full, else the last one.  llama4's
   layers are chunked (chunk 8192, whatever the file says, unless its window is 0: no chunking).
 * recurrent layers (Mamba / Mamba-2 / gated delta net / RWKV / short-conv): a constant F32 state
   of ``n_embd_r + n_embd_s`` elements per layer, read and written every step.
@@ -148,11 +148,8 @@ def _swa_layers(m: _Meta, rule: SwaRule, n_all: int) -> tuple[list[bool], int | 
     elif window is None:
         window = rule.window if rule.window is not None else m.need(window_key, "its sliding layers' window")
     pattern = m.get("attention.sliding_window_pattern")
-    if isinstance(pattern, (list, tuple)):
-        if len(pattern) != n_all:
-            raise ConfigError(f"{m.where}: {m.key('attention.sliding_window_pattern')} has {len(pattern)} "
-                              f"entries for {n_all} layers; {_way_out(m.where)}")
-        return [bool(x) for x in pattern], int(window)
+    if isinstance(pattern, (list, tuple)):  # get_arr: layers past the array's end are full
+        return [bool(pattern[il]) if il < len(pattern) else False for il in range(n_all)], int(window)
     if rule.period is None:
         m.need("attention.sliding_window_pattern", "which of its layers slide (a per-layer array)")
     n = int(pattern) if pattern is not None else int(rule.period or 0)

@@ -175,6 +175,13 @@ def test_missing_keys_are_named():
         layout("step35", block_count=2, embedding_length=64, attention__head_count=2, attention__sliding_window=8)
     with pytest.raises(ConfigError, match=r"no mamba\.ssm\.state_size key"):
         layout("mamba", block_count=2, embedding_length=64, ssm__conv_kernel=4, ssm__inner_size=128)
-    with pytest.raises(ConfigError, match=r"sliding_window_pattern has 3 entries for 2 layers"):
-        layout("gemma3", block_count=2, embedding_length=64, attention__head_count=2, attention__sliding_window=8,
-               attention__sliding_window_pattern=[True, False, True])
+    with pytest.raises(ConfigError, match=r"head_count_kv has 3 entries for 2 layers"):
+        layout("llama", block_count=2, embedding_length=64, attention__head_count=2,
+               attention__head_count_kv=[1, 1, 1])
+
+
+def test_a_short_pattern_array_leaves_the_later_layers_full():
+    # llama.cpp's get_arr fills what the array gives; the layers after it keep is_swa = false
+    lay = layout("gemma3", block_count=4, embedding_length=64, attention__head_count=2, attention__sliding_window=8,
+                 attention__sliding_window_pattern=[True, True])
+    assert kinds(lay) == {"sliding": 2, "full": 2}
