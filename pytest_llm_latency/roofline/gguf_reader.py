@@ -1,9 +1,11 @@
-"""Read a GGUF file's header and tensor table: total tensor bytes, parameter count, KV shape.
+"""Read a GGUF file's header and tensor table: the bytes a decode step reads, the KV layout.
 
 Uses the optional ``gguf`` package (``pip install 'pytest-llm-latency[gguf]'``), which maps the
-file instead of loading it, so multi-GB files are cheap to inspect.  MoE files: routed-expert
-tensors (``blk.N.ffn_{gate,up,down}_exps``) are charged only ``expert_used_count / expert_count``
-of their bytes per token.
+file instead of loading it, so multi-GB files are cheap to inspect.  Per decode step: routed-expert
+tensors (``blk.N.ffn_{gate,up,down}_exps``) are charged ``expert_used_count / expert_count`` of
+their bytes; ``token_embd.weight`` one row when the file has an ``output.weight`` (untied), whole
+when not (tied: it is the output head); MTP blocks nothing.  The KV cache and recurrent state per
+layer kind: ``gguf_layout``.
 """
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.errors import ConfigError
-from ..core.modelbytes import ModelBytes, format_bytes, kv_bytes_per_token, kv_elem_bytes
+from ..core.modelbytes import EMBEDDING_CONVENTION, ModelBytes, format_bytes, kv_elem_bytes
+from .gguf_layout import gguf_kv_layout
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,14 @@ class GGUFSummary:
     kv_heads_total: int | None   # summed over layers (a per-layer array is allowed)
     head_dim: int | None
     bytes_by_type: dict = field(default_factory=dict)
+    #: ``<arch>.*`` metadata (arrays as lists), for the KV layout
+    metadata: dict = field(default_factory=dict, repr=False)
+    #: the untied input embedding ``token_embd.weight``: (bytes, params, rows); None when tied (the
+    #: file has no ``output.weight``: the table is the output head, read whole) or absent
+    input_embedding: tuple[int, int, int] | None = None
+    #: tensors of MTP blocks (``nextn_predict_layers``): loaded for drafting, not read by a trunk step
+    mtp_bytes: int = 0
+    mtp_params: int = 0
 
     @property
     def active_params(self) -> float:
@@ -65,6 +76,14 @@ def _value(f):
     return part.tolist()[0] if len(f.data) == 1 else [f.parts[i].tolist()[0] for i in f.data]
 
 
+def _layer_of(name: str) -> int | None:
+    """``blk.12.attn_q.weight`` -> 12."""
+    if not name.startswith("blk."):
+        return None
+    idx = name.split(".", 2)[1]
+    return int(idx) if idx.isdigit() else None
+
+
 def read_gguf(path: str | Path) -> GGUFSummary:
     gguf = _import_gguf()
     p = Path(path)
@@ -79,16 +98,29 @@ def read_gguf(path: str | Path) -> GGUFSummary:
         return _value(reader.fields.get(key))
 
     arch = get("general.architecture")
-    total_bytes = total_params = expert_bytes = expert_params = 0
+    # the <arch>.* keys only: tokenizer arrays are large and not needed
+    meta = {k: _value(f) for k, f in reader.fields.items() if arch and k.startswith(f"{arch}.")}
+    blocks = meta.get(f"{arch}.block_count")
+    first_mtp = None if blocks is None else int(blocks) - int(meta.get(f"{arch}.nextn_predict_layers") or 0)
+    total_bytes = total_params = expert_bytes = expert_params = mtp_bytes = mtp_params = 0
     by_type: Counter = Counter()
+    embd = None
+    names = set()
     for t in reader.tensors:
         nb, ne = int(t.n_bytes), int(t.n_elements)
+        names.add(t.name)
         total_bytes += nb
         total_params += ne
         by_type[t.tensor_type.name] += nb
-        if "_exps" in t.name:
+        layer = _layer_of(t.name)
+        if layer is not None and first_mtp is not None and layer >= first_mtp:
+            mtp_bytes += nb
+            mtp_params += ne
+        elif "_exps" in t.name:
             expert_bytes += nb
             expert_params += ne
+        if t.name == "token_embd.weight":
+            embd = (nb, ne, int(t.shape[-1]) if len(t.shape) > 1 else 1)  # ggml ne = {n_embd, n_vocab}
     if not total_params:
         raise ConfigError(f"gguf: {str(p)!r} has no tensors (a vocab-only file?); give the model's weights file")
     experts = int(get(f"{arch}.expert_count") or 0)
@@ -112,21 +144,47 @@ def read_gguf(path: str | Path) -> GGUFSummary:
                        params=total_params, expert_bytes=expert_bytes, expert_params=expert_params,
                        experts=experts if expert_bytes else 0, experts_per_token=used if expert_bytes else 0,
                        layers=None if layers is None else int(layers), kv_heads_total=kv_total,
-                       head_dim=None if head_dim is None else int(head_dim), bytes_by_type=dict(by_type))
+                       head_dim=None if head_dim is None else int(head_dim), bytes_by_type=dict(by_type),
+                       metadata=meta, input_embedding=embd if "output.weight" in names else None,
+                       mtp_bytes=mtp_bytes, mtp_params=mtp_params)
 
 
-def model_bytes_from_gguf(path: str | Path, *, kv_dtype: str | None = None) -> ModelBytes:
-    """ModelBytes of a GGUF file: its tensor bytes (active experts for MoE) and the KV shape of its
-    metadata; the KV cache defaults to f16, llama.cpp's default (``--cache-type-k/v``)."""
+def model_bytes_from_gguf(path: str | Path, *, kv_dtype: str | None = None, kv_layout: bool = True) -> ModelBytes:
+    """ModelBytes of a GGUF file: the tensor bytes one decode step reads and the per-layer KV layout
+    of its metadata (``gguf_layout``, as the pinned llama.cpp builds its cache).
+
+    Read per step: every tensor, except routed experts (``expert_used_count / expert_count`` of
+    them), an untied input embedding (one row, ``EMBEDDING_CONVENTION``) and MTP blocks (not run by
+    a plain decode step).  The KV cache defaults to f16, llama.cpp's default (``--cache-type-k/v``).
+    ``kv_layout=False``: the caller gives the KV shape itself, so an architecture whose layout is
+    not modelled is no error (the KV is left unknown here)."""
     s = read_gguf(path)
-    kv = None
-    if s.kv_heads_total and s.head_dim:
-        kv = kv_bytes_per_token(1, s.kv_heads_total, s.head_dim, kv_elem_bytes(kv_dtype, None, where="gguf: kv_dtype"))
+    where = f"gguf {Path(s.path).name!r}"
+    layout = None
+    if kv_layout:
+        layout = gguf_kv_layout(s.metadata, s.architecture, where=where,
+                                elem_bytes=kv_elem_bytes(kv_dtype, None, where="gguf: kv_dtype"))
+    read_bytes, read_params = s.active_bytes - s.mtp_bytes, s.active_params - s.mtp_params
+    notes = []
+    if s.experts:
+        notes.append(f"routed experts {s.experts_per_token} of {s.experts} "
+                     f"({format_bytes(s.expert_bytes * s.experts_per_token / s.experts)} of "
+                     f"{format_bytes(s.expert_bytes)})")
+    if s.input_embedding is not None:
+        nb, ne, rows = s.input_embedding
+        read_bytes -= nb - nb / rows
+        read_params -= ne - ne / rows
+        notes.append(f"input embedding one row of {rows} ({format_bytes(nb / rows)} of {format_bytes(nb)}), "
+                     "output head whole")
+    else:
+        notes.append("input embedding tied to the output head: read whole")
+    if s.mtp_bytes:
+        notes.append(f"MTP blocks not read ({format_bytes(s.mtp_bytes)})")
     types = ", ".join(f"{k} {format_bytes(v)}" for k, v in sorted(s.bytes_by_type.items(), key=lambda kv_: -kv_[1]))
-    moe = f", {s.experts_per_token} of {s.experts} experts" if s.experts else ""
     return ModelBytes(
-        weight_bytes=s.active_bytes, kv_bytes_per_token=kv, name=s.name or Path(s.path).stem,
-        params=s.active_params, total_params=float(s.params), bytes_per_param=s.tensor_bytes / s.params,
-        routed_weight_bytes=float(s.expert_bytes), experts=s.experts, experts_per_token=s.experts_per_token,
-        source=f"{Path(s.path).name}: {format_bytes(s.tensor_bytes)} of tensors ({types}), "
-               f"{s.params:.4g} params{moe}")
+        weight_bytes=read_bytes, kv_bytes_per_token=None if layout is None else layout.growth_per_token,
+        name=s.name or Path(s.path).stem, params=read_params, total_params=float(s.params),
+        bytes_per_param=s.tensor_bytes / s.params, routed_weight_bytes=float(s.expert_bytes), experts=s.experts,
+        experts_per_token=s.experts_per_token, kv_layout=layout, embedding=EMBEDDING_CONVENTION,
+        source=f"{Path(s.path).name}: {format_bytes(s.tensor_bytes)} of tensors ({types}), {s.params:.4g} params; "
+               f"read per step {format_bytes(read_bytes)}: {'; '.join(notes)}")

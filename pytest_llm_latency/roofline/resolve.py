@@ -79,7 +79,9 @@ def resolve_model_bytes(*, model: str | None = None, model_bytes: float | None =
         if dtype is not None or bits is not None:
             raise ConfigError(f"{n['gguf']}: the file's tensor table gives the bytes; drop {n['dtype']}/{n['bits']}")
         from .gguf_reader import model_bytes_from_gguf
-        mb = model_bytes_from_gguf(gguf, kv_dtype=kv_dtype)
+        # an explicit KV shape replaces the file's layout (the way out for a layout not modelled)
+        mb = model_bytes_from_gguf(gguf, kv_dtype=kv_dtype,
+                                   kv_layout=all(v is None for v in (layers, kv_heads, head_dim)))
     else:
         entry = catalog.model_entry(str(model))
         if isinstance(entry, catalog.ConfigModel):

@@ -86,7 +86,15 @@ def gguf_models() -> dict[str, Path]:
     """Paths of the generated models (``make_models.SPECS``: ``tiny``, ``membound`` and the
     speculative-decoding ``spec-*`` ones), generated once."""
     _skip_if_disabled()
-    return make_models.ensure_models()
+    return make_models.ensure_models(names=list(make_models.SPECS))
+
+
+@pytest.fixture(scope="session")
+def attention_models() -> dict[str, Path]:
+    """Paths of the other architectures' models (``attention_models.ATTENTION_SPECS``: a sliding-window
+    Gemma 3, a 64-expert Qwen3-MoE, a DeepSeek MLA model), generated once."""
+    _skip_if_disabled()
+    return make_models.ensure_models(names=list(make_models.ATTENTION_SPECS))
 
 
 @pytest.fixture(scope="session")
@@ -115,6 +123,13 @@ def llama_tiny(llama_pool, llama_server_binary, gguf_models) -> ManagedTarget:
 def llama_membound(llama_pool, llama_server_binary, gguf_models) -> ManagedTarget:
     """A running llama-server on the 406 MB memory-bound ``membound`` model."""
     return _pooled(llama_pool, llama_server_binary, gguf_models["membound"])
+
+
+@pytest.fixture(scope="session")
+def llama_attention(llama_pool, llama_server_binary, attention_models):
+    """``llama_attention(name)``: a running llama-server on ``attention_models[name]`` (pooled:
+    started once per session, on first use)."""
+    return lambda name: _pooled(llama_pool, llama_server_binary, attention_models[name])
 
 
 @dataclass(frozen=True)
