@@ -28,7 +28,9 @@ of a partial block.
 
 Never converted, whatever the method: embeddings, norms, biases and other non-Linear tensors;
 MoE routers (vLLM builds every MoE gate with ``quant_config=None``; checkpoints store them at
-the model dtype); the output head unless the method says so.  Kept at fp32 whatever
+the model dtype), except under bitsandbytes, which converts every ``nn.Linear`` as transformers
+does (routers built as one included, fused expert Parameters never); the output head unless the
+method says so (bitsandbytes: when ``llm_int8_skip_modules`` is given and does not name it).  Kept at fp32 whatever
 ``torch_dtype`` says: ``FP32_TENSORS`` (DeepSeek-V3's ``e_score_correction_bias``).
 
 A user's ``dtype`` / ``bits`` overrides all of it for every tensor, and the source says which
