@@ -33,8 +33,13 @@ def test_fp8_blocks_carry_an_fp32_scale_each():
     # DeepSeek-V3's checkpoint: embeddings, head, norms and the router gate stay bf16, its bias fp32
     assert bpp(q, EMBED) == bpp(q, HEAD) == bpp(q, NORM) == bpp(q, ROUTER) == 2
     assert bpp(q, SCORE_BIAS) == 4
+    # ignoring layer 0's q_proj keeps that one projection bf16, not the whole attention group
     ignored = {**q, "ignored_layers": ["model.layers.0.self_attn.q_proj"]}
-    assert bpp(ignored, ATTN) == 2 and bpp(ignored, MLP) == 1 + 4 / 16384
+    attn = TensorGroup("attention", 4 * 8e3, "attention", "model.layers.{i}.self_attn", layers=(0, 1, 2, 3),
+                       members=(("q_proj", 4e3), ("k_proj", 1e3), ("v_proj", 1e3), ("o_proj", 2e3)))
+    fp8_block = 1 + 4 / 16384
+    assert bpp(ignored, attn) == pytest.approx((4e3 * 2 + (32e3 - 4e3) * fp8_block) / 32e3)
+    assert bpp(ignored, MLP) == fp8_block
 
 
 def test_mxfp4_converts_the_experts_only_their_biases_stay_bf16():
@@ -167,6 +172,7 @@ def test_user_dtype_or_bits_overrides_every_tensor_and_says_what_it_overrode():
     (ct_config({"num_bits": 4, "type": "int", "strategy": "group"}), r"config_groups\.group_0\.weights\.group_size"),
     (ct_config({"num_bits": 4, "type": "int", "strategy": "attn_head"}), r"weights\.strategy"),
     (ct_config({"num_bits": 4, "type": "mx"}), r"weights\.type: expected int or float"),
+    (ct_config({"num_bits": 4, "type": "int"}, fmt="marlin-24"), r"quantization_config\.format: 'marlin-24'"),
     (ct_config({"num_bits": 4, "type": "int"}, sparsity_config={"format": "sparse-24-bitmask"}),
      "sparsity_config: sparse format 'sparse-24-bitmask' is not modelled"),
     ({"quant_method": "compressed-tensors"}, r"config_groups: expected a mapping"),

@@ -55,10 +55,11 @@ def text_config(cfg: dict) -> dict:
 
 
 def _language_model_only(arch: Architecture, outer: str) -> Architecture:
-    """A nested language model: its modules as the checkpoint names them (``language_model.model.
-    layers.0...``, ``language_model.lm_head``, which quantization patterns match), and a note that
-    nothing else of the multimodal model is counted."""
-    groups = tuple(replace(g, module=f"language_model.{g.module}") if g.module else g for g in arch.groups)
+    """A nested language model: its modules as the checkpoints name them, which quantization
+    patterns match: ``language_model.model.layers.0...`` / ``language_model.lm_head``, or since
+    transformers 4.52 ``model.language_model.layers.0...`` / ``lm_head`` (``TensorGroup.nested``:
+    either spelling matches); and a note that nothing else of the multimodal model is counted."""
+    groups = tuple(replace(g, nested=True) for g in arch.groups)
     note = (f"language model only ({outer} text_config): the vision encoder and multimodal projector are "
             "not read by a text decode step")
     return replace(arch, groups=groups, notes=(*arch.notes, note))

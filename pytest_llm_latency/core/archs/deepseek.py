@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from ..errors import ConfigError
 from . import register
-from .inventory import Architecture, Cfg, KVShape, TensorGroup, embedding_groups, gated_mlp
+from .inventory import Architecture, Cfg, KVShape, Member, TensorGroup, embedding_groups, gated_members, layered
 from .moe import check_experts
 
 
@@ -58,17 +58,19 @@ def mla_groups(c: Cfg, layers: int, hidden: int, heads: int) -> tuple[list[Tenso
     v_dim = c.int("v_head_dim")
     kv_rank = c.int("kv_lora_rank")
     q_rank = c.get("q_lora_rank")
-    at = "model.layers.0.self_attn"
+    at = "model.layers.{i}.self_attn"
     qk = heads * (nope + rope)
+    q: list[Member]
     if q_rank is None:
-        q_params, q_norm = hidden * qk, 0
+        q, q_norm = [("q_proj", hidden * qk)], 0
     else:
         q_rank = c.int("q_lora_rank")
-        q_params, q_norm = hidden * q_rank + q_rank * qk, q_rank
-    proj = q_params + hidden * (kv_rank + rope) + kv_rank * heads * (nope + v_dim) + heads * v_dim * hidden
-    groups = [TensorGroup("MLA q/kv_a/kv_b/o projections", layers * proj, "attention", f"{at}.q_a_proj"),
+        q, q_norm = [("q_a_proj", hidden * q_rank), ("q_b_proj", q_rank * qk)], q_rank
+    proj: list[Member] = [*q, ("kv_a_proj_with_mqa", hidden * (kv_rank + rope)),
+                          ("kv_b_proj", kv_rank * heads * (nope + v_dim)), ("o_proj", heads * v_dim * hidden)]
+    groups = [layered("MLA q/kv_a/kv_b/o projections", "attention", at, range(layers), proj),
               TensorGroup("MLA q_a/kv_a norms", layers * (q_norm + kv_rank), "norm", f"{at}.kv_a_layernorm",
-                          linear=False)]
+                          linear=False, layers=tuple(range(layers)))]
     return groups, kv_rank + rope
 
 
@@ -90,8 +92,9 @@ def deepseek(c: Cfg) -> Architecture:
               TensorGroup("norms", layers * 2 * hidden + hidden, "norm", "model.layers.0.input_layernorm",
                           linear=False)]
     if n_dense:
-        groups.append(TensorGroup("dense mlp gate/up/down", n_dense * gated_mlp(hidden, inter), "mlp",
-                                  "model.layers.0.mlp.gate_proj"))
+        dense = [i for i in range(layers) if i not in set(sparse)]   # the first_k_dense_replace layers
+        groups.append(layered("dense mlp gate/up/down", "mlp", "model.layers.{i}.mlp", dense,
+                              gated_members(hidden, inter)))
     experts = k = 0
     if n_moe:
         experts = c.int("n_routed_experts")
@@ -99,16 +102,21 @@ def deepseek(c: Cfg) -> Architecture:
         check_experts(c, experts, k)
         moe_inter = c.int("moe_intermediate_size")
         shared = int(c.get("n_shared_experts") or 0)
-        mlp = f"model.layers.{sparse[0]}.mlp"
-        groups += [TensorGroup("routed experts gate/up/down", n_moe * experts * gated_mlp(hidden, moe_inter),
-                               "routed_experts", f"{mlp}.experts.0.gate_proj"),
-                   TensorGroup("router", n_moe * hidden * experts, "router", f"{mlp}.gate")]
+        mlp = "model.layers.{i}.mlp"
+        groups += [layered("routed experts gate/up/down", "routed_experts", mlp, sparse,
+                           gated_members(hidden, moe_inter, ("experts.{e}.gate_proj", "experts.{e}.up_proj",
+                                                             "experts.{e}.down_proj"), copies=experts),
+                           experts=experts),
+                   # DeepseekV3TopkRouter: a Parameter, not an nn.Linear (bitsandbytes leaves it)
+                   layered("router", "router", mlp, sparse, [("gate", hidden * experts)], nn_linear=False)]
         if shared:
-            groups.append(TensorGroup("shared experts gate/up/down", n_moe * gated_mlp(hidden, shared * moe_inter),
-                                      "shared_experts", f"{mlp}.shared_experts.gate_proj"))
+            groups.append(layered("shared experts gate/up/down", "shared_experts", mlp, sparse,
+                                  gated_members(hidden, shared * moe_inter, ("shared_experts.gate_proj",
+                                                                             "shared_experts.up_proj",
+                                                                             "shared_experts.down_proj"))))
         if c.model_type != "deepseek_v2" or c.get("topk_method") == "noaux_tc":
-            groups.append(TensorGroup("router e_score_correction_bias", n_moe * experts, "bias",
-                                      f"{mlp}.gate.e_score_correction_bias", linear=False))
+            groups.append(layered("router e_score_correction_bias", "bias", mlp, sparse,
+                                  [("gate.e_score_correction_bias", experts)], linear=False))
     mtp = int(c.get("num_nextn_predict_layers") or 0)
     notes = ["KV: one latent of kv_lora_rank + qk_rope_head_dim per token per layer (MLA, as vLLM/SGLang cache)"]
     if mtp:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from . import register
 from .inventory import (Architecture, Cfg, KVShape, TensorGroup, attention_groups, embedding_groups, full_kv,
-                        gated_mlp)
+                        gated_members, layered)
+from .inventory import Member
 
 
 def dims(c: Cfg) -> tuple[int, int, int, int, int, int]:
@@ -32,10 +33,13 @@ def dense_architecture(c: Cfg, *, qkv_bias: bool = False, qk_norm: bool = False,
     inter = c.int("intermediate_size")
     tied = c.flag("tie_word_embeddings", False)
     o_bias = bool(c.get("attention_bias"))
+    phi3 = c.model_type == "phi3"  # fused qkv_proj and gate_up_proj modules
+    mlp: list[Member] = ([("gate_up_proj", 2 * hidden * inter), ("down_proj", inter * hidden)] if phi3
+                         else gated_members(hidden, inter))
     groups = [*embedding_groups(vocab, hidden, tied),
               *attention_groups(layers, hidden, heads, kv_heads, head_dim, qkv_bias=qkv_bias or o_bias,
-                                o_bias=o_bias, qk_norm=qk_norm),
-              TensorGroup("mlp gate/up/down", layers * gated_mlp(hidden, inter), "mlp", "model.layers.0.mlp.gate_proj"),
+                                o_bias=o_bias, qk_norm=qk_norm, fused_qkv=phi3),
+              layered("mlp gate/up/down", "mlp", "model.layers.{i}.mlp", range(layers), mlp),
               TensorGroup("norms", layers * 2 * hidden + hidden, "norm", "model.layers.0.input_layernorm",
                           linear=False)]
     return Architecture(c.model_type, tuple(groups), kv or (full_kv(layers, kv_heads, head_dim),), hidden, vocab,

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from ..errors import ConfigError
 from . import register
-from .inventory import Architecture, Cfg, KVShape, TensorGroup, attention_groups, embedding_groups, gated_mlp
+from .inventory import (Architecture, Cfg, KVShape, TensorGroup, attention_groups, embedding_groups, gated_members,
+                        layered)
 
 #: transformers class defaults that change the byte count (``Gemma3TextConfig`` / ``Gemma2Config``)
 DEFAULTS = {
@@ -85,8 +86,8 @@ def gemma(c: Cfg) -> Architecture:
     groups = [*embedding_groups(vocab, hidden, tied),
               *attention_groups(layers, hidden, heads, kv_heads, head_dim, qkv_bias=o_bias, o_bias=o_bias,
                                 qk_norm=gemma3),
-              TensorGroup("mlp gate/up/down (GeGLU)", layers * gated_mlp(hidden, inter), "mlp",
-                          "model.layers.0.mlp.gate_proj"),
+              layered("mlp gate/up/down (GeGLU)", "mlp", "model.layers.{i}.mlp", range(layers),
+                      gated_members(hidden, inter)),
               TensorGroup("norms (4 per layer + final)", layers * 4 * hidden + hidden, "norm",
                           "model.layers.0.input_layernorm", linear=False)]
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from ..errors import ConfigError
 from . import register
-from .inventory import Architecture, Cfg, KVShape, TensorGroup, attention_groups, embedding_groups
+from .inventory import Architecture, Cfg, KVShape, TensorGroup, attention_groups, embedding_groups, layered
 from .moe import check_experts
 
 #: GptOssConfig's class defaults (transformers), applied and recorded when a config omits them
@@ -74,18 +74,21 @@ def gpt_oss(c: Cfg) -> Architecture:
     window = c.int("sliding_window", default=SLIDING_WINDOW)
     kinds = layer_kinds(c, layers)
 
-    attn = "model.layers.0.self_attn"
-    experts_at = "model.layers.0.mlp.experts"
+    attn = "model.layers.{i}.self_attn"
+    mlp, every = "model.layers.{i}.mlp", range(layers)
     groups = [
         *embedding_groups(vocab, hidden, tied),
         *attention_groups(layers, hidden, heads, kv_heads, head_dim, qkv_bias=bias, o_bias=bias, prefix=attn),
-        TensorGroup("attention sinks", layers * heads, "other", f"{attn}.sinks", linear=False),
-        TensorGroup("router", layers * hidden * experts, "router", "model.layers.0.mlp.router"),
-        TensorGroup("router bias", layers * experts, "bias", "model.layers.0.mlp.router", linear=False),
-        TensorGroup("routed experts gate_up/down", layers * experts * (hidden * 2 * inter + inter * hidden),
-                    "routed_experts", f"{experts_at}.gate_up_proj"),
-        TensorGroup("routed expert biases", layers * experts * (2 * inter + hidden), "routed_experts",
-                    f"{experts_at}.gate_up_proj_bias", linear=False),
+        layered("attention sinks", "other", attn, every, [("sinks", heads)], linear=False),
+        # GptOssTopKRouter and the fused experts are Parameters, not nn.Linear
+        layered("router", "router", mlp, every, [("router", hidden * experts)], nn_linear=False),
+        layered("router bias", "bias", mlp, every, [("router.bias", experts)], linear=False),
+        layered("routed experts gate_up/down", "routed_experts", mlp, every,
+                [("experts.gate_up_proj", experts * hidden * 2 * inter),
+                 ("experts.down_proj", experts * inter * hidden)], nn_linear=False),
+        layered("routed expert biases", "routed_experts", mlp, every,
+                [("experts.gate_up_proj_bias", experts * 2 * inter),
+                 ("experts.down_proj_bias", experts * hidden)], linear=False),
         TensorGroup("norms", layers * 2 * hidden + hidden, "norm", "model.layers.0.input_layernorm", linear=False),
     ]
     per_token = 2 * kv_heads * head_dim

@@ -23,22 +23,81 @@ ROLES = ("embedding", "lm_head", "attention", "mlp", "routed_experts", "shared_e
          "norm", "bias", "other")
 
 
+#: a member sub-module of a group: (path suffix, its parameters in one layer; None: not known here)
+Member = tuple[str, "float | None"]
+
+
 @dataclass(frozen=True)
 class TensorGroup:
-    """``params`` parameters (all layers together) of one role.  ``module``: the HF module path of
-    one instance (``model.layers.0.self_attn.q_proj``), which ``modules_to_not_convert`` /
-    ``ignore`` lists match.  ``linear``: a Linear (or fused expert) weight that a weight-only
-    quantization converts; norms, biases, embeddings, sinks are not."""
+    """``params`` parameters (all layers together) of one role.
+
+    What it covers, as quantization configs name it (``modules_to_not_convert`` / ``ignore``
+    patterns and compressed-tensors ``targets`` are matched against every instance):
+    ``module`` the HF module path template, ``{i}`` standing for each of ``layers`` (the layer
+    indices the group spans; empty: one module, no layer index); ``members`` the sub-modules of
+    each instance with their parameters per layer (``("q_proj", hidden × q)``; a ``{e}`` in a
+    member stands for each of ``experts``; empty: the module itself).  ``nested``: the module
+    sits in a multimodal model's language model, spelt either ``language_model.model.layers...``
+    or (transformers >= 4.52) ``model.language_model.layers...``.
+
+    ``linear``: a Linear (or fused expert) weight that a weight-only quantization converts;
+    norms, biases, embeddings, sinks are not.  ``nn_linear``: transformers builds it from
+    ``nn.Linear`` modules (bitsandbytes replaces exactly those); False for fused expert
+    Parameters (gpt-oss, Llama 4 experts) and Parameter routers (DeepSeek-V3, gpt-oss)."""
 
     name: str
     params: float
     role: str
     module: str = ""
     linear: bool = True
+    layers: tuple[int, ...] = ()
+    members: tuple[Member, ...] = ()
+    experts: int = 0
+    nn_linear: bool = True
+    nested: bool = False
 
     def __post_init__(self):
         if self.role not in ROLES:
             raise ConfigError(f"internal: tensor group {self.name!r} has unknown role {self.role!r}")
+        shares = [s for _, s in self.members]
+        if self.layers and shares and all(s is not None for s in shares):
+            total = sum(float(s) for s in shares if s is not None) * len(self.layers)
+            if abs(total - self.params) > 1e-9 * max(self.params, 1.0):
+                raise ConfigError(f"internal: tensor group {self.name!r}: members sum to {total:g} over "
+                                  f"{len(self.layers)} layers, not its {self.params:g} parameters")
+
+    def units(self):
+        """Every module instance the group covers: (its spellings, its parameters or None)."""
+        members: tuple[Member, ...] = self.members or (("", None),)
+        for i in self.layers or (None,):
+            base = self.module if i is None else self.module.replace("{i}", str(i))
+            for suffix, share in members:
+                path = f"{base}.{suffix}" if suffix else base
+                if not self.members:
+                    share = self.params / max(len(self.layers), 1)
+                if "{e}" in path and self.experts:
+                    each = share / self.experts if share is not None else None
+                    for e in range(self.experts):
+                        yield self.spellings(path.replace("{e}", str(e))), each
+                else:
+                    yield self.spellings(path), share
+
+    def spellings(self, path: str) -> tuple[str, ...]:
+        if not self.nested:
+            return (path,)
+        if path.startswith("model."):
+            return (f"language_model.{path}", f"model.language_model.{path[len('model.'):]}")
+        return (f"language_model.{path}", path)
+
+
+def layered(name: str, role: str, template: str, layers, members: list[Member], *, experts: int = 0,
+            linear: bool = True, nn_linear: bool = True) -> TensorGroup:
+    """A group over ``layers`` (indices) of ``template`` (``model.layers.{i}.mlp``) with ``members``
+    (suffix, parameters per layer); its params the members' sum over the layers."""
+    ids = tuple(layers)
+    per_layer = sum(float(s) for _, s in members if s is not None)
+    return TensorGroup(name, per_layer * len(ids), role, template, linear=linear, layers=ids,
+                       members=tuple(members), experts=experts, nn_linear=nn_linear)
 
 
 @dataclass(frozen=True)
@@ -132,7 +191,9 @@ class Cfg:
             v = self.cfg.get(k)
             if v is not None:
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v or v < 0:
-                    raise ConfigError(f"{self.where}: {k} must be a non-negative integer, got {v!r}")
+                    raise ConfigError(f"{self.where}: {k} must be a non-negative integer, got {v!r}; correct "
+                                      "it, or give a safetensors model directory, a GGUF file, or params with "
+                                      "the KV keys (layers, kv_heads, head_dim or kv_bytes_per_token)")
                 return int(v)
         if default is None:
             return int(self.need(*keys))
@@ -149,18 +210,27 @@ class Cfg:
 
 def attention_groups(layers: int, hidden: int, heads: int, kv_heads: int, head_dim: int, *,
                      qkv_bias: bool = False, o_bias: bool = False, qk_norm: bool = False,
-                     prefix: str = "model.layers.0.self_attn", count_layers: int | None = None) -> list[TensorGroup]:
-    """Grouped-query attention: q, k, v, o projections (+ biases, + per-head q/k norms)."""
-    n = layers if count_layers is None else count_layers
+                     prefix: str = "model.layers.{i}.self_attn", layer_ids=None,
+                     fused_qkv: bool = False) -> list[TensorGroup]:
+    """Grouped-query attention: q, k, v, o projections (+ biases, + per-head q/k norms) of
+    ``layer_ids`` (default: all ``layers``); ``fused_qkv``: one ``qkv_proj`` (phi3)."""
+    ids = list(range(layers) if layer_ids is None else layer_ids)
     q, kv = heads * head_dim, kv_heads * head_dim
-    groups = [TensorGroup("attention q/k/v/o", n * (hidden * q + 2 * hidden * kv + q * hidden), "attention",
-                          f"{prefix}.q_proj")]
+    proj: list[Member] = ([("qkv_proj", hidden * (q + 2 * kv))] if fused_qkv else
+                          [("q_proj", hidden * q), ("k_proj", hidden * kv), ("v_proj", hidden * kv)])
+    groups = [layered("attention q/k/v/o", "attention", prefix, ids, [*proj, ("o_proj", q * hidden)])]
     bias = (q + 2 * kv if qkv_bias else 0) + (hidden if o_bias else 0)
     if bias:
-        groups.append(TensorGroup("attention biases", n * bias, "bias", f"{prefix}.q_proj", linear=False))
+        groups.append(layered("attention biases", "bias", prefix, ids, [("q_proj.bias", bias)], linear=False))
     if qk_norm:
-        groups.append(TensorGroup("q/k norms", n * 2 * head_dim, "norm", f"{prefix}.q_norm", linear=False))
+        groups.append(layered("q/k norms", "norm", prefix, ids, [("q_norm", 2 * head_dim)], linear=False))
     return groups
+
+
+def gated_members(hidden: int, inter: int, names=("gate_proj", "up_proj", "down_proj"),
+                  copies: int = 1) -> list[Member]:
+    """gate, up, down of one gated MLP (``copies``: that many experts, ``{e}`` in the names)."""
+    return [(n, copies * hidden * inter) for n in names]
 
 
 def gated_mlp(hidden: int, inter: int) -> int:

@@ -33,7 +33,8 @@ from __future__ import annotations
 
 from ..errors import ConfigError
 from . import register
-from .inventory import Architecture, Cfg, KVShape, TensorGroup, attention_groups, embedding_groups, gated_mlp
+from .inventory import (Architecture, Cfg, KVShape, TensorGroup, attention_groups, embedding_groups, gated_members,
+                        layered)
 from .moe import check_experts
 
 _KINDS = {"chunked_attention": "chunked", "full_attention": "full"}
@@ -96,17 +97,20 @@ def llama4(c: Cfg) -> Architecture:
     n_moe, n_dense = len(sparse), layers - len(sparse)
     dense_inter = c.int("intermediate_size_mlp", default=16384) if n_dense else 0
 
-    ff = "model.layers.0.feed_forward"
+    ff = "model.layers.{i}.feed_forward"   # each group over its own layers: MoE or dense (Maverick interleaves)
+    dense = [i for i in range(layers) if i not in set(sparse)]
     o_bias = bool(c.get("attention_bias"))
     groups = [*embedding_groups(vocab, hidden, tied),
               *attention_groups(layers, hidden, heads, kv_heads, head_dim, qkv_bias=o_bias, o_bias=o_bias),
-              TensorGroup("routed experts gate_up/down", n_moe * experts * gated_mlp(hidden, inter), "routed_experts",
-                          f"{ff}.experts.gate_up_proj"),
-              TensorGroup("shared expert gate/up/down", n_moe * gated_mlp(hidden, inter), "shared_experts",
-                          f"{ff}.shared_expert.gate_proj"),
-              TensorGroup("router", n_moe * hidden * experts, "router", f"{ff}.router"),
-              TensorGroup("dense mlp gate/up/down", n_dense * gated_mlp(hidden, dense_inter), "mlp",
-                          f"{ff}.gate_proj"),
+              # fused expert Parameters, not nn.Linear (bitsandbytes leaves them at the model dtype)
+              layered("routed experts gate_up/down", "routed_experts", ff, sparse,
+                      [("experts.gate_up_proj", experts * hidden * 2 * inter),
+                       ("experts.down_proj", experts * inter * hidden)], nn_linear=False),
+              layered("shared expert gate/up/down", "shared_experts", ff, sparse,
+                      gated_members(hidden, inter, ("shared_expert.gate_proj", "shared_expert.up_proj",
+                                                    "shared_expert.down_proj"))),
+              layered("router", "router", ff, sparse, [("router", hidden * experts)]),  # Llama4Router(nn.Linear)
+              layered("dense mlp gate/up/down", "mlp", ff, dense, gated_members(hidden, dense_inter)),
               TensorGroup("norms (2 per layer + final)", layers * 2 * hidden + hidden, "norm",
                           "model.layers.0.input_layernorm", linear=False)]
     groups = [g for g in groups if g.params]

@@ -28,7 +28,9 @@ of a partial block.
 
 Never converted, whatever the method: embeddings, norms, biases and other non-Linear tensors;
 MoE routers (vLLM builds every MoE gate with ``quant_config=None``; checkpoints store them at
-the model dtype); the output head unless the method says so.  Kept at fp32 whatever
+the model dtype), except under bitsandbytes, which converts every ``nn.Linear`` as transformers
+does (routers built as one included, fused expert Parameters never); the output head unless the
+method says so (bitsandbytes: when ``llm_int8_skip_modules`` is given and does not name it).  Kept at fp32 whatever
 ``torch_dtype`` says: ``FP32_TENSORS`` (DeepSeek-V3's ``e_score_correction_bias``).
 
 A user's ``dtype`` / ``bits`` overrides all of it for every tensor, and the source says which
@@ -41,6 +43,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..errors import ConfigError
 from ..modelbytes import bytes_per_param
@@ -68,12 +71,17 @@ class Scheme:
     targets: tuple[str, ...] = ()
     roles: tuple[str, ...] = ()
 
-    def applies(self, g: TensorGroup) -> bool:
-        if self.roles and g.role not in self.roles:
+    def applies(self, role: str, spellings: tuple[str, ...]) -> bool:
+        """Whether it converts the module spelt ``spellings`` (one instance of a ``role`` group)."""
+        if self.roles and role not in self.roles:
             return False
-        if g.role == "lm_head":  # only a target naming the head converts it, never "every Linear"
-            return any(not _is_class(t) and _matches(g.module, t) for t in self.targets)
-        return not self.targets or any(_is_class(t) or _matches(g.module, t) for t in self.targets)
+        if role == "lm_head":  # only a target naming the head converts it, never "every Linear"
+            return any(not _is_class(t) and _hit(spellings, t) for t in self.targets)
+        return not self.targets or any(_is_class(t) or _hit(spellings, t) for t in self.targets)
+
+
+#: one share of a group: (fraction of its parameters, bytes per parameter, label, converted)
+Part = tuple[float, float, str, bool]
 
 
 @dataclass(frozen=True)
@@ -82,7 +90,12 @@ class WeightFormat:
     converted; ``schemes`` for the Linear weights a quantization method converts (the first that
     applies wins; none: no method); ``not_converted``: module patterns kept at the default
     (``modules_to_not_convert``, ``ignored_layers``, ``ignore``, ``exclude_modules``; ``re:``
-    regexes, globs, prefixes); ``converts_lm_head``: the method converts the output head too."""
+    regexes, globs, prefixes), read from ``skip_key``; ``converts_lm_head``: the method converts
+    the output head too; ``nn_linear``: the method replaces transformers' ``nn.Linear`` modules
+    (bitsandbytes): MoE routers built as ``nn.Linear`` are converted, fused expert Parameters not.
+
+    Patterns and targets are matched against every module instance a group covers (each layer,
+    each member; ``TensorGroup.units``): a group partly matched is charged share by share."""
 
     default: float
     default_label: str
@@ -90,35 +103,88 @@ class WeightFormat:
     not_converted: tuple[str, ...] = ()
     override: str = ""                  # "dtype bf16 for every tensor (...)" when the user's dtype / bits won
     converts_lm_head: bool = False
+    skip_key: str = "quantization_config.modules_to_not_convert"
+    nn_linear: bool = False
+    where: str = "config.json"
 
     @property
     def converted(self) -> float | None:
         """Bytes per parameter of the (first) converted storage; None without a method."""
         return self.schemes[0].bytes_per_param if self.schemes else None
 
-    def scheme(self, g: TensorGroup) -> Scheme | None:
-        """The storage that converts ``g``, or None when it stays at the default."""
-        if not self.schemes or not g.linear or g.role in ("embedding", "router"):
-            return None
-        if any(_matches(g.module, pattern) for pattern in self.not_converted):
-            return None
-        if g.role == "lm_head" and self.converts_lm_head:
-            return self.schemes[0]
-        return next((s for s in self.schemes if s.applies(g)), None)
+    def parts(self, g: TensorGroup) -> tuple[Part, ...]:
+        """``g`` share by share: (fraction of its parameters, bytes per parameter, label, converted)."""
+        return _parts(self, g)
 
     def is_converted(self, g: TensorGroup) -> bool:
-        return self.scheme(g) is not None
+        return any(p[3] for p in self.parts(g))
 
     def bytes_per_param(self, g: TensorGroup) -> tuple[float, str]:
-        """(bytes per parameter of ``g``, what they are)."""
-        if self.override:
-            return self.default, self.default_label
-        s = self.scheme(g)
-        if s is not None:
-            return s.bytes_per_param, s.label
-        if any(_matches(g.module, name) for name in FP32_TENSORS):
-            return 4.0, "fp32"
-        return self.default, self.default_label
+        """(bytes per parameter of ``g``, what they are; a partly converted group: each share)."""
+        parts = self.parts(g)
+        if len(parts) == 1:
+            return parts[0][1], parts[0][2]
+        return (sum(f * b for f, b, _, _ in parts),
+                " + ".join(f"{label} ({f:.1%})" for f, _, label, _ in parts))
+
+    def _eligible(self, g: TensorGroup) -> bool:
+        if not self.schemes or not g.linear or g.role == "embedding":
+            return False
+        if self.nn_linear:  # bitsandbytes: every nn.Linear, routers too; never a fused Parameter
+            return g.nn_linear
+        return g.role != "router"  # vLLM builds MoE gates unquantized; checkpoints store them so
+
+    def _decide(self, g: TensorGroup, eligible: bool, spellings: tuple[str, ...]) -> tuple[float, str, bool]:
+        if eligible and not any(_hit(spellings, p) for p in self.not_converted):
+            if g.role == "lm_head" and self.converts_lm_head:
+                s: Scheme | None = self.schemes[0]
+            else:
+                s = next((s for s in self.schemes if s.applies(g.role, spellings)), None)
+            if s is not None:
+                return s.bytes_per_param, s.label, True
+        if any(_hit(spellings, name) for name in FP32_TENSORS):
+            return 4.0, "fp32", False
+        return self.default, self.default_label, False
+
+
+@lru_cache(maxsize=4096)
+def _parts(fmt: WeightFormat, g: TensorGroup) -> tuple[Part, ...]:
+    if fmt.override:
+        return ((1.0, fmt.default, fmt.default_label, False),)
+    eligible = fmt._eligible(g)
+    named = eligible and (fmt.not_converted or g.role == "lm_head"
+                          or any(not _is_class(t) for s in fmt.schemes for t in s.targets))
+    fp32 = any(name in f"{g.module}.{m}" for name in FP32_TENSORS for m, _ in (g.members or (("", 0),)))
+    units = g.units()
+    if not named and not fp32:  # nothing names modules: every instance is decided alike
+        return ((1.0, *fmt._decide(g, eligible, next(units)[0])),)
+    tally: dict[tuple[float, str, bool], float] = {}
+    unknown = False
+    for spellings, share in units:
+        d = fmt._decide(g, eligible, spellings)
+        tally[d] = tally.get(d, 0.0) + (share or 0.0)
+        unknown = unknown or share is None
+    if len(tally) == 1:
+        return ((1.0, *next(iter(tally))),)
+    if unknown:
+        raise _partial(fmt, g)
+    total = sum(tally.values())
+    return tuple((w / total, *d) for d, w in sorted(tally.items(), key=lambda kv: -kv[1]))
+
+
+def _partial(fmt: WeightFormat, g: TensorGroup) -> ConfigError:
+    """A pattern that matches some of ``g``'s modules whose shares are not known here."""
+    units = [sp for sp, _ in g.units()]
+    named = [(fmt.skip_key, p) for p in fmt.not_converted] + [
+        ("quantization_config.config_groups.*.targets", t) for s in fmt.schemes for t in s.targets if not _is_class(t)]
+    culprits = [(k, p) for k, p in named if 0 < sum(_hit(sp, p) for sp in units) < len(units)] or named
+    which = "; ".join(f"{k} pattern {p!r}" for k, p in culprits)
+    return ConfigError(f"{fmt.where}: {which} matches only some of the modules of {g.name} ({g.module}), whose "
+                       f"shares of its {g.params:.4g} parameters are not known here; {WAYS_OUT}")
+
+
+def _hit(spellings: tuple[str, ...], pattern: str) -> bool:
+    return any(_matches(m, pattern) for m in spellings)
 
 
 def _is_class(target: str) -> bool:
@@ -132,11 +198,16 @@ def _matches(module: str, pattern: str) -> bool:
     dotted prefix of the module path, or a name component (``lm_head``, ``self_attn``)."""
     if not pattern:
         return False
+    return _compiled(pattern).match(module) is not None
+
+
+@lru_cache(maxsize=1024)
+def _compiled(pattern: str) -> re.Pattern:
     if pattern.startswith("re:"):
-        return re.match(pattern[3:], module) is not None
-    if fnmatch.fnmatchcase(module, pattern) or fnmatch.fnmatchcase(module, pattern + ".*"):
-        return True
-    return f".{pattern}." in f".{module}."
+        return re.compile(pattern[3:])
+    glob = f"(?:{fnmatch.translate(pattern)})|(?:{fnmatch.translate(pattern + '.*')})"
+    component = rf"(?:(?s:.*\.)?{re.escape(pattern)}(?:\..*)?\Z)"
+    return re.compile(f"{glob}|{component}", re.S)
 
 
 def _label(dtype: str) -> str:
@@ -181,42 +252,51 @@ def weight_format(cfg: dict, *, dtype: str | None = None, bits: float | None = N
     label = _label(str(torch_dtype)) + label_note
     if reader is None or quant is None:
         return WeightFormat(default, label)
-    schemes, skip, head = reader(quant, f"{where}: quantization_config")
-    return WeightFormat(default, label, schemes, not_converted=skip, converts_lm_head=head)
+    return WeightFormat(default, label, where=where, **reader(quant, f"{where}: quantization_config"))
 
 
-def _fp8(quant: dict, where: str):
-    return (Scheme(*fp8(quant, where)),), not_converted(quant, "ignored_layers", "modules_to_not_convert",
-                                                        "ignore"), False
+def _skip(quant: dict, *keys: str) -> dict:
+    """The not-converted patterns under ``keys`` and the key(s) they came from."""
+    present = [k for k in keys if quant.get(k)] or [keys[0]]
+    return {"not_converted": not_converted(quant, *keys),
+            "skip_key": " / ".join(f"quantization_config.{k}" for k in present)}
 
 
-def _mxfp4(quant: dict, where: str):
-    return (Scheme(*mxfp4(), roles=("routed_experts",)),), not_converted(quant, "modules_to_not_convert"), False
+def _fp8(quant: dict, where: str) -> dict:
+    return {"schemes": (Scheme(*fp8(quant, where)),),
+            **_skip(quant, "ignored_layers", "modules_to_not_convert", "ignore")}
 
 
-def _modelopt(quant: dict, where: str):
-    bpp, label = modelopt(quant, where)
-    return (Scheme(bpp, label),), not_converted(quant, "exclude_modules", "ignore", "modules_to_not_convert"), False
+def _mxfp4(quant: dict, where: str) -> dict:
+    return {"schemes": (Scheme(*mxfp4(), roles=("routed_experts",)),), **_skip(quant, "modules_to_not_convert")}
 
 
-def _compressed(quant: dict, where: str):
+def _modelopt(quant: dict, where: str) -> dict:
+    return {"schemes": (Scheme(*modelopt(quant, where)),),
+            **_skip(quant, "exclude_modules", "ignore", "modules_to_not_convert")}
+
+
+def _compressed(quant: dict, where: str) -> dict:
     groups = compressed_tensors(quant, where)
     schemes = [Scheme(bpp, label, targets) for targets, bpp, label in groups]
     # compressed-tensors: a name or regex target is more specific than a class target (``Linear``)
     schemes.sort(key=lambda s: all(_is_class(t) for t in s.targets) if s.targets else True)
-    return tuple(schemes), not_converted(quant, "ignore"), False
+    return {"schemes": tuple(schemes), **_skip(quant, "ignore")}
 
 
-def _int_groups(quant: dict, where: str):
-    bpp, label = int_groups(quant, where)
-    return (Scheme(bpp, label),), not_converted(quant, "modules_to_not_convert"), bool(quant.get("lm_head", False))
+def _int_groups(quant: dict, where: str) -> dict:
+    return {"schemes": (Scheme(*int_groups(quant, where)),), **_skip(quant, "modules_to_not_convert"),
+            "converts_lm_head": bool(quant.get("lm_head", False))}
 
 
-def _bnb(quant: dict, where: str):
-    bpp, label = bitsandbytes(quant, where)
-    return (Scheme(bpp, label),), not_converted(quant, "llm_int8_skip_modules"), False
+def _bnb(quant: dict, where: str) -> dict:
+    """transformers' bitsandbytes integration replaces every ``nn.Linear`` (MoE routers built as
+    one included) not in ``llm_int8_skip_modules``; when that list is given it REPLACES the
+    default skip list (the output head), so the head is converted unless the list names it."""
+    return {"schemes": (Scheme(*bitsandbytes(quant, where)),), **_skip(quant, "llm_int8_skip_modules"),
+            "converts_lm_head": quant.get("llm_int8_skip_modules") is not None, "nn_linear": True}
 
 
-#: quant_method -> reader of its quantization_config: (schemes, not-converted patterns, converts lm_head)
+#: quant_method -> reader of its quantization_config: the WeightFormat fields it sets
 METHODS = {"fp8": _fp8, "fbgemm_fp8": _fp8, "mxfp4": _mxfp4, "modelopt": _modelopt, "modelopt_fp4": _modelopt,
            "compressed-tensors": _compressed, "awq": _int_groups, "gptq": _int_groups, "bitsandbytes": _bnb}

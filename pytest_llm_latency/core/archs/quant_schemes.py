@@ -142,6 +142,18 @@ def ct_weights(w: dict, fmt: str, where: str) -> tuple[float, str]:
     raise _bad(where, "strategy", "tensor, channel, group, tensor_group or block", strategy)
 
 
+#: compressed-tensors formats that store weights 2:4 sparse (half the values, plus metadata)
+SPARSE_FORMATS = ("marlin-24", "sparse-24-bitmask", "sparse-bitmask")
+
+
+def _dense_format(fmt, where: str) -> None:
+    """Refuse a sparse packing (``marlin-24``: 2:4 sparse int4 for the Marlin kernel), which a
+    dense bytes-per-parameter figure would overcharge."""
+    if fmt is not None and str(fmt).lower() in SPARSE_FORMATS:
+        raise ConfigError(f"{where}: {fmt!r} stores the weights 2:4 sparse (half the values plus their "
+                          f"indices), which is not modelled; {WAYS_OUT}")
+
+
 def compressed_tensors(quant: dict, where: str) -> list[tuple[tuple[str, ...], float, str]]:
     """``config_groups``: per group its ``targets`` and ``weights`` storage (a group without
     weights quantizes activations only and converts nothing)."""
@@ -149,6 +161,7 @@ def compressed_tensors(quant: dict, where: str) -> list[tuple[tuple[str, ...], f
     if isinstance(sparsity, dict) and str(sparsity.get("format") or "dense").lower() != "dense":
         raise ConfigError(f"{where}.sparsity_config: sparse format {sparsity.get('format')!r} is not modelled; "
                           f"{WAYS_OUT}")
+    _dense_format(quant.get("format"), f"{where}.format")
     groups = quant.get("config_groups")
     if not isinstance(groups, dict) or not groups:
         raise _bad(where, "config_groups", "a mapping of quantization groups", groups)
@@ -162,6 +175,7 @@ def compressed_tensors(quant: dict, where: str) -> list[tuple[tuple[str, ...], f
             continue
         if not isinstance(w, dict):
             raise _bad(at, "weights", "a mapping (num_bits, type, strategy, ...)", w)
+        _dense_format(group.get("format"), f"{at}.format")
         fmt = str(group.get("format") or quant.get("format") or "").lower()
         bpp, label = ct_weights(w, fmt, f"{at}.weights")
         targets = group.get("targets") or []

@@ -40,7 +40,8 @@ from __future__ import annotations
 from ..errors import ConfigError
 from ..modelbytes import DTYPE_BYTES
 from . import register
-from .inventory import Architecture, Cfg, KVShape, TensorGroup, attention_groups, embedding_groups, gated_mlp
+from .inventory import (Architecture, Cfg, KVShape, TensorGroup, attention_groups, embedding_groups, gated_members,
+                        layered)
 from .moe import check_experts, moe_layers
 
 #: bytes per element of the DeltaNet recurrent state (see the module docstring)
@@ -66,8 +67,8 @@ def layer_kinds(c: Cfg, layers: int) -> list[str]:
     return [_KINDS[t] for t in types]
 
 
-def deltanet(c: Cfg, n: int, hidden: int) -> tuple[list[TensorGroup], int, int]:
-    """Gated DeltaNet's groups for ``n`` layers, and one layer's (recurrent, conv) state elements."""
+def deltanet(c: Cfg, ids: list[int], hidden: int) -> tuple[list[TensorGroup], int, int]:
+    """Gated DeltaNet's groups for the layers ``ids``, and one layer's (recurrent, conv) state elements."""
     nk = c.int("linear_num_key_heads", default=16)
     nv = c.int("linear_num_value_heads", default=32)
     dk = c.int("linear_key_head_dim", default=128)
@@ -77,11 +78,12 @@ def deltanet(c: Cfg, n: int, hidden: int) -> tuple[list[TensorGroup], int, int]:
         raise ConfigError(f"{c.where}: linear_conv_kernel_dim must be >= 1, got {kernel}")
     key_dim, value_dim = nk * dk, nv * dv
     conv_dim = 2 * key_dim + value_dim
-    at = "model.layers.0.linear_attn"
-    proj = hidden * (2 * key_dim + 2 * value_dim) + hidden * 2 * nv + value_dim * hidden
-    groups = [TensorGroup("linear attention (Gated DeltaNet) projections", n * proj, "other", f"{at}.in_proj_qkvz"),
+    at, n = "model.layers.{i}.linear_attn", len(ids)
+    groups = [layered("linear attention (Gated DeltaNet) projections", "other", at, ids,
+                      [("in_proj_qkvz", hidden * (2 * key_dim + 2 * value_dim)), ("in_proj_ba", hidden * 2 * nv),
+                       ("out_proj", value_dim * hidden)]),
               TensorGroup("Gated DeltaNet conv1d, dt_bias, A_log, norm", n * (conv_dim * kernel + 2 * nv + dv),
-                          "other", f"{at}.conv1d", linear=False)]
+                          "other", f"{at}.conv1d", linear=False, layers=tuple(ids))]
     return groups, nv * dk * dv, (kernel - 1) * conv_dim
 
 
@@ -101,16 +103,17 @@ def qwen3_next(c: Cfg) -> Architecture:
                           linear=False)]
     kv: list[KVShape] = []
     if n_full:
-        at = f"model.layers.{kinds.index('full')}.self_attn"
+        at, full = "model.layers.{i}.self_attn", [i for i, kind in enumerate(kinds) if kind == "full"]
         bias = bool(c.get("attention_bias"))
         groups += attention_groups(n_full, hidden, heads, kv_heads, head_dim, qkv_bias=bias, o_bias=bias,
-                                   qk_norm=True, prefix=at)
+                                   qk_norm=True, prefix=at, layer_ids=full)
         if c.get("attn_output_gate", True):  # q_proj's second half: the sigmoid gate on the output
-            groups.append(TensorGroup("attention output gate (q_proj)", n_full * hidden * heads * head_dim,
-                                      "attention", f"{at}.q_proj"))
+            # q_proj is one module: an ignore pattern matches both halves together
+            groups.append(layered("attention output gate (q_proj)", "attention", at, full,
+                                  [("q_proj", hidden * heads * head_dim)]))
         kv.append(KVShape("full", n_full, elems_per_token=2 * kv_heads * head_dim))
     if n_linear:
-        lin, recurrent, conv = deltanet(c, n_linear, hidden)
+        lin, recurrent, conv = deltanet(c, [i for i, kind in enumerate(kinds) if kind == "state"], hidden)
         groups += lin
         model_dtype = str(c.get("torch_dtype") or c.get("dtype") or "bfloat16").lower()
         state = recurrent * RECURRENT_STATE_BYTES + conv * DTYPE_BYTES.get(model_dtype, 2.0)
@@ -123,18 +126,22 @@ def qwen3_next(c: Cfg) -> Architecture:
         check_experts(c, experts, k)
         moe_inter = c.int("moe_intermediate_size", default=512)
         shared_inter = c.int("shared_expert_intermediate_size", default=512)
-        mlp, n = f"model.layers.{sparse[0]}.mlp", len(sparse)
-        groups += [TensorGroup("routed experts gate/up/down", n * experts * gated_mlp(hidden, moe_inter),
-                               "routed_experts", f"{mlp}.experts.0.gate_proj"),
-                   TensorGroup("router", n * hidden * experts, "router", f"{mlp}.gate"),
-                   TensorGroup("shared expert gate", n * hidden, "router", f"{mlp}.shared_expert_gate"),
-                   TensorGroup("shared expert gate/up/down", n * gated_mlp(hidden, shared_inter),
-                               "shared_experts", f"{mlp}.shared_expert.gate_proj")]
+        mlp = "model.layers.{i}.mlp"
+        groups += [layered("routed experts gate/up/down", "routed_experts", mlp, sparse,
+                           gated_members(hidden, moe_inter, ("experts.{e}.gate_proj", "experts.{e}.up_proj",
+                                                             "experts.{e}.down_proj"), copies=experts),
+                           experts=experts),
+                   layered("router", "router", mlp, sparse, [("gate", hidden * experts)]),
+                   layered("shared expert gate", "router", mlp, sparse, [("shared_expert_gate", hidden)]),
+                   layered("shared expert gate/up/down", "shared_experts", mlp, sparse,
+                           gated_members(hidden, shared_inter, ("shared_expert.gate_proj", "shared_expert.up_proj",
+                                                                "shared_expert.down_proj")))]
     else:
         experts = 0
     if layers > len(sparse):
-        groups.append(TensorGroup("dense mlp gate/up/down", (layers - len(sparse)) *
-                                  gated_mlp(hidden, c.int("intermediate_size")), "mlp", "model.layers.0.mlp.gate_proj"))
+        dense = [i for i in range(layers) if i not in set(sparse)]
+        groups.append(layered("dense mlp gate/up/down", "mlp", "model.layers.{i}.mlp", dense,
+                              gated_members(hidden, c.int("intermediate_size"))))
     notes = ("DeltaNet state: recurrent nv×dk×dv at fp32 + conv (kernel−1)×conv_dim at the model dtype, "
              "read and written each step (SGLang's mamba_ssm_dtype float32; vLLM needs --mamba-ssm-cache-dtype "
              "float32, its default auto is bf16)",)

@@ -23,14 +23,14 @@ def model_bytes(arch: Architecture, fmt: WeightFormat, *, kv_elem_bytes: float, 
     params_charged = 0.0
     by_label: dict[str, float] = defaultdict(float)
     for g in arch.groups:
-        bpp, label = fmt.bytes_per_param(g)
         n = arch.charged(g)
-        charged += n * bpp
-        total += g.params * bpp
         params_charged += n
-        by_label[label] += n * bpp
-        if g.role == "routed_experts":
-            routed += g.params * bpp
+        for share, bpp, label, _ in fmt.parts(g):  # a group partly left unconverted: share by share
+            charged += share * n * bpp
+            total += share * g.params * bpp
+            by_label[label] += share * n * bpp
+            if g.role == "routed_experts":
+                routed += share * g.params * bpp
     layout = arch.kv_layout(kv_elem_bytes, source=f"{where}: {arch.model_type} layer kinds")
     storage = fmt.override or ", ".join(f"{label} {format_bytes(b)}"
                                         for label, b in sorted(by_label.items(), key=lambda kv: -kv[1]))
