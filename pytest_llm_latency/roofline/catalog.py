@@ -196,8 +196,8 @@ class ConfigModel:
     def config(self) -> dict:
         import json
 
-        text = resources.files("pytest_llm_latency.roofline").joinpath("configs", self.config_file).read_text("utf-8")
-        return json.loads(text)
+        path = resources.files("pytest_llm_latency.roofline").joinpath("configs").joinpath(self.config_file)
+        return json.loads(path.read_text("utf-8"))
 
 
 def _config_model_from_entry(key: str, d: dict) -> ConfigModel:
