@@ -174,6 +174,8 @@ def _recurrent_layers(m: _Meta, n_layer: int, n_all: int, kv_heads: list[int]) -
         arr = m.get("attention.recurrent_layers")
         if isinstance(arr, (list, tuple)):
             recr = [bool(x) and t for x, t in zip(arr, trunk)]
+        elif arr is not None:  # one value for every layer (llama.cpp's get_key_or_arr)
+            recr = [bool(arr) and t for t in trunk]
         else:
             every = int(m.get("full_attention_interval", 4))
             recr = [t and (il + 1) % every != 0 for il, t in enumerate(trunk)]

@@ -146,6 +146,16 @@ def test_qwen3next_full_attention_every_fourth_layer_and_gated_deltanet_state():
     assert lay.bytes_at(C) == 12 * 2 * (256 + 256) * 2 * C + 2 * 36 * state
 
 
+def test_qwen3next_recurrent_layers_as_a_list_or_one_value():
+    common = dict(block_count=4, embedding_length=2048, attention__head_count=16, attention__head_count_kv=2,
+                  attention__key_length=256, attention__value_length=256, ssm__conv_kernel=4,
+                  ssm__inner_size=4096, ssm__state_size=128, ssm__group_count=16)
+    listed = layout("qwen3next", attention__recurrent_layers=[True, False, True, True], **common)
+    assert kinds(listed) == {"full": 1, "state": 3}
+    every = layout("qwen3next", attention__recurrent_layers=True, **common)  # one value: all layers recurrent
+    assert kinds(every) == {"state": 4}
+
+
 def test_rwkv_state():
     lay = layout("rwkv6", block_count=24, embedding_length=2048, wkv__head_size=64)
     assert lay.bytes_at(C) == 2 * 24 * 4 * (2 * 2048 + 2048 * 64)  # token shift 2 × n_embd + wkv state

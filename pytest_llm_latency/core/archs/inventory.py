@@ -66,8 +66,11 @@ class TensorGroup:
                 raise ConfigError(f"internal: tensor group {self.name!r}: members sum to {total:g} over "
                                   f"{len(self.layers)} layers, not its {self.params:g} parameters")
 
-    def units(self):
-        """Every module instance the group covers: (its spellings, its parameters or None)."""
+    def units(self, experts_alike: bool = False):
+        """Every module instance the group covers: (its spellings, its parameters or None).
+        ``experts_alike``: no pattern can tell one expert from another, so each layer's experts of
+        one member are one unit (expert 0 spelt for all of them): the same tally, E times fewer
+        matches (DeepSeek-V3: 256 experts × 58 layers × 3 members)."""
         members: tuple[Member, ...] = self.members or (("", None),)
         for i in self.layers or (None,):
             base = self.module if i is None else self.module.replace("{i}", str(i))
@@ -75,7 +78,9 @@ class TensorGroup:
                 path = f"{base}.{suffix}" if suffix else base
                 if not self.members:
                     share = self.params / max(len(self.layers), 1)
-                if "{e}" in path and self.experts:
+                if "{e}" in path and self.experts and experts_alike:
+                    yield self.spellings(path.replace("{e}", "0")), share
+                elif "{e}" in path and self.experts:
                     each = share / self.experts if share is not None else None
                     for e in range(self.experts):
                         yield self.spellings(path.replace("{e}", str(e))), each

@@ -135,7 +135,7 @@ class WeightFormat:
         return g.role != "router"  # vLLM builds MoE gates unquantized; checkpoints store them so
 
     def _decide(self, g: TensorGroup, eligible: bool, spellings: tuple[str, ...]) -> tuple[float, str, bool]:
-        if eligible and not any(_hit(spellings, p) for p in self.not_converted):
+        if eligible and not _hit_any(spellings, self.not_converted):
             if g.role == "lm_head" and self.converts_lm_head:
                 s: Scheme | None = self.schemes[0]
             else:
@@ -155,7 +155,8 @@ def _parts(fmt: WeightFormat, g: TensorGroup) -> tuple[Part, ...]:
     named = eligible and (fmt.not_converted or g.role == "lm_head"
                           or any(not _is_class(t) for s in fmt.schemes for t in s.targets))
     fp32 = any(name in f"{g.module}.{m}" for name in FP32_TENSORS for m, _ in (g.members or (("", 0),)))
-    units = g.units()
+    patterns = fmt.not_converted + tuple(t for sc in fmt.schemes for t in sc.targets if not _is_class(t))
+    units = g.units(experts_alike=not any(_names_an_expert(p) for p in patterns))
     if not named and not fp32:  # nothing names modules: every instance is decided alike
         return ((1.0, *fmt._decide(g, eligible, next(units)[0])),)
     tally: dict[tuple[float, str, bool], float] = {}
@@ -185,6 +186,29 @@ def _partial(fmt: WeightFormat, g: TensorGroup) -> ConfigError:
 
 def _hit(spellings: tuple[str, ...], pattern: str) -> bool:
     return any(_matches(m, pattern) for m in spellings)
+
+
+def _hit_any(spellings: tuple[str, ...], patterns: tuple[str, ...]) -> bool:
+    """Whether any of ``patterns`` matches: one alternation, compiled once (a checkpoint's ignore
+    list can name hundreds of modules)."""
+    if not patterns:
+        return False
+    rx = _compiled_any(patterns)
+    return any(rx.match(m) is not None for m in spellings)
+
+
+@lru_cache(maxsize=64)
+def _compiled_any(patterns: tuple[str, ...]) -> re.Pattern:
+    return re.compile("|".join(f"(?:{_compiled(p).pattern})" for p in patterns if p), re.S)
+
+
+def _names_an_expert(pattern: str) -> bool:
+    """Whether ``pattern`` could single out one routed expert: it mentions experts, or it is a glob
+    or regex with a digit (``*.7.*``, ``re:.*\\.\\d\\.``); otherwise every expert of a layer
+    matches alike."""
+    text = pattern[3:] if pattern.startswith("re:") else pattern
+    wild = pattern.startswith("re:") or any(c in text for c in "*?[")
+    return "expert" in text.lower() or (wild and (any(c.isdigit() for c in text) or "\\d" in text))
 
 
 def _is_class(target: str) -> bool:
