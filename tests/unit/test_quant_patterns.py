@@ -140,3 +140,18 @@ def test_marlin_24_is_refused():
     with pytest.raises(ConfigError, match=r"quantization_config\.format: 'marlin-24' stores the weights 2:4 sparse"
                                           r".*safetensors"):
         weight_format({"torch_dtype": "float16", "quantization_config": q})
+
+
+def test_awq_skips_a_module_whose_path_contains_an_entry_as_vllm_and_sglang_do():
+    # vLLM / SGLang is_layer_skipped_awq: `any(name in prefix for name in modules_to_not_convert)`, a
+    # substring test: "gate" keeps every gate_proj unconverted too, "layers.1." one layer
+    def awq(skip):
+        q = {"quant_method": "awq", "bits": 4, "group_size": 128, "modules_to_not_convert": skip}
+        return model_bytes_from_hf_config({**LLAMA, "quantization_config": q}).weight_bytes
+
+    int4 = 0.5 + 2.5 / 128
+    gate = H * INTER
+    assert awq([]) == pytest.approx(L * (ATTN + MLP) * int4 + HEAD * 2 + REST * 2)
+    assert awq(["gate"]) == pytest.approx(L * (ATTN + MLP - gate) * int4 + L * gate * 2 + HEAD * 2 + REST * 2)
+    assert awq(["layers.1."]) == pytest.approx((L - 1) * (ATTN + MLP) * int4 + (ATTN + MLP) * 2
+                                               + HEAD * 2 + REST * 2)

@@ -106,6 +106,7 @@ class WeightFormat:
     skip_key: str = "quantization_config.modules_to_not_convert"
     nn_linear: bool = False
     where: str = "config.json"
+    skip_by_substring: bool = False     # AWQ: vLLM / SGLang skip a module whose path CONTAINS an entry
 
     @property
     def converted(self) -> float | None:
@@ -135,7 +136,9 @@ class WeightFormat:
         return g.role != "router"  # vLLM builds MoE gates unquantized; checkpoints store them so
 
     def _decide(self, g: TensorGroup, eligible: bool, spellings: tuple[str, ...]) -> tuple[float, str, bool]:
-        if eligible and not _hit_any(spellings, self.not_converted):
+        skipped = (any(p in m for p in self.not_converted for m in spellings) if self.skip_by_substring
+                   else _hit_any(spellings, self.not_converted))
+        if eligible and not skipped:
             if g.role == "lm_head" and self.converts_lm_head:
                 s: Scheme | None = self.schemes[0]
             else:
@@ -156,7 +159,7 @@ def _parts(fmt: WeightFormat, g: TensorGroup) -> tuple[Part, ...]:
                           or any(not _is_class(t) for s in fmt.schemes for t in s.targets))
     fp32 = any(name in f"{g.module}.{m}" for name in FP32_TENSORS for m, _ in (g.members or (("", 0),)))
     patterns = fmt.not_converted + tuple(t for sc in fmt.schemes for t in sc.targets if not _is_class(t))
-    units = g.units(experts_alike=not any(_names_an_expert(p) for p in patterns))
+    units = g.units(experts_alike=not any(_names_an_expert(p, fmt.skip_by_substring) for p in patterns))
     if not named and not fp32:  # nothing names modules: every instance is decided alike
         return ((1.0, *fmt._decide(g, eligible, next(units)[0])),)
     tally: dict[tuple[float, str, bool], float] = {}
@@ -202,12 +205,12 @@ def _compiled_any(patterns: tuple[str, ...]) -> re.Pattern:
     return re.compile("|".join(f"(?:{_compiled(p).pattern})" for p in patterns if p), re.S)
 
 
-def _names_an_expert(pattern: str) -> bool:
+def _names_an_expert(pattern: str, substring: bool = False) -> bool:
     """Whether ``pattern`` could single out one routed expert: it mentions experts, or it is a glob
     or regex with a digit (``*.7.*``, ``re:.*\\.\\d\\.``); otherwise every expert of a layer
     matches alike."""
     text = pattern[3:] if pattern.startswith("re:") else pattern
-    wild = pattern.startswith("re:") or any(c in text for c in "*?[")
+    wild = substring or pattern.startswith("re:") or any(c in text for c in "*?[")
     return "expert" in text.lower() or (wild and (any(c.isdigit() for c in text) or "\\d" in text))
 
 
@@ -310,7 +313,8 @@ def _compressed(quant: dict, where: str) -> dict:
 
 def _int_groups(quant: dict, where: str) -> dict:
     return {"schemes": (Scheme(*int_groups(quant, where)),), **_skip(quant, "modules_to_not_convert"),
-            "converts_lm_head": bool(quant.get("lm_head", False))}
+            "converts_lm_head": bool(quant.get("lm_head", False)),
+            "skip_by_substring": str(quant.get("quant_method", "")).lower() == "awq"}
 
 
 def _bnb(quant: dict, where: str) -> dict:
