@@ -34,7 +34,9 @@ _LABEL = {"full": "full", "sliding": "windowed", "chunked": "chunked", "latent":
           "state": "linear-attention"}
 
 
-def _fmt_bytes(b: float) -> str:
+def format_bytes(b: float) -> str:
+    """Readable decimal size: ``16.06 GB``, ``12.6 MB``, ``4.1 KB``, ``512 B`` (the one definition;
+    ``core.modelbytes`` re-exports it)."""
     for unit, scale, fmt in (("GB", 1e9, ".2f"), ("MB", 1e6, ".1f"), ("KB", 1e3, ".1f")):
         if abs(b) >= scale:
             return f"{b / scale:{fmt}} {unit}"
@@ -104,8 +106,8 @@ class LayerKV:
         ``36 linear-attention layers × 2.1 MB state (read + written)``."""
         label = _LABEL[self.kind]
         if self.kind == "state":
-            return f"{self.layers} {label} layers × {_fmt_bytes(self.state_bytes)} state (read + written)"
-        per = f"{_fmt_bytes(self.bytes_per_token)}/token"
+            return f"{self.layers} {label} layers × {format_bytes(self.state_bytes)} state (read + written)"
+        per = f"{format_bytes(self.bytes_per_token)}/token"
         if self.kind in ("full", "latent"):
             return f"{self.layers} {label} layers × {per} × {_tokens(context)}"
         what = "window" if self.kind == "sliding" else "chunk"

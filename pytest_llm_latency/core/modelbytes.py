@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from .errors import ConfigError
 from .kv_layout import KVLayout
+from .kv_layout import format_bytes as format_bytes  # re-exported: many modules import it from here
 
 # Bytes per element of plain (unquantized or uniformly quantized) dtypes.
 DTYPE_BYTES: dict[str, float] = {
@@ -106,14 +107,6 @@ def kv_elem_bytes(kv_dtype: str | None, weight_dtype: str | None = None, *, wher
 #: is charged whole, so ``--params 8e9 --dtype fp16`` stays 16 GB (about 209 tok/s on an H100 SXM).
 EMBEDDING_CONVENTION = ("input embedding: one row per step (untied table gathered, not read); "
                         "output head read whole")
-
-
-def format_bytes(b: float) -> str:
-    """Readable decimal size: ``16.06 GB``, ``12.6 MB``, ``4.1 KB``, ``512 B``."""
-    for unit, scale, fmt in (("GB", 1e9, ".2f"), ("MB", 1e6, ".1f"), ("KB", 1e3, ".1f")):
-        if abs(b) >= scale:
-            return f"{b / scale:{fmt}} {unit}"
-    return f"{b:.0f} B"
 
 
 def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, bytes_per_elem: float) -> float:
