@@ -1,0 +1,67 @@
+"""Kernel arrival stamps (client.kernel_stamps) on a real loopback socket, against the sender's own
+stamps; and the realtime -> monotonic offset on injected clocks."""
+import socket
+import threading
+import time
+
+import pytest
+
+from pytest_llm_latency.client import kernel_stamps as ks
+
+
+def test_the_offset_comes_from_the_narrowest_bracket():
+    mono = iter([100, 180, 1000, 1010, 2000, 2500])     # brackets of 80, 10 and 500 ns
+    real = iter([5_000_140, 5_000_905, 5_002_250])
+    off = ks.sample_offset(3, monotonic=lambda: next(mono), realtime=lambda: next(real))
+    assert off.realtime_minus_monotonic_ns == 5_000_905 - 1005 and off.uncertainty_ns == 5
+    assert off.to_monotonic(5_000_905) == 1005
+
+
+@pytest.mark.skipif(not ks.supported(), reason="kernel arrival stamps are read on 64-bit Linux only")
+def test_a_late_read_knows_when_its_events_arrived_and_its_own_delay():
+    # three events sent 20 ms apart; the reader sleeps 50 ms after the last before reading once
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    client = socket.create_connection(server.getsockname(), timeout=10)
+    conn, _ = server.accept()
+    assert ks.enable(client)
+    sends: list[tuple[int, int]] = []
+
+    def sender():
+        for i in range(3):
+            if i:
+                time.sleep(0.02)
+            before = time.monotonic_ns()
+            conn.sendall(f"data: event {i}\n\n".encode())
+            sends.append((before, time.monotonic_ns()))
+
+    t = threading.Thread(target=sender)
+    t.start()
+    t.join(timeout=10)
+    assert len(sends) == 3
+    time.sleep(0.05)
+    offset = ks.sample_offset()
+    data, stamp = ks.recv_stamped(client, 4096)
+    t_read = time.monotonic_ns()
+    for s in (client, conn, server):
+        s.close()
+    assert data.count(b"data: event") == 3, data  # one read carried all three
+    assert stamp is not None
+    arrival = offset.to_monotonic(stamp)
+    slack = offset.uncertainty_ns + 1_000_000
+    last_before, last_after = sends[-1]
+    assert last_before - slack <= arrival <= last_after + slack  # the last byte's arrival
+    assert t_read - arrival >= 50_000_000  # the reader's own delay, exactly what it was
+    assert arrival >= sends[0][1]  # never earlier than the first event (a read is stamped with its last byte)
+
+
+def test_a_socket_that_refuses_the_option_keeps_read_stamps(monkeypatch):
+    class Refusing:
+        def setsockopt(self, *args):
+            raise OSError("not here")
+
+    assert ks.enable(Refusing()) is False
+    monkeypatch.setattr(ks.sys, "platform", "darwin")
+    with socket.socket() as s:
+        assert ks.enable(s) is False
