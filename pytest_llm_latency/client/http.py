@@ -63,6 +63,8 @@ class ConnectionTrace:
     * ``http11.send_request_headers.started`` (``http2.`` too) → ``t_send``: the request is
       written on an open connection.  The *last* one wins, so after a stale keep-alive
       retry TTFT starts at the retry's send;
+    * ``http11.send_request_body.complete`` (``http2.`` too) → ``t_written``: the request's last byte
+      was handed to the kernel by then (the server starts on it between ``t_send`` and this);
     * ``STALE_RETRY_EVENT`` (sent by ``StaleConnectionRetry``) → ``reconnected``.
 
     Other events are ignored.  Called in the thread that sends the request.
@@ -80,6 +82,8 @@ class ConnectionTrace:
             b.connected(b.clock())
         elif name in ("http11.send_request_headers.started", "http2.send_request_headers.started"):
             b.sent(b.clock())
+        elif name in ("http11.send_request_body.complete", "http2.send_request_body.complete"):
+            b.written(b.clock())
         elif name == STALE_RETRY_EVENT:
             b.record.reconnected = True
 
@@ -333,9 +337,14 @@ class StreamingPost:
         transport error then names)."""
         assert builder.record.t_submit_ns is not None  # stamped when the request was submitted
         deadline = builder.record.t_submit_ns + int(self.timeouts.total_s * 1e9)
-        read_at = read_clock(resp, builder.clock)  # when the socket read that brought a chunk returned
+        stream = read_clock(resp, builder.clock)  # the stamped socket reads that bring the chunks
+        if stream is not None and stream.t_sent_ns is not None:
+            builder.sent_kernel(stream.t_sent_ns)  # when the request's last byte left, by the kernel
         for chunk in raw_chunks(resp):
-            t = builder.stamp(read_at() if read_at is not None else None)  # stamp before any parsing
+            if stream is None:
+                t = builder.stamp()  # stamp before any parsing
+            else:  # the read's stamp (kernel arrival, or its return), its number, span and delay
+                t = builder.stamp(stream.t_read_ns, read=(stream.seq, stream.span_ns, stream.delay_ns))
             received.body_bytes += len(chunk)
             yield t, chunk
             if t > deadline:

@@ -11,6 +11,7 @@ from ..core.goodput import fluidity, goodput
 from ..core.metrics import events_per_read  # defined once, in core.metrics
 from ..core.record import RequestRecord
 from ..core.result import WorkloadResult
+from ..core.stamp_bounds import read_bound_ms, read_delays_ms, stamp_mode, token_bounds_ms
 from ..core.stats import percentile
 from .load import LoadRun
 from .load_plan import uses_load_engine
@@ -49,8 +50,28 @@ def client_health(lag_ns: list[int], send_lag_ns: list[int], records: list[Reque
     epr = events_per_read(records)
     if epr is not None:
         out["events_per_read"] = round(epr, 3)
-    behind = p99 is not None and p99 >= STARVED_LAG_MS and (itl_p50 is None or p99 >= STARVED_LAG_OF_ITL * itl_p50)
+    out.update(stamp_health(records, p99))
+    # with kernel stamps a late read is still stamped at its arrival: the budgets its errors could
+    # flip are refused one by one (core.checks.client_skew), not the whole run
+    kernel = stamp_mode(records) == "kernel"
+    behind = not kernel and p99 is not None and p99 >= STARVED_LAG_MS and \
+        (itl_p50 is None or p99 >= STARVED_LAG_OF_ITL * itl_p50)
     out["client_fell_behind"] = int(behind)
+    return out
+
+
+def stamp_health(records: list[RequestRecord], lag_ms_p99: float | None) -> dict:
+    """The bound on the token stamps' error (``core.stamp_bounds``) and, with kernel stamps, the
+    client's own delay per read: ``client.stamp_bound_ms_p99/max``, ``client.read_delay_ms_p99/max``."""
+    out: dict = {}
+    bounds = sorted(token_bounds_ms(records, read_bound_ms(lag_ms_p99)))
+    if bounds and stamp_mode(records) is not None:
+        out["stamp_bound_ms_p99"] = round(percentile(bounds, 99), 3)
+        out["stamp_bound_ms_max"] = round(bounds[-1], 3)
+    delays = sorted(read_delays_ms(records))
+    if delays:
+        out["read_delay_ms_p99"] = round(percentile(delays, 99), 3)
+        out["read_delay_ms_max"] = round(delays[-1], 3)
     return out
 
 
@@ -99,6 +120,7 @@ def client_summary(res: WorkloadResult, lag_ns: Sequence[int], send_lag_ns: Sequ
     itl50 = res.completed["itl"].p50 if "itl" in res.completed else None
     client = res.client
     client.set(**client_health(list(lag_ns), list(send_lag_ns), res.records, itl50))
+    res.measurement.stamp = stamp_mode(res.records)
     if client.client_fell_behind and engine:  # an error (core.checks.measurement_validity)
         res.facts.client_fell_behind = True
     bunching(res, timeline)

@@ -200,6 +200,10 @@ def combine_client(blocks: Sequence[WorkloadResult], records: list) -> ClientHea
         events_per_read=round(epr, 3) if epr is not None and any(p.events_per_read is not None for p in parts)
         else None,
         client_fell_behind=_max(p.client_fell_behind for p in parts),
+        stamp_bound_ms_p99=_max(p.stamp_bound_ms_p99 for p in parts),
+        stamp_bound_ms_max=_max(p.stamp_bound_ms_max for p in parts),
+        read_delay_ms_p99=_max(p.read_delay_ms_p99 for p in parts),
+        read_delay_ms_max=_max(p.read_delay_ms_max for p in parts),
         client_limited=_max(p.client_limited for p in parts),
         burst_chunks=_sum(p.burst_chunks for p in parts),
         bursts_client=_sum(p.bursts_client for p in parts),
@@ -222,6 +226,8 @@ def combine_measurement(blocks: Sequence[WorkloadResult], records: list) -> Meas
     if all(p.samples_mode == "fixed" for p in parts):  # as client/drivers/pipeline.stop_info says it
         sent = sum(b.facts.cold.total if b.facts.cold is not None else b.n + b.failed_requests for b in blocks)
         out.stop_reason = f"fixed samples ({sent})"
+    if any(p.stamp for p in parts):  # read as soon as one block kept read stamps (core.stamp_bounds)
+        out.stamp = "read" if any(p.stamp == "read" for p in parts) else "kernel"
     if any(p.itl_token_counts for p in parts):
         out.itl_token_counts = m.itl_token_counts(records)
     figures, _ = reasoning.totals(records)  # the blocks' notes already say what these would

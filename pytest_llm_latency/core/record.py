@@ -7,7 +7,7 @@ time), so parsing cost never lands inside a latency.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 Clock = Callable[[], int]
@@ -23,6 +23,9 @@ class TokenChunk:
     tokens: int
     reasoning: bool = False
     text: str | None = field(default=None, compare=False, repr=False)
+    #: how much earlier than ``t_ns`` it may have arrived (kernel stamps: it shared a read with later
+    #: events, ``RecordBuilder.stamp``); 0: stamped at its own arrival (``core.stamp_bounds``)
+    bound_ns: int = 0
 
 
 @dataclass
@@ -70,6 +73,11 @@ class RequestRecord:
     # from here, so a client that sends late cannot hide the wait (coordinated omission)
     t_scheduled_ns: int | None = None
     trace: TraceTag | None = None           # trace replay: the row it replayed
+    # how its reads were stamped (client/recv_stamp.py): "kernel" (every read of the body had the
+    # kernel's arrival stamp), "read" (some read kept its return time), None (an injected clock)
+    stamp: str | None = None
+    read_delays_ns: list[int] = field(default_factory=list)  # kernel stamps: t_returned − t_arrival per read
+    t_written_ns: int | None = None         # the request's last byte handed to the kernel (t_send ≤ it)
     worker: str | None = None               # the worker process that sent it, "pid@host" (client/workers.py)
 
     def __post_init__(self):
@@ -131,6 +139,8 @@ class RecordBuilder:
                                     expected_output_tokens=expected_output_tokens)
         self._running: int | None = None
         self._exact = True
+        self._read_seq: int | None = None   # the socket read the latest ``stamp`` belonged to
+        self._read_mark = 0                 # chunks before this index were parsed from an earlier stamp
         if keep_output:
             self.record.content_parts = []
 
@@ -148,12 +158,45 @@ class RecordBuilder:
         """The request starts going out on an open connection: this is ``t_send``."""
         self.record.t_send_ns = t_ns
 
-    def stamp(self, t_ns: int | None = None) -> int:
-        """Read the clock for bytes that just arrived (or take ``t_ns``: when the read that
-        brought them returned); first call sets first byte."""
+    def written(self, t_ns: int) -> None:
+        """The request's last byte was handed to the kernel (``t_written``)."""
+        self.record.t_written_ns = t_ns
+
+    def sent_kernel(self, t_ns: int) -> None:
+        """The kernel's transmit stamp of the request's last byte: ``t_send`` exactly (``t_written``
+        too), where it falls after the client's own stamp before writing and before any answer."""
+        rec = self.record
+        if rec.t_send_ns <= t_ns and (rec.t_first_byte_ns is None or t_ns <= rec.t_first_byte_ns):
+            rec.t_send_ns = rec.t_written_ns = t_ns
+
+    def stamp(self, t_ns: int | None = None, *, read: tuple[int, int, int | None] | None = None) -> int:
+        """Read the clock for bytes that just arrived (or take ``t_ns``: the stamp of the socket
+        read that brought them); first call sets first byte.
+
+        ``read`` = (its number on the connection, its span, the client's delay on it or None): a
+        kernel stamp is the arrival of a read's *last* byte, so when a read is handed over in
+        several pieces (HTTP chunks), the chunks parsed from the earlier pieces may have arrived
+        up to ``span`` ns before their stamp (``TokenChunk.bound_ns``); the last piece's arrived at
+        it.  ``delay`` None: the read was stamped when it returned (``stamp``: "read")."""
         t = self.clock() if t_ns is None else t_ns
-        if self.record.t_first_byte_ns is None:
-            self.record.t_first_byte_ns = t
+        rec = self.record
+        if rec.t_first_byte_ns is None:
+            rec.t_first_byte_ns = t
+        if read is not None:
+            seq, span, delay = read
+            if seq == self._read_seq:  # another piece of the same read: widen the earlier pieces' chunks
+                chunks = rec.chunks
+                for i in range(self._read_mark, len(chunks)):
+                    chunks[i] = replace(chunks[i], bound_ns=max(chunks[i].bound_ns, span))
+            else:
+                self._read_seq = seq
+                if delay is None:
+                    rec.stamp = "read"
+                else:
+                    rec.read_delays_ns.append(delay)
+                    if rec.stamp is None:
+                        rec.stamp = "kernel"
+            self._read_mark = len(rec.chunks)
         return t
 
     def token_chunk(self, t_ns: int, *, text_len: int = 0, reasoning: bool = False,

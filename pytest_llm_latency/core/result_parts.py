@@ -94,6 +94,7 @@ class Measurement(Part):
     reasoning_requests: int | None = None      # responses that reasoned
     reasoning_source: str | None = None        # server | stream, or each with its responses
     trace: str | None = None                   # trace replay: what was replayed (core.trace.describe)
+    stamp: str | None = None                   # kernel | read: how token reads were stamped (core.stamp_bounds)
 
 
 @dataclass
@@ -138,6 +139,10 @@ class ClientHealth(Part):
     client_send_lag_ms_p99: float | None = None
     events_per_read: float | None = None
     client_fell_behind: int | None = None      # 0 | 1
+    stamp_bound_ms_p99: float | None = None    # how wrong a token's stamp can be (core.stamp_bounds)
+    stamp_bound_ms_max: float | None = None
+    read_delay_ms_p99: float | None = None     # kernel stamps: the client's own delay per read
+    read_delay_ms_max: float | None = None
     client_limited: int | None = None          # 0 | 1: the client, not a proxy, bunched the tokens
     burst_chunks: int | None = None
     bursts_client: int | None = None           # reads that delivered bunched chunks while the client stalled

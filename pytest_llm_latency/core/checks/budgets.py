@@ -13,6 +13,7 @@ from ..verdict import judge
 from ..workload import Budget
 from ..findings import Finding
 from .acceptance_budgets import check_acceptance_budget
+from .client_skew import check_skew
 from .samples import judgeable
 
 CHECK = "budgets"
@@ -37,6 +38,10 @@ def check_budgets(res: WorkloadResult) -> list[Finding]:
         if s is None:
             out.append(Finding(CHECK, "error", f"{METRIC_LABEL[b.metric]} {b.stat}: no values to check the budget "
                                                f"against (every request was short or produced < 2 tokens)"))
+            continue
+        refused = check_skew(res, b, s.get(b.stat))
+        if refused is not None:  # the client's own error could flip it: not judged
+            out.append(refused)
             continue
         if workload.confidence is not None:
             out += _statistically(res, b, values[b.metric], s)

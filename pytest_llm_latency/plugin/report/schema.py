@@ -47,6 +47,15 @@ DESCRIPTIONS = {
     "client.client_limited": "1: the client fell behind, or the bursts read while its threads stalled merged "
                              "more token gaps than those read with the client on time (decided per burst, "
                              "core/bunching.py): the client, not a proxy, bunched them (client/load_report.py)",
+    "client.stamp_bound_ms_p99": "p99 over token chunks of how wrong a chunk's stamp can be (core.stamp_bounds): "
+                                 "kernel stamps: 0.02 ms, or the span of a read it shared with later events; read "
+                                 "stamps: the lag monitor's p99 x 3 + 0.5 ms (calibrated in benchmarks/fidelity.py)",
+    "client.stamp_bound_ms_max": "the largest token chunk stamp bound (core.stamp_bounds)",
+    "client.read_delay_ms_p99": "kernel stamps: p99 of the client's own delay per read (its return - the bytes' "
+                                "arrival), which the kernel stamps keep out of the figures",
+    "client.read_delay_ms_max": "kernel stamps: the longest delay of the client on one read",
+    "measurement.stamp": "how token reads were stamped (client/recv_stamp.py): kernel (the kernel's arrival stamp "
+                         "of every read, Linux, plain TCP) or read (when the read returned: TLS, another platform)",
     "client.bursts_client": "reads that delivered several chunks while the client's own threads were stalled",
     "client.bursts_upstream": "reads that delivered several chunks while the client ran on time (a proxy, "
                               "compression or the server sent them together)",

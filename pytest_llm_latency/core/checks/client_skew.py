@@ -1,0 +1,54 @@
+"""Verdicts on a clock the client skewed are refused, not guessed: a latency budget whose verdict the
+client's own stamping error could flip is not judged (``core.stamp_bounds`` gives, per metric and
+statistic, how far the true value may lie from the measured one).
+
+The rule: a ceiling budget ``L`` on a statistic measured at ``y`` that the true value may lie up to
+``below`` under and ``above`` over is refused when a fail (``y > L``) could be a pass
+(``y − below <= L``) or a pass (``y <= L``) could be a fail (``y + above > L``).  TTFT, TTFO and E2E
+only ever read long (a stamp is never early), so their passes always stand; TPOT, an average over
+a stream's tokens, moves by the first and last stamps' bounds ÷ (N − 1), far less than a TTFT or an
+ITL percentile.  Kernel arrival stamps make most bounds a few µs; read stamps (TLS, no kernel stamps)
+carry the lag monitor's calibrated bound on every token."""
+from __future__ import annotations
+
+from ..findings import Finding
+from ..result import METRIC_LABEL, WorkloadResult
+from ..stamp_bounds import SOURCES, StatBound, read_bound_ms, samples, stat_bound, stamp_mode
+from ..workload import Budget
+
+CHECK = "client_skew"
+WAY_OUT = ("give the test process a CPU of its own (no other load, fewer pytest-xdist workers), fewer streams, or "
+           "more worker processes (workers: auto, or workers: N)")
+
+
+def skew_bound(res: WorkloadResult, b: Budget, observed: float) -> StatBound | None:
+    """How far the true value of ``b``'s statistic may lie from ``observed`` (None: no stamped sample)."""
+    mode = stamp_mode(res.records)
+    if mode is None:
+        return None
+    read_ms = read_bound_ms(res.client.client_lag_ms_p99)
+    return stat_bound(samples(res.records, b.metric, read_ms), b.stat, observed)
+
+
+def check_skew(res: WorkloadResult, b: Budget, observed: float) -> Finding | None:
+    """The refusal of ``b`` measured at ``observed`` when the client's error could flip it (module docstring)."""
+    if b.is_floor:
+        return None
+    sb = skew_bound(res, b, observed)
+    if sb is None:
+        return None
+    fail = observed > b.limit
+    flips = (observed - sb.below <= b.limit) if fail else (observed + sb.above > b.limit)
+    if not flips:
+        return None
+    by = sb.below if fail else sb.above
+    verb = "fail" if fail else "pass"
+    c = res.client
+    figures = ", ".join(f"{k} {v:g} ms" for k, v in (("stamp bound p99", c.stamp_bound_ms_p99),
+                                                     ("read delay p99", c.read_delay_ms_p99),
+                                                     ("lag p99", c.client_lag_ms_p99)) if v is not None)
+    mode = stamp_mode(res.records) or "read"
+    return Finding(CHECK, "error",
+                   f"{METRIC_LABEL[b.metric]} {b.stat} cannot be judged: measured {observed:.2f} ms against the budget "
+                   f"{b.limit:g} ms, and the client's own stamps could have moved it by up to {by:.2f} ms, enough to "
+                   f"turn this {verb} around ({SOURCES[mode]}; {figures}) -- {WAY_OUT}")
