@@ -140,7 +140,9 @@ class RecordBuilder:
         self._running: int | None = None
         self._exact = True
         self._read_seq: int | None = None   # the socket read the latest ``stamp`` belonged to
-        self._read_mark = 0                 # chunks before this index were parsed from an earlier stamp
+        self._read_start = 0                # its first chunk's index
+        self._piece_start: int | None = None  # a later piece of it: the index its chunks start at
+        self._span = 0
         if keep_output:
             self.record.content_parts = []
 
@@ -175,28 +177,28 @@ class RecordBuilder:
 
         ``read`` = (its number on the connection, its span, the client's delay on it or None): a
         kernel stamp is the arrival of a read's *last* byte, so when a read is handed over in
-        several pieces (HTTP chunks), the chunks parsed from the earlier pieces may have arrived
-        up to ``span`` ns before their stamp (``TokenChunk.bound_ns``); the last piece's arrived at
-        it.  ``delay`` None: the read was stamped when it returned (``stamp``: "read")."""
+        several pieces (HTTP chunks) and a later piece brings another token, the tokens parsed
+        from the earlier pieces may have arrived up to ``span`` ns before their stamp
+        (``TokenChunk.bound_ns``).  A read whose later pieces bring only the stream's end (usage,
+        finish, ``[DONE]``) widens nothing: servers send the end with the last token (the same
+        step); the end itself is stamped at its arrival.  ``delay`` None: the read was stamped when
+        it returned (``stamp``: "read")."""
         t = self.clock() if t_ns is None else t_ns
         rec = self.record
         if rec.t_first_byte_ns is None:
             rec.t_first_byte_ns = t
         if read is not None:
             seq, span, delay = read
-            if seq == self._read_seq:  # another piece of the same read: widen the earlier pieces' chunks
-                chunks = rec.chunks
-                for i in range(self._read_mark, len(chunks)):
-                    chunks[i] = replace(chunks[i], bound_ns=max(chunks[i].bound_ns, span))
+            if seq == self._read_seq:  # a later piece of the same read
+                self._piece_start, self._span = len(rec.chunks), span
             else:
-                self._read_seq = seq
+                self._read_seq, self._read_start, self._piece_start = seq, len(rec.chunks), None
                 if delay is None:
                     rec.stamp = "read"
                 else:
                     rec.read_delays_ns.append(delay)
                     if rec.stamp is None:
                         rec.stamp = "kernel"
-            self._read_mark = len(rec.chunks)
         return t
 
     def token_chunk(self, t_ns: int, *, text_len: int = 0, reasoning: bool = False,
@@ -211,7 +213,11 @@ class RecordBuilder:
         elif n_tokens is None:
             n_tokens = 1
             self._exact = False
-        self.record.chunks.append(TokenChunk(t_ns, n_tokens, reasoning, text))
+        chunks = self.record.chunks
+        if self._piece_start is not None:  # a token from a later piece of the read: widen the earlier ones
+            for i in range(self._read_start, self._piece_start):
+                chunks[i] = replace(chunks[i], bound_ns=max(chunks[i].bound_ns, self._span))
+        chunks.append(TokenChunk(t_ns, n_tokens, reasoning, text))
         self.record.text_chars += text_len
 
     def usage(self, prompt_tokens: int | None, completion_tokens: int | None) -> None:

@@ -4,9 +4,11 @@ decides whether a verdict can be trusted (``core.checks.client_skew``).  Pure.
 A token's stamp (``client/recv_stamp.py``) is either
 
 * a **kernel arrival stamp** (``RequestRecord.stamp == "kernel"``): exact for the event that ended
-  its read, up to ``KERNEL_FLOOR_NS`` (the realtime -> monotonic conversion); an event that shared
-  its read with later ones arrived no later than its stamp and at most ``TokenChunk.bound_ns``
-  earlier (the read's span since the previous read's arrival);
+  its read, up to ``KERNEL_FLOOR_NS`` (the realtime -> monotonic conversion); a token that shared
+  its read with later tokens arrived no later than its stamp and at most ``TokenChunk.bound_ns``
+  earlier (the read's span since the previous read's arrival).  A last token that shares its read
+  only with the stream's end (usage, finish, ``[DONE]``) counts as exact: servers send the end in
+  the step of the last token, often in the same write (``RecordBuilder.stamp``);
 * or a **read stamp** (``"read"``: TLS, a platform without kernel stamps): late by however long
   the client took to read, which only the lag monitor sees.  Its bound is the run's lag p99
   scaled by ``READ_LAG_FACTOR`` plus ``READ_FLOOR_MS``, calibrated with ``benchmarks/fidelity.py

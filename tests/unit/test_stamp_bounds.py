@@ -42,6 +42,17 @@ def test_chunks_parsed_from_an_earlier_piece_of_a_read_may_have_arrived_up_to_it
     assert rec.stamp == "kernel"
 
 
+def test_a_last_token_followed_in_its_read_only_by_the_streams_end_keeps_its_stamp_exact():
+    b = RecordBuilder(clock=lambda: 0)
+    b.token_chunk(b.stamp(100 * MS, read=(1, 20 * MS, 0)))
+    b.token_chunk(b.stamp(120 * MS, read=(2, 20 * MS, 0)))   # the last token, then usage and [DONE] pieces
+    b.stamp(120 * MS, read=(2, 20 * MS, 0))
+    b.usage(8, 2)
+    b.stamp(120 * MS, read=(2, 20 * MS, 0))
+    rec = b.finish(120 * MS, "length")
+    assert [c.bound_ns for c in rec.chunks] == [0, 0]
+
+
 def test_one_read_without_a_kernel_stamp_makes_the_record_read_stamped():
     b = RecordBuilder(clock=lambda: 0)
     b.token_chunk(b.stamp(10 * MS, read=(1, 0, 2 * MS)))
