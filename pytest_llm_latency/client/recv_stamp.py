@@ -18,8 +18,9 @@ per read (``StampedStream``):
   them.  Elsewhere (TLS, whose reads are the TLS layer's; another platform; a read the kernel did
   not stamp) it is the moment the read returned, as before (``kernel`` False);
 * ``delay_ns``: the client's own delay on that read, ``t_returned − t_arrival`` (kernel stamps only);
-* ``span_ns``: how much earlier than ``t_read_ns`` the read's *first* byte may have arrived: the
-  previous read's arrival (TCP delivers in order, so this read's bytes came after it).  An event
+* ``span_ns``: how much earlier than ``t_read_ns`` the read's *first* byte may have arrived: since
+  the previous read's arrival (TCP delivers in order, so this read's bytes came after it) or the
+  latest request's departure (an answer comes after its request), whichever is later.  An event
   that shares a read with later ones is stamped no earlier than it arrived and at most this late
   (``core.record.RecordBuilder.stamp``);
 * ``seq``: the read's number on the connection (chunks of one read share it);
@@ -92,6 +93,8 @@ class StampedStream(httpcore.NetworkStream):
                 self._tx_pending = False
                 sent = kernel_stamps.drain_tx(self._sock)
                 self.t_sent_ns = None if sent is None else min(sent - self._offset, back)
+                if self.t_sent_ns is not None:
+                    self._prev_arrival = max(self._prev_arrival or 0, self.t_sent_ns)
             t = back if arrived is None else min(arrived - self._offset, back)
             if arrived is None or back - t > MAX_BELIEVED_DELAY_NS:
                 t, self.kernel, self.delay_ns = back, False, None
@@ -105,6 +108,9 @@ class StampedStream(httpcore.NetworkStream):
         return data
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        # nothing of the answer can arrive before its request starts to leave: the next read's span
+        # starts here at the earliest (then at the request's transmit stamp, where there is one)
+        self._prev_arrival = max(self._prev_arrival or 0, MEASUREMENT_CLOCK())
         if self._tx and not self._tx_pending:
             self._tx_pending, self.t_sent_ns = True, None
         self._inner.write(buffer, timeout)
