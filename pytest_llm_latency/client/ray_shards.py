@@ -145,7 +145,7 @@ def shift_run(run: ShardRun, delta: int) -> ShardRun:
 
 
 _STAMPS = ("t_send_ns", "t_first_byte_ns", "t_end_ns", "t_submit_ns", "t_connect_ns", "t_connected_ns",
-           "t_scheduled_ns", "t_last_ns")
+           "t_scheduled_ns", "t_last_ns", "t_written_ns")
 
 
 def _shift(o: Any, delta: int) -> Any:

@@ -83,3 +83,21 @@ def test_moving_an_agent_shards_stamps_leaves_its_sessions_timings_as_measured()
         assert turn_of(o, 0, 1) == before[pos]                              # TTFT, E2E, tool-call times: durations
     assert moved.books["sessions"] is sessions
     assert [s.pauses_ms for s in sessions] == pauses == [1 + 2, 21 + 22, 41 + 42]   # tool time: durations too
+
+
+def test_every_clock_stamp_of_a_record_is_moved_with_the_node_so_no_duration_changes():
+    from dataclasses import fields
+
+    from pytest_llm_latency.client.worker_shard import ShardRun
+    from pytest_llm_latency.core.record import RequestRecord, TokenChunk
+
+    stamps = [f.name for f in fields(RequestRecord) if f.name.startswith("t_") and f.name.endswith("_ns")]
+    rec = RequestRecord(t_send_ns=0, chunks=[TokenChunk(50 * MS, 1, bound_ns=3 * MS)])
+    for i, name in enumerate(stamps):
+        setattr(rec, name, (i + 1) * MS)
+    out = ShardRun(0, 1, "node0")
+    out.outcomes = [(0, rec)]
+    before = {name: getattr(rec, name) for name in stamps}
+    moved = shift_run(out, 7 * MS).outcomes[0][1]
+    assert {name: getattr(moved, name) - before[name] for name in stamps} == {name: 7 * MS for name in stamps}
+    assert moved.chunks[0].t_ns == 57 * MS and moved.chunks[0].bound_ns == 3 * MS  # a bound is a duration
