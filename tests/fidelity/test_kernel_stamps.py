@@ -65,3 +65,36 @@ def test_a_socket_that_refuses_the_option_keeps_read_stamps(monkeypatch):
     monkeypatch.setattr(ks.sys, "platform", "darwin")
     with socket.socket() as s:
         assert ks.enable(s) is False
+
+
+@pytest.mark.skipif(not ks.supported(), reason="kernel arrival stamps are read on 64-bit Linux only")
+def test_the_clients_stream_reports_its_own_delay_and_the_span_its_merged_events_arrived_in():
+    from httpcore._backends.sync import SyncStream
+
+    from pytest_llm_latency.client.recv_stamp import StampedStream
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    raw = socket.create_connection(server.getsockname(), timeout=10)
+    conn, _ = server.accept()
+    stream = StampedStream(SyncStream(raw))
+    stream.write(b"GET / HTTP/1.1\r\n\r\n")           # the request: nothing can arrive before it left
+    assert conn.recv(100).startswith(b"GET")
+    sends = []
+    for i in range(3):
+        if i:
+            time.sleep(0.02)
+        before = time.monotonic_ns()
+        conn.sendall(f"data: event {i}\n\n".encode())
+        sends.append((before, time.monotonic_ns()))
+    time.sleep(0.05)
+    data = stream.read(4096, timeout=5)
+    for s in (raw, conn, server):
+        s.close()
+    assert data.count(b"data: event") == 3 and stream.kernel
+    assert sends[-1][0] - 1_000_000 <= stream.t_read_ns <= sends[-1][1] + 1_000_000   # the last event's arrival
+    assert stream.delay_ns >= 50_000_000                                              # the client's own delay
+    assert stream.t_sent_ns is not None and stream.t_sent_ns <= sends[0][0]           # the request's departure
+    # the first event arrived no earlier than the request left: the span covers it
+    assert stream.t_read_ns - stream.span_ns <= sends[0][0] and stream.span_ns >= 40_000_000
