@@ -106,7 +106,7 @@ def is_local_target(base_url: str | None) -> bool:
         infos = socket.getaddrinfo(socket.gethostname(), None, type=socket.SOCK_STREAM)
     except OSError:
         return False
-    return any(ipaddress.ip_address(i[4][0].split("%")[0]) == addr for i in infos)
+    return any(ipaddress.ip_address(str(i[4][0]).split("%")[0]) == addr for i in infos)
 
 
 def sizing_for(workload: Workload, base_url: str | None, warm: list) -> "WorkerSizing":

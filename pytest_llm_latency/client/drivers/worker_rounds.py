@@ -67,7 +67,7 @@ class WorkerRounds:
         from ..worker_shard import Credentials, WorkerTarget
         from .rounds import send_rounds
 
-        every = planned_workers(workload)
+        every = worker_count(workload) if workload.ray is not None else planned_workers(workload)  # prepared for
         n = min(self.count or worker_count(workload), workload.concurrency)  # ray's auto: every node, one each
         warm = workload.warmup
         cut = max(len(samples) - warm * every, 0)  # each worker's warm-up prompts: prepared last (planned_requests)

@@ -100,7 +100,8 @@ class WorkerClosedLoop(WorkerOpenLoop):
 
         n = min(self.count or worker_count(workload), workload.concurrency)  # ray's auto: every node, a stream each
         warm = workload.warmup
-        cut = max(len(samples) - warm * planned_workers(workload), 0)  # the workers' warm-ups: prepared last
+        planned = worker_count(workload) if workload.ray is not None else planned_workers(workload)
+        cut = max(len(samples) - warm * planned, 0)  # the workers' warm-ups: prepared last (planned_requests)
         loop, spares = samples[:cut], samples[cut:]
         plan = ClosedPlan.of(workload)
         shards = make_closed_shards(plan, loop, spares, n, WorkerTarget.of(self.client), warmup=warm,
