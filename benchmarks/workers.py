@@ -3,6 +3,12 @@ closed loop of ``streams`` x 50 tok/s sent by 1 and by N worker processes, again
 
     .venv/bin/python benchmarks/workers.py [--streams 128 256] [--workers 1 2] [--seconds 30]
         [--tokens 64] [--tok-per-s 50] [--json benchmarks/results/workers.json]
+    .venv/bin/python benchmarks/workers.py --calibrate [--streams 16 32 48 64 96 128] [--seconds 15]
+
+``--calibrate``: one process only (``workers: 1``), a row per ``--streams`` (ascending), and the
+figure ``workers: auto`` sizes by -- the largest steady token events/s one process carried with a
+per-token error p99 <= ``--bound-ms`` (1 ms) -- recorded under ``calibration`` in the JSON (the
+constant is ``core.worker_sizing.EVENTS_PER_S_PER_PROCESS``: copy it there, with the machine).
 
 For each (streams, workers), in one run against one emitter (``benchmarks/emitter.py``, its own
 process: TTFT 20 ms, ``--tok-per-s`` per stream, one token per SSE event, final usage chunk), the
@@ -275,6 +281,19 @@ def table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def calibration(rows: list[dict], bound_ms: float) -> dict:
+    """The events/s one process carries under the per-token error bound: the largest steady
+    tokens/s of a one-process row whose per-token error p99 <= ``bound_ms`` (None: no row held it)."""
+    held = [r for r in rows if r["workers"] == 1 and r["token_error_ms"]["p99"] is not None
+            and r["token_error_ms"]["p99"] <= bound_ms and (r.get("steady") or {}).get("tokens_per_s")]
+    best = max(held, key=lambda r: r["steady"]["tokens_per_s"], default=None)
+    return {"bound_ms": bound_ms, "events_per_s_per_process": best["steady"]["tokens_per_s"] if best else None,
+            "at_streams": best["streams"] if best else None,
+            "rows": [{"streams": r["streams"], "steady_tokens_per_s": (r.get("steady") or {}).get("tokens_per_s"),
+                      "token_error_ms_p99": r["token_error_ms"]["p99"], "loadavg_before": r["loadavg_before"]}
+                     for r in rows if r["workers"] == 1]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--streams", type=int, nargs="+", default=[128, 256])
@@ -283,14 +302,19 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30.0, help="steady-state wall time a row aims at")
     ap.add_argument("--tokens", type=int, default=64, help="output tokens per request")
     ap.add_argument("--tok-per-s", type=float, default=50.0, help="per stream")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="one process only, a row per --streams: the events/s it carries at a per-token error "
+                         "p99 <= --bound-ms (core.worker_sizing.EVENTS_PER_S_PER_PROCESS)")
+    ap.add_argument("--bound-ms", type=float, default=1.0, help="--calibrate: the per-token error p99 bound")
     ap.add_argument("--json", default=str(Path(__file__).resolve().parent / "results" / "workers.json"))
     a = ap.parse_args()
     check_clocks()
-    counts = [1] + sorted({w for w in a.workers if w != 1})
+    counts = [1] if a.calibrate else [1] + sorted({w for w in a.workers if w != 1})
+    streams_list = sorted(a.streams) if a.calibrate else a.streams
     rows = []
     t0 = time.time()
     with tempfile.TemporaryDirectory() as tmp, Emitter(tok_per_s=a.tok_per_s, ttft_ms=TTFT_MS, workdir=Path(tmp)) as em:
-        for streams in a.streams:
+        for streams in streams_list:
             for n in counts:
                 row = one_row(em, streams, n, a.seconds, a.tokens)
                 rows.append(row)
@@ -303,6 +327,17 @@ def main() -> None:
            "duration_s": round(time.time() - t0, 1), "argv": sys.argv[1:],
            "machine": {**machine(), "nproc": len(os.sched_getaffinity(0))}, "rows": rows}
     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+    if a.calibrate:  # added to the JSON under ``calibration``: the comparison rows already there stay
+        cal = {**calibration(rows, a.bound_ms), "when": out["when"], "argv": out["argv"], "machine": out["machine"],
+               "tok_per_s": a.tok_per_s, "tokens": a.tokens, "seconds": a.seconds}
+        print(f"calibration: {cal['events_per_s_per_process']} events/s per process at a per-token "
+              f"error p99 <= {a.bound_ms:g} ms (streams {cal['at_streams']})", flush=True)
+        path = Path(a.json)
+        out = {**(json.loads(path.read_text()) if path.exists() else {"benchmark": "workers"}), "calibration": cal}
+        path.write_text(json.dumps(out, indent=1) + "\n")
+        print(table(rows))
+        print(f"\nwrote {a.json} (calibration)")
+        return
     Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
     m = out["machine"]
     print(f"\nRecorded {out['when']} ({out['duration_s']} s), nproc {m['nproc']} ({m['cpu_model']}), Python "

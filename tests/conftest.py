@@ -48,3 +48,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.timeout(INTEGRATION_TIMEOUT_S))
         if item.get_closest_marker("slow_tier") and not slow:
             item.add_marker(skip)
+
+
+#: the CPUs ``workers: auto`` sees in the tests (``client.load_plan.host_cpus``): 2, whatever the
+#: machine, so a default-settings load with a local target runs in one process everywhere (2 - 1
+#: left for the server); a test that needs more processes sets its own
+TEST_HOST_CPUS = 2
+
+
+@pytest.fixture(autouse=True)
+def _pinned_host_cpus(monkeypatch):
+    from pytest_llm_latency.client import load_plan
+
+    monkeypatch.setattr(load_plan, "host_cpus", lambda: TEST_HOST_CPUS)

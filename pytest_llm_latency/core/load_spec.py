@@ -60,13 +60,13 @@ def make_load(spec: Mapping[str, Any], where) -> "Load | None":
 
 
 # ---------------------------------------------------------------------- workers: N | auto
-#: a worker process keeps its streams' read lag low up to about this many in flight (``workers: auto``)
-STREAMS_PER_WORKER = 32
+#: ``workers: auto`` sizing (the default of the load engine's loops): ``core.worker_sizing``
 WORKERS_EXPECT = "an integer >= 1 or 'auto'"
 
 
 def parse_workers(value: Any, where: str) -> "int | str":
-    """``workers: N | auto`` (a YAML/marker value, or a CLI/env/ini string): 1 is one process (the default)."""
+    """``workers: N | auto`` (a YAML/marker value, or a CLI/env/ini string): 1 is one process; ``auto``
+    (the default of the load engine's loops: ``default_workers``) sized by ``core.worker_sizing``."""
     if isinstance(value, str) and value.strip().lower() == "auto":
         return "auto"
     if isinstance(value, str) and value.strip().isdigit():
@@ -117,13 +117,35 @@ def workers_refusal(*, open_loop: bool, concurrency: int, sweep: bool, trace: bo
     return None
 
 
-def resolve_workers(workers: "int | str", in_flight: int, cpus: int | None) -> int:
-    """The number of worker processes: ``N`` as given; ``auto`` = one per ``STREAMS_PER_WORKER``
-    streams in flight (rounded up), at most one per CPU but one (the controller's), at least 1."""
-    if workers != "auto":
-        return int(workers)
-    by_streams = -(-max(in_flight, 1) // STREAMS_PER_WORKER)
-    return max(1, min((cpus or 1) - 1, by_streams))
+def resolve_workers(workers: "int | str", in_flight: int, cpus: int | None, *, local: bool = True) -> int:
+    """The number of worker processes before any warm-up: ``N`` as given; ``auto`` =
+    ``core.worker_sizing.size_workers`` without a measured token rate (one per
+    ``STREAMS_PER_PROCESS`` streams in flight, rounded up), at most one per stream, at most one per
+    CPU but one when the target is on this host (``local``), at least 1."""
+    from .worker_sizing import size_workers
+
+    return size_workers(workers, streams=in_flight, cpus=cpus, local=local).count
+
+
+def spreads_by_default(w: Any) -> bool:
+    """Does ``w`` (a ``core.workload.Workload``) default to ``workers: auto``?  The load engine's
+    loops do -- an open loop, a closed loop at concurrency > 1 (``samples: auto`` rounds too), a
+    trace replay, a rate sweep's steps -- where ``workers_refusal`` lets ``auto`` through; agent
+    sessions and A/B runs stay in one process unless ``workers`` is given (an A/B block would spawn
+    and warm its processes anew; agent sessions are sized by their own session slots), and so does
+    whatever refuses workers (a prompt sweep, one stream at a time): never an error."""
+    if w.agent is not None or w.baseline_target is not None:
+        return False
+    return workers_refusal(open_loop=w.load is not None and w.load.open_loop, concurrency=w.concurrency,
+                           sweep=w.sweep is not None, trace=w.trace is not None, agent=False,
+                           prompt_sweep=bool(w.prompt_sweep), ab=False, sequential=w.sequential,
+                           workers="auto", samples=w.samples) is None
+
+
+def default_workers(w: Any) -> Any:
+    """``w`` with the default ``workers`` of a spec that does not give one: ``auto`` where it spreads
+    by default (``spreads_by_default``), else 1 (one process, as before)."""
+    return replace(w, workers="auto" if spreads_by_default(w) else 1)
 
 
 def with_workers(w: Any, value: Any, where: str, *, run_wide: bool = False) -> Any:

@@ -123,7 +123,8 @@ class LoadInfo(Part):
     trace_rows: int | None = None              # rows replayed (after trace_start_ms, trace_rows, trace_overlong)
     trace_sessions: int | None = None          # sessions of more than one turn among them
     trace_speed: float | None = None
-    workers: int | None = None                 # workers: N: the worker processes that sent the load
+    workers: int | None = None                 # workers: N | auto: the worker processes that sent the load
+    workers_reason: str | None = None          # why that many (core.worker_sizing): given, or auto's arithmetic
     worker_lag: list[dict] = field(default_factory=list)  # per worker: {worker, requests, send_lag_ms_p99, ...}
 
 

@@ -23,7 +23,8 @@ from .errors import ConfigError
 from .lengths import LengthDist, PrefixGroups, parse_prefix_groups, workload_lengths
 from .prefill_spec import PREFILL_ROOFLINE_KEYS, PREFILL_SLO_KEYS, parse_prefill_slo, parse_prompt_sweep
 from .prompt_buckets import BY_PROMPT_KEYS, PromptBudget, parse_prompt_budget, under
-from .load_spec import DURATION_MAX_REQUESTS, LOAD_KEYS, Load, make_load, parse_workers, with_ray, with_workers
+from .load_spec import (DURATION_MAX_REQUESTS, LOAD_KEYS, Load, default_workers, make_load, parse_workers,
+                        with_ray, with_workers)
 from .renamed_keys import RENAMED_WORKLOAD_KEYS, upgrade_workload
 from .trace_spec import TRACE_KEYS, TraceSpec, trace_workload_spec
 
@@ -281,6 +282,8 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
         w = replace(w, workers=parse_workers(spec["workers"], where(("workers",))))
     elif "workers" in spec:
         w = with_workers(w, spec["workers"], where(("workers",)))
+    elif spec.get("ray") is None:  # not given: auto for the load engine's loops, else one process
+        w = default_workers(w)
     if spec.get("ray") is not None:
         w = with_ray(w, spec["ray"], where(("ray",)), workers_given="workers" in spec)
     return w

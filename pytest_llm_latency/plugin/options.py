@@ -152,9 +152,12 @@ OPTIONS: tuple[Opt, ...] = (
         "concurrency: C with C >= N; samples: auto rounds, C >= N; a trace replay or agent sessions, whole "
         "sessions per worker; a rate_sweep's steps and an A/B run's blocks, as their loop), each with its own "
         "HTTP client: "
-        "N, or 'auto' (one per 32 requests or streams in flight, at most one per CPU but one). Default 1 (one "
-        "process). A run-wide setting applies to those workloads and leaves the others in one process.",
-        _workers, "a positive integer or 'auto'", 1),
+        "N, or 'auto': after the warm-up, streams x its tokens/s per stream (an open loop: requests/s x tokens "
+        "per request) / the events/s one process stamps within 1 ms (core/worker_sizing.py), rounded up, at "
+        "most one per stream, at most the CPUs (one left when the server is on this host). Default: auto for "
+        "those loops (a one-stream run, a prompt_sweep, agent sessions and A/B runs: one process); 1: one "
+        "process, as before. A run-wide setting applies to those workloads and leaves the others as they are.",
+        _workers, "a positive integer or 'auto'", "auto"),
     Opt("ray", "Address of a Ray cluster (host:port or ray://host:port; needs pip install "
         "'pytest-llm-latency[ray]'): every workload workers can spread (an open loop, a rate_sweep's steps, a "
         "closed loop, a trace replay, agent sessions, samples: auto rounds) is sent by one shard per node "

@@ -56,7 +56,8 @@ def test_two_workers_send_the_schedule_once_from_disjoint_shards_and_one_worker_
     assert all(x["requests"] == 100 and x["send_lag_ms_p99"] is not None for x in two.load.worker_lag)
 
     one = run(server, SPEC)
-    assert one.n == 200 and one.load.workers is None and all(r.worker is None for r in one.records)
+    assert one.n == 200 and all(r.worker is None for r in one.records)   # the default, auto: sized to one here
+    assert one.load.workers == 1 and one.load.workers_reason.startswith("auto: 40 requests/s x ")
     assert offsets_from_t0(one) == offsets_from_t0(two)         # the same schedule, to the nanosecond
 
 

@@ -22,7 +22,7 @@ def workload_of(*argv: str):
 
 
 @pytest.mark.parametrize("argv,workers,ray", [
-    ((), 1, None),
+    ((), "auto", None),                                                  # the default of a loop
     (("--workers", "2"), 2, None),
     (("--workers", "auto"), "auto", None),
     (("--workers", " AUTO "), "auto", None),                             # as the YAML key and the option parse it

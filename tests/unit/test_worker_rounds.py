@@ -220,7 +220,7 @@ def test_samples_auto_takes_workers_up_to_its_concurrency_and_auto_resolves_as_e
     assert w.sequential and w.workers == 2 and worker_count(w) == 2
     assert make_workload("w", {**AUTO, "workers": 4}).workers == 4
     a = make_workload("w", {**AUTO, "workers": "auto"})
-    assert a.workers == "auto" and worker_count(a) == 1   # 4 streams: one worker per 32
+    assert a.workers == "auto" and worker_count(a) == 1   # 4 streams: one worker per STREAMS_PER_PROCESS
     assert driver_for(w).name == "sequential_rounds"
 
 
@@ -241,7 +241,7 @@ def test_a_run_wide_value_spreads_samples_auto_only_where_each_worker_gets_a_req
     from pytest_llm_latency.core.workload import with_workers
 
     assert with_workers(make_workload("w", AUTO), 2, "--llm-latency-workers", run_wide=True).workers == 2
-    assert with_workers(make_workload("w", AUTO), 8, "--llm-latency-workers", run_wide=True).workers == 1
+    assert with_workers(make_workload("w", AUTO), 8, "--llm-latency-workers", run_wide=True).workers == "auto"
     one = make_workload("w", {**AUTO, "concurrency": 1})
     assert with_workers(one, 2, "--llm-latency-workers", run_wide=True).workers == 1
 

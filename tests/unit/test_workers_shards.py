@@ -50,7 +50,7 @@ def test_make_shards_keeps_every_due_offset_and_prompt_with_its_position():
 
 
 def test_the_schedule_does_not_depend_on_the_workers():
-    one = make_workload("w", {"class": "chat", "rate": 40, "requests": 200})
+    one = make_workload("w", {"class": "chat", "rate": 40, "requests": 200, "workers": 1})
     two = make_workload("w", {"class": "chat", "rate": 40, "requests": 200, "workers": 2})
     assert open_loop_schedule(one, seed=5) == open_loop_schedule(two, seed=5)
     assert worker_count(one) == 1 and worker_count(two) == 2

@@ -7,7 +7,8 @@ from dataclasses import replace
 import pytest
 
 from pytest_llm_latency.core.errors import ConfigError
-from pytest_llm_latency.core.load_spec import STREAMS_PER_WORKER, resolve_workers
+from pytest_llm_latency.core.load_spec import resolve_workers
+from pytest_llm_latency.core.worker_sizing import STREAMS_PER_PROCESS
 from pytest_llm_latency.core.workload import make_workload, with_ray, with_workers
 from pytest_llm_latency.plugin.fixtures import apply_workers
 from pytest_llm_latency.plugin.options import Settings
@@ -20,8 +21,16 @@ def where(path):
     return "f.slo.yaml:3 workloads.w." + ".".join(map(str, path))
 
 
-def test_default_is_one_process():
-    assert make_workload("w", OPEN).workers == 1
+def test_default_is_auto_for_the_load_engines_loops_and_one_process_elsewhere():
+    assert make_workload("w", OPEN).workers == "auto"                                           # an open loop
+    assert make_workload("w", {"class": "chat", "concurrency": 4, "requests": 20}).workers == "auto"
+    assert make_workload("w", {"class": "chat", "concurrency": 4}).workers == "auto"           # samples: auto rounds
+    # one stream at a time, a prompt sweep, A/B: one process, never an error (an explicit N there still is one)
+    assert make_workload("w", {"class": "chat", "samples": 20, "confidence": None}).workers == 1
+    assert make_workload("w", {"class": "chat"}).workers == 1
+    with pytest.raises(ConfigError, match="workers"):
+        make_workload("w", {"class": "chat", "samples": 20, "confidence": None, "workers": 2})
+    assert make_workload("w", {"class": "chat", "concurrency": 4, "requests": 20, "workers": 1}).workers == 1
 
 
 @pytest.mark.parametrize("given,want", [(2, 2), ("auto", "auto"), ("AUTO", "auto"), ("3", 3), (1, 1)])
@@ -101,10 +110,11 @@ def test_workers_one_is_accepted_everywhere():
     assert make_workload("w", {"class": "chat", "concurrency": 4, "requests": 20, "workers": 1}).workers == 1
 
 
-def test_a_run_wide_value_leaves_other_workloads_in_one_process():
+def test_a_run_wide_value_leaves_other_workloads_as_they_are():
     closed = make_workload("w", {"class": "chat", "concurrency": 4, "requests": 20})
     assert with_workers(closed, 4, "--llm-latency-workers", run_wide=True).workers == 4
-    assert with_workers(closed, 8, "--llm-latency-workers", run_wide=True).workers == 1  # more than its streams
+    assert with_workers(closed, 1, "--llm-latency-workers", run_wide=True).workers == 1  # the opt-out
+    assert with_workers(closed, 8, "--llm-latency-workers", run_wide=True).workers == "auto"  # more than its streams
     serial = make_workload("w", {"class": "chat", "samples": 20, "confidence": None})
     assert with_workers(serial, 4, "--llm-latency-workers", run_wide=True).workers == 1
     assert with_workers(make_workload("w", OPEN), 4, "--llm-latency-workers", run_wide=True).workers == 4
@@ -114,7 +124,7 @@ def test_a_run_wide_value_leaves_other_workloads_in_one_process():
     ({"workers": "3"}, {"LLM_LATENCY_WORKERS": "2"}, {"workers": "4"}, 3, "--llm-latency-workers"),
     ({}, {"LLM_LATENCY_WORKERS": "auto"}, {"workers": "4"}, "auto", "LLM_LATENCY_WORKERS (environment)"),
     ({}, {}, {"workers": "4"}, 4, "llm_latency_workers (ini)"),
-    ({}, {}, {}, 1, "default"),
+    ({}, {}, {}, "auto", "default"),
 ])
 def test_option_precedence_cli_env_ini_default(cli, env, ini, want, source):
     s = Settings.resolve(cli, env, ini)
@@ -131,7 +141,7 @@ def test_marker_beats_cli_and_cli_beats_the_file():
     marker_spec = {**OPEN, "workers": 2}
     assert apply_workers(make_workload("w", marker_spec), cli, marker_spec).workers == 2  # marker > CLI
     assert apply_workers(make_workload("w", OPEN), cli, OPEN).workers == 3                # CLI > default
-    assert apply_workers(make_workload("w", OPEN), Settings.resolve({}, {}, {}), OPEN).workers == 1
+    assert apply_workers(make_workload("w", OPEN), Settings.resolve({}, {}, {}), OPEN).workers == "auto"
     text = ("workloads:\n  w: {class: chat, rate: 4, requests: 20, workers: 2}\n"
             "  c: {class: chat, samples: 20, confidence: null}\n")
     assert [w.workers for w in parse_slo_file(text, "f.slo.yaml").workloads] == [2, 1]   # file
@@ -147,11 +157,12 @@ def test_a_file_error_names_file_line_and_key():
 
 @pytest.mark.parametrize("in_flight,cpus,want", [
     (1, 16, 1),                          # a light load: one process
-    (STREAMS_PER_WORKER, 16, 1),
-    (STREAMS_PER_WORKER + 1, 16, 2),     # rounded up
-    (512, 16, 15),                       # one CPU left to the controller
+    (STREAMS_PER_PROCESS, 16, 1),
+    (STREAMS_PER_PROCESS + 1, 16, 2),     # rounded up
+    (512, 16, -(-512 // STREAMS_PER_PROCESS)),  # rounded up, under the CPUs
+    (4096, 16, 15),                      # one CPU left (the target taken as on this host)
     (512, 2, 1), (512, 1, 1), (512, None, 1),  # never below one
 ])
-def test_auto_is_one_worker_per_32_streams_capped_by_the_cpus(in_flight, cpus, want):
+def test_auto_without_a_rate_is_one_worker_per_streams_per_process_capped_by_the_cpus(in_flight, cpus, want):
     assert resolve_workers("auto", in_flight, cpus) == want
     assert resolve_workers(5, in_flight, cpus) == 5

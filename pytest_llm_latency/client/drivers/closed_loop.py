@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...core.workload import Workload
 from ..load import run_load
-from ..load_plan import uses_load_engine, worker_count
+from ..load_plan import uses_load_engine, planned_workers
 from .base import Run, Sent
 from .pipeline import measure_samples
 
@@ -22,7 +22,7 @@ class ClosedLoop:
 
     def measure(self, client, workload: Workload, run: Run):
         # workers: N (client/workers_closed.py), ray (client/ray_loop.py); else this process, as before
-        if getattr(workload, "ray", None) or worker_count(workload) > 1:
+        if getattr(workload, "ray", None) or planned_workers(workload) > 1:
             from .workers import WorkerClosedLoop
 
             return measure_samples(client, workload, run, WorkerClosedLoop(client))

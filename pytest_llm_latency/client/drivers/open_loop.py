@@ -3,7 +3,7 @@ latency, so a stall shows in the next requests' queueing (the load engine, ``cli
 from __future__ import annotations
 
 from ...core.workload import Workload
-from ..load_plan import uses_load_engine, worker_count
+from ..load_plan import uses_load_engine, planned_workers
 from .base import Run
 from .closed_loop import ClosedLoop
 from .pipeline import measure_samples
@@ -17,7 +17,7 @@ class OpenLoop(ClosedLoop):
 
     def measure(self, client, workload: Workload, run: Run):
         # workers: N (client/workers.py), ray: one shard per node (client/ray_shards.py); else this process
-        if getattr(workload, "ray", None) or worker_count(workload) > 1:
+        if getattr(workload, "ray", None) or planned_workers(workload) > 1:
             from .workers import WorkerOpenLoop
 
             return measure_samples(client, workload, run, WorkerOpenLoop(client))

@@ -69,7 +69,8 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
     cold_prompt = prompts.pop() if workload.cold_budget else None  # prepared last: the samples' salts stay put
     cold_outcome = measure_cold_start(client, one, cold_prompt) if cold_prompt is not None else None
     ensure_connections(getattr(client, "http", None), in_flight(workload))  # keep every connection alive
-    warm_failures = warm_up(one, prompts[:workload.warmup], workload.concurrency)
+    warmed = warm_up_outcomes(one, prompts[:workload.warmup], workload.concurrency)
+    warm_failures = [o for o in warmed if isinstance(o, Failure)]
     if warm_failures:  # one note, not one per request
         notes.append(f"{len(warm_failures)} warm-up request(s) failed: {warm_failures[0].message}")
     samples = prompts[workload.warmup:]
@@ -78,6 +79,9 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
         samples, outcomes = [], [warm_failures[0]]
         notes.append(f"stopped before the samples: a warm-up request was rejected ({warm_failures[0].kind}), "
                      f"as every sample would be")
+    resize = getattr(driver, "resize", None)  # workers: N | auto, sized now, with the warm-up's token rate
+    if resize is not None and samples:
+        driver, samples = resize(workload, warmed, samples)
     before = scrape(client)
     late = bool(samples) and getattr(driver, "warms_in_send", False)  # worker processes, Ray nodes
     ready: dict[str, Any] = {}
@@ -112,6 +116,10 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
     res.measurement.nonce = nonce
     if load_run is not None:
         load_summary(res, load_run)
+    sizing = getattr(driver, "worker_sizing", None)  # how many processes ran and why (load.workers_reason)
+    if sizing is not None:
+        res.load.workers = res.load.workers or sizing.count
+        res.load.workers_reason = sizing.reason
     lags = (load_run.lag_ns, load_run.send_lag_ns) if load_run else (lag.samples if lag is not None else [], [])
     stalls = load_run.lag_timeline if load_run else (lag.timeline() if lag is not None else None)
     client_summary(res, *lags, engine=engine, timeline=stalls)
@@ -201,13 +209,20 @@ def record_cold_starts(res: WorkloadResult, numbers: list[int], cold: list[Reque
 
 def warm_up(one: Callable[[Prompt], "RequestRecord | Failure"], prompts: list[Prompt],
             concurrency: int) -> list[Failure]:
+    """The failures of ``warm_up_outcomes``."""
+    return [o for o in warm_up_outcomes(one, prompts, concurrency) if isinstance(o, Failure)]
+
+
+def warm_up_outcomes(one: Callable[[Prompt], "RequestRecord | Failure"], prompts: list[Prompt],
+                     concurrency: int) -> list["RequestRecord | Failure"]:
     """Unmeasured requests at the workload's concurrency, so every connection the samples
     will use is open before measuring.
 
     ``max(len(prompts), concurrency)`` requests (warm-up prompts reused in turn); the first
     ``concurrency`` start together (a barrier), so they are in flight at once and each
     opens its own connection.  ``warmup: 0`` means no warm-up at all (a cold run): its
-    samples then pay the connects, which are reported as ``connect_ms``, not in TTFT."""
+    samples then pay the connects, which are reported as ``connect_ms``, not in TTFT.  Every outcome: the
+    records' chunk stamps size ``workers: auto`` (``client.load_plan.sizing_for``)."""
     if not prompts:
         return []
     batch = [prompts[i % len(prompts)] for i in range(max(len(prompts), concurrency))]
@@ -225,7 +240,7 @@ def warm_up(one: Callable[[Prompt], "RequestRecord | Failure"], prompts: list[Pr
             return one(p)
         with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="llm-latency-warmup") as pool:
             outcomes = list(pool.map(go, enumerate(batch)))
-    return [o for o in outcomes if isinstance(o, Failure)]
+    return outcomes
 
 
 def connection_counts(records: list[RequestRecord], client: ClientHealth) -> None:

@@ -24,7 +24,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from ...core.errors import ConfigError, MeasurementError
 from ...core.prompts import Prompt
@@ -34,7 +34,7 @@ from ...core.trace import TraceRow, TraceSpec, arrival_offsets_ms, describe, ses
 from ...core.trace_tokens import DeclaredCache, check_context
 from ...core.workload import Workload
 from ..load import MAX_OPEN_LOOP_THREADS, LagMonitor, LoadRun
-from ..load_plan import worker_count
+from ..load_plan import sizing_for
 from .base import Run, Sent
 from .pipeline import measure_samples
 from ..clock import MEASUREMENT_CLOCK
@@ -72,11 +72,15 @@ class TraceReplay:
         outputs = sorted(r.output_length for r in rows)
         w = replace(workload, samples=len(rows), prompt_tokens=inputs[len(inputs) // 2],
                     output_tokens=outputs[len(outputs) // 2])
-        if w.ray is not None or worker_count(w) > 1:  # workers: N, ray (drivers/workers.py): whole sessions each
+        # workers: N | auto (sized here, before the replay's warm-up: by its rows in flight), ray: whole sessions each
+        sizing = sizing_for(w, getattr(client, "base_url", None), []) if w.ray is None and w.workers != 1 else None
+        if w.ray is not None or (sizing is not None and sizing.count > 1):
             assert self.worker_replay is not None, "the registry gives the trace replay its worker replay"
             replay: Replay = self.worker_replay(rows, spec, notes, client=client)
         else:
             replay = Replay(rows, spec, notes)
+        if sizing is not None:
+            replay.worker_sizing = sizing  # load.workers_reason
         res = measure_samples(client, w, run, replay)
         replay.record(res)
         return res
@@ -100,6 +104,7 @@ class Replay:
     stopped: Failure | None = None                           # the rejection that stopped the replay
     unsent: int = 0                                          # rows never sent after it
     t0_ns: int | None = None                                 # the start (a worker's: the common one); None: now
+    worker_sizing: Any = None                                # workers: N | auto, sized before it (its count and why)
 
     name: str = "trace_replay"
 

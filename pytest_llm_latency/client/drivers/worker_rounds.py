@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from ...core.prompts import Prompt
 from ...core.workload import Workload
-from ..load_plan import worker_count
+from ..load_plan import planned_workers, sizing_for, worker_count
 from .base import Run, Sent
 
 
@@ -34,13 +34,32 @@ class WorkerRounds:
     name = "sequential_rounds"
     engine = True  # the workers' lag monitors, not this process's
     warms_in_send = True  # the pool's workers warm up on entering it: ``run.on_ready`` then
+    count: int | None = None     # the processes, sized after the controller's warm-up (``resize``)
+    worker_sizing: Any = None    # ``core.worker_sizing.WorkerSizing``: the count and why
 
     def __init__(self, client, pool: Callable[..., Any] | None = None):
         self.client = client
         self.pool = pool  # the pool's maker (tests inject one); default WorkerPool, or with ray: RayPool
 
     def applies(self, workload: Workload) -> bool:
-        return bool(workload.sequential) and (workload.ray is not None or worker_count(workload) > 1)
+        return bool(workload.sequential) and (workload.ray is not None or planned_workers(workload) > 1)
+
+    def resize(self, workload: Workload, warmed: list, samples: list) -> tuple[Any, list]:
+        """As ``drivers.workers.WorkerOpenLoop.resize``: ``auto`` sized to 1 sends the rounds in this process."""
+        if workload.ray is not None:
+            return self, samples
+        sizing = sizing_for(workload, getattr(self.client, "base_url", None), warmed)
+        if workload.workers == "auto" and sizing.count == 1:
+            from .sequential_rounds import SequentialRounds
+
+            planned = planned_workers(workload)
+            spare = workload.warmup * planned if planned > 1 else 0
+            single: Any = SequentialRounds()
+            single.worker_sizing = sizing
+            return single, samples[:max(len(samples) - spare, 0)] if spare else samples
+        sized = WorkerRounds(self.client, self.pool)
+        sized.count, sized.worker_sizing = sizing.count, sizing
+        return sized, samples
 
     def send(self, one, samples, workload: Workload, run: Run, recover) -> Sent:
         from ..http import request_bound_s
@@ -48,8 +67,8 @@ class WorkerRounds:
         from ..worker_shard import Credentials, WorkerTarget
         from .rounds import send_rounds
 
-        every = worker_count(workload)
-        n = min(every, workload.concurrency)  # ray's workers: auto: every node, a request of a round each
+        every = worker_count(workload) if workload.ray is not None else planned_workers(workload)  # prepared for
+        n = min(self.count or worker_count(workload), workload.concurrency)  # ray's auto: every node, one each
         warm = workload.warmup
         cut = max(len(samples) - warm * every, 0)  # each worker's warm-up prompts: prepared last (planned_requests)
         rounds, spares = samples[:cut], samples[cut:]

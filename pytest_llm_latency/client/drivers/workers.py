@@ -8,6 +8,7 @@ merged records' stamps (``core.trace_tokens.declared_from_stamps``).  With ``ray
 on a node of the cluster instead (``run_shards``: ``client/ray_shards.py``)."""
 from __future__ import annotations
 
+import copy
 import math
 import multiprocessing
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from typing import Any
 from ...core.workload import Workload
 from ..http import request_bound_s
 from ..load import MAX_OPEN_LOOP_THREADS, ClosedPlan, LoadRun, open_loop_schedule
-from ..load_plan import in_flight, worker_count
+from ..load_plan import in_flight, planned_workers, sizing_for, worker_count
 from .base import Run, Sent
 from .trace_replay import Replay
 
@@ -25,18 +26,44 @@ class WorkerOpenLoop:
     name = "open_loop"
     engine = True
     warms_in_send = True  # each worker warms its own connections: ``run.on_ready`` once all are warm
+    count: int | None = None     # the processes, sized after the controller's warm-up (``resize``)
+    worker_sizing: Any = None    # ``core.worker_sizing.WorkerSizing``: the count and why (load.workers_reason)
 
     def __init__(self, client):
         self.client = client
 
     def applies(self, workload: Workload) -> bool:
         return workload.load is not None and workload.load.open_loop and (
-            workload.ray is not None or worker_count(workload) > 1)
+            workload.ray is not None or planned_workers(workload) > 1)
+
+    def one_process(self):
+        """The one-process driver of this loop (``workers: auto`` sized to 1)."""
+        from .open_loop import OpenLoop
+
+        return OpenLoop()
+
+    def resize(self, workload: Workload, warmed: list, samples: list) -> tuple[Any, list]:
+        """After the controller's warm-up (``warmed``: its outcomes), before any worker is spawned: the
+        processes (``client.load_plan.sizing_for``: ``N`` as given, ``auto`` by the load's token events).
+        ``auto`` sized to 1: this loop's one-process driver, the workers' spare warm-up prompts dropped
+        (its samples then are exactly those of ``workers: 1``).  With ray: the nodes, unchanged."""
+        if workload.ray is not None:
+            return self, samples
+        sizing = sizing_for(workload, getattr(self.client, "base_url", None), warmed)
+        if workload.workers == "auto" and sizing.count == 1:
+            planned = planned_workers(workload)
+            spare = workload.warmup * planned if planned > 1 else 0
+            single = self.one_process()
+            single.worker_sizing = sizing
+            return single, samples[:max(len(samples) - spare, 0)] if spare else samples
+        sized = copy.copy(self)
+        sized.count, sized.worker_sizing = sizing.count, sizing
+        return sized, samples
 
     def send(self, one, samples, workload: Workload, run: Run, recover) -> Sent:
         from ..worker_shard import Credentials, WorkerTarget, make_shards
 
-        n = worker_count(workload)
+        n = self.count or worker_count(workload)
         due = open_loop_schedule(workload, run.seed)[:len(samples)]
         scheduled = samples[:len(due)]
         spare = samples[len(due):]
@@ -60,15 +87,21 @@ class WorkerClosedLoop(WorkerOpenLoop):
 
     def applies(self, workload: Workload) -> bool:
         return not (workload.load is not None and workload.load.open_loop) and (
-            workload.ray is not None or worker_count(workload) > 1)
+            workload.ray is not None or planned_workers(workload) > 1)
+
+    def one_process(self):
+        from .closed_loop import ClosedLoop
+
+        return ClosedLoop()
 
     def send(self, one, samples, workload: Workload, run: Run, recover) -> Sent:
         from ..worker_shard import Credentials, WorkerTarget
         from ..workers_closed import SharedLoopState, make_closed_shards
 
-        n = min(worker_count(workload), workload.concurrency)  # ray's workers: auto: every node, a stream each
+        n = min(self.count or worker_count(workload), workload.concurrency)  # ray's auto: every node, a stream each
         warm = workload.warmup
-        cut = max(len(samples) - warm * n, 0)  # each worker's warm-up prompts: prepared last (planned_requests)
+        planned = worker_count(workload) if workload.ray is not None else planned_workers(workload)
+        cut = max(len(samples) - warm * planned, 0)  # the workers' warm-ups: prepared last (planned_requests)
         loop, spares = samples[:cut], samples[cut:]
         plan = ClosedPlan.of(workload)
         shards = make_closed_shards(plan, loop, spares, n, WorkerTarget.of(self.client), warmup=warm,
@@ -108,7 +141,7 @@ class WorkerReplay(Replay):
         from ...core.record import RequestRecord
         from ..worker_shard import Credentials, WorkerTarget
 
-        n = worker_count(workload)
+        n = self.worker_sizing.count if self.worker_sizing is not None else worker_count(workload)
         groups = sessions(self.rows)
         shards = make_trace_shards(groups, {p.key: p for p in samples}, n, WorkerTarget.of(self.client), self.spec,
                                    output_tokens=workload.output_tokens, extra=run.extra)

@@ -40,6 +40,11 @@ DESCRIPTIONS = {
                     "trace replay: worker k replayed sessions k, k+N, ...; samples: auto: worker k sent each "
                     "round's requests k, k+N, ..., load_mode rounds; client/workers.py, client/worker_pool.py); a rate "
                     "sweep: its reported step's; an A/B arm: the most one block had",
+    "load.workers_reason": "why that many processes: 'workers: N (given)', or workers: auto's arithmetic (the "
+                           "default of the load engine's loops; core/worker_sizing.py): streams x the warm-up's "
+                           "tokens/s per stream (an open loop: requests/s x token events per request) / "
+                           "EVENTS_PER_S_PER_PROCESS, rounded up, at most one per stream and the CPUs, one left "
+                           "for a server on this host; a rate sweep: its reported step's",
     "load.worker_lag": "per worker: {worker: pid@host, index, requests, send_lag_ms_p99 (how late its requests "
                        "went out against the schedule), client_lag_ms_p99 (its lag monitor); with ray: "
                        "node, clock_offset_ms, clock_rtt_ms (client/ray_shards.py)}; an A/B arm: every block's "

@@ -89,6 +89,7 @@ def summary_lines(results: list[dict]) -> list[str]:
             if kind != "note":
                 lines.append(f"  {r.get('nodeid')}: {text}")
     lines += itl_count_lines(results)
+    lines += workers_lines(results)
     lines += prefill_lines(results)
     lines += prompt_bucket_lines(results)
     lines += step_lines(results)
@@ -111,6 +112,18 @@ def itl_count_lines(results: list[dict]) -> list[str]:
         rule = (r.get("measurement") or {}).get("itl_token_counts")
         if isinstance(rule, str) and rule not in ("server", "one each"):
             out.append(f"  {r.get('nodeid')}: ITL token counts per chunk: {rule}")
+    return out
+
+
+def workers_lines(results: list[dict]) -> list[str]:
+    """How many worker processes sent each load and why (JSON ``load.workers`` / ``load.workers_reason``)."""
+    out = []
+    for r in results:
+        load = r.get("load") or {}
+        if isinstance(load, dict) and load.get("workers_reason"):
+            n = load.get("workers")
+            out.append(f"  {r.get('nodeid')}: {n} process{'es' if n != 1 else ''} sent the load -- "
+                       f"{load['workers_reason']}")
     return out
 
 
