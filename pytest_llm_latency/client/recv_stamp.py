@@ -89,18 +89,21 @@ class StampedStream(httpcore.NetworkStream):
             except OSError as exc:
                 raise httpcore.ReadError(exc) from exc
             back = MEASUREMENT_CLOCK()
-            if self._tx_pending:  # the request's transmit stamps are queued by now (its answer came)
-                self._tx_pending = False
-                sent = kernel_stamps.drain_tx(self._sock)
-                self.t_sent_ns = None if sent is None else min(sent - self._offset, back)
-                if self.t_sent_ns is not None:
-                    self._prev_arrival = max(self._prev_arrival or 0, self.t_sent_ns)
             t = back if arrived is None else min(arrived - self._offset, back)
             if arrived is None or back - t > MAX_BELIEVED_DELAY_NS:
                 t, self.kernel, self.delay_ns = back, False, None
             else:
                 self.kernel, self.delay_ns = True, back - t
             self.t_read_ns = t
+            if self._tx_pending:  # the request's transmit stamps are queued by now (its answer came)
+                self._tx_pending = False
+                sent = kernel_stamps.drain_tx(self._sock)
+                # a server that answered before the request's last byte left (an early error page):
+                # the answer's time is not the request's, so the client's own stamp stays
+                sent_ns = None if sent is None else sent - self._offset
+                self.t_sent_ns = sent_ns if sent_ns is not None and sent_ns <= t else None
+                if self.t_sent_ns is not None:
+                    self._prev_arrival = max(self._prev_arrival or 0, self.t_sent_ns)
         prev = self._prev_arrival
         self.span_ns = t - prev if prev is not None and t > prev else 0
         self._prev_arrival = t

@@ -96,14 +96,20 @@ def test_plain_http_reads_carry_the_kernels_arrival_inside_the_servers_own_write
         requests, events = emitter_truth(url, http)
     by_tag = {req["prompt_head"].split("]")[0] + "]": rid for rid, req in requests.items()}
     for i, rec in enumerate(recs):
-        assert rec.stamp == "kernel" and len(rec.read_delays_ns) >= TOKENS
+        assert rec.stamp == "kernel" and rec.read_delays_ns  # one per read (a late one may carry several tokens)
         assert rec.t_written_ns == rec.t_send_ns  # the kernel's transmit stamp of the request's last byte
         rid = by_tag[f"[stamp-{i}]"]
         toks = [e for e in events[rid] if e["tok"] > 0]
         assert len(toks) == len(rec.chunks) == TOKENS
-        for chunk, e in zip(rec.chunks, toks):  # the arrival, during the emitter's write of it
-            assert e["sent_ns"] - CONVERSION_MS * 1e6 <= chunk.t_ns <= e["wrote_ns"] + CONVERSION_MS * 1e6, \
-                (chunk.t_ns - e["sent_ns"], e["wrote_ns"] - e["sent_ns"])
+        tol = CONVERSION_MS * 1e6
+        for chunk, e in zip(rec.chunks, toks):
+            # the emitter's write of the token holds its arrival, which lies within the stamp's own bound:
+            # at the stamp (a token that ended its read) or up to bound_ns before it (it shared a read
+            # with later tokens, read late on a busy machine)
+            assert e["sent_ns"] - tol <= chunk.t_ns and chunk.t_ns - chunk.bound_ns <= e["wrote_ns"] + tol, \
+                (chunk.t_ns - e["sent_ns"], e["wrote_ns"] - e["sent_ns"], chunk.bound_ns)
+            if chunk.bound_ns == 0:
+                assert chunk.t_ns <= e["wrote_ns"] + tol, (chunk.t_ns - e["wrote_ns"])
         # the request left before the emitter had read it whole
         assert rec.t_send_ns <= requests[rid]["recv_ns"] + CONVERSION_MS * 1e6
     res = summarized(recs, lag_ms=1.0)

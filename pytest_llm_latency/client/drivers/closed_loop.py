@@ -25,5 +25,5 @@ class ClosedLoop:
         if getattr(workload, "ray", None) or planned_workers(workload) > 1:
             from .workers import WorkerClosedLoop
 
-            return measure_samples(client, workload, run, WorkerClosedLoop(client))
+            return measure_samples(client, workload, run, WorkerClosedLoop(client, self))
         return measure_samples(client, workload, run, self)

@@ -20,5 +20,5 @@ class OpenLoop(ClosedLoop):
         if getattr(workload, "ray", None) or planned_workers(workload) > 1:
             from .workers import WorkerOpenLoop
 
-            return measure_samples(client, workload, run, WorkerOpenLoop(client))
+            return measure_samples(client, workload, run, WorkerOpenLoop(client, self))
         return measure_samples(client, workload, run, self)

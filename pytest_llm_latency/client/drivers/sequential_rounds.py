@@ -34,7 +34,7 @@ class SequentialRounds:
         if getattr(workload, "ray", None) or planned_workers(workload) > 1:
             from .worker_rounds import WorkerRounds
 
-            return measure_samples(client, workload, run, WorkerRounds(client))
+            return measure_samples(client, workload, run, WorkerRounds(client, single=self))
         return measure_samples(client, workload, run, self)
 
 

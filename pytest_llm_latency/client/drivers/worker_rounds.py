@@ -37,9 +37,10 @@ class WorkerRounds:
     count: int | None = None     # the processes, sized after the controller's warm-up (``resize``)
     worker_sizing: Any = None    # ``core.worker_sizing.WorkerSizing``: the count and why
 
-    def __init__(self, client, pool: Callable[..., Any] | None = None):
+    def __init__(self, client, pool: Callable[..., Any] | None = None, single: Any = None):
         self.client = client
         self.pool = pool  # the pool's maker (tests inject one); default WorkerPool, or with ray: RayPool
+        self.single = single  # the one-process driver it stands for (its class sends ``auto`` sized to 1)
 
     def applies(self, workload: Workload) -> bool:
         return bool(workload.sequential) and (workload.ray is not None or planned_workers(workload) > 1)
@@ -49,15 +50,13 @@ class WorkerRounds:
         if workload.ray is not None:
             return self, samples
         sizing = sizing_for(workload, getattr(self.client, "base_url", None), warmed)
-        if workload.workers == "auto" and sizing.count == 1:
-            from .sequential_rounds import SequentialRounds
-
+        if workload.workers == "auto" and sizing.count == 1 and self.single is not None:
             planned = planned_workers(workload)
             spare = workload.warmup * planned if planned > 1 else 0
-            single: Any = SequentialRounds()
+            single: Any = type(self.single)()
             single.worker_sizing = sizing
             return single, samples[:max(len(samples) - spare, 0)] if spare else samples
-        sized = WorkerRounds(self.client, self.pool)
+        sized = WorkerRounds(self.client, self.pool, self.single)
         sized.count, sized.worker_sizing = sizing.count, sizing
         return sized, samples
 
@@ -99,4 +98,4 @@ class WorkerRounds:
     def measure(self, client, workload: Workload, run: Run):
         from .pipeline import measure_samples
 
-        return measure_samples(client, workload, run, WorkerRounds(client, self.pool))
+        return measure_samples(client, workload, run, WorkerRounds(client, self.pool, self.single))

@@ -29,18 +29,18 @@ class WorkerOpenLoop:
     count: int | None = None     # the processes, sized after the controller's warm-up (``resize``)
     worker_sizing: Any = None    # ``core.worker_sizing.WorkerSizing``: the count and why (load.workers_reason)
 
-    def __init__(self, client):
+    def __init__(self, client, single: Any = None):
         self.client = client
+        self.single = single  # the one-process driver it stands for (its class sends ``auto`` sized to 1)
 
     def applies(self, workload: Workload) -> bool:
         return workload.load is not None and workload.load.open_loop and (
             workload.ray is not None or planned_workers(workload) > 1)
 
     def one_process(self):
-        """The one-process driver of this loop (``workers: auto`` sized to 1)."""
-        from .open_loop import OpenLoop
-
-        return OpenLoop()
+        """A fresh one-process driver of this loop (``workers: auto`` sized to 1), or None where none
+        was given (then one worker process sends it)."""
+        return None if self.single is None else type(self.single)()
 
     def resize(self, workload: Workload, warmed: list, samples: list) -> tuple[Any, list]:
         """After the controller's warm-up (``warmed``: its outcomes), before any worker is spawned: the
@@ -50,10 +50,10 @@ class WorkerOpenLoop:
         if workload.ray is not None:
             return self, samples
         sizing = sizing_for(workload, getattr(self.client, "base_url", None), warmed)
-        if workload.workers == "auto" and sizing.count == 1:
+        single = self.one_process() if workload.workers == "auto" and sizing.count == 1 else None
+        if single is not None:
             planned = planned_workers(workload)
             spare = workload.warmup * planned if planned > 1 else 0
-            single = self.one_process()
             single.worker_sizing = sizing
             return single, samples[:max(len(samples) - spare, 0)] if spare else samples
         sized = copy.copy(self)
@@ -79,7 +79,7 @@ class WorkerOpenLoop:
     def measure(self, client, workload: Workload, run: Run):
         from .pipeline import measure_samples
 
-        return measure_samples(client, workload, run, WorkerOpenLoop(client))
+        return measure_samples(client, workload, run, WorkerOpenLoop(client, self.single))
 
 
 class WorkerClosedLoop(WorkerOpenLoop):
@@ -88,11 +88,6 @@ class WorkerClosedLoop(WorkerOpenLoop):
     def applies(self, workload: Workload) -> bool:
         return not (workload.load is not None and workload.load.open_loop) and (
             workload.ray is not None or planned_workers(workload) > 1)
-
-    def one_process(self):
-        from .closed_loop import ClosedLoop
-
-        return ClosedLoop()
 
     def send(self, one, samples, workload: Workload, run: Run, recover) -> Sent:
         from ..worker_shard import Credentials, WorkerTarget
@@ -120,7 +115,7 @@ class WorkerClosedLoop(WorkerOpenLoop):
     def measure(self, client, workload: Workload, run: Run):
         from .pipeline import measure_samples
 
-        return measure_samples(client, workload, run, WorkerClosedLoop(client))
+        return measure_samples(client, workload, run, WorkerClosedLoop(client, self.single))
 
 
 @dataclass
