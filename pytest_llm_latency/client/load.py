@@ -39,13 +39,18 @@ from ..core.result import Failure, is_deterministic_rejection
 from ..core.schedule import Arrival, offsets
 from ..core.workload import Workload
 from .clock import MEASUREMENT_CLOCK
+from .recv_stamp import latest_kernel_stamped
 
 #: ``send(prompt, t_scheduled_ns or None) -> RequestRecord | Failure``
 Send = Callable[[Prompt, "int | None"], "RequestRecord | Failure"]
 MAX_OPEN_LOOP_THREADS = 512
-#: the GIL switch interval while streams run (CPython's default is 5 ms): a stream thread whose
-#: bytes arrived waits at most about this long for a thread running Python to let go
+#: the GIL switch interval while streams run on reads stamped when they return (CPython's default is
+#: 5 ms): a stream thread whose bytes arrived waits at most about this long for a thread running Python
+#: to let go.  With kernel arrival stamps (``client.recv_stamp``) a read's stamp does not depend on when
+#: its thread runs, so the default is kept: 0.5 ms costs ~25 % more CPU per token at 200 streams and can
+#: fall into a GIL-thrash regime (``benchmarks/RESULTS.md``, CPU per token)
 SWITCH_INTERVAL_S = 0.0005
+KERNEL_STAMPED_SWITCH_INTERVAL_S = 0.005
 #: how often ``LagMonitor`` wakes: a stall of the client this long or longer is always seen
 LAG_TICK_S = 0.002
 #: wake-ups at least this late are kept with their time (``LagMonitor.stalls``)
@@ -135,9 +140,11 @@ def run_schedule(send: Send, prompts: list[Prompt], due: list[float], t0_ns: int
 
 
 def _monitored(body: Callable[[], LoadRun], clock: Clock, sleep) -> LoadRun:
-    """``body`` under the lag monitor, with the short GIL switch interval."""
+    """``body`` under the lag monitor, with the short GIL switch interval where reads are stamped when
+    they return (the connections warmed before it say which)."""
     switch = sys.getswitchinterval()
-    sys.setswitchinterval(SWITCH_INTERVAL_S)  # a thread with a token to stamp waits less for the GIL
+    kernel = latest_kernel_stamped()
+    sys.setswitchinterval(KERNEL_STAMPED_SWITCH_INTERVAL_S if kernel else SWITCH_INTERVAL_S)
     try:
         with LagMonitor(clock=clock, sleep=sleep) as mon:
             run = body()

@@ -47,6 +47,13 @@ from .clock import MEASUREMENT_CLOCK
 #: between the offset's sample and the read): that read keeps its return time
 MAX_BELIEVED_DELAY_NS = 60_000_000_000
 _KERNEL = [True]
+_LATEST: list[bool | None] = [None]  # did the latest connection this process opened get kernel stamps?
+
+
+def latest_kernel_stamped() -> bool:
+    """Whether the latest connection this process opened reads with kernel stamps (False before any):
+    the load engine's threads then need not hurry to their reads (``client.load``)."""
+    return bool(_LATEST[0])
 
 
 def use_kernel_stamps(on: bool) -> None:
@@ -74,6 +81,7 @@ class StampedStream(httpcore.NetworkStream):
             self._sock = sock
             self._offset = kernel_stamps.sample_offset().realtime_minus_monotonic_ns
             self._tx = kernel_stamps.enable_tx(sock)
+        _LATEST[0] = self._sock is not None
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         if self._sock is None:

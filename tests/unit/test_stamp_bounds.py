@@ -191,3 +191,24 @@ def test_records_without_stamps_an_injected_clock_are_judged_as_before():
     for r in recs:
         r.stamp = None
     assert _judged(recs, {"ttft_p99": "25ms"}).verdict == "fail"
+
+
+# ------------------------------------------------------------------ the load engine's GIL switch interval
+@pytest.mark.parametrize("kernel", [True, False])
+def test_stream_threads_hurry_to_their_reads_only_where_reads_are_stamped_when_they_return(monkeypatch, kernel):
+    import sys
+
+    from pytest_llm_latency.client import load, recv_stamp
+
+    monkeypatch.setattr(recv_stamp, "_LATEST", [kernel])
+    before = sys.getswitchinterval()
+    seen = []
+
+    def body():
+        seen.append(sys.getswitchinterval())
+        return load.LoadRun(mode="closed")
+
+    ticks = iter(range(0, 10**12, 10**6))
+    load._monitored(body, lambda: next(ticks), lambda s: None)
+    want = load.KERNEL_STAMPED_SWITCH_INTERVAL_S if kernel else load.SWITCH_INTERVAL_S
+    assert seen == [pytest.approx(want)] and sys.getswitchinterval() == before
