@@ -36,6 +36,14 @@ millisecond epoll timeout) until the next event is due, stamps ``monotonic_ns()`
 Its lateness (``sent - due``) is in every event line, summarised in the ``meta`` line and the
 dump answer: p99 lateness is the emitter's own measured headroom.
 
+The request's own arrival: on Linux each request socket has ``SO_TIMESTAMPNS``, so the read
+that completes a request carries the kernel's arrival stamp of its last byte, converted to
+``CLOCK_MONOTONIC`` with ``CLOCK_REALTIME - CLOCK_MONOTONIC`` sampled around each read (an
+independent implementation from the plugin's: the truth must not share the measured code).
+``arrived_ns`` is that stamp (None where the kernel gives none): a TTFT's truth runs from the
+request's arrival to its first token's send, so the emitter's own wake-up after the arrival is
+not counted against the client.
+
 Stamps file: format, writer and reader in ``emitter_stamps.py`` (``load_stamps`` is re-exported here).
 """
 from __future__ import annotations
@@ -51,6 +59,7 @@ import random
 import resource
 import signal
 import socket
+import struct
 import sys
 import threading
 import time
@@ -62,12 +71,27 @@ from emitter_wire import WORDS, chat_tokens, chunk_sizes, count_words, http_chun
 MAX_BODY = 16 * 1024 * 1024
 
 
-def _recv(sock: socket.socket) -> bytes:
-    """One read of a request; b"" when the client closed.  A socket timeout (set for the sender's
-    writes) only means the client is idle between requests: read again."""
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else None)
+_TS_SPACE = socket.CMSG_SPACE(16) if hasattr(socket, "CMSG_SPACE") else 0
+
+
+def _recv(sock: socket.socket) -> tuple[bytes, int | None]:
+    """One read of a request and the kernel's arrival stamp of its last byte (monotonic ns; None
+    without one); b"" when the client closed.  A socket timeout (set for the sender's writes) only
+    means the client is idle between requests: read again."""
     while True:
         try:
-            return sock.recv(65536)
+            if not _TS_SPACE or SO_TIMESTAMPNS is None:
+                return sock.recv(65536), None
+            data, anc, _flags, _addr = sock.recvmsg(65536, _TS_SPACE)
+            m0 = time.monotonic_ns()
+            r = time.time_ns()
+            m1 = time.monotonic_ns()
+            for level, kind, raw in anc:
+                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= 16:
+                    sec, nsec = struct.unpack("qq", raw[:16])
+                    return data, sec * 1_000_000_000 + nsec - (r - (m0 + m1) // 2)
+            return data, None
         except socket.timeout:
             continue
 
@@ -82,7 +106,7 @@ class Emitter:
         self.seq = itertools.count()
         self.rids = itertools.count()
         self.conns = itertools.count()
-        self.requests: list[tuple] = []      # (rid, conn, path, recv_ns, prompt_tokens, max_tokens, head)
+        self.requests: list[tuple] = []      # (rid, conn, path, recv_ns, prompt_tokens, max_tokens, head, sha, arrived_ns)
         self.events: list[tuple] = []        # (rid, i, tok, due, sent, wrote, text)
         self.texts: dict[int, list[str]] = {}
         self.dropped = 0
@@ -139,11 +163,15 @@ class Emitter:
         conn = next(self.conns)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.settimeout(5.0)   # a write to a client that stopped reading gives up (the sender)
+        if SO_TIMESTAMPNS is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         buf = b""
+        arrived = None
         try:
             while True:
                 while b"\r\n\r\n" not in buf:
-                    got = _recv(sock)
+                    got, arrived = _recv(sock)
                     if not got:
                         return
                     buf += got
@@ -155,14 +183,15 @@ class Emitter:
                 if n > MAX_BODY:
                     return self._reply(sock, 413, {"error": {"message": "body too large"}}, close=True)
                 while len(buf) < n:
-                    got = _recv(sock)
+                    got, arrived = _recv(sock)
                     if not got:
                         return
                     buf += got
                 body, buf = buf[:n], buf[n:]
                 recv = time.monotonic_ns()
                 close = headers.get("connection", "").lower() == "close"
-                self.route(sock, conn, method, path.split("?")[0], body, recv)
+                self.route(sock, conn, method, path.split("?")[0], body, recv,
+                           arrived if arrived is not None and arrived <= recv else None)
                 if close:
                     return
         except OSError:
@@ -177,7 +206,8 @@ class Emitter:
         sock.sendall(b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n%s"
                      % (code, reason.encode(), len(data), b"Connection: close\r\n" if close else b"", data))
 
-    def route(self, sock, conn: int, method: str, path: str, body: bytes, recv: int) -> None:
+    def route(self, sock, conn: int, method: str, path: str, body: bytes, recv: int,
+              arrived: int | None = None) -> None:
         a = self.a
         if method == "GET" and path in ("/health", "/v1/health"):
             return self._reply(sock, 200, {"status": "ok"})
@@ -204,10 +234,10 @@ class Emitter:
             self.cpu0 = self._cpu()
             return self._reply(sock, 200, {"ok": True})
         if method == "POST" and path in ("/v1/completions", "/v1/chat/completions"):
-            return self.stream(sock, conn, path, req, recv)
+            return self.stream(sock, conn, path, req, recv, arrived)
         return self._reply(sock, 404, {"error": {"message": f"no route {method} {path}"}})
 
-    def stream(self, sock, conn: int, path: str, req: dict, recv: int) -> None:
+    def stream(self, sock, conn: int, path: str, req: dict, recv: int, arrived: int | None = None) -> None:
         a = self.a
         chat = path.endswith("chat/completions")
         if not req.get("stream"):
@@ -231,7 +261,7 @@ class Emitter:
             mode = "per-chunk" if so.get("continuous_usage_stats") else "final" if so.get("include_usage") else "none"
         rid = next(self.rids)
         self.requests.append((rid, conn, path, recv, prompt_tokens, n_out, head[:120],
-                              hashlib.sha1(full.encode()).hexdigest()[:16]))
+                              hashlib.sha1(full.encode()).hexdigest()[:16], arrived))
         rng = random.Random(a.seed * 1_000_003 + rid)
         sizes = chunk_sizes(a.tokens_per_chunk, n_out, rng)
         # generation times of every token, then each chunk is due with its last token

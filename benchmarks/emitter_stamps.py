@@ -8,7 +8,8 @@ Stamps file (JSON lines, written atomically):
   "prompt_head", "prompt_sha1"}`` per request (``prompt_head``: the first 120 characters of the
   prompt or of the last message; ``prompt_sha1``: the first 16 hex digits of the SHA-1 of the
   whole prompt string (completions) or of ``json.dumps(messages, sort_keys=True)`` (chat), for
-  matching a client's request);
+  matching a client's request), ``arrived_ns`` (the kernel's arrival stamp of the request's last
+  byte, ``CLOCK_MONOTONIC``; null where the kernel gives none);
 * one ``{"kind": "event", "rid", "i", "tok", "due_ns", "sent_ns", "wrote_ns", "text"}`` per
   written event: ``i`` counts the request's events from 0 (role chunk and tail included),
   ``tok`` is the tokens in it (0 for the role chunk and the tail), ``sent_ns`` is
@@ -31,9 +32,10 @@ def write_stamps(path: str, args: dict, summary: dict, requests: list[tuple], ev
                  texts: dict[int, list[str]]) -> None:
     """Atomically (a temporary file, then ``os.replace``)."""
     lines = [json.dumps({"kind": "meta", "args": args, **summary})]
-    for rid, conn, p, recv, pt, mt, head, sha in requests:
+    for rid, conn, p, recv, pt, mt, head, sha, arrived in requests:
         lines.append(json.dumps({"kind": "request", "rid": rid, "conn": conn, "path": p, "recv_ns": recv,
-                                 "prompt_tokens": pt, "max_tokens": mt, "prompt_head": head, "prompt_sha1": sha}))
+                                 "prompt_tokens": pt, "max_tokens": mt, "prompt_head": head, "prompt_sha1": sha,
+                                 "arrived_ns": arrived}))
     for rid, i, tok, due, sent, wrote in events:
         text = texts.get(rid, [])
         lines.append(json.dumps({"kind": "event", "rid": rid, "i": i, "tok": tok, "due_ns": due, "sent_ns": sent,

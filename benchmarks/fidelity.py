@@ -2,7 +2,7 @@
 concurrent streams of 50 tok/s, the plugin and each installed peer in the same run.
 
     .venv/bin/python benchmarks/fidelity.py [--streams 1,16,64,128] [--tools plugin,aiperf,guidellm,inference-perf]
-        [--tokens 64] [--json benchmarks/results/fidelity.json]
+        [--tokens 64] [--stamp kernel|read] [--json benchmarks/results/fidelity.json]
 
 The emitter (``benchmarks/emitter.py``, its own process) streams ``--tokens`` tokens per request,
 one per SSE event, TTFT 20 ms, 50 tok/s, final usage chunk; it stamps every event's send time.
@@ -17,6 +17,17 @@ one per SSE event, TTFT 20 ms, 50 tok/s, final usage chunk; it stamps every even
   gaps between token sends).  The plugin's own percentiles get the same comparison, so the
   last columns compare like with like.  A percentile difference can hide errors that cancel;
   the per-token error cannot.
+
+* **the self-check**: each plugin row also carries the bound the plugin's result reported on its
+  own stamps (``client.stamp_bound_ms_p99``, ``core.stamp_bounds``), the stamp its reads had
+  (``measurement.stamp``) and its own delay per read.  The bound must be at or above the client's
+  true per-token error p99; the emitter stamps before its write and the bytes reach the client's
+  socket during it, so the client's own error lies between receive - wrote (``token_error_least``)
+  and receive - sent (``token_error``).  A row whose bound is below the p99 of the least error, or
+  with a kernel-stamped token whose least error exceeds that token's own bound, is a bound that
+  under-reports: the benchmark prints it and exits 1.  ``--stamp read`` turns kernel
+  stamps off (as on TLS or a platform without them) and calibrates the read stamps' bound
+  (``READ_LAG_FACTOR``); its rows go to ``results/fidelity_read.json``.
 
 Each (tool, streams) run resets the emitter's stamps first; load average, the emitter's own
 send lateness (its health) and the client's CPU seconds are recorded with every row.  Bounded:
@@ -48,17 +59,19 @@ def diff(a: dict, b: dict) -> dict:
     return {q: (a[q] - b[q]) if a.get(q) is not None and b.get(q) is not None else None for q in ("p50", "p99")}
 
 
-def one_run(em: Emitter, tool: str, c: int, tokens: int, workdir: Path) -> dict:
+def one_run(em: Emitter, tool: str, c: int, tokens: int, workdir: Path, stamp: str = "kernel") -> dict:
     em.reset()
     la0 = loadavg()
     row: dict = {"tool": tool, "streams": c, "tok_per_s": em.tok_per_s, "tokens": tokens, "loadavg_before": la0}
     if tool == "plugin":
-        pairs, facts = run_plugin(em.url, c, requests_for(c), PROMPT_TOKENS, tokens)
+        pairs, facts = run_plugin(em.url, c, requests_for(c), PROMPT_TOKENS, tokens, stamp=stamp)
         truth = em.dump()
         errs = plugin_errors(pairs, truth)
         row.update(errs)
         row.update({"cpu_s": round(facts["cpu_s"], 3), "wall_s": round(facts["wall_s"], 2),
-                    "client": facts["extra"], "tokens_all": facts["tokens_all"]})
+                    "client": facts["extra"], "tokens_all": facts["tokens_all"], "stamp": facts["stamp"],
+                    "workers": facts["workers"], "workers_reason": facts["workers_reason"]})
+        row["bound_check"] = bound_check(row)
     else:
         row.update(run_peer(tool, em.url, concurrency=c, requests=requests_for(c), isl=PROMPT_TOKENS, osl=tokens,
                             workdir=workdir))
@@ -79,6 +92,16 @@ def one_run(em: Emitter, tool: str, c: int, tokens: int, workdir: Path) -> dict:
     return row
 
 
+def bound_check(row: dict) -> dict:
+    """The plugin's reported bound against the client's true per-token error p99 (module docstring):
+    ``holds`` False when the bound is below even the least the error can be."""
+    bound = row["client"].get("stamp_bound_ms_p99")
+    least, upper = row["token_error_least_ms"]["p99"], row["token_error_ms"]["p99"]
+    beyond = row.get("tokens_beyond_bound", 0)
+    return {"bound_ms_p99": bound, "error_least_ms_p99": least, "error_ms_p99": upper, "tokens_beyond_bound": beyond,
+            "holds": bound is not None and least is not None and bound >= least and not beyond}
+
+
 def machine() -> dict:
     return {"cpus": os.cpu_count(), "platform": platform.platform(), "python": sys.version.split()[0],
             "cpu_model": next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo")
@@ -91,22 +114,28 @@ def main() -> None:
     ap.add_argument("--tools", default="plugin," + ",".join(TOOLS))
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--tok-per-s", type=float, default=50.0)
-    ap.add_argument("--json", default=str(Path(__file__).resolve().parent / "results" / "fidelity.json"))
+    ap.add_argument("--stamp", choices=("kernel", "read"), default="kernel",
+                    help="kernel: the plugin's default (kernel arrival stamps where the platform has them); read: "
+                         "kernel stamps off, the fallback's bound calibrated")
+    ap.add_argument("--json", default=None, help="default: results/fidelity.json (--stamp read: fidelity_read.json)")
     ap.add_argument("--update", action="store_true",
                     help="replace only the rows of the (tool, streams) run now in an existing --json file; the "
                          "others keep their own time and load")
     a = ap.parse_args()
+    if a.json is None:
+        name = "fidelity.json" if a.stamp == "kernel" else "fidelity_read.json"
+        a.json = str(Path(__file__).resolve().parent / "results" / name)
     check_clocks()
     rows = []
     t0 = time.time()
     with tempfile.TemporaryDirectory() as tmp, Emitter(tok_per_s=a.tok_per_s, workdir=Path(tmp)) as em:
         for c in [int(x) for x in a.streams.split(",")]:
             for tool in a.tools.split(","):
-                row = one_run(em, tool, c, a.tokens, Path(tmp))
+                row = one_run(em, tool, c, a.tokens, Path(tmp), a.stamp)
                 row["when"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
                 rows.append(row)
                 print(summary_line(row), flush=True)
-    out = {"benchmark": "fidelity", "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)),
+    out = {"benchmark": "fidelity", "stamp": a.stamp, "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)),
            "duration_s": round(time.time() - t0, 1), "machine": machine(), "rows": rows}
     if a.update and Path(a.json).exists():
         old = json.loads(Path(a.json).read_text())
@@ -117,6 +146,14 @@ def main() -> None:
     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
     Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
     print(f"wrote {a.json}; `benchmarks/report.py` turns it into the README table")
+    under = [r for r in out["rows"] if r.get("bound_check") and not r["bound_check"]["holds"]]
+    for r in under:
+        b = r["bound_check"]
+        print(f"BOUND UNDER-REPORTS: c={r['streams']} stamp={r.get('stamp')}: reported bound p99 {b['bound_ms_p99']} ms "
+              f"vs the client's least per-token error p99 {b['error_least_ms_p99']:.3f} ms; "
+              f"{b['tokens_beyond_bound']} tokens beyond their own bound", file=sys.stderr)
+    if under:
+        raise SystemExit(1)
 
 
 def fmt(x) -> str:
@@ -128,6 +165,12 @@ def summary_line(r: dict) -> str:
         return f"{r['tool']:>14} c={r['streams']:<3} {r.get('skipped') or r.get('error')}"
     tok = r.get("token_error_ms")
     per_tok = f"tok err p50/p99 {tok['p50']:.3f}/{tok['p99']:.3f} ms " if tok and tok["n"] else ""
+    if r.get("bound_check"):
+        b = r["bound_check"]
+        first = r["first_token_error_ms"]["p99"]
+        per_tok += (f"first-token err p99 {first:.3f} ms TTFT err p99 {r['ttft_error_ms']['p99']:.3f} ms [{r.get('stamp')} stamps, bound p99 {b['bound_ms_p99']} ms "
+                    f">= least err p99 {b['error_least_ms_p99']:.3f}: {'yes' if b['holds'] else 'NO'}; "
+                    f"workers {r.get('workers')}] ")
     return (f"{r['tool']:>14} c={r['streams']:<3} {per_tok}TTFT pct err {fmt(r['ttft_pct_error_ms']['p50'])}/"
             f"{fmt(r['ttft_pct_error_ms']['p99'])} ITL pct err {fmt(r['itl_pct_error_ms']['p50'])}/"
             f"{fmt(r['itl_pct_error_ms']['p99'])} cpu {r.get('cpu_s')} s load {r['loadavg_before'][0]}")

@@ -128,7 +128,7 @@ class Truth:
         return out
 
     def ttft_ms(self, min_tokens: int = 2) -> list[float]:
-        return [(t[0]["sent_ns"] - r["recv_ns"]) / 1e6 for r, t in self.streams(min_tokens)]
+        return [(t[0]["sent_ns"] - start_ns(r)) / 1e6 for r, t in self.streams(min_tokens)]
 
     def itl_ms(self, min_tokens: int = 2) -> list[float]:
         """Gaps between consecutive token events' send stamps, divided over the later event's
@@ -143,20 +143,31 @@ class Truth:
         return {r["prompt_sha1"]: rid for rid, r in self.requests.items()}
 
 
+def start_ns(req: dict) -> int:
+    """When a request reached the emitter: the kernel's arrival stamp of its last byte where the
+    emitter has one (``arrived_ns``), else when its handler had read it (``recv_ns``, later by the
+    emitter's own wake-up)."""
+    return req["arrived_ns"] if req.get("arrived_ns") is not None else req["recv_ns"]
+
+
 def sha(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
 def run_plugin(url: str, concurrency: int, samples: int, prompt_tokens: int, output_tokens: int,
-               warmup: int | None = None) -> tuple[list, dict]:
+               warmup: int | None = None, stamp: str = "kernel") -> tuple[list, dict]:
     """The plugin's own measurement path (``client.runner.measure``: prompt preparation, warm-up,
     the load engine) against ``url``; returns the (prompt text, RequestRecord) pairs of the
-    measured samples and the run's facts (CPU, wall, the result's stats)."""
+    measured samples and the run's facts (CPU, wall, the result's stats, the stamp the reads had and
+    the bound the result reported).  ``stamp="read"`` turns kernel arrival stamps off (as on TLS or
+    a platform without them) to calibrate the fallback's bound."""
     from pytest_llm_latency.client.http import make_http_client
     from pytest_llm_latency.client.openai import OpenAIClient
+    from pytest_llm_latency.client.recv_stamp import use_kernel_stamps
     from pytest_llm_latency.client.runner import measure
     from pytest_llm_latency.core.checks import judge
     from pytest_llm_latency.core.record import RequestRecord
+    from pytest_llm_latency.core.load_spec import default_workers
     from pytest_llm_latency.core.workload import Workload
 
     seen: list = []
@@ -171,21 +182,26 @@ def run_plugin(url: str, concurrency: int, samples: int, prompt_tokens: int, out
                 seen.append((system + user, rec))
             return rec
 
+    use_kernel_stamps(stamp == "kernel")
     http = make_http_client(pool_size=max(concurrency, 16))
     client = Recording(http, url, MODEL, "completions")
     wl = Workload(name=f"c{concurrency}", klass="custom", prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                   samples=samples, warmup=concurrency if warmup is None else warmup, concurrency=concurrency)
+    wl = default_workers(wl)  # the plugin's default, as a YAML or marker workload gets it (workers: auto)
     c0, t0 = cpu_self(), time.perf_counter()
     res = judge(measure(client, wl, seed=0))
     cpu, wall = cpu_self() - c0, time.perf_counter() - t0
     http.close()
+    use_kernel_stamps(True)
     recs = [r for r in res.records] if hasattr(res, "records") else []
     sampled = {id(r) for r in recs}
     pairs = [(t, r) for t, r in seen if id(r) in sampled] if sampled else seen
     tokens = sum(r.output_tokens for _, r in seen)
     facts = {"cpu_s": cpu, "stream_cpu_s": stream_cpu[0], "wall_s": wall, "tokens_all": tokens, "samples": len(pairs),
              "lag_p99_ms": res.client.client_lag_ms_p99,
-             "extra": {k: v for k, v in res.client.to_json().items() if k.startswith(("client", "events"))}}
+             "stamp": res.measurement.stamp, "workers": res.load.workers, "workers_reason": res.load.workers_reason,
+             "extra": {k: v for k, v in res.client.to_json().items()
+                       if k.startswith(("client", "events", "stamp_bound", "read_delay"))}}
     return pairs, facts
 
 
@@ -194,8 +210,10 @@ def plugin_errors(pairs: list, truth: Truth) -> dict:
     matched samples, the plugin's TTFT / per-token gaps for the percentile comparison, and how
     long the emitter's writes took (``wrote_ns - sent_ns``: the bound on the emitter's share)."""
     index = truth.by_sha()
-    first, every, ttft, gaps, unmatched, write = [], [], [], [], 0, []
-    true_ttft, true_gaps = [], []
+    from pytest_llm_latency.core.stamp_bounds import KERNEL_FLOOR_NS
+
+    first, every, ttft, gaps, unmatched, write, least, ttft_err, beyond = [], [], [], [], 0, [], [], [], 0
+    true_ttft, true_gaps, arrived = [], [], 0
     for text, rec in pairs:
         rid = index.get(sha(text))
         toks = [e for e in truth.events.get(rid, []) if e["tok"] > 0] if rid is not None else []
@@ -203,8 +221,20 @@ def plugin_errors(pairs: list, truth: Truth) -> dict:
             unmatched += 1
             continue
         errs = [(c.t_ns - e["sent_ns"]) / 1e6 for c, e in zip(rec.chunks, toks)]
+        # the bytes reached the client's socket during the emitter's write (after sent, before wrote):
+        # stamp - wrote is the least the client's own error can be
+        least += [(c.t_ns - e["wrote_ns"]) / 1e6 for c, e in zip(rec.chunks, toks)]
+        # each token against its own bound (core.stamp_bounds: kernel floor + bound_ns; read stamps: the
+        # run's read bound, checked by the caller): the tokens whose least error exceeds it
+        if rec.stamp == "kernel":
+            beyond += sum(1 for c, e in zip(rec.chunks, toks)
+                          if c.t_ns - e["wrote_ns"] > KERNEL_FLOOR_NS + c.bound_ns)
         write += [(e["wrote_ns"] - e["sent_ns"]) / 1e6 for e in toks]
-        true_ttft.append((toks[0]["sent_ns"] - truth.requests[rid]["recv_ns"]) / 1e6)
+        true_ttft.append((toks[0]["sent_ns"] - start_ns(truth.requests[rid])) / 1e6)
+        arrived += truth.requests[rid].get("arrived_ns") is not None
+        # measured - true TTFT of this request: the client's two stamps' errors and the two loopback
+        # transits (the request's and the first token's)
+        ttft_err.append((rec.chunks[0].t_ns - rec.t_send_ns) / 1e6 - true_ttft[-1])
         true_gaps += [(b["sent_ns"] - a["sent_ns"]) / 1e6 / b["tok"] for a, b in zip(toks, toks[1:]) for _ in range(b["tok"])]
         first.append(errs[0])
         every += errs
@@ -215,7 +245,11 @@ def plugin_errors(pairs: list, truth: Truth) -> dict:
             "ttft_ms": p50_p99(ttft), "itl_ms": p50_p99(gaps), "matched": len(first),
             # the truth over the same (matched, measured) requests: warm-up and ramp-up are not in them
             "truth_ttft_ms": p50_p99(true_ttft), "truth_itl_ms": p50_p99(true_gaps), "unmatched": unmatched,
-            "token_error_max_ms": max(every) if every else None,
+            "token_error_max_ms": max(every) if every else None, "ttft_error_ms": p50_p99(ttft_err),
+            "ttft_arrival_stamped": arrived,  # requests whose truth starts at the kernel's arrival stamp
+            # the client's own share, at least: receive stamp - the end of the emitter's write
+            "token_error_least_ms": p50_p99(least), "token_error_least_max_ms": max(least) if least else None,
+            "tokens_beyond_bound": beyond,  # kernel-stamped tokens whose least error exceeds their own bound
             # the bytes reach the client's socket during the emitter's write: between sent and wrote, so
             # an error can be up to this much smaller than measured (the emitter's own share)
             "emitter_write_ms": p50_p99(write)}

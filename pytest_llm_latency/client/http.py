@@ -340,6 +340,8 @@ class StreamingPost:
         stream = read_clock(resp, builder.clock)  # the stamped socket reads that bring the chunks
         if stream is not None and stream.t_sent_ns is not None:
             builder.sent_kernel(stream.t_sent_ns)  # when the request's last byte left, by the kernel
+        # an HTTP chunk is one write of the server's; a body without them is handed over a read at a time
+        builder.body_framing("chunked" in resp.headers.get("transfer-encoding", "").lower())
         for chunk in raw_chunks(resp):
             if stream is None:
                 t = builder.stamp()  # stamp before any parsing

@@ -169,8 +169,10 @@ class OllamaClient:
         for t, chunk in reads:
             t_last = t
             for obj in dec.feed(chunk):
+                b.event()
                 done = self._object(b, t, obj) or done
         for obj in dec.close():
+            b.event()
             done = self._object(b, t_last, obj) or done
         if not done:
             raise MeasurementError("no_done", self.redact(

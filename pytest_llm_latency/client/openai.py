@@ -262,8 +262,10 @@ class OpenAIClient:
         for t, chunk in reads:
             t_last, n_bytes = t, n_bytes + len(chunk)
             for ev in dec.feed(chunk):
+                builder.event()
                 self._event(builder, t, ev.data, ev.error, state)
         for ev in dec.close():
+            builder.event()
             self._event(builder, t_last, ev.data, ev.error, state)
         if not state["done"] and not builder.record.chunks:  # a close-delimited body (HTTP/1.0) cut early
             after = (builder.clock() - builder.record.t_send_ns) / 1e9  # the close, not the last read

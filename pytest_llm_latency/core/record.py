@@ -23,8 +23,8 @@ class TokenChunk:
     tokens: int
     reasoning: bool = False
     text: str | None = field(default=None, compare=False, repr=False)
-    #: how much earlier than ``t_ns`` it may have arrived (kernel stamps: it shared a read with later
-    #: events, ``RecordBuilder.stamp``); 0: stamped at its own arrival (``core.stamp_bounds``)
+    #: how much earlier than ``t_ns`` it may have arrived (kernel stamps: it shared a read with bytes
+    #: written after it, ``RecordBuilder.stamp``); 0: stamped at its own arrival (``core.stamp_bounds``)
     bound_ns: int = 0
 
 
@@ -141,8 +141,8 @@ class RecordBuilder:
         self._exact = True
         self._read_seq: int | None = None   # the socket read the latest ``stamp`` belonged to
         self._read_start = 0                # its first chunk's index
-        self._piece_start: int | None = None  # a later piece of it: the index its chunks start at
-        self._span = 0
+        self._span = 0                      # its span (ns): since the previous read's arrival
+        self._piece_is_write = True         # an HTTP chunk is one write of the server's (``body_framing``)
         if keep_output:
             self.record.content_parts = []
 
@@ -176,23 +176,21 @@ class RecordBuilder:
         read that brought them); first call sets first byte.
 
         ``read`` = (its number on the connection, its span, the client's delay on it or None): a
-        kernel stamp is the arrival of a read's *last* byte, so when a read is handed over in
-        several pieces (HTTP chunks) and a later piece brings another token, the tokens parsed
-        from the earlier pieces may have arrived up to ``span`` ns before their stamp
-        (``TokenChunk.bound_ns``).  A read whose later pieces bring only the stream's end (usage,
-        finish, ``[DONE]``) widens nothing: servers send the end with the last token (the same
-        step); the end itself is stamped at its arrival.  ``delay`` None: the read was stamped when
-        it returned (``stamp``: "read")."""
+        kernel stamp is the arrival of a read's *last* byte, so a token followed in the same read
+        by bytes the server may have written later (a later HTTP chunk: usage, finish, ``[DONE]``
+        or another token) may have arrived up to ``span`` ns before its stamp: its
+        ``TokenChunk.bound_ns`` widens to the span (``core.stamp_bounds``).  ``delay`` None: the
+        read was stamped when it returned (``stamp``: "read")."""
         t = self.clock() if t_ns is None else t_ns
         rec = self.record
         if rec.t_first_byte_ns is None:
             rec.t_first_byte_ns = t
         if read is not None:
             seq, span, delay = read
-            if seq == self._read_seq:  # a later piece of the same read
-                self._piece_start, self._span = len(rec.chunks), span
+            if seq == self._read_seq:  # a later piece of the same read: perhaps a later write
+                self._widen()
             else:
-                self._read_seq, self._read_start, self._piece_start = seq, len(rec.chunks), None
+                self._read_seq, self._read_start, self._span = seq, len(rec.chunks), span
                 if delay is None:
                     rec.stamp = "read"
                 else:
@@ -200,6 +198,25 @@ class RecordBuilder:
                     if rec.stamp is None:
                         rec.stamp = "kernel"
         return t
+
+    def body_framing(self, chunked: bool) -> None:
+        """How the body is framed: HTTP chunks (each one write of the server's: the events inside
+        one arrived together) or not (a close-delimited or sized body, handed over a read at a
+        time: any event may have been its own write, so a token followed by another event of the
+        same read may have arrived before its stamp)."""
+        self._piece_is_write = chunked
+
+    def event(self) -> None:
+        """Another event parsed from the latest piece (call it before the event's own
+        ``token_chunk``): without HTTP chunks, the tokens before it in the same read widen."""
+        if not self._piece_is_write:
+            self._widen()
+
+    def _widen(self) -> None:
+        chunks, span = self.record.chunks, self._span
+        for i in range(self._read_start, len(chunks)):
+            if chunks[i].bound_ns < span:
+                chunks[i] = replace(chunks[i], bound_ns=span)
 
     def token_chunk(self, t_ns: int, *, text_len: int = 0, reasoning: bool = False,
                     running_completion_tokens: int | None = None, n_tokens: int | None = None,
@@ -213,11 +230,7 @@ class RecordBuilder:
         elif n_tokens is None:
             n_tokens = 1
             self._exact = False
-        chunks = self.record.chunks
-        if self._piece_start is not None:  # a token from a later piece of the read: widen the earlier ones
-            for i in range(self._read_start, self._piece_start):
-                chunks[i] = replace(chunks[i], bound_ns=max(chunks[i].bound_ns, self._span))
-        chunks.append(TokenChunk(t_ns, n_tokens, reasoning, text))
+        self.record.chunks.append(TokenChunk(t_ns, n_tokens, reasoning, text))
         self.record.text_chars += text_len
 
     def usage(self, prompt_tokens: int | None, completion_tokens: int | None) -> None:

@@ -1,7 +1,8 @@
 """The bound on the client's own stamping error (``core.stamp_bounds``) and the refusal of verdicts
 it could flip (``core.checks.client_skew``): hand-built records on a fake clock, bounds worked out
 in each test from the definitions (a kernel stamp is its read's last byte's arrival; TTFT only reads
-long; TPOT moves by (b_first + b_last) / (N - 1); a percentile by the largest bound on its side)."""
+long; TPOT moves by (b_first + b_last) / (N - 1); a statistic lies between the statistics of the
+samples' lower and upper ends)."""
 from __future__ import annotations
 
 import pytest
@@ -42,15 +43,41 @@ def test_chunks_parsed_from_an_earlier_piece_of_a_read_may_have_arrived_up_to_it
     assert rec.stamp == "kernel"
 
 
-def test_a_last_token_followed_in_its_read_only_by_the_streams_end_keeps_its_stamp_exact():
+def test_a_last_token_followed_in_its_read_by_the_streams_end_written_later_may_be_early_by_the_span():
+    # the server wrote the usage chunk and [DONE] after the last token (their own HTTP chunks): the
+    # read's stamp is their arrival, and the last token arrived somewhere in the read's span before
     b = RecordBuilder(clock=lambda: 0)
     b.token_chunk(b.stamp(100 * MS, read=(1, 20 * MS, 0)))
-    b.token_chunk(b.stamp(120 * MS, read=(2, 20 * MS, 0)))   # the last token, then usage and [DONE] pieces
+    b.token_chunk(b.stamp(120 * MS, read=(2, 20 * MS, 0)))
     b.stamp(120 * MS, read=(2, 20 * MS, 0))
     b.usage(8, 2)
     b.stamp(120 * MS, read=(2, 20 * MS, 0))
     rec = b.finish(120 * MS, "length")
-    assert [c.bound_ns for c in rec.chunks] == [0, 0]
+    assert [c.bound_ns for c in rec.chunks] == [0, 20 * MS]
+
+
+def test_a_token_whose_read_ends_with_its_own_http_chunk_keeps_its_stamp_exact():
+    b = RecordBuilder(clock=lambda: 0)
+    b.token_chunk(b.stamp(100 * MS, read=(1, 20 * MS, 0)))
+    b.event()                                   # a second event in the same HTTP chunk: one write
+    b.token_chunk(100 * MS)
+    b.token_chunk(b.stamp(120 * MS, read=(2, 20 * MS, 0)))
+    b.stamp(125 * MS, read=(3, 5 * MS, 0))      # [DONE] in a read of its own
+    assert [c.bound_ns for c in b.finish(125 * MS).chunks] == [0, 0, 0]
+
+
+def test_without_http_chunks_a_token_followed_by_another_event_of_its_read_may_be_early_by_the_span():
+    b = RecordBuilder(clock=lambda: 0)
+    b.body_framing(chunked=False)               # a close-delimited body: a piece is a whole read
+    t = b.stamp(100 * MS, read=(1, 30 * MS, 0))
+    b.event()
+    b.token_chunk(t)
+    b.event()                                   # the next event of the same read: maybe a later write
+    b.token_chunk(t)
+    t = b.stamp(120 * MS, read=(2, 20 * MS, 0))
+    b.event()
+    b.token_chunk(t)
+    assert [c.bound_ns for c in b.record.chunks] == [30 * MS, 0, 0]
 
 
 def test_one_read_without_a_kernel_stamp_makes_the_record_read_stamped():
@@ -108,16 +135,34 @@ def test_the_open_loops_ttft_counts_from_its_due_time_so_the_send_has_no_slack()
 
 
 # ------------------------------------------------------------------ per statistic
-def test_a_percentile_is_bounded_by_the_largest_bound_on_the_side_it_could_move_from():
+def test_a_statistic_lies_between_the_statistics_of_the_samples_lower_and_upper_ends():
     # values 1..100 ms; the slowest sample carries a 30 ms bound below, a fast one 50 ms above
     bounded = [sb.Bounded(float(v), 30.0 if v == 100 else 1.0, 50.0 if v == 3 else 0.0) for v in range(1, 101)]
     p99 = sb.stat_bound(bounded, "p99")
-    # type-7 p99 of 1..100: rank 98.01 -> 99.01; the samples at or above its lower neighbour (99, 100)
-    assert p99.measured == pytest.approx(99.01) and p99.below == 30.0 and p99.above == 50.0
-    p50 = sb.stat_bound(bounded, "p50")
-    assert p50.below == 30.0 and p50.above == 50.0
+    # type-7 p99 of 1..100: rank 98.01 -> 99.01.  Lower ends: 0..98 and 70 -> sorted, rank 98.01 lies
+    # between 97 and 98 -> 97.01; upper ends: 1, 2, 53, 4..100 -> rank 98.01 -> 99.01 (53 stays below)
+    assert p99.measured == pytest.approx(99.01)
+    assert p99.below == pytest.approx(2.0) and p99.above == pytest.approx(0.0)
+    p50 = sb.stat_bound(bounded, "p50")    # rank 49.5 -> 50.5; lower ends -> 49.5; upper ends -> 51.5
+    assert p50.below == pytest.approx(1.0) and p50.above == pytest.approx(1.0)
     mean = sb.stat_bound(bounded, "mean")
     assert mean.below == pytest.approx((99 * 1 + 30) / 100) and mean.above == pytest.approx(50 / 100)
+
+
+def test_a_few_widened_samples_move_a_p99_only_as_far_as_the_next_samples_allow():
+    # 1,000 TTFTs of 20.0..20.999 ms; 5 of them (the largest) could be 20 ms early: the true p99 is
+    # no lower than the p99 of the rest
+    bounded = [sb.Bounded(20.0 + i / 1000, 20.0 if i >= 995 else 0.0, 0.0) for i in range(1000)]
+    p99 = sb.stat_bound(bounded, "p99")
+    assert p99.measured == pytest.approx(20.98901)
+    assert p99.below == pytest.approx(20.98901 - 20.98401)   # the p99 of the lower ends: rank 989.01 -> 20.98401
+
+
+def test_misses_count_as_the_result_counts_them_and_no_clock_moves_a_miss():
+    bounded = [sb.Bounded(float(v), 1.0, 1.0) for v in range(1, 11)]
+    assert sb.stat_bound(bounded, "max", misses=1).below == 0.0       # the max is the miss
+    with_miss = sb.stat_bound(bounded, "p50", misses=1)              # rank 5 of 11 values: 6
+    assert with_miss.measured == 6.0 and with_miss.below == 1.0 and with_miss.above == 1.0
 
 
 def test_the_bound_is_never_under_the_error_of_the_statistic_whatever_the_errors_inside_their_bounds():

@@ -11,9 +11,11 @@ ITL percentile.  Kernel arrival stamps make most bounds a few µs; read stamps (
 carry the lag monitor's calibrated bound on every token."""
 from __future__ import annotations
 
+import math
+
 from ..findings import Finding
-from ..result import METRIC_LABEL, WorkloadResult
-from ..stamp_bounds import SOURCES, StatBound, read_bound_ms, samples, stat_bound, stamp_mode
+from ..result import METRIC_LABEL, WorkloadResult, metric_values
+from ..stamp_bounds import SOURCES, Bounded, StatBound, read_bound_ms, samples, stat_bound, stamp_mode
 from ..workload import Budget
 
 CHECK = "client_skew"
@@ -22,12 +24,21 @@ WAY_OUT = ("give the test process a CPU of its own (no other load, fewer pytest-
 
 
 def skew_bound(res: WorkloadResult, b: Budget, observed: float) -> StatBound | None:
-    """How far the true value of ``b``'s statistic may lie from ``observed`` (None: no stamped sample)."""
+    """How far the true value of ``b``'s statistic may lie from ``observed`` (None: no stamped
+    sample).  Failed requests count as the result counts them: a miss (+inf) exactly, a partial
+    stream's finite values with the widest bound of the run's samples."""
     mode = stamp_mode(res.records)
     if mode is None:
         return None
     read_ms = read_bound_ms(res.client.client_lag_ms_p99)
-    return stat_bound(samples(res.records, b.metric, read_ms), b.stat, observed)
+    bounded = samples(res.records, b.metric, read_ms)
+    if not bounded:
+        return None
+    failed = metric_values([], res.failures, res.workload.output_tokens).get(b.metric, [])
+    misses = sum(1 for v in failed if math.isinf(v))
+    below, above = max(x.below for x in bounded), max(x.above for x in bounded)
+    bounded += [Bounded(v, below, above) for v in failed if not math.isinf(v)]
+    return stat_bound(bounded, b.stat, observed, misses=misses)
 
 
 def check_skew(res: WorkloadResult, b: Budget, observed: float) -> Finding | None:

@@ -53,8 +53,9 @@ DESCRIPTIONS = {
                              "more token gaps than those read with the client on time (decided per burst, "
                              "core/bunching.py): the client, not a proxy, bunched them (client/load_report.py)",
     "client.stamp_bound_ms_p99": "p99 over token chunks of how wrong a chunk's stamp can be (core.stamp_bounds): "
-                                 "kernel stamps: 0.02 ms, or the span of a read it shared with later events; read "
-                                 "stamps: the lag monitor's p99 x 3 + 0.5 ms (calibrated in benchmarks/fidelity.py)",
+                                 "kernel stamps: 0.02 ms, or the span of a read it shared with bytes written after "
+                                 "it (a last token with the stream's end: about one ITL); read stamps: the lag "
+                                 "monitor's p99 x 20 + 0.5 ms (calibrated in benchmarks/fidelity.py --stamp read)",
     "client.stamp_bound_ms_max": "the largest token chunk stamp bound (core.stamp_bounds)",
     "client.read_delay_ms_p99": "kernel stamps: p99 of the client's own delay per read (its return - the bytes' "
                                 "arrival), which the kernel stamps keep out of the figures",
