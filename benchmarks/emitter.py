@@ -15,8 +15,9 @@ Tokenizer: one token per whitespace word, like the reference target (``targets/r
 chat prompts count words + 2 per message + 1.  Each generated token is one word with a leading
 space, so any client can re-count a chunk's text.
 
-Schedule (per request, from ``recv``: the moment its body was read): token ``i`` (0-based) is
-*generated* at ``recv + ttft + i * interval`` (``interval = 1 / tok-per-s``, plus a seeded
+Schedule (per request, from ``start``: the kernel's arrival stamp of the request's last byte
+where there is one, else ``recv``, the moment its body was read): token ``i`` (0-based) is
+*generated* at ``start + ttft + i * interval`` (``interval = 1 / tok-per-s``, plus a seeded
 uniform jitter in ``[-jitter, +jitter]`` per gap, never negative); a chunk is *due* when its last
 token is generated, so with 4 tokens per chunk the first chunk goes out at ``ttft + 3 intervals``.
 Chat streams start with a role-only chunk at ``recv``.  The last token chunk carries
@@ -265,7 +266,9 @@ class Emitter:
         rng = random.Random(a.seed * 1_000_003 + rid)
         sizes = chunk_sizes(a.tokens_per_chunk, n_out, rng)
         # generation times of every token, then each chunk is due with its last token
-        gen, t = [], recv + self.ttft_ns
+        # from the request's arrival where the kernel stamped it: the TTFT is the schedule's, however
+        # late this thread read the request (a late read shows as the sender's lateness instead)
+        gen, t = [], (recv if arrived is None else arrived) + self.ttft_ns
         for k in range(n_out):
             if k:
                 g = self.interval_ns + (rng.randint(-self.jitter_ns, self.jitter_ns) if self.jitter_ns else 0)

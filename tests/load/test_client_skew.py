@@ -2,7 +2,8 @@
 (50 tok/s each, 64 tokens, TTFT 20 ms: ``benchmarks/emitter.py``, the ground truth) with the test
 process held to one core (``os.sched_setaffinity``; the emitter keeps its own core), and a
 ``ttft_p99`` budget of 25 ms: above the emitter's true TTFT, below what a client stamping its
-reads when they return reads on one core (its stamps late by its own queue of 128 threads).
+reads when they return reads on one core it shares with a busy thread of its own (its stamps late
+by its own queue of 128 threads and that thread).
 
 * with read stamps (the fallback of TLS and of platforms without kernel stamps) the inflated figure
   is refused -- an error naming the client's own stamps and the way out -- never a fail;
@@ -18,6 +19,7 @@ import os
 import select
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -31,15 +33,18 @@ from pytest_llm_latency.core.workload import make_workload
 ROOT = Path(__file__).resolve().parents[2]
 STREAMS = 128
 SKEW = "cannot be judged: measured"
-#: the emitter keeps its schedule within this (p99): its true TTFT p99 stays under 25 ms - 2 ms
+#: the emitter keeps its schedule within this (p99)
 TRUTH_SLACK_MS = 3.0
+#: and its true TTFT p99 stays this far under the 25 ms budget (more than a kernel stamp's error)
+TRUTH_TTFT_MARGIN_MS = 1.0
 
 
 @pytest.fixture(scope="module")
 def emitter_url(tmp_path_factory):
     stamps = tmp_path_factory.mktemp("emitter") / "stamps.jsonl"
     p = subprocess.Popen([sys.executable, str(ROOT / "benchmarks/emitter.py"), "--port", "0", "--ttft-ms", "20",
-                          "--tok-per-s", "50", "--default-tokens", "64", "--usage", "final", "--stamps", str(stamps)],
+                          "--tok-per-s", "50", "--default-tokens", "64", "--usage", "final", "--stamps", str(stamps),
+                          "--cpu", str(max(os.sched_getaffinity(0)))],  # a core apart from one_core()'s
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         ready, _, _ = select.select([p.stdout], [], [], 30)
@@ -57,8 +62,30 @@ def emitter_url(tmp_path_factory):
 
 
 @contextlib.contextmanager
+def busy_neighbour():
+    """A thread of the test process's own that keeps its core and the GIL busy: the client's own load
+    (a fixture's work, a report being written) that a client stamping its reads when they return
+    counts into every latency."""
+    stop = threading.Event()
+
+    def spin() -> None:
+        n = 0
+        while not stop.is_set():
+            for _ in range(20_000):
+                n += 1
+
+    t = threading.Thread(target=spin, daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join(10)
+
+
+@contextlib.contextmanager
 def one_core():
-    """This thread, and every thread it starts, on one core (the emitter, another process, keeps its own)."""
+    """This thread, and every thread it starts, on one core (the emitter, another process, has the last one)."""
     before = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {min(before)})
     try:
@@ -67,33 +94,43 @@ def one_core():
         os.sched_setaffinity(0, before)
 
 
-def emitter_lateness_ms_p99(url: str, http) -> float:
-    """How late the emitter itself sent its token events against its own schedule (p99, ms): the
-    ground truth is a TTFT of 20 ms only while it keeps its schedule."""
+def emitter_truth(url: str, http) -> tuple[float, float]:
+    """The ground truth's own health: how late the emitter sent its token events against its own
+    schedule (p99, ms), and its true TTFT p99 (ms) from each request's arrival (the kernel's stamp of
+    its last byte, where the emitter has one) to its first token's send: a TTFT of 20 ms only while
+    the emitter reads its requests and keeps its schedule."""
     import importlib.util
 
     dump = http.post(url + "/_emitter/dump", json={}).json()
     spec = importlib.util.spec_from_file_location("emitter_stamps", ROOT / "benchmarks/emitter_stamps.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    _, _, events = mod.load_stamps(dump["path"])
+    _, requests, events = mod.load_stamps(dump["path"])
     late = sorted((e["sent_ns"] - e["due_ns"]) / 1e6 for evs in events.values() for e in evs)
-    return late[int(0.99 * (len(late) - 1))] if late else 0.0
+    ttft = sorted((next(e["sent_ns"] for e in events[rid] if e["tok"] > 0)
+                   - (r["arrived_ns"] if r.get("arrived_ns") is not None else r["recv_ns"])) / 1e6
+                  for rid, r in requests.items() if r["max_tokens"] > 1 and rid in events)
+    p99 = lambda xs: xs[int(0.99 * (len(xs) - 1))] if xs else 0.0  # noqa: E731
+    return p99(late), p99(ttft)
 
 
 def run(url: str, slo: dict, **extra):
-    """The closed loop judged against ``slo``; skipped when the emitter itself fell behind its schedule
-    (a busy runner starving it too: then its TTFT is truly longer, and a fail would be right)."""
+    """The closed loop judged against ``slo``; skipped when the ground truth did not hold: the emitter
+    fell behind its schedule, or read its requests so late that its true TTFT p99 came within
+    ``TRUTH_TTFT_MARGIN_MS`` of the 25 ms budget (a busy runner starving it too: then a fail would be right)."""
     spec = {"prompt_tokens": 32, "output_tokens": 64, "concurrency": STREAMS, "samples": 2 * STREAMS,
             "warmup": STREAMS, "confidence": None, "slo": slo, **extra}
     with make_http_client(pool_size=STREAMS) as http:
         http.post(url + "/_emitter/reset", json={})
         client = make_client(Target(url, "openai-completions"), http)
         res = judge(measure(client, make_workload("w", spec)))
-        late = emitter_lateness_ms_p99(url, http)
+        late, true_ttft_p99 = emitter_truth(url, http)
     if late > TRUTH_SLACK_MS:
         pytest.skip(f"the emitter sent its tokens {late:.1f} ms late (p99): the ground truth did not hold its "
                     f"20 ms TTFT on this runner")
+    if true_ttft_p99 > 25 - TRUTH_TTFT_MARGIN_MS:
+        pytest.skip(f"the emitter's true TTFT p99 was {true_ttft_p99:.1f} ms from the requests' arrival (it read "
+                    f"them late): the 25 ms budget is no longer above the truth on this runner")
     return res
 
 
@@ -111,7 +148,7 @@ needs_two_cores = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="t
 
 @needs_two_cores
 def test_one_core_with_read_stamps_refuses_the_inflated_ttft_never_fails_it(emitter_url, read_stamps):
-    with one_core():
+    with one_core(), busy_neighbour():
         res = run(emitter_url, {"ttft_p99": "25ms"}, workers=1)
     assert res.measurement.stamp == "read"
     assert not res.violations, [v.message for v in res.violations]   # never a fail on the client's clock
