@@ -28,6 +28,9 @@ one per SSE event, TTFT 20 ms, 50 tok/s, final usage chunk; it stamps every even
   under-reports: the benchmark prints it and exits 1.  ``--stamp read`` turns kernel
   stamps off (as on TLS or a platform without them) and calibrates the read stamps' bound
   (``READ_LAG_FACTOR``); its rows go to ``results/fidelity_read.json``.
+* **the refusal**: TTFT p99 and ITL p99 budgets set around the truth (``BUDGET_OFFSETS_MS``) are
+  judged as the plugin judges them; a verdict the truth contradicts (never refused, wrong) is
+  printed and the benchmark exits 1.
 
 Each (tool, streams) run resets the emitter's stamps first; load average, the emitter's own
 send lateness (its health) and the client's CPU seconds are recorded with every row.  Bounded:
@@ -79,6 +82,7 @@ def one_run(em: Emitter, tool: str, c: int, tokens: int, workdir: Path, stamp: s
     row["loadavg_after"] = loadavg()
     if tool == "plugin":  # the same requests the plugin measured (its warm-up and ramp-up are not samples)
         row["truth"] = {"ttft_ms": row.pop("truth_ttft_ms"), "itl_ms": row.pop("truth_itl_ms")}
+        row["verdicts"] = verdict_check(facts["result"], row)
     else:  # a peer's percentiles cover its run (AIPerf leaves its warm-up out: a small mismatch)
         row["truth"] = {"ttft_ms": p50_p99(truth.ttft_ms()), "itl_ms": p50_p99(truth.itl_ms())}
     row["emitter"] = {"lateness_ms_p99": (truth.summary["lateness_ns"]["p99"] or 0) / 1e6,
@@ -100,6 +104,38 @@ def bound_check(row: dict) -> dict:
     beyond = row.get("tokens_beyond_bound", 0)
     return {"bound_ms_p99": bound, "error_least_ms_p99": least, "error_ms_p99": upper, "tokens_beyond_bound": beyond,
             "holds": bound is not None and least is not None and bound >= least and not beyond}
+
+
+#: budgets set around the truth of each row (ms from the true statistic): below it a budget the
+#: truth fails, above it budgets the truth passes by a little and by more
+BUDGET_OFFSETS_MS = (-0.5, 0.5, 2.0, 5.0)
+
+
+def verdict_check(res, row: dict) -> dict:
+    """Budgets on TTFT p99 and ITL p99 set around the emitter's truth (``BUDGET_OFFSETS_MS``), each
+    judged as the plugin judges it (``core.checks.client_skew`` first): ``refused`` where the client's
+    bound could flip it, else its pass or fail on the measured value.  ``wrong``: a verdict the truth
+    contradicts (acceptance 3 of issue 39: every affected budget refused, never a wrong verdict)."""
+    from pytest_llm_latency.core.budgets import Budget
+    from pytest_llm_latency.core.checks.client_skew import check_skew
+
+    out = {"judged": 0, "refused": 0, "wrong": 0, "wrong_budgets": []}
+    for metric, truth in (("ttft", row["truth"]["ttft_ms"]["p99"]), ("itl", row["truth"]["itl_ms"]["p99"])):
+        s = res.summaries.get(metric)
+        if s is None or truth is None:
+            continue
+        measured = s.get("p99")
+        for off in BUDGET_OFFSETS_MS:
+            b = Budget(f"{metric}_p99", metric, "p99", round(truth + off, 3), "fidelity")
+            if check_skew(res, b, measured) is not None:
+                out["refused"] += 1
+                continue
+            out["judged"] += 1
+            if (measured <= b.limit) != (truth <= b.limit):
+                out["wrong"] += 1
+                out["wrong_budgets"].append(f"{metric} p99 budget {b.limit} ms: measured {measured:.3f}, "
+                                            f"truth {truth:.3f}")
+    return out
 
 
 def machine() -> dict:
@@ -152,7 +188,11 @@ def main() -> None:
         print(f"BOUND UNDER-REPORTS: c={r['streams']} stamp={r.get('stamp')}: reported bound p99 {b['bound_ms_p99']} ms "
               f"vs the client's least per-token error p99 {b['error_least_ms_p99']:.3f} ms; "
               f"{b['tokens_beyond_bound']} tokens beyond their own bound", file=sys.stderr)
-    if under:
+    wrong = [r for r in out["rows"] if (r.get("verdicts") or {}).get("wrong")]
+    for r in wrong:
+        print(f"WRONG VERDICT: c={r['streams']} stamp={r.get('stamp')}: {r['verdicts']['wrong_budgets']}",
+              file=sys.stderr)
+    if under or wrong:
         raise SystemExit(1)
 
 
@@ -171,6 +211,9 @@ def summary_line(r: dict) -> str:
         per_tok += (f"first-token err p99 {first:.3f} ms TTFT err p99 {r['ttft_error_ms']['p99']:.3f} ms [{r.get('stamp')} stamps, bound p99 {b['bound_ms_p99']} ms "
                     f">= least err p99 {b['error_least_ms_p99']:.3f}: {'yes' if b['holds'] else 'NO'}; "
                     f"workers {r.get('workers')}] ")
+    if r.get("verdicts"):
+        v = r["verdicts"]
+        per_tok += f"budgets: {v['judged']} judged, {v['refused']} refused, {v['wrong']} wrong; "
     return (f"{r['tool']:>14} c={r['streams']:<3} {per_tok}TTFT pct err {fmt(r['ttft_pct_error_ms']['p50'])}/"
             f"{fmt(r['ttft_pct_error_ms']['p99'])} ITL pct err {fmt(r['itl_pct_error_ms']['p50'])}/"
             f"{fmt(r['itl_pct_error_ms']['p99'])} cpu {r.get('cpu_s')} s load {r['loadavg_before'][0]}")

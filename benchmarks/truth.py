@@ -200,6 +200,7 @@ def run_plugin(url: str, concurrency: int, samples: int, prompt_tokens: int, out
     facts = {"cpu_s": cpu, "stream_cpu_s": stream_cpu[0], "wall_s": wall, "tokens_all": tokens, "samples": len(pairs),
              "lag_p99_ms": res.client.client_lag_ms_p99,
              "stamp": res.measurement.stamp, "workers": res.load.workers, "workers_reason": res.load.workers_reason,
+             "result": res,  # the judged WorkloadResult (not written to JSON)
              "extra": {k: v for k, v in res.client.to_json().items()
                        if k.startswith(("client", "events", "stamp_bound", "read_delay"))}}
     return pairs, facts

@@ -76,7 +76,10 @@ def drain_tx(sock: socket.socket) -> int | None:
     """Read every queued transmit stamp without blocking (the socket's timeout is left at 0: the
     caller sets its own before its next read); the latest one (``CLOCK_REALTIME`` ns), or None."""
     latest = None
-    sock.settimeout(0)
+    try:
+        sock.settimeout(0)
+    except OSError:  # closed under the reader (a client shut down while a straggler read): no stamp
+        return None
     while True:
         try:
             _data, ancdata, _flags, _addr = sock.recvmsg(1, 512, socket.MSG_ERRQUEUE)

@@ -74,6 +74,7 @@ class StampedStream(httpcore.NetworkStream):
         self._prev_arrival: int | None = None
         self.t_sent_ns: int | None = None  # kernel transmit stamp of the latest request's last byte
         self._tx = self._tx_pending = False
+        self._writing = False  # a request is being written (no read since its first write)
         sock = getattr(inner, "_sock", None)
         # a plain socket only: an ssl.SSLSocket's reads are the TLS layer's (and it has no recvmsg)
         self._sock: socket.socket | None = None
@@ -112,6 +113,7 @@ class StampedStream(httpcore.NetworkStream):
                 self.t_sent_ns = sent_ns if sent_ns is not None and sent_ns <= t else None
                 if self.t_sent_ns is not None:
                     self._prev_arrival = max(self._prev_arrival or 0, self.t_sent_ns)
+        self._writing = False
         prev = self._prev_arrival
         self.span_ns = t - prev if prev is not None and t > prev else 0
         self._prev_arrival = t
@@ -120,9 +122,14 @@ class StampedStream(httpcore.NetworkStream):
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         # nothing of the answer can arrive before its request starts to leave: the next read's span
-        # starts here at the earliest (then at the request's transmit stamp, where there is one)
-        self._prev_arrival = max(self._prev_arrival or 0, MEASUREMENT_CLOCK())
-        if self._tx and not self._tx_pending:
+        # starts at the request's first write at the earliest (then at its transmit stamp, where there
+        # is one).  Only the first: a request goes out in several writes (head, body, and httpcore's
+        # empty one at the end of a sized body), and a thread held up between them may write its
+        # last one after the answer began to arrive
+        if buffer and not self._writing:
+            self._writing = True
+            self._prev_arrival = max(self._prev_arrival or 0, MEASUREMENT_CLOCK())
+        if buffer and self._tx and not self._tx_pending:
             self._tx_pending, self.t_sent_ns = True, None
         self._inner.write(buffer, timeout)
 

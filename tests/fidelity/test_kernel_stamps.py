@@ -98,3 +98,42 @@ def test_the_clients_stream_reports_its_own_delay_and_the_span_its_merged_events
     assert stream.t_sent_ns is not None and stream.t_sent_ns <= sends[0][0]           # the request's departure
     # the first event arrived no earlier than the request left: the span covers it
     assert stream.t_read_ns - stream.span_ns <= sends[0][0] and stream.span_ns >= 40_000_000
+
+
+@pytest.mark.skipif(not ks.supported(), reason="kernel arrival stamps are read on 64-bit Linux only")
+def test_a_requests_late_last_write_does_not_shorten_the_span_its_answer_arrived_in():
+    # httpcore writes a request in pieces (head, body, an empty write ending a sized body); a thread held
+    # up before its last write may make it after the answer began to arrive: the span still starts at
+    # the request's first write
+    from httpcore._backends.sync import SyncStream
+
+    from pytest_llm_latency.client.recv_stamp import StampedStream
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    raw = socket.create_connection(server.getsockname(), timeout=10)
+    conn, _ = server.accept()
+    stream = StampedStream(SyncStream(raw))
+    first_write = time.monotonic_ns()
+    stream.write(b"POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\n")
+    stream.write(b"{}")
+    assert conn.recv(100).endswith(b"{}")
+    sent = time.monotonic_ns()
+    conn.sendall(b"data: event 0\n\n")
+    time.sleep(0.02)
+    stream.write(b"")                                  # the late empty write, after the answer arrived
+    conn.sendall(b"data: event 1\n\n")
+    time.sleep(0.01)
+    stream.read(4096, timeout=5)
+    for s in (raw, conn, server):
+        s.close()
+    assert stream.kernel
+    # the first event (sent at `sent`) lies inside the read's span, which starts no later than the first write
+    assert stream.t_read_ns - stream.span_ns <= min(sent, max(first_write, stream.t_sent_ns or 0))
+
+
+def test_draining_transmit_stamps_of_a_socket_closed_under_the_reader_gives_none():
+    s = socket.socket()
+    s.close()
+    assert ks.drain_tx(s) is None
