@@ -125,12 +125,43 @@ def verdicts(fid: dict | None, cap: dict | None, start: dict | None) -> list[str
     return out
 
 
+def stamps_table(*runs: dict) -> list[str]:
+    """The plugin's rows of ``fidelity.py`` (kernel stamps) and ``fidelity.py --stamp read``: the true
+    error, the bound the result reported, and the budgets judged around the truth (issue 39)."""
+    out = ["*per-token* / *first-token* = receive stamp - the emitter's send stamp; *TTFT err* = measured "
+           "- true TTFT per request (the truth from the request's kernel arrival at the emitter); "
+           "*least err* = receive - the end of the emitter's write (the client's own share at least); "
+           "*bound* = `client.stamp_bound_ms_p99` as the result reported it; *beyond* = tokens whose least "
+           "error exceeds their own bound; *budgets* = TTFT p99 and ITL p99 budgets at truth -0.5/+0.5/+2/+5 ms, "
+           "judged / refused / wrong.", "",
+           "| stamp | streams | per-token err p50 / p99 | first-token err p99 | TTFT err p99 | bound p99 | "
+           "least err p99 | beyond | read delay p99 / max | lag p99 | budgets j / r / wrong | workers | "
+           "CPU ms/token | load | when |", "|---|---:|---|---:|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---|"]
+    for d in runs:
+        for r in d["rows"]:
+            if r["tool"] != "plugin" or "bound_check" not in r:
+                continue
+            b, c, v = r["bound_check"], r["client"], r.get("verdicts") or {}
+            out.append(
+                f"| {r.get('stamp')} | {r['streams']} | {f(r['token_error_ms']['p50'], 3)} / "
+                f"{f(r['token_error_ms']['p99'], 3)} | {f(r['first_token_error_ms']['p99'], 3)} | "
+                f"{f(r['ttft_error_ms']['p99'], 3)} | {f(b['bound_ms_p99'], 3)} | {f(b['error_least_ms_p99'], 3)} | "
+                f"{b.get('tokens_beyond_bound', 0)} | {f(c.get('read_delay_ms_p99'))} / {f(c.get('read_delay_ms_max'))} "
+                f"| {f(c.get('client_lag_ms_p99'))} | {v.get('judged', '-')} / {v.get('refused', '-')} / "
+                f"{v.get('wrong', '-')} | {r.get('workers') or 1} | {f(r.get('cpu_ms_per_token'), 3)} | "
+                f"{r['loadavg_before'][0]:.2f} | {r.get('when', d['when'])[:16]} |")
+    return out
+
+
 def render() -> str:
     fid, cap, start, hot = load("fidelity"), load("capacity"), load("startup"), load("hot_path")
     head = load("emitter_headroom")
     out = [BEGIN, "", "### Targets (from the recorded results below)", ""] + verdicts(fid, cap, start)
     if fid:
         out += ["", "### Fidelity (`benchmarks/fidelity.py`)", ""] + fidelity_table(fid)
+    runs = [d for d in (fid, load("fidelity_read")) if d]
+    if runs:
+        out += ["", "### Stamps and the self-check (`benchmarks/fidelity.py [--stamp read]`)", ""] + stamps_table(*runs)
     if cap:
         out += ["", "### Capacity (`benchmarks/capacity.py`)", ""] + capacity_table(cap)
     if start:
