@@ -114,7 +114,9 @@ def test_plain_http_reads_carry_the_kernels_arrival_inside_the_servers_own_write
         assert rec.t_send_ns <= requests[rid]["recv_ns"] + CONVERSION_MS * 1e6
     res = summarized(recs, lag_ms=1.0)
     assert res.measurement.stamp == "kernel"
-    assert res.client.stamp_bound_ms_p99 is not None and res.client.stamp_bound_ms_p99 < read_bound_ms(1.0)
+    assert res.client.stamp_bound_ms_p99 is not None
+    bounds = sorted(c.bound_ns for rec in recs for c in rec.chunks)
+    assert bounds[len(bounds) // 2] == 0   # most tokens ended their read: exact, not the read stamps' bound
     assert res.client.read_delay_ms_p99 is not None
 
 
