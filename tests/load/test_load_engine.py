@@ -113,8 +113,17 @@ def test_samples_auto_keeps_its_rounds_and_refuses_load_keys():
 
     from pytest_llm_latency.core.errors import ConfigError
 
+    from dataclasses import replace
+
+    from pytest_llm_latency.client.load_plan import planned_workers
+
     auto = make_workload("w", {"class": "chat", "samples": "auto", "concurrency": 4})
-    assert auto.sequential and not uses_load_engine(auto) and planned_requests(auto) == auto.samples
+    assert auto.sequential and not uses_load_engine(auto)
+    # its rounds' samples, and (workers: auto, the default: up to 2 processes on the tests' 2 CPUs) each
+    # worker's own warm-up prompts
+    assert auto.workers == "auto" and planned_workers(auto) == 2
+    assert planned_requests(auto) == auto.samples + auto.warmup * 2
+    assert planned_requests(replace(auto, workers=1)) == auto.samples
     with pytest.raises(ConfigError, match="does not combine with rate"):
         make_workload("w", {"class": "chat", "samples": "auto", "rate": 4})
     assert make_workload("w", {"class": "chat", "requests": 30}).samples == 30
