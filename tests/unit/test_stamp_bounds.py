@@ -225,9 +225,10 @@ def test_read_stamps_refuse_a_fail_their_calibrated_lag_bound_could_explain():
     recs = [kernel_record(0, [30, 50, 70]) for _ in range(100)]
     for r in recs:
         r.stamp = "read"
-    res = _judged(recs, {"ttft_p99": "28ms"}, lag_ms=2.0)   # bound 3 x 2 + 0.5 = 6.5 ms: 30 - 6.5 <= 28
-    assert res.verdict == "error" and "read stamps" in res.errors[0] and "lag p99 2 ms" in res.errors[0]
-    res = _judged(recs, {"ttft_p99": "20ms"}, lag_ms=2.0)   # 30 - 6.5 > 20: judged
+    bound = sb.read_bound_ms(0.5)                            # READ_LAG_FACTOR x 0.5 + READ_FLOOR_MS
+    res = _judged(recs, {"ttft_p99": f"{30 - bound + 0.5}ms"}, lag_ms=0.5)   # 30 - bound <= budget: may pass
+    assert res.verdict == "error" and "read stamps" in res.errors[0] and "lag p99 0.5 ms" in res.errors[0]
+    res = _judged(recs, {"ttft_p99": f"{30 - bound - 0.5}ms"}, lag_ms=0.5)   # 30 - bound > budget: judged
     assert res.verdict == "fail"
 
 
