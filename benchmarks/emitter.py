@@ -60,41 +60,17 @@ import random
 import resource
 import signal
 import socket
-import struct
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # run as a script or loaded by path
 from emitter_stamps import load_stamps, pct, write_stamps  # noqa: F401 - load_stamps re-exported
-from emitter_wire import WORDS, chat_tokens, chunk_sizes, count_words, http_chunk
+from emitter_wire import SO_TIMESTAMPNS, WORDS, chat_tokens, chunk_sizes, count_words, http_chunk
+from emitter_wire import recv_arrival as _recv
 
 MAX_BODY = 16 * 1024 * 1024
 
-
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else None)
-_TS_SPACE = socket.CMSG_SPACE(16) if hasattr(socket, "CMSG_SPACE") else 0
-
-
-def _recv(sock: socket.socket) -> tuple[bytes, int | None]:
-    """One read of a request and the kernel's arrival stamp of its last byte (monotonic ns; None
-    without one); b"" when the client closed.  A socket timeout (set for the sender's writes) only
-    means the client is idle between requests: read again."""
-    while True:
-        try:
-            if not _TS_SPACE or SO_TIMESTAMPNS is None:
-                return sock.recv(65536), None
-            data, anc, _flags, _addr = sock.recvmsg(65536, _TS_SPACE)
-            m0 = time.monotonic_ns()
-            r = time.time_ns()
-            m1 = time.monotonic_ns()
-            for level, kind, raw in anc:
-                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= 16:
-                    sec, nsec = struct.unpack("qq", raw[:16])
-                    return data, sec * 1_000_000_000 + nsec - (r - (m0 + m1) // 2)
-            return data, None
-        except socket.timeout:
-            continue
 
 class Emitter:
     def __init__(self, a: argparse.Namespace):

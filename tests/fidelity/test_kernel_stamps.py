@@ -67,8 +67,8 @@ def test_a_socket_that_refuses_the_option_keeps_read_stamps(monkeypatch):
         assert ks.enable(s) is False
 
 
-@pytest.mark.skipif(not ks.supported(), reason="kernel arrival stamps are read on 64-bit Linux only")
-def test_the_clients_stream_reports_its_own_delay_and_the_span_its_merged_events_arrived_in():
+def stamped_loopback():
+    """A loopback connection: (listening socket, client socket, server side, the client's StampedStream)."""
     from httpcore._backends.sync import SyncStream
 
     from pytest_llm_latency.client.recv_stamp import StampedStream
@@ -78,7 +78,12 @@ def test_the_clients_stream_reports_its_own_delay_and_the_span_its_merged_events
     server.listen(1)
     raw = socket.create_connection(server.getsockname(), timeout=10)
     conn, _ = server.accept()
-    stream = StampedStream(SyncStream(raw))
+    return server, raw, conn, StampedStream(SyncStream(raw))
+
+
+@pytest.mark.skipif(not ks.supported(), reason="kernel arrival stamps are read on 64-bit Linux only")
+def test_the_clients_stream_reports_its_own_delay_and_the_span_its_merged_events_arrived_in():
+    server, raw, conn, stream = stamped_loopback()
     stream.write(b"GET / HTTP/1.1\r\n\r\n")           # the request: nothing can arrive before it left
     assert conn.recv(100).startswith(b"GET")
     sends = []
@@ -105,16 +110,7 @@ def test_a_requests_late_last_write_does_not_shorten_the_span_its_answer_arrived
     # httpcore writes a request in pieces (head, body, an empty write ending a sized body); a thread held
     # up before its last write may make it after the answer began to arrive: the span still starts at
     # the request's first write
-    from httpcore._backends.sync import SyncStream
-
-    from pytest_llm_latency.client.recv_stamp import StampedStream
-
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    raw = socket.create_connection(server.getsockname(), timeout=10)
-    conn, _ = server.accept()
-    stream = StampedStream(SyncStream(raw))
+    server, raw, conn, stream = stamped_loopback()
     first_write = time.monotonic_ns()
     stream.write(b"POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\n")
     stream.write(b"{}")
