@@ -21,13 +21,14 @@ import math
 import time
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Protocol
 
 import httpx
 
 from ..core.errors import MeasurementError
 from ..core.record import Clock, RecordBuilder
 from ..core.redact import Redactor, redact_url  # noqa: F401 - re-exported: the client layer's redaction
+from .read_pump import h11_connection, shared_pump
 from .recv_stamp import install, read_clock
 from .failures import (MAX_ERROR_BODY, RECEIVED_ATTR, AnswerDeadline, Received, content_type,
                        error_text, map_transport_error, proxy_page, proxy_page_error)
@@ -259,7 +260,7 @@ def _stamp_failure(rec: Any, clock: Clock) -> None:
 
 
 class StreamingPost:
-    """POST a streaming request and iterate ``(t_ns, bytes)`` as reads arrive."""
+    """POST a streaming request and push its body, stamped read by read, to the adapter's consumer."""
 
     def __init__(self, http: httpx.Client, timeouts: Timeouts, clock: Clock, redact: Redactor,
                  sleep: Callable[[float], None] = time.sleep):
@@ -267,10 +268,10 @@ class StreamingPost:
 
     def run(self, url: str, body: dict, builder_factory: Callable[[], RecordBuilder],
             expected_types: tuple[str, ...], describe_status: Callable[[int, str], MeasurementError | None],
-            consume: Callable[[RecordBuilder, Iterator[tuple[int, bytes]]], None]) -> RecordBuilder:
-        """POST, retry 429/503, check status and content type, then ``consume(builder, reads)``
-        where ``reads`` yields ``(t_ns, bytes)`` stamped on arrival.  Transport errors raised
-        while consuming are mapped to ``MeasurementError`` here too."""
+            consumer: Callable[[RecordBuilder], "BodyConsumer"]) -> RecordBuilder:
+        """POST, retry 429/503, check status and content type, then push the body to
+        ``consumer(builder)`` (``BodyConsumer``), each chunk stamped on arrival.  Transport errors
+        raised while reading are mapped to ``MeasurementError`` here too."""
         retries = 0
         while True:
             builder = builder_factory()
@@ -296,7 +297,7 @@ class StreamingPost:
                         raise MeasurementError("content_type", self.redact(
                             f"non-SSE response ({ctype or 'no content-type'}) from {url}, expected "
                             f"{' or '.join(expected_types)} — {what} Body starts: {snippet!r}"))
-                    consume(builder, self._reads(resp, builder, received))
+                    self._read_body(resp, builder, received, consumer(builder))
                     return builder
             except MeasurementError as exc:
                 exc.partial = exc.partial or builder.record  # what arrived before the failure (TTFT, gaps)
@@ -331,10 +332,12 @@ class StreamingPost:
                 f"lower concurrency or wait for readiness"))
         return MeasurementError(f"http_{code}", self.redact(f"HTTP {code} from {url}: {msg}"))
 
-    def _reads(self, resp: httpx.Response, builder: RecordBuilder,
-               received: Received) -> Iterator[tuple[int, bytes]]:
-        """``(t_ns, bytes)`` as they arrive; ``received.body_bytes`` counts them (the phase a
-        transport error then names)."""
+    def _read_body(self, resp: httpx.Response, builder: RecordBuilder, received: Received,
+                   consumer: "BodyConsumer") -> None:
+        """Push the body to ``consumer`` a chunk at a time, each stamped by the read that brought it
+        (before any parsing); ``received.body_bytes`` counts them (the phase a transport error then
+        names).  A socket with kernel stamps is read by this process's ``ReadPump`` (one thread for
+        every stream); any other by this thread."""
         assert builder.record.t_submit_ns is not None  # stamped when the request was submitted
         deadline = builder.record.t_submit_ns + int(self.timeouts.total_s * 1e9)
         stream = read_clock(resp, builder.clock)  # the stamped socket reads that bring the chunks
@@ -342,14 +345,38 @@ class StreamingPost:
             builder.sent_kernel(stream.t_sent_ns)  # when the request's last byte left, by the kernel
         # an HTTP chunk is one write of the server's; a body without them is handed over a read at a time
         builder.body_framing("chunked" in resp.headers.get("transfer-encoding", "").lower())
-        for chunk in raw_chunks(resp):
+        redact, total_s, feed = self.redact, self.timeouts.total_s, consumer.feed
+
+        def chunk(data: bytes) -> None:
             if stream is None:
                 t = builder.stamp()  # stamp before any parsing
             else:  # the read's stamp (kernel arrival, or its return), its number, span and delay
                 t = builder.stamp(stream.t_read_ns, read=(stream.seq, stream.span_ns, stream.delay_ns))
-            received.body_bytes += len(chunk)
-            yield t, chunk
+            received.body_bytes += len(data)
+            feed(t, data)
             if t > deadline:
-                raise MeasurementError("total_timeout", self.redact(
-                    f"request exceeded the total timeout of {self.timeouts.total_s:g}s after "
+                raise MeasurementError("total_timeout", redact(
+                    f"request exceeded the total timeout of {total_s:g}s after "
                     f"{len(builder.record.chunks)} tokens (trickling server or proxy?)"))
+
+        conn = h11_connection(resp, stream) if stream is not None and stream.kernel_socket else None
+        if conn is None:
+            for data in raw_chunks(resp):
+                chunk(data)
+        else:
+            # the read timeout httpcore would have used between two reads: the HTTP client's
+            read_s = resp.request.extensions.get("timeout", {}).get("read") or self.timeouts.idle_s
+            left_s = max(deadline - builder.clock(), 0) / 1e9
+            shared_pump().pump(resp, conn, stream, chunk, idle_s=read_s,  # type: ignore[arg-type]
+                               wait_s=left_s + read_s + 1.0)
+        consumer.close()
+
+
+class BodyConsumer(Protocol):
+    """An adapter's reader of one streamed body (``OpenAIClient``'s SSE, ``OllamaClient``'s NDJSON):
+    ``feed`` each chunk with its stamp, then ``close`` at the end of the body (a pending event, the
+    end-of-stream checks, ``RecordBuilder.finish``)."""
+
+    def feed(self, t: int, chunk: bytes) -> None: ...
+
+    def close(self) -> None: ...

@@ -16,7 +16,7 @@ it is marked ``server_timings["prompt_cached"]``, never read as "no usage".
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import httpx
 
@@ -159,25 +159,11 @@ class OllamaClient:
             url, body,
             lambda: RecordBuilder(self.clock, expected_prompt_tokens=expected_prompt_tokens,
                                   expected_output_tokens=max_tokens),
-            NDJSON_TYPES, self._describe, self._consume)
+            NDJSON_TYPES, self._describe, self._consumer)
         return builder.record
 
-    def _consume(self, b: RecordBuilder, reads: Iterator[tuple[int, bytes]]) -> None:
-        dec = NDJSONDecoder(self.max_line_bytes)
-        done = False
-        t_last = b.record.t_send_ns
-        for t, chunk in reads:
-            t_last = t
-            for obj in dec.feed(chunk):
-                b.event()
-                done = self._object(b, t, obj) or done
-        for obj in dec.close():
-            b.event()
-            done = self._object(b, t_last, obj) or done
-        if not done:
-            raise MeasurementError("no_done", self.redact(
-                f"NDJSON stream ended without a final 'done: true' object after {len(b.record.chunks)} tokens"))
-        b.finish(t_last)
+    def _consumer(self, builder: RecordBuilder) -> "NDJSONConsumer":
+        return NDJSONConsumer(self, builder)
 
     def _object(self, b: RecordBuilder, t: int, obj: dict) -> bool:
         if "error" in obj:
@@ -202,3 +188,30 @@ class OllamaClient:
             b.record.finish_reason = obj.get("done_reason")
             return True
         return False
+
+
+class NDJSONConsumer:
+    """One streamed Ollama answer, pushed a read at a time (``client.http.BodyConsumer``)."""
+
+    def __init__(self, client: OllamaClient, builder: RecordBuilder):
+        self.client, self.builder = client, builder
+        self.dec = NDJSONDecoder(client.max_line_bytes)
+        self.done = False
+        self.t_last = builder.record.t_send_ns
+
+    def feed(self, t: int, chunk: bytes) -> None:
+        self.t_last = t
+        b = self.builder
+        for obj in self.dec.feed(chunk):
+            b.event()
+            self.done = self.client._object(b, t, obj) or self.done
+
+    def close(self) -> None:
+        b = self.builder
+        for obj in self.dec.close():
+            b.event()
+            self.done = self.client._object(b, self.t_last, obj) or self.done
+        if not self.done:
+            raise MeasurementError("no_done", self.client.redact(
+                f"NDJSON stream ended without a final 'done: true' object after {len(b.record.chunks)} tokens"))
+        b.finish(self.t_last)

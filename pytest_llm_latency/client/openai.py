@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import httpx
 
@@ -251,33 +251,11 @@ class OpenAIClient:
             url, body,
             lambda: RecordBuilder(self.clock, expected_prompt_tokens=expected_prompt_tokens,
                                   expected_output_tokens=max_tokens, keep_output=keep_output),
-            SSE_TYPES, self._describe_status(expected_prompt_tokens, max_tokens), self._consume)
+            SSE_TYPES, self._describe_status(expected_prompt_tokens, max_tokens), self._consumer)
         return builder.record
 
-    def _consume(self, builder: RecordBuilder, reads: Iterator[tuple[int, bytes]]) -> None:
-        dec = SSEDecoder(self.max_line_bytes)
-        state: dict[str, Any] = {"done": False, "finish": None, "running": 0}
-        t_last = builder.record.t_send_ns
-        n_bytes = 0
-        for t, chunk in reads:
-            t_last, n_bytes = t, n_bytes + len(chunk)
-            for ev in dec.feed(chunk):
-                builder.event()
-                self._event(builder, t, ev.data, ev.error, state)
-        for ev in dec.close():
-            builder.event()
-            self._event(builder, t_last, ev.data, ev.error, state)
-        if not state["done"] and not builder.record.chunks:  # a close-delimited body (HTTP/1.0) cut early
-            after = (builder.clock() - builder.record.t_send_ns) / 1e9  # the close, not the last read
-            raise MeasurementError("no_done", self.redact(
-                f"stream ended without 'data: [DONE]' and without a token ({n_bytes} body bytes, {after:.1f} s "
-                f"after the request): the server or a proxy closed it before the first token — "
-                f"{PROXY_TIMEOUT_HINT}"))
-        if not state["done"]:
-            raise MeasurementError("no_done", self.redact(
-                f"stream ended without 'data: [DONE]' after {len(builder.record.chunks)} token chunks: "
-                f"the server closed the stream early (crash, timeout or proxy cut)"))
-        builder.finish(t_last, state["finish"])
+    def _consumer(self, builder: RecordBuilder) -> "SSEConsumer":
+        return SSEConsumer(self, builder)
 
     def _event(self, b: RecordBuilder, t: int, data: str, sse_error: str | None, state: dict) -> None:
         if sse_error is not None:
@@ -347,3 +325,40 @@ class OpenAIClient:
                 state["finish"] = finish
         if usage and (not choices or finish is not None):
             b.usage(usage.get("prompt_tokens"), usage.get("completion_tokens"))
+
+
+class SSEConsumer:
+    """One streamed answer's body, pushed a read at a time (``client.http.BodyConsumer``): the SSE
+    events of each read go to ``OpenAIClient._event`` with the read's stamp; ``close`` dispatches a
+    pending event and checks the stream ended with ``data: [DONE]``."""
+
+    def __init__(self, client: OpenAIClient, builder: RecordBuilder):
+        self.client, self.builder = client, builder
+        self.dec = SSEDecoder(client.max_line_bytes)
+        self.state: dict[str, Any] = {"done": False, "finish": None, "running": 0}
+        self.t_last = builder.record.t_send_ns
+        self.n_bytes = 0
+
+    def feed(self, t: int, chunk: bytes) -> None:
+        self.t_last, self.n_bytes = t, self.n_bytes + len(chunk)
+        b, event, state = self.builder, self.client._event, self.state
+        for ev in self.dec.feed(chunk):
+            b.event()
+            event(b, t, ev.data, ev.error, state)
+
+    def close(self) -> None:
+        b, state, redact = self.builder, self.state, self.client.redact
+        for ev in self.dec.close():
+            b.event()
+            self.client._event(b, self.t_last, ev.data, ev.error, state)
+        if not state["done"] and not b.record.chunks:  # a close-delimited body (HTTP/1.0) cut early
+            after = (b.clock() - b.record.t_send_ns) / 1e9  # the close, not the last read
+            raise MeasurementError("no_done", redact(
+                f"stream ended without 'data: [DONE]' and without a token ({self.n_bytes} body bytes, {after:.1f} s "
+                f"after the request): the server or a proxy closed it before the first token — "
+                f"{PROXY_TIMEOUT_HINT}"))
+        if not state["done"]:
+            raise MeasurementError("no_done", redact(
+                f"stream ended without 'data: [DONE]' after {len(b.record.chunks)} token chunks: "
+                f"the server closed the stream early (crash, timeout or proxy cut)"))
+        b.finish(self.t_last, state["finish"])

@@ -84,6 +84,16 @@ class StampedStream(httpcore.NetworkStream):
             self._tx = kernel_stamps.enable_tx(sock)
         _LATEST[0] = self._sock is not None
 
+    @property
+    def kernel_socket(self) -> bool:
+        """Whether this stream's reads carry the kernel's arrival stamps (``client.read_pump``)."""
+        return self._sock is not None
+
+    def fileno(self) -> int:
+        """The socket's descriptor (-1 once closed): only a kernel-stamped stream has its socket at hand."""
+        assert self._sock is not None, "only a kernel-stamped stream has its socket at hand"
+        return self._sock.fileno()
+
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         if self._sock is None:
             data = self._inner.read(max_bytes, timeout)

@@ -37,6 +37,8 @@ SKEW = "cannot be judged: measured"
 TRUTH_SLACK_MS = 3.0
 #: and its true TTFT p99 stays this far under the 25 ms budget (more than a kernel stamp's error)
 TRUTH_TTFT_MARGIN_MS = 1.0
+#: its true ITL p99 this far under an ITL budget (the gaps' own jitter is a few tenths of a ms)
+TRUTH_ITL_MARGIN_MS = 0.5
 
 
 @pytest.fixture(scope="module")
@@ -94,11 +96,12 @@ def one_core():
         os.sched_setaffinity(0, before)
 
 
-def emitter_truth(url: str, http) -> tuple[float, float]:
+def emitter_truth(url: str, http) -> tuple[float, float, float]:
     """The ground truth's own health: how late the emitter sent its token events against its own
-    schedule (p99, ms), and its true TTFT p99 (ms) from each request's arrival (the kernel's stamp of
-    its last byte, where the emitter has one) to its first token's send: a TTFT of 20 ms only while
-    the emitter reads its requests and keeps its schedule."""
+    schedule (p99, ms), its true TTFT p99 (ms) from each request's arrival (the kernel's stamp of
+    its last byte, where the emitter has one) to its first token's send -- a TTFT of 20 ms only while
+    the emitter reads its requests and keeps its schedule -- and its true ITL p99 (ms): the gaps
+    between a request's token sends (a late event widens one gap by all its lateness)."""
     import importlib.util
 
     dump = http.post(url + "/_emitter/dump", json={}).json()
@@ -110,8 +113,12 @@ def emitter_truth(url: str, http) -> tuple[float, float]:
     ttft = sorted((next(e["sent_ns"] for e in events[rid] if e["tok"] > 0)
                    - (r["arrived_ns"] if r.get("arrived_ns") is not None else r["recv_ns"])) / 1e6
                   for rid, r in requests.items() if r["max_tokens"] > 1 and rid in events)
+    itl = []
+    for evs in events.values():
+        sent = sorted(e["sent_ns"] for e in evs if e["tok"] > 0)
+        itl += [(b - a) / 1e6 for a, b in zip(sent, sent[1:])]
     p99 = lambda xs: xs[int(0.99 * (len(xs) - 1))] if xs else 0.0  # noqa: E731
-    return p99(late), p99(ttft)
+    return p99(late), p99(ttft), p99(sorted(itl))
 
 
 def run(url: str, slo: dict, **extra):
@@ -124,13 +131,17 @@ def run(url: str, slo: dict, **extra):
         http.post(url + "/_emitter/reset", json={})
         client = make_client(Target(url, "openai-completions"), http)
         res = judge(measure(client, make_workload("w", spec)))
-        late, true_ttft_p99 = emitter_truth(url, http)
+        late, true_ttft_p99, true_itl_p99 = emitter_truth(url, http)
     if late > TRUTH_SLACK_MS:
         pytest.skip(f"the emitter sent its tokens {late:.1f} ms late (p99): the ground truth did not hold its "
                     f"20 ms TTFT on this runner")
     if true_ttft_p99 > 25 - TRUTH_TTFT_MARGIN_MS:
         pytest.skip(f"the emitter's true TTFT p99 was {true_ttft_p99:.1f} ms from the requests' arrival (it read "
                     f"them late): the 25 ms budget is no longer above the truth on this runner")
+    itl_budget = float(slo["itl_p99"].removesuffix("ms")) if "itl_p99" in slo else None
+    if itl_budget is not None and true_itl_p99 > itl_budget - TRUTH_ITL_MARGIN_MS:
+        pytest.skip(f"the emitter's true ITL p99 was {true_itl_p99:.1f} ms (it sent some tokens late): the "
+                    f"{itl_budget:g} ms ITL budget is no longer above the truth on this runner")
     return res
 
 
