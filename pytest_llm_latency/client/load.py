@@ -1,11 +1,13 @@
 """The load engine: a closed loop with ramp-up and steady-state measurement, and an open loop
-on a seeded arrival schedule -- on threads, one blocking stream per thread.
+on a seeded arrival schedule -- a thread per in-flight stream sends; where the connection has
+kernel arrival stamps one read pump per process reads every body (``client/read_pump.py``).
 
-Design (measured, ``benchmarks/load_engine.py``; results in ``benchmarks/README.md``): the
-stream adapters (``client/openai.py``, ``client/ollama.py``) are synchronous and stamp every
-read before parsing; a thread per in-flight stream keeps them unchanged, and the measured
-client cost per stream read stays far below the inter-token latencies it measures at 128
-streams.  What no design avoids is a starved client, so the engine watches its own health:
+Design (measured, ``benchmarks/load_engine.py``; results in ``benchmarks/README.md`` and
+``benchmarks/RESULTS.md``): the stream adapters (``client/openai.py``, ``client/ollama.py``) stamp
+every read before parsing and consume the body through one ``BodyConsumer``; a stream's thread
+builds and sends its request and reads the headers, then either reads its own body (read stamps)
+or hands it to the pump (kernel stamps: one ``epoll`` thread, no wake-up per token).
+What no design avoids is a starved client, so the engine watches its own health:
 
 * ``LagMonitor``: a thread that wakes every ``tick`` and records how late it woke -- the time a
   ready thread of this process waited for a CPU (and the GIL).  Reading a token is late by as

@@ -18,12 +18,13 @@ from typing import Iterable, Sequence
 
 #: the token events per second one process stamps with a first-token and per-token error p99 <= 1 ms
 #: (``benchmarks/fidelity.py``: one process, a closed loop of streams x 50 tok/s against the exact
-#: emitter on the 2-core VM, kernel arrival stamps): 96 streams (4,800 events/s) held it in every run
-#: (4 of 4, first-token p99 <= 0.13 ms); 128 streams (6,400) in 3 of 5 (the others 9 ms: about 1 % of
-#: first tokens read 20 ms late, merged with the next).  Recorded in ``benchmarks/results/
-#: fidelity_repeats.json`` and benchmarks/RESULTS.md.  Recalibrate after the client's per-token cost
-#: changes, on the machine the tests run on.
-EVENTS_PER_S_PER_PROCESS = 4800
+#: emitter on the 2-core VM, kernel arrival stamps, the read pump of ``client/read_pump.py``):
+#: 128 streams (6,400 events/s) held it in every run (4 of 4, TTFT error p99 <= 0.06 ms); 160
+#: (8,000) and 192 (9,600) in 2 of 3 (the others: about 1 % of tokens read 20-40 ms late, merged
+#: with the next; every affected budget refused).  Recorded in ``benchmarks/results/
+#: fidelity_repeats_pump.json`` and benchmarks/RESULTS.md.  Recalibrate after the client's
+#: per-token cost changes, on the machine the tests run on.
+EVENTS_PER_S_PER_PROCESS = 6400
 #: the per-stream rate the calibration ran at; with no measured rate, a process takes
 #: ``EVENTS_PER_S_PER_PROCESS / REFERENCE_TOKENS_PER_S`` streams (``STREAMS_PER_PROCESS``)
 REFERENCE_TOKENS_PER_S = 50.0

@@ -14,7 +14,7 @@ RATE_50 = StreamRate(events_per_s=50.0, events_per_request=64.0, requests=8)
 
 
 def test_streams_times_the_warm_up_rate_over_one_process_rounded_up():
-    # 256 x 50 = 12,800 events/s; / 4,800 = 2.67 -> 3 (a remote target on 16 CPUs: no cap)
+    # 256 x 50 = 12,800 events/s; / 6,400 = 2 (a remote target on 16 CPUs: no cap)
     s = size_workers("auto", streams=256, cpus=16, local=False, rate=RATE_50)
     assert s.count == -(-256 * 50 // EVENTS_PER_S_PER_PROCESS)
     assert s.reason.startswith("auto: 256 streams x 50 tok/s = 12,800 events/s (warm-up)")
@@ -36,17 +36,17 @@ def test_capped_by_the_cpus_one_left_for_a_local_server():
 
 
 def test_at_most_one_per_stream():
-    fast = StreamRate(events_per_s=5000.0, events_per_request=64.0, requests=2)  # 3 x 5,000 = 15,000: 4 wanted
+    fast = StreamRate(events_per_s=8000.0, events_per_request=64.0, requests=2)  # 3 x 8,000 = 24,000: 4 wanted
     s = size_workers("auto", streams=3, cpus=16, local=False, rate=fast)
     assert s.count == 3 and s.reason.endswith("; at most one per stream: 3")
     assert size_workers("auto", streams=1, cpus=16, local=False, rate=fast).count == 1  # one stream: one process
 
 
 def test_an_open_loop_is_requests_per_s_times_events_per_request():
-    # 100 requests/s x 64 events = 6,400 events/s -> ceil(6,400 / 4,800) = 2, whatever its thread cap
-    s = size_workers("auto", streams=256, cpus=16, local=False, rate=RATE_50, open_rps=100.0)
-    assert s.count == -(-6400 // EVENTS_PER_S_PER_PROCESS)
-    assert "100 requests/s x 64 token events = 6,400 events/s" in s.reason
+    # 150 requests/s x 64 events = 9,600 events/s -> ceil(9,600 / 6,400) = 2, whatever its thread cap
+    s = size_workers("auto", streams=256, cpus=16, local=False, rate=RATE_50, open_rps=150.0)
+    assert s.count == -(-9600 // EVENTS_PER_S_PER_PROCESS) == 2
+    assert "150 requests/s x 64 token events = 9,600 events/s" in s.reason
 
 
 def test_without_a_warm_up_rate_streams_per_process():
@@ -80,15 +80,15 @@ def test_sizing_for_a_closed_loop_uses_the_warm_up_records(monkeypatch):
     from pytest_llm_latency.client import load_plan
 
     monkeypatch.setattr(load_plan, "host_cpus", lambda: 16)
-    w = make_workload("w", {"class": "chat", "concurrency": 128, "requests": 200})
+    w = make_workload("w", {"class": "chat", "concurrency": 192, "requests": 200})
     assert w.workers == "auto"
     gaps = [i * 20_000_000 for i in range(10)]  # 50 tok/s
     s = sizing_for(w, "http://10.1.2.3:8000", [_record(gaps)] * 4)
-    assert s.count == -(-128 * 50 // EVENTS_PER_S_PER_PROCESS)      # 6,400 / 4,800 -> 2
-    assert s.reason.startswith("auto: 128 streams x 50 tok/s = 6,400 events/s (warm-up)")
-    local = sizing_for(w, "http://127.0.0.1:8000", [])                # no warm-up: 128 / 96 -> 2, cap 15
-    assert local.count == -(-128 // STREAMS_PER_PROCESS) and "no token rate" in local.reason
-    assert sizing_for(make_workload("w", {"class": "chat", "concurrency": 128, "requests": 200, "workers": 1}),
+    assert s.count == -(-192 * 50 // EVENTS_PER_S_PER_PROCESS) == 2  # 9,600 / 6,400 -> 2
+    assert s.reason.startswith("auto: 192 streams x 50 tok/s = 9,600 events/s (warm-up)")
+    local = sizing_for(w, "http://127.0.0.1:8000", [])                # no warm-up: 192 / 128 -> 2, cap 15
+    assert local.count == -(-192 // STREAMS_PER_PROCESS) == 2 and "no token rate" in local.reason
+    assert sizing_for(make_workload("w", {"class": "chat", "concurrency": 192, "requests": 200, "workers": 1}),
                       "http://10.1.2.3:8000", [_record(gaps)]).count == 1
 
 
