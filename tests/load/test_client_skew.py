@@ -29,6 +29,7 @@ from pytest_llm_latency.client.http import make_http_client
 from pytest_llm_latency.client.runner import Target, make_client, measure
 from pytest_llm_latency.core.checks import judge
 from pytest_llm_latency.core.workload import make_workload
+from pytest_llm_latency.core.stamp_bounds import KERNEL_FLOOR_NS
 
 ROOT = Path(__file__).resolve().parents[2]
 STREAMS = 128
@@ -177,9 +178,13 @@ def test_one_core_with_kernel_stamps_judges_ttft_at_the_arrival_and_refuses_only
     assert res.measurement.stamp == "kernel"
     assert not res.violations, [v.message for v in res.violations]   # the truth passes both budgets
     assert all(SKEW in e for e in res.errors), res.errors             # any error is a refusal, per metric
-    assert not any(e.startswith("TTFT") for e in res.errors) or res.client.read_delay_ms_max > 20, \
-        (res.errors, res.client.to_json())  # TTFT is refused only where first tokens shared a read
-    assert res.summaries["ttft"].p99 < 25
+    # TTFT is refused only where first tokens shared a read with later bytes (their bound widened past the
+    # kernel stamp's own), never for a read that was merely late: its stamp is the arrival
+    widened = [r.chunks[0].bound_ns for r in res.records if r.chunks and r.chunks[0].bound_ns > KERNEL_FLOOR_NS]
+    if any(e.startswith("TTFT") for e in res.errors):
+        assert widened, (res.errors, res.client.to_json())
+    else:  # judged: at the arrival stamps, under the budget as the truth is
+        assert res.summaries["ttft"].p99 < 25, res.client.to_json()
 
 
 @needs_two_cores
