@@ -25,6 +25,22 @@ class Hardware:
     devices: int = 1              # >1: a tensor-parallel group; figures are the group's totals
     note: str = ""                # a caveat about the figure (e.g. a probe not cached: why), shown with it
     peak_tflops_by_dtype: tuple[tuple[str, float], ...] = ()  # dense figures of other dtypes, e.g. (("fp8", 1979),)
+    measured_gb_s: float | None = None    # a probe's read figure for this device (local-gpu), beside the datasheet
+    datasheet_gb_s: float | None = None   # set when the judged figure is the measured one (efficiency_of: measured)
+
+    @property
+    def efficiency_of(self) -> str:
+        """Which figure ``mem_bandwidth_gb_s`` is: ``measured`` or ``datasheet``."""
+        return "measured" if self.datasheet_gb_s is not None else "datasheet"
+
+    def judged_on(self, basis: str) -> "Hardware":
+        """The same device judged against its ``datasheet`` or ``measured`` figure."""
+        if basis == self.efficiency_of or (basis == "datasheet" and self.measured_gb_s is None):
+            return self
+        if basis != "measured" or self.measured_gb_s is None:
+            raise ConfigError(f"efficiency_of: {basis!r} needs a measured bandwidth ('measured' or 'datasheet'; "
+                              "measured: hardware local-gpu, which probes the GPU)")
+        return replace(self, mem_bandwidth_gb_s=self.measured_gb_s, datasheet_gb_s=self.mem_bandwidth_gb_s)
 
     def peak_tflops(self, dtype: str | None = None) -> tuple[float | None, str]:
         """Peak dense TFLOPS for the model's compute dtype: the dtype's own figure where the catalog
@@ -53,6 +69,7 @@ class Hardware:
             peak_bf16_tflops=None if self.peak_bf16_tflops is None else self.peak_bf16_tflops * tp,
             peak_tflops_by_dtype=tuple((k, v * tp) for k, v in self.peak_tflops_by_dtype),
             memory_gb=None if self.memory_gb is None else self.memory_gb * tp,
+            measured_gb_s=None if self.measured_gb_s is None else self.measured_gb_s * tp,
             source=f"{tp} x ({self.source})", devices=tp)
 
 

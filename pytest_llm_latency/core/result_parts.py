@@ -224,6 +224,14 @@ class RooflineInfo(Part):
     batch_source: str | None = None
     combination: str | None = None
     message: str | None = None
+    # issue 40: the floor's bandwidth (datasheet | measured), both figures where the GPU was probed, and the
+    # ranked diagnosis (core.decode_diagnosis: [{reason, status, evidence}], likely first)
+    efficiency_of: str | None = None
+    datasheet_gb_s: float | None = None
+    measured_gb_s: float | None = None
+    decode_efficiency_datasheet: float | None = None
+    decode_efficiency_measured: float | None = None
+    diagnosis: list[dict[str, str]] | None = None
 
 
 @dataclass

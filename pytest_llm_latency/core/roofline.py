@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass, replace
 
 from .errors import ConfigError
+from .decode_diagnosis import DecodeEvidence, diagnose_decode, efficiency_bases
 from .metrics import decode_tps
 from .hardware import Hardware, ModelSpec
 from .modelbytes import ModelBytes, format_bytes
@@ -126,6 +127,7 @@ class RooflineResult:
     hints: tuple[str, ...] = ()        # said with a configuration error (e.g. multi-token stream chunks)
     per_request: PerRequest | None = None  # varied lengths: per-request ceilings (core.roofline_requests)
     batch_source: str = ""             # open loop: where the batch came from (core.roofline_requests)
+    evidence: DecodeEvidence | None = None  # what the run saw besides TPOT (core.decode_diagnosis)
 
     @property
     def efficiency(self) -> float:
@@ -178,7 +180,16 @@ class RooflineResult:
                 "model_bytes": self.model_bytes, "kv_cache": self.kv_cache,
                 **(self.steps.as_properties() if self.steps is not None else {}),
                 **({"batch": self.ceiling.batch, "batch_source": self.batch_source} if self.batch_source else {}),
-                **({"combination": self.per_request.describe()} if self.per_request is not None else {})}
+                **({"combination": self.per_request.describe()} if self.per_request is not None else {}),
+                **self.bases()}
+
+    def diagnosis(self) -> list[dict]:
+        """Why decode ran below its ceiling, ranked by the run's evidence (``core.decode_diagnosis``)."""
+        return [x.as_json() for x in diagnose_decode(self, self.evidence)]
+
+    def bases(self) -> dict:
+        """Where the GPU was probed: the efficiency against the datasheet and the measured figure."""
+        return efficiency_bases(self)
 
 
 def _tpot_to_tok_s(ms, what: str) -> float:
@@ -192,20 +203,22 @@ def evaluate_roofline(hardware: Hardware, model: ModelBytes | ModelSpec, *, cont
                       tpot_p50_ms: float, tpot_p95_ms: float | None = None,
                       min_efficiency: float | None = None, batch: int = 1, spec: SpecDecodeInfo | None = None,
                       drafter: Drafter | None = None, hints: tuple[str, ...] = (),
-                      decodes: list[RequestDecode] | None = None, batch_source: str = "") -> RooflineResult:
+                      decodes: list[RequestDecode] | None = None, batch_source: str = "",
+                      evidence: DecodeEvidence | None = None) -> RooflineResult:
     """The gate in one call: ``judge_roofline(measure_roofline(...))`` (the CLI and tests; the
     plugin measures in ``plugin.roofline_gate`` and judges in ``core.checks.gates``)."""
     return judge_roofline(measure_roofline(hardware, model, context=context, tpot_p50_ms=tpot_p50_ms,
                                            tpot_p95_ms=tpot_p95_ms, min_efficiency=min_efficiency, batch=batch,
                                            spec=spec, drafter=drafter, hints=hints, decodes=decodes,
-                                           batch_source=batch_source))
+                                           batch_source=batch_source, evidence=evidence))
 
 
 def measure_roofline(hardware: Hardware, model: ModelBytes | ModelSpec, *, context: float,
                      tpot_p50_ms: float, tpot_p95_ms: float | None = None,
                      min_efficiency: float | None = None, batch: int = 1, spec: SpecDecodeInfo | None = None,
                      drafter: Drafter | None = None, hints: tuple[str, ...] = (),
-                     decodes: list[RequestDecode] | None = None, batch_source: str = "") -> RooflineResult:
+                     decodes: list[RequestDecode] | None = None, batch_source: str = "",
+                     evidence: DecodeEvidence | None = None) -> RooflineResult:
     """Efficiency = (1000 / TPOT p50) / per-stream ceiling; also reported at p95.  With ``decodes``
     (varied lengths: ``core.roofline_requests``), per-request ceilings combined as Σ ideal ÷ Σ
     measured decode time instead (p95: the 5th percentile of the per-request efficiencies).
@@ -238,7 +251,7 @@ def measure_roofline(hardware: Hardware, model: ModelBytes | ModelSpec, *, conte
     result = RooflineResult(ceiling=ceiling, measured_tok_s=tok_s, measured_tok_s_p95=tok_s_p95,
                             decode_efficiency=eff, decode_efficiency_p95=eff_p95, min_efficiency=min_efficiency,
                             status="config_error" if judged > CONFIG_ERROR_RATIO else "report", steps=steps,
-                            hints=tuple(hints), per_request=per, batch_source=batch_source)
+                            hints=tuple(hints), per_request=per, batch_source=batch_source, evidence=evidence)
     return replace(result, message=format_roofline(result))
 
 
@@ -305,7 +318,7 @@ def format_ceiling(c: Ceiling) -> str:
 
 def suggested_checks(r: RooflineResult) -> list[str]:
     """What to look at when decode is slow (or, for config_error, why the inputs look wrong)."""
-    c, hw, mb = r.ceiling, r.ceiling.hardware, r.ceiling.model
+    hw, mb = r.ceiling.hardware, r.ceiling.model
     tp = f" (counted: {hw.devices} devices)" if hw.devices > 1 else " (counted: 1 device)"
     if r.status == "config_error":
         checks = [
@@ -321,23 +334,13 @@ def suggested_checks(r: RooflineResult) -> list[str]:
                          f"engine step, and the server reported no acceptance, so the gate cannot judge its steps: "
                          f"expose {SOURCES_HINT}; then set roofline.draft for the drafter's bytes", *r.hints]
     checks = [overhead_line(r)] if r.overhead_bound else []
+    checks.extend(x.line for x in diagnose_decode(r, r.evidence))  # ranked by the run's evidence
     if mb.bytes_per_param:
         lever = ("8-bit halves the bytes of fp16, ~2× the ceiling" if mb.bytes_per_param >= 1.5 else
                  "4-bit reads about half the bytes of 8-bit" if mb.bytes_per_param >= 0.75 else
                  "already at 4 bits or fewer: a smaller model is the remaining lever")
-        checks.append(f"quantization: weights are read at {mb.bytes_per_param:.3g} bytes/param; fewer bytes per "
-                      f"weight means fewer bytes per token ({lever})")
-    kv_share = c.kv_bytes / c.step_bytes if c.step_bytes else 0.0
-    counted = ("the KV cache is not counted in this ceiling, so it is higher than the real one" if mb.kv_not_counted
-               else f"the KV cache is {kv_share:.0%} of the bytes read per step at {c.context:g} ctx")
-    checks.append(f"context length / KV cache: {counted}; it is re-read every step: shorten the context "
-                  "(long system prompts) or use an fp8 KV cache")
-    checks.append(f"batching & concurrency: other requests share each decode step (counted batch: {c.batch}); "
-                  "check the server's running requests (vllm:num_requests_running) and the test's concurrency")
-    checks.append("chunked prefill: prefill chunks interleaved into decode steps stall every stream; lower "
-                  "--max-num-batched-tokens (vLLM, e.g. 2048) so prefills interrupt decode less")
-    checks.append(f"bandwidth: the ceiling uses {_gb_s(hw)} "
-                  f"({hw.source or 'explicit'}); is the hardware entry right? tensor parallel{tp}?")
+        checks.append(f"to raise the ceiling itself, quantization: weights are read at {mb.bytes_per_param:.3g} "
+                      f"bytes/param ({lever})")
     return checks
 
 
@@ -368,6 +371,11 @@ def format_roofline(r: RooflineResult) -> str:
             lines.append(f"  {r.per_request.describe()}; the arithmetic above is at the mean context")
     if r.batch_source:
         lines.append(f"  {r.batch_source}")
+    b = r.bases()
+    if b:
+        lines.append(f"  {b['decode_efficiency_datasheet']:.2f} of the datasheet ({b['datasheet_gb_s']:,.0f} GB/s), "
+                     f"{b['decode_efficiency_measured']:.2f} of measured ({b['measured_gb_s']:,.0f} GB/s); the floor "
+                     f"applies to the {b['efficiency_of']} figure")
     if r.measured_tok_s_p95 is not None and r.steps is None:
         lines.append(f"  p95: decode {r.measured_tok_s_p95:.1f} tok/s = {r.decode_efficiency_p95:.2f} of ceiling")
     if c.model.kv_not_counted:

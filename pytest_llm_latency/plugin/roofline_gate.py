@@ -29,8 +29,10 @@ ROOFLINE_KEYS = ("hardware", "mem_bandwidth_gb_s", "tensor_parallel", "min_decod
                  "dtype", "bits", "layers", "kv_heads", "head_dim", "kv_dtype", "kv_bytes_per_token", "window",
                  "config", "gguf", "model_bytes",
                  "batch", "min_prefill_efficiency", "peak_tflops", "hidden_size",  # these three: prefill (MFU)
-                 "draft")  # speculative decoding / MTP: the drafter's bytes (roofline.resolve.validate_draft)
-LOCAL_HARDWARE = ("auto", "local-cpu", "localcpu", "local_cpu")
+                 "draft",  # speculative decoding / MTP: the drafter's bytes (roofline.resolve.validate_draft)
+                 "efficiency_of")  # datasheet (default) | measured: which bandwidth the floor applies to
+LOCAL_HARDWARE = ("auto", "local-cpu", "localcpu", "local_cpu", "local-gpu", "localgpu", "local_gpu")
+EFFICIENCY_OF = ("datasheet", "measured")
 
 
 def validate_roofline_spec(spec: Mapping[str, Any], where: str) -> None:
@@ -47,7 +49,11 @@ def validate_roofline_spec(spec: Mapping[str, Any], where: str) -> None:
         try:
             catalog.hardware(str(hw))
         except ConfigError as exc:
-            raise ConfigError(f"{where}.hardware: {exc}; or use auto, local-cpu or mem_bandwidth_gb_s") from None
+            raise ConfigError(f"{where}.hardware: {exc}; or use auto, local-cpu, local-gpu or mem_bandwidth_gb_s") \
+                from None
+    basis = spec.get("efficiency_of")
+    if basis is not None and basis not in EFFICIENCY_OF:
+        raise ConfigError(f"{where}.efficiency_of: expected datasheet or measured, got {basis!r}")
     for key in ("min_decode_efficiency", "min_prefill_efficiency"):
         me = spec.get(key)
         if me is not None and (isinstance(me, bool) or not isinstance(me, (int, float)) or not 0 < me <= 1):
@@ -196,6 +202,36 @@ def _per_request(workload: Workload, res: WorkloadResult, roof: Mapping[str, Any
     return decodes or None, int(roof.get("batch", workload.concurrency)), ""
 
 
+def _evidence(workload: Workload, res: WorkloadResult, roof: Mapping[str, Any], model, hardware):
+    """What the run saw besides TPOT, for the decode diagnosis (``core.decode_diagnosis``): the
+    server's running gauge, the loop's shape, TTFT against the declared dtype's compute peak."""
+    from ..core.decode_diagnosis import DecodeEvidence
+
+    timeline = res.server.metrics_timeline or {}
+    running = [v for name, pts in timeline.items() if "running" in name or "processing" in name
+               for _, v in pts] if isinstance(timeline, dict) else []
+    running_max = res.server.server_running_max if res.server.server_running_max is not None else \
+        (max(running) if running else None)
+    ttft = res.completed.get("ttft")
+    flops = peak = None
+    prompt = getattr(workload, "prompt_tokens", None)
+    try:
+        from ..core.prefill import prefill_model
+
+        params = getattr(model, "params", None)
+        if prompt and params:
+            flops = prefill_model("model", params).flops(float(prompt))
+            peak, _ = hardware.peak_tflops(roof.get("dtype"))
+    except Exception:  # no parameter count: no prefill evidence, said as "possible"
+        flops = None
+    open_loop = (workload.load is not None and workload.load.open_loop) or workload.trace is not None
+    return DecodeEvidence(concurrency=int(workload.concurrency or 1), open_loop=open_loop, running_max=running_max,
+                          running_samples=len(running) or (1 if running_max is not None else 0),
+                          waiting_max=res.server.server_waiting_max, prompt_tokens=prompt,
+                          ttft_ms=ttft.p50 if ttft is not None else None, prefill_flops=flops, peak_tflops=peak,
+                          declared_dtype=roof.get("dtype"))
+
+
 def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Mapping[str, Any],
              base_dir: Path | None = None, client=None) -> None:
     from ..core.facts import GateOutcome
@@ -236,11 +272,14 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
         spec_decode = res.spec_decode if speculates(res.spec_decode) else None
         hints = () if spec_decode is not None else multi_token_chunks(res.records)
 
+        evidence = _evidence(workload, res, roof, model, hardware)
+
         def evaluate(hw):
             return measure_roofline(hw, model, context=context, tpot_p50_ms=tpot.p50, tpot_p95_ms=tpot.p95,
                                     min_efficiency=min_eff.value, batch=batch, spec=spec_decode, drafter=drafter,
-                                    hints=hints, decodes=decodes, batch_source=batch_source)
+                                    hints=hints, decodes=decodes, batch_source=batch_source, evidence=evidence)
 
+        hardware = hardware.judged_on(str(roof.get("efficiency_of") or "datasheet"))
         result = judge_with_fresh_probe(hardware, evaluate, lambda: resolve_hardware(
             "local-cpu", refresh=True, only_if_higher=True, where=hw_name.source))
     except ConfigError as exc:
@@ -254,6 +293,7 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
     from ..core.roofline import format_arithmetic
 
     res.roofline.arithmetic = format_arithmetic(result.ceiling, result.steps)
+    res.roofline.diagnosis = result.diagnosis()
     if min_eff.value is not None:
         res.roofline.min_decode_efficiency = min_eff.value
     # caveats that make the ceiling itself doubtful: notes (warnings) on every run the gate passes

@@ -280,11 +280,29 @@ def local_cpu_hardware(**kwargs) -> Hardware:
                     source=f"{how}, {usable_cores()} processes ({where})", note=bw.note)
 
 
+# ---------------------------------------------------------------------------- local GPU probe
+
+def local_gpu_hardware(tp: int = 1, runner: Runner | None = None, **probe) -> Hardware:
+    """The local GPU's catalog entry (``detect_nvidia``: its datasheet figure, judged by default)
+    with its measured read figure beside it (``roofline.gpu_probe``; with ``tp``, device 0's x tp)."""
+    from .gpu_probe import CACHE_FILE, local_gpu_bandwidth
+
+    hw = detect_nvidia(tp, runner)
+    name = nvidia_gpus(runner)[0].name
+    bw = local_gpu_bandwidth(device=0, device_name=name, **probe)
+    where = (probe.get("cache") or cache_dir()) / CACHE_FILE
+    how = "cached GPU read probe" if bw.cached else f"GPU read probe, {bw.runs}"
+    each = f", device 0 x {tp}" if tp > 1 else ""
+    note = "; ".join(x for x in (hw.note, bw.note) if x)
+    return replace(hw, key="local-gpu", measured_gb_s=bw.gb_s * tp, note=note,
+                   source=f"{hw.source}; measured: {how}{each} ({where})")
+
+
 # ---------------------------------------------------------------------------- one entry point
 
 def resolve_hardware(name: str | None = None, *, mem_bandwidth_gb_s: float | None = None, tp: int = 1,
                      runner: Runner | None = None, where: str = "hardware", **probe_kwargs) -> Hardware:
-    """``name`` (catalog key/alias, ``auto``, ``local-cpu``) or an explicit ``mem_bandwidth_gb_s``."""
+    """``name`` (catalog key/alias, ``auto``, ``local-cpu``, ``local-gpu``) or an explicit ``mem_bandwidth_gb_s``."""
     if mem_bandwidth_gb_s is not None:
         if name not in (None, ""):
             raise ConfigError(f"{where}: give either a hardware name ({name!r}) or mem_bandwidth_gb_s "
@@ -292,10 +310,13 @@ def resolve_hardware(name: str | None = None, *, mem_bandwidth_gb_s: float | Non
         return catalog.custom_hardware(mem_bandwidth_gb_s).tensor_parallel(tp)
     if not name:
         raise ConfigError(f"{where}: no hardware given; name it (e.g. h100-sxm; 'auto' for local NVIDIA GPUs, "
-                          f"'local-cpu' to measure this host) or give mem_bandwidth_gb_s")
+                          f"'local-cpu' to measure this host, 'local-gpu' to measure the local GPU) or give "
+                          "mem_bandwidth_gb_s")
     key = str(name).strip().lower()
     if key == "auto":
         return detect_nvidia(tp, runner)
+    if key in ("local-gpu", "localgpu", "local_gpu"):
+        return local_gpu_hardware(tp, runner, **probe_kwargs)
     if key in ("local-cpu", "localcpu", "local_cpu"):
         if tp != 1:
             raise ConfigError(f"{where}: tensor_parallel does not apply to local-cpu (got {tp})")
@@ -303,4 +324,4 @@ def resolve_hardware(name: str | None = None, *, mem_bandwidth_gb_s: float | Non
     try:
         return catalog.hardware(str(name)).tensor_parallel(tp)
     except ConfigError as exc:
-        raise ConfigError(f"{where}: {exc}; or use 'auto', 'local-cpu' or mem_bandwidth_gb_s") from None
+        raise ConfigError(f"{where}: {exc}; or use 'auto', 'local-cpu', 'local-gpu' or mem_bandwidth_gb_s") from None
