@@ -222,7 +222,7 @@ def _evidence(workload: Workload, res: WorkloadResult, roof: Mapping[str, Any], 
         if prompt and params:
             flops = prefill_model("model", params).flops(float(prompt))
             peak, _ = hardware.peak_tflops(roof.get("dtype"))
-    except Exception:  # no parameter count: no prefill evidence, said as "possible"
+    except ConfigError:  # no parameter count: no prefill evidence, said as "possible"
         flops = None
     open_loop = (workload.load is not None and workload.load.open_loop) or workload.trace is not None
     return DecodeEvidence(concurrency=int(workload.concurrency or 1), open_loop=open_loop, running_max=running_max,
