@@ -18,7 +18,8 @@ import sys
 from typing import Any
 
 from ..core.errors import ConfigError
-from ..core.roofline import Ceiling, decode_ceiling, format_ceiling, prefill_ceiling_tok_s
+from ..core.roofline import Ceiling, decode_ceiling, prefill_ceiling_tok_s
+from ..core.roofline_text import format_ceiling
 from ..roofline import catalog
 from ..roofline.resolve import FLAGS, resolve_model_bytes
 
@@ -62,11 +63,14 @@ def _non_negative(text: str) -> float:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     hw = parser.add_argument_group("hardware (one of)")
     hw.add_argument("--hardware", help="catalog name (h100-sxm, l40s, 'NVIDIA H100 80GB HBM3', ...), 'all' for a "
-                                       "table of every device, 'auto' (nvidia-smi) or 'local-cpu' (measured)")
+                                       "table of every device, 'auto' (nvidia-smi), 'local-cpu' (measured) or "
+                                       "'local-gpu' (the datasheet figure with the GPU's measured read "
+                                       "figure beside it: needs PyTorch or CuPy)")
     hw.add_argument("--bandwidth", "--mem-bandwidth-gb-s", dest="bandwidth", type=_positive(float), metavar="GB/S",
                     help="explicit memory bandwidth in GB/s instead of a catalog name")
     hw.add_argument("--tp", type=_positive(int), default=1, help="tensor-parallel size: bandwidth = tp x per-device")
-    hw.add_argument("--refresh", action="store_true", help="local-cpu: measure again instead of using the cache")
+    hw.add_argument("--refresh", action="store_true",
+                    help="local-cpu, local-gpu: measure again instead of using the cache")
     m = parser.add_argument_group("model (one of)")
     m.add_argument("--model", help="catalog model name (llama-3.1-8b, mixtral-8x7b, ...)")
     m.add_argument("--model-bytes", type=_count, help="weight bytes read per token, e.g. 16.06e9 or 4.9G")
@@ -109,7 +113,16 @@ def _ceiling_dict(c: Ceiling) -> dict:
             "kv": c.model.describe_kv(c.context) if c.model.kv_known else None,
             "embedding": c.model.embedding or None, "context": c.context, "batch": c.batch,
             "step_bytes": c.step_bytes, "ceiling_tok_s": c.per_stream_tok_s, "aggregate_tok_s": c.aggregate_tok_s,
-            "prefill_ceiling_tok_s": prefill_ceiling_tok_s(c.hardware, c.model.params or 0)}
+            "prefill_ceiling_tok_s": prefill_ceiling_tok_s(c.hardware, c.model.params or 0),
+            **_measured_dict(c)}
+
+
+def _measured_dict(c: Ceiling) -> dict:
+    """local-gpu: the measured read figure and the ceiling it gives, beside the datasheet's."""
+    if c.hardware.measured_gb_s is None:
+        return {}
+    return {"measured_gb_s": c.hardware.measured_gb_s, "measured_ceiling_tok_s": c.measured_tok_s,
+            "measured_of_datasheet": c.hardware.measured_gb_s / c.hardware.mem_bandwidth_gb_s}
 
 
 def _prefill(args, mb, hw):
@@ -132,7 +145,7 @@ def _prefill(args, mb, hw):
         cfg, _ = _load_config(args.config, "--config")
         layers, hidden = _config_shape(cfg, layers, hidden)
     peak = resolve_peak(hw, peak_tflops=args.peak_tflops, dtype=args.dtype, where="--peak-tflops",
-                        **({"refresh": True} if args.refresh and hw.key == "local-cpu" else {}))
+                        **({"refresh": True} if args.refresh and hw.key == "local-cpu" else {}))  # the FLOPs probe
     assert peak is not None, "resolve_peak gives a peak for a catalog device or an explicit --peak-tflops"
     return prefill_ceiling(prefill_model(mb.name, mb.params, layers, hidden, mb.source), peak, args.prompt_tokens)
 

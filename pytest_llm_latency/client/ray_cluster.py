@@ -3,6 +3,7 @@
 importing it.  Ray is an optional extra: imported here only when a run names a cluster."""
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
 from typing import Any
@@ -14,9 +15,27 @@ INSTALL = "pip install 'pytest-llm-latency[ray]'"
 
 
 def require_ray(where: str) -> None:
-    """A ``ConfigError`` naming ``where`` and the install line when Ray is not importable."""
-    if importlib.util.find_spec("ray") is None:
+    """A ``ConfigError`` naming ``where`` and the install line when Ray is not importable, or when
+    ``import ray`` would find something else first: a folder or module named ``ray`` on ``sys.path``
+    (pytest puts the rootdir and test folders there), named as what it is."""
+    spec = importlib.util.find_spec("ray")
+    if spec is None:
         raise ConfigError(f"{where}: Ray is not installed -- {INSTALL}")
+    try:
+        dist = importlib.metadata.distribution("ray")
+    except importlib.metadata.PackageNotFoundError:
+        dist = None
+    origin = spec.origin if spec.origin not in (None, "namespace") else \
+        next(iter(spec.submodule_search_locations or ()), "?")
+    installed = str(dist.locate_file("ray/__init__.py")) if dist is not None else None
+    if installed is not None and spec.origin not in (None, "namespace") and \
+            os.path.realpath(str(spec.origin)) == os.path.realpath(installed):
+        return
+    have = f"Ray {dist.version} is installed at {installed} but is hidden" if dist is not None else \
+        f"Ray is not installed ({INSTALL})"
+    raise ConfigError(f"{where}: 'import ray' finds {origin}, which is not the Ray package; {have}: a folder "
+                      "or module named 'ray' on sys.path (pytest puts the rootdir and each test folder there) "
+                      "comes first -- rename it")
 
 
 def connect(address: str) -> Any:

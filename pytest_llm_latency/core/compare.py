@@ -100,7 +100,8 @@ def parse_tolerance(key: str, value, where: str) -> tuple[str, float]:
     else:
         tol = float(value)
     if not (math.isfinite(tol) and 0 <= tol < 10):
-        raise ConfigError(f"{where}: regression {key}: tolerance must be >= 0 (10% = 0.1), got {value!r}")
+        raise ConfigError(f"{where}: regression {key}: tolerance must be >= 0 and under 1000% (10% = 0.1), "
+                          f"got {value!r}")
     return str(key), tol
 
 

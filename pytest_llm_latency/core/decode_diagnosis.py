@@ -22,10 +22,12 @@ the first two: a per-step cost moves the step, not TTFT; heavier arithmetic move
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from .modelbytes import format_bytes
+from .errors import ConfigError
+from .modelbytes import bytes_per_param, format_bytes
 
 #: ``core.roofline.RooflineResult`` (which imports this module: named, not imported, so no cycle)
 RooflineResult = Any
@@ -39,8 +41,6 @@ RATIO_MOVED = 1.5       # a baseline ratio this far from 1 has moved
 STATUSES = ("likely", "possible", "ruled out")
 ORDER = ("weights heavier than declared", "fixed cost per step", "batching", "bandwidth below the datasheet",
          "interleaved prefill", "KV cache")
-DTYPE_BYTES = {"fp32": 4.0, "float32": 4.0, "f32": 4.0, "bf16": 2.0, "fp16": 2.0, "f16": 2.0, "float16": 2.0,
-               "bfloat16": 2.0, "fp8": 1.0, "int8": 1.0, "q8_0": 1.0625, "int4": 0.5, "q4_0": 0.5625}
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,7 @@ class DecodeEvidence:
     server_dtype_source: str = ""
     baseline_step_ms: float | None = None
     baseline_ttft_ms: float | None = None
+    baseline_label: str = ""               # the A/B arm or deploy-gate baseline those medians are from
 
     @property
     def prefill_share(self) -> float | None:
@@ -94,7 +95,18 @@ def _step_ms(r: RooflineResult) -> float:
 
 
 def _dtype_bytes(name: str | None) -> float | None:
-    return DTYPE_BYTES.get((name or "").strip().lower())
+    """Bytes per weight of a dtype or GGUF type name (``bf16``, ``F16``, ``Q4_K_M``) or of a name that
+    states its bits (llama.cpp's ``IQ2_XS - 2.3125 bpw``); None if unknown."""
+    if not name:
+        return None
+    try:
+        return bytes_per_param(name)
+    except ConfigError:
+        bpw = re.search(r"(\d+(?:\.\d+)?)\s*bpw", name)
+        if bpw:
+            return float(bpw.group(1)) / 8.0
+        mix = re.fullmatch(r"(\w+_K)_[SML]", name.strip(), flags=re.IGNORECASE)  # a mix without a table figure:
+        return _dtype_bytes(mix.group(1)) if mix else None                    # its k-quant's own bits
 
 
 def _heavier(r: RooflineResult, e: DecodeEvidence) -> Reason:
@@ -107,6 +119,10 @@ def _heavier(r: RooflineResult, e: DecodeEvidence) -> Reason:
         if said > want:
             return Reason(name, "likely", f"the server serves {e.server_dtype}{where}, the SLO says {declared}: "
                           f"{said / want:.2g}x the bytes per weight")
+        if said < want:  # lighter than declared: the ceiling is counted for bytes the server does not read
+            return Reason(name, "ruled out", f"the server serves {e.server_dtype}{where}, lighter than the SLO's "
+                          f"{declared}: the ceiling counts {want / said:.2g}x the bytes it reads, so the efficiency "
+                          f"reads high; declare dtype: {e.server_dtype}")
         return Reason(name, "ruled out", f"the server serves {e.server_dtype}{where}, as the SLO says ({declared})")
     share = e.prefill_share
     ratios = _ratios(r, e)
@@ -123,11 +139,13 @@ def _heavier(r: RooflineResult, e: DecodeEvidence) -> Reason:
 
 
 def _ratios(r: RooflineResult, e: DecodeEvidence) -> str:
-    if not e.baseline_step_ms:
+    """The step-time (TPOT p50) and TTFT p50 ratios against the baseline, same workload (context and
+    batch); a speculating run's steps are not comparable with a baseline's tokens, so none."""
+    if not e.baseline_step_ms or r.steps is not None:
         return ""
     step = _step_ms(r) / e.baseline_step_ms
     ttft = f", TTFT {e.ttft_ms / e.baseline_ttft_ms:.2f}x" if e.ttft_ms and e.baseline_ttft_ms else ""
-    return f"; against the baseline: step {step:.2f}x{ttft}"
+    return f"; against the {e.baseline_label or 'baseline'}: step {step:.2f}x{ttft}"
 
 
 def _fixed(r: RooflineResult, e: DecodeEvidence, heavier: Reason) -> Reason:

@@ -51,6 +51,10 @@ class Comparison:
     comparisons: tuple = ()
     base_totals: Any = None
     fingerprint_changes: tuple[str, ...] | None = None
+    base_p50: tuple[tuple[str, float], ...] = ()   # the baseline's median ttft/tpot ms (the decode diagnosis)
+
+    def base_median(self, metric: str) -> float | None:
+        return dict(self.base_p50).get(metric)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,10 @@ from .modelbytes import ModelBytes, kv_bytes_per_token
 GB = 1e9
 
 
+#: A measurement this far above a ceiling (decode's bandwidth, prefill's compute) means the inputs
+#: are wrong, not that the server is fast.
+CONFIG_ERROR_RATIO = 1.05
+
 @dataclass(frozen=True)
 class Hardware:
     key: str                      # canonical catalog key, e.g. "h100-sxm"

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from .errors import ConfigError
+from .hardware import CONFIG_ERROR_RATIO
 from .prefill_fit import LineFit, Linearity, linearity, medians_by_x, theil_sen
 
-#: A measurement this far above the compute ceiling means wrong inputs (or a prefix cache), never a pass.
-CONFIG_ERROR_RATIO = 1.05
+#: (core.hardware.CONFIG_ERROR_RATIO above the compute ceiling means wrong inputs or a prefix cache.)
 CHECKS = ("attention backend: a fallback from a fused (flash) kernel to an eager path",
           "dtype: fp32 weights or activations run at a fraction of the bf16 tensor throughput",
           "chunked-prefill token budget (vLLM --max-num-batched-tokens): too small a budget splits every "

@@ -146,11 +146,25 @@ def judge(res: WorkloadResult, entry: dict | None, tol: dict[str, float], *, see
         if base_fingerprint else []
     compared = tuple(changes) if base_fingerprint and res.baseline.fingerprint else None
     res.facts.comparisons.append(Comparison(label, tuple(comps), base_totals=_base_totals(entry),
-                                            fingerprint_changes=compared))  # judged by core.checks.regression
+                                            fingerprint_changes=compared,  # judged by core.checks.regression
+                                            base_p50=_medians(base)))
     if changes:
         detail["fingerprint_changes"] = changes
         res.notes.append(f"fingerprint differs from the {label}: " + "; ".join(changes))
     res.baseline.set(status=status, **detail)
+
+
+def _medians(values: dict[str, list[float]]) -> tuple[tuple[str, float], ...]:
+    """The baseline's median TTFT and TPOT over its finite samples (ms)."""
+    import math
+    import statistics
+
+    out = []
+    for metric in ("ttft", "tpot"):
+        vals = [v for v in values.get(metric) or () if math.isfinite(v)]
+        if vals:
+            out.append((metric, float(statistics.median(vals))))
+    return tuple(out)
 
 
 def _base_totals(entry: dict):

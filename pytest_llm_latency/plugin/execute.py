@@ -97,12 +97,12 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
                 if died:  # a fact for the checks: its refused requests are server faults, and it is named
                     res.facts.server_failed = True
                     res.facts.server_died = sess.redactor()(died)
+            from .baseline import apply as apply_baseline  # deploy gate: judged against a baseline's samples
+
+            apply_baseline(item, sess, spec, client, workload, res)  # first: the decode diagnosis reads it
             # inside the lock: a local-cpu bandwidth probe saturates memory bandwidth, so it must
             # not overlap another worker's measurement either
             apply_roofline(item, sess, spec, client, workload, res, roofline_cli or {})
-        from .baseline import apply as apply_baseline  # deploy gate: judged against a baseline's samples
-
-        apply_baseline(item, sess, spec, client, workload, res)
     finally:
         progress.clear()
     return judge(res)  # every check, once (core.checks)

@@ -17,40 +17,7 @@ from typing import Any, Mapping
 from ..core.errors import ConfigError
 from ..core.result import WorkloadResult
 from ..core.workload import Workload
-from .roofline_gate import LOCAL_HARDWARE, SOURCE_KEYS, _model_bytes, _reference_config
-
-
-def _prefill_model(roof: Mapping[str, Any], spec, base_dir: Path, client):
-    """A ``PrefillModel``; the attention shape where the model's is known."""
-    from ..core.prefill import prefill_model
-    from ..roofline import catalog
-
-    layers, hidden = roof.get("layers"), roof.get("hidden_size")
-    ref = _reference_config(spec)
-    name = roof.get("model") or (ref.model if ref is not None and not any(roof.get(k) for k in SOURCE_KEYS) else None)
-    cfg = None
-    if name:
-        entry = catalog.model_entry(str(name))
-        if isinstance(entry, catalog.ConfigModel):
-            cfg = entry.config()
-        else:
-            layers, hidden = layers or entry.layers, hidden or (entry.extra or {}).get("hidden_size")
-    elif roof.get("config"):
-        from ..roofline.resolve import _load_config
-
-        cfg, _ = _load_config(str(base_dir / Path(str(roof["config"])).expanduser()), "roofline.config")
-    note = ""
-    if cfg is not None:
-        from ..core.archs import attention_shape
-
-        spanning, width, note = attention_shape(cfg)
-        layers, hidden = layers or spanning, hidden or width
-    elif roof.get("gguf"):
-        from ..roofline.gguf_reader import read_gguf
-
-        layers = layers or read_gguf(base_dir / Path(str(roof["gguf"])).expanduser()).layers
-    mb = _model_bytes(roof, spec, base_dir, client)
-    return prefill_model(mb.name, mb.params, layers, hidden, source=f"{mb.source}; {note}" if note else mb.source)
+from .roofline_gate import LOCAL_HARDWARE, _reference_config, prefill_model_of
 
 
 def _peak(sess, spec, roof: Mapping[str, Any], overrides: Mapping[str, Any], refresh: bool = False):
@@ -108,7 +75,7 @@ def prefill_gate(sess, spec, workload: Workload, res: WorkloadResult, overrides:
     base_dir = base_dir or Path.cwd()
     try:
         try:
-            model = _prefill_model(roof, spec, base_dir, client)
+            model = prefill_model_of(roof, spec, base_dir, client)
         except ConfigError as exc:
             if min_eff.value is not None:
                 raise

@@ -202,7 +202,41 @@ def _per_request(workload: Workload, res: WorkloadResult, roof: Mapping[str, Any
     return decodes or None, int(roof.get("batch", workload.concurrency)), ""
 
 
-def _evidence(workload: Workload, res: WorkloadResult, roof: Mapping[str, Any], model, hardware):
+def prefill_model_of(roof: Mapping[str, Any], spec, base_dir: Path, client, mb=None):
+    """A ``PrefillModel`` (for the prefill gate and the decode diagnosis); the attention shape where the
+    model's is known; ``mb``: the model bytes already resolved (``_model_bytes``)."""
+    from ..core.prefill import prefill_model
+    from ..roofline import catalog
+
+    layers, hidden = roof.get("layers"), roof.get("hidden_size")
+    ref = _reference_config(spec)
+    name = roof.get("model") or (ref.model if ref is not None and not any(roof.get(k) for k in SOURCE_KEYS) else None)
+    cfg = None
+    if name:
+        entry = catalog.model_entry(str(name))
+        if isinstance(entry, catalog.ConfigModel):
+            cfg = entry.config()
+        else:
+            layers, hidden = layers or entry.layers, hidden or (entry.extra or {}).get("hidden_size")
+    elif roof.get("config"):
+        from ..roofline.resolve import _load_config
+
+        cfg, _ = _load_config(str(base_dir / Path(str(roof["config"])).expanduser()), "roofline.config")
+    note = ""
+    if cfg is not None:
+        from ..core.archs import attention_shape
+
+        spanning, width, note = attention_shape(cfg)
+        layers, hidden = layers or spanning, hidden or width
+    elif roof.get("gguf"):
+        from ..roofline.gguf_reader import read_gguf
+
+        layers = layers or read_gguf(base_dir / Path(str(roof["gguf"])).expanduser()).layers
+    mb = mb or _model_bytes(roof, spec, base_dir, client)
+    return prefill_model(mb.name, mb.params, layers, hidden, source=f"{mb.source}; {note}" if note else mb.source)
+
+
+def _evidence(workload: Workload, res: WorkloadResult, roof: Mapping[str, Any], model, hardware, where):
     """What the run saw besides TPOT, for the decode diagnosis (``core.decode_diagnosis``): the
     server's running gauge, the loop's shape, TTFT against the declared dtype's compute peak."""
     from ..core.decode_diagnosis import DecodeEvidence
@@ -216,26 +250,48 @@ def _evidence(workload: Workload, res: WorkloadResult, roof: Mapping[str, Any], 
     flops = peak = None
     prompt = getattr(workload, "prompt_tokens", None)
     try:
-        from ..core.prefill import prefill_model
-
-        params = getattr(model, "params", None)
-        if prompt and params:
-            flops = prefill_model("model", params).flops(float(prompt))
+        if prompt and getattr(model, "params", None):  # with attention where the shape is known
+            spec, base_dir, client = where
+            flops = prefill_model_of(roof, spec, base_dir, client, mb=model).flops(float(prompt))
             peak, _ = hardware.peak_tflops(roof.get("dtype"))
     except ConfigError:  # no parameter count: no prefill evidence, said as "possible"
         flops = None
     open_loop = (workload.load is not None and workload.load.open_loop) or workload.trace is not None
+    base = res.facts.comparisons[0] if res.facts.comparisons else None  # A/B arm or deploy-gate baseline
     return DecodeEvidence(concurrency=int(workload.concurrency or 1), open_loop=open_loop, running_max=running_max,
                           running_samples=len(running) or (1 if running_max is not None else 0),
                           waiting_max=res.server.server_waiting_max, prompt_tokens=prompt,
                           ttft_ms=ttft.p50 if ttft is not None else None, prefill_flops=flops, peak_tflops=peak,
-                          declared_dtype=roof.get("dtype"))
+                          declared_dtype=roof.get("dtype"),
+                          baseline_step_ms=base.base_median("tpot") if base else None,
+                          baseline_ttft_ms=base.base_median("ttft") if base else None,
+                          baseline_label=base.label if base else "")
+
+
+def _with_served_dtype(result, client):
+    """A failed floor's diagnosis with the dtype the server states (llama.cpp ``/props``, Ollama
+    ``/api/show``: ``client.served_dtype``), asked now that the workload's requests are done."""
+    from dataclasses import replace
+
+    from ..client.ollama import OllamaClient
+    from ..client.served_dtype import served_dtype
+    from ..core.roofline_text import format_roofline
+
+    http, base = getattr(client, "http", None), getattr(client, "base_url", None)
+    if result.evidence is None or http is None or not base:
+        return result
+    said = served_dtype(http, base, getattr(client, "model", None), ollama=isinstance(client, OllamaClient))
+    if said is None:
+        return result
+    judged = replace(result, evidence=replace(result.evidence, server_dtype=said.dtype,
+                                              server_dtype_source=said.source))
+    return replace(judged, message=format_roofline(judged))
 
 
 def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Mapping[str, Any],
              base_dir: Path | None = None, client=None) -> None:
     from ..core.facts import GateOutcome
-    from ..core.roofline import mean_context, measure_roofline
+    from ..core.roofline import judge_roofline, mean_context, measure_roofline
     from ..roofline.hwdetect import resolve_hardware
 
     roof = dict(workload.roofline or {})
@@ -272,7 +328,7 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
         spec_decode = res.spec_decode if speculates(res.spec_decode) else None
         hints = () if spec_decode is not None else multi_token_chunks(res.records)
 
-        evidence = _evidence(workload, res, roof, model, hardware)
+        evidence = _evidence(workload, res, roof, model, hardware, (spec, base_dir or Path.cwd(), client))
 
         def evaluate(hw):
             return measure_roofline(hw, model, context=context, tpot_p50_ms=tpot.p50, tpot_p95_ms=tpot.p95,
@@ -282,6 +338,8 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
         hardware = hardware.judged_on(str(roof.get("efficiency_of") or "datasheet"))
         result = judge_with_fresh_probe(hardware, evaluate, lambda: resolve_hardware(
             "local-cpu", refresh=True, only_if_higher=True, where=hw_name.source))
+        if judge_roofline(result).status == "fail":  # the floor fails: what the server says it serves
+            result = _with_served_dtype(result, client)
     except ConfigError as exc:
         if min_eff.value is None and not roof:
             res.notes.append(f"roofline not evaluated: {exc}")
@@ -290,7 +348,7 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
         return
     res.roofline.set(**{k: v for k, v in result.as_properties().items() if v is not None}, status=result.status)
     # for the HTML report's roofline chart: the gate's minimum and the ceiling's arithmetic
-    from ..core.roofline import format_arithmetic
+    from ..core.roofline_text import format_arithmetic
 
     res.roofline.arithmetic = format_arithmetic(result.ceiling, result.steps)
     res.roofline.diagnosis = result.diagnosis()

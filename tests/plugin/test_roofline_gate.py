@@ -86,3 +86,29 @@ def test_a_bandwidth_cached_under_load_is_probed_again_before_a_configuration_er
     assert 0.66 < float(p["llm.roofline.decode_efficiency"]) < 0.73 and p["llm.roofline.kv_cache"] == "counted"
     entry = json.loads((cache / "cpu_bandwidth.json").read_text())[hwdetect.host_key()]
     assert entry["mem_bandwidth_gb_s"] == pytest.approx(3350.0)
+
+
+AB = """
+target: {url: "reference://h100-sxm/llama-3.1-8b?efficiency=0.35"}
+roofline: {min_decode_efficiency: 0.6}
+workloads:
+  decode:
+    class: custom
+    prompt_tokens: 64
+    output_tokens: 64
+    samples: 6
+    warmup: 1
+    baseline_target: {url: "reference://h100-sxm/llama-3.1-8b?efficiency=0.7"}
+"""
+
+
+def test_a_failed_floor_sets_the_baseline_arms_step_ratio_beside_its_reasons(pytester):
+    """A/B in one run: the candidate decodes at half the baseline arm's speed (0.35 against 0.7 of the
+    ceiling), so the failed floor's diagnosis carries the step ratio, about 2x, from the same run."""
+    pytester.makefile(".slo.yaml", ab=AB)
+    r = pytester.runpytest("-p", "no:cacheprovider", "--llm-latency-json=r.json")
+    r.assert_outcomes(failed=1)
+    res = json.loads((pytester.path / "r.json").read_text())["results"][0]
+    said = " ".join(d["evidence"] for d in res["roofline"]["diagnosis"])
+    ratio = float(said.split("against the baseline target ", 1)[1].split(": step ", 1)[1].split("x", 1)[0])
+    assert 1.8 < ratio < 2.2, said

@@ -40,7 +40,7 @@ def _keys(node, at="") -> set[str]:
     return set()
 
 
-def test_a_run_under_n_2_has_the_keys_tests_and_verdicts_of_a_sequential_run(pytester):
+def test_a_run_under_n_2_has_the_keys_tests_and_verdicts_of_a_sequential_run(pytester, monkeypatch):
     """The document crosses from the workers as one serialized value per test: the same results
     as a sequential run, measured values, the nonce and the worker's name aside."""
     pytester.makefile(".slo.yaml", ok=FILE % "ok",
@@ -54,6 +54,8 @@ def test_a_run_under_n_2_has_the_keys_tests_and_verdicts_of_a_sequential_run(pyt
                                     ttft_p50="10s", url="reference://h100-sxm/llama-3.1-8b?time_scale=0.05")
     """)
     docs = {}
+    for var in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(var, raising=False)  # this suite itself under -n: the inner plain run is not a worker
     for mode in ((), ("-n", "2")):
         args = ("-p", "no:cacheprovider", *mode, "--llm-latency-confidence=null", "--llm-latency-json=r.json",
                 "--llm-latency-url=reference://h100-sxm/llama-3.1-8b?time_scale=0.05")

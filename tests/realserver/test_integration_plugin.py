@@ -116,3 +116,23 @@ def test_roofline_above_the_ceiling_is_flagged(pytester, llama_membound):
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=300)
     r.assert_outcomes(errors=1)  # a configuration error: could not be judged
     r.stdout.fnmatch_lines(["*could not be judged*", "*ceiling*"])
+
+
+def test_a_failed_floor_names_the_dtype_llama_server_states(pytester, llama_membound):
+    """The membound file is F32; an SLO that declares fp16 (and a bandwidth far above the machine's,
+    so the floor fails whatever the load) gets the mismatch named from llama.cpp's ``/props``."""
+    import httpx
+
+    meta = httpx.get(f"{llama_membound.url}/v1/models", timeout=10).json()["data"][0]["meta"]
+    assert meta["ftype"] == "all F32"  # llama_ftype_name: read back as F32
+    pytester.makefile(".slo.yaml", dtype=f"target: {{url: '{llama_membound.url}'}}\n"
+                      f"roofline: {{mem_bandwidth_gb_s: 10000, params: {meta['n_params']}, dtype: fp16, "
+                      "layers: 6, kv_heads: 16, head_dim: 64, min_decode_efficiency: 0.5}\n"  # make_models membound
+                      "workloads:\n  w: {class: custom, prompt_tokens: 32, output_tokens: 32, samples: 3, warmup: 1}\n")
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--llm-latency-json=r.json", timeout=300)
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*likely: weights heavier than declared — the server serves F32 (llama.cpp /props), "
+                            "the SLO says fp16: 2x the bytes per weight*"])
+    doc = json.loads((pytester.path / "r.json").read_text())
+    first = doc["results"][0]["roofline"]["diagnosis"][0]
+    assert (first["reason"], first["status"]) == ("weights heavier than declared", "likely")

@@ -116,3 +116,29 @@ def test_without_torch_the_worker_names_the_extra():
 
     with pytest.raises(ConfigError, match=r"neither is importable here: pip install 'pytest-llm-latency\[gpu\]'"):
         worker_measure(0, 1)
+
+
+def test_a_gguf_type_the_server_states_is_weighed_by_its_bits():
+    heavier = run("graphs", server_dtype="F32", server_dtype_source="llama.cpp /props").diagnosis()[0]
+    assert (heavier["reason"], heavier["status"]) == ("weights heavier than declared", "likely")
+    lighter = {d["reason"]: d for d in run("graphs", server_dtype="Q4_K_M",
+                                           server_dtype_source="Ollama /api/show").diagnosis()}
+    said = lighter["weights heavier than declared"]
+    assert said["status"] == "ruled out"
+    assert "lighter than the SLO's bf16: the ceiling counts 3.3x the bytes it reads" in said["evidence"]
+    assert "declare dtype: Q4_K_M" in said["evidence"]
+    same = {d["reason"]: d for d in run("graphs", server_dtype="BF16").diagnosis()}
+    assert same["weights heavier than declared"]["status"] == "ruled out"
+
+
+def test_a_baseline_sets_the_step_and_ttft_ratios_beside_the_reason():
+    # the graph engine as the A/B baseline arm: eager's step 18.56 / 7.01 = 2.65x, TTFT 19.2 / 20.4 = 0.94x
+    graph_step, graph_ttft = ROWS["graphs"]
+    r = run("eager", baseline_step_ms=graph_step, baseline_ttft_ms=graph_ttft,
+            baseline_label="baseline target graphs")
+    first = r.diagnosis()[0]
+    assert first["reason"] == "fixed cost per step"
+    assert "; against the baseline target graphs: step 2.65x, TTFT 0.94x" in first["evidence"]
+    fp32 = run("fp32", baseline_step_ms=graph_step, baseline_ttft_ms=graph_ttft).diagnosis()[0]
+    assert "against the baseline: step 1.58x, TTFT 8.58x" in fp32["evidence"]
+    assert "against" not in run("eager").diagnosis()[0]["evidence"]

@@ -267,7 +267,8 @@ def test_local_cpu_hardware_from_cache(cache):
 
 def test_why_a_figure_was_not_cached_reaches_the_roofline_message(cache):
     from pytest_llm_latency.core.modelbytes import ModelBytes
-    from pytest_llm_latency.core.roofline import decode_ceiling, evaluate_roofline, format_ceiling
+    from pytest_llm_latency.core.roofline import decode_ceiling, evaluate_roofline
+    from pytest_llm_latency.core.roofline_text import format_ceiling
 
     hw = hwdetect.resolve_hardware("local-cpu", measure=fake_measure([45.0, 21.9, 44.0]), runs=3)
     assert hw.mem_bandwidth_gb_s == pytest.approx(45.0) and "best of 3 run(s), 21.9-45.0 GB/s" in hw.source

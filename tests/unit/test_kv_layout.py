@@ -3,7 +3,8 @@ import pytest
 
 from pytest_llm_latency.core.errors import ConfigError
 from pytest_llm_latency.core.kv_layout import KVLayout, LayerKV, kv_layout_from_groups
-from pytest_llm_latency.core.roofline import decode_ceiling, format_ceiling
+from pytest_llm_latency.core.roofline import decode_ceiling
+from pytest_llm_latency.core.roofline_text import format_ceiling
 from pytest_llm_latency.roofline import catalog
 from pytest_llm_latency.roofline.resolve import resolve_model_bytes, roofline_inputs
 

@@ -57,6 +57,43 @@ def test_without_ray_installed_the_error_names_the_extra(monkeypatch):
         ray_cluster.require_ray("--llm-latency-ray")
 
 
+
+@pytest.mark.parametrize("package", [True, False], ids=["with __init__", "namespace folder"])
+def test_a_folder_named_ray_on_sys_path_is_named_not_taken_for_ray(tmp_path, monkeypatch, package):
+    """pytest puts the rootdir and test folders on sys.path: a ``ray/`` folder there must not pass for
+    the Ray package (it used to die later with "module 'ray' has no attribute 'is_initialized'")."""
+    import sys
+
+    (tmp_path / "ray").mkdir()
+    if package:
+        (tmp_path / "ray" / "__init__.py").write_text("")
+    monkeypatch.delitem(sys.modules, "ray", raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    if not package and _ray_installed():  # a regular package anywhere on sys.path wins over a namespace folder
+        ray_cluster.require_ray("ray: 127.0.0.1:6379")
+        return
+    with pytest.raises(ConfigError) as info:
+        ray_cluster.require_ray("ray: 127.0.0.1:6379")
+    said = str(info.value)
+    assert said.startswith("ray: 127.0.0.1:6379: 'import ray' finds " + str(tmp_path / "ray"))
+    assert "which is not the Ray package" in said and "rename it" in said
+    assert ("is installed at" in said) == _ray_installed()
+
+
+def _ray_installed() -> bool:
+    import importlib.metadata
+
+    try:
+        importlib.metadata.distribution("ray")
+        return True
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
+def test_the_installed_ray_passes():
+    pytest.importorskip("ray")
+    ray_cluster.require_ray("ray: x")  # no error: the spec is the distribution's own file
+
 def test_stamps_move_to_the_drivers_timeline_and_durations_do_not():
     rec = RequestRecord(t_send_ns=1_000, t_first_byte_ns=1_100, chunks=[TokenChunk(1_200, 1), TokenChunk(1_300, 1)],
                         t_end_ns=1_400, t_scheduled_ns=990, tool_deltas=[(1_250, ["x"])])

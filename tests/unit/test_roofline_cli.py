@@ -211,3 +211,26 @@ def test_prefill_ceiling_uses_the_dtype_figure_and_says_when_none_is_known(capsy
     _, out, _ = run_cli(["--hardware", "v100", "--params", "8e9", "--dtype", "fp16", "--peak-tflops", "125",
                          "--json"], capsys)
     assert json.loads(out)["prefill"]["tok_s"] == pytest.approx(125e12 / 16e9)
+
+
+def test_local_gpu_prints_the_measured_ceiling_beside_the_datasheet(monkeypatch, tmp_path, capsys):
+    """nvidia-smi and the probe worker injected: the H200 row's 4,243 GB/s read beside its 4,800."""
+    from pytest_llm_latency.roofline import gpu_probe, hwdetect
+
+    monkeypatch.setenv("LLM_LATENCY_CACHE", str(tmp_path))
+    monkeypatch.setattr(hwdetect, "_default_runner", lambda argv: "name, memory.total [MiB]\nNVIDIA H200, 143771 MiB\n")
+    calls = []
+    monkeypatch.setattr(gpu_probe, "worker_measure", lambda device, runs: calls.append(device) or {
+        "backend": "torch", "device_name": "NVIDIA H200", "buffer_bytes": 8 << 30,
+        "read_runs_gb_s": [4200.0, 4243.0, 4230.0], "copy_gb_s": 4280.0})
+    argv = ["--hardware", "local-gpu", "--params", "8e9", "--dtype", "bf16", "--context", "0"]
+    code, out, _ = run_cli(argv, capsys)
+    assert code == 0 and calls == [0]
+    assert "decode ceiling 300.0 tok/s" in out  # 4,800 GB/s / 16 GB
+    assert "measured: 265.2 tok/s at the 4,243 GB/s this device reads (0.88 of the datasheet)" in out
+    code, out, _ = run_cli([*argv, "--json"], capsys)
+    d = json.loads(out)
+    assert calls == [0], "the second run reads the cached figure"
+    assert (d["mem_bandwidth_gb_s"], d["measured_gb_s"]) == (4800, 4243.0)
+    assert d["measured_ceiling_tok_s"] == pytest.approx(4243 / 16)
+    assert d["measured_of_datasheet"] == pytest.approx(4243 / 4800)

@@ -4,7 +4,8 @@ import pytest
 
 from pytest_llm_latency.core.hardware import Hardware
 from pytest_llm_latency.core.modelbytes import ModelBytes, format_bytes
-from pytest_llm_latency.core.roofline import decode_ceiling, evaluate_roofline, format_ceiling
+from pytest_llm_latency.core.roofline import decode_ceiling, evaluate_roofline
+from pytest_llm_latency.core.roofline_text import format_ceiling
 
 CPU = Hardware(key="local-cpu", name="local CPU (ci)", mem_bandwidth_gb_s=30.0, source="numpy read probe")
 H100 = Hardware(key="h100-sxm", name="H100-SXM", mem_bandwidth_gb_s=3350, source="NVIDIA H100 datasheet")
