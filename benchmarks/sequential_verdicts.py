@@ -11,7 +11,7 @@ budget: the budget is met; = (1 + d) x budget: it is missed), each run is judged
 
 * ``auto``: ``samples: auto`` (min 10, max 200, checked after every sample, confidence 0.95)
   through the real ``core.verdict.SequentialVerdicts``;
-* ``fixed200-ci``: 200 samples, fixed-n order-statistic bounds at 0.95 (``core.verdict.judge``);
+* ``fixed200-ci``: 200 samples, fixed-n order-statistic bounds at 0.95 (``core.verdict.budget_verdict``);
 * ``fixed200-point``: 200 samples, today's point estimate.
 
 Reported per case: wrong verdicts (pass when the budget is missed, fail when it is met),
@@ -46,7 +46,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from pytest_llm_latency.core import confidence as ci  # noqa: E402
-from pytest_llm_latency.core.verdict import SequentialVerdicts, judge  # noqa: E402
+from pytest_llm_latency.core.verdict import SequentialVerdicts, budget_verdict as judge  # noqa: E402
 from pytest_llm_latency.core.workload import Budget  # noqa: E402
 
 CONF, MIN_N, MAX_N, FIXED_N, Q = 0.95, 10, 200, 200, 0.95

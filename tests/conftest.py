@@ -50,7 +50,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-#: the CPUs ``workers: auto`` sees in the tests (``client.load_plan.host_cpus``): 2, whatever the
+#: the CPUs ``workers: auto`` sees in the tests (``client.placement.shares.host_cpus``): 2, whatever the
 #: machine, so a default-settings load with a local target runs in one process everywhere (2 - 1
 #: left for the server); a test that needs more processes sets its own
 TEST_HOST_CPUS = 2
@@ -58,6 +58,6 @@ TEST_HOST_CPUS = 2
 
 @pytest.fixture(autouse=True)
 def _pinned_host_cpus(monkeypatch):
-    from pytest_llm_latency.client import load_plan
+    from pytest_llm_latency.client.placement import shares
 
-    monkeypatch.setattr(load_plan, "host_cpus", lambda: TEST_HOST_CPUS)
+    monkeypatch.setattr(shares, "host_cpus", lambda: TEST_HOST_CPUS)

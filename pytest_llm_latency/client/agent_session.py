@@ -35,12 +35,13 @@ from .tokens import new_nonce
 __all__ = ["measure_sessions", "run_sessions", "tools_overhead", "turn_table"]
 
 
-def session_workers(workload: Workload) -> int:
-    """The worker processes (or Ray nodes) the sessions are dealt over (1: this process, or with
-    ``ray:`` one node): ``workers: N`` (or ``auto``), at most one per session slot and one per session."""
-    from .load_plan import worker_count
+def session_shares(workload: Workload):
+    """The worker processes (or Ray nodes) the sessions are dealt over (``placement.Shares``; one
+    without ``dealt``: this process): ``workers: N`` (or ``auto``), at most one per session slot and
+    one per session."""
+    from .placement import placement_for
 
-    return max(min(worker_count(workload), workload.concurrency, workload.samples), 1)
+    return placement_for(workload).over(min(workload.concurrency, workload.samples))
 
 
 def measure_sessions(client, workload: Workload, *, seed: int = 0, nonce: str | None = None,
@@ -53,7 +54,8 @@ def measure_sessions(client, workload: Workload, *, seed: int = 0, nonce: str | 
     from .prometheus import delta
 
     nonce = new_nonce() if nonce is None else nonce
-    workers = session_workers(workload)
+    shares = session_shares(workload)
+    workers = shares.count
     prep = prepare_sessions(client, workload, seed=seed, nonce=nonce, salt_context=salt_context, extra=extra,
                             warmers=workers)
     if isinstance(prep, WorkloadResult):  # unprepared: a probe or tokenize request failed
@@ -73,7 +75,7 @@ def measure_sessions(client, workload: Workload, *, seed: int = 0, nonce: str | 
         else:
             failures.append(outcome)
 
-    if workers > 1 or getattr(workload, "ray", None):  # dealt whole over worker processes or Ray nodes (agent_workers)
+    if shares.dealt:  # dealt whole over worker processes or Ray nodes (agent_workers)
         from .agent_workers import merge_sessions, run_on_workers
 
         run = run_on_workers(prep, workers, workload.concurrency, progress=progress, on_ready=scrape_before)

@@ -1,6 +1,6 @@
 """Agent sessions in a worker process (``workers: N``): the sessions dealt to it, whole.
 
-A worker's ``client.worker_shard.Shard`` carries an ``AgentDeal`` in its ``agent`` field: the
+A worker's ``AgentShard`` (a ``client.worker_shard.Shard``) carries an ``AgentDeal`` in ``deal``: the
 ``SessionPlan`` every turn follows and the global indices of its sessions, whose prepared first
 prompts (salted by the controller, never rebuilt here) are the shard's ``prompts``.  The worker
 warms its connections with its own turn-1 warm-up prompts (``warm_shard``), waits for the common
@@ -12,12 +12,13 @@ and the sessions go back in the ``ShardRun``'s books (the controller merges: ``c
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..core.result import sent_by
 from .agent_loop import SessionPlan, chat_client, run_session, run_sessions, warm
 from .load import LagMonitor
+from .worker_shard import Shard
 
 
 @dataclass(frozen=True)
@@ -28,9 +29,18 @@ class AgentDeal:
     sessions: tuple[int, ...]
 
 
-def warm_shard(client, shard) -> int:
-    """The worker's unmeasured turn 1s (``shard.warm``, with the tools): how many failed."""
-    return warm(chat_client(client), list(shard.warm), shard.agent.plan)
+@dataclass(frozen=True)
+class AgentShard(Shard):
+    """A worker's whole agent sessions (``deal``; ``prompts``: their turn 1s, ``positions``: their
+    turns' session-major positions)."""
+    deal: AgentDeal = field(kw_only=True)
+
+    def warm_up(self, client) -> int:
+        """The worker's unmeasured turn 1s (``warm``, with the tools): how many failed."""
+        return warm(chat_client(client), list(self.warm), self.deal.plan)
+
+    def run(self, prepared, out, go):
+        return run_agent_shard(prepared.client, self, out, go.t0_ns, go.report, go.clock, go.sleep, go.after)
 
 
 def run_agent_shard(client, shard, out, t0_ns: int, report: Callable[[int, int], None] | None, clock,
@@ -38,7 +48,7 @@ def run_agent_shard(client, shard, out, t0_ns: int, report: Callable[[int, int],
     """Run ``shard``'s sessions from the common start ``t0_ns`` into ``out`` (its ``ShardRun``):
     outcomes by session-major position, its lag samples, and ``books["sessions"]``.  ``sent(n)``
     is told after each of its requests (the worker's test hook)."""
-    deal: AgentDeal = shard.agent
+    deal: AgentDeal = shard.deal
     plan = deal.plan
     client = chat_client(client)
     total = len(shard.positions)

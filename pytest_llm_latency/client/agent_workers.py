@@ -18,10 +18,11 @@ from ..core.agent_turns import Session
 from ..core.record import RequestRecord
 from ..core.result import Failure
 from .agent_plan import PreparedSessions
-from .agent_shard import AgentDeal
+from .agent_shard import AgentDeal, AgentShard
 from .http import request_bound_s
 from .load import LoadRun
-from .worker_shard import Credentials, Shard, WorkerTarget, shard_positions
+from .placement.deal import deal
+from .worker_shard import Credentials, WorkerTarget
 
 
 def session_slots(concurrency: int, workers: int) -> list[int]:
@@ -30,26 +31,27 @@ def session_slots(concurrency: int, workers: int) -> list[int]:
     return [max(concurrency // workers + (1 if k < concurrency % workers else 0), 1) for k in range(workers)]
 
 
-def make_agent_shards(prep: PreparedSessions, workers: int, target: WorkerTarget, concurrency: int) -> list[Shard]:
+def make_agent_shards(prep: PreparedSessions, workers: int, target: WorkerTarget,
+                      concurrency: int) -> list[AgentShard]:
     """The ``workers`` shards of ``prep``'s sessions: session ``i`` whole on worker ``i mod N``
     (``positions``: its turns' session-major positions), with worker ``k``'s warm-up prompts."""
     plan = prep.plan
     slots = session_slots(concurrency, workers)
     out = []
-    for k, mine in enumerate(shard_positions(len(prep.first), workers)):
+    for k, mine in enumerate(deal(range(len(prep.first)), workers)):
         turns = tuple(plan.turn_position(i, t) for i in mine for t in range(1, plan.steps + 1))
-        out.append(Shard(k, workers, target, turns, (), tuple(prep.first[i] for i in mine), tuple(prep.warm[k]),
-                         plan.output_tokens, plan.extra, min(slots[k], max(len(mine), 1)),
-                         agent=AgentDeal(plan, tuple(mine))))
+        out.append(AgentShard(k, workers, target, turns, (), tuple(prep.first[i] for i in mine), tuple(prep.warm[k]),
+                              plan.output_tokens, plan.extra, min(slots[k], max(len(mine), 1)),
+                              deal=AgentDeal(plan, tuple(mine))))
     return out
 
 
-def span_s(shards: list[Shard], request_timeout_s: float) -> float:
+def span_s(shards: list[AgentShard], request_timeout_s: float) -> float:
     """A hang guard, not a forecast: each worker's rounds of sessions, each turn within the request
     timeout, plus the session's tool pauses."""
     worst = 0.0
     for s in shards:
-        deal: AgentDeal = s.agent
+        deal: AgentDeal = s.deal
         if not deal.sessions:
             continue
         rounds = math.ceil(len(deal.sessions) / max(s.streams, 1))
@@ -65,13 +67,13 @@ def run_on_workers(prep: PreparedSessions, workers: int, concurrency: int, *,
     node (``client/ray_shards.py``: the records' stamps moved to the driver's timeline) -- and merge
     what they measured (``LoadRun.worker_books``: each worker's sessions; a failed worker, or a lost
     node, in ``worker_failures``)."""
-    from .drivers.workers import run_shards
+    from .placement import placement_for
 
     client = prep.client
     shards = make_agent_shards(prep, workers, WorkerTarget.of(client), concurrency)
     timeout_s = request_bound_s(client.timeouts)
-    return run_shards(prep.workload, shards, Credentials.of(client), span_s=span_s(shards, timeout_s),
-                      request_timeout_s=timeout_s, progress=progress, on_ready=on_ready)
+    return placement_for(prep.workload).run(shards, Credentials.of(client), span_s=span_s(shards, timeout_s),
+                                            request_timeout_s=timeout_s, progress=progress, on_ready=on_ready)
 
 
 def merge_sessions(run: LoadRun) -> tuple[list[Session], list[RequestRecord], list[Failure]]:

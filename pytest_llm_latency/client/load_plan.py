@@ -1,145 +1,22 @@
-"""Planning a workload's load (for the runner and the drivers): does the load engine send it, how
-many prompts to prepare, how many worker processes (``workers: N | auto``, ``ray:``) and how many
-connections to keep alive."""
+"""Planning a workload's load (for the runner and the drivers): how many prompts to prepare (the
+measured ones, ``client.sample_count``, and the shards' warm-ups, ``client.placement``) and how
+many connections to keep alive."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from ..core.schedule import Arrival
 from ..core.workload import Workload
 from .load import MAX_OPEN_LOOP_THREADS
+from .placement import placement_for
+from .sample_count import planned_samples, uses_load_engine
 
-if TYPE_CHECKING:
-    from ..core.worker_sizing import WorkerSizing
-
-
-def uses_load_engine(workload: Workload) -> bool:
-    """The engine runs open loops, closed loops at concurrency > 1, and duration-bounded runs;
-    a plain sequential workload keeps the runner's simple loop."""
-    if getattr(workload, "sequential", False):  # samples: auto sends its own rounds (client.runner)
-        return False
-    return workload.load is not None or workload.concurrency > 1
+__all__ = ["in_flight", "planned_requests", "uses_load_engine"]
 
 
 def planned_requests(workload: Workload) -> int:
     """Samples to prepare prompts for: the measured ones plus, in a closed loop, the ramp-up
-    and the drain (``2 x concurrency`` more; ramping over time may use more); with worker
-    processes, each worker's warm-up prompts (``warmup`` each, unmeasured: ``client/workers.py``;
-    ``workers: auto``: for the most processes it may be sized to, ``planned_workers``)."""
-    n = planned_workers(workload)
-    return _planned(workload) + (workload.warmup * n if n > 1 or getattr(workload, "ray", None) else 0)
-
-
-def worker_count(workload: Workload) -> int:
-    """The worker processes sending ``workload`` before any warm-up (``workers: N | auto``; 1: this
-    process): ``auto`` without a measured token rate, the target taken as on this host
-    (``core.worker_sizing``); the load engine's loops size ``auto`` after their warm-up instead
-    (``sizing_for``)."""
-    workers = getattr(workload, "workers", 1)
-    address = getattr(workload, "ray", None)
-    if address is not None:  # ray: one shard per node (client/ray_shards.py): auto = every live node
-        from .ray_cluster import node_count
-
-        return node_count(address) if workers == "auto" else int(workers)
-    if workers == 1:
-        return 1
-    from ..core.load_spec import resolve_workers
-
-    streams = worker_streams(workload)
-    return min(resolve_workers(workers, streams, host_cpus()), streams)  # a closed loop: a stream each
-
-
-def planned_workers(workload: Workload) -> int:
-    """The most worker processes ``workload`` may be sent by: ``N`` as given (``worker_count``);
-    ``auto`` (not on Ray): one per stream in flight, at most the host's CPUs (``sizing_for``
-    chooses at most this many after the warm-up).  The prompts prepared and the driver chosen
-    (one process or worker processes) follow it."""
-    if getattr(workload, "workers", 1) != "auto" or getattr(workload, "ray", None) is not None:
-        return worker_count(workload)
-    from ..core.worker_sizing import cpu_cap
-
-    return max(1, min(worker_streams(workload), cpu_cap(host_cpus(), local=False)))
-
-
-def worker_streams(workload: Workload) -> int:
-    """The streams in flight worker processes split: a closed loop's concurrency; an open loop's
-    (or a trace replay's rows') thread cap."""
-    open_loop = workload.load is not None and workload.load.open_loop
-    if getattr(workload, "trace", None) is not None:  # a trace replay: its rows (the sessions are not read yet)
-        return min(max(workload.samples, 1), MAX_OPEN_LOOP_THREADS)
-    return min(_planned(workload), MAX_OPEN_LOOP_THREADS) if open_loop else workload.concurrency
-
-
-def host_cpus() -> int:
-    """The CPUs this process may run on (its affinity: a container's or ``taskset``'s share), else the host's."""
-    import os
-
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def is_local_target(base_url: str | None) -> bool:
-    """Does the target run on this host (a loopback or unspecified address, ``localhost``, this
-    host's name or one of its addresses, the embedded ``reference://`` server)?  Then ``workers:
-    auto`` leaves it a core.  Never a DNS query: a name other than this host's is remote."""
-    import ipaddress
-    import socket
-    from urllib.parse import urlsplit
-
-    if not base_url:
-        return True
-    parts = urlsplit(base_url)
-    if parts.scheme not in ("http", "https"):
-        return True  # reference:// and the like: served by this process
-    host = (parts.hostname or "").lower().rstrip(".")
-    if host in ("", "localhost") or host.endswith(".localhost"):
-        return True
-    try:
-        addr = ipaddress.ip_address(host)
-    except ValueError:
-        return host == socket.gethostname().lower()
-    if addr.is_loopback or addr.is_unspecified:
-        return True
-    try:  # this host's own addresses, as /etc/hosts or the resolver's cache give them for its name
-        infos = socket.getaddrinfo(socket.gethostname(), None, type=socket.SOCK_STREAM)
-    except OSError:
-        return False
-    return any(ipaddress.ip_address(str(i[4][0]).split("%")[0]) == addr for i in infos)
-
-
-def sizing_for(workload: Workload, base_url: str | None, warm: list) -> "WorkerSizing":
-    """How many worker processes send ``workload`` and why (``core.worker_sizing``), after the
-    controller's warm-up (``warm``: its outcomes; their records' chunk stamps give the per-stream
-    token rate): ``N`` as given; ``auto`` by the load's token events, at most ``planned_workers``."""
-    from ..core.record import RequestRecord
-    from ..core.worker_sizing import WorkerSizing, size_workers, stream_rate
-
-    workers = getattr(workload, "workers", 1)
-    if workers != "auto":
-        return size_workers(workers, streams=1, cpus=None, local=True)
-    rate = stream_rate([c.t_ns for c in r.chunks] for r in warm if isinstance(r, RequestRecord))
-    open_rps = workload.load.rate if workload.load is not None and workload.load.open_loop else None
-    sized = size_workers("auto", streams=worker_streams(workload), cpus=host_cpus(),
-                         local=is_local_target(base_url), rate=rate, open_rps=open_rps)
-    ceiling = planned_workers(workload)
-    if sized.count > ceiling:  # never more than the prompts prepared for (the same bound, computed before)
-        return WorkerSizing(ceiling, f"{sized.reason}; at most {ceiling} planned")
-    return sized
-
-
-def _planned(workload: Workload) -> int:
-    load = workload.load
-    if load is not None and load.rate is not None:  # an open loop
-        from ..core.schedule import planned_requests as planned
-
-        return planned(Arrival(load.rate, load.arrival, load.burstiness), n=workload.samples,
-                       duration_s=load.duration_s)
-    if not uses_load_engine(workload):
-        return workload.samples
-    c = workload.concurrency
-    return workload.samples + 2 * c + (4 * c if load is not None and load.ramp_up_s else 0)
+    and the drain (``client.sample_count.planned_samples``); dealt over worker processes or Ray
+    nodes, each shard's warm-up prompts (``warmup`` each, unmeasured, prepared last:
+    ``Placement.spare_prompts``; ``workers: auto``: for the most processes it may be sized to)."""
+    return planned_samples(workload) + placement_for(workload).spare_prompts()
 
 
 def in_flight(workload: Workload) -> int:

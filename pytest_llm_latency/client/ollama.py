@@ -62,6 +62,11 @@ class OllamaClient:
     def __repr__(self) -> str:
         return f"OllamaClient({self.base_url!r}, model={self.model!r}, api={self.api!r})"
 
+    @property
+    def api_name(self) -> str:
+        """The target's ``api:`` name (``client.target.Target``) this client speaks."""
+        return "ollama" if self.api == "generate" else "ollama-chat"
+
     def models(self) -> list[dict]:
         """Local models from ``/api/tags``; a transport failure raises (it is the real problem)."""
         url = f"{self.base_url}/api/tags"

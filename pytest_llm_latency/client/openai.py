@@ -80,6 +80,11 @@ class OpenAIClient:
     def __repr__(self) -> str:
         return f"OpenAIClient({self.base_url!r}, model={self.model!r}, api={self.api!r})"
 
+    @property
+    def api_name(self) -> str:
+        """The target's ``api:`` name (``client.target.Target``) this client speaks."""
+        return f"openai-{self.api}"
+
     # ----------------------------------------------------------------- discovery
     def models(self) -> list[dict]:
         """``/v1/models`` entries; [] when the 200 answer lists none or is not a model list,

@@ -7,7 +7,7 @@ loop over either.  Entering it places one ``RoundActor`` per node with a ``STRIC
 group, names each node, measures its clock offset and prepares (warms) its client -- the steps and
 bounded waits of ``client/ray_shards.py`` (``reserve``, ``start_actors``; the credentials only by
 object reference).  Each round deals the prompts ``k, k+N, ...`` to the live node ``k``
-(``worker_pool.deal``), which sends its part each on a thread of its own (``worker_pool.send_part``)
+(``worker_pool.deal_round``), which sends its part each on a thread of its own (``worker_pool.send_part``)
 and answers with its exact records, their stamps already moved to the driver's timeline: at the
 first round the actor maps its ``CLOCK_MONOTONIC`` onto the driver's through one wall-clock anchor
 (``anchor = (driver wall + the node's offset, driver monotonic)``, as ``ShardActor.run`` maps its
@@ -25,7 +25,7 @@ from ..core.prompts import Prompt
 from .clock import MEASUREMENT_CLOCK
 from .load import LoadRun
 from .ray_shards import ShardActor, _lost, describe_nodes, release, reserve, shift_run, start_actors
-from .worker_pool import ROUND_SLACK_S, deal, keep_round, merge_round
+from .worker_pool import ROUND_SLACK_S, deal_round, keep_round, merge_round
 from .worker_shard import Credentials, Shard, ShardRun
 
 #: how long one ``ray.wait`` of a round may block before the deadline is looked at again
@@ -42,7 +42,7 @@ class RoundActor(ShardActor):
         """Send ``part`` (``(position, prompt)`` pairs) all at once; the records (each naming
         ``pid@name``) with their stamps on the driver's timeline (``anchor``: the driver's wall clock
         plus this node's offset, and the driver's monotonic, read at one instant)."""
-        from .drivers.pipeline import sender
+        from .send_one import sender
         from .worker_pool import send_part
 
         if self._shift is None:
@@ -121,7 +121,7 @@ class RayPool:
             return []
         self.rounds += 1
         running: dict[Any, int] = {}
-        for k, part in zip(live, deal(start, batch, len(live))):
+        for k, part in zip(live, deal_round(start, batch, len(live))):
             if part:
                 self.dealt[k] += len(part)
                 running[self.actors[k].round.remote(part, self.names[k], self.anchors[k])] = k

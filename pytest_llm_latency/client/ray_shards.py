@@ -121,14 +121,14 @@ class ShardActor:
         import contextlib
 
         shard = self._prepared.shard
-        if books is None or shard.closed is None:
+        if books is None or shard.loop_plan is None:
             return contextlib.nullcontext()
         import ray
 
         from .ray_loop import NodeLoopState, ray_calls
 
         call, cast = ray_calls(ray, books)
-        return NodeLoopState(call, cast, shard.closed, prompts=len(shard.prompts), nodes=shard.workers,
+        return NodeLoopState(call, cast, shard.loop_plan, prompts=len(shard.prompts), nodes=shard.workers,
                              shift_ns=shift_ns, clock=MEASUREMENT_CLOCK)
 
 
@@ -194,7 +194,7 @@ def run_on_ray(address: str, shards: list[Shard], credentials: Credentials, *, s
     from ray.exceptions import GetTimeoutError, RayError
 
     n = len(shards)
-    closed = shards[0].closed
+    closed = shards[0].loop_plan
     books = None
     pg = None
     failures: dict[int, str] = {}

@@ -27,6 +27,7 @@ from ..core.prompts import Prompt
 from ..core.result import sent_by
 from .clock import MEASUREMENT_CLOCK
 from .load import LoadRun
+from .placement.deal import deal
 from .worker_shard import TEST_EXIT_CODE, Credentials, Shard, ShardRun, exit_hook_after, prepare_shard
 from .workers import READY_SLACK_S, _named
 
@@ -36,10 +37,10 @@ ROUND_SLACK_S = 30.0
 STOP_WAIT_S = 5.0
 
 
-def deal(start: int, batch: list[Prompt], workers: int) -> list[list[tuple[int, Prompt]]]:
-    """A round's ``batch`` (prompts ``start, start+1, ...`` of the run) over ``workers``: worker ``k``
-    gets the round's prompts ``k, k+N, ...`` with their positions in the run."""
-    return [[(start + i, batch[i]) for i in range(k, len(batch), workers)] for k in range(workers)]
+def deal_round(start: int, batch: list[Prompt], workers: int) -> list[list[tuple[int, Prompt]]]:
+    """A round's ``batch`` (prompts ``start, start+1, ...`` of the run) over ``workers``
+    (``placement.deal``: worker ``k`` gets the round's prompts ``k, k+N, ...``) with their positions."""
+    return deal(list(enumerate(batch, start)), workers)
 
 
 def merge_round(answers: list[list[tuple[int, Any]]]) -> list:
@@ -118,7 +119,7 @@ class WorkerPool:
         if not live:
             return []
         self.rounds += 1
-        parts = deal(start, batch, len(live))
+        parts = deal_round(start, batch, len(live))
         asked = []
         for k, part in zip(live, parts):
             if not part:
@@ -211,7 +212,7 @@ def send_part(one: Callable[..., Any], part: list[tuple[int, Prompt]], name: str
     their exact records with their positions, each naming this worker (``name``: ``pid@host``)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from .drivers.pipeline import _no_gc_pauses
+    from .send_one import no_gc_pauses as _no_gc_pauses
     from .load import _monitored
 
     pid, _, host = name.partition("@")
@@ -242,7 +243,7 @@ def pool_worker_main(conn) -> None:
     redact: Callable[[str], str] = str
     try:
         shard, credentials = conn.recv()
-        from .drivers.pipeline import sender
+        from .send_one import sender
         from .http import Redactor
 
         redact = Redactor(credentials.secrets)

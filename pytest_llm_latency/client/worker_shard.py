@@ -23,12 +23,11 @@ from ..core.result import Failure, sent_by
 from .clock import MEASUREMENT_CLOCK
 from .http import Timeouts
 from .load import ClosedPlan
+from .placement.deal import deal, warm_share
 
 #: test hook, read by each worker process: ``"K:N"`` makes worker K exit (``os._exit``) after N requests
 TEST_EXIT_AFTER_ENV = "LLM_LATENCY_TEST_WORKER_EXIT_AFTER"
 TEST_EXIT_CODE = 86
-_API_NAMES = {("OpenAIClient", "completions"): "openai-completions", ("OpenAIClient", "chat"): "openai-chat",
-              ("OllamaClient", "generate"): "ollama", ("OllamaClient", "chat"): "ollama-chat"}
 
 
 @dataclass(frozen=True)
@@ -41,8 +40,7 @@ class WorkerTarget:
 
     @classmethod
     def of(cls, client) -> "WorkerTarget":
-        api = _API_NAMES.get((type(client).__name__, getattr(client, "api", "")), "openai-completions")
-        return cls(client.base_url, api, client.model, client.timeouts)
+        return cls(client.base_url, getattr(client, "api_name", "openai-completions"), client.model, client.timeouts)
 
 
 @dataclass(frozen=True)
@@ -68,7 +66,13 @@ class Credentials:
 class Shard:
     """Worker ``index`` of ``workers``: its scheduled arrivals (``positions`` in the schedule, their
     ``due`` offsets in s from the common start, their ``prompts``), its unmeasured ``warm`` prompts,
-    the output length and extra request fields, and how many streams it keeps connections for."""
+    the output length and extra request fields, and how many streams it keeps connections for.
+
+    One frozen dataclass per kind, each naming its worker-side runner (``run``): this one, an open
+    loop's schedule (a rounds pool's shard has no arrivals of its own: ``client/worker_pool.py``);
+    ``ClosedShard``; a trace replay's ``drivers.trace_replay.TraceShard``; agent sessions'
+    ``client.agent_shard.AgentShard``.  A worker unpickles its shard's class, so nothing here
+    imports the kinds defined elsewhere."""
     index: int
     workers: int
     target: WorkerTarget
@@ -79,16 +83,81 @@ class Shard:
     output_tokens: int = 1
     extra: dict | None = None
     streams: int = 1
-    closed: ClosedPlan | None = None  # a closed loop: this worker's streams (its prompts: all, drawn in turn)
-    trace: Any = None                 # a trace replay: its core.trace.TraceSpec; ``rows``: its sessions' rows
-    rows: tuple = ()
-    agent: Any = None                 # agent sessions: its client.agent_shard.AgentDeal (``prompts``: turn 1s)
 
     @property
     def planned(self) -> int:
-        """Requests it is expected to measure (a closed loop: its streams' share of the samples)."""
-        c = self.closed
-        return len(self.positions) if c is None else -(-c.samples * len(c.streams or ()) // c.concurrency)
+        """Requests it is expected to measure."""
+        return len(self.positions)
+
+    @property
+    def loop_plan(self) -> ClosedPlan | None:
+        """A closed loop's plan, whose books the shards share (None: no shared books)."""
+        return None
+
+    def position_of(self, p: Prompt, positions: dict[int, int]) -> int:
+        """The run position an outcome of ``p`` is kept at (``positions``: by prompt identity)."""
+        return positions[id(p)]
+
+    def warm_up(self, client) -> int:
+        """The unmeasured warm-up (its connections opened): how many failed."""
+        from .send_one import sender
+
+        one = sender(client, self.output_tokens, self.extra)
+        return sum(1 for p in self.warm if isinstance(one(p), Failure))
+
+    def run(self, prepared: "PreparedShard", out: "ShardRun", go: "Go") -> "ShardRun":
+        """The worker's side: the open loop's schedule from the common start."""
+        from .load import run_schedule
+        from .send_one import no_gc_pauses
+
+        with no_gc_pauses():
+            run = run_schedule(go.send, list(self.prompts), list(self.due), go.t0_ns, clock=go.clock, sleep=go.sleep,
+                               progress=go.report)
+        return out.kept(run)
+
+
+@dataclass(frozen=True)
+class ClosedShard(Shard):
+    """A closed loop's worker: its streams (``plan.streams``), all the prompts (drawn from the shared
+    index in turn: each sent once), the books shared with the other workers (``go.shared``)."""
+    plan: ClosedPlan = field(kw_only=True)
+
+    @property
+    def planned(self) -> int:
+        """Its streams' share of the samples."""
+        c = self.plan
+        return -(-c.samples * len(c.streams or ()) // c.concurrency)
+
+    @property
+    def loop_plan(self) -> ClosedPlan | None:
+        return self.plan
+
+    def run(self, prepared: "PreparedShard", out: "ShardRun", go: "Go") -> "ShardRun":
+        from .load import run_closed
+        from .send_one import no_gc_pauses
+
+        with no_gc_pauses():
+            run = run_closed(go.send, list(self.prompts), self.plan, go.shared, go.t0_ns, clock=go.clock,
+                             sleep=go.sleep, progress=go.report)
+        out = out.kept(run)
+        out.outcomes, out.ramp, out.drain = ([(go.sent[id(o)], o) for o in group] for group in
+                                             (run.outcomes, run.ramp, run.drain))  # as the loop sorted them
+        return out
+
+
+@dataclass
+class Go:
+    """What a shard's runner is handed at the common start: ``send(prompt, t_due)`` (keeps the outcome
+    at its position, names the worker, runs the test hook), the start ``t0_ns``, progress, the clock,
+    a closed loop's shared books, ``sent`` (outcome id -> position) and ``after(n)`` (the test hook)."""
+    send: Callable
+    t0_ns: int
+    report: Callable[[int, int], None] | None
+    clock: Any
+    sleep: Callable[[float], None]
+    shared: Any
+    sent: dict[int, int]
+    after: Callable[[int], None]
 
 
 @dataclass
@@ -113,10 +182,11 @@ class ShardRun:
     def name(self) -> str:
         return f"{self.pid}@{self.host}"
 
-
-def shard_positions(n_due: int, workers: int) -> list[list[int]]:
-    """Worker ``k`` takes scheduled arrivals ``k, k+N, k+2N, ...``: disjoint, and together every one."""
-    return [list(range(k, n_due, workers)) for k in range(workers)]
+    def kept(self, run: Any) -> "ShardRun":
+        """The load engine's figures of ``run`` (``client.load.LoadRun``) kept beside the outcomes."""
+        self.lag_ns, self.send_lag_ns, self.stalls = run.lag_ns, run.send_lag_ns, run.lag_timeline
+        self.stopped, self.window_ns, self.prompts_short = run.stopped, run.window_ns, run.prompts_short
+        return self
 
 
 def make_shards(due: list[float], prompts: list[Prompt], spares: list[Prompt], workers: int, target: WorkerTarget,
@@ -126,8 +196,8 @@ def make_shards(due: list[float], prompts: list[Prompt], spares: list[Prompt], w
     due = due[:len(prompts)]
     streams = max(1, math.ceil(in_flight / workers))
     return [Shard(k, workers, target, tuple(pos), tuple(due[i] for i in pos), tuple(prompts[i] for i in pos),
-                  tuple(spares[k * warmup:(k + 1) * warmup]), output_tokens, extra, streams)
-            for k, pos in enumerate(shard_positions(len(due), workers))]
+                  warm_share(spares, k, warmup), output_tokens, extra, streams)
+            for k, pos in enumerate(deal(range(len(due)), workers))]  # worker k: arrivals k, k+N, ...
 
 
 # ---------------------------------------------------------------------- the worker's side
@@ -141,7 +211,6 @@ class PreparedShard:
 
 def prepare_shard(shard: Shard, credentials: Credentials) -> PreparedShard:
     """The worker's own HTTP and protocol clients, its connections warmed (unmeasured requests)."""
-    from .drivers.pipeline import sender
     from .http import Redactor, ensure_connections, make_http_client
     from .target import Target, make_client
 
@@ -152,24 +221,17 @@ def prepare_shard(shard: Shard, credentials: Credentials) -> PreparedShard:
     client = make_client(Target(t.url, t.api, t.model), http, timeouts=t.timeouts,
                          redact=Redactor(credentials.secrets))
     ensure_connections(http, shard.streams)
-    if shard.agent is not None:  # turn 1s with the tools (client.agent_shard)
-        from .agent_shard import warm_shard
-
-        return PreparedShard(shard, client, http.close, warm_shard(client, shard))
-    one = sender(client, shard.output_tokens, shard.extra)
-    failed = sum(1 for p in shard.warm if isinstance(one(p), Failure))  # unmeasured: its connection opened
-    return PreparedShard(shard, client, http.close, failed)
+    return PreparedShard(shard, client, http.close, shard.warm_up(client))  # unmeasured: its connections opened
 
 
 def run_shard(prepared: PreparedShard, t0_ns: int, *, progress: Callable[[int], None] | None = None,
               clock=MEASUREMENT_CLOCK, sleep: Callable[[float], None] = time.sleep, shared: Any = None,
               host: str | None = None) -> ShardRun:
-    """Send the shard from the common start ``t0_ns``: an open loop's on its schedule, a closed
-    loop's streams (``shard.closed``) keeping their books in ``shared`` (the controller's
-    ``SharedLoopState``); return its exact records, each naming this worker (``pid@host``; ``host``:
-    this host's name, or a Ray node's: ``client/ray_shards.py``)."""
-    from .drivers.pipeline import _no_gc_pauses, sender
-    from .load import run_closed, run_schedule
+    """Send the shard from the common start ``t0_ns`` by its own runner (``Shard.run``: an open
+    loop's schedule, a closed loop's streams keeping their books in ``shared``, the controller's
+    ``SharedLoopState``, a trace's or agent's sessions); return its exact records, each naming this
+    worker (``pid@host``; ``host``: this host's name, or a Ray node's: ``client/ray_shards.py``)."""
+    from .send_one import sender
 
     shard = prepared.shard
     out = ShardRun(shard.index, os.getpid(), host or socket.gethostname(), warm_failures=prepared.warm_failures)
@@ -178,42 +240,20 @@ def run_shard(prepared: PreparedShard, t0_ns: int, *, progress: Callable[[int], 
     sent: dict[int, int] = {}  # id(outcome) -> its prompt's position
     exit_after = exit_hook_after(shard.index)
 
+    def after(n: int) -> None:
+        if exit_after is not None and n >= exit_after:
+            os._exit(TEST_EXIT_CODE)  # the test hook: a worker dying mid-run
+
     def send(p: Prompt, t_due: int | None):
         res = sent_by(one(p, t_due), out.name)
-        # a trace's later turn is a new prompt: its row index
-        pos = int(p.key) if shard.trace is not None and p.key is not None else position[id(p)]
+        pos = shard.position_of(p, position)
         out.outcomes.append((pos, res))
         sent[id(res)] = pos
-        if exit_after is not None and len(out.outcomes) >= exit_after:
-            os._exit(TEST_EXIT_CODE)  # the test hook: a worker dying mid-run
+        after(len(out.outcomes))
         return res
 
     report = (lambda done, total: progress(done)) if progress else None
-    if shard.agent is not None:  # whole agent sessions (client.agent_shard)
-        from .agent_shard import run_agent_shard
-
-        def after(n: int) -> None:
-            if exit_after is not None and n >= exit_after:
-                os._exit(TEST_EXIT_CODE)  # the test hook: a worker dying mid-run
-
-        return run_agent_shard(prepared.client, shard, out, t0_ns, report, clock, sleep, after)
-    if shard.trace is not None:  # whole sessions (client.drivers.trace_replay.replay_shard)
-        from .drivers.trace_replay import replay_shard
-
-        return replay_shard(shard, out, send, t0_ns, report, clock, sleep)
-    with _no_gc_pauses():
-        if shard.closed is not None:
-            run = run_closed(send, list(shard.prompts), shard.closed, shared, t0_ns, clock=clock, sleep=sleep,
-                             progress=report)
-        else:
-            run = run_schedule(send, list(shard.prompts), list(shard.due), t0_ns, clock=clock, sleep=sleep,
-                               progress=report)
-    out.lag_ns, out.send_lag_ns, out.stalls = run.lag_ns, run.send_lag_ns, run.lag_timeline
-    out.stopped, out.window_ns, out.prompts_short = run.stopped, run.window_ns, run.prompts_short
-    if shard.closed is not None:  # measured, ramp-up, drain: as the loop sorted them
-        out.outcomes, out.ramp, out.drain = ([(sent[id(o)], o) for o in group] for group in
-                                             (run.outcomes, run.ramp, run.drain))
-    return out
+    return shard.run(prepared, out, Go(send, t0_ns, report, clock, sleep, shared, sent, after))
 
 
 def exit_hook_after(index: int) -> int | None:

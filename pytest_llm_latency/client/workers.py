@@ -2,7 +2,7 @@
 each with its own HTTP client, merged back into one run of exact per-request records.
 
 The controller (the test process) prepares every prompt and salt once and computes the schedule
-once (``client.load.open_loop_schedule``); ``shard_positions`` gives worker ``k`` of ``N`` the
+once (``client.load.open_loop_schedule``); ``placement.deal`` gives worker ``k`` of ``N`` the
 scheduled arrivals ``k, k+N, k+2N, ...`` with their offsets unchanged, so the merged arrivals
 are exactly the schedule.  Each worker gets a pure-data ``Shard`` (no secrets) and, apart, its
 ``Credentials`` (through the pipe: never argv, never a log line); it builds its client, warms its
@@ -72,7 +72,7 @@ def run_workers(shards: list[Shard], credentials: Credentials, *, span_s: float,
     from multiprocessing.connection import wait
 
     ctx = multiprocessing.get_context("spawn")
-    closed = shards[0].closed if shards else None
+    closed = shards[0].loop_plan if shards else None
     procs, conns = [], []
     for s in shards:  # every interpreter starts at once; then each gets its shard
         parent, child = ctx.Pipe()
@@ -166,7 +166,7 @@ def _named(k: int, proc, what: str, done: int, of: int) -> str:
 def merge(shards: list[Shard], results: dict[int, ShardRun], failures: dict[int, str]) -> LoadRun:
     """One ``LoadRun`` of the workers' exact records, in schedule order (a closed loop's: the order
     its prompts were drawn in, its ramp-up and drain exclusions summed), with each worker's lag."""
-    closed = shards[0].closed if shards else None
+    closed = shards[0].loop_plan if shards else None
     run = LoadRun("open" if closed is None else "closed")
 
     def ordered(group: str) -> list:

@@ -15,27 +15,24 @@ from typing import Any
 
 from ..core.prompts import Prompt
 from .load import ClosedPlan
-from .worker_shard import Shard, WorkerTarget
+from .placement.deal import deal, warm_share
+from .worker_shard import ClosedShard, WorkerTarget
 
 #: ``ramp_end`` / ``t_stop`` not yet set (a ``CLOCK_MONOTONIC`` stamp is never negative)
 _UNSET = -1
 
 
-def split_streams(concurrency: int, workers: int) -> list[tuple[int, ...]]:
-    """Worker ``k`` runs streams ``k, k+N, k+2N, ...``: disjoint, together all ``concurrency``,
-    their counts differing by at most one."""
-    return [tuple(range(k, concurrency, workers)) for k in range(workers)]
-
-
 def make_closed_shards(plan: ClosedPlan, prompts: list[Prompt], spares: list[Prompt], workers: int,
-                       target: WorkerTarget, *, warmup: int, output_tokens: int, extra: dict | None) -> list[Shard]:
+                       target: WorkerTarget, *, warmup: int, output_tokens: int,
+                       extra: dict | None) -> list[ClosedShard]:
     """The ``workers`` shards of a closed loop: each its streams, all the prompts (drawn from the
     shared index: each sent once), ``warmup`` of the ``spares`` for its own warm-up."""
     positions = tuple(range(len(prompts)))
-    return [Shard(k, workers, target, positions, (), tuple(prompts), tuple(spares[k * warmup:(k + 1) * warmup]),
-                  output_tokens, extra, max(len(streams), 1), ClosedPlan(plan.concurrency, plan.samples,
-                                                                          plan.ramp_up_s, plan.duration_s, streams))
-            for k, streams in enumerate(split_streams(plan.concurrency, workers))]
+    return [ClosedShard(k, workers, target, positions, (), tuple(prompts), warm_share(spares, k, warmup),
+                        output_tokens, extra, max(len(streams), 1),
+                        plan=ClosedPlan(plan.concurrency, plan.samples, plan.ramp_up_s, plan.duration_s,
+                                        tuple(streams)))
+            for k, streams in enumerate(deal(range(plan.concurrency), workers))]  # worker k: streams k, k+N, ...
 
 
 class _Value:

@@ -14,7 +14,7 @@ Field by field (``core.facts.Facts`` and the parts of ``core.result_parts``):
   throughput over the blocks' windows): recomputed on every block's records;
 * percentiles whose samples are not kept (the client's scheduling lag): the worst block's, so a
   lag that made one block unjudgeable is never averaged away;
-* the prefix-cache evidence: the worst block's (the one ``core.prefix_cache.judge`` finds least
+* the prefix-cache evidence: the worst block's (the one ``core.prefix_cache.decide`` finds least
   explainable), not a sum -- summed over blocks, one replayed block's hits would be diluted by the
   others' allowance and could pass;
 * what cannot be combined (a rate sweep, the server's ``/metrics`` part, whose deltas and gauges
@@ -27,7 +27,7 @@ from dataclasses import replace
 
 from . import metrics as m, reasoning, spec_decode
 from .facts import AgentRun, ColdStarts, Facts, PerChunkItl
-from .prefix_cache import declared, judge as judge_cache
+from .prefix_cache import decide as decide_cache, declared
 from .result import WorkloadResult, measured
 from .result_parts import ClientHealth, ColdStartInfo, LoadInfo, Measurement, PrefixCacheInfo, SpecDecodeInfo, \
     copy_parts
@@ -138,7 +138,7 @@ def combine_cold(blocks: Sequence[WorkloadResult]) -> ColdStarts | None:
 
 
 def worst_cache_block(blocks: Sequence[WorkloadResult], workload: Workload) -> int | None:
-    """The block whose prefix-cache evidence ``core.prefix_cache.judge`` finds worst: an error before a
+    """The block whose prefix-cache evidence ``core.prefix_cache.decide`` finds worst: an error before a
     note before nothing, then the most cached tokens beyond what a salted run and the workload explain."""
     groups = workload.shared_prefix_groups
     ranked = []
@@ -147,7 +147,7 @@ def worst_cache_block(blocks: Sequence[WorkloadResult], workload: Workload) -> i
         if ev is None:
             continue
         expected, by = declared(ev, groups.tokens if groups is not None else None, b.facts.cache_bound_tokens)
-        v = judge_cache(ev, shared_prefix_tokens=workload.shared_prefix_tokens, expected_tokens=expected,
+        v = decide_cache(ev, shared_prefix_tokens=workload.shared_prefix_tokens, expected_tokens=expected,
                         declared_by=by)
         ranked.append(((v.error is not None, v.note is not None, ev.cached_tokens - ev.allowance - expected, -k), k))
     return max(ranked)[1] if ranked else None

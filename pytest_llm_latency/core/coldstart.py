@@ -55,7 +55,7 @@ def describe(numbers: list[int], cold: list[RequestRecord], total: int, mode: st
             f"every request asks it to stay (keep_alive): is another client unloading it, or memory short?")
 
 
-def judge_cold_request(rec: RequestRecord, ttft_ms: float | None, limit_ms: float) -> tuple[str | None, str | None]:
+def cold_request_outcome(rec: RequestRecord, ttft_ms: float | None, limit_ms: float) -> tuple[str | None, str | None]:
     """The ``cold_ttft_max`` request: (failed check, error) -- both None when it passes."""
     load = load_ms(rec)
     if load is None or load <= COLD_LOAD_MS:

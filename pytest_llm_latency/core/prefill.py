@@ -176,9 +176,9 @@ class PrefillResult:
 def evaluate_prefill(points: Sequence[tuple[int, float]], *, model: PrefillModel | None = None,
                      peak: Peak | None = None, budgets: PrefillBudgets = PrefillBudgets(),
                      server: ServerPrefill | None = None) -> PrefillResult:
-    """The prefill gate in one call: ``judge_prefill(measure_prefill(...))`` (tests; the plugin
+    """The prefill gate in one call: ``apply_prefill_budgets(measure_prefill(...))`` (tests; the plugin
     measures in ``plugin.prefill_gate`` and judges in ``core.checks.gates``)."""
-    return judge_prefill(measure_prefill(points, model=model, peak=peak, budgets=budgets, server=server))
+    return apply_prefill_budgets(measure_prefill(points, model=model, peak=peak, budgets=budgets, server=server))
 
 
 def measure_prefill(points: Sequence[tuple[int, float]], *, model: PrefillModel | None = None,
@@ -186,7 +186,7 @@ def measure_prefill(points: Sequence[tuple[int, float]], *, model: PrefillModel 
                     server: ServerPrefill | None = None) -> PrefillResult:
     """Fit TTFT(n) over ``points`` (prompt tokens, TTFT ms: one per request).  Not judged: status
     ``config_error`` when the MFU exceeds 1.05 (wrong hardware or model, or a prefix cache at
-    work: never a pass), else ``report``; ``budgets`` are kept for ``judge_prefill``.  A fit
+    work: never a pass), else ``report``; ``budgets`` are kept for ``apply_prefill_budgets``.  A fit
     whose slope is not positive raises ``ConfigError``."""
     if budgets.min_efficiency is not None and not 0 < budgets.min_efficiency <= 1:
         raise ConfigError(f"min_prefill_efficiency must be in (0, 1], got {budgets.min_efficiency!r}")
@@ -220,7 +220,7 @@ def measure_prefill(points: Sequence[tuple[int, float]], *, model: PrefillModel 
     return replace(result, message=format_prefill(result))
 
 
-def judge_prefill(result: PrefillResult) -> PrefillResult:
+def apply_prefill_budgets(result: PrefillResult) -> PrefillResult:
     """The prefill budgets, the rule ``core.checks.gates.check_prefill_roofline`` applies:
     ``fail`` when one is missed (each named in ``failed``), else ``pass``, or ``report`` without
     budgets; a ``config_error`` measurement stays one."""

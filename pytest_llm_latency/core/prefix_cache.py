@@ -127,7 +127,7 @@ def declared(ev: CacheEvidence, group_tokens: int | None, bound_tokens: int | No
             "shared_prefix_groups declares")
 
 
-def judge(ev: CacheEvidence | None, *, shared_prefix_tokens: int = 0, expected_tokens: int = 0,
+def decide(ev: CacheEvidence | None, *, shared_prefix_tokens: int = 0, expected_tokens: int = 0,
           declared_by: str = "shared_prefix_groups declares") -> CacheVerdict:
     """A note whenever the cache served more than a salted prompt can explain, and an error
     (the result is not judged) unless the workload asks for a shared prefix: ``shared_prefix_tokens``

@@ -209,9 +209,9 @@ def evaluate_roofline(hardware: Hardware, model: ModelBytes | ModelSpec, *, cont
                       drafter: Drafter | None = None, hints: tuple[str, ...] = (),
                       decodes: list[RequestDecode] | None = None, batch_source: str = "",
                       evidence: DecodeEvidence | None = None) -> RooflineResult:
-    """The gate in one call: ``judge_roofline(measure_roofline(...))`` (the CLI and tests; the
+    """The gate in one call: ``apply_floor(measure_roofline(...))`` (the CLI and tests; the
     plugin measures in ``plugin.roofline_gate`` and judges in ``core.checks.gates``)."""
-    return judge_roofline(measure_roofline(hardware, model, context=context, tpot_p50_ms=tpot_p50_ms,
+    return apply_floor(measure_roofline(hardware, model, context=context, tpot_p50_ms=tpot_p50_ms,
                                            tpot_p95_ms=tpot_p95_ms, min_efficiency=min_efficiency, batch=batch,
                                            spec=spec, drafter=drafter, hints=hints, decodes=decodes,
                                            batch_source=batch_source, evidence=evidence))
@@ -231,7 +231,7 @@ def measure_roofline(hardware: Hardware, model: ModelBytes | ModelSpec, *, conte
     totals, ``drafter``'s bytes counted when given) is the judged figure.  Not judged: status
     ``config_error`` when the judged efficiency exceeds 1.05 (wrong hardware, model or drafter
     bytes, or an unreported speculation: never a pass), else ``report``; ``min_efficiency``
-    (checked to be in (0, 1]) is kept for ``judge_roofline``.  ``hints``: said with a config error.
+    (checked to be in (0, 1]) is kept for ``apply_floor``.  ``hints``: said with a config error.
     """
     if min_efficiency is not None and (not _finite(min_efficiency) or not 0 < min_efficiency <= 1):
         raise ConfigError(f"roofline: min_decode_efficiency must be in (0, 1], got {min_efficiency!r}; "
@@ -259,7 +259,7 @@ def measure_roofline(hardware: Hardware, model: ModelBytes | ModelSpec, *, conte
     return replace(result, message=format_roofline(result))
 
 
-def judge_roofline(result: RooflineResult) -> RooflineResult:
+def apply_floor(result: RooflineResult) -> RooflineResult:
     """The decode floor, the rule ``core.checks.gates.check_roofline`` applies: ``pass`` when the
     p50 efficiency (the step efficiency of a speculating server) reaches ``min_efficiency``, else
     ``fail``; ``report`` without a floor; a ``config_error`` measurement stays one."""

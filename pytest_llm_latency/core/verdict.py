@@ -79,7 +79,7 @@ def _status(lower: float, upper: float, limit: float, floor: bool) -> str:
     return "pass" if upper <= limit else "fail" if lower > limit else "inconclusive"
 
 
-def judge(key: str, metric: str, stat: str, limit: float, floor: bool, values: Sequence[float],
+def budget_verdict(key: str, metric: str, stat: str, limit: float, floor: bool, values: Sequence[float],
           confidence: float | None, *, max_n: int | None = None, min_n: int = 1, alpha_share: float = 1.0,
           advise: bool = True) -> BudgetVerdict:
     """One budget on ``values`` (arrival order).  ``max_n``: sequential rule with that horizon;
@@ -257,11 +257,11 @@ class SequentialVerdicts:
             if look is None or self._mean_done.get(b.key) == look:
                 return None
             self._mean_done[b.key] = look
-            return judge(b.key, b.metric, b.stat, b.limit, b.is_floor, vals[:look], self.confidence,
+            return budget_verdict(b.key, b.metric, b.stat, b.limit, b.is_floor, vals[:look], self.confidence,
                          alpha_share=1.0 / len(self.looks), advise=False)
         if not self.holds_up(b):
             return None
-        return judge(b.key, b.metric, b.stat, b.limit, b.is_floor, vals[: self.max_n], self.confidence,
+        return budget_verdict(b.key, b.metric, b.stat, b.limit, b.is_floor, vals[: self.max_n], self.confidence,
                      max_n=self.max_n, min_n=self.min_n, advise=False)
 
     def final(self, b, vals: Sequence[float]) -> BudgetVerdict:
@@ -272,17 +272,17 @@ class SequentialVerdicts:
             v = self._judge_at_stop(b, vals)
             return replace(v, status="not_decided", would_decide=None, stopped_by=self.stopped_by)
         if self.holds_up(b) and b.stat != "mean":
-            return judge(b.key, b.metric, b.stat, b.limit, b.is_floor, vals[: self.max_n], self.confidence,
+            return budget_verdict(b.key, b.metric, b.stat, b.limit, b.is_floor, vals[: self.max_n], self.confidence,
                          max_n=self.max_n, min_n=self.min_n)
         if b.stat == "mean":
-            return judge(b.key, b.metric, b.stat, b.limit, b.is_floor, vals, self.confidence,
+            return budget_verdict(b.key, b.metric, b.stat, b.limit, b.is_floor, vals, self.confidence,
                          alpha_share=1.0 / len(self.looks))
-        return judge(b.key, b.metric, b.stat, b.limit, b.is_floor, vals, self.confidence)
+        return budget_verdict(b.key, b.metric, b.stat, b.limit, b.is_floor, vals, self.confidence)
 
     def _judge_at_stop(self, b, vals: Sequence[float]) -> BudgetVerdict:
         """The bounds of an open budget where sampling stopped (for the report only)."""
         if b.stat == "mean":
-            return judge(b.key, b.metric, b.stat, b.limit, b.is_floor, vals, self.confidence,
+            return budget_verdict(b.key, b.metric, b.stat, b.limit, b.is_floor, vals, self.confidence,
                          alpha_share=1.0 / len(self.looks), advise=False)
-        return judge(b.key, b.metric, b.stat, b.limit, b.is_floor, vals[: self.max_n], self.confidence,
+        return budget_verdict(b.key, b.metric, b.stat, b.limit, b.is_floor, vals[: self.max_n], self.confidence,
                      max_n=self.max_n, min_n=self.min_n, advise=False)

@@ -1,4 +1,4 @@
-"""Baselines in a pytest run: judge each latency result against a saved baseline's raw samples
+"""Baselines in a pytest run: compare each latency result with a saved baseline's raw samples
 (``--llm-latency-baseline``), and collect the samples a new baseline is saved from
 (``--llm-latency-save-baseline``, ``--llm-latency-json-samples``).
 
@@ -117,7 +117,7 @@ def entry_of(res: WorkloadResult) -> dict:
     return entry
 
 
-def judge(res: WorkloadResult, entry: dict | None, tol: dict[str, float], *, seed: int = 0,
+def compare_with(res: WorkloadResult, entry: dict | None, tol: dict[str, float], *, seed: int = 0,
           label: str = "baseline", base_fingerprint: dict | None = None, paired: bool = False,
           block: int = 1) -> None:
     """Compare ``res`` with a baseline entry: the comparisons for ``core.checks.regression``, notes
@@ -212,7 +212,7 @@ def apply(item, sess, spec, client, workload, res: WorkloadResult) -> None:
             res.notes.append(said)
         entry = doc["tests"].get(found.key) if found.key else None
     base_fp = (entry or {}).get("fingerprint") or doc.get("fingerprint")
-    judge(res, entry, tolerances(s, workload), seed=s.get("seed") or 0, base_fingerprint=base_fp)
+    compare_with(res, entry, tolerances(s, workload), seed=s.get("seed") or 0, base_fingerprint=base_fp)
 
 
 def detail_fields(res: WorkloadResult, settings) -> dict:

@@ -164,7 +164,7 @@ def _measure_ab(item, sess: LatencySession, spec: TargetSpec, client, workload: 
         res.facts.baseline_target_empty = (f"baseline target {ab.describe(spec_b)} measured no sample: "
                                            f"{res_b.failure_message() or 'empty sample'}")
         return res
-    baseline.judge(res, baseline.entry_of(res_b), baseline.tolerances(sess.settings, workload),
+    baseline.compare_with(res, baseline.entry_of(res_b), baseline.tolerances(sess.settings, workload),
                    seed=sess.settings.get("seed") or 0, label=f"baseline target {ab.describe(spec_b)}", paired=True,
                    block=block)
     return res

@@ -88,14 +88,14 @@ def prefill_gate(sess, spec, workload: Workload, res: WorkloadResult, overrides:
                               f"({where}): give roofline.hardware, or roofline.peak_tflops from the datasheet")
         pairs = [(p.prompt_tokens, p.ttft_ms) for p in points]
 
-        def judge(pk):
+        def evaluate(pk):
             return measure_prefill(pairs, model=model, peak=pk, budgets=budgets, server=_server(points))
 
-        result = judge(peak)
+        result = evaluate(peak)
         if result.status == "config_error" and peak is not None and peak.source.startswith(("cached numpy", "numpy")):
             fresh = _peak(sess, spec, roof, overrides, refresh=True)  # a figure taken on a busy machine is too low
             if fresh.tflops > peak.tflops:
-                result = judge(fresh)
+                result = evaluate(fresh)
     except ConfigError as exc:
         res.facts.gates.append(GateOutcome("prefill", "config_error", f"prefill roofline: {exc}"))
         return
@@ -103,5 +103,5 @@ def prefill_gate(sess, spec, workload: Workload, res: WorkloadResult, overrides:
     if result.linearity.why:  # visible on every run, pass or not
         res.notes.append(f"prefill: {result.linearity.why}")
     caveats = (f"prefill peak note: {result.peak.note}",) if result.peak is not None and result.peak.note else ()
-    # measured, not judged: core.checks.gates applies the budgets (core.prefill.judge_prefill)
+    # measured, not judged: core.checks.gates applies the budgets (core.prefill.apply_prefill_budgets)
     res.facts.gates.append(GateOutcome("prefill", result.status, result.message, result, caveats))

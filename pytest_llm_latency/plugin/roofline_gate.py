@@ -124,7 +124,7 @@ def _llamacpp_model_bytes(roof: Mapping[str, Any], spec, client):
     return replace(mb, kv_bytes_per_token=0.0, kv_not_counted=LLAMACPP_KV_NOT_COUNTED)
 
 
-def judge_with_fresh_probe(hardware, evaluate, reprobe):
+def measure_with_fresh_probe(hardware, evaluate, reprobe):
     """``evaluate(hardware)``; when a measured (``local-cpu``) figure puts decode above the ceiling
     (> 1.05), probe once more, bypassing the cache, before calling it a configuration error: a
     figure taken while other processes competed for the memory bus is not the machine's limit.
@@ -291,7 +291,7 @@ def _with_served_dtype(result, client):
 def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Mapping[str, Any],
              base_dir: Path | None = None, client=None) -> None:
     from ..core.facts import GateOutcome
-    from ..core.roofline import judge_roofline, mean_context, measure_roofline
+    from ..core.roofline import apply_floor, mean_context, measure_roofline
     from ..roofline.hwdetect import resolve_hardware
 
     roof = dict(workload.roofline or {})
@@ -336,9 +336,9 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
                                     hints=hints, decodes=decodes, batch_source=batch_source, evidence=evidence)
 
         hardware = hardware.judged_on(str(roof.get("efficiency_of") or "datasheet"))
-        result = judge_with_fresh_probe(hardware, evaluate, lambda: resolve_hardware(
+        result = measure_with_fresh_probe(hardware, evaluate, lambda: resolve_hardware(
             "local-cpu", refresh=True, only_if_higher=True, where=hw_name.source))
-        if judge_roofline(result).status == "fail":  # the floor fails: what the server says it serves
+        if apply_floor(result).status == "fail":  # the floor fails: what the server says it serves
             result = _with_served_dtype(result, client)
     except ConfigError as exc:
         if min_eff.value is None and not roof:
@@ -367,5 +367,5 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
 
         caveats.append(f"roofline: {DRAFT_NOT_COUNTED}" if roof.get("draft") is None
                        else f"roofline: drafter bytes {result.steps.draft}")
-    # measured, not judged: core.checks.gates applies the floor (core.roofline.judge_roofline)
+    # measured, not judged: core.checks.gates applies the floor (core.roofline.apply_floor)
     res.facts.gates.append(GateOutcome("roofline", result.status, result.message, result, tuple(caveats)))

@@ -102,3 +102,23 @@ def test_checker_flags_a_client_importing_the_checks():
     assert imports_checks("import pytest_llm_latency.core.checks.budgets\n", mod) == [1]
     assert imports_checks("from ..core import checks\n", mod) == [1]
     assert imports_checks("from ..core.result import measured\n", mod) == []
+
+
+def judge_definitions(source: str) -> list[str]:
+    """Functions named ``judge`` or ``judge_*`` defined in ``source`` (nested ones too)."""
+    return [n.name for n in ast.walk(ast.parse(source))
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and (n.name == "judge"
+                                                                           or n.name.startswith("judge_"))]
+
+
+def test_only_the_checks_define_a_judge():
+    """One meaning per name: ``judge`` decides verdicts, so only ``core/checks`` defines one (a rule the
+    checks apply is named for what it does: ``core.verdict.budget_verdict``, ``core.roofline.apply_floor``)."""
+    found = {}
+    for f in sorted(PACKAGE.rglob("*.py")):
+        rel = f.relative_to(PACKAGE).as_posix()
+        if not rel.startswith(JUDGING) and (names := judge_definitions(f.read_text("utf-8"))):
+            found[rel] = names
+    assert found == {}
+    synthetic = "def f():\n    def judge(pk):\n        pass\ndef judge_x(): pass\n"
+    assert sorted(judge_definitions(synthetic)) == ["judge", "judge_x"]

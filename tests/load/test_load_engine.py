@@ -115,7 +115,7 @@ def test_samples_auto_keeps_its_rounds_and_refuses_load_keys():
 
     from dataclasses import replace
 
-    from pytest_llm_latency.client.load_plan import planned_workers
+    from pytest_llm_latency.client.placement.shares import planned_workers
 
     auto = make_workload("w", {"class": "chat", "samples": "auto", "concurrency": 4})
     assert auto.sequential and not uses_load_engine(auto)

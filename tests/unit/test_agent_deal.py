@@ -46,11 +46,11 @@ def test_the_session_slots_are_the_concurrency_split_over_the_workers(c, n, slot
 def test_sessions_are_dealt_whole_each_with_its_first_prompt_turns_and_warm_up():
     prep = prepared()
     shards = make_agent_shards(prep, 2, TARGET, concurrency=3)
-    assert [s.agent.sessions for s in shards] == [(0, 2, 4), (1, 3)]          # session i on worker i mod N
+    assert [s.deal.sessions for s in shards] == [(0, 2, 4), (1, 3)]          # session i on worker i mod N
     for s in shards:
-        assert [p.system for p in s.prompts] == [f"salt{i}: sys" for i in s.agent.sessions]  # prepared, not rebuilt
-        assert s.positions == tuple(i * 3 + t for i in s.agent.sessions for t in range(3))  # its turns, whole
-        assert s.agent.plan is prep.plan and s.planned == 3 * len(s.agent.sessions)
+        assert [p.system for p in s.prompts] == [f"salt{i}: sys" for i in s.deal.sessions]  # prepared, not rebuilt
+        assert s.positions == tuple(i * 3 + t for i in s.deal.sessions for t in range(3))  # its turns, whole
+        assert s.deal.plan is prep.plan and s.planned == 3 * len(s.deal.sessions)
     assert [[p.system for p in s.warm] for s in shards] == [["warm0: sys"], ["warm1: sys"]]
     assert [s.streams for s in shards] == [2, 1]
     every = sorted(p for s in shards for p in s.positions)

@@ -1,6 +1,6 @@
 """What a baseline stores for the explained regression (``decode_totals``): written from a
 result, validated on load, read back from a results JSON's version-2 parts, absent in an old
-baseline (which still loads); and the A/B path (``plugin.baseline.entry_of`` / ``judge``)."""
+baseline (which still loads); and the A/B path (``plugin.baseline.entry_of`` / ``compare_with``)."""
 import json
 
 import pytest
@@ -82,7 +82,7 @@ def test_saved_from_results_keeps_the_totals(tmp_path):
 def test_ab_arm_entry_explains_the_candidate():
     base = llama_run(3.0, 6)      # 8 decode tokens in 2 steps: 4 per step, 12 ms steps
     cand = llama_run(7.5, 3)      # 8 in 5 steps: 1.6 per step, the same 12 ms steps
-    pbase.judge(cand, pbase.entry_of(base), {"tpot_p50": 0.05}, label="baseline target B", paired=True)
+    pbase.compare_with(cand, pbase.entry_of(base), {"tpot_p50": 0.05}, label="baseline target B", paired=True)
     judge_all(cand)
     assert cand.verdict == "fail"
     [cause] = [c for c in cand.causes if c.startswith("cause: decode vs baseline target B")]

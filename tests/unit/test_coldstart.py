@@ -35,12 +35,12 @@ def test_the_note_counts_and_names_the_cold_samples(mode, words):
 
 
 def test_the_cold_ttft_request_is_judged_only_when_it_was_cold():
-    assert coldstart.judge_cold_request(rec(900, 950), 950.0, 2000) == (None, None)
-    failed, error = coldstart.judge_cold_request(rec(900, 950), 950.0, 500)
+    assert coldstart.cold_request_outcome(rec(900, 950), 950.0, 2000) == (None, None)
+    failed, error = coldstart.cold_request_outcome(rec(900, 950), 950.0, 500)
     assert error is None and failed.startswith("cold-start TTFT 950.0 ms > budget cold_ttft_max 500 ms")
-    failed, error = coldstart.judge_cold_request(rec(3), 12.0, 500)
+    failed, error = coldstart.cold_request_outcome(rec(3), 12.0, 500)
     assert failed is None and "was not a cold start (load_duration 3 ms" in error
-    assert "no load_duration" in coldstart.judge_cold_request(rec(None), 12.0, 500)[1]
+    assert "no load_duration" in coldstart.cold_request_outcome(rec(None), 12.0, 500)[1]
 
 
 def test_workload_keys_and_errors():

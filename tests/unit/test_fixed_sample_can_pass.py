@@ -8,7 +8,7 @@ import random
 import pytest
 
 from pytest_llm_latency.core.errors import ConfigError
-from pytest_llm_latency.core.verdict import judge, min_n_to_pass
+from pytest_llm_latency.core.verdict import budget_verdict, min_n_to_pass
 from pytest_llm_latency.core.sample_size import check_min_samples
 from pytest_llm_latency.core.workload import BUILTIN_CLASSES, make_workload
 
@@ -18,7 +18,7 @@ from pytest_llm_latency.core.workload import BUILTIN_CLASSES, make_workload
     ("p95", False, 0.9, 45), ("mean", False, 0.95, 2), ("max", False, 0.95, 1), ("min", True, 0.95, 1),
     ("p95", False, None, 1),
     ("p50", True, 0.95, 5), ("p90", True, 0.95, 2),  # floors: the lower bound, (1-q)^n <= alpha
-    ("p95", True, 0.95, 2),  # 0.05^1 == alpha exactly: the judge's float tails need a second sample
+    ("p95", True, 0.95, 2),  # 0.05^1 == alpha exactly: the budget_verdict's float tails need a second sample
 ])
 def test_min_n_to_pass_is_where_the_judge_first_can_pass(stat, floor, conf, need):
     assert min_n_to_pass(stat, "ttft", conf, floor) == need
@@ -28,9 +28,9 @@ def test_min_n_to_pass_is_where_the_judge_first_can_pass(stat, floor, conf, need
     # the most favourable sample there is: every value far on the passing side of the limit
     best = (lambda n: [rng.uniform(900.0, 1000.0) for _ in range(n)]) if floor else \
         (lambda n: [rng.uniform(1.0, 2.0) for _ in range(n)])
-    assert judge("k", "ttft", stat, 100.0, floor, best(need), conf).status == "pass"
+    assert budget_verdict("k", "ttft", stat, 100.0, floor, best(need), conf).status == "pass"
     if need > 1:
-        assert judge("k", "ttft", stat, 100.0, floor, best(need - 1), conf).status == "inconclusive"
+        assert budget_verdict("k", "ttft", stat, 100.0, floor, best(need - 1), conf).status == "inconclusive"
 
 
 def test_itl_counts_its_gaps_so_an_itl_p95_over_20_requests_can_pass():

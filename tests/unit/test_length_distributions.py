@@ -7,7 +7,7 @@ import pytest
 
 from pytest_llm_latency.core.errors import ConfigError
 from pytest_llm_latency.core.lengths import LengthDist, draw_lengths, mean_lengths, parse_length
-from pytest_llm_latency.core.prefix_cache import CacheEvidence, expected_shared, judge
+from pytest_llm_latency.core.prefix_cache import CacheEvidence, expected_shared, decide
 from pytest_llm_latency.core.prompts import build_prompts
 from pytest_llm_latency.core.record import RequestRecord
 from pytest_llm_latency.core.workload import make_workload
@@ -148,11 +148,11 @@ def test_declared_groups_make_their_hits_expected_and_hits_beyond_them_unjudgeab
     assert expected_shared(100, 10) == 10 * 96  # rounded down to whole 16-token blocks
     prompt = 20 * 500
     hit = CacheEvidence(20 * 96 + 300, prompt, 20, "vllm:prefix_cache_hits_total in /metrics")
-    v = judge(hit, expected_tokens=expected_shared(100, 20))
+    v = decide(hit, expected_tokens=expected_shared(100, 20))
     assert v.error is None and "expected: shared_prefix_groups declares up to 1920 cached tokens" in v.note
-    assert judge(hit).error is not None  # the same hits without the declaration: refused as today
+    assert decide(hit).error is not None  # the same hits without the declaration: refused as today
     faked = CacheEvidence(prompt - 20, prompt, 20, "llama.cpp timings.cache_n of each response")
-    v = judge(faked, expected_tokens=expected_shared(100, 20))
+    v = decide(faked, expected_tokens=expected_shared(100, 20))
     assert v.error.startswith("not judged: 9980 of 10000 prompt tokens")
     assert "plus the 1920 that shared_prefix_groups declares" in v.error
 

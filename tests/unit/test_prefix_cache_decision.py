@@ -12,7 +12,7 @@ from pytest_llm_latency.client.openai import OpenAIClient
 from pytest_llm_latency.client.prometheus import delta, parse_metrics
 from pytest_llm_latency.client.runner import measure
 from pytest_llm_latency.core.checks import judge as judge_result
-from pytest_llm_latency.core.prefix_cache import ALWAYS_CACHED_PER_REQUEST, CacheEvidence, evidence, judge
+from pytest_llm_latency.core.prefix_cache import ALWAYS_CACHED_PER_REQUEST, CacheEvidence, evidence, decide
 from pytest_llm_latency.core.workload import make_workload
 
 RECORDINGS = os.path.join(os.path.dirname(__file__), "recordings")  # copies of ../shared/recordings
@@ -39,7 +39,7 @@ def test_recorded_llamacpp_scrapes_give_the_cached_counter():
 
 
 def test_nearly_all_cached_is_not_judged():
-    v = judge(CacheEvidence(3066, 3072, 6, "llamacpp:prompt_tokens_cached_total in /metrics", 3072))
+    v = decide(CacheEvidence(3066, 3072, 6, "llamacpp:prompt_tokens_cached_total in /metrics", 3072))
     assert v.error.startswith("not judged: 3066 of 3072 prompt tokens were served from the server's prefix cache")
     assert "--llm-latency-nonce" in v.error and "3066 of 3072" in v.note
 
@@ -47,18 +47,18 @@ def test_nearly_all_cached_is_not_judged():
 def test_a_template_head_and_chance_matches_are_allowed():
     n, each = 20, 512
     head_only = CacheEvidence(ALWAYS_CACHED_PER_REQUEST * n, each * n, n, "x")
-    assert judge(head_only) == judge(None) and judge(head_only).error is None
+    assert decide(head_only) == decide(None) and decide(head_only).error is None
     just_over = CacheEvidence(head_only.allowance + 1, each * n, n, "x")
-    assert judge(just_over).error is not None
+    assert decide(just_over).error is not None
 
 
 def test_shared_prefix_workloads_are_only_noted():
-    v = judge(CacheEvidence(3000, 3072, 6, "x"), shared_prefix_tokens=400)
+    v = decide(CacheEvidence(3000, 3072, 6, "x"), shared_prefix_tokens=400)
     assert v.error is None and "shares a 400-token prefix" in v.note
 
 
 def test_other_clients_traffic_is_noted_not_blamed():
-    v = judge(CacheEvidence(50_000, 3072, 6, "vllm:prefix_cache_hits_total in /metrics", seen_tokens=90_000))
+    v = decide(CacheEvidence(50_000, 3072, 6, "vllm:prefix_cache_hits_total in /metrics", seen_tokens=90_000))
     assert v.error is None and "other clients share the server" in v.note
 
 

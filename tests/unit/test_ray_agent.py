@@ -1,5 +1,5 @@
 """Agent sessions on Ray nodes (``ray: ADDRESS``; ``client/agent_workers.py`` through
-``drivers/workers.run_shards`` to ``client/ray_shards.run_on_ray``) without a cluster: the sessions
+``client.placement.RayNodes.run`` to ``client/ray_shards.run_on_ray``) without a cluster: the sessions
 dealt whole as for worker processes with the controller's ``/metrics`` scrape before the start, how
 many nodes take them, a node's ``ShardActor`` running its agent shard from the start instant with
 every record's stamps moved to the driver's timeline, and the sessions' own timings (per-turn
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 from pytest_llm_latency.client import ray_cluster, ray_shards
 from pytest_llm_latency.client.agent_loop import turn_of
-from pytest_llm_latency.client.agent_session import session_workers
+from pytest_llm_latency.client.agent_session import session_shares
 from pytest_llm_latency.client.agent_workers import make_agent_shards, run_on_workers
 from pytest_llm_latency.client.http import Timeouts, request_bound_s
 from pytest_llm_latency.client.load import LoadRun
@@ -36,7 +36,7 @@ def test_the_sessions_go_to_the_ray_nodes_dealt_whole_with_the_scrape_before_the
     ((address, shards, kw),) = calls
     assert address == "127.0.0.1:6379"
     assert shards == make_agent_shards(prep, 2, WorkerTarget.of(CLIENT), 3)                # as for processes
-    assert [s.agent.sessions for s in shards] == [(0, 2, 4), (1, 3)]        # session i on node i mod N
+    assert [s.deal.sessions for s in shards] == [(0, 2, 4), (1, 3)]        # session i on node i mod N
     assert kw["on_ready"] is scrape and kw["progress"] is progress
     assert kw["request_timeout_s"] == request_bound_s(CLIENT.timeouts)  # every try, its waits included
 
@@ -45,9 +45,9 @@ def test_every_node_takes_sessions_up_to_a_session_slot_and_a_session_each(monke
     monkeypatch.setattr(ray_cluster, "node_count", lambda address: 3)
     on_ray = {**SPEC, "ray": "127.0.0.1:6379"}
     on_ray.pop("workers")
-    assert session_workers(make_workload("s", {**on_ray, "concurrency": 2})) == 2    # three nodes, two slots
-    assert session_workers(make_workload("s", {**on_ray, "concurrency": 8, "samples": 8})) == 3
-    assert session_workers(make_workload("s", {**on_ray, "workers": 1})) == 1       # one node, as given
+    assert session_shares(make_workload("s", {**on_ray, "concurrency": 2})).count == 2    # three nodes, two slots
+    assert session_shares(make_workload("s", {**on_ray, "concurrency": 8, "samples": 8})).count == 3
+    assert session_shares(make_workload("s", {**on_ray, "workers": 1})).count == 1       # one node, as given
 
 
 def test_a_node_runs_its_agent_shard_from_the_start_instant_on_the_drivers_timeline(monkeypatch):

@@ -64,9 +64,9 @@ def run_nodes(c: int, samples: int, shifts: list[int]):
                 sent[id(r)] = int(p.user[1:])
             return r
         call, cast = direct(books)
-        with NodeLoopState(call, cast, shards[k].closed, prompts=len(ps), nodes=n, shift_ns=shift,
+        with NodeLoopState(call, cast, shards[k].plan, prompts=len(ps), nodes=n, shift_ns=shift,
                            clock=clock) as state:
-            run = _closed_loop(send, ps, shards[k].closed, clock, lambda s: None, None, state=state,
+            run = _closed_loop(send, ps, shards[k].plan, clock, lambda s: None, None, state=state,
                                t0=t0_driver - shift)
         out = ShardRun(k, 100 + k, f"node{k}", window_ns=run.window_ns, prompts_short=run.prompts_short)
         out.outcomes, out.ramp, out.drain = ([(sent[id(o)], o) for o in group]

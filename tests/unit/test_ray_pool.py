@@ -171,11 +171,11 @@ def test_a_node_silent_past_the_rounds_bound_is_named_and_every_wait_is_bounded(
 def test_the_driver_takes_the_ray_pool_over_every_node_up_to_a_request_of_each_round(monkeypatch):
     """Three nodes (workers: auto) at concurrency 2: two nodes send the rounds; the warm-up prompts
     prepared for every node are cut from the end (``planned_requests``), the rest are the rounds."""
-    from pytest_llm_latency.client.drivers import worker_rounds
+    from pytest_llm_latency.client import ray_cluster
 
     made: list = []
     make, _ = fake_pool(lambda k, pos: 100)
-    monkeypatch.setattr(worker_rounds, "worker_count", lambda w: 3)
+    monkeypatch.setattr(ray_cluster, "node_count", lambda address: 3)  # three live nodes
     monkeypatch.setattr(ray_pool, "RayPool", lambda address, shards, creds, **kw: made.append(address) or
                         make(shards, creds, **kw))
     w = workload(workers="auto", concurrency=2, max_samples=10, min_samples=4)

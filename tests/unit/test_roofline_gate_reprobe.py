@@ -115,7 +115,7 @@ def test_judge_with_fresh_probe_passes_other_outcomes_through():
     hw = SimpleNamespace(key="local-cpu", mem_bandwidth_gb_s=30.0)
     seen = []
     ok = SimpleNamespace(status="pass")
-    out = roofline_gate.judge_with_fresh_probe(hw, lambda h: seen.append(h) or ok, lambda: pytest.fail("probed"))
+    out = roofline_gate.measure_with_fresh_probe(hw, lambda h: seen.append(h) or ok, lambda: pytest.fail("probed"))
     assert out is ok and seen == [hw]
 
 
@@ -152,5 +152,5 @@ def test_a_failed_second_probe_keeps_the_configuration_error_and_says_why():
 
     def reprobe():
         raise ConfigError("hardware 'local-cpu': the bandwidth probe did not finish")
-    roofline_gate.judge_with_fresh_probe(hw, evaluate, reprobe)
+    roofline_gate.measure_with_fresh_probe(hw, evaluate, reprobe)
     assert seen[-1].note == "probing again failed: hardware 'local-cpu': the bandwidth probe did not finish"

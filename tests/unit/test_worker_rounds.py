@@ -19,7 +19,7 @@ from pytest_llm_latency.client.drivers.base import Run
 from pytest_llm_latency.client.drivers.worker_rounds import WorkerRounds, round_shards
 from pytest_llm_latency.client.http import Timeouts
 from pytest_llm_latency.client.http import request_bound_s
-from pytest_llm_latency.client.worker_pool import WorkerPool, deal, merge_round
+from pytest_llm_latency.client.worker_pool import WorkerPool, deal_round, merge_round
 from pytest_llm_latency.client.worker_shard import Credentials, ShardRun
 from pytest_llm_latency.core.checks import evaluate
 from pytest_llm_latency.core.errors import ConfigError
@@ -36,7 +36,7 @@ def prompts(n: int) -> list[Prompt]:
 @pytest.mark.parametrize("size,workers", [(4, 2), (5, 2), (7, 3), (2, 4), (1, 2), (6, 1)])
 def test_a_round_is_dealt_k_k_plus_n_and_every_prompt_exactly_once(size, workers):
     batch = prompts(size)
-    parts = deal(100, batch, workers)
+    parts = deal_round(100, batch, workers)
     assert len(parts) == workers
     for k, part in enumerate(parts):
         assert [pos for pos, _ in part] == list(range(100 + k, 100 + size, workers))
@@ -47,7 +47,7 @@ def test_a_round_is_dealt_k_k_plus_n_and_every_prompt_exactly_once(size, workers
 
 
 def test_the_answers_are_merged_back_in_prompt_order_whichever_worker_answered_first():
-    parts = deal(8, list("abcdefg"), 3)
+    parts = deal_round(8, list("abcdefg"), 3)
     answers = [[(pos, f"{p}@{k}") for pos, p in part] for k, part in enumerate(parts)]
     assert merge_round(answers[::-1]) == ["a@0", "b@1", "c@2", "d@0", "e@1", "f@2", "g@0"]
 
@@ -213,7 +213,7 @@ AUTO = {"class": "chat", "samples": "auto", "concurrency": 4}
 
 
 def test_samples_auto_takes_workers_up_to_its_concurrency_and_auto_resolves_as_elsewhere():
-    from pytest_llm_latency.client.load_plan import worker_count
+    from pytest_llm_latency.client.placement.shares import worker_count
     from pytest_llm_latency.client.drivers.registry import driver_for
 
     w = make_workload("w", {**AUTO, "workers": 2})

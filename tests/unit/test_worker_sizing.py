@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_llm_latency.client.load_plan import is_local_target, sizing_for
+from pytest_llm_latency.client.placement.shares import is_local_target, sizing_for
 from pytest_llm_latency.core.record import RequestRecord, TokenChunk
 from pytest_llm_latency.core.worker_sizing import (EVENTS_PER_S_PER_PROCESS, STREAMS_PER_PROCESS, StreamRate,
                                                    size_workers, stream_rate)
@@ -77,7 +77,7 @@ def _record(stamps: list[int]) -> RequestRecord:
 
 
 def test_sizing_for_a_closed_loop_uses_the_warm_up_records(monkeypatch):
-    from pytest_llm_latency.client import load_plan
+    from pytest_llm_latency.client.placement import shares as load_plan
 
     monkeypatch.setattr(load_plan, "host_cpus", lambda: 16)
     w = make_workload("w", {"class": "chat", "concurrency": 192, "requests": 200})

@@ -14,7 +14,8 @@ import pytest
 from pytest_llm_latency.client.load import ClosedPlan, LoopState, _closed_loop
 from pytest_llm_latency.client.worker_shard import ShardRun, WorkerTarget
 from pytest_llm_latency.client.workers import merge
-from pytest_llm_latency.client.workers_closed import SharedLoopState, make_closed_shards, split_streams
+from pytest_llm_latency.client.placement import deal
+from pytest_llm_latency.client.workers_closed import SharedLoopState, make_closed_shards
 from pytest_llm_latency.core.prompts import Prompt
 from pytest_llm_latency.core.record import RequestRecord
 from pytest_llm_latency.core.result import Failure
@@ -28,7 +29,7 @@ def prompts(n: int) -> list[Prompt]:
 
 @pytest.mark.parametrize("c,n,sizes", [(4, 2, [2, 2]), (5, 2, [3, 2]), (7, 3, [3, 2, 2]), (3, 3, [1, 1, 1])])
 def test_the_streams_are_spread_with_the_remainder(c, n, sizes):
-    shares = split_streams(c, n)
+    shares = deal(range(c), n)
     assert [len(s) for s in shares] == sizes
     assert sorted(k for s in shares for k in s) == list(range(c))  # disjoint, together every stream
 
@@ -36,8 +37,8 @@ def test_the_streams_are_spread_with_the_remainder(c, n, sizes):
 def test_each_shard_has_its_streams_all_prompts_and_its_own_warm_up():
     plan = ClosedPlan(5, 40, 0.0, None)
     shards = make_closed_shards(plan, prompts(50), prompts(4), 2, TARGET, warmup=2, output_tokens=8, extra=None)
-    assert [s.closed.streams for s in shards] == [(0, 2, 4), (1, 3)]
-    assert all(s.closed.concurrency == 5 and s.closed.samples == 40 and len(s.prompts) == 50 for s in shards)
+    assert [s.plan.streams for s in shards] == [(0, 2, 4), (1, 3)]
+    assert all(s.plan.concurrency == 5 and s.plan.samples == 40 and len(s.prompts) == 50 for s in shards)
     assert [s.streams for s in shards] == [3, 2] and [s.planned for s in shards] == [24, 16]
     assert [[p.user for p in s.warm] for s in shards] == [["p0", "p1"], ["p2", "p3"]]
 
@@ -66,7 +67,7 @@ def test_two_workers_on_shared_books_count_the_samples_across_both(make_state):
     runs: list = [None] * workers
 
     def worker(k: int) -> None:
-        plan = ClosedPlan(c, samples, 0.0, None, split_streams(c, workers)[k])
+        plan = ClosedPlan(c, samples, 0.0, None, tuple(deal(range(c), workers)[k]))
         runs[k] = _closed_loop(send, ps, plan, clock, lambda s: None, None, state=state, t0=clock())
 
     threads = [threading.Thread(target=worker, args=(k,)) for k in range(workers)]

@@ -10,9 +10,11 @@ import pytest
 
 from pytest_llm_latency.client.http import Timeouts
 from pytest_llm_latency.client.load import open_loop_schedule
-from pytest_llm_latency.client.load_plan import planned_requests, worker_count
+from pytest_llm_latency.client.load_plan import planned_requests
+from pytest_llm_latency.client.placement import deal
+from pytest_llm_latency.client.placement.shares import worker_count
 from pytest_llm_latency.client.worker_shard import (Credentials, PreparedShard, ShardRun, WorkerTarget, make_shards,
-                                                    run_shard, shard_positions)
+                                                    run_shard)
 from pytest_llm_latency.client.workers import merge
 from pytest_llm_latency.core.checks import judge
 from pytest_llm_latency.core.prompts import Prompt
@@ -29,7 +31,7 @@ def prompts(n: int, tag: str = "p") -> list[Prompt]:
 
 @pytest.mark.parametrize("n_due,workers", [(200, 2), (200, 3), (7, 4), (3, 8), (1, 1), (0, 2)])
 def test_shards_are_disjoint_and_together_the_whole_schedule(n_due, workers):
-    shards = shard_positions(n_due, workers)
+    shards = deal(range(n_due), workers)
     flat = [p for s in shards for p in s]
     assert sorted(flat) == list(range(n_due)) and len(flat) == len(set(flat))
     assert all(s == list(range(k, n_due, workers)) for k, s in enumerate(shards))  # k, k+N, k+2N...

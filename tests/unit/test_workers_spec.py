@@ -63,7 +63,7 @@ def test_a_closed_loop_takes_workers_up_to_its_concurrency():
 
 
 def test_a_trace_replay_takes_workers():
-    from pytest_llm_latency.client.load_plan import worker_count
+    from pytest_llm_latency.client.placement.shares import worker_count
 
     w = make_workload("w", {"trace": "t.jsonl", "workers": 2})
     assert w.workers == 2 and worker_count(w) == 2
@@ -73,12 +73,12 @@ AGENT = {"class": "agent_session", "samples": 8, "concurrency": 4}
 
 
 def test_agent_sessions_take_workers_up_to_their_sessions_and_session_slots():
-    from pytest_llm_latency.client.agent_session import session_workers
+    from pytest_llm_latency.client.agent_session import session_shares
 
     w = make_workload("w", {**AGENT, "workers": 2})
-    assert w.workers == 2 and session_workers(w) == 2
+    assert w.workers == 2 and session_shares(w).count == 2
     assert make_workload("w", {**AGENT, "workers": 4}).workers == 4
-    assert session_workers(make_workload("w", {**AGENT, "workers": "auto"})) >= 1
+    assert session_shares(make_workload("w", {**AGENT, "workers": "auto"})).count >= 1
     with pytest.raises(ConfigError, match=r"workloads\.w\.workers: 3 worker processes -- agent sessions are dealt "
                                           r"whole, at least one per worker, and samples \(sessions\) is 2: give "
                                           r"workers <= 2 \(or raise samples\)"):

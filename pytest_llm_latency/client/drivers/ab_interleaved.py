@@ -21,7 +21,7 @@ from dataclasses import replace
 from ...core.blocks import combine_blocks, combine_workers, workers_failed
 from ...core.result import WorkloadResult
 from ...core.workload import Workload
-from ..load_plan import worker_count
+from ..placement import placement_for
 from .base import Run
 
 
@@ -55,7 +55,7 @@ class ABInterleaved:
             size = min(ab.block_size, n - done)
             w = replace(workload, samples=size, sequential=False, budgets=())  # workers, ray: kept
             # a block's worker processes are new: they warm their connections, as a restarted server is
-            spread = workload.ray is not None or worker_count(w) > 1
+            spread = placement_for(w).over().dealt
             w = replace(w, warmup=workload.warmup if block == 0 or alternate or spread else 0)
             for arm, client in (("a", client_a), ("b", ab.client_b)):
                 if alternate is not None:

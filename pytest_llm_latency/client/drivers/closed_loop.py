@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ...core.workload import Workload
 from ..load import run_load
-from ..load_plan import uses_load_engine, planned_workers
+from ..load_plan import uses_load_engine
+from ..placement import placement_for
 from .base import Run, Sent
 from .pipeline import measure_samples
 
@@ -22,7 +23,7 @@ class ClosedLoop:
 
     def measure(self, client, workload: Workload, run: Run):
         # workers: N (client/workers_closed.py), ray (client/ray_loop.py); else this process, as before
-        if getattr(workload, "ray", None) or planned_workers(workload) > 1:
+        if placement_for(workload).dealt:
             from .workers import WorkerClosedLoop
 
             return measure_samples(client, workload, run, WorkerClosedLoop(client, self))

@@ -3,7 +3,8 @@ latency, so a stall shows in the next requests' queueing (the load engine, ``cli
 from __future__ import annotations
 
 from ...core.workload import Workload
-from ..load_plan import uses_load_engine, planned_workers
+from ..load_plan import uses_load_engine
+from ..placement import placement_for
 from .base import Run
 from .closed_loop import ClosedLoop
 from .pipeline import measure_samples
@@ -17,7 +18,7 @@ class OpenLoop(ClosedLoop):
 
     def measure(self, client, workload: Workload, run: Run):
         # workers: N (client/workers.py), ray: one shard per node (client/ray_shards.py); else this process
-        if getattr(workload, "ray", None) or planned_workers(workload) > 1:
+        if placement_for(workload).dealt:
             from .workers import WorkerOpenLoop
 
             return measure_samples(client, workload, run, WorkerOpenLoop(client, self))

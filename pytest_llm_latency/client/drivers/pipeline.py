@@ -4,7 +4,6 @@ record what was measured (statistics, facts for the checks, the typed parts' fig
 from __future__ import annotations
 
 import contextlib
-import gc
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -28,6 +27,7 @@ from ..load_plan import in_flight, planned_requests
 from ..load_report import client_summary, load_summary
 from ..server_view import ServerTimeline
 from ..tokens import model_note, new_nonce, prepare_prompts
+from ..send_one import no_gc_pauses as _no_gc_pauses, sender
 from .base import Run, Sent
 
 if TYPE_CHECKING:
@@ -150,24 +150,6 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
     return res
 
 
-def sender(client, output_tokens: int, extra: dict | None) -> Callable[..., "RequestRecord | Failure"]:
-    """``one(prompt, t_scheduled_ns=None)``: send one prepared prompt on ``client`` (its own output
-    length if drawn, else ``output_tokens``); a server fault is a ``Failure``, never raised.  The
-    controller's and every worker process's (``client/workers.py``) way of sending."""
-    def one(p: Prompt, t_scheduled_ns: int | None = None) -> RequestRecord | Failure:
-        try:
-            out = output_tokens if p.output_tokens is None else p.output_tokens  # its own, if drawn
-            rec = client.stream(p.system, p.user, out, expected_prompt_tokens=p.expected_tokens, extra=extra)
-            rec.t_scheduled_ns = t_scheduled_ns
-            return rec
-        except MeasurementError as exc:
-            partial = getattr(exc, "partial", None)
-            if t_scheduled_ns is not None and isinstance(partial, RequestRecord):
-                partial.t_scheduled_ns = t_scheduled_ns
-            return Failure.from_error(exc)  # keeps the TTFT and gaps measured before the failure
-    return one
-
-
 def stop_info(workload: Workload, sequential: SequentialVerdicts | None, sent: int) -> dict:
     """Why sampling stopped (``llm.stop_reason``) and how many samples were sent."""
     if sequential is None:
@@ -222,7 +204,7 @@ def warm_up_outcomes(one: Callable[[Prompt], "RequestRecord | Failure"], prompts
     ``concurrency`` start together (a barrier), so they are in flight at once and each
     opens its own connection.  ``warmup: 0`` means no warm-up at all (a cold run): its
     samples then pay the connects, which are reported as ``connect_ms``, not in TTFT.  Every outcome: the
-    records' chunk stamps size ``workers: auto`` (``client.load_plan.sizing_for``)."""
+    records' chunk stamps size ``workers: auto`` (``client.placement.Placement.shares``)."""
     if not prompts:
         return []
     batch = [prompts[i % len(prompts)] for i in range(max(len(prompts), concurrency))]
@@ -327,18 +309,3 @@ def server_timing_summary(records: list[RequestRecord]) -> dict[str, float]:
         if vals:
             out[name] = round(float(statistics.median(vals)), 4)
     return out
-
-
-@contextlib.contextmanager
-def _no_gc_pauses():
-    """Collect first, then keep the cyclic garbage collector off while samples stream: a
-    gen-2 collection in a big test process pauses for tens of milliseconds, which would land
-    inside an ITL or TTFT (as timeit does for the same reason).  Restored afterwards."""
-    was_enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()

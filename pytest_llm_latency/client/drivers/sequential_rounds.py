@@ -12,7 +12,7 @@ from ...core.record import RequestRecord
 from ...core.result import Failure
 from ...core.verdict import SequentialVerdicts
 from ...core.workload import Workload
-from ..load_plan import planned_workers
+from ..placement import placement_for
 from .base import ProgressFn, Run, Sent
 from .pipeline import measure_samples
 from .rounds import send_rounds
@@ -31,7 +31,7 @@ class SequentialRounds:
 
     def measure(self, client, workload: Workload, run: Run):
         # workers: N: each round split over worker processes, ray: over its nodes; else this process
-        if getattr(workload, "ray", None) or planned_workers(workload) > 1:
+        if placement_for(workload).dealt:
             from .worker_rounds import WorkerRounds
 
             return measure_samples(client, workload, run, WorkerRounds(client, single=self))

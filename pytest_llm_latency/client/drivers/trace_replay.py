@@ -34,7 +34,8 @@ from ...core.trace import TraceRow, TraceSpec, arrival_offsets_ms, describe, ses
 from ...core.trace_tokens import DeclaredCache, check_context
 from ...core.workload import Workload
 from ..load import MAX_OPEN_LOOP_THREADS, LagMonitor, LoadRun
-from ..load_plan import sizing_for
+from ..placement import placement_for
+from ..worker_shard import Shard
 from .base import Run, Sent
 from .pipeline import measure_samples
 from ..clock import MEASUREMENT_CLOCK
@@ -73,14 +74,14 @@ class TraceReplay:
         w = replace(workload, samples=len(rows), prompt_tokens=inputs[len(inputs) // 2],
                     output_tokens=outputs[len(outputs) // 2])
         # workers: N | auto (sized here, before the replay's warm-up: by its rows in flight), ray: whole sessions each
-        sizing = sizing_for(w, getattr(client, "base_url", None), []) if w.ray is None and w.workers != 1 else None
-        if w.ray is not None or (sizing is not None and sizing.count > 1):
+        shares = placement_for(w).shares(getattr(client, "base_url", None), [])
+        if shares.dealt:
             assert self.worker_replay is not None, "the registry gives the trace replay its worker replay"
             replay: Replay = self.worker_replay(rows, spec, notes, client=client)
         else:
             replay = Replay(rows, spec, notes)
-        if sizing is not None:
-            replay.worker_sizing = sizing  # load.workers_reason
+        if shares.sizing is not None:
+            replay.worker_sizing = shares.sizing  # load.workers_reason
         res = measure_samples(client, w, run, replay)
         replay.record(res)
         return res
@@ -314,14 +315,28 @@ def tagged(out: "RequestRecord | Failure", row: TraceRow, name: str, history: in
     return replace(out, message=f"trace {name}:{row.line} (row {row.index}): {out.message}", trace=tag)
 
 
+@dataclass(frozen=True)
+class TraceShard(Shard):
+    """A worker's whole trace sessions (``client.worker_shard.Shard``): its ``rows`` (the sessions'
+    turns, in order) and the replay's ``spec``; a later turn's outcome is kept at its row index."""
+    spec: TraceSpec = field(kw_only=True)
+    rows: tuple = field(default=(), kw_only=True)
+
+    def position_of(self, p: Prompt, positions: dict[int, int]) -> int:
+        return int(p.key) if p.key is not None else positions[id(p)]  # a later turn: a new prompt, its row
+
+    def run(self, prepared, out, go):
+        return replay_shard(self, out, go.send, go.t0_ns, go.report, go.clock, go.sleep)
+
+
 def replay_shard(shard, out, send: Callable, t0_ns: int, report, clock, sleep):
-    """A worker process's shard (``client.worker_shard.Shard`` with ``trace``; ``out``: its ``ShardRun``):
+    """A worker process's ``TraceShard`` (``out``: its ``ShardRun``):
     its sessions replayed from the common start (each first turn due at its offset from ``t0_ns``);
     its tagged outcomes by row index, and its books (the declared hits are decided by the
     controller, from the merged stamps: ``drivers.workers.WorkerReplay``)."""
-    from .pipeline import _no_gc_pauses
+    from ..send_one import no_gc_pauses as _no_gc_pauses
 
-    replay = Replay(list(shard.rows), shard.trace, clock=clock, sleep=sleep, t0_ns=t0_ns)
+    replay = Replay(list(shard.rows), shard.spec, clock=clock, sleep=sleep, t0_ns=t0_ns)
     with _no_gc_pauses():
         sent = replay.send(send, list(shard.prompts), None, Run(progress=report), None)  # type: ignore[arg-type]
     run = sent.load_run

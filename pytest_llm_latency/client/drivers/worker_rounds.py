@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from ...core.prompts import Prompt
 from ...core.workload import Workload
-from ..load_plan import planned_workers, sizing_for, worker_count
+from ..placement import placement_for, warm_share, warmup_cut
 from .base import Run, Sent
 
 
@@ -26,8 +26,8 @@ def round_shards(workers: int, target: Any, spares: list[Prompt], warmup: int, c
     from ..worker_shard import Shard
 
     streams = max(1, math.ceil(concurrency / workers))
-    return [Shard(k, workers, target, (), (), (), tuple(spares[k * warmup:(k + 1) * warmup]), output_tokens, extra,
-                  streams) for k in range(workers)]
+    return [Shard(k, workers, target, (), (), (), warm_share(spares, k, warmup), output_tokens, extra, streams)
+            for k in range(workers)]
 
 
 class WorkerRounds:
@@ -43,43 +43,30 @@ class WorkerRounds:
         self.single = single  # the one-process driver it stands for (its class sends ``auto`` sized to 1)
 
     def applies(self, workload: Workload) -> bool:
-        return bool(workload.sequential) and (workload.ray is not None or planned_workers(workload) > 1)
+        return bool(workload.sequential) and placement_for(workload).dealt
 
     def resize(self, workload: Workload, warmed: list, samples: list) -> tuple[Any, list]:
         """As ``drivers.workers.WorkerOpenLoop.resize``: ``auto`` sized to 1 sends the rounds in this process."""
-        if workload.ray is not None:
-            return self, samples
-        sizing = sizing_for(workload, getattr(self.client, "base_url", None), warmed)
-        if workload.workers == "auto" and sizing.count == 1 and self.single is not None:
-            planned = planned_workers(workload)
-            spare = workload.warmup * planned if planned > 1 else 0
-            single: Any = type(self.single)()
-            single.worker_sizing = sizing
-            return single, samples[:max(len(samples) - spare, 0)] if spare else samples
-        sized = WorkerRounds(self.client, self.pool, self.single)
-        sized.count, sized.worker_sizing = sizing.count, sizing
-        return sized, samples
+        from .workers import resized
+
+        return resized(self, placement_for(workload), warmed, samples)
+
+    def one_process(self):
+        """The one-process rounds (``workers: auto`` sized to 1), or None (one worker process)."""
+        return None if self.single is None else type(self.single)()
 
     def send(self, one, samples, workload: Workload, run: Run, recover) -> Sent:
         from ..http import request_bound_s
-        from ..worker_pool import WorkerPool
         from ..worker_shard import Credentials, WorkerTarget
         from .rounds import send_rounds
 
-        every = worker_count(workload) if workload.ray is not None else planned_workers(workload)  # prepared for
-        n = min(self.count or worker_count(workload), workload.concurrency)  # ray's auto: every node, one each
+        placement = placement_for(workload)
+        n = min(self.count, workload.concurrency) if self.count else placement.over(workload.concurrency).count
         warm = workload.warmup
-        cut = max(len(samples) - warm * every, 0)  # each worker's warm-up prompts: prepared last (planned_requests)
-        rounds, spares = samples[:cut], samples[cut:]
+        rounds, spares = warmup_cut(samples, placement.spare_prompts())  # each worker's warm-ups: prepared last
         shards = round_shards(n, WorkerTarget.of(self.client), spares, warm, workload.concurrency,
                               output_tokens=workload.output_tokens, extra=run.extra)
-        make = self.pool or WorkerPool
-        if self.pool is None and workload.ray is not None:  # one actor per Ray node (client/ray_pool.py)
-            from functools import partial
-
-            from ..ray_pool import RayPool
-
-            make = partial(RayPool, workload.ray)
+        make = self.pool or placement.pool  # worker processes (client/worker_pool.py), Ray nodes (client/ray_pool.py)
         with make(shards, Credentials.of(self.client), request_timeout_s=request_bound_s(self.client.timeouts)) as pool:
             if run.on_ready is not None and not pool.failures:  # every worker warmed: /metrics "before"
                 run.on_ready()

@@ -5,19 +5,19 @@ schedule, sharded, merged back in schedule order; a closed loop: the ``concurren
 spread over the workers, one steady-state window decided across them (``client/workers_closed.py``);
 a trace replay: whole sessions per worker, the declared cache hits decided after the run from the
 merged records' stamps (``core.trace_tokens.declared_from_stamps``).  With ``ray:`` each shard runs
-on a node of the cluster instead (``run_shards``: ``client/ray_shards.py``)."""
+on a node of the cluster instead (the placement runs the shards: ``client.placement.Placement.run``)."""
 from __future__ import annotations
 
 import copy
 import math
-import multiprocessing
 from dataclasses import dataclass
 from typing import Any
 
 from ...core.workload import Workload
 from ..http import request_bound_s
-from ..load import MAX_OPEN_LOOP_THREADS, ClosedPlan, LoadRun, open_loop_schedule
-from ..load_plan import in_flight, planned_workers, sizing_for, worker_count
+from ..load import MAX_OPEN_LOOP_THREADS, ClosedPlan, open_loop_schedule
+from ..load_plan import in_flight
+from ..placement import Placement, deal, placement_for, warmup_cut
 from .base import Run, Sent
 from .trace_replay import Replay
 
@@ -34,8 +34,7 @@ class WorkerOpenLoop:
         self.single = single  # the one-process driver it stands for (its class sends ``auto`` sized to 1)
 
     def applies(self, workload: Workload) -> bool:
-        return workload.load is not None and workload.load.open_loop and (
-            workload.ray is not None or planned_workers(workload) > 1)
+        return workload.load is not None and workload.load.open_loop and placement_for(workload).dealt
 
     def one_process(self):
         """A fresh one-process driver of this loop (``workers: auto`` sized to 1), or None where none
@@ -44,34 +43,23 @@ class WorkerOpenLoop:
 
     def resize(self, workload: Workload, warmed: list, samples: list) -> tuple[Any, list]:
         """After the controller's warm-up (``warmed``: its outcomes), before any worker is spawned: the
-        processes (``client.load_plan.sizing_for``: ``N`` as given, ``auto`` by the load's token events).
+        processes (``Placement.shares``: ``N`` as given, ``auto`` by the load's token events).
         ``auto`` sized to 1: this loop's one-process driver, the workers' spare warm-up prompts dropped
-        (its samples then are exactly those of ``workers: 1``).  With ray: the nodes, unchanged."""
-        if workload.ray is not None:
-            return self, samples
-        sizing = sizing_for(workload, getattr(self.client, "base_url", None), warmed)
-        single = self.one_process() if workload.workers == "auto" and sizing.count == 1 else None
-        if single is not None:
-            planned = planned_workers(workload)
-            spare = workload.warmup * planned if planned > 1 else 0
-            single.worker_sizing = sizing
-            return single, samples[:max(len(samples) - spare, 0)] if spare else samples
-        sized = copy.copy(self)
-        sized.count, sized.worker_sizing = sizing.count, sizing
-        return sized, samples
+        (its samples then are exactly those of ``workers: 1``).  Ray's nodes: unchanged."""
+        return resized(self, placement_for(workload), warmed, samples)
 
     def send(self, one, samples, workload: Workload, run: Run, recover) -> Sent:
         from ..worker_shard import Credentials, WorkerTarget, make_shards
 
-        n = self.count or worker_count(workload)
+        placement = placement_for(workload)
+        n = self.count or placement.count()
         due = open_loop_schedule(workload, run.seed)[:len(samples)]
         scheduled = samples[:len(due)]
-        spare = samples[len(due):]
         warm = workload.warmup
-        spares = spare[max(len(spare) - warm * n, 0):]  # prepared last (client.load_plan.planned_requests)
+        _, spares = warmup_cut(samples[len(due):], warm * n)  # prepared last (client.load_plan.planned_requests)
         shards = make_shards(due, scheduled, spares, n, WorkerTarget.of(self.client), warmup=warm,
                              output_tokens=workload.output_tokens, extra=run.extra, in_flight=in_flight(workload))
-        load_run = run_shards(workload, shards, Credentials.of(self.client), span_s=due[-1] if due else 0.0,
+        load_run = placement.run(shards, Credentials.of(self.client), span_s=due[-1] if due else 0.0,
                               request_timeout_s=request_bound_s(self.client.timeouts), progress=run.progress,
                               on_ready=run.on_ready)
         return Sent(outcomes=list(load_run.outcomes), load_run=load_run)  # load.workers says it (notes warn)
@@ -86,18 +74,16 @@ class WorkerClosedLoop(WorkerOpenLoop):
     name = "closed_loop"
 
     def applies(self, workload: Workload) -> bool:
-        return not (workload.load is not None and workload.load.open_loop) and (
-            workload.ray is not None or planned_workers(workload) > 1)
+        return not (workload.load is not None and workload.load.open_loop) and placement_for(workload).dealt
 
     def send(self, one, samples, workload: Workload, run: Run, recover) -> Sent:
         from ..worker_shard import Credentials, WorkerTarget
-        from ..workers_closed import SharedLoopState, make_closed_shards
+        from ..workers_closed import make_closed_shards
 
-        n = min(self.count or worker_count(workload), workload.concurrency)  # ray's auto: every node, a stream each
+        placement = placement_for(workload)
+        n = min(self.count, workload.concurrency) if self.count else placement.over(workload.concurrency).count
         warm = workload.warmup
-        planned = worker_count(workload) if workload.ray is not None else planned_workers(workload)
-        cut = max(len(samples) - warm * planned, 0)  # the workers' warm-ups: prepared last (planned_requests)
-        loop, spares = samples[:cut], samples[cut:]
+        loop, spares = warmup_cut(samples, placement.spare_prompts())  # the workers' warm-ups: prepared last
         plan = ClosedPlan.of(workload)
         shards = make_closed_shards(plan, loop, spares, n, WorkerTarget.of(self.client), warmup=warm,
                                     output_tokens=workload.output_tokens, extra=run.extra)
@@ -106,10 +92,8 @@ class WorkerClosedLoop(WorkerOpenLoop):
         # prompts are spent (or the duration over) by then; plus the start barrier's and ramp's waits
         per_stream = math.ceil(len(loop) / max(plan.concurrency, 1)) + 1
         span_s = plan.ramp_up_s + (plan.duration_s or timeout_s * per_stream) + 90.0
-        # worker processes inherit the shared books at their start; Ray nodes share a LoopBooks actor instead
-        shared = None if workload.ray else SharedLoopState(multiprocessing.get_context("spawn"), plan.concurrency)
-        load_run = run_shards(workload, shards, Credentials.of(self.client), span_s=span_s,
-                              request_timeout_s=timeout_s, progress=run.progress, shared=shared, on_ready=run.on_ready)
+        load_run = placement.run(shards, Credentials.of(self.client), span_s=span_s,
+                              request_timeout_s=timeout_s, progress=run.progress, on_ready=run.on_ready)
         return Sent(outcomes=list(load_run.outcomes), load_run=load_run)
 
     def measure(self, client, workload: Workload, run: Run):
@@ -136,7 +120,8 @@ class WorkerReplay(Replay):
         from ...core.record import RequestRecord
         from ..worker_shard import Credentials, WorkerTarget
 
-        n = self.worker_sizing.count if self.worker_sizing is not None else worker_count(workload)
+        placement = placement_for(workload)
+        n = self.worker_sizing.count if self.worker_sizing is not None else placement.count()
         groups = sessions(self.rows)
         shards = make_trace_shards(groups, {p.key: p for p in samples}, n, WorkerTarget.of(self.client), self.spec,
                                    output_tokens=workload.output_tokens, extra=run.extra)
@@ -145,7 +130,7 @@ class WorkerReplay(Replay):
         # a hang guard: the last session's start, its turns' delays and one request timeout a turn
         span_s = max((off + sum(turn_delay_ms(r, self.spec.speed) for r in g[1:])) / 1e3 + timeout_s * len(g)
                      for g, off in zip(groups, offsets)) if groups else 0.0
-        load_run = run_shards(workload, shards, Credentials.of(self.client), span_s=span_s,
+        load_run = placement.run(shards, Credentials.of(self.client), span_s=span_s,
                               request_timeout_s=timeout_s, progress=run.progress, on_ready=run.on_ready)
         load_run.mode = "trace"
         for b in load_run.worker_books:  # every finished worker's (a failed one is an error naming it)
@@ -159,34 +144,33 @@ class WorkerReplay(Replay):
         return Sent(outcomes=list(load_run.outcomes), notes=self.run_notes(), load_run=load_run)
 
 
-def run_shards(workload: Workload, shards: list, credentials: Any, *, span_s: float, request_timeout_s: float,
-               progress: Any, shared: Any = None, on_ready: Any = None) -> LoadRun:
-    """The shards sent by worker processes of this host (``client/workers.py``), or one per node of
-    the workload's Ray cluster (``client/ray_shards.py``; a closed loop's books: a ``LoopBooks`` actor).
-    ``on_ready``: called once every worker or node is warmed, before the common start."""
-    if workload.ray is not None:
-        from ..ray_shards import run_on_ray
-
-        return run_on_ray(workload.ray, shards, credentials, span_s=span_s, request_timeout_s=request_timeout_s,
-                          progress=progress, on_ready=on_ready)
-    from ..workers import run_workers
-
-    return run_workers(shards, credentials, span_s=span_s, request_timeout_s=request_timeout_s, progress=progress,
-                       shared=shared, on_ready=on_ready)
+def resized(driver: Any, placement: Placement, warmed: list, samples: list) -> tuple[Any, list]:
+    """A dealt driver after the controller's warm-up (``warmed``): sized to the placement's shares;
+    ``auto`` sized to one process: the driver's one-process twin (``driver.one_process()``, None:
+    one worker process), the shards' spare warm-up prompts dropped; Ray's nodes: unchanged."""
+    shares = placement.shares(getattr(driver.client, "base_url", None), warmed)
+    if shares.sizing is None:
+        return driver, samples
+    single = driver.one_process() if placement.workload.workers == "auto" and shares.count == 1 else None
+    if single is not None:
+        single.worker_sizing = shares.sizing
+        return single, warmup_cut(samples, placement.spare_prompts())[0]
+    sized = copy.copy(driver)
+    sized.count, sized.worker_sizing = shares.count, shares.sizing
+    return sized, samples
 
 
 def make_trace_shards(groups: list[list], by_row: dict, workers: int, target, spec: Any, *,
                       output_tokens: int, extra: dict | None) -> list:
-    """A trace replay's ``client.worker_shard.Shard``s: session ``i`` (``core.trace.sessions``, in the
-    order of their first turns) on worker ``i mod N``, whole; each row's prompt (``by_row``, by row
-    index) with it."""
-    from ..worker_shard import Shard
+    """A trace replay's ``TraceShard``s: session ``i`` (``core.trace.sessions``, in the order of their
+    first turns) on worker ``i mod N``, whole; each row's prompt (``by_row``, by row index) with it."""
+    from .trace_replay import TraceShard
 
     out = []
-    for k in range(workers):
-        mine = groups[k::workers]
+    for k, mine in enumerate(deal(groups, workers)):
         rows = tuple(r for g in mine for r in g)
         streams = min(max(len(mine), 1), MAX_OPEN_LOOP_THREADS)  # one thread a session in flight
-        out.append(Shard(k, workers, target, tuple(r.index for r in rows), (), tuple(by_row[r.index] for r in rows),
-                         (), output_tokens, extra, streams, None, spec, rows))
+        out.append(TraceShard(k, workers, target, tuple(r.index for r in rows), (),
+                              tuple(by_row[r.index] for r in rows), (), output_tokens, extra, streams,
+                              spec=spec, rows=tuple(rows)))
     return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..coldstart import COLD_BUDGET
 from ..result import METRIC_LABEL, Violation, WorkloadResult, metric_values, verdict_text
 from ..stats import min_samples_for
-from ..verdict import judge
+from ..verdict import budget_verdict
 from ..workload import Budget
 from ..findings import Finding
 from .acceptance_budgets import check_acceptance_budget
@@ -82,7 +82,7 @@ def _statistically(res: WorkloadResult, b: Budget, vals: list[float], s) -> list
     if res.sequential is not None:
         v = res.sequential.final(b, vals)
     else:
-        v = judge(b.key, b.metric, b.stat, b.limit, b.is_floor, vals, w.confidence)
+        v = budget_verdict(b.key, b.metric, b.stat, b.limit, b.is_floor, vals, w.confidence)
     res.verdicts.append(v)
     if v.status == "fail" or (v.status == "inconclusive" and w.inconclusive == "fail"):
         viol = Violation(b, v.estimate, s, v)

@@ -2,7 +2,7 @@
 
 Each bucket is judged like the ordinary ``ttft_<stat>`` budget (``core.checks.budgets``) on the
 requests whose prompt length falls in it, failed requests with a known length counted as misses:
-at the workload's confidence (``core.verdict.judge``, fixed-n bounds: with ``samples: auto`` the
+at the workload's confidence (``core.verdict.budget_verdict``, fixed-n bounds: with ``samples: auto`` the
 sampling stops on the ordinary budgets, the buckets are judged once at the end), else the point
 estimate (a percentile on fewer samples than it needs is an error, as there).  An empty bucket is
 not judged: an error naming it, never a pass on 0 samples.  Requests above the last bucket (no open
@@ -19,7 +19,7 @@ from ..metrics import ttft_ms
 from ..prompt_buckets import PromptBucket, PromptBudget, request_prompt_tokens, split
 from ..result import Violation, WorkloadResult, verdict_text
 from ..stats import min_samples_for, summarize
-from ..verdict import judge
+from ..verdict import budget_verdict
 from .samples import judgeable
 
 CHECK = "budgets"
@@ -116,7 +116,7 @@ def _bucket(res: WorkloadResult, pb: PromptBudget, b: PromptBucket, vals: list[f
             v = BucketViolation(budget, observed, s, bucket=name)
             return [Finding(CHECK, "violation", v.message, v)]
         return []
-    verdict = judge(key, "ttft", pb.stat, b.limit, False, vals, w.confidence)
+    verdict = budget_verdict(key, "ttft", pb.stat, b.limit, False, vals, w.confidence)
     row.update(status=verdict.status, estimate_ms=verdict.estimate, confidence=verdict.confidence,
                method=verdict.method)
     if verdict.method not in ("point", "extreme"):

@@ -23,7 +23,7 @@ def check_cold_starts(res: WorkloadResult) -> list[Finding]:
     if isinstance(outcome, Failure):
         text = f"{coldstart.COLD_BUDGET}: the cold-start request failed ({outcome.kind}): {outcome.message}"
         return out + [Finding(CHECK, "failed" if is_server_fault(outcome.kind, True) else "error", text)]
-    failed, error = coldstart.judge_cold_request(outcome, m.ttft_ms(outcome), budget.limit)
+    failed, error = coldstart.cold_request_outcome(outcome, m.ttft_ms(outcome), budget.limit)
     if failed:
         out.append(Finding(CHECK, "failed", failed))
     if error:

@@ -1,7 +1,7 @@
 """The roofline gates' decisions.  ``plugin.roofline_gate`` / ``plugin.prefill_gate`` measure
 (efficiency against the ceiling, the prefill fit) and record a ``facts.gates`` entry with the
-floor or budgets; here the rule is applied (``core.roofline.judge_roofline``,
-``core.prefill.judge_prefill``): below its floor, a failed check; a measurement that could not
+floor or budgets; here the rule is applied (``core.roofline.apply_floor``,
+``core.prefill.apply_prefill_budgets``): below its floor, a failed check; a measurement that could not
 be evaluated (a configuration error, no decode timing) makes the run unjudgeable.  The judged
 status and message go to the result's ``roofline`` / ``prefill`` part."""
 from __future__ import annotations
@@ -19,14 +19,14 @@ def _judged(res: WorkloadResult, check: str, g) -> tuple[str, str]:
         return g.status, g.message
     part: RooflineInfo | PrefillInfo
     if check == "roofline":
-        from ..roofline import judge_roofline
+        from ..roofline import apply_floor
 
-        decode = judge_roofline(g.result)
+        decode = apply_floor(g.result)
         status, message, part = decode.status, decode.message, res.roofline
     else:
-        from ..prefill import judge_prefill
+        from ..prefill import apply_prefill_budgets
 
-        prefill = judge_prefill(g.result)
+        prefill = apply_prefill_budgets(g.result)
         status, message, part = prefill.status, prefill.message, res.prefill
     part.status = status
     if status not in ("fail", "config_error"):  # passed or report-only: information, not a note

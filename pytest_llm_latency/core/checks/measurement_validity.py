@@ -2,7 +2,7 @@
 salted prompts, ITL budgets without per-token counts: each makes the run unjudgeable."""
 from __future__ import annotations
 
-from ..prefix_cache import declared, judge as judge_cache
+from ..prefix_cache import decide as decide_cache, declared
 from ..result import WorkloadResult
 from ..findings import Finding, found
 
@@ -34,13 +34,13 @@ def check_trace_complete(res: WorkloadResult) -> list[Finding]:
 
 def check_prefix_cache(res: WorkloadResult) -> list[Finding]:
     """Cached prompts fake a fast TTFT: a note, and an error unless the workload shares a prefix
-    on purpose (``core.prefix_cache.judge``)."""
+    on purpose (``core.prefix_cache.decide``)."""
     if res.facts.prefix_cache is None:
         return []
     groups = res.workload.shared_prefix_groups
     ev = res.facts.prefix_cache
     expected, declared_by = declared(ev, groups.tokens if groups is not None else None, res.facts.cache_bound_tokens)
-    v = judge_cache(ev, shared_prefix_tokens=res.workload.shared_prefix_tokens, expected_tokens=expected,
+    v = decide_cache(ev, shared_prefix_tokens=res.workload.shared_prefix_tokens, expected_tokens=expected,
                     declared_by=declared_by)
     return found("prefix_cache", "note", [v.note]) + found("prefix_cache", "error", [v.error])
 
