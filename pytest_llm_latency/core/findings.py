@@ -11,8 +11,9 @@ Verdict = Literal["pass", "fail", "error"]
 VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
 
 #: violation: a budget missed (``data`` is the ``core.result.Violation``); failed: another check failed;
-#: error: the run cannot be judged; note: information the user should see; cause: why a budget failed
-KINDS = ("violation", "failed", "error", "note", "cause")
+#: error: the run cannot be judged; note: information the user should see; cause: why a budget failed;
+#: part: figures the check decided for a result part (``data`` is a ``PartUpdate``; no text, no verdict)
+KINDS = ("violation", "failed", "error", "note", "cause", "part")
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,19 @@ def verdict_of(findings: list[Finding]) -> Verdict:
     if "error" in kinds:
         return "error"
     return "fail" if kinds & {"violation", "failed"} else "pass"
+
+
+@dataclass(frozen=True)
+class PartUpdate:
+    """Figures a check decided for the result part ``part`` (``core.result_parts``: ``roofline``,
+    ``load``, ``agent``, ...): ``core.checks.judge`` sets them, in check order; a check never writes a part."""
+    part: str
+    fields: tuple[tuple[str, Any], ...]
+
+
+def part_update(check: str, part: str, **fields: Any) -> Finding:
+    """A ``part`` finding: ``fields`` for the result part ``part``."""
+    return Finding(check, "part", "", PartUpdate(part, tuple(fields.items())))
 
 
 def found(check: str, kind: str, texts) -> list[Finding]:

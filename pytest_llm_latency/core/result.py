@@ -134,7 +134,7 @@ class WorkloadResult:
     violations: list[Violation] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)              # why no verdict could be reached
     failed_checks: list[str] = field(default_factory=list)       # other gates that failed (roofline, error rate)
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)                # the measurement's (``shown_notes``: + the checks')
     causes: list[str] = field(default_factory=list)              # why a budget failed (core.why)
     prepared: bool = True  # False: prompt preparation failed, no sample was sent (``preparation_failed``)
     verdicts: list[BudgetVerdict] = field(default_factory=list)  # per budget, at a confidence (core.verdict)
@@ -226,9 +226,16 @@ class WorkloadResult:
         """Output tok/s of a request (``core.metrics.output_tps``)."""
         return self.metric("output_tps")
 
+    @property
+    def shown_notes(self) -> list[str]:
+        """The notes a user sees: the measurement's (``notes``), then the checks' (their findings of
+        kind ``note``, in check order; kept apart so that judging again never edits ``notes``)."""
+        mine = list(self.notes)
+        return mine + [f.text for f in self.findings or () if f.kind == "note" and f.text not in mine]
+
     def failure_message(self) -> str:
         lines = [v.message for v in self.violations] + self.failed_checks + self.causes + self.errors
-        lines += [f"note: {n}" for n in self.notes]
+        lines += [f"note: {n}" for n in self.shown_notes]
         return "\n".join(lines)
 
 

@@ -272,7 +272,7 @@ def warn_notes(item: pytest.Item, results: WorkloadResult | list[WorkloadResult]
     seen = item.stash.setdefault(WARNED_KEY, set())
     path, line = str(item.path), (item.location[1] or 0) + 1
     for res in results:
-        for note in res.notes:
+        for note in res.shown_notes:
             text = f"{res.workload.name}: {note}"
             if text in seen:
                 continue

@@ -100,7 +100,7 @@ class MeasuredResult:
 
     @property
     def notes(self) -> list[str]:
-        return self._res.notes
+        return self._res.shown_notes
 
     @property
     def causes(self) -> list[str]:

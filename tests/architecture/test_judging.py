@@ -122,3 +122,31 @@ def test_only_the_checks_define_a_judge():
     assert found == {}
     synthetic = "def f():\n    def judge(pk):\n        pass\ndef judge_x(): pass\n"
     assert sorted(judge_definitions(synthetic)) == ["judge", "judge_x"]
+
+
+def part_writes(source: str) -> list[str]:
+    """Writes to a result part in ``source``: ``res.<part>.<field> = ...``, ``res.<part>.set(...)``,
+    ``res.<part>.turn(...)`` (a check returns a ``part`` finding instead: ``core.findings.part_update``)."""
+    from pytest_llm_latency.core.result_parts import PART_NAMES
+
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AugAssign, ast.AnnAssign)) else []
+        for t in targets:
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Attribute) and t.value.attr in PART_NAMES:
+                out.append(f"line {node.lineno}: .{t.value.attr}.{t.attr} =")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("set", "turn") \
+                and isinstance(node.func.value, ast.Attribute) and node.func.value.attr in PART_NAMES:
+            out.append(f"line {node.lineno}: .{node.func.value.attr}.{node.func.attr}()")
+    return out
+
+
+def test_the_checks_return_their_parts_figures_instead_of_writing_them():
+    found = {}
+    for f in sorted((PACKAGE / "core" / "checks").glob("*.py")):
+        if f.name != "judge.py" and (hits := part_writes(f.read_text("utf-8"))):
+            found[f.name] = hits
+    assert found == {}
+    assert part_writes("res.roofline.status = s\nres.agent.turn(1)\nres.load.set(x=1)\nres.facts.y = 2\n") == [
+        "line 1: .roofline.status =", "line 2: .agent.turn()", "line 3: .load.set()"]

@@ -166,7 +166,7 @@ def test_a_cold_start_in_a_later_block_is_named_by_its_number_in_the_arm(arm, pr
     assert "(load_duration: #7 2000 ms)" in text                           # block 2's sample 2: the arm's 7th
     a, _ = ab({(arm, 2): "cold"})                                         # cold_starts: exclude (default)
     assert a.verdict == "pass" and any(n.startswith(prefix + "1 of 15 samples were cold starts") and "#12 " in n
-                                       for n in a.notes), a.notes
+                                       for n in a.shown_notes), a.shown_notes
     if arm == "a":
         assert a.n == 14 and a.cold_start.cold_starts == 1 and a.cold_start.cold_start_samples == "12"
 
@@ -179,7 +179,7 @@ def test_a_short_output_in_a_later_block_counts_against_max_error_rate():
 def test_a_later_blocks_note_is_kept_naming_its_block():
     a, _ = ab({("a", 2): "per_chunk"}, slo={"ttft_p50": 200})   # no ITL budget: a note, not an error
     assert a.verdict == "pass"
-    assert "A/B block 3 (candidate): ITL is per chunk, not per token, on 3 of 5 streams" in a.notes
+    assert "A/B block 3 (candidate): ITL is per chunk, not per token, on 3 of 5 streams" in a.shown_notes
     assert a.measurement.itl_token_counts == "one each 12, per chunk 3"   # every block's streams
 
 

@@ -193,9 +193,9 @@ def test_requests_above_every_bucket_are_counted_and_named():
     w = workload({"ttft_max_by_prompt": TWO})
     res = evaluate(w, [rec(100, 10, 1), rec(9000, 10, 2), rec(2000, 10, 3), rec(8192, 10, 4)], [])
     assert res.verdict == "pass"
-    assert res.notes == ["ttft_max_by_prompt: 2 requests had a prompt of >= 8192 tokens (longest 9000), above every "
-                         "bucket: not judged by it (requests 2, 4 of the request table) -- add an open top bucket "
-                         "{at_least: 8192, budget: ...} to judge them"]
+    assert res.shown_notes == ["ttft_max_by_prompt: 2 requests had a prompt of >= 8192 tokens (longest 9000), "
+                               "above every bucket: not judged by it (requests 2, 4 of the request table) -- "
+                               "add an open top bucket {at_least: 8192, budget: ...} to judge them"]
     top = res.by_prompt.buckets[-1]
     assert top == {"key": "ttft_max_by_prompt[>=8192]", "budget": "ttft_max_by_prompt", "bucket": ">=8192",
                    "lo": 8192, "n": 2, "status": "no_bucket", "requests": "2, 4", "longest": 9000}

@@ -103,7 +103,7 @@ def test_uncached_samples_pass():
 
 def test_shared_prefix_workload_is_judged_with_a_note():
     res = run(cache_n=400, prompt_n=112, shared_prefix_tokens=400)
-    assert res.verdict == "pass" and any("shares a 400-token prefix" in n for n in res.notes)
+    assert res.verdict == "pass" and any("shares a 400-token prefix" in n for n in res.shown_notes)
 
 
 # ------------------------------------------------------------------- model check

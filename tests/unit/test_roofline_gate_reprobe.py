@@ -66,8 +66,11 @@ def gate(roof):
                            client=FakeLlamaCpp())
     from pytest_llm_latency.core.checks.gates import check_roofline
 
-    for f in check_roofline(res):  # the gate measures, its check decides
-        {"error": res.errors, "failed": res.failed_checks, "note": res.notes}[f.kind].append(f.text)
+    for f in check_roofline(res):  # the gate measures, its check decides (as core.checks.judge applies it)
+        if f.kind == "part":
+            getattr(res, f.data.part).set(**dict(f.data.fields))
+        else:
+            {"error": res.errors, "failed": res.failed_checks, "note": res.notes}[f.kind].append(f.text)
     return res
 
 

@@ -87,7 +87,7 @@ def test_a_failure_without_partial_record_is_a_miss_everywhere():
 def test_short_outputs_stay_excluded_and_counted():
     res = evaluate(wl(rate=0.5), [rec(), rec(tokens=2)], [])
     assert res.summaries["tpot"].n == 1 and res.summaries["ttft"].n == 2 and res.summaries["tpot"].censored == 0
-    assert res.verdict == "pass" and any("stopped before the forced 4" in n for n in res.notes)
+    assert res.verdict == "pass" and any("stopped before the forced 4" in n for n in res.shown_notes)
 
 
 # ------------------------------------------------------------------ verdict per kind
@@ -125,7 +125,8 @@ def test_nothing_listening_at_the_start_is_an_error_but_a_server_gone_mid_run_is
 def test_failures_within_max_error_rate_pass_with_a_note_when_the_percentile_holds():
     res = evaluate(wl(rate=0.25, ttft_p50=500), [rec()] * 16, [Failure("http_500", "worker crashed")] * 4)
     assert res.verdict == "pass"
-    assert any("4 of 20 requests failed (http_500 x4)" in n and "allowed by max_error_rate" in n for n in res.notes)
+    assert any("4 of 20 requests failed (http_500 x4)" in n and "allowed by max_error_rate" in n
+               for n in res.shown_notes)
     # ... but p90 lands on the misses: a fail, not a faster-looking server
     res = evaluate(wl(rate=0.25, ttft_p90=500), [rec()] * 16, [Failure("http_500", "worker crashed")] * 4)
     assert res.verdict == "fail" and res.violations[0].observed == INF

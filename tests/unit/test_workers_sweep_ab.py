@@ -150,7 +150,7 @@ def test_a_worker_lost_in_a_step_makes_the_sweep_an_error_naming_step_and_worker
     assert res.verdict == "error"                                       # never the capacity step's pass
     assert res.errors and res.errors[0].startswith(
         "rate_sweep step at 4 req/s: worker 0 (pid 100) died with exit code 86"), res.errors
-    assert res.notes[0].startswith("rate_sweep: stopped at 4 req/s, not judged (worker 0 (pid 100) died")
+    assert res.shown_notes[0].startswith("rate_sweep: stopped at 4 req/s, not judged (worker 0 (pid 100) died")
     assert res.load.rate_sweep_capacity_rps == 1.0 and res.load.workers == 2
     assert res.load.rate_sweep_lowest_failing_rps == 16.0                # the lost step is not a failing rate
 
@@ -204,7 +204,7 @@ def test_an_unjudged_step_above_a_rate_the_server_failed_leaves_the_capacity_sta
     assert sw.capacity == 4.0 and sw.lowest_failing == 8.0 and sw.unjudged_bracket is None
     assert res.verdict == "pass", res.failure_message()
     assert any(n.startswith("sweep: 1 step(s) could not be judged (at 16 req/s: the client fell behind")
-               and "bracketed by the failing step at 8 req/s" in n for n in res.notes), res.notes
+               and "bracketed by the failing step at 8 req/s" in n for n in res.shown_notes), res.shown_notes
 
 
 # ---------------------------------------------------------------------- A/B: every block's workers, both arms

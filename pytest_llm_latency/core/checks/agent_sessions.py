@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from ..agent_spec import AGENT_METRICS, AgentBudget, AgentSpec
 from ..agent_turns import Session, reuse, reuse_by_turn, turn_span, turn_values
-from ..findings import Finding, found
+from ..findings import Finding, found, part_update
 from ..stats import fmt_stat, min_samples_for, summarize
 
 _TURN_REUSE = re.compile(r"^agent_turn(\d+)_reuse$")
@@ -161,10 +161,12 @@ def check_agent_sessions(res) -> list[Finding]:
     if run is None:
         return []
     v = judge(run.spec, list(run.sessions), counters_reuse=run.counters_reuse)
-    res.agent.set(**{k.removeprefix("agent_"): x for k, x in v.extra.items() if not _TURN_REUSE.match(k)})
-    for k, x in v.extra.items():
-        turn = _TURN_REUSE.match(k)
-        if turn:  # per turn, into agent.turns
-            res.agent.turn(int(turn.group(1)))["reuse"] = x
-    return (found("agent_sessions", "failed", v.failed) + found("agent_sessions", "error", v.errors)
-            + found("agent_sessions", "note", v.notes))
+    figures = {k.removeprefix("agent_"): x for k, x in v.extra.items() if not _TURN_REUSE.match(k)}
+    reuse = {int(t.group(1)): x for k, x in v.extra.items() if (t := _TURN_REUSE.match(k))}
+    if reuse:  # per turn, into agent.turns (a copy of the measured rows: the part is set by judge)
+        turns = {r["turn"]: dict(r) for r in res.agent.turns}
+        for k, x in reuse.items():
+            turns.setdefault(k, {"turn": k})["reuse"] = x
+        figures["turns"] = [turns[k] for k in sorted(turns)]
+    return ([part_update("agent_sessions", "agent", **figures)] + found("agent_sessions", "failed", v.failed)
+            + found("agent_sessions", "error", v.errors) + found("agent_sessions", "note", v.notes))

@@ -11,7 +11,7 @@ from ..result import METRIC_LABEL, Violation, WorkloadResult, metric_values, ver
 from ..stats import min_samples_for
 from ..verdict import budget_verdict
 from ..workload import Budget
-from ..findings import Finding
+from ..findings import Finding, part_update
 from .acceptance_budgets import check_acceptance_budget
 from .client_skew import check_skew
 from .samples import judgeable
@@ -71,10 +71,11 @@ def _fraction(res: WorkloadResult, b: Budget) -> list[Finding]:
         how = " (mean over requests of the tokens that met their deadline)"
     if observed is None:
         return [Finding(CHECK, "error", f"{b.metric}: no requests to compute it from")]
-    res.load.set(**{"goodput_fraction" if b.metric == "goodput" else "fluidity_index": round(observed, 4)})
+    figure = [part_update(CHECK, "load", **{"goodput_fraction" if b.metric == "goodput" else "fluidity_index":
+                                             round(observed, 4)})]
     if observed < b.limit:
-        return [Finding(b.metric, "failed", f"{b.metric} {observed:.3f} < budget {b.limit:g}{how}")]
-    return []
+        return figure + [Finding(b.metric, "failed", f"{b.metric} {observed:.3f} < budget {b.limit:g}{how}")]
+    return figure
 
 
 def _statistically(res: WorkloadResult, b: Budget, vals: list[float], s) -> list[Finding]:

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 
 from ..budgets import Budget
-from ..findings import Finding
+from ..findings import Finding, part_update
 from ..metrics import ttft_ms
 from ..prompt_buckets import PromptBucket, PromptBudget, request_prompt_tokens, split
 from ..result import Violation, WorkloadResult, verdict_text
@@ -59,21 +59,19 @@ def request_lengths(res: WorkloadResult) -> list[tuple[int | None, float]]:
 
 
 def check_by_prompt(res: WorkloadResult) -> list[Finding]:
-    part = res.by_prompt
-    part.set(buckets=[], length_source=None)
     if not res.workload.prompt_budgets or not judgeable(res):
-        return []
+        return [part_update(CHECK, "by_prompt", buckets=[], length_source=None)]
     rows = request_lengths(res)
-    part.length_source = length_source(res)
-    out: list[Finding] = []
+    buckets: list[dict] = []  # the part's rows, set by judge (a part finding)
+    out: list[Finding] = [part_update(CHECK, "by_prompt", buckets=buckets, length_source=length_source(res))]
     for pb in res.workload.prompt_budgets:
         split_ = split(pb, rows)
         for b in pb.buckets:
-            out += _bucket(res, pb, b, split_.values[b])
+            out += _bucket(res, pb, b, split_.values[b], buckets)
         if split_.overflow:
             n = len(split_.overflow)
             numbers = ", ".join(map(str, split_.overflow))
-            part.buckets.append({"key": f"{pb.key}[>={pb.top}]", "budget": pb.key, "bucket": f">={pb.top}",
+            buckets.append({"key": f"{pb.key}[>={pb.top}]", "budget": pb.key, "bucket": f">={pb.top}",
                                  "lo": pb.top, "n": n, "status": "no_bucket", "requests": numbers,
                                  "longest": split_.longest})
             out.append(Finding(CHECK, "note", f"{pb.key}: {n} request{'s' if n != 1 else ''} had a prompt of >= "
@@ -87,13 +85,14 @@ def check_by_prompt(res: WorkloadResult) -> list[Finding]:
     return out
 
 
-def _bucket(res: WorkloadResult, pb: PromptBudget, b: PromptBucket, vals: list[float]) -> list[Finding]:
+def _bucket(res: WorkloadResult, pb: PromptBudget, b: PromptBucket, vals: list[float],
+            buckets: list[dict]) -> list[Finding]:
     w = res.workload
     key = pb.bucket_key(b)
     name = f"{key} ({b.range_text})"
     row: dict = {"key": key, "budget": pb.key, "bucket": b.label, "lo": b.lo, "hi": b.hi, "budget_ms": b.limit,
                  "n": len(vals)}
-    res.by_prompt.buckets.append(row)
+    buckets.append(row)
     if not vals:
         row["status"] = "not_judged"
         return [Finding(CHECK, "error", f"{name}: not judged -- no request had a prompt in this bucket; widen "

@@ -3,35 +3,29 @@
 floor or budgets; here the rule is applied (``core.roofline.apply_floor``,
 ``core.prefill.apply_prefill_budgets``): below its floor, a failed check; a measurement that could not
 be evaluated (a configuration error, no decode timing) makes the run unjudgeable.  The judged
-status and message go to the result's ``roofline`` / ``prefill`` part."""
+status and message go to the result's ``roofline`` / ``prefill`` part (a ``part`` finding)."""
 from __future__ import annotations
 
-from ..findings import Finding
+from ..findings import Finding, part_update
 from ..result import WorkloadResult
-from ..result_parts import PrefillInfo, RooflineInfo
 
 UNJUDGED = ("config_error", "unjudged")
 
 
-def _judged(res: WorkloadResult, check: str, g) -> tuple[str, str]:
-    """(status, message) of one gate entry, judged; the part's ``status``/``message`` set."""
+def _judged(check: str, g) -> tuple[str, str, list[Finding]]:
+    """(status, message) of one gate entry, judged, and the part's ``status``/``message`` as a finding."""
     if g.result is None or g.status in UNJUDGED:
-        return g.status, g.message
-    part: RooflineInfo | PrefillInfo
+        return g.status, g.message, []
     if check == "roofline":
         from ..roofline import apply_floor
 
-        decode = apply_floor(g.result)
-        status, message, part = decode.status, decode.message, res.roofline
+        status, message = (x := apply_floor(g.result)).status, x.message
     else:
         from ..prefill import apply_prefill_budgets
 
-        prefill = apply_prefill_budgets(g.result)
-        status, message, part = prefill.status, prefill.message, res.prefill
-    part.status = status
-    if status not in ("fail", "config_error"):  # passed or report-only: information, not a note
-        part.message = message
-    return status, message
+        status, message = (y := apply_prefill_budgets(g.result)).status, y.message
+    shown = {} if status in ("fail", "config_error") else {"message": message}  # passed, report: information
+    return status, message, [part_update(check, check, status=status, **shown)]
 
 
 def check_gates(res: WorkloadResult, check: str) -> list[Finding]:
@@ -39,7 +33,8 @@ def check_gates(res: WorkloadResult, check: str) -> list[Finding]:
     for g in res.facts.gates:
         if g.check != check:
             continue
-        status, message = _judged(res, check, g)
+        status, message, part = _judged(check, g)
+        out += part
         if status == "fail":
             out.append(Finding(check, "failed", message))
         elif status in UNJUDGED:

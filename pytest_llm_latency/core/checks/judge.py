@@ -3,7 +3,8 @@
 A check is ``check(res: WorkloadResult) -> list[Finding]``: pure, no I/O; it reads the
 measurement (records, failures, summaries, ``res.facts``) and the findings of the checks before
 it (through the result's views).  ``judge`` resets the views, runs the checks, and fills
-``violations`` / ``failed_checks`` / ``errors`` / ``causes`` and the checks' notes from the findings:
+``violations`` / ``failed_checks`` / ``errors`` / ``causes`` from the findings (the checks' notes stay
+findings: ``WorkloadResult.shown_notes``):
 nothing else writes them.  Judging a result again (other budgets: ``check()``) recomputes
 everything from the measurement, never a diff of texts."""
 from __future__ import annotations
@@ -38,19 +39,17 @@ _LISTS = {"violation": "violations", "failed": "failed_checks", "error": "errors
 
 def judge(res: WorkloadResult) -> WorkloadResult:
     """Run every check on ``res`` (in place) and return it; ``res.verdict`` is ``verdict_of(res.findings)``."""
-    old_notes = [f.text for f in res.findings or () if f.kind == "note"]
-    for text in old_notes:  # a result judged before: its measurement notes stay, the checks' go
-        if text in res.notes:
-            res.notes.remove(text)
-    res.findings = []
+    res.findings = []  # a result judged before: its measurement notes stay in ``notes``, the checks' go
     if res.prepared:
         res.summaries = miss_summaries(res)  # check_samples clears them when nothing was measured
     res.violations, res.failed_checks, res.errors, res.causes, res.verdicts = [], [], [], [], []
     for check in CHECKS:
         for f in check(res):
-            res.findings.append(f)
+            res.findings.append(f)  # a note stays a finding (``WorkloadResult.shown_notes``)
             if f.kind == "note":
-                res.notes.append(f.text)
+                continue
+            if f.kind == "part":  # figures the check decided for a part: set here, in check order
+                getattr(res, f.data.part).set(**dict(f.data.fields))
             elif f.kind == "violation":
                 res.violations.append(f.data)
             else:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..decode_totals import explain, totals_of
 from ..result import WorkloadResult
-from ..findings import Finding
+from ..findings import Finding, part_update
 
 CHECK = "regression"
 #: the regressed metrics whose decode is split into step time and tokens per step
@@ -27,6 +27,6 @@ def check_regression(res: WorkloadResult) -> list[Finding]:
         if regressed:
             metric = "tpot" if "tpot" in regressed else regressed[0]
             text = explain(metric, comp.base_totals, totals_of(res), comp.fingerprint_changes)
-            res.baseline.explanation = text
+            out.append(part_update(CHECK, "baseline", explanation=text))
             out.append(Finding(CHECK, "cause", f"cause: decode vs {comp.label} — {text}"))
     return out

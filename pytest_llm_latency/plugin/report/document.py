@@ -62,7 +62,7 @@ def result_entry(res: WorkloadResult, nodeid: str, *, detail: bool = False, sett
         out["bounds"] = bounds
     out["violations"] = [v.message for v in res.violations] + list(res.failed_checks)
     out["errors"] = list(res.errors)
-    out["notes"] = list(res.notes)
+    out["notes"] = res.shown_notes
     out["causes"] = list(res.causes)
     out["failures"] = dict(sorted(failure_kinds(res.failures).items()))
     for name in PART_NAMES:
