@@ -44,6 +44,7 @@ from typing import Any, Mapping, Sequence
 
 from .errors import ConfigError
 from .stats import percentile
+from .statuses import ComparisonStatus
 
 #: tolerances when none is configured (README "Deploy gate"): TTFT median and tail, TPOT median, E2E median
 DEFAULT_TOLERANCES: dict[str, float] = {"ttft_p50": 0.10, "ttft_p95": 0.15, "tpot_p50": 0.05, "e2e_p50": 0.10}
@@ -181,7 +182,7 @@ class Comparison:
     confidence: float
     n_base: int
     n_cand: int
-    status: str           # regression, improvement, ok
+    status: ComparisonStatus
     floor: float = 0.0    # ms: a change below it is "ok" whatever its ratio
     blocks: int = 0       # blocks the bootstrap resampled (0: single requests or pairs)
 
@@ -262,6 +263,7 @@ def compare(key: str, base: Sequence[float], cand: Sequence[float], tolerance: f
     if starts:
         lo, hi = _widen(ratio, lo, hi, few_blocks_factor(len(starts), confidence))
     beyond_floor = not (floor > 0 and math.isfinite(c0) and abs(c0 - b0) <= floor)
+    status: ComparisonStatus
     if ratio > 1 + tolerance and lo > 1 and beyond_floor:
         status = "regression"
     elif ratio < 1 - tolerance and hi < 1 and beyond_floor:

@@ -28,6 +28,7 @@ from typing import Any
 
 from .errors import ConfigError
 from .modelbytes import bytes_per_param, format_bytes
+from .statuses import ReasonStatus
 
 #: ``core.roofline.RooflineResult`` (which imports this module: named, not imported, so no cycle)
 RooflineResult = Any
@@ -75,7 +76,7 @@ class DecodeEvidence:
 @dataclass(frozen=True)
 class Reason:
     reason: str
-    status: str        # likely | possible | ruled out
+    status: ReasonStatus
     evidence: str
 
     @property

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .statuses import GateStatus
+
 
 @dataclass
 class ColdStarts:
@@ -35,7 +37,7 @@ class GateOutcome:
     ``core.prefill.PrefillResult`` with its floor or budgets, which ``core.checks.gates`` judges;
     ``caveats``: notes shown when the gate passes (a doubtful ceiling)."""
     check: str
-    status: str
+    status: GateStatus
     message: str
     result: Any = None
     caveats: tuple[str, ...] = ()

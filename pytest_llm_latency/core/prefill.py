@@ -26,6 +26,7 @@ from typing import Sequence
 from .errors import ConfigError
 from .hardware import CONFIG_ERROR_RATIO
 from .prefill_fit import LineFit, Linearity, linearity, medians_by_x, theil_sen
+from .statuses import GateStatus
 
 #: (core.hardware.CONFIG_ERROR_RATIO above the compute ceiling means wrong inputs or a prefix cache.)
 CHECKS = ("attention backend: a fallback from a fused (flash) kernel to an eager path",
@@ -118,7 +119,7 @@ class PrefillResult:
     flops_per_token: float | None = None
     mfu: float | None = None
     server: ServerPrefill | None = None
-    status: str = "report"            # "pass" | "fail" | "config_error" | "report"
+    status: GateStatus = "report"
     failed: tuple[str, ...] = ()      # the budgets that failed, each a sentence
     message: str = ""
 
@@ -215,7 +216,7 @@ def measure_prefill(points: Sequence[tuple[int, float]], *, model: PrefillModel 
     lin = linearity(fit, medians, seg_cost if model is not None and model.has_attention else None)
     result = PrefillResult(model=model, peak=peak, lengths=lengths, samples=len(points), fit=fit, linearity=lin,
                            budgets=budgets, flops_per_token=fpt, mfu=mfu, server=server)
-    status = "config_error" if mfu is not None and mfu > CONFIG_ERROR_RATIO else "report"
+    status: GateStatus = "config_error" if mfu is not None and mfu > CONFIG_ERROR_RATIO else "report"
     result = replace(result, status=status)
     return replace(result, message=format_prefill(result))
 
@@ -234,6 +235,7 @@ def apply_prefill_budgets(result: PrefillResult) -> PrefillResult:
         failed.append(f"TTFT overhead {fit.intercept:.1f} ms > ttft_overhead_max {budgets.overhead_max_ms:g} ms")
     if budgets.require_linear and lin.shape in ("sublinear", "superlinear"):
         failed.append(f"TTFT grows {lin.shape}ly with prompt length (require_linear_prefill)")
+    status: GateStatus
     if result.status == "config_error":
         status = "config_error"
     elif failed:

@@ -16,6 +16,7 @@ import math
 import copy as _copy
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
+from .statuses import BaselineStatus, GateStatus
 
 
 def _jsonable(v: Any) -> Any:
@@ -203,7 +204,7 @@ class ColdStartInfo(Part):
 class RooflineInfo(Part):
     """The decode roofline gate (``plugin/roofline_gate.py``)."""
     NAME: ClassVar[str] = "roofline"
-    status: str | None = None                  # pass | fail | report | config_error
+    status: GateStatus | None = None
     ceiling_tok_s: float | None = None
     decode_efficiency: float | None = None
     decode_efficiency_p95: float | None = None
@@ -257,7 +258,7 @@ class PrefillInfo(Part):
     """The prefill roofline of a prompt sweep (``core.prefill.PrefillResult.as_properties``)."""
     NAME: ClassVar[str] = "prefill"
     TRANSIENT: ClassVar[tuple[str, ...]] = ("points",)
-    status: str | None = None
+    status: GateStatus | None = None
     tok_s: float | None = None
     overhead_ms: float | None = None
     lengths: str | None = None
@@ -288,7 +289,7 @@ class BaselineComparison(Part):
     HTML report overlays ``cdf``."""
     NAME: ClassVar[str] = "baseline"
     TRANSIENT: ClassVar[tuple[str, ...]] = ("fingerprint",)  # written as the result's own ``fingerprint``
-    status: str | None = None                  # regression | improvement | ok | new
+    status: BaselineStatus | None = None
     label: str | None = None
     comparisons: list[dict] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)

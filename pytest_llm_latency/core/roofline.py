@@ -29,6 +29,7 @@ from .result_parts import SpecDecodeInfo
 from .roofline_requests import PerRequest, RequestDecode, combine
 from .roofline_spec import Drafter, StepFigures, step_figures
 from .roofline_text import format_roofline
+from .statuses import GateStatus
 
 #: Per-step overhead, not bandwidth, bounds decode when reading a step's bytes takes less than
 #: SMALL_STEP_MS and less than OVERHEAD_SHARE of the measured TPOT (tiny models: the engine's fixed
@@ -125,7 +126,7 @@ class RooflineResult:
     decode_efficiency: float
     decode_efficiency_p95: float | None
     min_efficiency: float | None
-    status: str                 # "pass" | "fail" | "config_error" | "report"
+    status: GateStatus
     message: str = ""
     steps: StepFigures | None = None   # speculative decoding / MTP: judged per engine step
     hints: tuple[str, ...] = ()        # said with a configuration error (e.g. multi-token stream chunks)

@@ -31,6 +31,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
+from .statuses import BudgetStatus
 from . import confidence as ci
 from .stats import PERCENTILES, fmt_stat, percentile
 
@@ -40,7 +41,7 @@ INF = math.inf
 @dataclass(frozen=True)
 class BudgetVerdict:
     key: str                 # ttft_p95
-    status: str              # pass | fail | inconclusive | not_decided
+    status: BudgetStatus
     estimate: float          # the point estimate of the statistic
     lower: float             # -inf: no lower bound at this n
     upper: float             # +inf: no upper bound at this n
@@ -73,7 +74,7 @@ def estimate(values: Sequence[float], stat: str) -> float:
     return percentile(s, PERCENTILES[stat])
 
 
-def _status(lower: float, upper: float, limit: float, floor: bool) -> str:
+def _status(lower: float, upper: float, limit: float, floor: bool) -> BudgetStatus:
     if floor:  # must be >= limit
         return "pass" if lower >= limit else "fail" if upper < limit else "inconclusive"
     return "pass" if upper <= limit else "fail" if lower > limit else "inconclusive"
