@@ -173,6 +173,8 @@ def _type(hint) -> dict:
     union = typing.get_origin(hint) in (typing.Union, types.UnionType)
     args = [a for a in typing.get_args(hint) if a is not type(None)] if union else [hint]
     base = typing.get_origin(args[0]) or args[0]
+    if base is typing.Literal:  # a typed status (core.statuses)
+        return {"type": "string", "enum": list(typing.get_args(args[0]))}
     if base is bool:
         return {"type": "boolean"}
     if base is int:
