@@ -26,6 +26,7 @@ from pytest_llm_latency.core.checks import judge  # noqa: E402
 from pytest_llm_latency.core.workload import make_workload  # noqa: E402
 from pytest_llm_latency.targets.reference.launch import start_reference  # noqa: E402
 from tests.helpers.results import validated_results  # noqa: E402
+from tests.unit.test_drivers import ON_PROCESSES, measure_driver, workload_spec  # noqa: E402
 
 URL = "reference://h100-sxm/llama-3.1-8b?time_scale=0.05"
 SPEC = {"prompt_tokens": 64, "output_tokens": 8, "rate": 40, "requests": 80, "workers": 2, "confidence": None,
@@ -384,3 +385,21 @@ def test_a_node_removed_mid_run_of_a_closed_loop_makes_the_run_an_error_naming_i
     assert res.load.workers == 3 and len(res.load.worker_lag) == 2 and res.records   # the survivors'
     assert all(victim not in (r.worker or "") for r in res.records)
     assert victim not in live_nodes()
+
+
+@pytest.mark.parametrize("name", sorted(n for n, extra in ON_PROCESSES.items() if extra is not None))
+def test_every_driver_that_can_be_dealt_runs_on_the_ray_nodes(name, server, cluster):
+    """The second axis on Ray: each driver the worker processes take (``tests/unit/test_drivers.py``'s
+    table) through the two protocols with ``ray:`` (``client.placement.RayNodes``), two nodes sending."""
+    spec = {**workload_spec(name, server.url), **ON_PROCESSES[name], "workers": 2, "ray": cluster.address}
+    if "baseline_target" in spec:  # refused before any request, with the reason (core.load_spec's ray refusal)
+        from pytest_llm_latency.core.errors import ConfigError
+
+        with pytest.raises(ConfigError, match=r"an A/B run \(baseline_target\) on Ray nodes is not yet supported"):
+            make_workload(name, spec)
+        return
+    with make_http_client() as http:
+        client = make_client(Target(server.url, "openai-chat"), http)
+        res = measure_driver(name, make_workload(name, spec), client, "ray")
+    nodes = {(r.worker or "").rsplit("@", 1)[-1] for r in res.records}
+    assert len(nodes) >= 2 and "" not in nodes, nodes  # pid@<node>: both nodes sent

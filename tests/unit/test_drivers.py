@@ -45,6 +45,10 @@ def reference():
 
 
 def workload_for(name: str, url: str):
+    return make_workload(name, workload_spec(name, url))
+
+
+def workload_spec(name: str, url: str) -> dict:
     spec = {**BASE, **WORKLOADS[name]}
     if "trace" in spec:  # the rows are the requests and give the lengths
         spec = {k: v for k, v in spec.items() if k not in ("class", "prompt_tokens", "output_tokens", "samples")}
@@ -54,17 +58,67 @@ def workload_for(name: str, url: str):
         bt = spec["baseline_target"]
         spec["baseline_target"] = (bt.format(url=url) if isinstance(bt, str)
                                    else {**bt, "url": bt["url"].format(url=url)})
-    return make_workload(name, spec)
+    return spec
 
 
 def test_every_driver_has_a_workload_here():
     assert set(WORKLOADS) == set(DRIVERS)
 
 
-@pytest.mark.parametrize("name", sorted(DRIVERS))
-def test_every_driver_measures_through_the_protocol(name, reference):
+#: the second axis: each driver on worker processes (``client.placement.Processes``, ``workers: 2``),
+#: what its workload adds for it, or None where the one table of refusals
+#: (``core.load_spec.workers_refusal``) refuses the pair before any request (Ray: tests/load/test_ray.py)
+ON_PROCESSES = {
+    "serial": None,
+    "sequential_rounds": {"concurrency": 2},
+    "closed_loop": {},
+    "open_loop": {},
+    "prompt_sweep": None,
+    "agent_sessions": {"concurrency": 2},
+    "rate_sweep": {},
+    "ab_interleaved": {"concurrency": 2},
+    "ab_alternating": {"concurrency": 2},
+    "trace_replay": {},
+}
+PLACEMENTS = [(name, "local") for name in sorted(DRIVERS)] + [(name, "processes") for name in sorted(ON_PROCESSES)]
+
+
+def test_every_driver_has_its_placements_here():
+    assert set(ON_PROCESSES) == set(DRIVERS)
+
+
+@pytest.mark.parametrize("name", sorted(n for n, extra in ON_PROCESSES.items() if extra is None))
+def test_an_unsupported_pair_is_refused_by_the_one_table_before_any_request(name):
+    from pytest_llm_latency.core.errors import ConfigError
+
+    spec = {**BASE, **WORKLOADS[name], "workers": 2}
+    if "prompt_sweep" in spec:
+        del spec["prompt_tokens"]
+    with pytest.raises(ConfigError, match="workers"):  # core.load_spec.workers_refusal's reason, at parse time
+        make_workload(name, spec)
+
+
+@pytest.mark.parametrize("name,placement", [p for p in PLACEMENTS if p[1] == "local" or ON_PROCESSES[p[0]]
+                                             is not None])
+def test_every_driver_measures_through_the_protocol(name, placement, reference):
     url, client = reference
-    driver, workload = DRIVERS[name], workload_for(name, url)
+    extra = {**(ON_PROCESSES[name] or {}), "workers": 2} if placement == "processes" else {"workers": 1}
+    workload = make_workload(name, {**workload_spec(name, url), **extra})  # workers: 1 is local, never auto
+    res = measure_driver(name, workload, client, placement)
+    senders = {r.worker for r in res.records}
+    if placement == "processes":  # the records name the worker processes that sent them (A/B: new ones a block)
+        assert len(senders) >= 2 and all("@" in str(s) for s in senders), senders
+    else:
+        assert senders == {None}, senders
+
+
+def measure_driver(name: str, workload, client, placement: str):
+    """``workload`` measured by driver ``name`` through the two protocols (``driver_for``,
+    ``placement_for``), judged a pass; the measurement (also for the Ray tier: tests/load/test_ray.py)."""
+    from pytest_llm_latency.client.placement import placement_for
+
+    driver = DRIVERS[name]
+    assert placement_for(workload).kind == placement
     assert isinstance(driver, Driver) and driver.name == name
     assert driver_for(workload) is driver, f"the registry picks {driver_for(workload).name} for {name}'s workload"
     stopped: list[str] = []
@@ -96,3 +150,4 @@ def test_every_driver_measures_through_the_protocol(name, reference):
     if name == "trace_replay":
         assert [r.prompt_tokens for r in sorted(res.records, key=lambda r: r.trace.row)] == [40, 49, 58, 67]
         assert res.load.load_mode == "trace" and res.load.trace_rows == 4
+    return res
