@@ -147,95 +147,9 @@ class Replay:
 
     # ------------------------------------------------------------------ send
     def send(self, one, samples: list[Prompt], workload: Workload, run: Run, recover) -> Sent:
-        by_row = {p.key: p for p in samples}
-        groups = sessions(self.rows)
-        offsets = arrival_offsets_ms(self.rows, self.spec.speed, self.spec.start_ms)
-        cache = DeclaredCache(self.spec.block_tokens)  # the rows completed so far: their blocks are cached
-        sent = DeclaredCache(self.spec.block_tokens)   # the rows sent so far: their blocks may be (vLLM caches
-        #                                                a block once its prefill computed it, before the row ends)
-        load_run = LoadRun("trace")
-        lock = threading.Lock()
-        stop = threading.Event()
-        ends: list[int] = []
-        total = len(self.rows)
-        clock = self.clock
-
-        def wait_until(t_due: int) -> None:
-            while (d := t_due - clock()) > 0 and not stop.is_set():
-                self.sleep(min(d / 1e9, 0.05))
-
-        def session(turns: list[TraceRow], t_due: int) -> None:
-            try:
-                turns_of(turns, t_due)
-            except BaseException:
-                stop.set()  # the other sessions stop too: the error is raised by the main thread
-                raise
-
-        def turns_of(turns: list[TraceRow], t_due: int) -> None:
-            prev: tuple[Prompt, RequestRecord] | None = None
-            for k, row in enumerate(turns):
-                history = 0
-                if prev is None:
-                    prompt = by_row[row.index]
-                else:  # counted before its delay runs: off the timing path
-                    prompt, history = continued(prev[0], prev[1], by_row[row.index], row, self.counter)
-                    assert row.delay_ms is not None
-                    t_due = (prev[1].t_end_ns or clock()) + int(turn_delay_ms(row, self.spec.speed) * 1e6)
-                    wait_until(t_due)
-                with lock:
-                    if stop.is_set():
-                        self.unsent += len(turns) - k
-                        return
-                    load_run.send_lag_ns.append(max(clock() - t_due, 0))
-                    self.declared[row.index] = cache.hits(row)  # what the rows completed so far explain
-                    self.bound[row.index] = sent.hits(row)      # what the rows sent so far may explain
-                    sent.completed(row)
-                out = tagged(one(prompt, t_due), row, self.file, history)
-                with lock:
-                    kept = self.keep(out, row, stop)
-                    if kept:
-                        load_run.outcomes.append(out)
-                    ends.append(clock())
-                    if isinstance(out, RequestRecord):
-                        cache.completed(row)
-                    done = len(load_run.outcomes) + len(self.skipped)
-                if run.progress:
-                    run.progress(done, total)
-                if not isinstance(out, RequestRecord):
-                    # the later turns have no history to continue: each is an outcome of the same kind (a
-                    # server fault stays one), never dropped
-                    lost = [tagged(Failure(out.kind, f"not sent: turn {k + 1} of session {row.session_id!r} "
-                                                     f"failed ({out.kind})"), r, self.file) for r in turns[k + 1:]]
-                    with lock:
-                        if kept:
-                            load_run.outcomes += lost
-                        else:
-                            self.skipped += [r.index for r in turns[k + 1:]]
-                    return
-                prev = (prompt, out)
-
-        workers = min(max(len(groups), 1), MAX_OPEN_LOOP_THREADS)
-        with LagMonitor(clock=clock, sleep=self.lag_sleep) as mon, \
-                ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm-latency-trace") as pool:
-            t0 = clock() if self.t0_ns is None else self.t0_ns
-            futures: list[Future[None]] = []
-            try:
-                for turns, off in zip(groups, offsets):
-                    t_due = t0 + int(off * 1e6)
-                    wait_until(t_due)
-                    if stop.is_set():
-                        with lock:
-                            self.unsent += sum(len(g) for g in groups[len(futures):])
-                        break
-                    futures.append(pool.submit(session, turns, t_due))
-            except BaseException:  # Ctrl-C while scheduling: the sessions stop at their next wait
-                stop.set()
-                raise
-            for f in futures:
-                f.result()
-        load_run.lag_ns, load_run.lag_timeline = list(mon.samples), mon.timeline()
-        load_run.window_ns = max((max(ends) if ends else clock()) - t0, 0)
-        return Sent(outcomes=list(load_run.outcomes), notes=self.run_notes(), load_run=load_run)
+        """Every session from its offset, its turns in order, each after the previous answer and the
+        row's delay (``ReplaySend``: one send's state and its steps)."""
+        return ReplaySend(self, one, {p.key: p for p in samples}, run.progress).run()
 
     def run_notes(self) -> list[str]:
         notes = list(self.notes)
@@ -283,6 +197,134 @@ class Replay:
                                           f"({self.stopped.kind}); "
                                           + ("set trace_overlong: skip or clip, or shorten the trace's rows"
                                              if self.stopped.kind == "context_length" else "fix it and run again"))
+
+
+@dataclass
+class ReplaySend:
+    """One replay's sending: the state the session threads share under ``lock`` (the rows completed
+    and sent so far, the run, the stop flag), and the steps each session takes."""
+    replay: Replay
+    one: Callable
+    by_row: dict
+    progress: Callable[[int, int], None] | None
+    load_run: LoadRun = field(default_factory=lambda: LoadRun("trace"))
+    lock: Any = field(default_factory=threading.Lock)
+    stop: threading.Event = field(default_factory=threading.Event)
+    ends: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        block = self.replay.spec.block_tokens
+        self.cache = DeclaredCache(block)  # the rows completed so far: their blocks are cached
+        self.sent = DeclaredCache(block)   # the rows sent so far: their blocks may be (vLLM caches a block
+        #                                    once its prefill computed it, before the row ends)
+
+    def run(self) -> Sent:
+        r, clock = self.replay, self.replay.clock
+        groups = sessions(r.rows)
+        offsets = arrival_offsets_ms(r.rows, r.spec.speed, r.spec.start_ms)
+        with LagMonitor(clock=clock, sleep=r.lag_sleep) as mon, \
+                ThreadPoolExecutor(max_workers=min(max(len(groups), 1), MAX_OPEN_LOOP_THREADS),
+                                   thread_name_prefix="llm-latency-trace") as pool:
+            t0 = clock() if r.t0_ns is None else r.t0_ns
+            for f in self.schedule(pool, groups, offsets, t0):
+                f.result()
+        self.load_run.lag_ns, self.load_run.lag_timeline = list(mon.samples), mon.timeline()
+        self.load_run.window_ns = max((max(self.ends) if self.ends else clock()) - t0, 0)
+        return Sent(outcomes=list(self.load_run.outcomes), notes=r.run_notes(), load_run=self.load_run)
+
+    def schedule(self, pool: ThreadPoolExecutor, groups: list, offsets: list, t0: int) -> list[Future[None]]:
+        """Each session's first turn at its offset from ``t0``; after a stop, the rest are counted unsent."""
+        futures: list[Future[None]] = []
+        try:
+            for turns, off in zip(groups, offsets):
+                t_due = t0 + int(off * 1e6)
+                self.wait_until(t_due)
+                if self.stop.is_set():
+                    with self.lock:
+                        self.replay.unsent += sum(len(g) for g in groups[len(futures):])
+                    break
+                futures.append(pool.submit(self.session, turns, t_due))
+        except BaseException:  # Ctrl-C while scheduling: the sessions stop at their next wait
+            self.stop.set()
+            raise
+        return futures
+
+    def wait_until(self, t_due: int) -> None:
+        while (d := t_due - self.replay.clock()) > 0 and not self.stop.is_set():
+            self.replay.sleep(min(d / 1e9, 0.05))
+
+    def session(self, turns: list[TraceRow], t_due: int) -> None:
+        try:
+            self.turns_of(turns, t_due)
+        except BaseException:
+            self.stop.set()  # the other sessions stop too: the error is raised by the main thread
+            raise
+
+    def turns_of(self, turns: list[TraceRow], t_due: int) -> None:
+        prev: tuple[Prompt, RequestRecord] | None = None
+        for k, row in enumerate(turns):
+            prompt, history, t_due = self.next_prompt(row, prev, t_due)
+            if not self.admit(row, t_due, unsent=len(turns) - k):
+                return
+            out = tagged(self.one(prompt, t_due), row, self.replay.file, history)
+            kept = self.keep(out, row)
+            if not isinstance(out, RequestRecord):
+                self.abandon(turns[k + 1:], out, kept, f"turn {k + 1} of session {row.session_id!r}")
+                return
+            prev = (prompt, out)
+
+    def next_prompt(self, row: TraceRow, prev: "tuple[Prompt, RequestRecord] | None",
+                    t_due: int) -> tuple[Prompt, int, int]:
+        """The row's prompt, its history's tokens and when it is due: a first turn as prepared at its
+        offset; a later one continues the previous answer (counted before its delay runs: off the
+        timing path), due the row's delay after that answer ended."""
+        if prev is None:
+            return self.by_row[row.index], 0, t_due
+        r = self.replay
+        prompt, history = continued(prev[0], prev[1], self.by_row[row.index], row, r.counter)
+        assert row.delay_ms is not None
+        t_due = (prev[1].t_end_ns or r.clock()) + int(turn_delay_ms(row, r.spec.speed) * 1e6)
+        self.wait_until(t_due)
+        return prompt, history, t_due
+
+    def admit(self, row: TraceRow, t_due: int, *, unsent: int) -> bool:
+        """Send the row?  Not after a stop (it and the session's later turns count unsent); else its
+        send lag and the cached tokens the trace declares at its send are kept."""
+        r = self.replay
+        with self.lock:
+            if self.stop.is_set():
+                r.unsent += unsent
+                return False
+            self.load_run.send_lag_ns.append(max(r.clock() - t_due, 0))
+            r.declared[row.index] = self.cache.hits(row)  # what the rows completed so far explain
+            r.bound[row.index] = self.sent.hits(row)      # what the rows sent so far may explain
+            self.sent.completed(row)
+            return True
+
+    def keep(self, out: "RequestRecord | Failure", row: TraceRow) -> bool:
+        """The outcome kept (``Replay.keep``: a sample, or left out as too long), its end, progress."""
+        with self.lock:
+            kept = self.replay.keep(out, row, self.stop)
+            if kept:
+                self.load_run.outcomes.append(out)
+            self.ends.append(self.replay.clock())
+            if isinstance(out, RequestRecord):
+                self.cache.completed(row)
+            done = len(self.load_run.outcomes) + len(self.replay.skipped)
+        if self.progress:
+            self.progress(done, len(self.replay.rows))
+        return kept
+
+    def abandon(self, rest: list[TraceRow], out: Failure, kept: bool, which: str) -> None:
+        """A failed turn ends its session: the later turns have no history to continue, each an outcome
+        of the same kind (a server fault stays one), never dropped; left out with a skipped turn."""
+        lost = [tagged(Failure(out.kind, f"not sent: {which} failed ({out.kind})"), r, self.replay.file)
+                for r in rest]
+        with self.lock:
+            if kept:
+                self.load_run.outcomes += lost
+            else:
+                self.replay.skipped += [r.index for r in rest]
 
 
 def continued(prev_prompt: Prompt, prev: RequestRecord, new: Prompt, row: TraceRow,
