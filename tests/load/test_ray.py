@@ -20,66 +20,15 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 ray = pytest.importorskip("ray", reason="ray is not installed: pip install 'pytest-llm-latency[ray]'")
 
 from pytest_llm_latency.client.http import make_http_client  # noqa: E402
-from pytest_llm_latency.client.ray_cluster import connect  # noqa: E402
 from pytest_llm_latency.client.runner import Target, make_client, measure  # noqa: E402
 from pytest_llm_latency.core.checks import judge  # noqa: E402
 from pytest_llm_latency.core.workload import make_workload  # noqa: E402
 from pytest_llm_latency.targets.reference.launch import start_reference  # noqa: E402
 from tests.helpers.results import validated_results  # noqa: E402
-from tests.unit.test_drivers import ON_PROCESSES, measure_driver, workload_spec  # noqa: E402
+from tests.load import ray_tier  # noqa: E402
+from tests.load.ray_tier import NODE, SPEC, live_nodes, run  # noqa: E402
 
-URL = "reference://h100-sxm/llama-3.1-8b?time_scale=0.05"
-SPEC = {"prompt_tokens": 64, "output_tokens": 8, "rate": 40, "requests": 80, "workers": 2, "confidence": None,
-        "slo": {"e2e_p95": "30s"}}
-NODE = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024, "node_ip_address": "127.0.0.1",
-        "min_worker_port": 0, "max_worker_port": 0}
-
-
-@pytest.fixture(scope="module")
-def server():
-    with start_reference(URL, mode="subprocess") as h:
-        yield h
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    """Two raylets, for the module: a test that kills a node adds its own third one first.
-
-    Loopback only: even without a dashboard, Ray's head starts its usage-stats module, which asks
-    the cloud metadata address (169.254.169.254, metadata.google.internal) which cloud it runs on
-    unless it finds an autoscaler config at ``~/ray_bootstrap_config.yaml``; the head is started
-    with a HOME holding an empty one, so no request ever leaves the loopback."""
-    from ray.cluster_utils import Cluster
-
-    home = tmp_path_factory.mktemp("ray-home")
-    (home / "ray_bootstrap_config.yaml").write_text("{}\n")
-    saved = os.environ.get("HOME")
-    os.environ["HOME"] = str(home)  # inherited by the head's processes, started now
-    try:
-        c = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
-    finally:
-        if saved is None:
-            os.environ.pop("HOME", None)
-        else:
-            os.environ["HOME"] = saved
-    c.add_node(**NODE)
-    assert c.address.startswith("127.0.0.1:")
-    connect(c.address)  # this process, Ray's driver: on the loopback too
-    try:
-        yield c
-    finally:
-        ray.shutdown()
-        c.shutdown()
-
-
-def live_nodes() -> set[str]:
-    return {n["NodeID"][:8] for n in ray.nodes() if n["Alive"]}
-
-
-def run(server, address: str, spec: dict):
-    with make_http_client() as http:
-        client = make_client(Target(server.url, "openai-completions"), http)
-        return judge(measure(client, make_workload("w", {**spec, "ray": address}), seed=7, nonce="ray"))
+server, cluster = ray_tier.server, ray_tier.cluster  # the tier's fixtures (a reference target, two raylets)
 
 
 def test_a_sharded_open_loop_on_two_nodes_merges_every_record_each_naming_its_node(server, cluster):
@@ -386,20 +335,3 @@ def test_a_node_removed_mid_run_of_a_closed_loop_makes_the_run_an_error_naming_i
     assert all(victim not in (r.worker or "") for r in res.records)
     assert victim not in live_nodes()
 
-
-@pytest.mark.parametrize("name", sorted(n for n, extra in ON_PROCESSES.items() if extra is not None))
-def test_every_driver_that_can_be_dealt_runs_on_the_ray_nodes(name, server, cluster):
-    """The second axis on Ray: each driver the worker processes take (``tests/unit/test_drivers.py``'s
-    table) through the two protocols with ``ray:`` (``client.placement.RayNodes``), two nodes sending."""
-    spec = {**workload_spec(name, server.url), **ON_PROCESSES[name], "workers": 2, "ray": cluster.address}
-    if "baseline_target" in spec:  # refused before any request, with the reason (core.load_spec's ray refusal)
-        from pytest_llm_latency.core.errors import ConfigError
-
-        with pytest.raises(ConfigError, match=r"an A/B run \(baseline_target\) on Ray nodes is not yet supported"):
-            make_workload(name, spec)
-        return
-    with make_http_client() as http:
-        client = make_client(Target(server.url, "openai-chat"), http)
-        res = measure_driver(name, make_workload(name, spec), client, "ray")
-    nodes = {(r.worker or "").rsplit("@", 1)[-1] for r in res.records}
-    assert len(nodes) >= 2 and "" not in nodes, nodes  # pid@<node>: both nodes sent

@@ -71,4 +71,4 @@ def test_four_turn_session_with_tools_reports_llamacpp_cache_n(llama_pool, llama
     assert reuse >= 0.8
     # turn 1 shares only the template's header with the previous session (the salt follows it)
     assert res.agent.turn1_cached_tokens_max < 40
-    assert any("produced no tool call" in n for n in res.notes)
+    assert any("produced no tool call" in n for n in res.shown_notes)

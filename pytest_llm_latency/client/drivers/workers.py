@@ -60,8 +60,8 @@ class WorkerOpenLoop:
         shards = make_shards(due, scheduled, spares, n, WorkerTarget.of(self.client), warmup=warm,
                              output_tokens=workload.output_tokens, extra=run.extra, in_flight=in_flight(workload))
         load_run = placement.run(shards, Credentials.of(self.client), span_s=due[-1] if due else 0.0,
-                              request_timeout_s=request_bound_s(self.client.timeouts), progress=run.progress,
-                              on_ready=run.on_ready)
+                                 request_timeout_s=request_bound_s(self.client.timeouts), progress=run.progress,
+                                 on_ready=run.on_ready)
         return Sent(outcomes=list(load_run.outcomes), load_run=load_run)  # load.workers says it (notes warn)
 
     def measure(self, client, workload: Workload, run: Run):
@@ -93,7 +93,7 @@ class WorkerClosedLoop(WorkerOpenLoop):
         per_stream = math.ceil(len(loop) / max(plan.concurrency, 1)) + 1
         span_s = plan.ramp_up_s + (plan.duration_s or timeout_s * per_stream) + 90.0
         load_run = placement.run(shards, Credentials.of(self.client), span_s=span_s,
-                              request_timeout_s=timeout_s, progress=run.progress, on_ready=run.on_ready)
+                                 request_timeout_s=timeout_s, progress=run.progress, on_ready=run.on_ready)
         return Sent(outcomes=list(load_run.outcomes), load_run=load_run)
 
     def measure(self, client, workload: Workload, run: Run):
@@ -131,7 +131,7 @@ class WorkerReplay(Replay):
         span_s = max((off + sum(turn_delay_ms(r, self.spec.speed) for r in g[1:])) / 1e3 + timeout_s * len(g)
                      for g, off in zip(groups, offsets)) if groups else 0.0
         load_run = placement.run(shards, Credentials.of(self.client), span_s=span_s,
-                              request_timeout_s=timeout_s, progress=run.progress, on_ready=run.on_ready)
+                                 request_timeout_s=timeout_s, progress=run.progress, on_ready=run.on_ready)
         load_run.mode = "trace"
         for b in load_run.worker_books:  # every finished worker's (a failed one is an error naming it)
             self.skipped += b["skipped"]

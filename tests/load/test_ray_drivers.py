@@ -1,0 +1,38 @@
+"""Every driver the worker processes take, on the Ray nodes (``ray: ADDRESS``: ``client.placement.RayNodes``)
+through the two protocols, against the embedded reference target; the pairs Ray refuses, refused
+before any request with the reason.  The cluster: ``tests/load/ray_tier.py``."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+ray = pytest.importorskip("ray", reason="ray is not installed: pip install 'pytest-llm-latency[ray]'")
+
+from pytest_llm_latency.client.http import make_http_client  # noqa: E402
+from pytest_llm_latency.client.runner import Target, make_client  # noqa: E402
+from pytest_llm_latency.core.workload import make_workload  # noqa: E402
+from tests.load import ray_tier  # noqa: E402
+from tests.unit.test_drivers import ON_PROCESSES, measure_driver, workload_spec  # noqa: E402
+
+server, cluster = ray_tier.server, ray_tier.cluster  # the tier's fixtures (a reference target, two raylets)
+
+
+@pytest.mark.parametrize("name", sorted(n for n, extra in ON_PROCESSES.items() if extra is not None))
+def test_every_driver_that_can_be_dealt_runs_on_the_ray_nodes(name, server, cluster):
+    """The second axis on Ray: each driver the worker processes take (``tests/unit/test_drivers.py``'s
+    table) through the two protocols with ``ray:`` (``client.placement.RayNodes``), two nodes sending."""
+    spec = {**workload_spec(name, server.url), **ON_PROCESSES[name], "workers": 2, "ray": cluster.address}
+    if "baseline_target" in spec:  # refused before any request, with the reason (core.load_spec's ray refusal)
+        from pytest_llm_latency.core.errors import ConfigError
+
+        with pytest.raises(ConfigError, match=r"an A/B run \(baseline_target\) on Ray nodes is not yet supported"):
+            make_workload(name, spec)
+        return
+    with make_http_client() as http:
+        client = make_client(Target(server.url, "openai-chat"), http)
+        res = measure_driver(name, make_workload(name, spec), client, "ray")
+    nodes = {(r.worker or "").rsplit("@", 1)[-1] for r in res.records}
+    assert len(nodes) >= 2 and "" not in nodes, nodes  # pid@<node>: both nodes sent
