@@ -269,15 +269,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     from .report.document import ResultDocument
 
     url = redact_url(s.get("url")) if s.get("url") else s.get("url")
-    doc = ResultDocument(plugin_version=__version__, target={"url": url, "api": s.get("api"), "model": s.get("model")},
-                         seed=s.get("seed"), nonce=get_session(config).nonce, results=results).to_json()
+    document = ResultDocument(plugin_version=__version__, seed=s.get("seed"), nonce=get_session(config).nonce,
+                              target={"url": url, "api": s.get("api"), "model": s.get("model")}, results=results)
+    doc = document.to_json()
     outputs = []
     if s.get("json"):
         outputs.append((s.get("json"), lambda: json.dumps(doc, indent=2, default=str) + "\n"))
     if s.get("html"):
         from .report.html import render
 
-        outputs.append((s.get("html"), lambda: render(doc)))
+        outputs.append((s.get("html"), lambda: render(document)))
     for path, make in outputs:
         try:
             write_atomic(path, make())
@@ -292,12 +293,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
 def _step_summary(session: pytest.Session, results: list[dict]) -> None:
     if not results:  # nothing to append: the summary module (and its imports) stays unloaded (P4)
         return
+    from .report.entry import entries_of
     from .report.step_summary import ENV, append
 
     if not os.environ.get(ENV):
         return
     try:
-        append(results)
+        append(entries_of(results))
     except Exception as exc:  # a summary must not hide the run's verdicts
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
         if tr:
@@ -324,10 +326,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         results = config.stash.get(RESULTS_KEY, [])
         if not results:
             return
+        from .report.entry import entries_of
         from .report.terminal import summary_lines
 
         terminalreporter.section("llm latency")
-        for line in summary_lines(results):
+        for line in summary_lines(entries_of(results)):
             terminalreporter.write_line(line)
     except Exception as exc:  # never raise from the summary
         terminalreporter.write_line(f"llm-latency: summary failed: {type(exc).__name__}: {exc}")

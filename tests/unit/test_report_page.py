@@ -211,7 +211,7 @@ def test_a_prompt_sweep_shows_the_terminals_prefill_line_and_a_malformed_one_non
     assert "Prefill roofline" not in render(doc_of(r))
 
 
-def test_an_agent_session_shows_the_terminals_agent_line_and_a_malformed_one_none():
+def test_an_agent_session_shows_the_terminals_agent_line_and_a_malformed_value_left_out():
     res = evaluate(wl(ttft_p95=1000), [rec(0.0), rec(200.0)], [])
     res.agent.set(sessions=4, steps=3, prefix_reuse=0.931, turn_ttft_ms_p95=67.5, session_e2e_ms_p95=629.8,
                   turns=[{"turn": 2, "reuse": 0.94}, {"turn": 3, "reuse": 0.92}])
@@ -222,7 +222,9 @@ def test_an_agent_session_shows_the_terminals_agent_line_and_a_malformed_one_non
                     "session model time p95 629.8 ms")
     html = render(doc_of(r))
     assert "Agent sessions" in html and line in html
-    r["agent"]["prefix_reuse"] = "most"  # malformed: no agent block, and no crash
+    r["agent"]["prefix_reuse"] = "most"  # malformed: the value is left out (report.entry), no crash
+    assert "4 sessions x 3 turns, prefix reuse not reported; turn TTFT p95 67.5 ms" in render(doc_of(r))
+    r["agent"]["sessions"] = "four"      # without its sessions: no agent block
     assert "Agent sessions" not in render(doc_of(r))
 
 
@@ -248,3 +250,18 @@ def test_the_page_names_how_itl_knew_its_per_chunk_token_counts():
     page = render(doc)
     assert re.search(r"ITL token counts\W+(\w+\W+){0,6}tokenize", page), page[:2000]
     assert page.count("ITL token counts") == 1  # only where the result says
+
+
+def test_each_finding_keeps_its_checks_name_to_the_renderers():
+    failing = result_dict(evaluate(wl(ttft_p50=50, rate=0.0), [rec(0.0), rec(200.0)], [failed(100.0, 300.0)]),
+                          "t.py::test_slow")
+    said = {(f["check"], f["kind"]) for f in failing["findings"]}
+    assert ("budgets", "violation") in said and ("error_rate", "failed") in said, failing["findings"]
+    # the lists say the same texts, in the same order, without their checks
+    assert [f["text"] for f in failing["findings"] if f["kind"] in ("violation", "failed")] == failing["violations"]
+    from pytest_llm_latency.plugin.report.terminal import messages
+    assert ("violation", failing["violations"][0], "budgets") in messages(failing)
+    html = render(doc_of(failing))
+    assert '<span class="check">budgets</span>' in html and '<span class="check">error_rate</span>' in html
+    older = {k: v for k, v in failing.items() if k != "findings"}  # a file written before findings: check unknown
+    assert messages(older)[0] == ("violation", failing["violations"][0], "?")

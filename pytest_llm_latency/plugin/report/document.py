@@ -21,6 +21,7 @@ from ...core.metrics import METRICS
 from ...core.result import WorkloadResult, failure_kinds
 from ...core.result_parts import PART_NAMES
 from ...core.stats import STATS
+from .entry import ResultEntry, entries_of
 
 #: the results document's format version (1: up to 0.x with ``extra``; 2: typed parts)
 VERSION = 2
@@ -64,6 +65,7 @@ def result_entry(res: WorkloadResult, nodeid: str, *, detail: bool = False, sett
     out["errors"] = list(res.errors)
     out["notes"] = res.shown_notes
     out["causes"] = list(res.causes)
+    out["findings"] = findings(res)
     out["failures"] = dict(sorted(failure_kinds(res.failures).items()))
     for name in PART_NAMES:
         part = getattr(res, name).to_json()
@@ -77,6 +79,21 @@ def result_entry(res: WorkloadResult, nodeid: str, *, detail: bool = False, sett
         if settings is not None:
             out.update(detail_fields(res, settings))
     return out
+
+
+#: the order the renderers say a result's findings in (a failed check is said with the violations)
+SAID_ORDER = {"violation": 0, "failed": 0, "cause": 1, "error": 2, "note": 3}
+
+
+def findings(res: WorkloadResult) -> list[dict[str, str]]:
+    """What the checks said, each with its check's name (``core.checks``), in ``SAID_ORDER``: the
+    lists ``violations``, ``causes``, ``errors`` and ``notes`` say the same texts without their checks.
+    The measurement's own notes are the check ``measurement``'s."""
+    said = [("measurement", "note", t) for t in res.notes]
+    said += [(f.check, f.kind, f.data.message if f.kind == "violation" else f.text) for f in res.findings or ()
+             if f.kind in SAID_ORDER and not (f.kind == "note" and f.text in res.notes)]
+    said.sort(key=lambda f: SAID_ORDER[f[1]])
+    return [{"check": c, "kind": k, "text": t} for c, k, t in said]
 
 
 @dataclass
@@ -104,3 +121,16 @@ class ResultDocument:
             raise ValueError(f"results JSON: unknown key(s) {', '.join(unknown)}")
         return cls(plugin_version=data.get("plugin_version", ""), target=dict(data.get("target") or {}),
                    seed=data.get("seed"), nonce=data.get("nonce"), results=list(data.get("results") or []))
+
+    @classmethod
+    def parse(cls, data: dict[str, Any]) -> "ResultDocument":
+        """A results document as the renderers take it: any version, a malformed field left out
+        (``report.entry``); ``from_json`` is the strict reading."""
+        target = data.get("target")
+        return cls(plugin_version=str(data.get("plugin_version") or ""),
+                   target=dict(target) if isinstance(target, dict) else {}, seed=data.get("seed"),
+                   nonce=data.get("nonce"), results=[r for r in data.get("results") or [] if isinstance(r, dict)])
+
+    def entries(self) -> list[ResultEntry]:
+        """The results typed, as the renderers read them (``report.entry``)."""
+        return entries_of(self.results)

@@ -1,19 +1,21 @@
 """The self-contained HTML latency report: one file, inline CSS and SVG, no script, no
 font or image from anywhere (readable offline and as a CI artifact).
 
-``page.build`` turns the results document (the JSON file's content) into the page's
+``page.build`` turns the results document, typed (``report.entry``), into the page's
 context, the chart functions draw the SVG, and a Jinja2 template (autoescaped: every
 string from a result is escaped; only the charts' SVG, built by ElementTree, is inserted
 as markup) lays it out.  Jinja2 is imported here, only when a report is written.
 """
 from __future__ import annotations
 
+from .document import ResultDocument
 from .page import build
 
 TEMPLATE = "report.html.j2"
 
 
-def render(doc: dict) -> str:
+def render(doc: ResultDocument | dict) -> str:
+    """The page of ``doc`` (a JSON document is parsed first: ``ResultDocument.parse``)."""
     import jinja2
     import markupsafe  # jinja2's own dependency
 

@@ -16,32 +16,34 @@ from __future__ import annotations
 from typing import Any
 
 from ...core.result_parts import PART_NAMES
-from .document import JSON_METRICS, metric_key
+from .document import JSON_METRICS, STAT_KEYS, metric_key
+from .entry import Entry, entry_of
 
 PREFIX = "llm."
-_SCALARS = ("nodeid", "workload", "class", "verdict", "n", "short_outputs", "failed_requests", "prompt_tokens",
-            "output_tokens", "concurrency")
 _NUMBERED = (("violations", "violation"), ("errors", "error"), ("causes", "cause"), ("notes", "notes"))
 
 
-def junit_properties(entry: dict[str, Any], prefix: str = PREFIX) -> list[tuple[str, Any]]:
+def junit_properties(entry: Entry, prefix: str = PREFIX) -> list[tuple[str, Any]]:
     """The flat ``(name, value)`` pairs of one result entry, names under ``prefix``."""
-    props: list[tuple[str, Any]] = [(prefix + k, entry[k]) for k in _SCALARS if entry.get(k) is not None]
+    e = entry_of(entry)
+    props: list[tuple[str, Any]] = [(prefix + k, v) for k, v in e.scalars]
     for metric in JSON_METRICS:
-        stats = entry.get(metric_key(metric))
-        for stat, v in (stats or {}).items():
-            props.append((f"{prefix}{metric_key(metric)}.{stat}", float("inf") if v is None else v))
-    props += [(f"{prefix}budget.{k}", v) for k, v in (entry.get("budgets") or {}).items()]
-    for key, fields in (entry.get("bounds") or {}).items():
-        props += [(f"{prefix}bound.{key}.{name}", v) for name, v in fields.items() if v is not None]
+        key = metric_key(metric)
+        if key in e.stats:
+            s = e.stats[key]
+            props += [(f"{prefix}{key}.{stat}", float("inf") if s.value(stat) is None else s.value(stat))
+                      for stat in STAT_KEYS if stat in s.given]
+            props += [(f"{prefix}{key}.{stat}", getattr(s, stat)) for stat in ("n", "censored")]
+    props += [(f"{prefix}budget.{k}", v) for k, v in e.budgets.items()]
+    for key, bound in e.bounds.items():
+        props += [(f"{prefix}bound.{key}.{name}", v) for name, v in bound.items()]
     for list_key, name in _NUMBERED:
-        props += [(f"{prefix}{name}.{i}", text) for i, text in enumerate(entry.get(list_key) or (), 1)]
-    props += [(f"{prefix}failures.{k}", v) for k, v in (entry.get("failures") or {}).items()]
+        props += [(f"{prefix}{name}.{i}", text) for i, text in enumerate(getattr(e, list_key), 1)]
+    props += [(f"{prefix}failures.{k}", v) for k, v in e.failures.items()]
     for part in PART_NAMES:
-        for k, v in (entry.get(part) or {}).items():
+        for k, v in getattr(e, part).to_json().items():
             if isinstance(v, (int, float, str)):  # bools too, as 0/1
                 props.append((f"{prefix}{part}.{k}", int(v) if isinstance(v, bool) else v))
-    for row in (entry.get("by_prompt") or {}).get("buckets") or ():
-        props += [(f"{prefix}by_prompt.{row['key']}.{k}", v) for k, v in row.items()
-                  if k not in ("key", "budget", "bucket") and isinstance(v, (int, float, str))]
+    for row in e.buckets:
+        props += [(f"{prefix}by_prompt.{row.key}.{k}", v) for k, v in row.scalars]
     return props
