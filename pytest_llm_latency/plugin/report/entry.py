@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Mapping, Sequence, TypeVar, Union, get_args, get_type_hints
 
 from ...core.result_parts import (AgentSessions, BaselineComparison, ClientHealth, ColdStartInfo, LoadInfo,
-                                  Measurement, Part, PrefillInfo, PrefixCacheInfo, PromptBuckets, RooflineInfo,
+                                  Measurement, Part, PARTS, PrefillInfo, PrefixCacheInfo, PromptBuckets, RooflineInfo,
                                   ServerInfo, SpecDecodeInfo)
 
 P = TypeVar("P", bound=Part)
@@ -245,10 +245,7 @@ class ResultEntry:
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> "ResultEntry":
         d = dict(raw)
-        parts = {c.NAME: part(c, d.get(c.NAME)) for c in (Measurement, LoadInfo, ClientHealth, ServerInfo,
-                                                           PrefixCacheInfo, ColdStartInfo, RooflineInfo,
-                                                           PrefillInfo, BaselineComparison, AgentSessions,
-                                                           SpecDecodeInfo, PromptBuckets)}
+        parts = {c.NAME: part(c, d.get(c.NAME)) for c in PARTS}
         rows = [r for r in _list(d.get("requests")) if isinstance(r, dict)]
         timed = [RequestRow.parse(r) for r in rows]
         lists = {k: [str(x) for x in _list(d.get(k))] for k in ("violations", "errors", "notes", "causes")}
