@@ -13,7 +13,7 @@ Each repetition measures one run of each (default sample size: 20 requests, warm
 2048 / output 8 tokens, so that the modelled prefill (~62 ms) dominates the TTFT's HTTP and
 parsing overhead; the runner's prompt seed = the repetition), in rotated order so that
 no arm is always first, then compares ``A2``, ``Bdec`` and ``Bttft`` against ``A1`` with
-``core.compare.compare_all`` at the default tolerances (bootstrap seed = the repetition).
+``core.measure.compare.compare_all`` at the default tolerances (bootstrap seed = the repetition).
 A repetition is "flagged" when any tolerance reports a regression -- the plugin's verdict.
 The realized effect (pooled medians over all repetitions) is printed too: HTTP and scheduling
 overhead dilute a modelled 15 % a little.
@@ -27,13 +27,13 @@ as the plugin's A/B in one run does: interleaved in blocks of ``plugin.ab.BLOCK`
 judged in the paired design with a block bootstrap.  (Separate back-to-back runs flagged the
 A/A pair 4 of 10 times on the shared VM: the load moved between runs; see benchmarks/README.md.)
 Prompt seeds differ between all runs (the server's prompt cache must not favour a run).
-Both parts use the plugin's own HTTP client (``client.http.make_http_client``): llama-server
+Both parts use the plugin's own HTTP client (``client.transport.http.make_http_client``): llama-server
 (cpp-httplib) closes a kept-alive connection after 5 s idle, which every connection is while the
 other arms run, and the plugin retries a request that met such a stale connection once on a
 fresh one; a bare ``httpx.Client`` counted each as a failed request (a miss, +inf).
 
 Every comparison is judged twice: by the plugin's rule (tolerance, 95 % CI, the absolute
-floors of ``core.compare.DEFAULT_FLOORS_MS``, a tail only with 2+ values beyond it, so no
+floors of ``core.measure.compare.DEFAULT_FLOORS_MS``, a tail only with 2+ values beyond it, so no
 ``ttft_p95`` at 20 samples) and, for reference, without the floors (column "without the
 floors").
 """
@@ -50,12 +50,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests", "realserver"))
 
-from pytest_llm_latency.client.http import Timeouts, make_http_client  # noqa: E402
+from pytest_llm_latency.client.transport.http import Timeouts, make_http_client  # noqa: E402
 from pytest_llm_latency.client.runner import Target, make_client, measure  # noqa: E402
 from pytest_llm_latency.core.checks import judge  # noqa: E402
-from pytest_llm_latency.core.compare import DEFAULT_FLOORS_MS, DEFAULT_TOLERANCES, compare_all  # noqa: E402
-from pytest_llm_latency.core.result import metric_values  # noqa: E402
-from pytest_llm_latency.core.workload import make_workload  # noqa: E402
+from pytest_llm_latency.core.measure.compare import DEFAULT_FLOORS_MS, DEFAULT_TOLERANCES, compare_all  # noqa: E402
+from pytest_llm_latency.core.result.result import metric_values  # noqa: E402
+from pytest_llm_latency.core.spec.workload import make_workload  # noqa: E402
 from pytest_llm_latency.plugin.ab import BLOCK  # noqa: E402
 
 REF = "reference://h100-sxm/llama-3.1-8b?jitter=0.05&time_scale={ts}&jitter_seed={seed}"

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/fail_side_variants.py
 
-The fail side of ``samples: auto`` (a ceiling's lower bound, ``core.confidence.sprt_lower``)
+The fail side of ``samples: auto`` (a ceiling's lower bound, ``core.measure.confidence.sprt_lower``)
 is one straight SPRT boundary (odds ratio 3), calibrated exactly to 5 %.  Its one case over
 the cost target (``benchmarks/README.md``: the loaded membound TPOT, +20 %, 10.75 % of
 samples above the budget, median 73 > 66.7) raises the question whether a boundary that
@@ -21,7 +21,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pytest_llm_latency.core import confidence as ci
+from pytest_llm_latency.core.measure import confidence as ci
 
 ALPHA, MIN_N = 0.05, 10
 

@@ -19,7 +19,7 @@ one per SSE event, TTFT 20 ms, 50 tok/s, final usage chunk; it stamps every even
   the per-token error cannot.
 
 * **the self-check**: each plugin row also carries the bound the plugin's result reported on its
-  own stamps (``client.stamp_bound_ms_p99``, ``core.stamp_bounds``), the stamp its reads had
+  own stamps (``client.stamp_bound_ms_p99``, ``core.measure.stamp_bounds``), the stamp its reads had
   (``measurement.stamp``) and its own delay per read.  The bound must be at or above the client's
   true per-token error p99; the emitter stamps before its write and the bytes reach the client's
   socket during it, so the client's own error lies between receive - wrote (``token_error_least``)
@@ -116,7 +116,7 @@ def verdict_check(res, row: dict) -> dict:
     judged as the plugin judges it (``core.checks.client_skew`` first): ``refused`` where the client's
     bound could flip it, else its pass or fail on the measured value.  ``wrong``: a verdict the truth
     contradicts (acceptance 3 of issue 39: every affected budget refused, never a wrong verdict)."""
-    from pytest_llm_latency.core.budgets import Budget
+    from pytest_llm_latency.core.spec.budgets import Budget
     from pytest_llm_latency.core.checks.client_skew import check_skew
 
     out = {"judged": 0, "refused": 0, "wrong": 0, "wrong_budgets": []}

@@ -38,8 +38,8 @@ def body(tokens: int, k: int) -> dict:
 
 
 def plugin_reader(url: str):
-    from pytest_llm_latency.client.http import make_http_client
-    from pytest_llm_latency.client.openai import OpenAIClient
+    from pytest_llm_latency.client.transport.http import make_http_client
+    from pytest_llm_latency.client.apis.openai import OpenAIClient
 
     http = make_http_client()
     client = OpenAIClient(http, url, MODEL, "completions", continuous_usage=False)

@@ -43,8 +43,8 @@ import httpx
 
 sys.path.insert(0, ".")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pytest_llm_latency.client.load import LagMonitor
-from pytest_llm_latency.client.server_view import fetch_sample
+from pytest_llm_latency.client.load.engine import LagMonitor
+from pytest_llm_latency.client.server.server_view import fetch_sample
 from pytest_llm_latency.targets.reference.launch import start_reference
 
 BODY = {"model": "llama-3.1-8b", "prompt": "hello " * 64, "stream": True, "ignore_eos": True}
@@ -175,7 +175,7 @@ def plugin_rows(a: argparse.Namespace) -> list[dict]:
 
     check_clocks()
     if a.switch_interval_ms is not None:
-        from pytest_llm_latency.client import load
+        from pytest_llm_latency.client.load import engine as load
         load.SWITCH_INTERVAL_S = a.switch_interval_ms / 1000.0
     rows = []
     for n in [int(x) for x in a.plugin_streams.split(",")]:
@@ -209,7 +209,7 @@ def main() -> None:
     ap.add_argument("--plugin-streams", default="64,128,200")
     ap.add_argument("--tok-per-s", type=float, default=50.0, help="per stream, the plugin design")
     ap.add_argument("--switch-interval-ms", type=float, default=None,
-                    help="the plugin design: override client.load.SWITCH_INTERVAL_S")
+                    help="the plugin design: override client.load.engine.SWITCH_INTERVAL_S")
     ap.add_argument("--json", default=None, help="append the plugin rows here")
     ap.add_argument("--label", default="run")
     a = ap.parse_args()

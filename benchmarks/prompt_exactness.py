@@ -1,5 +1,5 @@
 """Prompt-length exactness without a tokenize endpoint: the linear estimate alone vs the plan
-corrected on the server's own count (``client.tokens.correct_plan``), in one run.
+corrected on the server's own count (``client.prepare.tokens.correct_plan``), in one run.
 
     .venv/bin/python benchmarks/prompt_exactness.py [--seeds 5] [--samples 5]
 
@@ -20,9 +20,9 @@ import httpx
 
 from pytest_llm_latency.client.runner import Target, make_client, measure
 from pytest_llm_latency.core.checks import judge
-from pytest_llm_latency.client.tokens import _probe, make_counter
-from pytest_llm_latency.core.prompts import build_prompts
-from pytest_llm_latency.core.workload import make_workload
+from pytest_llm_latency.client.prepare.tokens import _probe, make_counter
+from pytest_llm_latency.core.prompts.synthesis import build_prompts
+from pytest_llm_latency.core.spec.workload import make_workload
 from pytest_llm_latency.targets.reference.launch import start_reference
 
 APIS = ("ollama", "ollama-chat", "openai-completions", "openai-chat")

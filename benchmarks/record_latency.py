@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/record_latency.py [--requests 600] [--only reference|llama] [--jitter 0.05] [--condition TEXT]
 
 Two sources, each written to ``benchmarks/data/<name>.json`` as plain lists of per-request
-TTFT and TPOT in ms (``core.metrics`` definitions, via ``client.runner.measure``):
+TTFT and TPOT in ms (``core.measure.metrics`` definitions, via ``client.runner.measure``):
 
 * ``reference-h100-llama8b``: the embedded reference target (a subprocess, ``time_scale`` 1)
   with its ``jitter`` knob on (default 0.05: every engine step times a seeded lognormal,
@@ -15,7 +15,7 @@ TTFT and TPOT in ms (``core.metrics`` definitions, via ``client.runner.measure``
 Record on a quiet machine and say so (``--condition``); the ``*-loaded.json`` files are older
 recordings made while other work shared the cores (their ``condition`` says how), kept as the
 heavy-tailed case.  The files are small (a few KB) and committed: ``benchmarks/sequential_verdicts.py`` and
-``tests/unit/test_confidence.py`` resample them (a recorded distribution is the truth).
+``tests/unit/core/measure/test_confidence.py`` resample them (a recorded distribution is the truth).
 """
 from __future__ import annotations
 
@@ -31,11 +31,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests", "realserver"))
 
-from pytest_llm_latency.client.http import Timeouts, make_http_client  # noqa: E402
+from pytest_llm_latency.client.transport.http import Timeouts, make_http_client  # noqa: E402
 from pytest_llm_latency.client.runner import Target, make_client, measure  # noqa: E402
 from pytest_llm_latency.core.checks import judge  # noqa: E402
-from pytest_llm_latency.core import metrics as m  # noqa: E402
-from pytest_llm_latency.core.workload import make_workload  # noqa: E402
+from pytest_llm_latency.core.measure import metrics as m  # noqa: E402
+from pytest_llm_latency.core.spec.workload import make_workload  # noqa: E402
 
 OUT = os.path.join(ROOT, "benchmarks", "data")
 

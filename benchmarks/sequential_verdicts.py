@@ -10,15 +10,15 @@ P(X <= x) >= 0.95).  For a budget at a distance d from that truth (true p95 = (1
 budget: the budget is met; = (1 + d) x budget: it is missed), each run is judged by
 
 * ``auto``: ``samples: auto`` (min 10, max 200, checked after every sample, confidence 0.95)
-  through the real ``core.verdict.SequentialVerdicts``;
-* ``fixed200-ci``: 200 samples, fixed-n order-statistic bounds at 0.95 (``core.verdict.budget_verdict``);
+  through the real ``core.measure.verdict.SequentialVerdicts``;
+* ``fixed200-ci``: 200 samples, fixed-n order-statistic bounds at 0.95 (``core.measure.verdict.budget_verdict``);
 * ``fixed200-point``: 200 samples, today's point estimate.
 
 Reported per case: wrong verdicts (pass when the budget is missed, fail when it is met),
 inconclusive runs, and the stopping time of ``auto`` (percentiles and histogram) against
 the 200 of a fixed run.  Then, computed exactly from the distribution's true share of samples
 within the budget, p = P(X <= budget) (``cost_table``): the rule's exact median stopping time
-(``core.confidence.crossing_times``), the previous design's (alpha spending on both sides),
+(``core.measure.confidence.crossing_times``), the previous design's (alpha spending on both sides),
 and a **lower bound for any valid test**: whatever a test does with the samples, its chance to
 have decided correctly by n is at most the power of the most powerful (randomized) fixed-n
 binomial test of p at the same 5 % level (Neyman-Pearson; a distribution-free test must hold
@@ -29,7 +29,7 @@ reaches 49 %.  Wald's SPRT average sample number (alpha = beta = 5 %) is shown b
 worst case): how often a wrong verdict is ever reached when checking after every sample,
 for the sequential rule and for a naive repeated fixed-n check -- by simulation of the
 count of samples below the budget (equivalent to the order-statistic check) and exactly
-(``core.confidence.crossing_probability``).
+(``core.measure.confidence.crossing_probability``).
 """
 from __future__ import annotations
 
@@ -45,9 +45,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from pytest_llm_latency.core import confidence as ci  # noqa: E402
-from pytest_llm_latency.core.verdict import SequentialVerdicts, budget_verdict as judge  # noqa: E402
-from pytest_llm_latency.core.workload import Budget  # noqa: E402
+from pytest_llm_latency.core.measure import confidence as ci  # noqa: E402
+from pytest_llm_latency.core.measure.verdict import SequentialVerdicts, budget_verdict as judge  # noqa: E402
+from pytest_llm_latency.core.spec.workload import Budget  # noqa: E402
 
 CONF, MIN_N, MAX_N, FIXED_N, Q = 0.95, 10, 200, 200, 0.95
 

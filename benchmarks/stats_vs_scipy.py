@@ -1,4 +1,4 @@
-"""Hand-written statistics (``core/confidence.py``) vs SciPy: agreement, import cost, speed.
+"""Hand-written statistics (``core/measure/confidence.py``) vs SciPy: agreement, import cost, speed.
 
     python3 benchmarks/stats_vs_scipy.py      # any interpreter that has scipy
 
@@ -31,7 +31,7 @@ def main() -> None:
     from scipy.stats import binom, t as tdist
     import scipy
 
-    from pytest_llm_latency.core import confidence as ci
+    from pytest_llm_latency.core.measure import confidence as ci
 
     rng = random.Random(0)
     worst = 0.0
@@ -54,7 +54,7 @@ def main() -> None:
     print(f"t_ppf vs scipy.stats.t.ppf: max absolute difference {tworst:.1e}")
     print(f"upper ranks n = 59..1000: ours {t1 - t0:.3f} s, scipy binom.ppf {t2 - t1:.3f} s, {mismatch} differ")
     print(f"import: scipy.stats {import_ms('scipy.stats'):.0f} ms, "
-          f"pytest_llm_latency.core.confidence {import_ms('pytest_llm_latency.core.confidence'):.0f} ms")
+          f"pytest_llm_latency.core.measure.confidence {import_ms('pytest_llm_latency.core.measure.confidence'):.0f} ms")
 
 
 if __name__ == "__main__":

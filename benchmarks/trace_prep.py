@@ -1,5 +1,5 @@
 """Preparing a 10,000-row trace's prompts (issue 27, "bounded preparation"): block texts whose token
-counts add up (``client.trace_prompts``) against today's per-length fitting (``core.prompts.build_prompts``),
+counts add up (``client.prepare.trace_prompts``) against today's per-length fitting (``core.prompts.synthesis.build_prompts``),
 in one run, on the same lengths.
 
     .venv/bin/python benchmarks/trace_prep.py [--rows 10000] [--peer-http-rows 500]
@@ -31,13 +31,13 @@ import tracemalloc
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pytest_llm_latency.client.http import make_http_client
+from pytest_llm_latency.client.transport.http import make_http_client
 from pytest_llm_latency.client.runner import Target, make_client
-from pytest_llm_latency.client.tokens import make_counter
-from pytest_llm_latency.client.trace_prompts import prepare_block_prompts
-from pytest_llm_latency.core.block_text import CALIBRATION_CALLS, BlockSpec
-from pytest_llm_latency.core.prompts import build_prompts
-from pytest_llm_latency.core.workload import make_workload
+from pytest_llm_latency.client.prepare.tokens import make_counter
+from pytest_llm_latency.client.prepare.trace_prompts import prepare_block_prompts
+from pytest_llm_latency.core.prompts.block_text import CALIBRATION_CALLS, BlockSpec
+from pytest_llm_latency.core.prompts.synthesis import build_prompts
+from pytest_llm_latency.core.spec.workload import make_workload
 from pytest_llm_latency.targets.reference import tokenizer
 from pytest_llm_latency.targets.reference.launch import start_reference
 

@@ -161,14 +161,14 @@ def run_plugin(url: str, concurrency: int, samples: int, prompt_tokens: int, out
     measured samples and the run's facts (CPU, wall, the result's stats, the stamp the reads had and
     the bound the result reported).  ``stamp="read"`` turns kernel arrival stamps off (as on TLS or
     a platform without them) to calibrate the fallback's bound."""
-    from pytest_llm_latency.client.http import make_http_client
-    from pytest_llm_latency.client.openai import OpenAIClient
-    from pytest_llm_latency.client.recv_stamp import use_kernel_stamps
+    from pytest_llm_latency.client.transport.http import make_http_client
+    from pytest_llm_latency.client.apis.openai import OpenAIClient
+    from pytest_llm_latency.client.transport.recv_stamp import use_kernel_stamps
     from pytest_llm_latency.client.runner import measure
     from pytest_llm_latency.core.checks import judge
-    from pytest_llm_latency.core.record import RequestRecord
-    from pytest_llm_latency.core.load_spec import default_workers
-    from pytest_llm_latency.core.workload import Workload
+    from pytest_llm_latency.core.measure.record import RequestRecord
+    from pytest_llm_latency.core.spec.load_spec import default_workers
+    from pytest_llm_latency.core.spec.workload import Workload
 
     seen: list = []
     stream_cpu = [0.0]
@@ -211,7 +211,7 @@ def plugin_errors(pairs: list, truth: Truth) -> dict:
     matched samples, the plugin's TTFT / per-token gaps for the percentile comparison, and how
     long the emitter's writes took (``wrote_ns - sent_ns``: the bound on the emitter's share)."""
     index = truth.by_sha()
-    from pytest_llm_latency.core.stamp_bounds import KERNEL_FLOOR_NS
+    from pytest_llm_latency.core.measure.stamp_bounds import KERNEL_FLOOR_NS
 
     first, every, ttft, gaps, unmatched, write, least, ttft_err, beyond = [], [], [], [], 0, [], [], [], 0
     true_ttft, true_gaps, arrived = [], [], 0
@@ -225,7 +225,7 @@ def plugin_errors(pairs: list, truth: Truth) -> dict:
         # the bytes reached the client's socket during the emitter's write (after sent, before wrote):
         # stamp - wrote is the least the client's own error can be
         least += [(c.t_ns - e["wrote_ns"]) / 1e6 for c, e in zip(rec.chunks, toks)]
-        # each token against its own bound (core.stamp_bounds: kernel floor + bound_ns; read stamps: the
+        # each token against its own bound (core.measure.stamp_bounds: kernel floor + bound_ns; read stamps: the
         # run's read bound, checked by the caller): the tokens whose least error exceeds it
         if rec.stamp == "kernel":
             beyond += sum(1 for c, e in zip(rec.chunks, toks)

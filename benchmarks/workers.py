@@ -8,14 +8,14 @@ closed loop of ``streams`` x 50 tok/s sent by 1 and by N worker processes, again
 ``--calibrate``: one process only (``workers: 1``), a row per ``--streams`` (ascending), and the
 figure ``workers: auto`` sizes by -- the largest steady token events/s one process carried with a
 per-token error p99 <= ``--bound-ms`` (1 ms) -- recorded under ``calibration`` in the JSON (the
-constant is ``core.worker_sizing.EVENTS_PER_S_PER_PROCESS``: copy it there, with the machine).
+constant is ``core.spec.worker_sizing.EVENTS_PER_S_PER_PROCESS``: copy it there, with the machine).
 
 For each (streams, workers), in one run against one emitter (``benchmarks/emitter.py``, its own
 process: TTFT 20 ms, ``--tok-per-s`` per stream, one token per SSE event, final usage chunk), the
 plugin's own measurement path runs a closed loop at ``concurrency = streams``:
 ``drivers.registry.driver_for(make_workload(...)).measure(client, workload, Run(...))`` then
 ``core.checks.judge``, with ``workers: N`` (1: the one-process engine, as before; N > 1: spawned
-worker processes, ``client/workers.py``).  ``samples`` is the steady-state requests of
+worker processes, ``client/placement/processes/workers.py``).  ``samples`` is the steady-state requests of
 ``--seconds`` of wall time (streams x seconds / (TTFT + tokens / tok/s)); ``warmup: 1`` (each
 worker warms its own connections one request at a time, so a larger warm-up would take minutes).
 
@@ -26,7 +26,7 @@ Reported per row:
   (steady-state) requests; each record is matched to the emitter's request by the SHA-1 of its
   prompt and chunk *k* to token event *k* (``truth.plugin_errors``, as ``fidelity.py``).  The
   records' prompts: one process -- the ``one(prompt)`` the closed loop is given, wrapped; worker
-  processes -- the schedule positions ``client.workers.merge`` receives (wrapped here, in the
+  processes -- the schedule positions ``client.placement.processes.workers.merge`` receives (wrapped here, in the
   controller) into the prompts the driver handed out.  No change to the package.
 * **steady CPU per token** (µs, the figure for the issue's <= 1.1x goal): the CPU seconds of the
   controller plus every worker process (``/proc/<pid>/stat``, sampled every 0.2 s by a thread of
@@ -136,11 +136,11 @@ def cpu_split() -> tuple[float, float]:
 
 
 class Capture:
-    """Wraps the closed loop's ``send`` (both engines) and ``client.workers.merge`` for one measurement:
+    """Wraps the closed loop's ``send`` (both engines) and ``client.placement.processes.workers.merge`` for one measurement:
     the CPU and the monotonic interval of the send, and (prompt text, outcome) of every request."""
 
     def __init__(self):
-        from pytest_llm_latency.client import workers as workers_mod
+        from pytest_llm_latency.client.placement.processes import workers as workers_mod
         from pytest_llm_latency.client.drivers.closed_loop import ClosedLoop
         from pytest_llm_latency.client.drivers.workers import WorkerClosedLoop
 
@@ -173,7 +173,7 @@ class Capture:
             return wrapper
 
         def merging(shards, results, failures):
-            for r in results.values():  # positions index the prompts the driver handed out (client.workers)
+            for r in results.values():  # positions index the prompts the driver handed out (client.placement.processes.workers)
                 for pos, out in (*r.outcomes, *r.ramp, *r.drain):
                     cap.pairs.append((cap.samples[pos].text, out))
             return merge(shards, results, failures)
@@ -194,11 +194,11 @@ def samples_for(streams: int, seconds: float, tokens: int, tok_per_s: float) -> 
 def one_row(em: Emitter, streams: int, workers: int, seconds: float, tokens: int) -> dict:
     from pytest_llm_latency.client.drivers.base import Run
     from pytest_llm_latency.client.drivers.registry import driver_for
-    from pytest_llm_latency.client.http import make_http_client
+    from pytest_llm_latency.client.transport.http import make_http_client
     from pytest_llm_latency.client.runner import Target, make_client
     from pytest_llm_latency.core.checks import judge
-    from pytest_llm_latency.core.record import RequestRecord
-    from pytest_llm_latency.core.workload import make_workload
+    from pytest_llm_latency.core.measure.record import RequestRecord
+    from pytest_llm_latency.core.spec.workload import make_workload
 
     spec = {"prompt_tokens": PROMPT_TOKENS, "output_tokens": tokens, "concurrency": streams, "warmup": 1,
             "samples": samples_for(streams, seconds, tokens, em.tok_per_s), "confidence": None,
@@ -304,7 +304,7 @@ def main() -> None:
     ap.add_argument("--tok-per-s", type=float, default=50.0, help="per stream")
     ap.add_argument("--calibrate", action="store_true",
                     help="one process only, a row per --streams: the events/s it carries at a per-token error "
-                         "p99 <= --bound-ms (core.worker_sizing.EVENTS_PER_S_PER_PROCESS)")
+                         "p99 <= --bound-ms (core.spec.worker_sizing.EVENTS_PER_S_PER_PROCESS)")
     ap.add_argument("--bound-ms", type=float, default=1.0, help="--calibrate: the per-token error p99 bound")
     ap.add_argument("--json", default=str(Path(__file__).resolve().parent / "results" / "workers.json"))
     a = ap.parse_args()

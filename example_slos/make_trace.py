@@ -4,7 +4,7 @@
     python example_slos/make_trace.py OUT.jsonl  # somewhere else
 
 Seeded and stdlib-only: the same script writes the same bytes on every machine
-(``tests/unit/test_example_trace.py`` checks the committed file against a fresh run).
+(``tests/unit/core/spec/test_example_trace.py`` checks the committed file against a fresh run).
 
 The traffic it describes, about 9 s at speed 1:
 

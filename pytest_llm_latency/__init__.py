@@ -23,10 +23,10 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from .core.errors import (ConfigError, EmptySampleError, LatencyDeprecationWarning, LatencyError,
                               LatencyWarning, MeasurementError)
-    from .core.record import RequestRecord
-    from .core.result import Failure, Verdict, Violation, WorkloadResult
-    from .core.stats import Summary
-    from .core.workload import Workload
+    from .core.measure.record import RequestRecord
+    from .core.result.result import Failure, Verdict, Violation, WorkloadResult
+    from .core.measure.stats import Summary
+    from .core.spec.workload import Workload
     from .plugin.fixtures import LatencyFixture, MeasuredResult
     from .plugin.hookspecs import Clock
 
@@ -38,13 +38,13 @@ _EXPORTS = {
     "MeasurementError": ".core.errors",
     "LatencyWarning": ".core.errors",  # -W error::pytest_llm_latency.LatencyWarning
     "LatencyDeprecationWarning": ".core.errors",
-    "RequestRecord": ".core.record",
-    "Failure": ".core.result",
-    "Verdict": ".core.result",
-    "Violation": ".core.result",
-    "WorkloadResult": ".core.result",
-    "Summary": ".core.stats",
-    "Workload": ".core.workload",
+    "RequestRecord": ".core.measure.record",
+    "Failure": ".core.result.result",
+    "Verdict": ".core.result.result",
+    "Violation": ".core.result.result",
+    "WorkloadResult": ".core.result.result",
+    "Summary": ".core.measure.stats",
+    "Workload": ".core.spec.workload",
     "LatencyFixture": ".plugin.fixtures",
     "MeasuredResult": ".plugin.fixtures",
     "Clock": ".plugin.hookspecs",

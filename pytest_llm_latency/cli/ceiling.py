@@ -18,8 +18,8 @@ import sys
 from typing import Any
 
 from ..core.errors import ConfigError
-from ..core.roofline import Ceiling, decode_ceiling, prefill_ceiling_tok_s
-from ..core.roofline_text import format_ceiling
+from ..core.roofline.ceiling import Ceiling, decode_ceiling, prefill_ceiling_tok_s
+from ..core.roofline.roofline_text import format_ceiling
 from ..roofline import catalog
 from ..roofline.resolve import FLAGS, resolve_model_bytes
 
@@ -126,8 +126,8 @@ def _measured_dict(c: Ceiling) -> dict:
 
 
 def _prefill(args, mb, hw):
-    """The prefill ceiling for ``--prompt-tokens`` (``core.prefill``), or None without params."""
-    from ..core.prefill import prefill_ceiling, prefill_model
+    """The prefill ceiling for ``--prompt-tokens`` (``core.roofline.prefill``), or None without params."""
+    from ..core.roofline.prefill import prefill_ceiling, prefill_model
     from ..roofline.flops_probe import resolve_peak
 
     if not mb.params:
@@ -152,8 +152,8 @@ def _prefill(args, mb, hw):
 
 def _config_shape(cfg: dict, layers, hidden):
     """(layers, attention width) of a config's language model, the user's figures first: the
-    layers whose attention spans the prompt (``core.archs.attention_shape``)."""
-    from ..core.archs import attention_shape
+    layers whose attention spans the prompt (``core.roofline.archs.attention_shape``)."""
+    from ..core.roofline.archs import attention_shape
 
     spanning, width, _ = attention_shape(cfg)
     return layers or spanning, hidden or width
@@ -203,7 +203,7 @@ def run(args: argparse.Namespace, out=None, err=None) -> int:
             if args.json:
                 text = json.dumps({**_ceiling_dict(c), "prefill": _prefill_dict(pre)}, indent=2)
             else:
-                from ..core.prefill import format_prefill_ceiling
+                from ..core.roofline.prefill import format_prefill_ceiling
 
                 text = format_ceiling(c) + ("\n" + format_prefill_ceiling(pre) if pre is not None else "")
     except ConfigError as exc:

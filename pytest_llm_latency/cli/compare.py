@@ -2,7 +2,7 @@
 
 Each file is a baseline (``--llm-latency-save-baseline``) or a JSON results file written with
 ``--llm-latency-json-samples``.  Every test present in both is compared on every tolerance
-(``core.compare``: seeded bootstrap CI of the candidate/baseline percentile ratio; a regression
+(``core.measure.compare``: seeded bootstrap CI of the candidate/baseline percentile ratio; a regression
 is beyond the tolerance *and* significant).  Exit status: 0 no regression, 1 a regression,
 2 unusable input (a file missing, not JSON, without samples, or no test in common).
 """
@@ -12,8 +12,8 @@ import argparse
 import math
 import sys
 
-from ..core.compare import (DEFAULT_FLOORS_MS, DEFAULT_TOLERANCES, LABEL, compare_all, fingerprint_changes,
-                            md_table, parse_tolerances)
+from ..core.measure.compare import (DEFAULT_FLOORS_MS, DEFAULT_TOLERANCES, LABEL, compare_all, fingerprint_changes,
+    md_table, parse_tolerances)
 from ..core.errors import ConfigError
 from ..files import baseline as bfile
 from ..files.atomic import write_atomic
@@ -70,8 +70,8 @@ def rows_for(base: dict, cand: dict, tolerances: dict, *, confidence: float, see
 
 def explained(base: dict, cand: dict, rows, changes: list[str]) -> list[tuple[str, str]]:
     """[(test, sentence)]: each test's TPOT/E2E regression split, on run totals, into engine step
-    time and tokens per step (``core.decode_totals``, from the files' ``decode_totals``)."""
-    from ..core.decode_totals import DecodeTotals, explain
+    time and tokens per step (``core.measure.decode_totals``, from the files' ``decode_totals``)."""
+    from ..core.measure.decode_totals import DecodeTotals, explain
 
     def totals(entry: dict | None):
         raw = bfile.decode_totals_of(entry)

@@ -8,9 +8,10 @@ Examples::
 
 Each step is an open-loop run (``--requests`` requests on a seeded ``--arrival`` schedule at the
 step's rate, after ``--warmup``), judged against the budgets; the rate is bisected
-(``core/rate_sweep.py``) for at most ``--max-steps`` runs.  ``--workers N|auto`` sends every step
+(``core/spec/rate_sweep.py``) for at most ``--max-steps`` runs.  ``--workers N|auto`` sends every step
 from worker processes (``--ray ADDRESS``: one shard per node of a Ray cluster), as the workload keys
-``workers`` and ``ray`` do: the same parsing (``core.load_spec``), the same refusals.  Exit status 0 when a capacity was
+``workers`` and ``ray`` do: the same parsing (``core.spec.load_spec``), the same refusals.  Exit status 0 when a
+capacity was
 bracketed, 1 when no rate in the range meets the SLO (or it is below ``--capacity-min``).
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ import sys
 
 from ..client import APIS
 from ..core.errors import ConfigError
-from ..core.workload import make_workload
+from ..core.spec.workload import make_workload
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -85,9 +86,9 @@ def _flag(path: tuple) -> str:
 
 
 def run(args) -> int:
-    from ..client.http import make_http_client
+    from ..client.transport.http import make_http_client
     from ..client.runner import Target, make_client, measure
-    from ..client.rate_sweep import run_sweep
+    from ..client.drivers.rate_steps import run_sweep
     from ..core.checks import judge
     from ..core.redact import redact_url
 

@@ -9,16 +9,16 @@ from typing import Callable, Protocol
 
 import httpx
 
-from ..core.record import RequestRecord
-from ..core.result import WorkloadResult
-from ..core.workload import Workload
+from ..core.measure.record import RequestRecord
+from ..core.result.result import WorkloadResult
+from ..core.spec.workload import Workload
 from .drivers.base import ABArms, ProgressFn, Run
 from .drivers.pipeline import (client_redact, connection_counts, measure_cold_start, record_cold_starts,
                                record_prefix_cache, server_timing_summary, stop_info, warm_up, _no_gc_pauses)
 from .drivers.pipeline import scrape as _scrape
 from .drivers.registry import driver_for
 from .drivers.sequential_rounds import send_samples
-from .target import Target, make_client
+from .apis.target import Target, make_client
 
 from . import APIS  # one list for options and runner
 

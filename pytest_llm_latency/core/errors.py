@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .record import RequestRecord
+    from .measure.record import RequestRecord
 
 
 class LatencyError(Exception):

@@ -4,13 +4,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-#: A workload's verdict (``core.result``'s module docstring).  A ``Literal`` of plain strings, not
+#: A workload's verdict (``core.result.result``'s module docstring).  A ``Literal`` of plain strings, not
 #: an Enum: the verdict crosses xdist workers and is written to JSON, JUnit and baselines as it is
 #: (execnet refuses a str subclass); mypy still checks every value.
 Verdict = Literal["pass", "fail", "error"]
 VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
 
-#: violation: a budget missed (``data`` is the ``core.result.Violation``); failed: another check failed;
+#: violation: a budget missed (``data`` is the ``core.result.result.Violation``); failed: another check failed;
 #: error: the run cannot be judged; note: information the user should see; cause: why a budget failed;
 #: part: figures the check decided for a result part (``data`` is a ``PartUpdate``; no text, no verdict)
 KINDS = ("violation", "failed", "error", "note", "cause", "part")
@@ -39,7 +39,7 @@ def verdict_of(findings: list[Finding]) -> Verdict:
 
 @dataclass(frozen=True)
 class PartUpdate:
-    """Figures a check decided for the result part ``part`` (``core.result_parts``: ``roofline``,
+    """Figures a check decided for the result part ``part`` (``core.result.result_parts``: ``roofline``,
     ``load``, ``agent``, ...): ``core.checks.judge`` sets them, in check order; a check never writes a part."""
     part: str
     fields: tuple[tuple[str, Any], ...]

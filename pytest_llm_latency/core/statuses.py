@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-#: one budget at a confidence (``core.verdict.BudgetVerdict``)
+#: one budget at a confidence (``core.measure.verdict.BudgetVerdict``)
 BudgetStatus = Literal["pass", "fail", "inconclusive", "not_decided"]
 #: a roofline gate: measured (``report``, ``config_error``), judged (``pass``, ``fail``) or with no figure
 GateStatus = Literal["pass", "fail", "report", "config_error", "unjudged"]
-#: one metric against a baseline (``core.compare.Comparison``)
+#: one metric against a baseline (``core.measure.compare.Comparison``)
 ComparisonStatus = Literal["regression", "improvement", "ok"]
 #: a result against its baseline: the worst comparison, or ``new`` (no baseline entry)
 BaselineStatus = Literal["regression", "improvement", "ok", "new"]
-#: one reason of the decode diagnosis (``core.decode_diagnosis``)
+#: one reason of the decode diagnosis (``core.roofline.decode_diagnosis``)
 ReasonStatus = Literal["likely", "possible", "ruled out"]
 
 BUDGET_STATUSES: tuple[BudgetStatus, ...] = get_args(BudgetStatus)

@@ -9,7 +9,7 @@ statistically.  Format ``data/baseline.schema.json``, version ``FORMAT_VERSION``
                            "output_tps", "output_tokens", "prompt_tokens"},
                "decode_totals": {decode_tokens, decode_ms, tokens_per_step?, ...}?}}}
 
-``decode_totals`` (optional; ``core.decode_totals.DecodeTotals``): the run's decode on run totals,
+``decode_totals`` (optional; ``core.measure.decode_totals.DecodeTotals``): the run's decode on run totals,
 which splits a TPOT regression into engine step time and tokens per step.  A baseline saved
 before it existed still loads (the regression is then not split, and the message says so).
 
@@ -30,11 +30,11 @@ from .atomic import write_atomic
 
 FORMAT = "pytest-llm-latency-baseline"
 FORMAT_VERSION = 1
-#: per-request sample lists, the metric key of ``core.compare`` each maps to
+#: per-request sample lists, the metric key of ``core.measure.compare`` each maps to
 SAMPLE_KEYS = {"ttft_ms": "ttft", "ttfo_ms": "ttfo", "tpot_ms": "tpot", "itl_ms": "itl", "e2e_ms": "e2e",
                "output_tps": "output_tps"}
 COUNT_KEYS = ("output_tokens", "prompt_tokens")
-#: ``decode_totals`` keys (the fields of ``core.decode_totals.DecodeTotals``; a test holds them equal)
+#: ``decode_totals`` keys (the fields of ``core.measure.decode_totals.DecodeTotals``; a test holds them equal)
 DECODE_TOTALS_NUMBERS = ("decode_tokens", "decode_ms", "tokens_per_step", "acceptance_rate", "step_ms",
                          "step_efficiency", "decode_efficiency")
 DECODE_TOTALS_TEXTS = ("source",)
@@ -53,7 +53,7 @@ def entry_key(nodeid: str, workload: str) -> str:
 
 
 def encode_samples(values: Mapping[str, list[float]]) -> dict[str, list]:
-    """``{"ttft": [..]}`` (``core.result.metric_values``) -> ``{"ttft_ms": [..]}`` with +inf as null."""
+    """``{"ttft": [..]}`` (``core.result.result.metric_values``) -> ``{"ttft_ms": [..]}`` with +inf as null."""
     out: dict[str, list] = {}
     for key, metric in SAMPLE_KEYS.items():
         if metric in values:

@@ -1,6 +1,6 @@
 """Reading a Mooncake trace file (issue 27): ``.jsonl`` or gzip-compressed (``.jsonl.gz``; gzip
 is recognised by its magic bytes, whatever the name), streamed line by line so a million-row
-trace is never held as text (the rows are parsed as they come: ``core.trace.read_trace``).
+trace is never held as text (the rows are parsed as they come: ``core.spec.trace.read_trace``).
 
 Stdlib only, like the rest of ``files/``: problems are a ``TraceFileError`` (a ``ValueError``)
 naming the file, and the line where one is known; ``plugin.trace_load`` turns them into the

@@ -1,7 +1,7 @@
 """A/B in one run: a workload's ``baseline_target:`` (a URL, or a mapping with ``url`` or a
 managed ``command``) is measured *interleaved* with the test's own target -- blocks of
 ``BLOCK`` requests, A B A B ... -- so that drift of the machine (a noisy neighbour, thermal
-state) hits both arms alike.  The verdict is ``core.compare`` in the paired design: request i
+state) hits both arms alike.  The verdict is ``core.measure.compare`` in the paired design: request i
 of the candidate is paired with request i of the baseline target (same prompt lengths,
 measured in adjacent blocks) and the pairs are resampled.  Each arm's prompts carry their own
 salt: were both arms one server (the same command twice), shared prompts would hit its prompt
@@ -20,7 +20,7 @@ Two modes (``baseline_target: {mode: ..., block: N}``):
 
 The blocks are sent by the A/B drivers (``client/drivers/ab_interleaved.py``,
 ``ab_alternating.py``); this module resolves the baseline target and its mode.  Either way the
-verdict resamples whole blocks of pairs (``core.compare``, ``block``), so noise that lasted a
+verdict resamples whole blocks of pairs (``core.measure.compare``, ``block``), so noise that lasted a
 block (a neighbour's burst, a restart's cold caches) is in the interval.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 (``--llm-latency-baseline``), and collect the samples a new baseline is saved from
 (``--llm-latency-save-baseline``, ``--llm-latency-json-samples``).
 
-A regression (``core.compare``: worse than the tolerance *and* significant) fails that test
+A regression (``core.measure.compare``: worse than the tolerance *and* significant) fails that test
 (a failed check); an improvement beyond the tolerance, a test with no baseline entry ("new")
 and a fingerprint that changed are notes, i.e. ``LatencyWarning``.  The result's ``baseline``
 field (JSON, HTML overlay) carries the baseline's CDF points and the comparisons.
@@ -14,17 +14,17 @@ import os
 import platform
 from typing import Any
 
-from ..core.compare import DEFAULT_TOLERANCES, compare_all, fingerprint_changes, parse_tolerances
+from ..core.measure.compare import DEFAULT_TOLERANCES, compare_all, fingerprint_changes, parse_tolerances
 from ..core.errors import ConfigError
-from ..core.facts import Comparison
-from ..core.result import WorkloadResult, metric_values
+from ..core.result.facts import Comparison
+from ..core.result.result import WorkloadResult, metric_values
 from ..files import baseline as bfile
 from ..files.baseline_match import describe, match_entry
 
-#: what this module sets: ``res.baseline`` (``core.result_parts.BaselineComparison``): status
+#: what this module sets: ``res.baseline`` (``core.result.result_parts.BaselineComparison``): status
 #: (regression | improvement | ok | new), label, cdf, comparisons, skipped, fingerprint_changes, fingerprint;
 #: ``explanation`` is written by ``core.checks.regression``.  A baseline entry also keeps the run's
-#: decode on run totals (``decode_totals``: ``core.decode_totals``), which explains a TPOT regression.
+#: decode on run totals (``decode_totals``: ``core.measure.decode_totals``), which explains a TPOT regression.
 
 
 def load_for_session(settings) -> dict | None:
@@ -101,8 +101,8 @@ def samples(res: WorkloadResult) -> dict[str, list]:
 
 
 def decode_totals(res: WorkloadResult) -> dict | None:
-    """The run's decode on run totals for a baseline (``core.decode_totals``; None: it decoded nothing)."""
-    from ..core.decode_totals import totals_of
+    """The run's decode on run totals for a baseline (``core.measure.decode_totals``; None: it decoded nothing)."""
+    from ..core.measure.decode_totals import totals_of
 
     t = totals_of(res)
     return None if t is None else t.to_json()
@@ -168,7 +168,7 @@ def _medians(values: dict[str, list[float]]) -> tuple[tuple[str, float], ...]:
 
 
 def _base_totals(entry: dict):
-    from ..core.decode_totals import DecodeTotals
+    from ..core.measure.decode_totals import DecodeTotals
 
     raw = bfile.decode_totals_of(entry)
     return None if raw is None else DecodeTotals.from_json(raw)

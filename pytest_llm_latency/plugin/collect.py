@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from ..core.errors import ConfigError
 
 if TYPE_CHECKING:  # the executor and workloads load when an SLO file is run, not at start-up (P4)
-    from ..core.workload import Workload
+    from ..core.spec.workload import Workload
 
 SUFFIXES = (".slo.yaml", ".slo.yml")
 

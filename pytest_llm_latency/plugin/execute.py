@@ -18,8 +18,8 @@ import pytest
 
 from ..core.errors import ConfigError, LatencyError, LatencyWarning, MeasurementError
 from ..core.checks import evaluate, judge
-from ..core.result import Failure, WorkloadResult
-from ..core.workload import Workload
+from ..core.result.result import Failure, WorkloadResult
+from ..core.spec.workload import Workload
 from .report.document import result_entry
 from .report.properties import junit_properties
 from .report.terminal import Progress
@@ -117,7 +117,7 @@ def with_trace(item: pytest.Item, workload: Workload) -> tuple[Workload, tuple |
         return workload, None
     from dataclasses import replace
 
-    from ..core.sample_size import check_min_samples
+    from ..core.result.sample_size import check_min_samples
     from .trace_load import load_trace, trace_path
 
     base_dir = Path(str(item.path)).parent

@@ -17,14 +17,14 @@ import pytest
 
 from ..core.errors import ConfigError
 from .execute import config_failure
-from ..core.result import Failure, Verdict, Violation, WorkloadResult
-from ..core.record import RequestRecord
-from ..core.stats import Summary
-from ..core.agent_spec import AGENT_BUDGET_KEYS
-from ..core.prompt_buckets import BY_PROMPT_KEYS
-from ..core.renamed_keys import RENAMED_WORKLOAD_KEYS
-from ..core.prefill_spec import PREFILL_SLO_KEYS
-from ..core.workload import BUDGET_KEYS, WORKLOAD_KEYS, Workload, make_workload, with_budgets
+from ..core.result.result import Failure, Verdict, Violation, WorkloadResult
+from ..core.measure.record import RequestRecord
+from ..core.measure.stats import Summary
+from ..core.spec.agent_spec import AGENT_BUDGET_KEYS
+from ..core.spec.prompt_buckets import BY_PROMPT_KEYS
+from ..core.spec.renamed_keys import RENAMED_WORKLOAD_KEYS
+from ..core.spec.prefill_spec import PREFILL_SLO_KEYS
+from ..core.spec.workload import BUDGET_KEYS, WORKLOAD_KEYS, Workload, make_workload, with_budgets
 
 TARGET_KW = ("url", "api", "model")
 ROOFLINE_KW = ("min_decode_efficiency", "hardware", "min_prefill_efficiency")
@@ -146,7 +146,7 @@ class MeasuredResult:
         try:
             w = with_budgets(self._res.workload, budgets, "check()") if budgets else self._res.workload
             agent_keys = [k for k in budgets if k in AGENT_BUDGET_KEYS]
-            if agent_keys:  # judged on the sessions while they run (client.agent_session)
+            if agent_keys:  # judged on the sessions while they run (client.drivers.agent_session)
                 raise ConfigError(f"check({agent_keys[0]}=...): agent-session budgets are judged on the sessions as "
                                   f"they run: pass {agent_keys[0]} to measure() or the marker")
             if "cold_ttft_max" in budgets and self._res.workload.cold_budget is None:
@@ -171,7 +171,7 @@ def split_marker(kwargs: dict[str, Any], where: str) -> tuple[dict[str, Any], di
     """Marker kwargs → (workload spec incl. slo, target overrides, roofline overrides)."""
     unknown = [k for k in kwargs if k not in MARKER_KW]
     if unknown:
-        from ..core.workload import did_you_mean
+        from ..core.spec.workload import did_you_mean
 
         raise ConfigError(f"{where}: unknown llm_slo argument {unknown[0]!r}{did_you_mean(unknown[0], MARKER_KW)}")
     spec = {k: v for k, v in kwargs.items() if k in SPEC_KW}
@@ -223,7 +223,7 @@ class LatencyFixture:
             w = apply_statistics(w, settings, merged)
             w = apply_workers(w, settings, merged)
             w = apply_ray(w, settings, merged, f"{self.item.nodeid} measure()")
-            from ..core.sample_size import check_min_samples
+            from ..core.result.sample_size import check_min_samples
 
             check_min_samples(w, f"{self.item.nodeid} measure()")  # before any request, as at collection
             target = target_from(settings, marker={**self.marker_target, **target_kw})
@@ -252,7 +252,7 @@ def validate_marker(item: pytest.Item, settings: Settings) -> None:
     """Collection-time checks of an ``llm_slo`` marker, so a mistake is a usage error before
     any request: arguments, the workload (when the marker alone defines it), percentile vs
     samples, and that some URL is configured."""
-    from ..core.sample_size import check_min_samples
+    from ..core.result.sample_size import check_min_samples
     from .session import target_from
 
     marker = item.get_closest_marker("llm_slo")
@@ -275,8 +275,8 @@ def validate_marker(item: pytest.Item, settings: Settings) -> None:
 
 def apply_statistics(w: Workload, settings: Settings, marker_spec: dict[str, Any]) -> Workload:
     """``samples`` and ``confidence`` by precedence (marker > CLI > env > ini > default), applied
-    with ``core.workload.with_statistics`` (``auto``, the confidence default, the checks)."""
-    from ..core.workload import with_statistics
+    with ``core.spec.workload.with_statistics`` (``auto``, the confidence default, the checks)."""
+    from ..core.spec.workload import with_statistics
 
     samples = settings.pick("samples", marker=marker_spec.get("samples")).value
     conf = settings.pick("confidence", marker=marker_spec.get("confidence", None))
@@ -289,8 +289,8 @@ def apply_statistics(w: Workload, settings: Settings, marker_spec: dict[str, Any
 def apply_workers(w: Workload, settings: Settings, marker_spec: dict[str, Any]) -> Workload:
     """``workers`` by precedence: the marker's (or ``measure()``'s) was applied by ``make_workload``
     and is checked there; else a run-wide CLI/env/ini value applies to open loops only
-    (``core.load_spec.with_workers``)."""
-    from ..core.workload import with_workers
+    (``core.spec.load_spec.with_workers``)."""
+    from ..core.spec.workload import with_workers
 
     if "workers" in marker_spec:
         return w
@@ -303,10 +303,10 @@ def apply_workers(w: Workload, settings: Settings, marker_spec: dict[str, Any]) 
 
 def apply_ray(w: Workload, settings: Settings, marker_spec: dict[str, Any], where: str) -> Workload:
     """``ray`` by precedence: the marker's (or ``measure()``'s) was applied by ``make_workload``;
-    else a run-wide CLI/env/ini address applies where workers can spread (``core.load_spec.with_ray``).
+    else a run-wide CLI/env/ini address applies where workers can spread (``core.spec.load_spec.with_ray``).
     Either way Ray must be importable (a ``ConfigError`` with the install line)."""
-    from ..client.ray_cluster import require_ray
-    from ..core.workload import with_ray
+    from ..client.placement.ray.cluster import require_ray
+    from ..core.spec.workload import with_ray
 
     v = settings.pick("ray")
     if "ray" not in marker_spec and v.value is not None:

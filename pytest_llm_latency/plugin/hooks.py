@@ -59,7 +59,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     if settings.get("ray") is not None:  # ray: an optional extra, checked before any test
-        from ..client.ray_cluster import require_ray
+        from ..client.placement.ray.cluster import require_ray
 
         try:
             require_ray(f"{settings.source('ray')} {settings.get('ray')}")

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     import httpx
 
 #: A monotonic clock in integer nanoseconds (by default ``time.monotonic_ns``, CLOCK_MONOTONIC:
-#: ``client.clock.MEASUREMENT_CLOCK``).
+#: ``client.transport.clock.MEASUREMENT_CLOCK``).
 Clock = Callable[[], int]
 
 

@@ -46,7 +46,7 @@ def _workers(v: str) -> int | str:
 
 
 def _ray_address(v: str) -> str:
-    """A Ray cluster address: ``host:port`` or ``ray://host:port`` (``client/ray_shards.py``)."""
+    """A Ray cluster address: ``host:port`` or ``ray://host:port`` (``client/placement/ray/shards.py``)."""
     if not isinstance(v, str) or not v.strip() or any(ch.isspace() for ch in v.strip()):
         raise ValueError
     return v.strip()
@@ -153,7 +153,7 @@ OPTIONS: tuple[Opt, ...] = (
         "sessions per worker; a rate_sweep's steps and an A/B run's blocks, as their loop), each with its own "
         "HTTP client: "
         "N, or 'auto': after the warm-up, streams x its tokens/s per stream (an open loop: requests/s x tokens "
-        "per request) / the events/s one process stamps within 1 ms (core/worker_sizing.py), rounded up, at "
+        "per request) / the events/s one process stamps within 1 ms (core/spec/worker_sizing.py), rounded up, at "
         "most one per stream, at most the CPUs (one left when the server is on this host). Default: auto for "
         "those loops (a one-stream run, a prompt_sweep, agent sessions and A/B runs: one process); 1: one "
         "process, as before. A run-wide setting applies to those workloads and leaves the others as they are.",
@@ -184,7 +184,7 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("hardware", "Accelerator for the roofline gate: a catalog name, 'auto' (nvidia-smi) or 'local-cpu'."),
     Opt("min_decode_efficiency", "Fail when decode runs below this fraction of the memory-bandwidth ceiling "
         "(e.g. 0.5; YAML roofline.min_decode_efficiency).", _fraction, "a fraction in (0, 1]"),
-    # -- deploy gate (plugin/baseline.py, core/compare.py) --
+    # -- deploy gate (plugin/baseline.py, core/measure/compare.py) --
     Opt("save_baseline", "Save every latency test's raw per-request samples and a fingerprint to this "
         "baseline file (atomically) for later --llm-latency-baseline runs.", str, "a path"),
     Opt("baseline", "Judge each latency test against this baseline file (or a results file written with "

@@ -1,4 +1,4 @@
-"""Wire the prefill roofline into a ``prompt_sweep`` workload (``core.prefill``).
+"""Wire the prefill roofline into a ``prompt_sweep`` workload (``core.roofline.prefill``).
 
 Budgets: ``min_prefill_efficiency`` (MFU) with marker > CLI/env/ini
 (``--llm-latency-min-prefill-efficiency``) > YAML ``roofline:``; ``prefill_tps_min``,
@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..core.errors import ConfigError
-from ..core.result import WorkloadResult
-from ..core.workload import Workload
+from ..core.result.result import WorkloadResult
+from ..core.spec.workload import Workload
 from .roofline_gate import LOCAL_HARDWARE, _reference_config, prefill_model_of
 
 
@@ -38,8 +38,8 @@ def _peak(sess, spec, roof: Mapping[str, Any], overrides: Mapping[str, Any], ref
 
 
 def _server(points) -> Any:
-    from ..core.prefill import ServerPrefill
-    from ..core.prefill_fit import theil_sen
+    from ..core.roofline.prefill import ServerPrefill
+    from ..core.roofline.prefill_fit import theil_sen
 
     timed = [p for p in points if p.server_ms is not None]
     if not timed:
@@ -57,8 +57,8 @@ def _server(points) -> Any:
 
 def prefill_gate(sess, spec, workload: Workload, res: WorkloadResult, overrides: Mapping[str, Any],
                  base_dir: Path | None = None, client=None) -> None:
-    from ..core.facts import GateOutcome
-    from ..core.prefill import PrefillBudgets, measure_prefill
+    from ..core.result.facts import GateOutcome
+    from ..core.roofline.prefill import PrefillBudgets, measure_prefill
 
     points, res.prefill.points = res.prefill.points, None
     if not workload.prompt_sweep or points is None or not res.records:
@@ -103,5 +103,5 @@ def prefill_gate(sess, spec, workload: Workload, res: WorkloadResult, overrides:
     if result.linearity.why:  # visible on every run, pass or not
         res.notes.append(f"prefill: {result.linearity.why}")
     caveats = (f"prefill peak note: {result.peak.note}",) if result.peak is not None and result.peak.note else ()
-    # measured, not judged: core.checks.gates applies the budgets (core.prefill.apply_prefill_budgets)
+    # measured, not judged: core.checks.gates applies the budgets (core.roofline.prefill.apply_prefill_budgets)
     res.facts.gates.append(GateOutcome("prefill", result.status, result.message, result, caveats))

@@ -12,7 +12,7 @@ server's ``/v1/models`` meta.  Hardware: a catalog name, ``auto``,
 ``local-cpu``, ``mem_bandwidth_gb_s``, or the reference target's device.
 
 A speculating server (``res.spec_decode`` gives tokens per step) is judged per engine step
-(``core.roofline_spec``), the drafter's bytes from ``roofline.draft`` (``roofline.resolve.resolve_draft``;
+(``core.roofline.roofline_spec``), the drafter's bytes from ``roofline.draft`` (``roofline.resolve.resolve_draft``;
 not set: left out, with a caveat).
 """
 from __future__ import annotations
@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..core.errors import ConfigError
-from ..core.roofline_requests import NO_SERVER_GAUGE
-from ..core.result import WorkloadResult
-from ..core.workload import Workload, did_you_mean
+from ..core.roofline.roofline_requests import NO_SERVER_GAUGE
+from ..core.result.result import WorkloadResult
+from ..core.spec.workload import Workload, did_you_mean
 
 ROOFLINE_KEYS = ("hardware", "mem_bandwidth_gb_s", "tensor_parallel", "min_decode_efficiency", "model", "params",
                  "dtype", "bits", "layers", "kv_heads", "head_dim", "kv_dtype", "kv_bytes_per_token", "window",
@@ -105,7 +105,7 @@ def _llamacpp_model_bytes(roof: Mapping[str, Any], spec, client):
     when given, else left out of the ceiling and said so (``ModelBytes.kv_not_counted``)."""
     from dataclasses import replace
 
-    from ..core.modelbytes import kv_elem_bytes, kv_from_shape, model_bytes_from_llamacpp_models
+    from ..core.roofline.modelbytes import kv_elem_bytes, kv_from_shape, model_bytes_from_llamacpp_models
 
     mb = model_bytes_from_llamacpp_models({"data": client.models()}, where=f"{spec.url} /v1/models")
     if roof.get("kv_bytes_per_token") is not None:
@@ -189,10 +189,10 @@ def _reference_config(spec):
 
 
 def _per_request(workload: Workload, res: WorkloadResult, roof: Mapping[str, Any]):
-    """(per-request decodes or None, batch, where the batch came from) -- ``core.roofline_requests``:
+    """(per-request decodes or None, batch, where the batch came from) -- ``core.roofline.roofline_requests``:
     varied lengths get per-request ceilings; an open loop (without ``roofline.batch``) the batch the
     server reported running, else the client's mean in flight; otherwise the configured concurrency."""
-    from ..core.roofline_requests import open_loop_batch, request_decodes, varied_lengths
+    from ..core.roofline.roofline_requests import open_loop_batch, request_decodes, varied_lengths
 
     decodes = request_decodes(res.records, workload.prompt_tokens) if varied_lengths(workload) else None
     open_loop = (workload.load is not None and workload.load.open_loop) or workload.trace is not None
@@ -205,7 +205,7 @@ def _per_request(workload: Workload, res: WorkloadResult, roof: Mapping[str, Any
 def prefill_model_of(roof: Mapping[str, Any], spec, base_dir: Path, client, mb=None):
     """A ``PrefillModel`` (for the prefill gate and the decode diagnosis); the attention shape where the
     model's is known; ``mb``: the model bytes already resolved (``_model_bytes``)."""
-    from ..core.prefill import prefill_model
+    from ..core.roofline.prefill import prefill_model
     from ..roofline import catalog
 
     layers, hidden = roof.get("layers"), roof.get("hidden_size")
@@ -224,7 +224,7 @@ def prefill_model_of(roof: Mapping[str, Any], spec, base_dir: Path, client, mb=N
         cfg, _ = _load_config(str(base_dir / Path(str(roof["config"])).expanduser()), "roofline.config")
     note = ""
     if cfg is not None:
-        from ..core.archs import attention_shape
+        from ..core.roofline.archs import attention_shape
 
         spanning, width, note = attention_shape(cfg)
         layers, hidden = layers or spanning, hidden or width
@@ -237,9 +237,9 @@ def prefill_model_of(roof: Mapping[str, Any], spec, base_dir: Path, client, mb=N
 
 
 def _evidence(workload: Workload, res: WorkloadResult, roof: Mapping[str, Any], model, hardware, where):
-    """What the run saw besides TPOT, for the decode diagnosis (``core.decode_diagnosis``): the
+    """What the run saw besides TPOT, for the decode diagnosis (``core.roofline.decode_diagnosis``): the
     server's running gauge, the loop's shape, TTFT against the declared dtype's compute peak."""
-    from ..core.decode_diagnosis import DecodeEvidence
+    from ..core.roofline.decode_diagnosis import DecodeEvidence
 
     timeline = res.server.metrics_timeline or {}
     running = [v for name, pts in timeline.items() if "running" in name or "processing" in name
@@ -270,12 +270,12 @@ def _evidence(workload: Workload, res: WorkloadResult, roof: Mapping[str, Any], 
 
 def _with_served_dtype(result, client):
     """A failed floor's diagnosis with the dtype the server states (llama.cpp ``/props``, Ollama
-    ``/api/show``: ``client.served_dtype``), asked now that the workload's requests are done."""
+    ``/api/show``: ``client.server.served_dtype``), asked now that the workload's requests are done."""
     from dataclasses import replace
 
-    from ..client.ollama import OllamaClient
-    from ..client.served_dtype import served_dtype
-    from ..core.roofline_text import format_roofline
+    from ..client.apis.ollama import OllamaClient
+    from ..client.server.served_dtype import served_dtype
+    from ..core.roofline.roofline_text import format_roofline
 
     http, base = getattr(client, "http", None), getattr(client, "base_url", None)
     if result.evidence is None or http is None or not base:
@@ -290,8 +290,8 @@ def _with_served_dtype(result, client):
 
 def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Mapping[str, Any],
              base_dir: Path | None = None, client=None) -> None:
-    from ..core.facts import GateOutcome
-    from ..core.roofline import apply_floor, mean_context, measure_roofline
+    from ..core.result.facts import GateOutcome
+    from ..core.roofline.ceiling import apply_floor, mean_context, measure_roofline
     from ..roofline.hwdetect import resolve_hardware
 
     roof = dict(workload.roofline or {})
@@ -317,13 +317,13 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
                                     else None, tp=int(roof.get("tensor_parallel", 1)), where=hw_name.source)
         model = _model_bytes(roof, spec, base_dir or Path.cwd(), client)
         tpot = res.completed["tpot"]
-        from ..core.lengths import mean_lengths
+        from ..core.spec.lengths import mean_lengths
 
         # one context for the TPOT percentiles: with length distributions, the requests' mean lengths
         context = mean_context(*mean_lengths(workload, res.records))
         decodes, batch, batch_source = _per_request(workload, res, roof)
         drafter = _drafter(roof, base_dir or Path.cwd())
-        from ..core.roofline_spec import speculates
+        from ..core.roofline.roofline_spec import speculates
 
         spec_decode = res.spec_decode if speculates(res.spec_decode) else None
         hints = () if spec_decode is not None else multi_token_chunks(res.records)
@@ -348,7 +348,7 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
         return
     res.roofline.set(**{k: v for k, v in result.as_properties().items() if v is not None}, status=result.status)
     # for the HTML report's roofline chart: the gate's minimum and the ceiling's arithmetic
-    from ..core.roofline_text import format_arithmetic
+    from ..core.roofline.roofline_text import format_arithmetic
 
     res.roofline.arithmetic = format_arithmetic(result.ceiling, result.steps)
     res.roofline.diagnosis = result.diagnosis()
@@ -363,9 +363,9 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
     if batch_source and NO_SERVER_GAUGE in batch_source:  # an open loop whose server reports no running gauge
         caveats.append(f"roofline: {batch_source}")
     if result.steps is not None and not result.steps.draft_counted:
-        from ..core.roofline_spec import DRAFT_NOT_COUNTED
+        from ..core.roofline.roofline_spec import DRAFT_NOT_COUNTED
 
         caveats.append(f"roofline: {DRAFT_NOT_COUNTED}" if roof.get("draft") is None
                        else f"roofline: drafter bytes {result.steps.draft}")
-    # measured, not judged: core.checks.gates applies the floor (core.roofline.apply_floor)
+    # measured, not judged: core.checks.gates applies the floor (core.roofline.ceiling.apply_floor)
     res.facts.gates.append(GateOutcome("roofline", result.status, result.message, result, tuple(caveats)))

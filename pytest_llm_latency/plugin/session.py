@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 from ..core.errors import ConfigError
 from ..core.redact import expand_command, split_url_credentials
-from ..client.clock import MEASUREMENT_CLOCK
+from ..client.transport.clock import MEASUREMENT_CLOCK
 from .options import Settings, api_key_from_env
 
 
@@ -70,7 +70,7 @@ class LatencySession:
         self._secrets.update(spec.secrets, credential_secrets(spec.auth))
 
     def timeouts(self):
-        from ..client.http import Timeouts
+        from ..client.transport.http import Timeouts
 
         s = self.settings
         return Timeouts(connect_s=s.get("connect_timeout"), idle_s=s.get("idle_timeout"),
@@ -135,7 +135,7 @@ class LatencySession:
     def client(self, spec: TargetSpec):
         """One pooled httpx client per target (reused across tests).  Its pool grows to the
         concurrency each workload asks for (``runner.measure`` → ``ensure_connections``)."""
-        from ..client.http import make_http_client
+        from ..client.transport.http import make_http_client
         from ..client.runner import Target, make_client
 
         url = self.resolve_url(spec)
@@ -169,7 +169,7 @@ def run_nonce(settings: Settings, workerinput: dict | None = None) -> str:
         return pinned
     if workerinput and workerinput.get("llm_latency_nonce"):
         return str(workerinput["llm_latency_nonce"])
-    import secrets  # not client.tokens.new_nonce: that would load httpx in every pytest run
+    import secrets  # not client.prepare.tokens.new_nonce: that would load httpx in every pytest run
 
     return secrets.token_hex(8)
 

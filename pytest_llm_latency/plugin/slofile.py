@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..core.errors import ConfigError
-from ..core.renamed_keys import upgrade_roofline, upgrade_workload
-from ..core.sample_size import check_min_samples
-from ..core.workload import Workload, did_you_mean, make_workload, with_ray, with_statistics, with_workers
+from ..core.spec.renamed_keys import upgrade_roofline, upgrade_workload
+from ..core.result.sample_size import check_min_samples
+from ..core.spec.workload import Workload, did_you_mean, make_workload, with_ray, with_statistics, with_workers
 
 TOP_KEYS = ("target", "workloads", "roofline")
 TARGET_KEYS = ("url", "model", "api", "command", "ready", "startup_timeout", "env", "baseline_target", "ray")
@@ -238,14 +238,15 @@ def parse_slo_file(text: str | bytes, filename: str,
         if samples_override is not None or confidence_override is not None:
             conf = {} if confidence_override is None else {"confidence": confidence_override}
             w = with_statistics(w, conf, where, samples_override)
-        if workers_override is not None:  # CLI > env > ini > file: the engine's loops (core.load_spec.with_workers)
+        # CLI > env > ini > file: the engine's loops (core.spec.load_spec.with_workers)
+        if workers_override is not None:
             w = with_workers(w, workers_override, f"{where(())} (workers from {workers_source})", run_wide=True)
         if ray_override is not None or (file_ray is not None and w.ray is None):  # CLI > env > ini > workload > target
             ray_where = (f"{where(())} (ray from {ray_source})" if ray_override is not None
                          else spec.where(("target", "ray")))
             w = with_ray(w, ray_override if ray_override is not None else file_ray, ray_where, run_wide=True)
         if w.ray is not None:
-            from ..client.ray_cluster import require_ray
+            from ..client.placement.ray.cluster import require_ray
 
             require_ray(where(("ray",)) if ray_override is None and "ray" in wspec else
                         f"{where(())} (ray from {ray_source})" if ray_override is not None

@@ -1,5 +1,5 @@
 """Loading a workload's trace (issue 27): the file (``files.trace_file``), parsed and validated
-(``core.trace.read_trace``), then selected (``trace_start_ms``, ``trace_rows``).  Here, in the
+(``core.spec.trace.read_trace``), then selected (``trace_start_ms``, ``trace_rows``).  Here, in the
 plugin layer, because it joins ``files/`` and ``core/`` (neither may import the other) and
 because the plugin knows the folder a relative ``trace:`` is resolved against: the SLO file's
 for a YAML workload, the test file's for a marker or ``measure()`` (``Path(item.path).parent``,
@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core.errors import ConfigError
-from ..core.trace import TraceRow, TraceSpec, read_trace, select_rows
+from ..core.spec.trace import TraceRow, TraceSpec, read_trace, select_rows
 from ..files.trace_file import TraceFileError, trace_lines
 
 

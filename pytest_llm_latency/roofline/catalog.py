@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from importlib import resources
 
 from ..core.errors import ConfigError
-from ..core.hardware import Hardware, ModelSpec
-from ..core.modelbytes import DTYPE_BYTES, bytes_per_param, kv_elem_bytes
+from ..core.roofline.hardware import Hardware, ModelSpec
+from ..core.roofline.modelbytes import DTYPE_BYTES, bytes_per_param, kv_elem_bytes
 
 __all__ = ["DTYPE_BYTES", "all_hardware", "hardware", "hardware_names", "custom_hardware",
            "all_models", "model", "find_hardware", "ConfigModel", "config_models", "model_entry"]
@@ -181,7 +181,7 @@ def _model_from_entry(key: str, d: dict) -> ModelSpec:
 @dataclass(frozen=True)
 class ConfigModel:
     """A catalog model described by its vendor's ``config.json`` (``roofline/configs/``): its bytes
-    come from the same per-architecture arithmetic as ``config:`` (``core.archs``)."""
+    come from the same per-architecture arithmetic as ``config:`` (``core.roofline.archs``)."""
 
     key: str
     name: str

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 from ..core.errors import ConfigError
-from ..core.hardware import Hardware
-from ..core.prefill import Peak
+from ..core.roofline.hardware import Hardware
+from ..core.roofline.prefill import Peak
 from .probe_cache import (LoadMeter, cache_dir, cached_or_measured, not_cached_reason, others_busy_share,
                           proc_stat_sample, reap)
 

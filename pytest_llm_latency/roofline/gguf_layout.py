@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..core.errors import ConfigError
-from ..core.kv_layout import KVLayout, LayerKV, kv_layout_from_groups
+from ..core.roofline.kv_layout import KVLayout, LayerKV, kv_layout_from_groups
 
 #: llama-cpp-python release whose vendored llama.cpp these rules follow
 LLAMA_CPP_PIN = "llama-cpp-python 0.3.36"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.errors import ConfigError
-from ..core.modelbytes import EMBEDDING_CONVENTION, ModelBytes, format_bytes, kv_elem_bytes
+from ..core.roofline.modelbytes import EMBEDDING_CONVENTION, ModelBytes, format_bytes, kv_elem_bytes
 from .gguf_layout import gguf_kv_layout
 
 

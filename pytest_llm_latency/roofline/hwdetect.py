@@ -26,7 +26,7 @@ from typing import Callable, NamedTuple, Sequence
 
 from . import catalog
 from ..core.errors import ConfigError
-from ..core.hardware import Hardware
+from ..core.roofline.hardware import Hardware
 from .probe_cache import (BUSY_LIMIT, SPREAD_LIMIT, LoadMeter, cache_dir, cached_or_measured,  # noqa: F401
                           host_key, not_cached_reason, others_busy_share, proc_stat_sample, reap, write_cache)
 

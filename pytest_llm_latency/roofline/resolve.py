@@ -13,10 +13,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..core.errors import ConfigError
-from ..core.hardware import Hardware
-from ..core.archs import model_bytes_from_hf_config
-from ..core.modelbytes import (ModelBytes, bytes_per_param, format_bytes, kv_elem_bytes, kv_from_shape,
-                              model_bytes_from_params)
+from ..core.roofline.hardware import Hardware
+from ..core.roofline.archs import model_bytes_from_hf_config
+from ..core.roofline.modelbytes import (ModelBytes, bytes_per_param, format_bytes, kv_elem_bytes, kv_from_shape,
+    model_bytes_from_params)
 from . import catalog
 
 FLAGS = {"model": "--model", "model_bytes": "--model-bytes", "params": "--params", "dtype": "--dtype", "bits": "--bits",
@@ -109,7 +109,7 @@ def resolve_model_bytes(*, model: str | None = None, model_bytes: float | None =
 
 def explicit_kv_layout(kv_bytes_per_token, window, shape: tuple, n: dict):
     """``kv_bytes_per_token`` (+ ``window``) as a one-group KV layout; None when not given."""
-    from ..core.kv_layout import KVLayout, LayerKV
+    from ..core.roofline.kv_layout import KVLayout, LayerKV
 
     if kv_bytes_per_token is None:
         if window is not None:
@@ -188,7 +188,7 @@ def validate_draft(draft, where: str = "roofline.draft") -> None:
 
 
 def _check_draft(draft, where: str) -> None:
-    from ..core.budgets import did_you_mean
+    from ..core.spec.budgets import did_you_mean
 
     if draft is None:
         return
@@ -229,9 +229,9 @@ def _check_draft(draft, where: str) -> None:
 
 
 def resolve_draft(draft, *, where: str = "roofline.draft", base_dir: str | Path | None = None):
-    """``roofline.draft`` as a ``core.roofline_spec.Drafter`` (the draft model's bytes by
+    """``roofline.draft`` as a ``core.roofline.roofline_spec.Drafter`` (the draft model's bytes by
     ``resolve_model_bytes``; relative ``config``/``gguf`` paths from ``base_dir``)."""
-    from ..core.roofline_spec import NGRAM, Drafter
+    from ..core.roofline.roofline_spec import NGRAM, Drafter
 
     _check_draft(draft, where)
     if draft is None or isinstance(draft, str):

@@ -7,7 +7,7 @@ Where the bytes come from (``roofline.resolve`` picks; the ceiling's source text
    (MXFP4 ``_blocks`` / ``_scales`` U8, fp8 ``F8_E4M3`` + ``weight_scale_inv`` F32, AWQ / GPTQ
    int32 ``qweight`` / ``qzeros`` / ``scales``, NVFP4 packed U8 + F8 scales);
 2. ``config:`` a ``config.json`` file, or a directory without safetensors -> config arithmetic
-   (``core.archs``), the fallback; so is a directory given with ``dtype`` / ``bits`` (the user's
+   (``core.roofline.archs``), the fallback; so is a directory given with ``dtype`` / ``bits`` (the user's
    width for every tensor: the headers' own widths would contradict it);
 3. ``gguf:`` a GGUF file is its own source (``roofline.gguf_reader``).
 
@@ -18,8 +18,8 @@ the weights; a header over ``MAX_HEADER_BYTES`` or past the file's end is refuse
 ``model.safetensors`` when present (what transformers loads), else every ``*.safetensors``.
 
 What a decode step is charged of each tensor (routed experts k / E, the input embedding one row,
-vision / audio towers and MTP layers left out) is ``core.checkpoint_tensors``.  k and E, and the
-per-layer KV layout, come from the directory's ``config.json`` through ``core.archs``; a
+vision / audio towers and MTP layers left out) is ``core.roofline.checkpoint_tensors``.  k and E, and the
+per-layer KV layout, come from the directory's ``config.json`` through ``core.roofline.archs``; a
 ``model_type`` not modelled there still gets its weights from the headers (k and E from the usual
 config keys) and an unknown KV (explicit ``layers`` / ``kv_heads`` / ``head_dim`` supply it).
 
@@ -31,15 +31,15 @@ import json
 import struct
 from pathlib import Path
 
-from ..core.checkpoint_tensors import CheckpointBytes, Tensor, charge, tensor_nbytes
+from ..core.roofline.checkpoint_tensors import CheckpointBytes, Tensor, charge, tensor_nbytes
 from ..core.errors import ConfigError
-from ..core.modelbytes import EMBEDDING_CONVENTION, ModelBytes, format_bytes, kv_elem_bytes
+from ..core.roofline.modelbytes import EMBEDDING_CONVENTION, ModelBytes, format_bytes, kv_elem_bytes
 
 #: a header longer than this is refused (the safetensors library's own limit is 100 MB)
 MAX_HEADER_BYTES = 100_000_000
 INDEX_NAME = "model.safetensors.index.json"
 _WAY_OUT = "re-download it, or point config at the config.json file for config arithmetic"
-#: config keys of E and k when the model_type is not modelled in core.archs
+#: config keys of E and k when the model_type is not modelled in core.roofline.archs
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
 TOPK_KEYS = ("num_experts_per_tok", "experts_per_token", "num_experts_per_token", "moe_topk")
 
@@ -162,8 +162,8 @@ def read_checkpoint(directory: str | Path) -> tuple[list[Tensor], str]:
 
 
 def _registered_architecture(cfg: dict, where: str):
-    """``core.archs.architecture(cfg)`` when its model_type is modelled, else None."""
-    from ..core.archs import architecture, known_model_types, text_config
+    """``core.roofline.archs.architecture(cfg)`` when its model_type is modelled, else None."""
+    from ..core.roofline.archs import architecture, known_model_types, text_config
 
     text = text_config(cfg)
     types = {str(text.get("model_type") or cfg.get("model_type") or ""), str(text.get("_outer_model_type") or "")}
@@ -183,7 +183,7 @@ def model_bytes_from_safetensors(directory: str | Path, cfg: dict | None = None,
     """ModelBytes of a model directory: weights from its safetensors headers (what a text decode step
     reads: routed experts k / E, an untied input embedding one row, towers and MTP layers left out),
     the KV layout from ``cfg`` (its ``config.json``, read here when not given)."""
-    from ..core.archs import text_config
+    from ..core.roofline.archs import text_config
 
     d = Path(directory)
     where = where or str(d / "config.json")

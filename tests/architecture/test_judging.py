@@ -63,7 +63,7 @@ def _modules():
 def test_only_the_checks_write_verdict_lists():
     bad = [f"{rel}:{line}: {what}" for rel, _, src in _modules() if not rel.startswith(JUDGING)
            for line, what in verdict_writes(src)]
-    assert not bad, "verdicts are decided in core/checks only (record a fact in core.facts instead):\n" + \
+    assert not bad, "verdicts are decided in core/checks only (record a fact in core.result.facts instead):\n" + \
         "\n".join(bad)
 
 
@@ -113,7 +113,8 @@ def judge_definitions(source: str) -> list[str]:
 
 def test_only_the_checks_define_a_judge():
     """One meaning per name: ``judge`` decides verdicts, so only ``core/checks`` defines one (a rule the
-    checks apply is named for what it does: ``core.verdict.budget_verdict``, ``core.roofline.apply_floor``)."""
+    checks apply is named for what it does: ``core.measure.verdict.budget_verdict``,
+    ``core.roofline.ceiling.apply_floor``)."""
     found = {}
     for f in sorted(PACKAGE.rglob("*.py")):
         rel = f.relative_to(PACKAGE).as_posix()
@@ -127,7 +128,7 @@ def test_only_the_checks_define_a_judge():
 def part_writes(source: str) -> list[str]:
     """Writes to a result part in ``source``: ``res.<part>.<field> = ...``, ``res.<part>.set(...)``,
     ``res.<part>.turn(...)`` (a check returns a ``part`` finding instead: ``core.findings.part_update``)."""
-    from pytest_llm_latency.core.result_parts import PART_NAMES
+    from pytest_llm_latency.core.result.result_parts import PART_NAMES
 
     out = []
     for node in ast.walk(ast.parse(source)):

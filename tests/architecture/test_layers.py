@@ -190,8 +190,139 @@ def test_light_imports(layer, heavy):
     """Importing ``core`` loads no third-party package; the plugin (loaded in every pytest
     run) loads nothing heavy until a latency test needs it."""
     mods = [f"pytest_llm_latency.{layer}"] if "." in layer else [
-        f"pytest_llm_latency.core.{p.stem}" for p in (PACKAGE / "core").glob("*.py") if p.stem != "__init__"]
+        "pytest_llm_latency." + ".".join(p.relative_to(PACKAGE).with_suffix("").parts).removesuffix(".__init__")
+        for p in (PACKAGE / "core").rglob("*.py")]
     code = (f"import sys, importlib\nfor m in {mods!r}: importlib.import_module(m)\n"
             f"bad = [m for m in {heavy!r} if m in sys.modules]\nprint(bad)\nsys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+# -- the stages inside a layer ----------------------------------------------------------------
+
+#: inside ``core`` and ``client`` the folders are stages, in order: a stage may import the stages
+#: before it and the layer's base modules (the vocabulary every stage uses), never one after it.
+#: Each folder's ``__init__`` docstring says the same.
+STAGES: dict[str, tuple[set[str], list[str]]] = {
+    "core": ({"__init__", "errors", "statuses", "findings", "redact", "hosts"},
+             ["measure", "prompts", "spec", "result", "roofline", "checks"]),
+    "client": ({"__init__"},
+               ["transport", "apis", "server", "prepare", "load", "placement", "agent", "drivers", "runner"]),
+}
+
+
+def _type_only(tree: ast.AST) -> set[int]:
+    """Ids of the import nodes under ``if TYPE_CHECKING:``: annotations, not dependencies."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            out.update(id(n) for b in node.body for n in ast.walk(b))
+    return out
+
+
+def stage_violations(graph: dict[str, set[str]], stages=STAGES) -> list[str]:
+    out = []
+    for mod, deps in sorted(graph.items()):
+        parts = mod.split(".")
+        if len(parts) < 2 or parts[1] not in stages:
+            continue
+        base, order = stages[parts[1]]
+        src = parts[2] if len(parts) > 2 else "__init__"
+        if src not in base and src not in order:
+            out.append(f"{mod}: in no stage of {parts[1]} (stages: {', '.join(order)}; "
+                       f"base: {', '.join(sorted(base))})")
+            continue
+        for dep in sorted(deps):
+            dparts = dep.split(".")
+            if dparts[:2] != parts[:2]:
+                continue
+            dst = dparts[2] if len(dparts) > 2 else "__init__"
+            if dst == src or dst in base:
+                continue
+            if src in base or dst not in order or order.index(dst) > order.index(src):
+                out.append(f"{mod} imports {dep}: stage '{src}' of {parts[1]} comes before '{dst}'")
+    return out
+
+
+def stage_graph(pkg_dir: Path) -> dict[str, set[str]]:
+    """``module_graph`` without the imports made only for annotations (``if TYPE_CHECKING:``)."""
+    graph = module_graph(pkg_dir)
+    for mod in graph:
+        rel = Path(*mod.split(".")[1:])
+        f = pkg_dir / rel / "__init__.py" if (pkg_dir / rel).is_dir() else pkg_dir / rel.with_suffix(".py")
+        tree = ast.parse(f.read_text("utf-8"))
+        skip = _type_only(tree)
+        if not skip:
+            continue
+        kept = module_graph_of_nodes(mod, f, [n for n in ast.walk(tree) if id(n) not in skip], graph)
+        graph[mod] = kept
+    return graph
+
+
+def module_graph_of_nodes(mod: str, f: Path, nodes: list[ast.AST], graph: dict[str, set[str]]) -> set[str]:
+    is_pkg = f.name == "__init__.py"
+    found: set[str] = set()
+    for node in nodes:
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = mod.split(".")
+                base = base[: len(base) - node.level + (1 if is_pkg else 0)]
+                origin = ".".join(base + ([node.module] if node.module else []))
+            else:
+                origin = node.module or ""
+            targets = [origin] + [f"{origin}.{a.name}" for a in node.names]
+        for t in targets:
+            while t and t not in graph:
+                t = t.rpartition(".")[0]
+            if t and t != mod and "." in t and not mod.startswith(t + "."):
+                found.add(t)
+    return found
+
+
+def test_every_import_points_down_the_stages():
+    assert stage_violations(stage_graph(PACKAGE)) == []
+
+
+def test_every_stage_folder_says_what_it_holds_and_may_import():
+    missing = []
+    for layer, (_, order) in STAGES.items():
+        for stage in order:
+            init = PACKAGE / layer / stage / "__init__.py"
+            if not init.exists():
+                assert (PACKAGE / layer / f"{stage}.py").exists(), f"{layer}/{stage}: neither a folder nor a module"
+                continue
+            doc = ast.get_docstring(ast.parse(init.read_text("utf-8"))) or ""
+            if "May import" not in doc:
+                missing.append(f"{layer}/{stage}/__init__.py")
+    folders = {p.parent.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("__init__.py")}
+    for folder in sorted(folders):
+        doc = ast.get_docstring(ast.parse((PACKAGE / folder / "__init__.py").read_text("utf-8"))) or ""
+        if not doc.strip():
+            missing.append(f"{folder}/__init__.py (no docstring)")
+    assert missing == [], "each folder's __init__ docstring says what it holds and what it may import"
+
+
+def test_stage_checker_flags_a_later_stage(tmp_path):
+    pkg = _tree(tmp_path, {
+        "core/measure/stats.py": "from ..spec.workload import W\n",
+        "core/spec/workload.py": "from ..measure.stats import S\nW = 1\n",
+        "core/errors.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .measure.stats import S\n",
+        "core/redact.py": "from .spec import workload\n",
+    })
+    found = stage_violations(stage_graph(pkg))
+    assert any("core.measure.stats imports pytest_llm_latency.core.spec.workload" in v for v in found), found
+    assert any(v.startswith("pytest_llm_latency.core.redact imports") for v in found), "a base module imports no stage"
+    assert not any(v.startswith("pytest_llm_latency.core.spec.workload") for v in found), "a later stage may"
+    assert not any(v.startswith("pytest_llm_latency.core.errors") for v in found), "annotations are not imports"
+
+
+def test_unit_tests_mirror_the_package():
+    """``tests/unit`` has the package's folders: a unit test sits beside the stage it tests."""
+    unit = PACKAGE.parent / "tests" / "unit"
+    loose = sorted(p.name for p in unit.glob("test_*.py"))
+    strays = sorted(p.parent.relative_to(unit).as_posix() for p in unit.rglob("test_*.py")
+                    if not (PACKAGE / p.parent.relative_to(unit)).is_dir())
+    assert loose == [] and strays == [], f"unit tests outside a folder of the package: {loose + strays}"

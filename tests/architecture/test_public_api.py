@@ -78,8 +78,8 @@ def test_verdict_is_one_of_three_plain_strings():
     from typing import get_args
 
     from pytest_llm_latency.core.checks import evaluate
-    from pytest_llm_latency.core.result import VERDICTS
-    from pytest_llm_latency.core.workload import make_workload
+    from pytest_llm_latency.core.result.result import VERDICTS
+    from pytest_llm_latency.core.spec.workload import make_workload
 
     assert get_args(pytest_llm_latency.Verdict) == VERDICTS == ("pass", "fail", "error")
     res = evaluate(make_workload("chat", {}), [], [])  # nothing measured: an error
@@ -113,8 +113,8 @@ def test_mypy_on_a_users_test_reports_exactly_the_typo(tmp_path):
 
 def test_a_metric_with_no_values_raises_and_says_why():
     from pytest_llm_latency import EmptySampleError, WorkloadResult
-    from pytest_llm_latency.core.stats import summarize
-    from pytest_llm_latency.core.workload import make_workload
+    from pytest_llm_latency.core.measure.stats import summarize
+    from pytest_llm_latency.core.spec.workload import make_workload
 
     res = WorkloadResult(workload=make_workload("chat", {}))
     res.errors.append("no successful requests out of 3 (connect)")

@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 DEFERRED = ("pytest_llm_latency.plugin.execute", "pytest_llm_latency.plugin.fixtures",
-            "pytest_llm_latency.core.result", "pytest_llm_latency.core.workload",
-            "pytest_llm_latency.core.compare", "pytest_llm_latency.plugin.baseline", "httpx")
+            "pytest_llm_latency.core.result.result", "pytest_llm_latency.core.spec.workload",
+            "pytest_llm_latency.core.measure.compare", "pytest_llm_latency.plugin.baseline", "httpx")
 
 
 def test_plain_run_does_not_load_the_measuring_machinery(tmp_path):

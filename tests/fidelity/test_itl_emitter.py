@@ -8,7 +8,7 @@ emitter's send stamps (k values of gap/k for a k-token chunk).  Without any usag
 per chunk, the report names it, and an ITL budget is refused.
 
 The premise of the tail's tolerance is a client that reads on time.  The plugin's own lag
-monitor (``client.load.LagMonitor``) runs beside the streams, as in ``measure``: a value read
+monitor (``client.load.engine.LagMonitor``) runs beside the streams, as in ``measure``: a value read
 while it saw the client stalled, by enough to explain the error, is excused (and counted); every
 other value keeps the tolerance, and the median of all values checks the counting rule.
 
@@ -25,16 +25,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pytest_llm_latency.client.chunk_counts import CountRecovery
-from pytest_llm_latency.client.http import make_http_client
-from pytest_llm_latency.client.load import LagMonitor
-from pytest_llm_latency.client.openai import OpenAIClient
+from pytest_llm_latency.client.prepare.chunk_counts import CountRecovery
+from pytest_llm_latency.client.transport.http import make_http_client
+from pytest_llm_latency.client.load.engine import LagMonitor
+from pytest_llm_latency.client.apis.openai import OpenAIClient
 from pytest_llm_latency.client.runner import Target, make_client, measure
 from pytest_llm_latency.core.checks import judge
-from pytest_llm_latency.core import metrics as m
-from pytest_llm_latency.core.bunching import MIN_STALL_NS, StallTimeline, stall_at
-from pytest_llm_latency.core.stats import percentile
-from pytest_llm_latency.core.workload import make_workload
+from pytest_llm_latency.core.measure import metrics as m
+from pytest_llm_latency.core.measure.bunching import MIN_STALL_NS, StallTimeline, stall_at
+from pytest_llm_latency.core.measure.stats import percentile
+from pytest_llm_latency.core.spec.workload import make_workload
 
 ROOT = Path(__file__).resolve().parents[2]
 INTERVAL_MS = 10.0

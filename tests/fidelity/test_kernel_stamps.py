@@ -1,4 +1,4 @@
-"""Kernel arrival stamps (client.kernel_stamps) on a real loopback socket, against the sender's own
+"""Kernel arrival stamps (client.transport.kernel_stamps) on a real loopback socket, against the sender's own
 stamps; and the realtime -> monotonic offset on injected clocks."""
 import socket
 import threading
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from pytest_llm_latency.client import kernel_stamps as ks
+from pytest_llm_latency.client.transport import kernel_stamps as ks
 
 
 def test_the_offset_comes_from_the_narrowest_bracket():
@@ -71,7 +71,7 @@ def stamped_loopback():
     """A loopback connection: (listening socket, client socket, server side, the client's StampedStream)."""
     from httpcore._backends.sync import SyncStream
 
-    from pytest_llm_latency.client.recv_stamp import StampedStream
+    from pytest_llm_latency.client.transport.recv_stamp import StampedStream
 
     server = socket.socket()
     server.bind(("127.0.0.1", 0))

@@ -27,14 +27,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pytest_llm_latency.client import kernel_stamps
-from pytest_llm_latency.client.http import make_http_client
-from pytest_llm_latency.client.load_report import client_summary
-from pytest_llm_latency.client.openai import OpenAIClient
-from pytest_llm_latency.client.recv_stamp import install
-from pytest_llm_latency.core.result import measured
-from pytest_llm_latency.core.stamp_bounds import read_bound_ms
-from pytest_llm_latency.core.workload import make_workload
+from pytest_llm_latency.client.transport import kernel_stamps
+from pytest_llm_latency.client.transport.http import make_http_client
+from pytest_llm_latency.client.drivers.load_report import client_summary
+from pytest_llm_latency.client.apis.openai import OpenAIClient
+from pytest_llm_latency.client.transport.recv_stamp import install
+from pytest_llm_latency.core.result.result import measured
+from pytest_llm_latency.core.measure.stamp_bounds import read_bound_ms
+from pytest_llm_latency.core.spec.workload import make_workload
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKENS = 16

@@ -1,7 +1,7 @@
 """The GPU tier's server: ``engine.DecodeEngine`` behind the OpenAI completions streaming API.
 
 What the plugin's ``openai-completions`` adapter and its prompt preparation use, in vLLM's
-shapes (``pytest_llm_latency/client/openai.py``, ``client/tokens.py``):
+shapes (``pytest_llm_latency/client/apis/openai.py``, ``client/prepare/tokens.py``):
 
 * ``POST /v1/completions`` with ``stream: true``: one SSE ``data: {...}`` chunk per token
   (``choices[0].text``; the running ``usage`` on every chunk when
@@ -14,7 +14,7 @@ shapes (``pytest_llm_latency/client/openai.py``, ``client/tokens.py``):
   exact length on it, then checks ``usage.prompt_tokens``;
 * ``GET /v1/models`` (``max_model_len`` = the engine's positions), ``GET /health``;
 * ``GET /metrics``: the gauges ``vllm:num_requests_running`` and ``vllm:num_requests_waiting``
-  (``core/server_model.py``'s names), so a diagnosis sees the batch the engine ran;
+  (``core/measure/server_model.py``'s names), so a diagnosis sees the batch the engine ran;
 * ``GET /engine/stats``: the engine (mode, dtype, config) and every served request's own
   timing (``Generation``), for the tests to compare with the plugin's figures.
 

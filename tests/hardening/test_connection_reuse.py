@@ -2,7 +2,7 @@
 forced stale keep-alive reconnect is flagged and timed as connect_ms, not as TTFT.
 
 The server below speaks HTTP/1.1 keep-alive with chunked SSE and stamps ground truth with
-the same clock as the client (``client.clock.MEASUREMENT_CLOCK``, same process): when it accepted
+the same clock as the client (``client.transport.clock.MEASUREMENT_CLOCK``, same process): when it accepted
 each connection and when it dropped a request on a kept-alive connection.  The assertions
 compare order of events (causal), not durations, so a loaded machine cannot break them.
 """
@@ -15,13 +15,13 @@ import time
 
 import pytest
 
-from pytest_llm_latency.client.clock import MEASUREMENT_CLOCK
-from pytest_llm_latency.client.http import make_http_client
-from pytest_llm_latency.client.openai import OpenAIClient
+from pytest_llm_latency.client.transport.clock import MEASUREMENT_CLOCK
+from pytest_llm_latency.client.transport.http import make_http_client
+from pytest_llm_latency.client.apis.openai import OpenAIClient
 from pytest_llm_latency.client.runner import measure
 from pytest_llm_latency.core.checks import judge
-from pytest_llm_latency.core import metrics
-from pytest_llm_latency.core.workload import Workload
+from pytest_llm_latency.core.measure import metrics
+from pytest_llm_latency.core.spec.workload import Workload
 
 clock = MEASUREMENT_CLOCK  # the client's default clock
 

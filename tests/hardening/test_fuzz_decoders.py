@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_llm_latency.client.ndjson import NDJSONDecoder
-from pytest_llm_latency.client.openai import OpenAIClient
-from pytest_llm_latency.client.sse import SSEDecoder, SSEEvent
+from pytest_llm_latency.client.transport.ndjson import NDJSONDecoder
+from pytest_llm_latency.client.apis.openai import OpenAIClient
+from pytest_llm_latency.client.transport.sse import SSEDecoder, SSEEvent
 from pytest_llm_latency.core.errors import MeasurementError, ProtocolError
 
 FUZZ = settings(max_examples=150, deadline=None, derandomize=True,

@@ -1,4 +1,4 @@
-"""The read pump (``client/read_pump.py``) on real loopback sockets: one thread reads every
+"""The read pump (``client/transport/read_pump.py``) on real loopback sockets: one thread reads every
 kernel-stamped streamed body of the process, the connection stays httpcore's (reused after a
 whole answer, closed after a cut one), and every failure reaches the request's own thread as the
 thread path would raise it.  The assertions are about order, counts and errors, never durations.
@@ -12,11 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pytest_llm_latency.client import kernel_stamps
-from pytest_llm_latency.client.http import Timeouts, ensure_connections, make_http_client
-from pytest_llm_latency.client.openai import OpenAIClient
-from pytest_llm_latency.client.read_pump import shared_pump
-from pytest_llm_latency.client.recv_stamp import use_kernel_stamps
+from pytest_llm_latency.client.transport import kernel_stamps
+from pytest_llm_latency.client.transport.http import Timeouts, ensure_connections, make_http_client
+from pytest_llm_latency.client.apis.openai import OpenAIClient
+from pytest_llm_latency.client.transport.read_pump import shared_pump
+from pytest_llm_latency.client.transport.recv_stamp import use_kernel_stamps
 from pytest_llm_latency.core.errors import MeasurementError, ProtocolError
 
 pytestmark = pytest.mark.skipif(not kernel_stamps.supported(), reason="the pump reads kernel-stamped sockets (Linux)")

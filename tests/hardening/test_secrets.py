@@ -6,8 +6,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pytest_llm_latency.client.http import Redactor, make_http_client
-from pytest_llm_latency.client.openai import OpenAIClient
+from pytest_llm_latency.client.transport.http import Redactor, make_http_client
+from pytest_llm_latency.client.apis.openai import OpenAIClient
 from tests.helpers.rawserver import raw_server
 
 SECRET = "sk-test-SECRET"

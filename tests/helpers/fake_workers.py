@@ -1,5 +1,5 @@
-"""Worker-process bodies for the controller's tests (``client.workers.run_workers``): importable by
-the spawned interpreter, so they can stand in for ``client.worker_shard.worker_main``."""
+"""Worker-process bodies for the controller's tests (``client.placement.processes.workers.run_workers``): importable by
+the spawned interpreter, so they can stand in for ``client.placement.processes.shard.worker_main``."""
 from __future__ import annotations
 
 import os

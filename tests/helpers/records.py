@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_llm_latency.core.record import RecordBuilder, RequestRecord
+from pytest_llm_latency.core.measure.record import RecordBuilder, RequestRecord
 
 MS = 1_000_000  # ns per ms
 

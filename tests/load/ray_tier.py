@@ -8,11 +8,11 @@ import os
 import pytest
 import ray
 
-from pytest_llm_latency.client.http import make_http_client
-from pytest_llm_latency.client.ray_cluster import connect
+from pytest_llm_latency.client.transport.http import make_http_client
+from pytest_llm_latency.client.placement.ray.cluster import connect
 from pytest_llm_latency.client.runner import Target, make_client, measure
 from pytest_llm_latency.core.checks import judge
-from pytest_llm_latency.core.workload import make_workload
+from pytest_llm_latency.core.spec.workload import make_workload
 from pytest_llm_latency.targets.reference.launch import start_reference
 
 URL = "reference://h100-sxm/llama-3.1-8b?time_scale=0.05"

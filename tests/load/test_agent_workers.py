@@ -1,4 +1,4 @@
-"""Agent sessions over worker processes (``workers: N``, ``client/agent_workers.py``) against the
+"""Agent sessions over worker processes (``workers: N``, ``client/agent/workers.py``) against the
 embedded reference target, with real spawned workers: sessions dealt whole (each session's turns
 from one process, two processes in all), the controller's salts distinct across sessions (and the
 server's cache agrees: no turn 1 hits anything), the result the same as one process's; a worker
@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_llm_latency.client import workers as workers_mod
-from pytest_llm_latency.client.http import make_http_client
+from pytest_llm_latency.client.placement.processes import workers as workers_mod
+from pytest_llm_latency.client.transport.http import make_http_client
 from pytest_llm_latency.client.runner import Target, make_client, measure
-from pytest_llm_latency.client.worker_shard import TEST_EXIT_AFTER_ENV, TEST_EXIT_CODE
+from pytest_llm_latency.client.placement.processes.shard import TEST_EXIT_AFTER_ENV, TEST_EXIT_CODE
 from pytest_llm_latency.core.checks import judge
-from pytest_llm_latency.core.workload import make_workload
+from pytest_llm_latency.core.spec.workload import make_workload
 from pytest_llm_latency.plugin.report.document import result_entry
 from pytest_llm_latency.targets.reference.launch import start_reference
 from tests.helpers.results import validated_results

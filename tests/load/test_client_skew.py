@@ -24,12 +24,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llm_latency.client import recv_stamp
-from pytest_llm_latency.client.http import make_http_client
+from pytest_llm_latency.client.transport import recv_stamp
+from pytest_llm_latency.client.transport.http import make_http_client
 from pytest_llm_latency.client.runner import Target, make_client, measure
 from pytest_llm_latency.core.checks import judge
-from pytest_llm_latency.core.workload import make_workload
-from pytest_llm_latency.core.stamp_bounds import KERNEL_FLOOR_NS
+from pytest_llm_latency.core.spec.workload import make_workload
+from pytest_llm_latency.core.measure.stamp_bounds import KERNEL_FLOOR_NS
 
 ROOT = Path(__file__).resolve().parents[2]
 STREAMS = 128

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llm_latency.core.diagnosis import Evidence, diagnose
+from pytest_llm_latency.core.result.diagnosis import Evidence, diagnose
 
 RECORDED = json.loads((Path(__file__).parent / "fixtures" / "diagnosis-evidence.json").read_text())
 

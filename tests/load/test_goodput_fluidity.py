@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 
 from pytest_llm_latency.core.errors import ConfigError
-from pytest_llm_latency.core.goodput import fluidity, fluidity_of, goodput, meets
+from pytest_llm_latency.core.result.goodput import fluidity, fluidity_of, goodput, meets
 from pytest_llm_latency.core.checks import evaluate
-from pytest_llm_latency.core.result import Failure
-from pytest_llm_latency.core.workload import make_workload
+from pytest_llm_latency.core.result.result import Failure
+from pytest_llm_latency.core.spec.workload import make_workload
 from tests.helpers.records import record_at
 
 MS = 1_000_000

@@ -1,16 +1,16 @@
-"""The load engine's bookkeeping (client.load) with a fake ``send`` and a virtual clock: which
+"""The load engine's bookkeeping (client.load.engine) with a fake ``send`` and a virtual clock: which
 requests count, which are excluded, the schedule each request is stamped with, the early stop."""
 from __future__ import annotations
 
 import threading
 
-from pytest_llm_latency.client.load import run_load
-from pytest_llm_latency.client.load_plan import planned_requests, uses_load_engine
-from pytest_llm_latency.core.prompts import Prompt
-from pytest_llm_latency.core.record import RequestRecord, TokenChunk
-from pytest_llm_latency.core.result import Failure
-from pytest_llm_latency.core.schedule import Arrival, offsets
-from pytest_llm_latency.core.workload import make_workload
+from pytest_llm_latency.client.load.engine import run_load
+from pytest_llm_latency.client.placement.plan import planned_requests, uses_load_engine
+from pytest_llm_latency.core.prompts.synthesis import Prompt
+from pytest_llm_latency.core.measure.record import RequestRecord, TokenChunk
+from pytest_llm_latency.core.result.result import Failure
+from pytest_llm_latency.core.spec.schedule import Arrival, offsets
+from pytest_llm_latency.core.spec.workload import make_workload
 
 
 class VirtualClock:

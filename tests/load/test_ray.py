@@ -1,4 +1,4 @@
-"""Shards on several hosts (``ray: ADDRESS``, ``client/ray_shards.py``) on a real local Ray cluster of
+"""Shards on several hosts (``ray: ADDRESS``, ``client/placement/ray/shards.py``) on a real local Ray cluster of
 two raylets, on the loopback address only (``ray.cluster_utils.Cluster``: node ip 127.0.0.1, no
 dashboard, usage stats off, an 80 MiB object store each), against the embedded reference target (a
 server process of its own on 127.0.0.1): a sharded open loop merged from two named nodes, a closed loop,
@@ -19,10 +19,10 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 ray = pytest.importorskip("ray", reason="ray is not installed: pip install 'pytest-llm-latency[ray]'")
 
-from pytest_llm_latency.client.http import make_http_client  # noqa: E402
+from pytest_llm_latency.client.transport.http import make_http_client  # noqa: E402
 from pytest_llm_latency.client.runner import Target, make_client, measure  # noqa: E402
 from pytest_llm_latency.core.checks import judge  # noqa: E402
-from pytest_llm_latency.core.workload import make_workload  # noqa: E402
+from pytest_llm_latency.core.spec.workload import make_workload  # noqa: E402
 from pytest_llm_latency.targets.reference.launch import start_reference  # noqa: E402
 from tests.helpers.results import validated_results  # noqa: E402
 from tests.load import ray_tier  # noqa: E402
@@ -128,8 +128,8 @@ def test_the_api_key_reaches_the_nodes_only_by_object_reference(server, cluster,
     show as arguments) holds no secret, in its repr or pickled; the run still passes."""
     from ray import cloudpickle
 
-    from pytest_llm_latency.client import ray_shards
-    from pytest_llm_latency.client.http import Redactor
+    from pytest_llm_latency.client.placement.ray import shards as ray_shards
+    from pytest_llm_latency.client.transport.http import Redactor
 
     secret = "sk-ray-test-5e3c9d"
     calls: list = []
@@ -173,7 +173,7 @@ def test_the_api_key_reaches_the_nodes_only_by_object_reference(server, cluster,
 def test_a_rate_sweep_on_two_nodes_runs_every_step_over_both_and_finds_the_capacity(cluster):
     """``rate_sweep`` with ``ray:``: each step an open loop sharded over the two nodes (one decode slot
     in real time: 400 req/s queues past the TTFT budget, 10 req/s does not: tests/load/test_sweep.py)."""
-    from pytest_llm_latency.client.rate_sweep import run_sweep
+    from pytest_llm_latency.client.drivers.rate_steps import run_sweep
 
     spec = {"prompt_tokens": 32, "output_tokens": 8, "requests": 8, "warmup": 1, "arrival": "constant",
             "slo": {"ttft_p50": "80ms"}, "rate_sweep": {"rate_min": 10, "rate_max": 400, "max_steps": 2},
@@ -206,7 +206,7 @@ def test_a_closed_loop_on_two_nodes_counts_the_samples_in_one_window_and_reports
     """Concurrency 4 over two nodes (two streams each), the books in a ``LoopBooks`` actor: the
     samples merged from both named nodes, each stream's first request the ramp-up, and every measured
     request inside the books' one window on the driver's timeline; progress polled from the nodes."""
-    from pytest_llm_latency.client import ray_loop, ray_shards
+    from pytest_llm_latency.client.placement.ray import loop as ray_loop, shards as ray_shards
 
     monkeypatch.setattr(ray_shards, "PROGRESS_S", 0.05)  # a short run: read the nodes' counts often
     books: list[dict] = []
@@ -237,7 +237,7 @@ def test_a_trace_replay_on_two_nodes_keeps_sessions_whole_and_declares_hits_acro
     block it shares with it; progress polled from the nodes."""
     from pytest_llm_latency.client.drivers.base import Run
     from pytest_llm_latency.client.drivers.registry import driver_for
-    from pytest_llm_latency.client import ray_shards
+    from pytest_llm_latency.client.placement.ray import shards as ray_shards
     from pytest_llm_latency.plugin.trace_load import load_trace
 
     monkeypatch.setattr(ray_shards, "PROGRESS_S", 0.05)
@@ -276,7 +276,7 @@ AGENT = {"class": "agent_session", "prompt_tokens": 256, "output_tokens": 8, "st
 def test_agent_sessions_on_two_nodes_keep_each_session_whole_on_the_drivers_timeline(server, cluster):
     """Session i whole on node i mod 2, from the controller's first prompts; every stamp inside the
     driver's own window of the run (moved to its timeline), a later turn sent after its turn before."""
-    from pytest_llm_latency.client.clock import MEASUREMENT_CLOCK
+    from pytest_llm_latency.client.transport.clock import MEASUREMENT_CLOCK
 
     seen: list[tuple[int, int]] = []
     t_before = MEASUREMENT_CLOCK()

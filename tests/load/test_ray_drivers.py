@@ -11,21 +11,21 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 ray = pytest.importorskip("ray", reason="ray is not installed: pip install 'pytest-llm-latency[ray]'")
 
-from pytest_llm_latency.client.http import make_http_client  # noqa: E402
+from pytest_llm_latency.client.transport.http import make_http_client  # noqa: E402
 from pytest_llm_latency.client.runner import Target, make_client  # noqa: E402
-from pytest_llm_latency.core.workload import make_workload  # noqa: E402
+from pytest_llm_latency.core.spec.workload import make_workload  # noqa: E402
 from tests.load import ray_tier  # noqa: E402
-from tests.unit.test_drivers import ON_PROCESSES, measure_driver, workload_spec  # noqa: E402
+from tests.unit.client.drivers.test_drivers import ON_PROCESSES, measure_driver, workload_spec  # noqa: E402
 
 server, cluster = ray_tier.server, ray_tier.cluster  # the tier's fixtures (a reference target, two raylets)
 
 
 @pytest.mark.parametrize("name", sorted(n for n, extra in ON_PROCESSES.items() if extra is not None))
 def test_every_driver_that_can_be_dealt_runs_on_the_ray_nodes(name, server, cluster):
-    """The second axis on Ray: each driver the worker processes take (``tests/unit/test_drivers.py``'s
+    """The second axis on Ray: each driver the worker processes take (``tests/unit/client/drivers/test_drivers.py``'s
     table) through the two protocols with ``ray:`` (``client.placement.RayNodes``), two nodes sending."""
     spec = {**workload_spec(name, server.url), **ON_PROCESSES[name], "workers": 2, "ray": cluster.address}
-    if "baseline_target" in spec:  # refused before any request, with the reason (core.load_spec's ray refusal)
+    if "baseline_target" in spec:  # refused before any request, with the reason (core.spec.load_spec's ray refusal)
         from pytest_llm_latency.core.errors import ConfigError
 
         with pytest.raises(ConfigError, match=r"an A/B run \(baseline_target\) on Ray nodes is not yet supported"):

@@ -1,4 +1,4 @@
-"""``samples: auto`` over worker processes (``workers: N``, ``client/worker_pool.py``) against the
+"""``samples: auto`` over worker processes (``workers: N``, ``client/placement/processes/pool.py``) against the
 embedded reference target (a server process of its own), with real spawned workers: rounds of
 ``concurrency`` requests split over the workers, stopped when every budget is decided on all the
 workers' records; a worker killed mid-run (the test hook ``LLM_LATENCY_TEST_WORKER_EXIT_AFTER``)
@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_llm_latency.client import worker_pool
-from pytest_llm_latency.client.http import make_http_client
+from pytest_llm_latency.client.placement.processes import pool as worker_pool
+from pytest_llm_latency.client.transport.http import make_http_client
 from pytest_llm_latency.client.runner import Target, make_client, measure
-from pytest_llm_latency.client.worker_shard import TEST_EXIT_AFTER_ENV, TEST_EXIT_CODE
+from pytest_llm_latency.client.placement.processes.shard import TEST_EXIT_AFTER_ENV, TEST_EXIT_CODE
 from pytest_llm_latency.core.checks import judge
-from pytest_llm_latency.core.workload import make_workload
+from pytest_llm_latency.core.spec.workload import make_workload
 from pytest_llm_latency.targets.reference.launch import start_reference
 from tests.helpers.results import validated_results
 
@@ -85,9 +85,9 @@ def test_a_worker_that_hangs_in_a_round_is_killed_and_named(monkeypatch):
     import threading
 
     from pytest_llm_latency.client.drivers.worker_rounds import round_shards
-    from pytest_llm_latency.client.http import Timeouts
-    from pytest_llm_latency.client.worker_shard import Credentials, WorkerTarget
-    from pytest_llm_latency.core.prompts import Prompt
+    from pytest_llm_latency.client.transport.http import Timeouts
+    from pytest_llm_latency.client.placement.processes.shard import Credentials, WorkerTarget
+    from pytest_llm_latency.core.prompts.synthesis import Prompt
 
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))

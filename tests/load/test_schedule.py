@@ -1,11 +1,11 @@
-"""Arrival schedules (core.schedule): the statistics of each kind, seeded and reproducible."""
+"""Arrival schedules (core.spec.schedule): the statistics of each kind, seeded and reproducible."""
 from __future__ import annotations
 
 import statistics
 
 import pytest
 
-from pytest_llm_latency.core.schedule import Arrival, gaps, offsets, planned_requests
+from pytest_llm_latency.core.spec.schedule import Arrival, gaps, offsets, planned_requests
 
 
 @pytest.mark.parametrize("seed", [0, 1, 7])

@@ -1,5 +1,5 @@
-"""/metrics from every engine onto one model (core.server_model), parsed with prometheus_client
-(client.server_view): fixtures recorded from the reference target, real vLLM and llama.cpp
+"""/metrics from every engine onto one model (core.measure.server_model), parsed with prometheus_client
+(client.server.server_view): fixtures recorded from the reference target, real vLLM and llama.cpp
 (shared/recordings), plus hand-written text in the formats vLLM (current and older names),
 SGLang, llama.cpp and TGI document."""
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llm_latency.client.server_view import parse_sample
+from pytest_llm_latency.client.server.server_view import parse_sample
 from pytest_llm_latency.core.errors import MeasurementError
-from pytest_llm_latency.core.server_model import Histogram, Sample, bucket_quantile, timeline, view
+from pytest_llm_latency.core.measure.server_model import Histogram, Sample, bucket_quantile, timeline, view
 
 FIX = Path(__file__).parent / "fixtures"
 

@@ -33,11 +33,11 @@ def _spin(core: int, stop) -> None:
 
 
 def _client(url: str, out, ready, go, nice: int = 19, kernel: bool = False) -> None:
-    from pytest_llm_latency.client import recv_stamp
-    from pytest_llm_latency.client.http import make_http_client
+    from pytest_llm_latency.client.transport import recv_stamp
+    from pytest_llm_latency.client.transport.http import make_http_client
     from pytest_llm_latency.client.runner import Target, make_client, measure
     from pytest_llm_latency.core.checks import judge
-    from pytest_llm_latency.core.workload import make_workload
+    from pytest_llm_latency.core.spec.workload import make_workload
 
     os.nice(nice)
     recv_stamp.use_kernel_stamps(kernel)  # read stamps: the fallback whose lag monitor says it fell behind
@@ -91,7 +91,7 @@ def test_busy_loops_on_every_core_make_the_64_stream_run_say_the_client_fell_beh
 def _says_client_limited_when_bunched_never_a_proxy(res: dict) -> bool:
     """The invariant of every starved run: a buffering proxy is never named; tokens bunched
     beyond ``BURST_SHARE`` of the gaps are put on the client, in words.  True if they bunched."""
-    from pytest_llm_latency.client.load_report import BURST_SHARE
+    from pytest_llm_latency.client.drivers.load_report import BURST_SHARE
 
     assert not any("buffering proxy" in n for n in res["notes"]), res["notes"]
     bunched = res["client"]["burst_chunks"] > BURST_SHARE * 480  # 32 requests x 15 gaps

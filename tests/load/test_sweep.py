@@ -1,16 +1,16 @@
-"""``sweep``: bisection over the request rate (core.rate_sweep) -- on a known threshold, and live
+"""``sweep``: bisection over the request rate (core.spec.rate_sweep) -- on a known threshold, and live
 against the reference target, whose model predicts its capacity."""
 from __future__ import annotations
 
 import pytest
 
-from pytest_llm_latency.client.http import make_http_client
+from pytest_llm_latency.client.transport.http import make_http_client
 from pytest_llm_latency.client.runner import Target, make_client, measure
-from pytest_llm_latency.client.rate_sweep import run_sweep
+from pytest_llm_latency.client.drivers.rate_steps import run_sweep
 from pytest_llm_latency.core.checks import judge
 from pytest_llm_latency.core.errors import ConfigError
-from pytest_llm_latency.core.rate_sweep import Step, SweepSpec, bisect_rate, make_sweep
-from pytest_llm_latency.core.workload import make_workload
+from pytest_llm_latency.core.spec.rate_sweep import Step, SweepSpec, bisect_rate, make_sweep
+from pytest_llm_latency.core.spec.workload import make_workload
 from pytest_llm_latency.targets.reference.launch import parse_reference_url, start_reference
 
 
@@ -124,7 +124,7 @@ def test_a_rate_sweep_over_two_workers_sends_every_step_from_both_and_finds_the_
 
 
 def test_a_worker_dying_in_a_sweep_step_ends_the_sweep_as_an_error_naming_it(monkeypatch):
-    from pytest_llm_latency.client.worker_shard import TEST_EXIT_AFTER_ENV, TEST_EXIT_CODE
+    from pytest_llm_latency.client.placement.processes.shard import TEST_EXIT_AFTER_ENV, TEST_EXIT_CODE
 
     monkeypatch.setenv(TEST_EXIT_AFTER_ENV, "1:2")  # spawned workers inherit it: worker 1 exits after 2 requests
     with start_reference(WORKERS_URL, mode="subprocess") as h:

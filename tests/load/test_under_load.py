@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_llm_latency.client.http import make_http_client
+from pytest_llm_latency.client.transport.http import make_http_client
 from pytest_llm_latency.client.runner import Target, make_client, measure
 from pytest_llm_latency.core.checks import judge
-from pytest_llm_latency.core import metrics as m
-from pytest_llm_latency.core.workload import make_workload
+from pytest_llm_latency.core.measure import metrics as m
+from pytest_llm_latency.core.spec.workload import make_workload
 from pytest_llm_latency.targets.reference.launch import start_reference
 
 REF = "reference://h100-sxm/llama-3.1-8b?"

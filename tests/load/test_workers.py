@@ -1,4 +1,4 @@
-"""Worker processes (``workers: N``, ``client/workers.py``) against the embedded reference target
+"""Worker processes (``workers: N``, ``client/placement/processes/workers.py``) against the embedded reference target
 (a server process of its own), with real spawned worker processes: the issue's acceptance run
 (open loop at 40 rps x 200 requests, two workers), the same schedule with one worker, and a
 worker killed mid-run (the test hook ``LLM_LATENCY_TEST_WORKER_EXIT_AFTER``) -- an error naming it."""
@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_llm_latency.client.http import make_http_client
+from pytest_llm_latency.client.transport.http import make_http_client
 from pytest_llm_latency.client.runner import Target, make_client, measure
-from pytest_llm_latency.client.worker_shard import TEST_EXIT_AFTER_ENV, TEST_EXIT_CODE
+from pytest_llm_latency.client.placement.processes.shard import TEST_EXIT_AFTER_ENV, TEST_EXIT_CODE
 from pytest_llm_latency.core.checks import judge
-from pytest_llm_latency.core.workload import make_workload
+from pytest_llm_latency.core.spec.workload import make_workload
 from pytest_llm_latency.targets.reference.launch import start_reference
 from tests.helpers.results import validated_results
 
@@ -129,9 +129,9 @@ def test_a_worker_that_hangs_is_killed_and_named(monkeypatch):
     import socket
     import threading
 
-    from pytest_llm_latency.client import worker_shard, workers
-    from pytest_llm_latency.client.http import Timeouts
-    from pytest_llm_latency.core.prompts import Prompt
+    from pytest_llm_latency.client.placement.processes import shard as worker_shard, workers
+    from pytest_llm_latency.client.transport.http import Timeouts
+    from pytest_llm_latency.core.prompts.synthesis import Prompt
 
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
@@ -215,8 +215,8 @@ def test_a_worker_that_dies_between_ready_and_the_start_is_named_never_a_crash(m
     BrokenPipeError out of the run (the other worker is killed: no sample is sent)."""
     import multiprocessing
 
-    from pytest_llm_latency.client import worker_shard, workers
-    from pytest_llm_latency.core.prompts import Prompt
+    from pytest_llm_latency.client.placement.processes import shard as worker_shard, workers
+    from pytest_llm_latency.core.prompts.synthesis import Prompt
     from tests.helpers.fake_workers import ready_then_exit
 
     monkeypatch.setattr(workers, "worker_main", ready_then_exit)

@@ -122,7 +122,7 @@ workloads:
 
 @pytest.mark.parametrize("evicting", ["candidate", "baseline target"])
 def test_a_cold_start_in_a_later_block_of_either_arm_fails_the_run(pytester, evicting):
-    """Every block of each arm is judged (``core.blocks``): before, only the first block's facts were
+    """Every block of each arm is judged (``core.result.blocks``): before, only the first block's facts were
     kept, and this run passed."""
     url, bt = (EVICTING, OLLAMA) if evicting == "candidate" else (OLLAMA, EVICTING)
     pytester.makefile(".slo.yaml", ab=COLD_AB.format(bt=bt))

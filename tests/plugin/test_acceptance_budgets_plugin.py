@@ -1,7 +1,7 @@
 """``tokens_per_step_min`` / ``acceptance_rate_min`` through pytest: the marker and the
 fixture's ``check()``, judged per request on llama.cpp-style ``timings.draft_n*`` from the
 stream (fake server), a bad value a usage error, no source "cannot be judged"."""
-from pytest_llm_latency.core.spec_decode import SOURCES_HINT
+from pytest_llm_latency.core.measure.spec_decode import SOURCES_HINT
 from tests.helpers.fakeserver import FakeServerPlugin, Script
 
 MARKED = """

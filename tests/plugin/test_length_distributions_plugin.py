@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from pytest_llm_latency.core.lengths import draw_lengths, parse_length
+from pytest_llm_latency.core.spec.lengths import draw_lengths, parse_length
 from pytest_llm_latency.targets.reference.launch import start_reference
 
 PROMPT = {"distribution": "lognormal", "mean": 300, "stdev": 120, "min": 64, "max": 900}

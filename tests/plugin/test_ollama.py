@@ -84,7 +84,7 @@ def test_ollama_chat_measures_ttft_ttfo_and_tpot_like_generate(pytester, api):
     # 8 thinking tokens before the first output: TTFO is 8 decode steps after TTFT
     assert abs((ttfo - ttft) / (8 * step) - 1) < 0.15, (ttft, ttfo, step)
     # ... counted from the stream's thinking chunks: the first 8 tokens of each response, fewer in a
-    # short output that stopped while thinking (core.reasoning)
+    # short output that stopped while thinking (core.measure.reasoning)
     rows = [q for q in x["requests"] if q["status"] != "failed"]
     assert [q["reasoning_tokens"] for q in rows] == [min(8, q["output_tokens"]) for q in rows]
     assert all(q["reasoning_tokens"] + q["answer_tokens"] == q["output_tokens"] for q in rows)

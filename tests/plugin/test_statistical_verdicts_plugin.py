@@ -117,7 +117,7 @@ def test_bad_confidence_is_a_usage_error_naming_its_source(pytester):
 
 def test_a_run_wide_auto_leaves_sessions_and_sweeps_their_count_and_an_explicit_one_is_refused(pytester):
     from pytest_llm_latency.core.errors import ConfigError
-    from pytest_llm_latency.core.workload import make_workload, with_statistics
+    from pytest_llm_latency.core.spec.workload import make_workload, with_statistics
 
     session = make_workload("s", {"class": "agent_session", "prompt_tokens": 256, "output_tokens": 8,
                                   "steps": 2, "samples": 3})

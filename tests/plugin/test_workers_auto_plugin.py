@@ -38,7 +38,7 @@ def test_a_default_closed_loop_on_a_local_target_with_two_cpus_runs_in_one_proce
 
 def test_auto_sized_above_one_spawns_that_many_workers(pytester, monkeypatch):
     from pytest_llm_latency.client.placement import shares as load_plan
-    from pytest_llm_latency.core import worker_sizing
+    from pytest_llm_latency.core.spec import worker_sizing
 
     monkeypatch.setattr(load_plan, "host_cpus", lambda: 4)              # 3 for the load, one for the server
     monkeypatch.setattr(worker_sizing, "EVENTS_PER_S_PER_PROCESS", 1)  # every event a process: one per stream

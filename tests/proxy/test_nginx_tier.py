@@ -5,7 +5,7 @@ Figures are printed (run with -s) so the CI log and the closing note can quote t
 
 The timing comparisons and the proxy's bunching note rest on a client that reads on time.  The
 plugin measures that itself (``client_limited``, its lag figures and the bursts it read during
-its own stalls, ``client/load_report.py``): where it reported itself client-limited, the tests
+its own stalls, ``client/drivers/load_report.py``): where it reported itself client-limited, the tests
 assert that it said so, with its figures, instead of failing on a wall-clock tolerance; where it
 kept up, every original tolerance holds.
 """
@@ -220,9 +220,9 @@ def failing(proxy, upstreams, tmp_path_factory) -> PluginRun:
 def test_read_timeout_before_the_first_token_names_the_proxy_timeout(failing, proxy, upstreams):
     """TTFT (ground truth: measured directly) is longer than proxy_read_timeout: nginx has
     sent 200 and the headers, then closes; no 504 ever comes."""
-    from pytest_llm_latency.client.http import make_http_client
-    from pytest_llm_latency.client.openai import OpenAIClient
-    from pytest_llm_latency.core.metrics import ttft_ms
+    from pytest_llm_latency.client.transport.http import make_http_client
+    from pytest_llm_latency.client.apis.openai import OpenAIClient
+    from pytest_llm_latency.core.measure.metrics import ttft_ms
 
     with make_http_client() as http:
         rec = OpenAIClient(http, upstreams["slow"], None).stream("", "hello " * 500, 2)

@@ -36,7 +36,7 @@ def test_example_two_flag_sets_are_compared_interleaved(pytester, monkeypatch, l
 # The same command against itself must not be flagged.  On the tiny model TTFT is ~3 ms, and
 # on a loaded 2-core runner one client-side stall once moved a same-vs-same TTFT p95 by +2 ms
 # (+58 %, CI +16..+83 %): a false alarm before the gate had absolute floors (ttft 5 ms, tpot
-# 0.25 ms, e2e 5 ms; core/compare.py) and resampled whole blocks (noise that lasts a block).
+# 0.25 ms, e2e 5 ms; core/measure/compare.py) and resampled whole blocks (noise that lasts a block).
 def test_same_command_against_itself_is_not_flagged(pytester, monkeypatch, llama_server_binary, gguf_models):
     text = EXAMPLE.read_text().replace('-np, "4"', '-np, "1"')
     r, res = _run(pytester, monkeypatch, llama_server_binary, gguf_models, text)

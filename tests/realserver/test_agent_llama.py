@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llm_latency.client.agent_session import measure_sessions, tools_overhead
+from pytest_llm_latency.client.drivers.agent_session import measure_sessions, tools_overhead
 from pytest_llm_latency.core.checks import judge
-from pytest_llm_latency.client.http import make_http_client
+from pytest_llm_latency.client.transport.http import make_http_client
 from pytest_llm_latency.client.runner import Target, make_client
-from pytest_llm_latency.core.agent_spec import tool_schemas
-from pytest_llm_latency.core.workload import make_workload
+from pytest_llm_latency.core.spec.agent_spec import tool_schemas
+from pytest_llm_latency.core.spec.workload import make_workload
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llm_latency.core import metrics
+from pytest_llm_latency.core.measure import metrics
 
 pytestmark = pytest.mark.integration
 SLOS = Path(__file__).with_name("slos")

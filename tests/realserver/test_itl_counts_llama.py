@@ -13,11 +13,11 @@ from dataclasses import replace
 
 import pytest
 
-from pytest_llm_latency.client.chunk_counts import CountRecovery
-from pytest_llm_latency.client.http import make_http_client
-from pytest_llm_latency.client.openai import OpenAIClient
-from pytest_llm_latency.core import metrics as m
-from pytest_llm_latency.core.workload import make_workload
+from pytest_llm_latency.client.prepare.chunk_counts import CountRecovery
+from pytest_llm_latency.client.transport.http import make_http_client
+from pytest_llm_latency.client.apis.openai import OpenAIClient
+from pytest_llm_latency.core.measure import metrics as m
+from pytest_llm_latency.core.spec.workload import make_workload
 
 pytestmark = pytest.mark.integration
 

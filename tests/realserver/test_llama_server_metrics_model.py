@@ -1,14 +1,14 @@
-"""The llama.cpp case of the server model (core.server_model), live: a run of the load engine
+"""The llama.cpp case of the server model (core.measure.server_model), live: a run of the load engine
 against the real ``llama-server --metrics`` maps its ``llamacpp:*`` names onto the same
 ``server_*`` figures as vLLM's, and the timeline uses llama.cpp's own gauge names."""
 from __future__ import annotations
 
 import pytest
 
-from pytest_llm_latency.client.http import make_http_client
+from pytest_llm_latency.client.transport.http import make_http_client
 from pytest_llm_latency.client.runner import Target, make_client, measure
 from pytest_llm_latency.core.checks import judge
-from pytest_llm_latency.core.workload import make_workload
+from pytest_llm_latency.core.spec.workload import make_workload
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ import statistics
 import pytest
 
 from tests.helpers.nginxproxy import Nginx, NginxError, Site, find_nginx, readme_recommended
-from pytest_llm_latency.core import metrics
+from pytest_llm_latency.core.measure import metrics
 
 pytestmark = pytest.mark.integration
 WORKLOAD = {"class": "custom", "prompt_tokens": 64, "output_tokens": 16, "samples": 5, "warmup": 1}

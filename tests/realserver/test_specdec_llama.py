@@ -6,7 +6,7 @@ embeddings and output matrix, so it predicts the target's greedy tokens exactly;
 ``spec-draft-unrelated`` has the draft's shape and another seed.  Both servers run the same
 target with ``--spec-draft-n-max 4`` (``conftest.llama_spec_command``), so only the acceptance
 differs.  The figures are read the one way the project defines them
-(``core.spec_decode.acceptance``) from llama.cpp's per-response ``timings.draft_n*``, and
+(``core.measure.spec_decode.acceptance``) from llama.cpp's per-response ``timings.draft_n*``, and
 llama.cpp's own ``llamacpp:spec_decode_*`` counter deltas must say the same.
 
 What this build does, found here: a plain Llama draft needs ``--spec-type draft-simple`` (or it
@@ -36,11 +36,11 @@ import yaml
 
 from tests.realserver import make_models
 
-from pytest_llm_latency.client.http import make_http_client
-from pytest_llm_latency.client.openai import OpenAIClient
+from pytest_llm_latency.client.transport.http import make_http_client
+from pytest_llm_latency.client.apis.openai import OpenAIClient
 from pytest_llm_latency.client.runner import Target, make_client, measure
-from pytest_llm_latency.core import spec_decode
-from pytest_llm_latency.core.workload import make_workload
+from pytest_llm_latency.core.measure import spec_decode
+from pytest_llm_latency.core.spec.workload import make_workload
 
 pytestmark = pytest.mark.integration
 

@@ -1,15 +1,15 @@
 """The reference server's timing acceptance tests measure through the plugin's own client
-(``OpenAIClient.stream`` → ``RequestRecord`` → ``core.metrics``).  This adapts that to the
+(``OpenAIClient.stream`` → ``RequestRecord`` → ``core.measure.metrics``).  This adapts that to the
 small interface the tests use (``ttft_s``, ``tpot_s()``, ``itls_s()``, ``tokens``,
 ``chunks``).  The wire-shape tests keep the raw ``refclient`` on purpose."""
 from __future__ import annotations
 
 import httpx
 
-from pytest_llm_latency.client.http import Timeouts
-from pytest_llm_latency.client.openai import OpenAIClient
-from pytest_llm_latency.core import metrics
-from pytest_llm_latency.core.record import RequestRecord
+from pytest_llm_latency.client.transport.http import Timeouts
+from pytest_llm_latency.client.apis.openai import OpenAIClient
+from pytest_llm_latency.core.measure import metrics
+from pytest_llm_latency.core.measure.record import RequestRecord
 
 _MODELS: dict[str, str] = {}
 

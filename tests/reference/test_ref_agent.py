@@ -1,5 +1,5 @@
 """Acceptance (issue 15): agent sessions against the reference target, through the plugin's own
-session loop (``client.agent_session``) and client.
+session loop (``client.drivers.agent_session``) and client.
 
 * with prefix caching on, a 5-turn session reuses >= 90% of its turn-2+ prompt tokens, and each
   turn's TTFT follows its *new* tokens (ratio checked against the reference's physics);
@@ -20,13 +20,13 @@ import statistics
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pytest_llm_latency.client.agent_session import measure_sessions
+from pytest_llm_latency.client.drivers.agent_session import measure_sessions
 from pytest_llm_latency.core.checks import judge
-from pytest_llm_latency.client.http import make_http_client
+from pytest_llm_latency.client.transport.http import make_http_client
 from pytest_llm_latency.client.runner import Target, make_client
-from pytest_llm_latency.core import metrics
-from pytest_llm_latency.core.tool_calls import assemble
-from pytest_llm_latency.core.workload import make_workload
+from pytest_llm_latency.core.measure import metrics
+from pytest_llm_latency.core.measure.tool_calls import assemble
+from pytest_llm_latency.core.spec.workload import make_workload
 from pytest_llm_latency.targets.reference.launch import parse_reference_url
 
 SESSION = {"steps": 5, "prompt_tokens": 1024, "output_tokens": 16, "tool_result_tokens": 48, "tool_time": 0,

@@ -115,7 +115,7 @@ def test_samples_served_from_ollamas_prompt_cache_are_not_judged_and_named(serve
     again; Ollama omits their prompt_eval_count, which is named as its prompt cache."""
     from pytest_llm_latency.client.runner import Target, make_client, measure
     from pytest_llm_latency.core.checks import judge
-    from pytest_llm_latency.core.workload import make_workload
+    from pytest_llm_latency.core.spec.workload import make_workload
 
     h = serve("time_scale=0&prompt_cache=64", mode="thread")
     c = make_client(Target(h.url, "ollama"), http)
@@ -132,7 +132,7 @@ def test_samples_served_from_ollamas_prompt_cache_are_not_judged_and_named(serve
 def test_a_run_of_cold_starts_only_is_an_error_that_says_so(serve, http):
     from pytest_llm_latency.client.runner import Target, make_client, measure
     from pytest_llm_latency.core.checks import judge
-    from pytest_llm_latency.core.workload import make_workload
+    from pytest_llm_latency.core.spec.workload import make_workload
 
     h = serve("time_scale=1&load_time=0.15&evict_every=1", mode="thread")  # every request unloads it
     w = make_workload("w", {"class": "custom", "prompt_tokens": 64, "output_tokens": 1, "samples": 3, "warmup": 1})

@@ -142,7 +142,7 @@ def test_kv_pool_counts_all_experts_of_a_moe_as_resident():
 
 def test_moe_step_reads_the_experts_the_batch_touches_like_the_roofline_ceiling():
     from pytest_llm_latency.roofline import catalog
-    from pytest_llm_latency.core.roofline import decode_ceiling
+    from pytest_llm_latency.core.roofline.ceiling import decode_ceiling
     from pytest_llm_latency.targets.reference.physics import Physics
 
     hw, model = catalog.hardware("h200"), catalog.model("mixtral-8x7b")

@@ -1,10 +1,10 @@
 """Speculative decoding on the running reference server: one chunk per engine step, vLLM's
 spec-decode counters consistent with the stream, and the two acceptance scenarios measured
-through the plugin's own client and ``core.spec_decode`` (the one definition of the figures).
+through the plugin's own client and ``core.measure.spec_decode`` (the one definition of the figures).
 
 Wire-shape and counter tests run in thread mode with ``time_scale=0``.  The timing tests run
 the server in subprocess mode with long modelled steps (``time_scale`` 2.5: 15 ms per step),
-and judge run totals (sum of decode time / sum of decode tokens, as ``core.spec_decode``
+and judge run totals (sum of decode time / sum of decode tokens, as ``core.measure.spec_decode``
 does): a 10-20 ms late read of a request's last token moves a ~1 s decode window by 1-2 %,
 inside the 0.05 / 0.8 (6 %) tolerance the issue states, on a loaded 2-core machine too.
 """
@@ -15,8 +15,8 @@ import statistics
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pytest_llm_latency.client.prometheus import fetch_text, parse_metrics
-from pytest_llm_latency.core import spec_decode
+from pytest_llm_latency.client.server.prometheus import fetch_text, parse_metrics
+from pytest_llm_latency.core.measure import spec_decode
 from tests.reference import pluginclient
 from tests.reference.refclient import stream_ollama, stream_openai, words
 
@@ -116,7 +116,7 @@ def test_accepted_counts_are_reproducible_under_spec_seed(serve, http):
     assert {n for c in first for n in c} == {1, 2, 3}
 
 
-# -- the timings, through the plugin's client and core.spec_decode --------------------------------
+# -- the timings, through the plugin's client and core.measure.spec_decode --------------------------------
 def measure(serve, http, query: str, n_tokens: int, requests: int = 3, ts: float = 2.5):
     h = serve(f"decode_efficiency=0.8&time_scale={ts}&{query}")
     pluginclient.stream_openai(http, h.url, {"prompt": "warm up", "max_tokens": 4, "ignore_eos": True})

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ...core.workload import Workload
+from ...core.spec.workload import Workload
 from .ab_interleaved import ABInterleaved
 from .base import Run
 

@@ -8,7 +8,7 @@ driver's ``WorkerOpenLoop``/``WorkerClosedLoop``: the block's loop sharded, its 
 new ones every block, so every block warms their connections; an arm's ``load.worker_lag`` lists
 every block's workers.
 
-An arm is judged as one sample: its blocks are combined by ``core.blocks.combine_blocks`` (every
+An arm is judged as one sample: its blocks are combined by ``core.result.blocks.combine_blocks`` (every
 block's records, facts and parts, so a client that fell behind, a prefix cache, cold starts, streams
 without per-token counts or a lost worker in any block is the arm's); a worker lost or behind in any
 block of either arm is carried into the candidate's facts (the run is an error naming it and its
@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from ...core.blocks import combine_blocks, combine_workers, workers_failed
-from ...core.result import WorkloadResult
-from ...core.workload import Workload
+from ...core.result.blocks import combine_blocks, combine_workers, workers_failed
+from ...core.result.result import WorkloadResult
+from ...core.spec.workload import Workload
 from ..placement import placement_for
 from .base import Run
 
@@ -80,7 +80,7 @@ class ABInterleaved:
                 res = prepared[0]
                 combine_workers([x.load for x in results], res.load)
                 res.facts.workers_failed = workers_failed(results, label)
-            else:  # every block's records, facts and parts (core.blocks): a later block's problem is the arm's
+            else:  # every block's records, facts and parts (core.result.blocks): a later block's problem is the arm's
                 res = combine_blocks(workload, results, label)
             out.append(res)
         out[0].facts.workers_failed += out[1].facts.workers_failed  # the candidate's verdict is the run's

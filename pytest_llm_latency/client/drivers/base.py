@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, runtime_checkable
 
-from ...core.prompts import Prompt
-from ...core.record import RequestRecord
-from ...core.result import Failure, WorkloadResult
-from ...core.verdict import SequentialVerdicts
-from ...core.workload import Workload
+from ...core.prompts.synthesis import Prompt
+from ...core.measure.record import RequestRecord
+from ...core.result.result import Failure, WorkloadResult
+from ...core.measure.verdict import SequentialVerdicts
+from ...core.spec.workload import Workload
 
 ProgressFn = Callable[[int, int], None]
 SendOne = Callable[..., "RequestRecord | Failure"]
@@ -46,7 +46,7 @@ class Run:
     extra: dict | None = None
     judge: Callable[[WorkloadResult], WorkloadResult] | None = None
     ab: ABArms | None = None
-    trace_rows: tuple | None = None  # a trace replay's rows (core.trace.TraceRow), loaded by the plugin
+    trace_rows: tuple | None = None  # a trace replay's rows (core.spec.trace.TraceRow), loaded by the plugin
     # set by the pipeline for a driver that warms up inside ``send`` (``warms_in_send``: worker processes,
     # Ray nodes): the driver calls it once every worker is warmed, for the /metrics "before" reading
     on_ready: Callable[[], None] | None = None
@@ -59,7 +59,7 @@ class Sent:
     outcomes: list = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     sequential: SequentialVerdicts | None = None
-    load_run: Any = None          # client.load.LoadRun
+    load_run: Any = None          # client.load.engine.LoadRun
 
 
 @runtime_checkable

@@ -1,10 +1,10 @@
 """Closed loop: ``concurrency`` streams, each sending its next request when the last one ends
-(the load engine, ``client.load``)."""
+(the load engine, ``client.load.engine``)."""
 from __future__ import annotations
 
-from ...core.workload import Workload
-from ..load import run_load
-from ..load_plan import uses_load_engine
+from ...core.spec.workload import Workload
+from ..load.engine import run_load
+from ..placement.plan import uses_load_engine
 from ..placement import placement_for
 from .base import Run, Sent
 from .pipeline import measure_samples
@@ -22,7 +22,8 @@ class ClosedLoop:
         return Sent(outcomes=list(load_run.outcomes), load_run=load_run)
 
     def measure(self, client, workload: Workload, run: Run):
-        # workers: N (client/workers_closed.py), ray (client/ray_loop.py); else this process, as before
+        # workers: N (client/placement/processes/closed.py), ray (client/placement/ray/loop.py); else this process,
+        # as before
         if placement_for(workload).dealt:
             from .workers import WorkerClosedLoop
 

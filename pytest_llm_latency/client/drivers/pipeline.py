@@ -11,23 +11,23 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import httpx
 
-from ...core import coldstart, metrics as m, reasoning
+from ...core.measure import coldstart, metrics as m, reasoning
 from ...core.errors import MeasurementError
-from ...core.facts import ColdStarts
-from ...core.prompts import Prompt
-from ...core.record import RequestRecord
-from ...core.result import Failure, WorkloadResult, is_deterministic_rejection, measured, unprepared
-from ...core.result_parts import ClientHealth
-from ...core.verdict import SequentialVerdicts
-from ...core.workload import Workload
-from ..chunk_counts import CountRecovery
-from ..http import ensure_connections
-from ..load import LagMonitor
-from ..load_plan import in_flight, planned_requests
-from ..load_report import client_summary, load_summary
-from ..server_view import ServerTimeline
-from ..tokens import model_note, new_nonce, prepare_prompts
-from ..send_one import no_gc_pauses as _no_gc_pauses, sender
+from ...core.result.facts import ColdStarts
+from ...core.prompts.synthesis import Prompt
+from ...core.measure.record import RequestRecord
+from ...core.result.result import Failure, WorkloadResult, is_deterministic_rejection, measured, unprepared
+from ...core.result.result_parts import ClientHealth
+from ...core.measure.verdict import SequentialVerdicts
+from ...core.spec.workload import Workload
+from ..prepare.chunk_counts import CountRecovery
+from ..transport.http import ensure_connections
+from ..load.engine import LagMonitor
+from ..placement.plan import in_flight, planned_requests
+from .load_report import client_summary, load_summary
+from ..server.server_view import ServerTimeline
+from ..prepare.tokens import model_note, new_nonce, prepare_prompts
+from ..load.send_one import no_gc_pauses as _no_gc_pauses, sender
 from .base import Run, Sent
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
     record_cold_starts(res, cold_numbers, cold, len(outcomes), cold_outcome)
     scraped = None
     if before is not None and after is not None:
-        from ..prometheus import delta
+        from ..server.prometheus import delta
 
         scraped = delta(before, after)
         res.server.metrics.update({k: round(v, 6) for k, v in scraped.items()})
@@ -162,7 +162,7 @@ def stop_info(workload: Workload, sequential: SequentialVerdicts | None, sent: i
 def measure_cold_start(client, one: Callable[[Prompt], "RequestRecord | Failure"],
                        prompt: Prompt) -> "RequestRecord | Failure":
     """The ``cold_ttft_max`` request: unload the model (Ollama ``keep_alive: 0``), then send one
-    request, which loads it inside its TTFT (``core.coldstart``)."""
+    request, which loads it inside its TTFT (``core.measure.coldstart``)."""
     unload = getattr(client, "unload", None)
     if unload is None:
         return Failure("config", f"{coldstart.COLD_BUDGET} needs a server whose model can be unloaded on request: "
@@ -241,9 +241,9 @@ def connection_counts(records: list[RequestRecord], client: ClientHealth) -> Non
 
 def record_spec_decode(res: WorkloadResult, records: list[RequestRecord], before, after,
                        timeline: ServerTimeline | None, failed: int = 0) -> None:
-    """Tokens per engine step and the draft acceptance (``core.spec_decode``, the one definition)
+    """Tokens per engine step and the draft acceptance (``core.measure.spec_decode``, the one definition)
     on ``res.spec_decode``; nothing when no source says the server speculates."""
-    from ...core import spec_decode
+    from ...core.measure import spec_decode
 
     gauges = timeline.gauges() if timeline is not None else []
     acc = spec_decode.acceptance(records, before.counters if before is not None else None,
@@ -259,9 +259,9 @@ def record_spec_decode(res: WorkloadResult, records: list[RequestRecord], before
 
 
 def record_prefix_cache(res: WorkloadResult, metrics_delta: dict[str, float] | None) -> None:
-    """What the server served from its prefix cache during the samples (``core.prefix_cache``), for
+    """What the server served from its prefix cache during the samples (``core.measure.prefix_cache``), for
     ``core.checks.measurement_validity.check_prefix_cache``."""
-    from ...core.prefix_cache import evidence
+    from ...core.measure.prefix_cache import evidence
 
     records = res.records
     cached = [bool(r.server_timings.get("prompt_cached")) for r in records]
@@ -278,7 +278,7 @@ def record_prefix_cache(res: WorkloadResult, metrics_delta: dict[str, float] | N
     res.prefix_cache.cached_tokens = ev.cached_tokens
     groups = res.workload.shared_prefix_groups
     if groups is not None:
-        from ...core.prefix_cache import expected_shared
+        from ...core.measure.prefix_cache import expected_shared
 
         res.prefix_cache.expected_cached_tokens = expected_shared(groups.tokens, ev.requests)
     res.facts.prefix_cache = ev
@@ -291,7 +291,7 @@ def client_redact(client, text: str) -> str:
 
 def scrape(client):
     """A /metrics scrape around the samples (never around probes or warm-up)."""
-    from ..prometheus import scrape as scrape_metrics
+    from ..server.prometheus import scrape as scrape_metrics
 
     try:
         return scrape_metrics(client.http, client.base_url, client.timeouts.connect_s + 5)

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import NamedTuple
 
-from ...core import metrics as m
-from ...core.result import WorkloadResult, measured
-from ...core.result_parts import copy_parts
-from ...core.workload import Workload
+from ...core.measure import metrics as m
+from ...core.result.result import WorkloadResult, measured
+from ...core.result.result_parts import copy_parts
+from ...core.spec.workload import Workload
 from .base import Run
 from .sending import sample_driver_for
 

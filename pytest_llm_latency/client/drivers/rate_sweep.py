@@ -1,12 +1,12 @@
-"""Rate sweep (``load.rate_sweep``): open-loop runs at the rates ``core.rate_sweep.bisect_rate``
+"""Rate sweep (``load.rate_sweep``): open-loop runs at the rates ``core.spec.rate_sweep.bisect_rate``
 picks, each measured by the workload's own driver and judged by the injected ``Run.judge``
 (the verdict of a step picks the next rate); the measurement is the run at the capacity
-(``client.rate_sweep.run_sweep``)."""
+(``client.drivers.rate_steps.run_sweep``)."""
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ...core.workload import Workload
+from ...core.spec.workload import Workload
 from .base import Run
 
 
@@ -20,7 +20,7 @@ class RateSweep:
         return workload.sweep is not None
 
     def measure(self, client, workload: Workload, run: Run):
-        from ..rate_sweep import run_sweep
+        from .rate_steps import run_sweep
 
         if run.judge is None:
             raise TypeError("a rate sweep needs Run.judge (core.checks.judge) to decide each step")

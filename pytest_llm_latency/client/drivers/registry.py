@@ -5,7 +5,7 @@ wraps the workload's base driver; otherwise the base driver: a prompt sweep, age
 how the samples are sent (sequential rounds, open loop, closed loop, serial)."""
 from __future__ import annotations
 
-from ...core.workload import Workload
+from ...core.spec.workload import Workload
 from .ab_alternating import ABAlternating
 from .ab_interleaved import ABInterleaved
 from .agent_sessions import AgentSessions

@@ -1,15 +1,15 @@
 """The ``samples: auto`` round loop, shared by one process (``sequential_rounds``) and worker
 processes (``worker_rounds``): rounds of ``concurrency`` prompts, the budgets checked after each
-round once ``min_samples`` are in (``core.verdict.SequentialVerdicts`` decides "keep sampling")."""
+round once ``min_samples`` are in (``core.measure.verdict.SequentialVerdicts`` decides "keep sampling")."""
 from __future__ import annotations
 
 from typing import Callable
 
-from ...core.prompts import Prompt
-from ...core.record import RequestRecord
-from ...core.result import Failure, metric_values
-from ...core.verdict import SequentialVerdicts
-from ...core.workload import Workload
+from ...core.prompts.synthesis import Prompt
+from ...core.measure.record import RequestRecord
+from ...core.result.result import Failure, metric_values
+from ...core.measure.verdict import SequentialVerdicts
+from ...core.spec.workload import Workload
 from .base import ProgressFn
 
 
@@ -22,7 +22,7 @@ def send_rounds(send_round: Callable[[list[Prompt]], list], samples: list[Prompt
     ``min_samples`` are in, until every budget is decided or ``max_samples`` (``len(samples)``)
     are sent.  ``halted()``: stop now (a worker process was lost: the run is an error,
     ``core.checks.measurement_validity.check_workers``)."""
-    assert workload.confidence is not None  # samples: auto decides at a confidence (core.workload)
+    assert workload.confidence is not None  # samples: auto decides at a confidence (core.spec.workload)
     total, conc = len(samples), workload.concurrency
     judge = SequentialVerdicts(workload.budgets, workload.confidence, workload.min_samples, total)
     outcomes: list = []

@@ -1,7 +1,7 @@
 """The sample drivers, in the order they are tried, and the one function choosing among them."""
 from __future__ import annotations
 
-from ...core.workload import Workload
+from ...core.spec.workload import Workload
 from .closed_loop import ClosedLoop
 from .open_loop import OpenLoop
 from .sequential_rounds import SequentialRounds

@@ -1,5 +1,5 @@
 """Sequential rounds (``samples: auto``): rounds of ``concurrency`` requests sent together,
-the budgets checked after each round once ``min_samples`` are in (``core.verdict.SequentialVerdicts``
+the budgets checked after each round once ``min_samples`` are in (``core.measure.verdict.SequentialVerdicts``
 decides "keep sampling"), until every budget is decided or ``max_samples`` are sent.  With
 ``workers: N`` (or ``ray:``) each round is split over worker processes or Ray nodes (``worker_rounds.WorkerRounds``)."""
 from __future__ import annotations
@@ -7,11 +7,11 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
-from ...core.prompts import Prompt
-from ...core.record import RequestRecord
-from ...core.result import Failure
-from ...core.verdict import SequentialVerdicts
-from ...core.workload import Workload
+from ...core.prompts.synthesis import Prompt
+from ...core.measure.record import RequestRecord
+from ...core.result.result import Failure
+from ...core.measure.verdict import SequentialVerdicts
+from ...core.spec.workload import Workload
 from ..placement import placement_for
 from .base import ProgressFn, Run, Sent
 from .pipeline import measure_samples

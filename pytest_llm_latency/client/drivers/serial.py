@@ -2,8 +2,8 @@
 rejects as wrong (every other would be rejected too)."""
 from __future__ import annotations
 
-from ...core.result import Failure, is_deterministic_rejection
-from ...core.workload import Workload
+from ...core.result.result import Failure, is_deterministic_rejection
+from ...core.spec.workload import Workload
 from .base import Run, Sent
 from .pipeline import measure_samples
 

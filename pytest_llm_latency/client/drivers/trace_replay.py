@@ -1,8 +1,8 @@
-"""Trace replay: the rows of a Mooncake-format trace (``trace: PATH``, ``core.trace``), each sent
+"""Trace replay: the rows of a Mooncake-format trace (``trace: PATH``, ``core.spec.trace``), each sent
 once at its own timestamp (an open loop: its latency counts from when the trace says it arrives,
 so a client or server that falls behind cannot hide the wait), a session's later turns each
 ``delay`` ms after the previous turn finished (a closed loop within the session), with the
-prompts ``client.trace_prompts`` built before the first send: exactly ``input_length`` tokens as
+prompts ``client.prepare.trace_prompts`` built before the first send: exactly ``input_length`` tokens as
 the server counts them, made of block texts keyed by the run's nonce and the row's hash ids, so
 rows share exactly the blocks the trace declares.
 
@@ -12,7 +12,7 @@ the previous prompt + the tokens it generated + the new tokens, checked against 
 count like every prompt (``RequestRecord.prompt_deviation``).
 
 After the run, each record carries its trace row (index, file line, session) and the cached
-tokens the trace declares for it (``core.trace_tokens.DeclaredCache``: the leading blocks it
+tokens the trace declares for it (``core.spec.trace_tokens.DeclaredCache``: the leading blocks it
 shares with a row that completed before it was sent -- those are cached, barring eviction).  The
 prefix cache's expected hits (``core.checks.measurement_validity``: hits beyond them make the
 sample unjudgeable) count the rows still in flight too: a server caches a block once its prefill
@@ -27,18 +27,18 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ...core.errors import ConfigError, MeasurementError
-from ...core.prompts import Prompt
-from ...core.record import Clock, RequestRecord, TraceTag
-from ...core.result import Failure, WorkloadResult, is_deterministic_rejection
-from ...core.trace import TraceRow, TraceSpec, arrival_offsets_ms, describe, sessions, turn_delay_ms
-from ...core.trace_tokens import DeclaredCache, check_context
-from ...core.workload import Workload
-from ..load import MAX_OPEN_LOOP_THREADS, LagMonitor, LoadRun
+from ...core.prompts.synthesis import Prompt
+from ...core.measure.record import Clock, RequestRecord, TraceTag
+from ...core.result.result import Failure, WorkloadResult, is_deterministic_rejection
+from ...core.spec.trace import TraceRow, TraceSpec, arrival_offsets_ms, describe, sessions, turn_delay_ms
+from ...core.spec.trace_tokens import DeclaredCache, check_context
+from ...core.spec.workload import Workload
+from ..load.engine import MAX_OPEN_LOOP_THREADS, LagMonitor, LoadRun
 from ..placement import placement_for
-from ..worker_shard import Shard
+from ..placement.processes.shard import Shard
 from .base import Run, Sent
 from .pipeline import measure_samples
-from ..clock import MEASUREMENT_CLOCK
+from ..transport.clock import MEASUREMENT_CLOCK
 
 
 #: the warm-up requests' lengths: they only open the connections, and share nothing with the rows
@@ -58,7 +58,7 @@ class TraceReplay:
     def measure(self, client, workload: Workload, run: Run) -> WorkloadResult:
         """``run.trace_rows``: the rows the plugin loaded (``plugin.trace_load``); a row beyond the
         server's listed context is a ``ConfigError`` (``trace_overlong: error``) before any request."""
-        from ..tokens import context_length
+        from ..prepare.tokens import context_length
 
         spec = workload.trace
         assert spec is not None
@@ -123,10 +123,10 @@ class Replay:
     def prepare(self, client, workload: Workload, *, seed: int, nonce: str, counter=None) -> tuple[list[Prompt], str]:
         """Warm-up prompts (salted, short, sharing nothing with the rows), then one prompt per row
         in row order; a session's later turns hold their new tokens only."""
-        from ...core.block_text import BlockSpec
-        from ...core.prompts import build_prompts
-        from ..tokens import make_counter
-        from ..trace_prompts import prepare_block_prompts
+        from ...core.prompts.block_text import BlockSpec
+        from ...core.prompts.synthesis import build_prompts
+        from ..prepare.tokens import make_counter
+        from ..prepare.trace_prompts import prepare_block_prompts
 
         how = None
         if counter is None:
@@ -359,7 +359,7 @@ def tagged(out: "RequestRecord | Failure", row: TraceRow, name: str, history: in
 
 @dataclass(frozen=True)
 class TraceShard(Shard):
-    """A worker's whole trace sessions (``client.worker_shard.Shard``): its ``rows`` (the sessions'
+    """A worker's whole trace sessions (``client.placement.processes.shard.Shard``): its ``rows`` (the sessions'
     turns, in order) and the replay's ``spec``; a later turn's outcome is kept at its row index."""
     spec: TraceSpec = field(kw_only=True)
     rows: tuple = field(default=(), kw_only=True)
@@ -376,7 +376,7 @@ def replay_shard(shard, out, send: Callable, t0_ns: int, report, clock, sleep):
     its sessions replayed from the common start (each first turn due at its offset from ``t0_ns``);
     its tagged outcomes by row index, and its books (the declared hits are decided by the
     controller, from the merged stamps: ``drivers.workers.WorkerReplay``)."""
-    from ..send_one import no_gc_pauses as _no_gc_pauses
+    from ..load.send_one import no_gc_pauses as _no_gc_pauses
 
     replay = Replay(list(shard.rows), shard.spec, clock=clock, sleep=sleep, t0_ns=t0_ns)
     with _no_gc_pauses():

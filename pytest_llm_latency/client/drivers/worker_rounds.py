@@ -1,10 +1,10 @@
 """Sequential rounds over worker processes (``samples: auto`` with ``workers: N``, ``N <= concurrency``):
 the same loop as one process (``rounds.send_rounds``) -- rounds of ``concurrency`` prompts sent
-together, ``recover`` between rounds, ``core.verdict.SequentialVerdicts`` deciding after each round
+together, ``recover`` between rounds, ``core.measure.verdict.SequentialVerdicts`` deciding after each round
 once ``min_samples`` are in -- but each round is split over a persistent pool of ``N`` worker
-processes (``client/worker_pool.py``: round prompts ``k, k+N, ...`` to worker ``k``) and merged
+processes (``client/placement/processes/pool.py``: round prompts ``k, k+N, ...`` to worker ``k``) and merged
 back in prompt order, so every decision is taken on all the workers' exact records, as one process
-takes it.  With ``ray:`` the pool is one actor per Ray node (``client/ray_pool.py``: the same interface,
+takes it.  With ``ray:`` the pool is one actor per Ray node (``client/placement/ray/pool.py``: the same interface,
 the records' stamps on the driver's timeline).  A lost worker stops the rounds; the run is then an
 error naming it (``check_workers``)."""
 from __future__ import annotations
@@ -12,18 +12,18 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from ...core.prompts import Prompt
-from ...core.workload import Workload
+from ...core.prompts.synthesis import Prompt
+from ...core.spec.workload import Workload
 from ..placement import placement_for, warm_share, warmup_cut
 from .base import Run, Sent
 
 
 def round_shards(workers: int, target: Any, spares: list[Prompt], warmup: int, concurrency: int, *,
                  output_tokens: int, extra: dict | None) -> list:
-    """The pool's ``client.worker_shard.Shard``s: no prompts of their own (each round hands them
+    """The pool's ``client.placement.processes.shard.Shard``s: no prompts of their own (each round hands them
     out), ``warmup`` of the ``spares`` each for its unmeasured warm-up, connections for its share of
     a round (``ceil(concurrency / workers)``)."""
-    from ..worker_shard import Shard
+    from ..placement.processes.shard import Shard
 
     streams = max(1, math.ceil(concurrency / workers))
     return [Shard(k, workers, target, (), (), (), warm_share(spares, k, warmup), output_tokens, extra, streams)
@@ -35,7 +35,7 @@ class WorkerRounds:
     engine = True  # the workers' lag monitors, not this process's
     warms_in_send = True  # the pool's workers warm up on entering it: ``run.on_ready`` then
     count: int | None = None     # the processes, sized after the controller's warm-up (``resize``)
-    worker_sizing: Any = None    # ``core.worker_sizing.WorkerSizing``: the count and why
+    worker_sizing: Any = None    # ``core.spec.worker_sizing.WorkerSizing``: the count and why
 
     def __init__(self, client, pool: Callable[..., Any] | None = None, single: Any = None):
         self.client = client
@@ -56,8 +56,8 @@ class WorkerRounds:
         return None if self.single is None else type(self.single)()
 
     def send(self, one, samples, workload: Workload, run: Run, recover) -> Sent:
-        from ..http import request_bound_s
-        from ..worker_shard import Credentials, WorkerTarget
+        from ..transport.http import request_bound_s
+        from ..placement.processes.shard import Credentials, WorkerTarget
         from .rounds import send_rounds
 
         placement = placement_for(workload)
@@ -66,7 +66,8 @@ class WorkerRounds:
         rounds, spares = warmup_cut(samples, placement.spare_prompts())  # each worker's warm-ups: prepared last
         shards = round_shards(n, WorkerTarget.of(self.client), spares, warm, workload.concurrency,
                               output_tokens=workload.output_tokens, extra=run.extra)
-        make = self.pool or placement.pool  # worker processes (client/worker_pool.py), Ray nodes (client/ray_pool.py)
+        # worker processes (client/placement/processes/pool.py), Ray nodes (client/placement/ray/pool.py)
+        make = self.pool or placement.pool
         with make(shards, Credentials.of(self.client), request_timeout_s=request_bound_s(self.client.timeouts)) as pool:
             if run.on_ready is not None and not pool.failures:  # every worker warmed: /metrics "before"
                 run.on_ready()

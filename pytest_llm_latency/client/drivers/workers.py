@@ -1,10 +1,11 @@
-"""The load engine's loops sent by worker processes (``workers: N``, ``client/workers.py``): the same
+"""The load engine's loops sent by worker processes (``workers: N``, ``client/placement/processes/workers.py``):
+the same
 sample drivers as ``open_loop`` and ``closed_loop`` inside the same pipeline, bound to the
 measurement's client so that their shards can name the target.  An open loop: the engine's
 schedule, sharded, merged back in schedule order; a closed loop: the ``concurrency`` streams
-spread over the workers, one steady-state window decided across them (``client/workers_closed.py``);
+spread over the workers, one steady-state window decided across them (``client/placement/processes/closed.py``);
 a trace replay: whole sessions per worker, the declared cache hits decided after the run from the
-merged records' stamps (``core.trace_tokens.declared_from_stamps``).  With ``ray:`` each shard runs
+merged records' stamps (``core.spec.trace_tokens.declared_from_stamps``).  With ``ray:`` each shard runs
 on a node of the cluster instead (the placement runs the shards: ``client.placement.Placement.run``)."""
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ...core.workload import Workload
-from ..http import request_bound_s
-from ..load import MAX_OPEN_LOOP_THREADS, ClosedPlan, open_loop_schedule
-from ..load_plan import in_flight
+from ...core.spec.workload import Workload
+from ..transport.http import request_bound_s
+from ..load.engine import MAX_OPEN_LOOP_THREADS, ClosedPlan, open_loop_schedule
+from ..placement.plan import in_flight
 from ..placement import Placement, deal, placement_for, warmup_cut
 from .base import Run, Sent
 from .trace_replay import Replay
@@ -27,7 +28,7 @@ class WorkerOpenLoop:
     engine = True
     warms_in_send = True  # each worker warms its own connections: ``run.on_ready`` once all are warm
     count: int | None = None     # the processes, sized after the controller's warm-up (``resize``)
-    worker_sizing: Any = None    # ``core.worker_sizing.WorkerSizing``: the count and why (load.workers_reason)
+    worker_sizing: Any = None    # ``core.spec.worker_sizing.WorkerSizing``: the count and why (load.workers_reason)
 
     def __init__(self, client, single: Any = None):
         self.client = client
@@ -49,14 +50,14 @@ class WorkerOpenLoop:
         return resized(self, placement_for(workload), warmed, samples)
 
     def send(self, one, samples, workload: Workload, run: Run, recover) -> Sent:
-        from ..worker_shard import Credentials, WorkerTarget, make_shards
+        from ..placement.processes.shard import Credentials, WorkerTarget, make_shards
 
         placement = placement_for(workload)
         n = self.count or placement.count()
         due = open_loop_schedule(workload, run.seed)[:len(samples)]
         scheduled = samples[:len(due)]
         warm = workload.warmup
-        _, spares = warmup_cut(samples[len(due):], warm * n)  # prepared last (client.load_plan.planned_requests)
+        _, spares = warmup_cut(samples[len(due):], warm * n)  # prepared last (client.placement.plan.planned_requests)
         shards = make_shards(due, scheduled, spares, n, WorkerTarget.of(self.client), warmup=warm,
                              output_tokens=workload.output_tokens, extra=run.extra, in_flight=in_flight(workload))
         load_run = placement.run(shards, Credentials.of(self.client), span_s=due[-1] if due else 0.0,
@@ -77,8 +78,8 @@ class WorkerClosedLoop(WorkerOpenLoop):
         return not (workload.load is not None and workload.load.open_loop) and placement_for(workload).dealt
 
     def send(self, one, samples, workload: Workload, run: Run, recover) -> Sent:
-        from ..worker_shard import Credentials, WorkerTarget
-        from ..workers_closed import make_closed_shards
+        from ..placement.processes.shard import Credentials, WorkerTarget
+        from ..placement.processes.closed import make_closed_shards
 
         placement = placement_for(workload)
         n = min(self.count, workload.concurrency) if self.count else placement.over(workload.concurrency).count
@@ -108,17 +109,17 @@ class WorkerReplay(Replay):
     turns follow its own answers), each first turn due at its offset from the common start.  The
     declared-hit books (``DeclaredCache``) are not shared across processes: the controller decides
     each row's declared hits and the judge's bound after the run, from the merged records' send and
-    end stamps (``core.trace_tokens.declared_from_stamps``).  A later turn's planned length is the
+    end stamps (``core.spec.trace_tokens.declared_from_stamps``).  A later turn's planned length is the
     additive plan (history + ``input_length``; a worker has no tokenize counter of its own), checked
     against the server's count like every prompt."""
     client: Any = None
     warms_in_send = True  # see WorkerOpenLoop
 
     def send(self, one, samples, workload: Workload, run: Run, recover) -> Sent:
-        from ...core.trace import arrival_offsets_ms, sessions, turn_delay_ms
-        from ...core.trace_tokens import declared_from_stamps
-        from ...core.record import RequestRecord
-        from ..worker_shard import Credentials, WorkerTarget
+        from ...core.spec.trace import arrival_offsets_ms, sessions, turn_delay_ms
+        from ...core.spec.trace_tokens import declared_from_stamps
+        from ...core.measure.record import RequestRecord
+        from ..placement.processes.shard import Credentials, WorkerTarget
 
         placement = placement_for(workload)
         n = self.worker_sizing.count if self.worker_sizing is not None else placement.count()
@@ -162,7 +163,7 @@ def resized(driver: Any, placement: Placement, warmed: list, samples: list) -> t
 
 def make_trace_shards(groups: list[list], by_row: dict, workers: int, target, spec: Any, *,
                       output_tokens: int, extra: dict | None) -> list:
-    """A trace replay's ``TraceShard``s: session ``i`` (``core.trace.sessions``, in the order of their
+    """A trace replay's ``TraceShard``s: session ``i`` (``core.spec.trace.sessions``, in the order of their
     first turns) on worker ``i mod N``, whole; each row's prompt (``by_row``, by row index) with it."""
     from .trace_replay import TraceShard
 

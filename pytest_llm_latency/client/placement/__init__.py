@@ -1,6 +1,6 @@
 """Where a workload's requests run: this process (``local.py``), worker processes of this host
-(``processes.py``) or the nodes of a Ray cluster (``ray_nodes.py``): an axis beside how they are
-sent (``client/drivers``), behind one protocol (``base.Placement``).
+(``processes/``) or the nodes of a Ray cluster (``ray/``), each behind its ``placement`` module:
+an axis beside how they are sent (``client/drivers``), behind one protocol (``base.Placement``).
 
 - ``placement_for(workload)`` (``choose.py``) decides it once; no client module outside this folder
   reads a workload's ``ray`` address or sizes its workers (``tests/architecture/test_placement.py``);
@@ -8,10 +8,11 @@ sent (``client/drivers``), behind one protocol (``base.Placement``).
   ``Placement.pool`` holds them for rounds;
 - ``deal`` / ``warmup_cut`` / ``warm_share`` (``deal.py``): the one rule giving shard ``k`` of ``N``
   items ``k, k+N, ...`` and the one cut of the shards' warm-up prompts;
-- ``shares.py``: how many shards, and why (``workers: N | auto``, one per Ray node).
+- ``shares.py``: how many shards, and why (``workers: N | auto``, one per Ray node); ``plan.py``: the
+  prompts and connections a workload's load needs, its shards' warm-ups included.
 
-May import ``core`` and the client's transport, load engine and shard runners; never a driver
-(``client/drivers``): a shard names its own worker-side runner (``client.worker_shard.Shard.run``)."""
+May import the client's earlier stages (``transport`` to ``load``) and ``core``; never a driver
+(``client/drivers``): a shard names its own worker-side runner (``processes/shard.py``)."""
 from __future__ import annotations
 
 from .base import Placement, PlacementKind, Shares

@@ -1,17 +1,17 @@
 """The ``Placement`` protocol: where a workload's requests run, and the arithmetic every placement
-shares (``Shares``).  Its three implementations: ``local.py`` (this process), ``processes.py``
-(worker processes of this host), ``ray_nodes.py`` (one per node of a Ray cluster)."""
+shares (``Shares``).  Its three implementations: ``local.py`` (this process), ``processes/``
+(worker processes of this host), ``ray/`` (one per node of a Ray cluster)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal
 
-from ...core.workload import Workload
+from ...core.spec.workload import Workload
 from . import shares as _shares
 
 if TYPE_CHECKING:
-    from ...core.worker_sizing import WorkerSizing
-    from ..load import LoadRun
+    from ...core.spec.worker_sizing import WorkerSizing
+    from ..load.engine import LoadRun
 
 PlacementKind = Literal["local", "processes", "ray"]
 
@@ -20,7 +20,7 @@ PlacementKind = Literal["local", "processes", "ray"]
 class Shares:
     """The shards after the controller's warm-up: how many, whether the work is dealt (a Ray
     cluster's single node still is; one worker process sized by ``auto`` is not), and why
-    (``core.worker_sizing.WorkerSizing``: ``load.workers_reason``; None where nothing was sized)."""
+    (``core.spec.worker_sizing.WorkerSizing``: ``load.workers_reason``; None where nothing was sized)."""
     count: int
     dealt: bool
     sizing: "WorkerSizing | None" = None
@@ -31,7 +31,7 @@ class Placement:
     """Where ``workload``'s requests run.  A driver asks what it needs without testing which placement
     it has: whether the work is dealt (``dealt``), over how many shards before and after the warm-up
     (``count``, ``planned``, ``over``, ``shares``), the shards' warm-up prompts (``spare_prompts``),
-    and how shards are run and merged (``run``: one ``client.load.LoadRun``; a closed loop's books
+    and how shards are run and merged (``run``: one ``client.load.engine.LoadRun``; a closed loop's books
     shared as the placement keeps them) or pooled for rounds (``pool``)."""
     kind: ClassVar[PlacementKind]
     workload: Workload

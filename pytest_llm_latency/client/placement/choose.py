@@ -5,12 +5,12 @@
 - ``RayNodes``: one shard per node of the Ray cluster at ``ray:``."""
 from __future__ import annotations
 
-from ...core.workload import Workload
+from ...core.spec.workload import Workload
 from . import shares as _shares
 from .base import Placement
 from .local import Local
-from .processes import Processes
-from .ray_nodes import RayNodes
+from .processes.placement import Processes
+from .ray.placement import RayNodes
 
 
 def placement_for(workload: Workload) -> Placement:

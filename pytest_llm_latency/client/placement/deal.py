@@ -3,7 +3,7 @@
 Shard ``k`` of ``N`` takes items ``k, k+N, k+2N, ...`` (an open loop's scheduled arrivals, a closed
 loop's streams, a round's prompts, a trace replay's or an agent run's sessions): disjoint, together
 every item, their counts differing by at most one.  The shards' own warm-up prompts are prepared
-last (``client.load_plan.planned_requests``): ``warmup_cut`` takes them off the end and
+last (``client.placement.plan.planned_requests``): ``warmup_cut`` takes them off the end and
 ``warm_share`` gives shard ``k`` its ``warmup`` of them."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """This process: ``workers: 1`` (or ``auto`` that can only be one).  Nothing is dealt; the drivers
-send the samples themselves (``client.load``)."""
+send the samples themselves (``client.load.engine``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

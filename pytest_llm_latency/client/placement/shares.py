@@ -1,17 +1,17 @@
 """How many shards a workload is dealt to, and why: ``workers: N | auto`` worker processes of this
 host (``auto``: one per stream in flight, at most the host's CPUs, sized after the controller's
-warm-up by the load's token events: ``core.worker_sizing``), or one per node of a Ray cluster.
+warm-up by the load's token events: ``core.spec.worker_sizing``), or one per node of a Ray cluster.
 Read through ``Placement`` (``choose.py``); the functions are the arithmetic it applies."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...core.workload import Workload
-from ..load import MAX_OPEN_LOOP_THREADS
-from ..sample_count import planned_samples
+from ...core.spec.workload import Workload
+from ..load.engine import MAX_OPEN_LOOP_THREADS
+from ..load.sample_count import planned_samples
 
 if TYPE_CHECKING:
-    from ...core.worker_sizing import WorkerSizing
+    from ...core.spec.worker_sizing import WorkerSizing
 
 
 def host_cpus() -> int:
@@ -65,17 +65,17 @@ def worker_streams(workload: Workload) -> int:
 def worker_count(workload: Workload) -> int:
     """The worker processes sending ``workload`` before any warm-up (``workers: N | auto``; 1: this
     process): ``auto`` without a measured token rate, the target taken as on this host
-    (``core.worker_sizing``); the load engine's loops size ``auto`` after their warm-up instead
+    (``core.spec.worker_sizing``); the load engine's loops size ``auto`` after their warm-up instead
     (``sizing_for``)."""
     workers = getattr(workload, "workers", 1)
     address = getattr(workload, "ray", None)
-    if address is not None:  # ray: one shard per node (client/ray_shards.py): auto = every live node
-        from ..ray_cluster import node_count
+    if address is not None:  # ray: one shard per node (client/placement/ray/shards.py): auto = every live node
+        from .ray.cluster import node_count
 
         return node_count(address) if workers == "auto" else int(workers)
     if workers == 1:
         return 1
-    from ...core.load_spec import resolve_workers
+    from ...core.spec.load_spec import resolve_workers
 
     streams = worker_streams(workload)
     return min(resolve_workers(workers, streams, host_cpus()), streams)  # a closed loop: a stream each
@@ -88,17 +88,17 @@ def planned_workers(workload: Workload) -> int:
     (one process or worker processes) follow it."""
     if getattr(workload, "workers", 1) != "auto" or getattr(workload, "ray", None) is not None:
         return worker_count(workload)
-    from ...core.worker_sizing import cpu_cap
+    from ...core.spec.worker_sizing import cpu_cap
 
     return max(1, min(worker_streams(workload), cpu_cap(host_cpus(), local=False)))
 
 
 def sizing_for(workload: Workload, base_url: str | None, warm: list) -> "WorkerSizing":
-    """How many worker processes send ``workload`` and why (``core.worker_sizing``), after the
+    """How many worker processes send ``workload`` and why (``core.spec.worker_sizing``), after the
     controller's warm-up (``warm``: its outcomes; their records' chunk stamps give the per-stream
     token rate): ``N`` as given; ``auto`` by the load's token events, at most ``planned_workers``."""
-    from ...core.record import RequestRecord
-    from ...core.worker_sizing import WorkerSizing, size_workers, stream_rate
+    from ...core.measure.record import RequestRecord
+    from ...core.spec.worker_sizing import WorkerSizing, size_workers, stream_rate
 
     workers = getattr(workload, "workers", 1)
     if workers != "auto":

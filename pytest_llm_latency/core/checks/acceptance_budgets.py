@@ -1,5 +1,5 @@
 """The speculative-decoding floors ``tokens_per_step_min`` and ``acceptance_rate_min``
-(``core.budgets.ACCEPTANCE_BUDGETS``), judged on ``core.spec_decode``'s one definition.
+(``core.spec.budgets.ACCEPTANCE_BUDGETS``), judged on ``core.measure.spec_decode``'s one definition.
 
 * Where the server reports per request (llama.cpp's ``timings.draft_n*``, scope "per request"):
   on each request's figure, like ``output_tps_min``: the floor holds for the lowest request
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import statistics
 
-from .. import spec_decode
-from ..budgets import Budget
+from ..measure import spec_decode
+from ..spec.budgets import Budget
 from ..findings import Finding
-from ..result import WorkloadResult
+from ..result.result import WorkloadResult
 
 CHECK = "budgets"
 LABEL = {"tokens_per_step": "tokens per step", "acceptance_rate": "acceptance rate"}

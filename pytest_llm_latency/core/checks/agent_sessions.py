@@ -1,4 +1,4 @@
-"""The agent budgets' verdict over measured sessions (``core.agent_turns``), and their figures.
+"""The agent budgets' verdict over measured sessions (``core.measure.agent_turns``), and their figures.
 
 Prefix reuse of a turn = the prompt tokens the server says it served from its cache
 (``usage.prompt_tokens_details.cached_tokens``, llama.cpp ``timings.cache_n``) over the
@@ -19,10 +19,10 @@ import re
 
 from dataclasses import dataclass, field
 
-from ..agent_spec import AGENT_METRICS, AgentBudget, AgentSpec
-from ..agent_turns import Session, reuse, reuse_by_turn, turn_span, turn_values
+from ..spec.agent_spec import AGENT_METRICS, AgentBudget, AgentSpec
+from ..measure.agent_turns import Session, reuse, reuse_by_turn, turn_span, turn_values
 from ..findings import Finding, found, part_update
-from ..stats import fmt_stat, min_samples_for, summarize
+from ..measure.stats import fmt_stat, min_samples_for, summarize
 
 _TURN_REUSE = re.compile(r"^agent_turn(\d+)_reuse$")
 

@@ -1,16 +1,16 @@
 """The workload's latency budgets: point percentiles, statistical verdicts (``confidence``),
-the fraction floors ``goodput_min`` / ``fluidity_min`` (``core.goodput``) and the
+the fraction floors ``goodput_min`` / ``fluidity_min`` (``core.result.goodput``) and the
 speculative-decoding floors (``core.checks.acceptance_budgets``).
 
 Writes the per-budget statistical verdicts to ``res.verdicts`` and the fractions it computed
 to ``res.load`` (figures for the report; the findings are the decision)."""
 from __future__ import annotations
 
-from ..coldstart import COLD_BUDGET
-from ..result import METRIC_LABEL, Violation, WorkloadResult, metric_values, verdict_text
-from ..stats import min_samples_for
-from ..verdict import budget_verdict
-from ..workload import Budget
+from ..measure.coldstart import COLD_BUDGET
+from ..result.result import METRIC_LABEL, Violation, WorkloadResult, metric_values, verdict_text
+from ..measure.stats import min_samples_for
+from ..measure.verdict import budget_verdict
+from ..spec.workload import Budget
 from ..findings import Finding, part_update
 from .acceptance_budgets import check_acceptance_budget
 from .client_skew import check_skew
@@ -59,7 +59,7 @@ def check_budgets(res: WorkloadResult) -> list[Finding]:
 
 
 def _fraction(res: WorkloadResult, b: Budget) -> list[Finding]:
-    from ..goodput import fluidity, goodput
+    from ..result.goodput import fluidity, goodput
 
     workload = res.workload
     if b.metric == "goodput":

@@ -1,8 +1,8 @@
-"""TTFT budgets per prompt-length bucket (``ttft_<stat>_by_prompt``, ``core.prompt_buckets``).
+"""TTFT budgets per prompt-length bucket (``ttft_<stat>_by_prompt``, ``core.spec.prompt_buckets``).
 
 Each bucket is judged like the ordinary ``ttft_<stat>`` budget (``core.checks.budgets``) on the
 requests whose prompt length falls in it, failed requests with a known length counted as misses:
-at the workload's confidence (``core.verdict.budget_verdict``, fixed-n bounds: with ``samples: auto`` the
+at the workload's confidence (``core.measure.verdict.budget_verdict``, fixed-n bounds: with ``samples: auto`` the
 sampling stops on the ordinary budgets, the buckets are judged once at the end), else the point
 estimate (a percentile on fewer samples than it needs is an error, as there).  An empty bucket is
 not judged: an error naming it, never a pass on 0 samples.  Requests above the last bucket (no open
@@ -13,13 +13,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..budgets import Budget
+from ..spec.budgets import Budget
 from ..findings import Finding, part_update
-from ..metrics import ttft_ms
-from ..prompt_buckets import PromptBucket, PromptBudget, request_prompt_tokens, split
-from ..result import Violation, WorkloadResult, verdict_text
-from ..stats import min_samples_for, summarize
-from ..verdict import budget_verdict
+from ..measure.metrics import ttft_ms
+from ..spec.prompt_buckets import PromptBucket, PromptBudget, request_prompt_tokens, split
+from ..result.result import Violation, WorkloadResult, verdict_text
+from ..measure.stats import min_samples_for, summarize
+from ..measure.verdict import budget_verdict
 from .samples import judgeable
 
 CHECK = "budgets"

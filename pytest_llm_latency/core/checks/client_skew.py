@@ -1,5 +1,5 @@
 """Verdicts on a clock the client skewed are refused, not guessed: a latency budget whose verdict the
-client's own stamping error could flip is not judged (``core.stamp_bounds`` gives, per metric and
+client's own stamping error could flip is not judged (``core.measure.stamp_bounds`` gives, per metric and
 statistic, how far the true value may lie from the measured one).
 
 The rule: a ceiling budget ``L`` on a statistic measured at ``y`` that the true value may lie up to
@@ -14,9 +14,9 @@ from __future__ import annotations
 import math
 
 from ..findings import Finding
-from ..result import METRIC_LABEL, WorkloadResult, metric_values
-from ..stamp_bounds import SOURCES, Bounded, StatBound, read_bound_ms, samples, stat_bound, stamp_mode
-from ..workload import Budget
+from ..result.result import METRIC_LABEL, WorkloadResult, metric_values
+from ..measure.stamp_bounds import SOURCES, Bounded, StatBound, read_bound_ms, samples, stat_bound, stamp_mode
+from ..spec.workload import Budget
 
 CHECK = "client_skew"
 WAY_OUT = ("give the test process a CPU of its own (no other load, fewer pytest-xdist workers), fewer streams, or "

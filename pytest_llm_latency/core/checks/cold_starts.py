@@ -1,9 +1,9 @@
-"""Cold starts (``core.coldstart``): cold samples named (a failed check under ``cold_starts: fail``,
+"""Cold starts (``core.measure.coldstart``): cold samples named (a failed check under ``cold_starts: fail``,
 else a note), and the ``cold_ttft_max`` request judged."""
 from __future__ import annotations
 
-from .. import coldstart, metrics as m
-from ..result import Failure, WorkloadResult, is_server_fault
+from ..measure import coldstart, metrics as m
+from ..result.result import Failure, WorkloadResult, is_server_fault
 from ..findings import Finding
 
 CHECK = "cold_starts"

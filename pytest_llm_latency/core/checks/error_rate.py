@@ -5,7 +5,7 @@ outputs over the limit: an error (the run did not do what was asked).  Under the
 (the failures are misses in the percentiles; short outputs are out of TPOT/ITL/E2E)."""
 from __future__ import annotations
 
-from ..result import WorkloadResult, failed_text, short_reasons
+from ..result.result import WorkloadResult, failed_text, short_reasons
 from ..findings import Finding
 from .samples import judgeable, server_faults
 

@@ -1,13 +1,13 @@
 """The roofline gates' decisions.  ``plugin.roofline_gate`` / ``plugin.prefill_gate`` measure
 (efficiency against the ceiling, the prefill fit) and record a ``facts.gates`` entry with the
-floor or budgets; here the rule is applied (``core.roofline.apply_floor``,
-``core.prefill.apply_prefill_budgets``): below its floor, a failed check; a measurement that could not
+floor or budgets; here the rule is applied (``core.roofline.ceiling.apply_floor``,
+``core.roofline.prefill.apply_prefill_budgets``): below its floor, a failed check; a measurement that could not
 be evaluated (a configuration error, no decode timing) makes the run unjudgeable.  The judged
 status and message go to the result's ``roofline`` / ``prefill`` part (a ``part`` finding)."""
 from __future__ import annotations
 
 from ..findings import Finding, part_update
-from ..result import WorkloadResult
+from ..result.result import WorkloadResult
 
 UNJUDGED = ("config_error", "unjudged")
 
@@ -17,11 +17,11 @@ def _judged(check: str, g) -> tuple[str, str, list[Finding]]:
     if g.result is None or g.status in UNJUDGED:
         return g.status, g.message, []
     if check == "roofline":
-        from ..roofline import apply_floor
+        from ..roofline.ceiling import apply_floor
 
         status, message = (x := apply_floor(g.result)).status, x.message
     else:
-        from ..prefill import apply_prefill_budgets
+        from ..roofline.prefill import apply_prefill_budgets
 
         status, message = (y := apply_prefill_budgets(g.result)).status, y.message
     shown = {} if status in ("fail", "config_error") else {"message": message}  # passed, report: information

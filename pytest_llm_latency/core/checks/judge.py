@@ -13,9 +13,9 @@ import copy
 
 from dataclasses import replace
 
-from ..result import Failure, WorkloadResult, measured, miss_summaries
-from ..result_parts import PART_NAMES
-from ..workload import Workload
+from ..result.result import Failure, WorkloadResult, measured, miss_summaries
+from ..result.result_parts import PART_NAMES
+from ..spec.workload import Workload
 from .ab_arm import check_baseline_arm
 from .agent_sessions import check_agent_sessions
 from .budgets import check_budgets
@@ -76,8 +76,8 @@ def evaluate(workload: Workload, records: list, failures: list[Failure], *, serv
 
 
 def preparation_failed(workload: Workload, failure: Failure, *, server_answered: bool = False) -> WorkloadResult:
-    """The judged result of a run whose preparation failed (``core.result.unprepared``)."""
-    from ..result import unprepared
+    """The judged result of a run whose preparation failed (``core.result.result.unprepared``)."""
+    from ..result.result import unprepared
 
     res = unprepared(workload, failure)
     res.facts.server_failed = server_answered

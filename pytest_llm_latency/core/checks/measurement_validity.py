@@ -2,13 +2,13 @@
 salted prompts, ITL budgets without per-token counts: each makes the run unjudgeable."""
 from __future__ import annotations
 
-from ..prefix_cache import decide as decide_cache, declared
-from ..result import WorkloadResult
+from ..measure.prefix_cache import decide as decide_cache, declared
+from ..result.result import WorkloadResult
 from ..findings import Finding, found
 
 
 def check_client_health(res: WorkloadResult) -> list[Finding]:
-    """A load-engine run whose client fell behind (``client.load_report.client_health``)."""
+    """A load-engine run whose client fell behind (``client.drivers.load_report.client_health``)."""
     if not res.facts.client_fell_behind:
         return []
     return [Finding("client_health", "error",
@@ -18,8 +18,8 @@ def check_client_health(res: WorkloadResult) -> list[Finding]:
 
 
 def check_workers(res: WorkloadResult) -> list[Finding]:
-    """A worker process (``workers: N``, ``client/workers.py``) or a Ray node's shard (``ray:``,
-    ``client/ray_shards.py``: a lost node is named) that died, hung, never got ready or
+    """A worker process (``workers: N``, ``client/placement/processes/workers.py``) or a Ray node's shard (``ray:``,
+    ``client/placement/ray/shards.py``: a lost node is named) that died, hung, never got ready or
     fell behind: its share of the schedule is missing or mis-timed, so the samples are not the
     workload's -- never a pass on the others' samples."""
     return [Finding("workers", "error", f"{why}: the samples are not the workload's as scheduled, so the run is "
@@ -34,7 +34,7 @@ def check_trace_complete(res: WorkloadResult) -> list[Finding]:
 
 def check_prefix_cache(res: WorkloadResult) -> list[Finding]:
     """Cached prompts fake a fast TTFT: a note, and an error unless the workload shares a prefix
-    on purpose (``core.prefix_cache.decide``)."""
+    on purpose (``core.measure.prefix_cache.decide``)."""
     if res.facts.prefix_cache is None:
         return []
     groups = res.workload.shared_prefix_groups

@@ -1,11 +1,11 @@
 """Regression against a baseline (a saved file, or the A/B baseline arm): each comparison
-``core.compare`` made that found a regression fails; an improvement is a note.  A TPOT or E2E
+``core.measure.compare`` made that found a regression fails; an improvement is a note.  A TPOT or E2E
 regression is explained (a cause) by its split, on run totals, into engine step time and
-tokens per step (``core.decode_totals``), also kept on ``res.baseline.explanation``."""
+tokens per step (``core.measure.decode_totals``), also kept on ``res.baseline.explanation``."""
 from __future__ import annotations
 
-from ..decode_totals import explain, totals_of
-from ..result import WorkloadResult
+from ..measure.decode_totals import explain, totals_of
+from ..result.result import WorkloadResult
 from ..findings import Finding, part_update
 
 CHECK = "regression"

@@ -1,10 +1,10 @@
 """Is there a sample to judge?  Preparation failures, empty samples, nothing answering.
 
 Also the helpers the sample checks share: which failures are the server's
-(``core.result.is_server_fault``, knowing ``facts.server_failed``)."""
+(``core.result.result.is_server_fault``, knowing ``facts.server_failed``)."""
 from __future__ import annotations
 
-from ..result import UNREACHABLE_KINDS, Failure, WorkloadResult, is_server_fault
+from ..result.result import UNREACHABLE_KINDS, Failure, WorkloadResult, is_server_fault
 from ..findings import Finding
 
 CHECK = "samples"

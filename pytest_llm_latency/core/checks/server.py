@@ -2,7 +2,7 @@
 (``facts.server_died``; its refused requests already count as the server's failures)."""
 from __future__ import annotations
 
-from ..result import WorkloadResult
+from ..result.result import WorkloadResult
 from ..findings import Finding
 
 

@@ -3,7 +3,7 @@ sweep's capacity against ``capacity_min``."""
 from __future__ import annotations
 
 from ..findings import Finding
-from ..result import WorkloadResult
+from ..result.result import WorkloadResult
 from .cold_starts import check_cold_starts
 from .samples import check_samples
 from .measurement_validity import (check_client_health, check_prefix_cache, check_token_counts,

@@ -7,17 +7,17 @@ in the run's document (``document.result_entry``) when JSON, HTML or a baseline 
 
 Times are ms since the workload's first measured request was sent (``send_ms`` 0); a
 ``/metrics`` timeline, where a result has one, uses the same axis.  The CDF samples are the
-very samples the statistics were computed from (``core.result.metric_values``): failed
+very samples the statistics were computed from (``core.result.result.metric_values``): failed
 requests count as misses (+inf), which are never drawn, so a curve ends below 1.
 """
 from __future__ import annotations
 
 import math
 
-from ...core import metrics as m, reasoning
-from ...core.prompt_buckets import request_prompt_tokens
-from ...core.result import WorkloadResult, metric_values
-from ...core.stats import percentile
+from ...core.measure import metrics as m, reasoning
+from ...core.spec.prompt_buckets import request_prompt_tokens
+from ...core.result.result import WorkloadResult, metric_values
+from ...core.measure.stats import percentile
 
 #: CDF points kept per metric: a sample this large or smaller is kept whole (the exact
 #: empirical CDF); a larger one (ITL: samples x output tokens) as this many quantiles
@@ -37,9 +37,9 @@ def request_rows(res: WorkloadResult) -> list[dict]:
     """Every measured request in send order: ``status`` ok, short (stopped before the forced
     length) or failed (with its ``kind``).  Failures with no timestamps (nothing was sent)
     keep ``send_ms`` None.  In a run where a response reasoned, each completed request's
-    ``reasoning_tokens`` and ``answer_tokens`` (``core.reasoning.split``; left out where the
+    ``reasoning_tokens`` and ``answer_tokens`` (``core.measure.reasoning.split``; left out where the
     split is not known).  ``prompt_tokens``: the server's count, else the planned length
-    (``core.prompt_buckets.request_prompt_tokens``: the length the by-prompt budgets bucket by)."""
+    (``core.spec.prompt_buckets.request_prompt_tokens``: the length the by-prompt budgets bucket by)."""
     sends = [r.t_send_ns for r in res.records] + [f.t_send_ns for f in res.failures if f.t_send_ns is not None]
     if not sends:
         return [{"status": "failed", "kind": f.kind, "send_ms": None} for f in res.failures]
@@ -77,7 +77,7 @@ def request_rows(res: WorkloadResult) -> list[dict]:
 
 def trace_fields(tag) -> dict:
     """A trace replay's request row: the trace row it replayed (0-based index and file line), its
-    session, and the cached tokens the trace declares for it (``core.trace``)."""
+    session, and the cached tokens the trace declares for it (``core.spec.trace``)."""
     if tag is None:
         return {}
     out = {"trace_row": tag.row, "trace_line": tag.line}

@@ -17,10 +17,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...core.metrics import METRICS
-from ...core.result import WorkloadResult, failure_kinds
-from ...core.result_parts import PART_NAMES
-from ...core.stats import STATS
+from ...core.measure.metrics import METRICS
+from ...core.result.result import WorkloadResult, failure_kinds
+from ...core.result.result_parts import PART_NAMES
+from ...core.measure.stats import STATS
 from .entry import ResultEntry, entries_of
 
 #: the results document's format version (1: up to 0.x with ``extra``; 2: typed parts)

@@ -14,9 +14,8 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping, Sequence, TypeVar, Union, get_args, get_type_hints
 
-from ...core.result_parts import (AgentSessions, BaselineComparison, ClientHealth, ColdStartInfo, LoadInfo,
-                                  Measurement, Part, PARTS, PrefillInfo, PrefixCacheInfo, PromptBuckets, RooflineInfo,
-                                  ServerInfo, SpecDecodeInfo)
+from ...core.result.result_parts import (AgentSessions, BaselineComparison, ClientHealth, ColdStartInfo, LoadInfo,
+    Measurement, Part, PARTS, PrefillInfo, PrefixCacheInfo, PromptBuckets, RooflineInfo, ServerInfo, SpecDecodeInfo)
 
 P = TypeVar("P", bound=Part)
 Point = tuple[float, float]
@@ -105,7 +104,7 @@ class Stats:
 
 @dataclass(frozen=True)
 class Bound:
-    """A budget judged at a confidence (``core.verdict``)."""
+    """A budget judged at a confidence (``core.measure.verdict``)."""
     status: str | None = None
     estimate: float | None = None
     lower: float | None = None

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import re
 
-from ...core.modelbytes import format_bytes
-from ...core.result_parts import RooflineInfo
+from ...core.roofline.modelbytes import format_bytes
+from ...core.result.result_parts import RooflineInfo
 from ...core.redact import redact_url
-from ...core.stats import PERCENTILES
+from ...core.measure.stats import PERCENTILES
 from .charts import (BucketStep, BudgetLine, CdfSeries, Decode, Mark, MetricSeries, PromptPoint, RequestSpan,
                      cdf_chart, roofline_chart, timeline_chart, ttft_scatter)
 from .document import ResultDocument
@@ -226,7 +226,7 @@ def _terminal_text(lines: list[str], skip: int = 1) -> list[str]:
 def test_view(r: ResultEntry, i: int) -> dict:
     facts = [(label, v) for k, label in FACTS for key, v in r.scalars if key == k]
     facts += [("failed / short", f"{r.failed_requests} / {r.short_outputs}")]
-    if r.measurement.itl_token_counts is not None:  # core.metrics.COUNT_RULES: how ITL knew k per chunk
+    if r.measurement.itl_token_counts is not None:  # core.measure.metrics.COUNT_RULES: how ITL knew k per chunk
         facts.append(("ITL token counts", r.measurement.itl_token_counts))
     roof_svg, roof_text = roofline(r)
     return {"prefill_text": _terminal_text(prefill_lines([r])), "agent_text": _terminal_text(agent_lines([r])),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...core.result_parts import PART_NAMES
+from ...core.result.result_parts import PART_NAMES
 from .document import JSON_METRICS, STAT_KEYS, metric_key
 from .entry import Entry, entry_of
 

@@ -1,5 +1,5 @@
-"""The typed parts' JSON Schema, generated from their dataclasses (``core.result_parts``), for
-``data/results.schema.json``'s ``$defs``.  ``tests/unit/test_results_schema.py`` checks that
+"""The typed parts' JSON Schema, generated from their dataclasses (``core.result.result_parts``), for
+``data/results.schema.json``'s ``$defs``.  ``tests/unit/plugin/report/test_results_schema.py`` checks that
 the shipped file holds exactly what this generates; after changing a part, regenerate with
 
     python -m pytest_llm_latency.plugin.report.schema
@@ -13,20 +13,22 @@ import typing
 from dataclasses import fields
 from pathlib import Path
 
-from ...core.result_parts import PARTS, Part
+from ...core.result.result_parts import PARTS, Part
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "data" / "results.schema.json"
 
 #: what a field means where its name does not say it all
 DESCRIPTIONS = {
-    "measurement.itl_token_counts": "how ITL's per-chunk token counts were known (core.metrics.COUNT_RULES): server "
+    "measurement.itl_token_counts": "how ITL's per-chunk token counts were known "
+                                    "(core.measure.metrics.COUNT_RULES): server "
                                     "| one each | tokenize | apportioned | per chunk, or each rule with its number "
                                     "of streams ('tokenize 30, apportioned 2')",
     "measurement.prompt_exact_requests": "samples whose server-reported prompt length equals the planned "
                                          "prompt_tokens",
     "measurement.prompt_counter": "how prompt lengths were counted (tokenize endpoint, or a probe estimate "
                                   "corrected on the server's count)",
-    "measurement.reasoning_tokens": "Σ reasoning tokens of the completed requests (core.reasoning); left out when "
+    "measurement.reasoning_tokens": "Σ reasoning tokens of the completed requests (core.measure.reasoning); left "
+                                    "out when "
                                     "no response reasoned",
     "measurement.answer_tokens": "Σ (output tokens − reasoning tokens): the answer; with reasoning_tokens, every "
                                  "output token (TPOT and the decode roofline count both)",
@@ -38,29 +40,34 @@ DESCRIPTIONS = {
     "load.workers": "workers: N: the worker processes that sent the load (open loop: worker k sent scheduled "
                     "requests k, k+N, ...; closed loop: worker k ran streams k, k+N, ... of the concurrency; "
                     "trace replay: worker k replayed sessions k, k+N, ...; samples: auto: worker k sent each "
-                    "round's requests k, k+N, ..., load_mode rounds; client/workers.py, client/worker_pool.py); a rate "
+                    "round's requests k, k+N, ..., load_mode rounds; client/placement/processes/workers.py, "
+                    "client/placement/processes/pool.py); a rate "
                     "sweep: its reported step's; an A/B arm: the most one block had",
     "load.workers_reason": "why that many processes: 'workers: N (given)', or workers: auto's arithmetic (the "
-                           "default of the load engine's loops; core/worker_sizing.py): streams x the warm-up's "
+                           "default of the load engine's loops; core/spec/worker_sizing.py): streams x the warm-up's "
                            "tokens/s per stream (an open loop: requests/s x token events per request) / "
                            "EVENTS_PER_S_PER_PROCESS, rounded up, at most one per stream and the CPUs, one left "
                            "for a server on this host; a rate sweep: its reported step's",
     "load.worker_lag": "per worker: {worker: pid@host, index, requests, send_lag_ms_p99 (how late its requests "
                        "went out against the schedule), client_lag_ms_p99 (its lag monitor); with ray: "
-                       "node, clock_offset_ms, clock_rtt_ms (client/ray_shards.py)}; an A/B arm: every block's "
+                       "node, clock_offset_ms, clock_rtt_ms (client/placement/ray/shards.py)}; an A/B arm: every "
+                       "block's "
                        "workers",
     "client.client_limited": "1: the client fell behind, or the bursts read while its threads stalled merged "
                              "more token gaps than those read with the client on time (decided per burst, "
-                             "core/bunching.py): the client, not a proxy, bunched them (client/load_report.py)",
-    "client.stamp_bound_ms_p99": "p99 over token chunks of how wrong a chunk's stamp can be (core.stamp_bounds): "
+                             "core/measure/bunching.py): the client, not a proxy, bunched them "
+                             "(client/drivers/load_report.py)",
+    "client.stamp_bound_ms_p99": "p99 over token chunks of how wrong a chunk's stamp can be "
+                                 "(core.measure.stamp_bounds): "
                                  "kernel stamps: 0.02 ms, or the span of a read it shared with bytes written after "
                                  "it (a last token with the stream's end: about one ITL); read stamps: the lag "
                                  "monitor's p99 x 20 + 0.5 ms (calibrated in benchmarks/fidelity.py --stamp read)",
-    "client.stamp_bound_ms_max": "the largest token chunk stamp bound (core.stamp_bounds)",
+    "client.stamp_bound_ms_max": "the largest token chunk stamp bound (core.measure.stamp_bounds)",
     "client.read_delay_ms_p99": "kernel stamps: p99 of the client's own delay per read (its return - the bytes' "
                                 "arrival), which the kernel stamps keep out of the figures",
     "client.read_delay_ms_max": "kernel stamps: the longest delay of the client on one read",
-    "measurement.stamp": "how token reads were stamped (client/recv_stamp.py): kernel (the kernel's arrival stamp "
+    "measurement.stamp": "how token reads were stamped (client/transport/recv_stamp.py): kernel (the kernel's "
+                         "arrival stamp "
                          "of every read, Linux, plain TCP) or read (when the read returned: TLS, another platform)",
     "client.bursts_client": "reads that delivered several chunks while the client's own threads were stalled",
     "client.bursts_upstream": "reads that delivered several chunks while the client ran on time (a proxy, "
@@ -70,7 +77,7 @@ DESCRIPTIONS = {
     "cold_start.cold_start_samples": "1-based numbers of the cold samples, comma-separated",
     "cold_start.cold_ttft_ms": "TTFT of the cold_ttft_max request (sent right after unloading the model)",
     "cold_start.cold_load_ms": "load_duration the server reported for that request",
-    "spec_decode.source": "where the acceptance came from (core.spec_decode): vLLM /metrics counters, SGLang "
+    "spec_decode.source": "where the acceptance came from (core.measure.spec_decode): vLLM /metrics counters, SGLang "
                           "/metrics gauges, llama.cpp timings (per request) or llama.cpp /metrics counters",
     "spec_decode.scope": "run (counter deltas around the samples), window (the server's windowed gauge, "
                          "sampled during the run) or per request (llama.cpp timings)",
@@ -81,7 +88,7 @@ DESCRIPTIONS = {
     "spec_decode.decode_ms": "Σ (t_last − t_first) over the requests: the decode time",
     "spec_decode.step_ms": "decode_ms ÷ decode steps: the mean engine step time on run totals",
     "roofline.tokens_per_step": "speculative decoding / MTP: spec_decode.tokens_per_step, the gate then judges "
-                                "engine steps (core.roofline_spec)",
+                                "engine steps (core.roofline.roofline_spec)",
     "roofline.step_efficiency": "steps/s ÷ (bandwidth ÷ step bytes): the judged figure of a speculating server "
                                 "(run totals; decode_efficiency stays per token)",
     "roofline.steps_per_s": "decode tokens ÷ decode time ÷ tokens per step, per stream (run totals)",
@@ -100,7 +107,8 @@ DESCRIPTIONS = {
     "agent.prefix_reuse_source": "per request (each turn's cached_tokens / cache_n) or server counters (/metrics)",
     "agent.turn1_cached_tokens_max": "most cached tokens on any session's turn 1 (0: sessions share no prefix)",
     "agent.turns": "per turn index: reuse and medians of TTFT, prompt/cached/new tokens and tool-call times",
-    "baseline.comparisons": "deploy gate (core.compare): one per tolerance, status regression | improvement | ok, "
+    "baseline.comparisons": "deploy gate (core.measure.compare): one per tolerance, status regression | improvement "
+                            "| ok, "
                             "with the seeded bootstrap CI of the candidate/baseline ratio and the message",
     "baseline.cdf": "the baseline's (or the other A/B arm's) CDF points, overlaid by the HTML report",
 }

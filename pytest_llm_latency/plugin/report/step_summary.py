@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ...core.compare import md_table
+from ...core.measure.compare import md_table
 from ...files.atomic import write_atomic
 from .entry import Entry, ResultEntry, entries_of
 

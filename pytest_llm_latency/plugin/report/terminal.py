@@ -8,7 +8,7 @@ from .entry import Entry, ResultEntry, entries_of, entry_of
 COLUMNS = ("test", "n", "TTFT p50", "TTFT p95", "TPOT p50", "TPOT p95", "decode tok/s", "out tok/s", "verdict")
 LEGEND = ("times in ms; decode tok/s = 1000 / TPOT p50; out tok/s = p50 of N / E2E per request; "
           "inf = failed requests counted as misses; * = see notes")
-#: shown before ``verdict`` when a result reasoned (JSON ``measurement.reasoning_*``, ``core.reasoning``)
+#: shown before ``verdict`` when a result reasoned (JSON ``measurement.reasoning_*``, ``core.measure.reasoning``)
 REASONING_COLUMN = "reasoning"
 REASONING_LEGEND = ("; reasoning = share of the output tokens that were reasoning (TPOT and the roofline count "
                     "them all)")
@@ -98,7 +98,7 @@ def summary_lines(results: Sequence[Entry]) -> list[str]:
 
 def itl_count_lines(results: Sequence[Entry]) -> list[str]:
     """Where ITL's per-chunk token counts were recovered, not given by the stream
-    (``core.metrics.COUNT_RULES``: JSON ``measurement.itl_token_counts``): which rule gave them."""
+    (``core.measure.metrics.COUNT_RULES``: JSON ``measurement.itl_token_counts``): which rule gave them."""
     return [f"  {r.nodeid}: ITL token counts per chunk: {r.measurement.itl_token_counts}"
             for r in entries_of(results) if r.measurement.itl_token_counts not in (None, "server", "one each")]
 

@@ -73,9 +73,9 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from ...core.hardware import Hardware, ModelSpec
-from ...core.modelbytes import ModelBytes
-from ...core.prefill import attention_width
+from ...core.roofline.hardware import Hardware, ModelSpec
+from ...core.roofline.modelbytes import ModelBytes
+from ...core.roofline.prefill import attention_width
 
 DEFAULT_DECODE_EFFICIENCY = 0.7    # fraction of peak memory bandwidth reached by decode
 DEFAULT_PREFILL_EFFICIENCY = 0.5   # model FLOP utilisation (MFU) of compute-bound work

@@ -17,7 +17,7 @@ from .svg import Scale, domain, el, fmt_num, message, svg_root, to_string, x_axi
 WIDTH, LEFT, RIGHT, TOP = 560, 14, 24, 50
 BAR, ROW = 18, 28
 BAND_ROW = 18  # band labels, under the bars
-#: efficiency bands: (from, to, fill, label); above 1.05 the inputs are wrong (see core.roofline)
+#: efficiency bands: (from, to, fill, label); above 1.05 the inputs are wrong (see core.roofline.ceiling)
 BANDS = ((0.0, 0.5, "#fbe9e7", "< 50%"), (0.5, 0.8, "#fff4e0", "50-80%"), (0.8, 1.0, "#e6f4ea", "80-100%"),
          (1.0, 1.05, "#f2f2f2", ""), (1.05, math.inf, "#f6e3f3", "above the ceiling: wrong inputs"))
 COLOURS = ("#1f5fbf", "#d9730d")

@@ -1,0 +1,186 @@
+"""Why a budget failed: the seed article's "what to change when the numbers are bad", run as
+rules over what the run measured (client side) and what the server said (``/metrics``).
+
+Pure: ``diagnose(Evidence, failing_metrics) -> [Cause]``.  Each rule needs its evidence; a rule
+whose evidence is missing stays silent (never a guess).  A cause names the metrics it can
+explain, and is only given for a failing one of them (``ANY``: for every failure).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+ANY = frozenset({"ttft", "ttfo", "tpot", "itl", "e2e", "output_tps", "goodput", "fluidity"})
+FIRST_TOKEN = frozenset({"ttft", "ttfo", "e2e", "goodput", "fluidity"})
+DECODE = frozenset({"tpot", "itl", "e2e", "output_tps", "goodput", "fluidity"})
+
+#: thresholds, named so each rule reads as its sentence
+BULK = 0.5              # "the bulk of": at least half
+HIT_RATE_NEAR_ZERO = 0.05
+KV_NEAR_FULL = 0.9     # a new sequence needs whole free blocks: 90 % used is full in practice
+ITL_TAIL_RATIO = 3.0    # ITL p99 / p50
+CONTEXT_SLOWDOWN = 1.2  # late-output ITL / early-output ITL
+NETWORK_GAP_MS = 50.0   # client TTFT beyond the server's, with an idle queue
+FEW_TOKENS_PER_STEP = 1.5  # a speculating server whose steps emit fewer: its drafts are mostly rejected
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Figures from one run; None where not measured.  Times in ms."""
+    ttft_p50: float | None = None
+    itl_p50: float | None = None
+    itl_p99: float | None = None
+    concurrency: int = 1
+    open_loop: bool = False
+    prompt_tokens: int | None = None
+    shared_prefix_tokens: int = 0
+    # client health (client/load/engine.py)
+    client_lag_p99: float | None = None
+    client_fell_behind: bool = False
+    # TTFT against prompt length (requests of different prompt lengths), and ITL early vs late in the output
+    ttft_by_prompt: tuple[tuple[int, float], ...] = ()
+    itl_early: float | None = None
+    itl_late: float | None = None
+    # the server's view (core/server_model.ServerView)
+    server: dict = field(default_factory=dict)
+    # speculative decoding (core.measure.spec_decode: res.spec_decode) and the roofline's per-step figure
+    tokens_per_step: float | None = None
+    acceptance_rate: float | None = None
+    spec_source: str | None = None
+    spec_scope: str | None = None
+    step_ms: float | None = None
+    step_efficiency: float | None = None
+
+    def s(self, key: str):
+        v = self.server.get(key)
+        return v if isinstance(v, (int, float)) else None
+
+
+@dataclass(frozen=True)
+class Cause:
+    name: str
+    text: str
+    explains: frozenset = ANY
+
+    @property
+    def line(self) -> str:
+        return f"cause: {self.name} — {self.text}"
+
+
+def _client_starved(e: Evidence):
+    if e.client_fell_behind:
+        return Cause("client starved", f"the client fell behind (CPU-starved: lag p99 {e.client_lag_p99:.0f} ms); "
+                                       f"these figures are not the server's")
+
+
+def _queueing(e: Evidence):
+    waiting, queue = e.s("server_waiting_max"), e.s("server_queue_ms_mean")
+    running = e.s("server_running_max")
+    limit = f", running max {running:.0f}: max_num_seqs?" if running is not None else ", max_num_seqs?"
+    if queue is not None and e.ttft_p50 and queue >= BULK * e.ttft_p50:
+        return Cause("queueing, not the model", f"{queue:.0f} ms of the {e.ttft_p50:.0f} ms TTFT p50 was spent "
+                     f"in the server's queue (max waiting {waiting or 0:.0f}{limit})", FIRST_TOKEN)
+    if waiting is not None and waiting > 0:
+        spent = f"; {queue:.0f} ms mean queue time" if queue is not None else ""
+        return Cause("queueing", f"up to {waiting:.0f} requests waited in the server's queue{spent} "
+                     f"(running max {running or 0:.0f}: the server's batch limit, max_num_seqs?)", FIRST_TOKEN)
+
+
+def _prefill_bound(e: Evidence):
+    prefill = e.s("server_prefill_ms_mean")
+    if prefill is not None and e.ttft_p50 and prefill >= BULK * e.ttft_p50:
+        return Cause("prefill-bound TTFT", f"the server's prefill took {prefill:.0f} ms of the {e.ttft_p50:.0f} ms "
+                     f"TTFT p50 ({e.prompt_tokens} prompt tokens): shorter prompts, a shared prefix with "
+                     f"prefix caching, or more compute", FIRST_TOKEN)
+    pts = sorted(e.ttft_by_prompt)
+    if len(pts) >= 4 and pts[-1][0] >= 2 * pts[0][0]:
+        half = len(pts) // 2
+        short = sorted(t for _, t in pts[:half])[half // 2]
+        long_ = sorted(t for _, t in pts[half:])[(len(pts) - half) // 2]
+        if long_ >= 1.5 * short:
+            return Cause("prefill-bound TTFT", f"TTFT grows with prompt length: median {short:.0f} ms for the "
+                         f"shorter prompts, {long_:.0f} ms for the longer ones ({pts[0][0]}..{pts[-1][0]} tokens)",
+                         FIRST_TOKEN)
+
+
+def _prefix_cache(e: Evidence):
+    hit, queries = e.s("server_prefix_hit_rate"), e.s("server_prefix_queries")
+    if not e.shared_prefix_tokens:
+        return None
+    share = e.shared_prefix_tokens / e.prompt_tokens if e.prompt_tokens else None
+    could = f" (up to {share:.0%} could hit)" if share else ""
+    if queries == 0:
+        seen = "no prefix-cache lookups at all"
+    elif hit is not None and hit < HIT_RATE_NEAR_ZERO:
+        seen = f"hit rate {hit:.1%}"
+    else:
+        return None
+    return Cause("prefix cache not effective", f"{seen} on a workload sharing {e.shared_prefix_tokens} prefix "
+                 f"tokens{could}: is prefix caching enabled (vLLM --enable-prefix-caching, SGLang radix cache)?",
+                 FIRST_TOKEN)
+
+
+def _decode_context(e: Evidence):
+    if e.itl_early and e.itl_late and e.itl_late >= CONTEXT_SLOWDOWN * e.itl_early:
+        return Cause("decode slowing with context", f"ITL rose from {e.itl_early:.1f} ms (first quarter of the "
+                     f"output) to {e.itl_late:.1f} ms (last quarter): each step reads the whole KV cache, which "
+                     f"grows with context", DECODE)
+
+
+def _batching_tail(e: Evidence):
+    if (e.concurrency > 1 or e.open_loop) and e.itl_p50 and e.itl_p99 and e.itl_p99 >= ITL_TAIL_RATIO * e.itl_p50:
+        load = "under an open-loop load" if e.open_loop else f"at concurrency {e.concurrency}"
+        return Cause("batching tail", f"ITL p99 {e.itl_p99:.1f} ms is {e.itl_p99 / e.itl_p50:.1f}x its p50 "
+                     f"{e.itl_p50:.1f} ms {load}: other requests' prefills interleave with the decode steps "
+                     f"(chunked prefill with a smaller token budget per step smooths it)", DECODE)
+
+
+def _kv_pressure(e: Evidence):
+    pre, kv = e.s("server_preemptions"), e.s("server_kv_usage_max")
+    if pre:
+        return Cause("preemption / KV pressure", f"{pre:.0f} requests were preempted (KV usage max "
+                     f"{(kv or 0):.0%}): more KV memory, fewer concurrent sequences, or shorter contexts")
+    if kv is not None and kv >= KV_NEAR_FULL:
+        return Cause("KV pressure", f"the KV cache was {kv:.0%} full: new requests wait for memory")
+
+
+def _network_client(e: Evidence):
+    server_ttft, waiting = e.s("server_ttft_ms_p50"), e.s("server_waiting_max")
+    if e.client_fell_behind or server_ttft is None or e.ttft_p50 is None or waiting:
+        return None
+    gap = e.ttft_p50 - server_ttft
+    if gap >= max(NETWORK_GAP_MS, server_ttft):
+        return Cause("network or client", f"client TTFT p50 {e.ttft_p50:.0f} ms vs the server's own "
+                     f"{server_ttft:.0f} ms with an idle queue: {gap:.0f} ms are spent outside the server "
+                     f"(network, proxy, TLS, client)", FIRST_TOKEN)
+
+
+def _acceptance(e: Evidence):
+    """A speculating server: TPOT = step time ÷ tokens per step, so name both factors."""
+    if e.tokens_per_step is None or e.tokens_per_step >= FEW_TOKENS_PER_STEP:
+        return None  # steps that emit several tokens: the acceptance is not what made decode slow
+    rate = f" (acceptance {e.acceptance_rate:.0%})" if e.acceptance_rate is not None else ""
+    per = {"per request": "over the run's requests", "window": "the server's windowed estimate"}.get(
+        e.spec_scope or "", "run totals")
+    emitted = "each engine step emitted few tokens"
+    if e.step_efficiency is not None:
+        steps = f"the steps themselves ran at {e.step_efficiency:.2f} of the ceiling"
+    elif e.step_ms is not None:
+        steps = f"the steps themselves took {e.step_ms:.3g} ms each (no roofline gate to compare them with)"
+    else:
+        steps = "the step time is unknown"
+    return Cause("speculative decoding acceptance", f"tokens per step {e.tokens_per_step:.2f}{rate}: {emitted}; "
+                 f"{steps} ({e.spec_source}, {per}; TPOT = step time ÷ tokens per step)", DECODE)
+
+
+RULES = (_client_starved, _acceptance, _queueing, _prefill_bound, _prefix_cache, _decode_context, _batching_tail,
+         _kv_pressure, _network_client)
+
+
+def diagnose(e: Evidence, failing: set[str] | frozenset = ANY) -> list[Cause]:
+    """The causes that fire and explain a failing metric, most fundamental first."""
+    out = []
+    for rule in RULES:
+        c = rule(e)
+        if c is not None and c.explains & set(failing):
+            out.append(c)
+    return out

@@ -1,0 +1,99 @@
+"""OpenAI gpt-oss (gpt-oss-20b, gpt-oss-120b): ``model_type: gpt_oss``.
+
+From transformers' ``modeling_gpt_oss.py`` and the checkpoints' tensor names::
+
+    per layer  attention  q, k, v, o (``self_attn.{q,k,v,o}_proj``) + their biases
+                          (``attention_bias``, on in both models) + ``self_attn.sinks``: one learned
+                          logit per head, a parameter that caches no token
+               router     ``mlp.router.weight`` hidden × E + ``mlp.router.bias`` E
+               experts    E × fused gate_up hidden × 2·intermediate (+ bias 2·intermediate)
+                          + down intermediate × hidden (+ bias hidden); stored as
+                          ``mlp.experts.gate_up_proj_blocks`` / ``_scales`` / ``_bias`` and
+                          ``down_proj_*`` (MXFP4 blocks and e8m0 scales, bf16 biases)
+               2 RMSNorms
+    model      embedding vocab × hidden, untied ``lm_head``, final norm; head_dim 64
+
+    KV         ``layer_types``: ``sliding_attention`` layers keep the last ``sliding_window``
+               (128) tokens, ``full_attention`` layers all of them; 2 × kv_heads × head_dim per
+               token each.  The sinks add no cached token (``LayerKV.sinks`` stays 0).
+
+``experts_per_token`` (the original name) and ``num_experts_per_tok`` (transformers') are both
+read.  The expert weights' storage (MXFP4 on the experts only, their biases and everything else
+bf16) is ``core.roofline.archs.quant``'s business: the fused expert weights are a converted group
+(``linear``) though not ``nn.Linear`` modules.
+
+Pure: no I/O.
+"""
+from __future__ import annotations
+
+from ...errors import ConfigError
+from . import register
+from .inventory import Architecture, Cfg, KVShape, TensorGroup, attention_groups, embedding_groups, layered
+from .moe import check_experts
+
+#: GptOssConfig's class defaults (transformers), applied and recorded when a config omits them
+SLIDING_WINDOW = 128
+HEAD_DIM = 64
+
+_KINDS = {"sliding_attention": "sliding", "full_attention": "full"}
+
+
+def layer_kinds(c: Cfg, layers: int) -> list[str]:
+    """``full`` / ``sliding`` per layer from ``layer_types``; absent: GptOssConfig's default,
+    sliding on even layers, full on odd ones."""
+    types = c.get("layer_types")
+    if types is None:
+        c.defaults.append("layer_types=alternating sliding/full")
+        return ["sliding" if (i + 1) % 2 else "full" for i in range(layers)]
+    if not isinstance(types, list) or len(types) != layers:
+        raise ConfigError(f"{c.where}: layer_types must list one entry per layer ({layers}, num_hidden_layers), "
+                          f"got {types!r:.80}")
+    out = []
+    for i, t in enumerate(types):
+        if t not in _KINDS:
+            raise ConfigError(f"{c.where}: layer_types[{i}] is {t!r}; gpt_oss layers are "
+                              f"{' or '.join(_KINDS)}")
+        out.append(_KINDS[t])
+    return out
+
+
+@register("gpt_oss")
+def gpt_oss(c: Cfg) -> Architecture:
+    hidden = c.int("hidden_size")
+    layers = c.int("num_hidden_layers")
+    heads = c.int("num_attention_heads")
+    kv_heads = c.int("num_key_value_heads")
+    head_dim = c.int("head_dim", default=HEAD_DIM)
+    vocab = c.int("vocab_size")
+    inter = c.int("intermediate_size")
+    experts = c.int("num_local_experts")
+    k = c.int("num_experts_per_tok", "experts_per_token")
+    check_experts(c, experts, k)
+    tied = c.flag("tie_word_embeddings", False)
+    bias = c.flag("attention_bias", True)
+    window = c.int("sliding_window", default=SLIDING_WINDOW)
+    kinds = layer_kinds(c, layers)
+
+    attn = "model.layers.{i}.self_attn"
+    mlp, every = "model.layers.{i}.mlp", range(layers)
+    groups = [
+        *embedding_groups(vocab, hidden, tied),
+        *attention_groups(layers, hidden, heads, kv_heads, head_dim, qkv_bias=bias, o_bias=bias, prefix=attn),
+        layered("attention sinks", "other", attn, every, [("sinks", heads)], linear=False),
+        # GptOssTopKRouter and the fused experts are Parameters, not nn.Linear
+        layered("router", "router", mlp, every, [("router", hidden * experts)], nn_linear=False),
+        layered("router bias", "bias", mlp, every, [("router.bias", experts)], linear=False),
+        layered("routed experts gate_up/down", "routed_experts", mlp, every,
+                [("experts.gate_up_proj", experts * hidden * 2 * inter),
+                 ("experts.down_proj", experts * inter * hidden)], nn_linear=False),
+        layered("routed expert biases", "routed_experts", mlp, every,
+                [("experts.gate_up_proj_bias", experts * 2 * inter),
+                 ("experts.down_proj_bias", experts * hidden)], linear=False),
+        TensorGroup("norms", layers * 2 * hidden + hidden, "norm", "model.layers.0.input_layernorm", linear=False),
+    ]
+    per_token = 2 * kv_heads * head_dim
+    kv = tuple(KVShape(kind, n, elems_per_token=per_token, window=window if kind == "sliding" else None)
+               for kind in ("full", "sliding") if (n := kinds.count(kind)))
+    return Architecture(c.model_type, tuple(groups), kv, hidden, vocab, layers, tied, experts=experts,
+                        experts_per_token=k, defaults=tuple(c.defaults),
+                        notes=("attention sinks: one learned logit per head, no cached token",))
