@@ -152,14 +152,14 @@ def result_totals(r: Mapping) -> dict | None:
     return out
 
 
-#: results JSON versions read as baselines: 2 (typed parts), and 1, whose ``version`` was the
-#: plugin's version string (``docs/result-json.md``); both keep ``samples`` and ``fingerprint``
-#: per result in the same place
-RESULTS_VERSIONS = (1, 2)
+#: results JSON versions read as baselines: 3 (``measurement.xdist_worker``), 2 (typed parts), and 1,
+#: whose ``version`` was the plugin's version string (``docs/result-json.md``); all keep ``samples``
+#: and ``fingerprint`` per result in the same place
+RESULTS_VERSIONS = (1, 2, 3)
 
 
 def results_version(doc: Mapping) -> int | None:
-    """1 or 2 for a results document this plugin reads; None for another version."""
+    """1, 2 or 3 for a results document this plugin reads; None for another version."""
     v = doc.get("version")
     if isinstance(v, str) or v is None:
         return 1
@@ -168,7 +168,7 @@ def results_version(doc: Mapping) -> int | None:
 
 def from_results(doc: Any, where: str) -> dict:
     """A JSON results file written with ``--llm-latency-json-samples`` as a baseline document
-    (results version 1 or 2)."""
+    (results version 1, 2 or 3)."""
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
         raise _fail(where, "neither a baseline file nor a JSON results file (no 'results' list)")
     if results_version(doc) is None:

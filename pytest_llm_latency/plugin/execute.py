@@ -101,7 +101,7 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
 
             apply_baseline(item, sess, spec, client, workload, res)  # first: the decode diagnosis reads it
             # inside the lock: a local-cpu bandwidth probe saturates memory bandwidth, so it must
-            # not overlap another worker's measurement either
+            # not overlap another xdist worker's measurement either
             apply_roofline(item, sess, spec, client, workload, res, roofline_cli or {})
     finally:
         progress.clear()
@@ -187,7 +187,7 @@ def xdist_measurement_lock():
     """Under pytest-xdist, hold a run-wide file lock while measuring, so latency tests on
     different workers are never measured concurrently (they would share the server and
     inflate each other's latencies).  xdist_group + loadgroup normally keeps them on one
-    worker already; xdist 3.8 with pytest >= 9.2 loses the group, and this lock still holds.
+    xdist worker already; xdist 3.8 with pytest >= 9.2 loses the group, and this lock still holds.
     Yields the lock path under xdist, else None."""
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
     try:
@@ -245,7 +245,7 @@ def record(item: pytest.Item, results: WorkloadResult | list[WorkloadResult]) ->
     ours = item.stash.get(OWN_PROPS_KEY, [])
     ours_ids = {id(p) for p in ours}
     item.user_properties[:] = [p for p in item.user_properties if id(p) not in ours_ids]
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    xdist_worker = os.environ.get("PYTEST_XDIST_WORKER")
     settings = getattr(item.config.stash.get(SESSION_KEY, None), "settings", None)
     # per-request data for the JSON, HTML and baselines only (never JUnit)
     detail = settings is not None and bool(settings.get("json") or settings.get("html")
@@ -253,8 +253,8 @@ def record(item: pytest.Item, results: WorkloadResult | list[WorkloadResult]) ->
     added: list[tuple[str, Any]] = []
     entries: list[dict[str, Any]] = []
     for k, res in enumerate(results, 1):
-        if worker:
-            res.measurement.worker = worker
+        if xdist_worker:
+            res.measurement.xdist_worker = xdist_worker
         entry = result_entry(res, item.nodeid if k == 1 else f"{item.nodeid}#{k}", detail=detail, settings=settings)
         entries.append(entry)
         added.extend(junit_properties(entry, "llm." if k == 1 else f"llm.{k}."))

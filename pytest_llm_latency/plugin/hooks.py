@@ -95,8 +95,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def _serialize_under_xdist(config: pytest.Config) -> None:
     """Latency tests must never be measured concurrently by accident: under pytest-xdist
     they all carry ``xdist_group("llm-latency")``, and the distribution mode is switched
-    to ``loadgroup`` so that one worker runs them one after another (other tests still
-    spread over every worker)."""
+    to ``loadgroup`` so that one xdist worker runs them one after another (other tests still
+    spread over every xdist worker)."""
     if hasattr(config, "workerinput"):
         if config.workerinput.get("llm_latency_loadgroup"):
             config.option.loadgroup = True  # xdist then suffixes grouped nodeids with @llm-latency
@@ -108,7 +108,8 @@ def _serialize_under_xdist(config: pytest.Config) -> None:
         return
     config.option.dist = "loadgroup"
     config.pluginmanager.register(_XdistLoadgroup(), "llm-latency-xdist")
-    config.stash[XDIST_NOTE_KEY] = f"--dist {dist} switched to loadgroup: latency tests run serially on one worker"
+    config.stash[XDIST_NOTE_KEY] = (f"--dist {dist} switched to loadgroup: latency tests run serially on one "
+                                    "xdist worker")
 
 
 class _XdistLoadgroup:
@@ -178,7 +179,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.llm_latency_test)
             if skip:
                 item.add_marker(pytest.mark.skip(reason="llm-latency: --llm-latency-skip"))
-            if xdist:  # under xdist --dist loadgroup: one worker measures, never two at once
+            if xdist:  # under xdist --dist loadgroup: one xdist worker measures, never two at once
                 item.add_marker(pytest.mark.xdist_group("llm-latency"))
 
 

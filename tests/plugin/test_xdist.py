@@ -21,14 +21,14 @@ def test_latency_tests_run_on_one_worker_and_results_reach_the_controller(pytest
                                       "--llm-latency-url=reference://h100-sxm/llama-3.1-8b",
                                       "--llm-latency-json=r.json", timeout=120)
     r.assert_outcomes(passed=8)
-    r.stdout.fnmatch_lines(["*--dist load switched to loadgroup: latency tests run serially on one worker*"])
+    r.stdout.fnmatch_lines(["*--dist load switched to loadgroup: latency tests run serially on one xdist worker*"])
     results = json.loads((pytester.path / "r.json").read_text())["results"]
     assert len(results) == 4
     # never measured concurrently: the measurement intervals do not overlap, whichever
     # workers ran them (one worker under loadgroup; the run-wide lock otherwise)
     spans = sorted((res["measurement"]["measure_start_ns"], res["measurement"]["measure_end_ns"]) for res in results)
     assert all(prev_end <= start for (_, prev_end), (start, _) in zip(spans, spans[1:])), spans
-    assert {res["measurement"]["worker"] for res in results} <= {"gw0", "gw1"}
+    assert {res["measurement"]["xdist_worker"] for res in results} <= {"gw0", "gw1"}
 
 
 def _keys(node, at="") -> set[str]:
@@ -74,4 +74,5 @@ def test_a_run_under_n_2_has_the_keys_tests_and_verdicts_of_a_sequential_run(pyt
         assert s[nodeid]["verdict"] == p[nodeid]["verdict"], nodeid
         assert _keys(s[nodeid]) == _keys(p[nodeid]) - xdist_only, nodeid
         assert len(s[nodeid]["violations"]) == len(p[nodeid]["violations"]) and s[nodeid]["n"] == p[nodeid]["n"]
-    assert s["strict.slo.yaml::strict"]["verdict"] == "fail" and p["test_fx.py::test_two#2"]["measurement"]["worker"]
+    assert s["strict.slo.yaml::strict"]["verdict"] == "fail"
+    assert p["test_fx.py::test_two#2"]["measurement"]["xdist_worker"]

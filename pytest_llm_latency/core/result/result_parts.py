@@ -87,7 +87,7 @@ class Measurement(Part):
     prompt_exact_requests: int | None = None
     itl_token_counts: str | None = None        # core.measure.metrics.COUNT_RULES, or each rule with its streams
     retries: int | None = None                 # 429/503 retries of requests that then succeeded
-    worker: str | None = None                  # the pytest-xdist worker that measured it (gw0...)
+    xdist_worker: str | None = None            # the pytest-xdist worker that measured it (gw0...); version 2: worker
     # reasoning models (core.measure.reasoning); left out when no response reasoned
     reasoning_tokens: int | None = None        # Σ reasoning tokens of the completed requests
     answer_tokens: int | None = None           # Σ (output tokens − reasoning tokens)

@@ -3,7 +3,7 @@
 
 Every output is a rendering of it: the JSON file (``ResultDocument.to_json``), JUnit
 properties (``report.properties.junit_properties``), the terminal table, the HTML page and the
-GitHub step summary.  Under pytest-xdist an entry crosses from the worker to the controller as
+GitHub step summary.  Under pytest-xdist an entry crosses from the xdist worker to the controller as
 this one JSON value on the test report (``report.llm_latency_results``, which xdist serializes
 with the report's other attributes), never rebuilt from flat properties.
 
@@ -24,7 +24,7 @@ from ...core.measure.stats import STATS
 from .entry import ResultEntry, entries_of
 
 #: the results document's format version (1: up to 0.x with ``extra``; 2: typed parts)
-VERSION = 2
+VERSION = 3
 STAT_KEYS = STATS + ("min", "n", "censored")
 JSON_METRICS = METRICS + ("output_tps",)
 BOUND_FIELDS = ("status", "estimate", "lower", "upper", "n", "confidence", "method", "would_decide", "stopped_by")
@@ -112,10 +112,10 @@ class ResultDocument:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ResultDocument":
-        """Back from ``to_json`` (a version-2 document; an older one is refused, naming it)."""
+        """Back from ``to_json`` (a version-3 document; an older one is refused, naming it)."""
         if data.get("version") != VERSION:
             raise ValueError(f"results JSON version {data.get('version')!r} is not {VERSION}: read it with the "
-                             f"plugin that wrote it (docs/result-json.md says what moved in version 2)")
+                             f"plugin that wrote it (docs/result-json.md says what moved in versions 2 and 3)")
         unknown = sorted(set(data) - {"version", "plugin_version", "target", "seed", "nonce", "results"})
         if unknown:
             raise ValueError(f"results JSON: unknown key(s) {', '.join(unknown)}")

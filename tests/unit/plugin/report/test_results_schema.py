@@ -65,7 +65,7 @@ def test_a_result_with_every_part_validates_and_a_misspelled_key_is_refused():
     entry = result_entry(res, "t.py::test_w", detail=True)
     doc = document(entry)
     jsonschema.validate(doc, schema())
-    assert doc["version"] == VERSION == 2 and entry["load"]["itl_ms_p99_under_load"] is None  # a miss: null
+    assert doc["version"] == VERSION == 3 and entry["load"]["itl_ms_p99_under_load"] is None  # a miss: null
     for where, key in ((doc["results"][0], "extra"), (doc["results"][0]["load"], "throughput_rsp"),
                        (doc["results"][0]["roofline"], "min_efficiency"), (doc, "results_version"),
                        (doc["results"][0]["ttft_ms"], "p96")):
@@ -134,7 +134,7 @@ def test_junit_properties_are_the_entrys_scalars():
 
 
 def test_an_older_results_document_is_refused_by_name():
-    with pytest.raises(ValueError, match="version '0.9.0' is not 2.*result-json.md"):
+    with pytest.raises(ValueError, match="version .0.9.0. is not 3.*result-json.md"):
         ResultDocument.from_json({"version": "0.9.0", "target": {}, "results": []})
     doc = document(result_entry(result(), "t.py::test_w"))
     assert ResultDocument.from_json(doc).to_json() == doc
@@ -160,11 +160,12 @@ def _results_file(tmp_path, version, **result):
     return str(path)
 
 
-def test_results_files_of_version_1_and_2_serve_as_baselines_and_a_newer_one_is_refused(tmp_path):
+def test_results_files_of_version_1_2_and_3_serve_as_baselines_and_a_newer_one_is_refused(tmp_path):
     v1 = bfile.load(_results_file(tmp_path, "0.1.0", extra={"nonce": "n", "cold_starts": 0}))  # v1: extra
-    v2 = bfile.load(_results_file(tmp_path, 2, measurement={"nonce": "n"}))
-    for doc in (v1, v2):
+    v2 = bfile.load(_results_file(tmp_path, 2, measurement={"nonce": "n", "worker": "gw0"}))
+    v3 = bfile.load(_results_file(tmp_path, 3, measurement={"nonce": "n", "xdist_worker": "gw0"}))
+    for doc in (v1, v2, v3):
         (entry,) = doc["tests"].values()
         assert entry["samples"] == {"ttft_ms": [50.0, 60.0]} and entry["fingerprint"] == {"model": "m"}
-    with pytest.raises(bfile.BaselineError, match=r"results JSON version 3 is not one this plugin reads \(1, 2\)"):
-        bfile.load(_results_file(tmp_path, 3))
+    with pytest.raises(bfile.BaselineError, match=r"results JSON version 4 is not one this plugin reads \(1, 2, 3\)"):
+        bfile.load(_results_file(tmp_path, 4))
