@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from dataclasses import dataclass, replace
 import tempfile
 import time
 import warnings
@@ -54,58 +55,122 @@ def config_failure(exc: ConfigError) -> None:
     raise Unjudged(f"configuration error: {exc}", pytrace=False) from None
 
 
+class TargetDown(LatencyError):
+    """A target (the test's, or an A/B run's baseline) could not be started or reached."""
+
+
+@dataclass(frozen=True)
+class Targets:
+    """Every target a measurement needs, resolved before its driver runs: the test's client and,
+    for A/B in one run (``plugin/ab.py``), the baseline target and its arm (a client, or with
+    ``alternating`` the callables that start each target between blocks)."""
+    client: Any
+    spec_b: TargetSpec | None = None
+    arms: Any = None  # client.drivers.base.ABArms
+
+
 def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, workload: Workload,
                  roofline_cli: dict[str, Any] | None = None) -> WorkloadResult:
-    """Pick the workload's driver, measure, record the facts the plugin owns (a managed server that
-    died, the roofline gates' figures, the baseline comparison), then run every check once."""
+    """One pass down the layers: the workload's trace rows and model bytes checked, its targets
+    resolved (managed, reference, both A/B arms), then its driver measures, the facts the plugin
+    owns are recorded (a managed server that died, the baseline comparison, the roofline gates'
+    figures), and every check runs once."""
     from ..client.drivers.base import Run
     from ..client.drivers.registry import driver_for
+    from .roofline_gate import preflight
 
-    tr = item.config.pluginmanager.get_plugin("terminalreporter")
-    progress = Progress(tr, workload.name)
     try:
         workload, rows = with_trace(item, workload)
-        from .roofline_gate import preflight
-
         preflight(workload, Path(str(item.path)).parent)  # the roofline's model bytes: refused before any request
-        client = sess.client(spec)
+        targets = resolve_targets(item, sess, spec, workload)
     except ConfigError as exc:
         config_failure(exc)
-    except (MeasurementError, LatencyError, OSError, RuntimeError) as exc:
-        msg = sess.redactor()(f"target {spec.describe()} could not start: {exc}")
-        res = evaluate(workload, [], [Failure("target", msg)])
-        return res
+    except TargetDown as exc:
+        return evaluate(workload, [], [Failure("target", sess.redactor()(str(exc)))])
+    progress = Progress(item.config.pluginmanager.get_plugin("terminalreporter"), workload.name)
     try:
         with xdist_measurement_lock() as waited_for:
             t0 = time.time_ns()
-            driver = driver_for(workload)  # one per way of sending (client/drivers/registry.py)
             run = Run(seed=sess.settings.get("seed"), nonce=sess.nonce or None,
                       salt_context=sess.salt_context(item.nodeid, workload.name), progress=progress, judge=judge,
-                      trace_rows=rows)
+                      trace_rows=rows, ab=targets.arms)
             try:
-                if workload.baseline_target is not None:  # A/B in one run (plugin/ab.py, client/drivers/ab_*.py)
-                    res = _measure_ab(item, sess, spec, client, workload, driver, run)
-                else:
-                    res = driver.measure(client, workload, run)
+                res = _measure(sess, workload, driver_for(workload), targets, run)
             except ConfigError as exc:  # found before any request was sent (a trace row beyond the context)
                 config_failure(exc)
             if waited_for is not None:
                 res.measurement.set(measure_start_ns=t0, measure_end_ns=time.time_ns())
-            server = sess.server_for(spec)
-            if server is not None and hasattr(server, "check_alive") and res.failures:
-                died = _died(server)
-                if died:  # a fact for the checks: its refused requests are server faults, and it is named
-                    res.facts.server_failed = True
-                    res.facts.server_died = sess.redactor()(died)
+            _server_died(sess, spec, res)
             from .baseline import apply as apply_baseline  # deploy gate: judged against a baseline's samples
 
-            apply_baseline(item, sess, spec, client, workload, res)  # first: the decode diagnosis reads it
+            apply_baseline(item, sess, spec, targets.client, workload, res)  # first: the decode diagnosis reads it
             # inside the lock: a local-cpu bandwidth probe saturates memory bandwidth, so it must
             # not overlap another xdist worker's measurement either
-            apply_roofline(item, sess, spec, client, workload, res, roofline_cli or {})
+            apply_roofline(item, sess, spec, targets.client, workload, res, roofline_cli or {})
     finally:
         progress.clear()
     return judge(res)  # every check, once (core.checks)
+
+
+def resolve_targets(item: pytest.Item, sess: LatencySession, spec: TargetSpec, workload: Workload) -> Targets:
+    """Start (or reach) every target the workload names before anything is measured; a target that
+    cannot start is ``TargetDown`` (the test errors, naming it), a bad A/B spec a ``ConfigError``."""
+    from ..client.drivers.base import ABArms
+    from . import ab
+
+    try:
+        client = sess.client(spec)
+    except (MeasurementError, LatencyError, OSError, RuntimeError) as exc:
+        raise TargetDown(f"target {spec.describe()} could not start: {exc}") from exc
+    if workload.baseline_target is None:
+        return Targets(client)
+    where = f"{item.nodeid} workload {workload.name!r}"
+    spec_b = ab.baseline_spec(workload.baseline_target, spec, where)
+    mode, block = ab.ab_mode(workload.baseline_target, where)
+    if mode == "alternating":  # one target at a time (the candidate, running now, goes first)
+        arms = {"a": spec, "b": spec_b}
+
+        def alternate(arm: str) -> None:
+            sess.stop_server(arms[arm])
+        return Targets(client, spec_b, ABArms(_starter(sess, spec_b, "baseline target"), block,
+                                              _starter(sess, spec, "target"), alternate))
+    try:
+        return Targets(client, spec_b, ABArms(sess.client(spec_b), block))
+    except (MeasurementError, LatencyError, OSError, RuntimeError) as exc:
+        raise TargetDown(f"baseline target {spec_b.describe()} could not start: {exc}") from exc
+
+
+def _measure(sess: LatencySession, workload: Workload, driver, targets: Targets, run) -> WorkloadResult:
+    """The driver's measurement; with A/B arms, the candidate interleaved with the baseline target
+    and compared with it."""
+    from . import ab, baseline
+
+    if targets.arms is None:
+        return driver.measure(targets.client, workload, run)
+    try:
+        res, res_b = driver.measure_arms(targets.client, workload, run)
+    except ab.StartError as exc:  # alternating: a target did not come back between blocks
+        return evaluate(workload, [], [Failure("target", sess.redactor()(str(exc)))])
+    assert targets.spec_b is not None  # resolve_targets gives both or neither
+    label = f"baseline target {ab.describe(targets.spec_b)}"
+    if not res_b.records:
+        judge(res_b)
+        res.facts.baseline_target_empty = f"{label} measured no sample: {res_b.failure_message() or 'empty sample'}"
+        return res
+    baseline.compare_with(res, baseline.entry_of(res_b), baseline.tolerances(sess.settings, workload),
+                          seed=sess.settings.get("seed") or 0, label=label, paired=True, block=targets.arms.block_size)
+    return res
+
+
+def _server_died(sess: LatencySession, spec: TargetSpec, res: WorkloadResult) -> None:
+    """A managed server that died under failed requests: a fact for the checks (its refused requests
+    are server faults, and it is named)."""
+    server = sess.server_for(spec)
+    if server is not None and hasattr(server, "check_alive") and res.failures:
+        died = _died(server)
+        if died:
+            res.facts.server_failed = True
+            res.facts.server_died = sess.redactor()(died)
 
 
 def with_trace(item: pytest.Item, workload: Workload) -> tuple[Workload, tuple | None]:
@@ -115,8 +180,6 @@ def with_trace(item: pytest.Item, workload: Workload) -> tuple[Workload, tuple |
     trace = getattr(workload, "trace", None)
     if trace is None:
         return workload, None
-    from dataclasses import replace
-
     from ..core.result.sample_size import check_min_samples
     from .trace_load import load_trace, trace_path
 
@@ -126,48 +189,6 @@ def with_trace(item: pytest.Item, workload: Workload) -> tuple[Workload, tuple |
                        samples_given=True)
     check_min_samples(workload, f"{item.nodeid} workload {workload.name!r} ({len(rows)} trace rows)")
     return workload, rows
-
-
-def _measure_ab(item, sess: LatencySession, spec: TargetSpec, client, workload: Workload, driver, run):
-    """The candidate (the test's target) interleaved with ``baseline_target`` and compared with it."""
-    from dataclasses import replace
-
-    from ..client.drivers.base import ABArms
-    from . import ab, baseline
-
-    where = f"{item.nodeid} workload {workload.name!r}"
-    spec_b = None
-    try:
-        spec_b = ab.baseline_spec(workload.baseline_target, spec, where)
-        mode, block = ab.ab_mode(workload.baseline_target, where)
-        if mode == "alternating":  # one target at a time (the candidate, running now, goes first)
-            arms = {"a": spec, "b": spec_b}
-
-            def alternate(arm: str) -> None:
-                sess.stop_server(arms[arm])
-            arm_b = ABArms(_starter(sess, spec_b, "baseline target"), block, _starter(sess, spec, "target"), alternate)
-        else:
-            arm_b = ABArms(sess.client(spec_b), block)
-    except ConfigError as exc:
-        config_failure(exc)
-    except (MeasurementError, LatencyError, OSError, RuntimeError) as exc:
-        what = spec_b.describe() if spec_b is not None else repr(workload.baseline_target)
-        msg = sess.redactor()(f"baseline target {what} could not start: {exc}")
-        return evaluate(workload, [], [Failure("target", msg)])
-    assert spec_b is not None  # baseline_spec returned or raised
-    try:
-        res, res_b = driver.measure_arms(client, workload, replace(run, ab=arm_b))
-    except ab.StartError as exc:  # alternating: a target did not come back between blocks
-        return evaluate(workload, [], [Failure("target", sess.redactor()(str(exc)))])
-    if not res_b.records:
-        judge(res_b)
-        res.facts.baseline_target_empty = (f"baseline target {ab.describe(spec_b)} measured no sample: "
-                                           f"{res_b.failure_message() or 'empty sample'}")
-        return res
-    baseline.compare_with(res, baseline.entry_of(res_b), baseline.tolerances(sess.settings, workload),
-                   seed=sess.settings.get("seed") or 0, label=f"baseline target {ab.describe(spec_b)}", paired=True,
-                   block=block)
-    return res
 
 
 def _starter(sess: LatencySession, spec: TargetSpec, label: str):

@@ -3,6 +3,7 @@ and judged in the paired design.  Reference targets with jitter on: the same tar
 jitter seed) is not flagged, a 15% slower decode is."""
 import json
 import re
+import sys
 
 import pytest
 
@@ -137,3 +138,26 @@ def test_a_cold_start_in_a_later_block_of_either_arm_fails_the_run(pytester, evi
     assert res["load"]["ab_blocks"] == 3
     if evicting == "candidate":
         assert res["cold_start"] == {"cold_starts": 1, "cold_start_samples": str(number)}
+
+
+def test_a_baseline_target_that_cannot_start_errors_before_any_request(pytester):
+    """Both arms are resolved before the driver runs: a baseline target whose command exits at once
+    is an error naming it, and the test's own target was never sent a prompt."""
+    from tests.helpers.rawserver import raw_server
+
+    seen: list[bytes] = []
+
+    def respond(req: bytes) -> bytes:
+        seen.append(req.split(b"\r\n", 1)[0])
+        return b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+    port, stop = raw_server(respond)
+    try:
+        bt = {"command": [sys.executable, "-c", "raise SystemExit(3)"], "url": "http://127.0.0.1:{port}/v1",
+              "startup_timeout": 20}
+        pytester.makepyfile(test_ab=TEST.format(url=f"http://127.0.0.1:{port}/v1", bt=bt))
+        r = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
+    finally:
+        stop()
+    r.assert_outcomes(errors=1)
+    assert "baseline target " in r.stdout.str() and "could not start" in r.stdout.str()
+    assert not [line for line in seen if line.startswith(b"POST")], seen

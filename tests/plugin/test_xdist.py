@@ -63,8 +63,8 @@ def test_a_run_under_n_2_has_the_keys_tests_and_verdicts_of_a_sequential_run(pyt
         r.assert_outcomes(passed=2, failed=1)
         docs[mode] = json.loads((pytester.path / "r.json").read_text())
     seq, par = docs[()], docs[("-n", "2")]
-    # only under xdist: the worker, and the span it held the run-wide measurement lock for
-    xdist_only = {f".measurement.{k}" for k in ("worker", "measure_start_ns", "measure_end_ns")}
+    # only under xdist: the xdist worker, and the span it held the run-wide measurement lock for
+    xdist_only = {f".measurement.{k}" for k in ("xdist_worker", "measure_start_ns", "measure_end_ns")}
     assert _keys(seq) - {".nonce"} == _keys(par) - {".nonce"} - {".results[]" + k for k in xdist_only}
     by_id = lambda doc: {x["nodeid"].replace("@llm-latency", ""): x for x in doc["results"]}  # noqa: E731
     s, p = by_id(seq), by_id(par)
