@@ -79,8 +79,8 @@ def test_one_deal_and_one_warmup_cut():
 def test_no_shard_kind_is_told_apart_by_its_fields():
     """One frozen dataclass per kind, each with its runner (``Shard.run``): nothing reads a shard's
     kind back from optional fields (``shard.closed``, ``.trace``, ``.agent``) or from class names."""
-    for rel, src in [*client_modules(), *(("client/placement/" + f.name, f.read_text("utf-8"))
-                                          for f in (CLIENT / "placement").glob("*.py"))]:
+    for rel, src in [*client_modules(), *((f.relative_to(PACKAGE).as_posix(), f.read_text("utf-8"))
+                                          for f in (CLIENT / "placement").rglob("*.py"))]:
         tree = ast.parse(src)
         # a class name used to choose: compared, looked up, or part of a key (an error message naming
         # an exception's class is not a dispatch)
@@ -103,3 +103,29 @@ def test_placement_imports_no_driver():
         for node in ast.walk(ast.parse(f.read_text("utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module:
                 assert "drivers" not in node.module.split("."), f"{f.name} imports {node.module}"
+
+
+def _classes(root: Path):
+    for f in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text("utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                names = {getattr(t, "id", getattr(t, "attr", None)) for b in node.body
+                         for t in ([b.target] if isinstance(b, ast.AnnAssign) else getattr(b, "targets", []))}
+                names |= {b.name for b in node.body if isinstance(b, ast.FunctionDef)}
+                names |= {t.attr for b in ast.walk(node) if isinstance(b, (ast.Assign, ast.AnnAssign))
+                          for t in (b.targets if isinstance(b, ast.Assign) else [b.target])
+                          if isinstance(t, ast.Attribute)}
+                protocol = any(getattr(b, "id", "") == "Protocol" for b in node.bases)
+                yield f.relative_to(PACKAGE).as_posix(), node.name, protocol, names
+
+
+def test_one_books_protocol_and_one_pool_protocol():
+    """A closed loop's books (``t_stop``, ``ramp_end``, ...) have one protocol, ``Books``, and the
+    shards held for rounds (``send_round``) one, ``RoundPool``; every class that keeps books or
+    sends rounds is one of their implementations, which mypy checks where the placements make them."""
+    books = [(rel, name, proto) for rel, name, proto, names in _classes(CLIENT) if {"t_stop", "ramp_end"} <= names]
+    pools = [(rel, name, proto) for rel, name, proto, names in _classes(CLIENT) if "send_round" in names]
+    assert [(r, n) for r, n, p in books if p] == [("client/load/engine.py", "Books")]
+    assert [(r, n) for r, n, p in pools if p] == [("client/placement/base.py", "RoundPool")]
+    assert sorted(n for _, n, p in books if not p) == ["LoopBooks", "LoopState", "NodeLoopState", "SharedLoopState"]
+    assert sorted(n for _, n, p in pools if not p) == ["RayPool", "WorkerPool"]

@@ -32,7 +32,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, TypeGuard
+from typing import Any, Callable, Protocol, TypeGuard, runtime_checkable
 
 from ...core.measure.bunching import StallTimeline
 from ...core.prompts.synthesis import Prompt
@@ -162,11 +162,30 @@ def _stops(out: RequestRecord | Failure) -> TypeGuard[Failure]:
     return isinstance(out, Failure) and is_deterministic_rejection(out.kind)
 
 
+@runtime_checkable
+class Books(Protocol):
+    """The one protocol of a closed loop's books, which its streams read and write under ``lock``:
+    the next prompt (``next``), the streams started, the requests counted, when full concurrency
+    began (``ramp_end``) and when issuing stopped (``t_stop``; ``stop``), with the no-ramp start
+    ``barrier`` and ``all_started``.  Kept by the placement that runs the loop: ``LoopState`` (the
+    threads of this process), ``client.placement.processes.closed.SharedLoopState`` (shared memory
+    across worker processes), ``client.placement.ray.loop.NodeLoopState`` (a node's view of the
+    ``LoopBooks`` actor)."""
+    lock: Any
+    barrier: Any
+    all_started: Any
+    next: int
+    started: int
+    counted: int
+    ramp_end: int | None
+    t_stop: int | None
+
+    @property
+    def stop(self) -> bool: ...
+
+
 class LoopState:
-    """The closed loop's bookkeeping, shared by its streams (the threads of one process): the next
-    prompt, the streams started, the requests counted, when full concurrency began (``ramp_end``)
-    and when issuing stopped (``stop``, ``t_stop``), under ``lock``; the no-ramp start ``barrier``
-    and ``all_started``.  ``client.placement.processes.workers.SharedLoopState`` is the same across worker processes."""
+    """``Books`` kept by the streams of one process (its threads)."""
 
     def __init__(self, concurrency: int):
         self.lock: Any = threading.Lock()
@@ -199,7 +218,7 @@ class ClosedPlan:
                    load.duration_s if load and load.duration_s else None)
 
 
-def run_closed(send: Send, prompts: list[Prompt], plan: ClosedPlan, state: Any, t0_ns: int, *,
+def run_closed(send: Send, prompts: list[Prompt], plan: ClosedPlan, state: Books, t0_ns: int, *,
                clock: Clock = MEASUREMENT_CLOCK, sleep: Callable[[float], None] = time.sleep,
                progress: Callable[[int, int], None] | None = None) -> LoadRun:
     """The closed loop's streams ``plan.streams`` of ``plan.concurrency``, from ``t0_ns``, keeping
@@ -210,7 +229,7 @@ def run_closed(send: Send, prompts: list[Prompt], plan: ClosedPlan, state: Any, 
 
 
 def _closed_loop(send: Send, prompts: list[Prompt], plan: ClosedPlan, clock: Clock, sleep,
-                 progress, *, state: Any = None, t0: int | None = None) -> LoadRun:
+                 progress, *, state: Books | None = None, t0: int | None = None) -> LoadRun:
     c = plan.concurrency
     ramp_ns = int(plan.ramp_up_s * 1e9)
     duration_ns = int(plan.duration_s * 1e9) if plan.duration_s else None

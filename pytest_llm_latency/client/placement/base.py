@@ -4,7 +4,7 @@ shares (``Shares``).  Its three implementations: ``local.py`` (this process), ``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Protocol, runtime_checkable
 
 from ...core.spec.workload import Workload
 from . import shares as _shares
@@ -14,6 +14,26 @@ if TYPE_CHECKING:
     from ..load.engine import LoadRun
 
 PlacementKind = Literal["local", "processes", "ray"]
+
+
+@runtime_checkable
+class RoundPool(Protocol):
+    """The one protocol of shards held for ``samples: auto`` rounds (``Placement.pool``): a context
+    manager whose ``send_round(start, batch)`` deals a round's prompts over the ``live()`` shards and
+    gives their outcomes back in prompt order, ``failures`` (shard index -> why it was lost) and
+    ``load_run()`` (the rounds as one run).  ``processes.pool.WorkerPool`` and ``ray.pool.RayPool``."""
+    failures: dict[int, str]
+
+    def __enter__(self) -> "RoundPool": ...
+
+    def __exit__(self, *exc: Any) -> None: ...
+
+    @property
+    def live(self) -> list[int]: ...
+
+    def send_round(self, start: int, batch: list) -> list: ...
+
+    def load_run(self) -> "LoadRun": ...
 
 
 @dataclass(frozen=True)
@@ -75,6 +95,6 @@ class Placement:
         (``on_ready``: once every shard is warmed, before the start)."""
         raise NotImplementedError(f"the {self.kind} placement runs no shards")
 
-    def pool(self, shards: list, credentials: Any, *, request_timeout_s: float) -> Any:
+    def pool(self, shards: list, credentials: Any, *, request_timeout_s: float) -> RoundPool:
         """A context manager holding ``shards`` ready for rounds (``send_round``, ``failures``, ``load_run``)."""
         raise NotImplementedError(f"the {self.kind} placement pools no shards")

@@ -5,9 +5,8 @@ client (``client/placement/processes/workers.py``), a closed loop's books in sha
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-from ..base import Placement
+from ...load.engine import Books
+from ..base import Placement, RoundPool
 
 
 @dataclass(frozen=True)
@@ -22,11 +21,13 @@ class Processes(Placement):
 
         plan = shards[0].loop_plan if shards else None
         # the processes inherit the closed loop's books at their start
-        shared = None if plan is None else SharedLoopState(multiprocessing.get_context("spawn"), plan.concurrency)
+        shared: Books | None = None
+        if plan is not None:
+            shared = SharedLoopState(multiprocessing.get_context("spawn"), plan.concurrency)
         return run_workers(shards, credentials, span_s=span_s, request_timeout_s=request_timeout_s,
                            progress=progress, shared=shared, on_ready=on_ready)
 
-    def pool(self, shards, credentials, *, request_timeout_s) -> Any:
+    def pool(self, shards, credentials, *, request_timeout_s) -> RoundPool:
         from .pool import WorkerPool
 
         return WorkerPool(shards, credentials, request_timeout_s=request_timeout_s)

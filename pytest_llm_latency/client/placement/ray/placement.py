@@ -4,9 +4,8 @@ per node, ``client/placement/ray/pool.py``).  ``workers: auto``: every live node
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from ..base import Placement, Shares
+from ..base import Placement, RoundPool, Shares
 
 
 @dataclass(frozen=True)
@@ -33,7 +32,7 @@ class RayNodes(Placement):
         return run_on_ray(self.address, shards, credentials, span_s=span_s,
                           request_timeout_s=request_timeout_s, progress=progress, on_ready=on_ready)
 
-    def pool(self, shards, credentials, *, request_timeout_s) -> Any:
+    def pool(self, shards, credentials, *, request_timeout_s) -> RoundPool:
         from .pool import RayPool
 
         return RayPool(self.address, shards, credentials, request_timeout_s=request_timeout_s)

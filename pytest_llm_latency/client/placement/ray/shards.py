@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 from ....core.errors import ConfigError
 from ....core.result.result import Failure
 from ...transport.clock import MEASUREMENT_CLOCK
-from ...load.engine import LoadRun
+from ...load.engine import Books, LoadRun
 from ....core.hosts import is_loopback
 from .cluster import alive_nodes, connect
 from ..processes.shard import Credentials, Shard, ShardRun
@@ -129,8 +129,9 @@ class ShardActor:
         from .loop import NodeLoopState, ray_calls
 
         call, cast = ray_calls(ray, books)
-        return NodeLoopState(call, cast, shard.loop_plan, prompts=len(shard.prompts), nodes=shard.workers,
+        state: Books = NodeLoopState(call, cast, shard.loop_plan, prompts=len(shard.prompts), nodes=shard.workers,
                              shift_ns=shift_ns, clock=MEASUREMENT_CLOCK)
+        return state
 
 
 def shift_run(run: ShardRun, delta: int) -> ShardRun:
