@@ -27,9 +27,10 @@ ALLOWED: dict[str, set[str]] = {
 ROOT_MODULES = {"__init__": {"core", "plugin"}}
 
 
-def module_graph(pkg_dir: Path) -> dict[str, set[str]]:
+def module_graph(pkg_dir: Path, annotations: bool = True) -> dict[str, set[str]]:
     """Map every module (dotted, relative to the package) to the package modules it imports.
-    Imports inside functions count too: a lazy import is still a dependency."""
+    Imports inside functions count too: a lazy import is still a dependency; ``annotations``
+    False leaves out those made only for annotations (``if TYPE_CHECKING:``)."""
     pkg = pkg_dir.name
     mods: dict[str, Path] = {}
     for f in pkg_dir.rglob("*.py"):
@@ -40,7 +41,11 @@ def module_graph(pkg_dir: Path) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for mod, f in mods.items():
         is_pkg = f.name == "__init__.py"
-        for node in ast.walk(ast.parse(f.read_text("utf-8"), str(f))):
+        tree = ast.parse(f.read_text("utf-8"), str(f))
+        skip = set() if annotations else _type_only(tree)
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
@@ -244,46 +249,8 @@ def stage_violations(graph: dict[str, set[str]], stages=STAGES) -> list[str]:
     return out
 
 
-def stage_graph(pkg_dir: Path) -> dict[str, set[str]]:
-    """``module_graph`` without the imports made only for annotations (``if TYPE_CHECKING:``)."""
-    graph = module_graph(pkg_dir)
-    for mod in graph:
-        rel = Path(*mod.split(".")[1:])
-        f = pkg_dir / rel / "__init__.py" if (pkg_dir / rel).is_dir() else pkg_dir / rel.with_suffix(".py")
-        tree = ast.parse(f.read_text("utf-8"))
-        skip = _type_only(tree)
-        if not skip:
-            continue
-        kept = module_graph_of_nodes(mod, f, [n for n in ast.walk(tree) if id(n) not in skip], graph)
-        graph[mod] = kept
-    return graph
-
-
-def module_graph_of_nodes(mod: str, f: Path, nodes: list[ast.AST], graph: dict[str, set[str]]) -> set[str]:
-    is_pkg = f.name == "__init__.py"
-    found: set[str] = set()
-    for node in nodes:
-        targets: list[str] = []
-        if isinstance(node, ast.Import):
-            targets = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = mod.split(".")
-                base = base[: len(base) - node.level + (1 if is_pkg else 0)]
-                origin = ".".join(base + ([node.module] if node.module else []))
-            else:
-                origin = node.module or ""
-            targets = [origin] + [f"{origin}.{a.name}" for a in node.names]
-        for t in targets:
-            while t and t not in graph:
-                t = t.rpartition(".")[0]
-            if t and t != mod and "." in t and not mod.startswith(t + "."):
-                found.add(t)
-    return found
-
-
 def test_every_import_points_down_the_stages():
-    assert stage_violations(stage_graph(PACKAGE)) == []
+    assert stage_violations(module_graph(PACKAGE, annotations=False)) == []
 
 
 def test_every_stage_folder_says_what_it_holds_and_may_import():
@@ -312,7 +279,7 @@ def test_stage_checker_flags_a_later_stage(tmp_path):
         "core/errors.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .measure.stats import S\n",
         "core/redact.py": "from .spec import workload\n",
     })
-    found = stage_violations(stage_graph(pkg))
+    found = stage_violations(module_graph(pkg, annotations=False))
     assert any("core.measure.stats imports pytest_llm_latency.core.spec.workload" in v for v in found), found
     assert any(v.startswith("pytest_llm_latency.core.redact imports") for v in found), "a base module imports no stage"
     assert not any(v.startswith("pytest_llm_latency.core.spec.workload") for v in found), "a later stage may"

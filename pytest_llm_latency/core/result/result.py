@@ -33,8 +33,7 @@ from ..errors import EmptySampleError, MeasurementError
 from .facts import Facts
 from ..findings import VERDICTS, Verdict  # noqa: F401  (re-exported: pytest_llm_latency.Verdict)
 from ..measure.record import RequestRecord, TraceTag
-from .result_parts import (AgentSessions, BaselineComparison, ClientHealth, ColdStartInfo, LoadInfo, Measurement,
-    PrefillInfo, PromptBuckets, SpecDecodeInfo, PrefixCacheInfo, RooflineInfo, ServerInfo)
+from .result_parts import WithParts
 from ..measure.stats import INF, Summary, fmt_stat, summarize
 from ..measure.verdict import BudgetVerdict, SequentialVerdicts
 from ..spec.workload import Budget, Workload
@@ -125,7 +124,7 @@ class Violation:
 
 
 @dataclass
-class WorkloadResult:
+class WorkloadResult(WithParts):
     workload: Workload
     records: list[RequestRecord] = field(default_factory=list)   # completed requests
     failures: list[Failure] = field(default_factory=list)        # failed requests
@@ -140,19 +139,6 @@ class WorkloadResult:
     prepared: bool = True  # False: prompt preparation failed, no sample was sent (``preparation_failed``)
     verdicts: list[BudgetVerdict] = field(default_factory=list)  # per budget, at a confidence (core.measure.verdict)
     sequential: SequentialVerdicts | None = None  # samples: auto: the decisions taken while sampling
-    # the typed parts (core.result.result_parts): JSON objects of the same names
-    measurement: Measurement = field(default_factory=Measurement)
-    load: LoadInfo = field(default_factory=LoadInfo)
-    client: ClientHealth = field(default_factory=ClientHealth)
-    server: ServerInfo = field(default_factory=ServerInfo)
-    prefix_cache: PrefixCacheInfo = field(default_factory=PrefixCacheInfo)
-    cold_start: ColdStartInfo = field(default_factory=ColdStartInfo)
-    roofline: RooflineInfo = field(default_factory=RooflineInfo)
-    prefill: PrefillInfo = field(default_factory=PrefillInfo)
-    baseline: BaselineComparison = field(default_factory=BaselineComparison)
-    agent: AgentSessions = field(default_factory=AgentSessions)
-    spec_decode: SpecDecodeInfo = field(default_factory=SpecDecodeInfo)
-    by_prompt: PromptBuckets = field(default_factory=PromptBuckets)
     facts: Facts = field(default_factory=Facts)   # what the checks decide on, besides the samples
     findings: list | None = None  # core.findings.Finding, set by core.checks.judge (None: not judged yet)
 

@@ -350,6 +350,24 @@ PARTS: tuple[type[Part], ...] = (Measurement, LoadInfo, ClientHealth, ServerInfo
 PART_NAMES: tuple[str, ...] = tuple(p.NAME for p in PARTS)
 
 
+@dataclass(kw_only=True)
+class WithParts:
+    """The typed parts, each under its ``NAME``: a ``WorkloadResult``'s and a parsed result entry's
+    (``plugin.report.entry.ResultEntry``)."""
+    measurement: Measurement = field(default_factory=Measurement)
+    load: LoadInfo = field(default_factory=LoadInfo)
+    client: ClientHealth = field(default_factory=ClientHealth)
+    server: ServerInfo = field(default_factory=ServerInfo)
+    prefix_cache: PrefixCacheInfo = field(default_factory=PrefixCacheInfo)
+    cold_start: ColdStartInfo = field(default_factory=ColdStartInfo)
+    roofline: RooflineInfo = field(default_factory=RooflineInfo)
+    prefill: PrefillInfo = field(default_factory=PrefillInfo)
+    baseline: BaselineComparison = field(default_factory=BaselineComparison)
+    agent: AgentSessions = field(default_factory=AgentSessions)
+    spec_decode: SpecDecodeInfo = field(default_factory=SpecDecodeInfo)
+    by_prompt: PromptBuckets = field(default_factory=PromptBuckets)
+
+
 def copy_parts(src: Any, dst: Any) -> None:
     """What result ``src``'s parts measured, onto result ``dst`` (copies; a field ``src`` has
     not got keeps ``dst``'s value), as ``dict.update`` did for the old ``extra``."""

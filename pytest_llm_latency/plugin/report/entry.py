@@ -14,8 +14,7 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping, Sequence, TypeVar, Union, get_args, get_type_hints
 
-from ...core.result.result_parts import (AgentSessions, BaselineComparison, ClientHealth, ColdStartInfo, LoadInfo,
-    Measurement, Part, PARTS, PrefillInfo, PrefixCacheInfo, PromptBuckets, RooflineInfo, ServerInfo, SpecDecodeInfo)
+from ...core.result.result_parts import PARTS, Part, WithParts
 
 P = TypeVar("P", bound=Part)
 Point = tuple[float, float]
@@ -200,7 +199,7 @@ SCALARS = ("nodeid", "workload", "class", "verdict", "n", "short_outputs", "fail
 
 
 @dataclass
-class ResultEntry:
+class ResultEntry(WithParts):
     """One result of the run's document, typed (``parse``)."""
     nodeid: str = "?"
     workload: str | None = None
@@ -218,18 +217,6 @@ class ResultEntry:
     causes: list[str] = field(default_factory=list)
     findings: list[Shown] = field(default_factory=list)
     failures: dict[str, int] = field(default_factory=dict)
-    measurement: Measurement = field(default_factory=Measurement)
-    load: LoadInfo = field(default_factory=LoadInfo)
-    client: ClientHealth = field(default_factory=ClientHealth)
-    server: ServerInfo = field(default_factory=ServerInfo)
-    prefix_cache: PrefixCacheInfo = field(default_factory=PrefixCacheInfo)
-    cold_start: ColdStartInfo = field(default_factory=ColdStartInfo)
-    roofline: RooflineInfo = field(default_factory=RooflineInfo)
-    prefill: PrefillInfo = field(default_factory=PrefillInfo)
-    baseline: BaselineComparison = field(default_factory=BaselineComparison)
-    agent: AgentSessions = field(default_factory=AgentSessions)
-    spec_decode: SpecDecodeInfo = field(default_factory=SpecDecodeInfo)
-    by_prompt: PromptBuckets = field(default_factory=PromptBuckets)
     buckets: list[BucketRow] = field(default_factory=list)         # by_prompt.buckets, typed
     turn_reuse: dict[int, float] = field(default_factory=dict)     # agent.turns: turn -> prefix reuse
     requests: list[RequestRow] = field(default_factory=list)       # every request row (send_ms None: untimed)
