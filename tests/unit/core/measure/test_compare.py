@@ -205,3 +205,15 @@ def test_a_tail_is_compared_only_with_two_values_beyond_it():
     assert skipped == ["ttft_p95: 20 samples put 1 beyond the p95, too few to compare a tail; it needs 40"]
     comps, skipped = compare_all({"ttft": base * 2}, {"ttft": cand * 2}, {"ttft_p95": 0.15}, seed=0, n_boot=300)
     assert [c.key for c in comps] == ["ttft_p95"] and not skipped
+
+
+def test_a_resampled_baseline_percentile_of_zero_is_an_infinite_upper_bound_written_as_null():
+    """TPOTs of 0 (every token of a request in one read) in the baseline: a resample whose p50 is 0
+    makes that ratio +inf, so the upper bound is +inf -- null in JSON, +inf% in the message."""
+    base = [0.0] * 9 + [0.2] * 11
+    cand = [0.2] * 20
+    c = compare("tpot_p50", base, cand, 0.05, seed=1, floor=0)
+    assert math.isinf(c.upper) and math.isfinite(c.ratio)
+    d = c.as_dict()
+    assert d["upper"] is None and d["lower"] is not None and d["lower"] <= d["ratio"]
+    assert "..+inf%)" in d["message"]
