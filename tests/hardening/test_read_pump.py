@@ -5,6 +5,7 @@ thread path would raise it.  The assertions are about order, counts and errors, 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -64,33 +65,36 @@ class ScriptedServer:
 
     def _serve(self, conn):
         conn.settimeout(30)
+        with conn, contextlib.suppress(OSError):  # a pooled keep-alive connection left idle ends quietly
+            self._answer_requests(conn)
+
+    def _answer_requests(self, conn):
         buf = b""
-        with conn:
-            while not self._stop.is_set():
-                while b"\r\n\r\n" not in buf:
-                    data = conn.recv(65536)
-                    if not data:
-                        return
-                    buf += data
-                head, _, buf = buf.partition(b"\r\n\r\n")
-                length = next(int(ln.split(b":", 1)[1]) for ln in head.split(b"\r\n")
-                              if ln.lower().startswith(b"content-length:"))
-                while len(buf) < length:
-                    buf += conn.recv(65536)
-                body, buf = buf[:length], buf[length:]
-                with self._lock:
-                    self.posts += 1
-                    k = self.posts
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                             b"Transfer-Encoding: chunked\r\n\r\n")
-                for piece in self.answer(k, int(json.loads(body)["max_tokens"])):
-                    if piece is None:
-                        self.release.wait(30)
-                    elif piece == "close":
-                        conn.shutdown(socket.SHUT_RDWR)
-                        return
-                    else:
-                        conn.sendall(piece)
+        while not self._stop.is_set():
+            while b"\r\n\r\n" not in buf:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                buf += data
+            head, _, buf = buf.partition(b"\r\n\r\n")
+            length = next(int(ln.split(b":", 1)[1]) for ln in head.split(b"\r\n")
+                          if ln.lower().startswith(b"content-length:"))
+            while len(buf) < length:
+                buf += conn.recv(65536)
+            body, buf = buf[:length], buf[length:]
+            with self._lock:
+                self.posts += 1
+                k = self.posts
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                         b"Transfer-Encoding: chunked\r\n\r\n")
+            for piece in self.answer(k, int(json.loads(body)["max_tokens"])):
+                if piece is None:
+                    self.release.wait(30)
+                elif piece == "close":
+                    conn.shutdown(socket.SHUT_RDWR)
+                    return
+                else:
+                    conn.sendall(piece)
 
 
 def whole(k, n):
