@@ -25,6 +25,7 @@ The verdict (decided by the checks in ``core/checks``):
 """
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -54,11 +55,13 @@ def is_server_fault(kind: str, server_answered: bool) -> bool:
     that cannot be judged (-> error)?  5xx, 429 after retries, timeouts, stalls, resets,
     protocol violations, error events and dropped streams are; 4xx, auth, unknown model,
     context length, content type, no usage, tokenize and target start-up are not."""
-    if kind in SERVER_FAULT_KINDS:
-        return True
-    if kind.startswith("http_") and kind[5:].isdigit() and 500 <= int(kind[5:]) <= 599:
-        return True
-    return kind in UNREACHABLE_KINDS and server_answered
+    return (kind in SERVER_FAULT_KINDS or 500 <= _http_status(kind) <= 599
+            or (kind in UNREACHABLE_KINDS and server_answered))
+
+
+def _http_status(kind: str) -> int:
+    """``http_503`` -> 503; 0 for any other kind."""
+    return int(kind[5:]) if kind.startswith("http_") and kind[5:].isdigit() else 0
 
 
 #: rejected for what was asked, the same way every time: the run stops at the first (``client/load/engine.py``)
@@ -68,10 +71,7 @@ REJECTION_KINDS = frozenset({"context_length", "unknown_model", "no_model", "aut
 def is_deterministic_rejection(kind: str) -> bool:
     """A 4xx that every other request of the run would get too (context length, unknown model,
     auth, a 400/404/422...): sending them would only cost time.  Not 408/429 (load)."""
-    if kind in REJECTION_KINDS:
-        return True
-    return kind.startswith("http_") and kind[5:].isdigit() and 400 <= int(kind[5:]) <= 499 \
-        and kind not in ("http_408", "http_429")
+    return kind in REJECTION_KINDS or (400 <= _http_status(kind) <= 499 and kind not in ("http_408", "http_429"))
 
 
 @dataclass(frozen=True)
@@ -111,16 +111,13 @@ class Violation:
     @property
     def message(self) -> str:
         b, s, v = self.budget, self.summary, self.verdict
-        label = f"{METRIC_LABEL[b.metric]} {b.stat}"
-        op = "<" if b.is_floor else ">"
         n = f"n={s.n}" + (f", {s.censored} failed counted as misses" if s.censored else "")
         if v is not None and v.method not in ("point", "extreme"):
             return verdict_text(v, b) + f" ({n})"
-        return (f"{label} {fmt_stat(self.observed)} {b.unit} {op} budget {b.limit:g} {b.unit} "
-                f"({n}, p50 {fmt_stat(s.p50)} {b.unit}, {'min' if b.is_floor else 'max'} "
+        op = "<" if b.is_floor else ">"
+        return (f"{METRIC_LABEL[b.metric]} {b.stat} {fmt_stat(self.observed)} {b.unit} {op} budget {b.limit:g} "
+                f"{b.unit} ({n}, p50 {fmt_stat(s.p50)} {b.unit}, {'min' if b.is_floor else 'max'} "
                 f"{fmt_stat(s.min if b.is_floor else s.max)} {b.unit})")
-
-
 
 
 @dataclass
@@ -233,10 +230,8 @@ def metric_values(records: Sequence[RequestRecord], failures: Sequence[Failure] 
     values: dict[str, list[float]] = {k: [] for k in METRIC_LABEL}
     for rec in records:
         scalars = m.per_request(rec)
-        keys = ("ttft", "ttfo") if rec.short_output else ("ttft", "ttfo", "tpot", "e2e", "output_tps")
-        for k in keys:
-            v = scalars[k]
-            if v is not None:
+        for k in ("ttft", "ttfo") if rec.short_output else ("ttft", "ttfo", "tpot", "e2e", "output_tps"):
+            if (v := scalars[k]) is not None:
                 values[k].append(v)
         if not rec.short_output:
             values["itl"].extend(m.itl_ms(rec))
@@ -302,10 +297,7 @@ def failed_text(failures: list[Failure], total: int) -> str:
 
 def failure_kinds(failures: list[Failure]) -> dict[str, int]:
     """How many failed requests of each kind (``http_429``, ``reset``...)."""
-    out: dict[str, int] = {}
-    for f in failures:
-        out[f.kind] = out.get(f.kind, 0) + 1
-    return out
+    return dict(Counter(f.kind for f in failures))
 
 
 def short_reasons(records: list[RequestRecord]) -> str:
