@@ -54,11 +54,8 @@ def entry_key(nodeid: str, workload: str) -> str:
 
 def encode_samples(values: Mapping[str, list[float]]) -> dict[str, list]:
     """``{"ttft": [..]}`` (``core.result.result.metric_values``) -> ``{"ttft_ms": [..]}`` with +inf as null."""
-    out: dict[str, list] = {}
-    for key, metric in SAMPLE_KEYS.items():
-        if metric in values:
-            out[key] = [None if not math.isfinite(v) else round(v, 4) for v in values[metric]]
-    return out
+    return {key: [None if not math.isfinite(v) else round(v, 4) for v in values[metric]]
+            for key, metric in SAMPLE_KEYS.items() if metric in values}
 
 
 def decode_samples(samples: Mapping[str, Any]) -> dict[str, list[float]]:

@@ -243,18 +243,9 @@ def select_rows(rows: list[TraceRow], spec: TraceSpec) -> list[TraceRow]:
     ``trace_rows`` (the first N rows left, in file order)."""
     kept = rows
     if spec.start_ms > 0:
-        dropped: set[str] = set()
-        kept = []
-        for r in rows:
-            if r.first_turn:
-                assert r.timestamp_ms is not None
-                if r.timestamp_ms < spec.start_ms:
-                    if r.session_id is not None:
-                        dropped.add(r.session_id)
-                    continue
-            elif r.session_id in dropped:
-                continue
-            kept.append(r)
+        early = {r.index for r in rows if r.timestamp_ms is not None and r.timestamp_ms < spec.start_ms}
+        dropped = {r.session_id for r in rows if r.index in early and r.session_id is not None}
+        kept = [r for r in rows if r.index not in early and r.session_id not in dropped]
     if spec.rows is not None:
         kept = kept[:spec.rows]
     if not kept:
