@@ -3,25 +3,10 @@ statistics, ``facts``) and the views of its judgement (``violations``, ``errors`
 ``failed_checks``, ``causes``: filled by ``core.checks.judge`` only; ``verdict`` is
 ``core.findings.verdict_of`` its findings).
 
-Short outputs (fewer tokens than the forced length) keep their TTFT/TTFO, which
-do not depend on N, but are excluded from TPOT, ITL, E2E and output tok/s, and
-counted in the verdict -- never silently averaged in.
-
-A failed request is a *miss* in every percentile it would have contributed to
-(``stats`` censors it at +inf): TTFT/TTFO keep the measured value when the first
-token did arrive, TPOT and E2E are +inf, output tok/s is 0, and ITL keeps the gaps
-that were measured plus +inf for every gap the forced output length still owed.
-So failures can only make a percentile worse.
-
-The verdict (decided by the checks in ``core/checks``):
-  * ``fail``  -- a budget is missed, a gate failed, or *server* failures (timeouts,
-    stalls, resets, protocol violations, error events, dropped streams, 5xx, 429 after
-    retries, a server that stopped answering mid-run) exceed ``max_error_rate``;
-  * ``error`` -- the run could not be judged: bad configuration, nothing answering at
-    the start (every request refused), requests the server rejects as malformed (4xx,
-    auth, unknown model, context length, wrong content type), no usage reported, short
-    outputs beyond ``max_error_rate``, too few samples for a percentile;
-  * ``pass``  -- otherwise.
+Short outputs keep their TTFT/TTFO but are left out of TPOT, ITL, E2E and output tok/s, and
+counted in the verdict; a failed request is a miss (+inf) in every percentile it would have
+contributed to: docs/concepts.md#failed-requests-are-misses-never-left-out.  What makes a
+``fail`` and an ``error`` (decided by ``core/checks``): docs/verdicts.md#pass-fail-error.
 """
 from __future__ import annotations
 
