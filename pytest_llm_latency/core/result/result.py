@@ -221,10 +221,8 @@ def metric_values(records: Sequence[RequestRecord], failures: Sequence[Failure] 
         if not rec.short_output:
             values["itl"].extend(m.itl_ms(rec))
     for f in failures:
-        values["ttft"].append(INF if f.ttft_ms is None else f.ttft_ms)
-        values["ttfo"].append(INF if f.ttfo_ms is None else f.ttfo_ms)
-        values["tpot"].append(INF)
-        values["e2e"].append(INF)
+        for k, v in (("ttft", f.ttft_ms), ("ttfo", f.ttfo_ms), ("tpot", None), ("e2e", None)):
+            values[k].append(INF if v is None else v)
         values["output_tps"].append(0.0)
         owed = (output_tokens - 1 - len(f.itl_ms)) if output_tokens is not None else 1
         values["itl"].extend(list(f.itl_ms) + [INF] * max(owed, 0))

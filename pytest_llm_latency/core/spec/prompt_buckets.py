@@ -127,9 +127,7 @@ def request_prompt_tokens(x: Any) -> int | None:
     """A request's prompt length: the server's count, else the planned one (a ``RequestRecord``);
     a failure's (``Failure.prompt_tokens``: its partial record's).  None: unknown."""
     n = getattr(x, "prompt_tokens", None)
-    if n is None:
-        n = getattr(x, "expected_prompt_tokens", None)
-    return n
+    return n if n is not None else getattr(x, "expected_prompt_tokens", None)
 
 
 @dataclass
