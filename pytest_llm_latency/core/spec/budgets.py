@@ -76,6 +76,12 @@ def parse_duration_ms(value: Any, where: str) -> float:
     return ms
 
 
+def parse_int(value: Any, where: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{where}: expected an integer >= {minimum}, got {value!r}")
+    return value
+
+
 def parse_positive_number(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise ConfigError(f"{where}: expected a positive number, got {value!r}")

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from .agent_spec import AGENT_BUDGET_KEYS, AGENT_CLASS, AGENT_KEYS, AgentSpec, make_agent
 # budgets and load specs live in their own modules; their names are re-exported from here
 from .budgets import (BUDGET_KEYS, FRACTION_BUDGETS, Budget, did_you_mean, parse_budget, parse_duration_ms,  # noqa: F401
-    parse_positive_number)
+    parse_int, parse_positive_number)
 from ..measure.coldstart import COLD_BUDGET, COLD_STARTS
 from ..measure.compare import parse_tolerances
 from ..errors import ConfigError
@@ -124,10 +124,6 @@ DEFAULT_CONFIDENCE = 0.95
 DEFAULT_MAX_SAMPLES = 200
 #: samples when none are given and the run is not ``auto`` (load runs, sweeps, sessions, ``confidence: null``)
 DEFAULT_FIXED_SAMPLES = 20
-def _int(value: Any, where: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"{where}: expected an integer >= {minimum}, got {value!r}")
-    return value
 
 
 def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".join(map(str, path))) -> Workload:
@@ -168,14 +164,14 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     bound_key = "requests" if "requests" in spec else "samples"
     samples = spec.get(bound_key)  # None: the default, chosen below (auto for a closed loop)
     if samples not in (None, "auto"):
-        samples = _int(samples, where((bound_key,)), 1)
-    warmup = _int(get("warmup", 2), where(("warmup",)), 0)
+        samples = parse_int(samples, where((bound_key,)), 1)
+    warmup = parse_int(get("warmup", 2), where(("warmup",)), 0)
     default_system = 0
     if base and base.system_prompt_tokens:  # keep the class's system share when prompt_tokens is overridden
         default_system = round(base.system_prompt_tokens * prompt / base.prompt_tokens)
-    system = _int(get("system_prompt_tokens", default_system), where(("system_prompt_tokens",)), 0)
-    shared = _int(get("shared_prefix_tokens", 0), where(("shared_prefix_tokens",)), 0)
-    conc = _int(get("concurrency", 1), where(("concurrency",)), 1)
+    system = parse_int(get("system_prompt_tokens", default_system), where(("system_prompt_tokens",)), 0)
+    shared = parse_int(get("shared_prefix_tokens", 0), where(("shared_prefix_tokens",)), 0)
+    conc = parse_int(get("concurrency", 1), where(("concurrency",)), 1)
     if groups is not None and shared:
         raise ConfigError(f"{where(('shared_prefix_groups',))}: give shared_prefix_groups or shared_prefix_tokens, "
                           f"not both (shared_prefix_tokens is one group shared by every request)")
@@ -318,9 +314,9 @@ def with_statistics(w: Workload, spec: Mapping[str, Any], where, samples: Any = 
         samples = w.samples  # a run-wide ``auto`` (CLI, env, ini): sweeps, sessions, A/B, traces keep their own count
     auto = samples == "auto"
     if not auto:
-        samples = _int(samples, where(("samples",)), 1)
-    lo = _int(spec.get("min_samples", w.min_samples), where(("min_samples",)), 1)
-    hi = _int(spec.get("max_samples", w.samples if w.sequential else DEFAULT_MAX_SAMPLES),
+        samples = parse_int(samples, where(("samples",)), 1)
+    lo = parse_int(spec.get("min_samples", w.min_samples), where(("min_samples",)), 1)
+    hi = parse_int(spec.get("max_samples", w.samples if w.sequential else DEFAULT_MAX_SAMPLES),
               where(("max_samples",)), 1)
     if auto and lo > hi:
         raise ConfigError(f"{where(('min_samples',))}: min_samples ({lo}) must not exceed max_samples ({hi})")
