@@ -1,24 +1,9 @@
 """One measurement from its blocks: an A/B arm measured in blocks (``client/drivers/ab_interleaved.py``)
-is judged as one sample, so every block's facts and figures must reach it -- a problem found in a
-later block (a client that fell behind, a prefix cache that served the salted prompts, streams
-without per-token counts, cold starts, a lost worker) makes the whole arm unjudgeable, as it would
-a run of one block.  Pure: the blocks are measurements (``core.result.result.measured``), not yet judged.
-
-Field by field (``core.result.facts.Facts`` and the parts of ``core.result.result_parts``):
-
-* booleans (the client fell behind, a server failed): any block's;
-* lists (cold samples, lost workers, a prompt sweep's lengths, gates, comparisons): every block's,
-  each text or tag naming its block (``label``); cold samples renumbered in the arm's order;
-* counts (bursts, connects, retries, cached tokens, excluded ramp and drain): summed;
-* figures of the arm's records (events per read, the connect p50, ITL's token counts, reasoning,
-  throughput over the blocks' windows): recomputed on every block's records;
-* percentiles whose samples are not kept (the client's scheduling lag): the worst block's, so a
-  lag that made one block unjudgeable is never averaged away;
-* the prefix-cache evidence: the worst block's (the one ``core.measure.prefix_cache.decide`` finds least
-  explainable), not a sum -- summed over blocks, one replayed block's hits would be diluted by the
-  others' allowance and could pass;
-* what cannot be combined (a rate sweep, the server's ``/metrics`` part, whose deltas and gauges
-  are not told apart; the first block's, as before) is said where it is chosen."""
+is judged as one sample, so every block's facts and figures must reach it.  Pure: the blocks are
+measurements (``core.result.result.measured``), not yet judged.  Field by field (``core.result.facts.Facts``
+and the parts of ``core.result.result_parts``): any block's, every block's, summed, recomputed on every
+block's records, the worst block's or the first block's -- docs/result-json.md#an-ab-arm-measured-in-blocks.
+"""
 from __future__ import annotations
 
 import statistics
