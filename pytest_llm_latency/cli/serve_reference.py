@@ -31,9 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> ReferenceConfig:
-    kwargs = {f.name: getattr(args, f.name) for f in dataclasses.fields(ReferenceConfig)
-              if hasattr(args, f.name)}
-    return ReferenceConfig(**kwargs)
+    return ReferenceConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ReferenceConfig)
+                              if hasattr(args, f.name)})
 
 
 def describe(config: ReferenceConfig) -> str:
