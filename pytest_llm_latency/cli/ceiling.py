@@ -25,39 +25,32 @@ from ..roofline.resolve import FLAGS, resolve_model_bytes
 
 # ---------------------------------------------------------------------------- argparse
 
-def _count(text: str) -> float:
+def _checked(parse, ok, expected: str):
+    """An argparse type: ``parse(text)`` if it is finite and ``ok``, else "expected {expected}, got 'text'"."""
+    def check(text: str):
+        try:
+            value = parse(text)
+        except ValueError:
+            value = None
+        if value is None or not ok(value) or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+    return check
+
+
+def _scaled(text: str) -> float:
     """``8e9``, ``8000000000``, ``8B``, ``70b``, ``350M``."""
     s = text.strip().replace("_", "").replace(",", "")
     mult = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}.get(s[-1:].lower(), 1.0)
-    try:
-        value = float(s[:-1] if mult != 1.0 else s) * mult
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number like 8e9 or 8B, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number like 8e9 or 8B, got {text!r}")
-    return value
+    return float(s[:-1] if mult != 1.0 else s) * mult
+
+
+_count = _checked(_scaled, lambda v: v > 0, "a positive number like 8e9 or 8B")
+_non_negative = _checked(float, lambda v: v >= 0, "a number of tokens >= 0")
 
 
 def _positive(kind):
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a positive {kind.__name__}, got {text!r}") from None
-        if not value > 0 or value == float("inf"):
-            raise argparse.ArgumentTypeError(f"expected a positive {kind.__name__}, got {text!r}")
-        return value
-    return parse
-
-
-def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of tokens >= 0, got {text!r}") from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number of tokens >= 0, got {text!r}")
-    return value
+    return _checked(kind, lambda v: v > 0, f"a positive {kind.__name__}")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -51,11 +51,8 @@ def rows_for(base: dict, cand: dict, tolerances: dict, *, confidence: float, see
             f"no test in common: the baseline has {_names(base)}, the candidate {_names(cand)} "
             f"(entries are '<nodeid>::<workload>'; compare runs of the same SLO files)"
             + "".join(f"; {k}: {describe(m, k)}" for k, m in matches.items() if m.how == AMBIGUOUS))
-    out, notes = [], []
-    for key, m in matches.items():
-        said = describe(m, key)
-        if said:
-            notes.append((key, said))
+    out = []
+    notes = [(key, said) for key, m in matches.items() if (said := describe(m, key))]
     for key, bkey in common.items():
         comps, skipped = compare_all(bfile.decode_samples(base["tests"][bkey]["samples"]),
                                      bfile.decode_samples(cand["tests"][key]["samples"]), tolerances,

@@ -11,6 +11,7 @@ closed pipe, so ``set -o pipefail`` treats it the same way.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -53,14 +54,12 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except BrokenPipeError:
         # Python's recipe: point stdout at /dev/null so the flush at exit does not fail again
-        try:
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # stdout is not a file (replaced, closed)
             devnull = os.open(os.devnull, os.O_WRONLY)
             try:
                 os.dup2(devnull, sys.stdout.fileno())
             finally:
                 os.close(devnull)
-        except (OSError, ValueError, AttributeError):  # stdout is not a file (replaced, closed)
-            pass
         return EXIT_BROKEN_PIPE
 
 

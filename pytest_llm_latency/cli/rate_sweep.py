@@ -57,14 +57,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _spec(args) -> dict:
+    sweep = {"rate_min": args.rate_min, "rate_max": args.rate_max, "max_steps": args.max_steps,
+             "tolerance": args.tolerance, "capacity_min": args.capacity_min}
     spec: dict = {"requests": args.requests, "warmup": args.warmup, "arrival": args.arrival,
-                  "rate_sweep": {"rate_min": args.rate_min, "rate_max": args.rate_max, "max_steps": args.max_steps,
-                            "tolerance": args.tolerance}}
-    if args.capacity_min is not None:
-        spec["rate_sweep"]["capacity_min"] = args.capacity_min
-    if args.burstiness is not None:
-        spec["burstiness"] = args.burstiness
-    for key, value in (("class", args.klass), ("prompt_tokens", args.prompt_tokens),
+                  "rate_sweep": {k: v for k, v in sweep.items() if v is not None}}
+    for key, value in (("burstiness", args.burstiness), ("class", args.klass), ("prompt_tokens", args.prompt_tokens),
                        ("output_tokens", args.output_tokens), ("workers", args.workers), ("ray", args.ray)):
         if value is not None:
             spec[key] = value

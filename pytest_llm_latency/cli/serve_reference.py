@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import signal
 import sys
@@ -25,15 +26,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             continue
         kind = str(f.type)
         conv = int if kind.startswith("int") else float if kind.startswith("float") else str
-        default = f.default
-        shown = "" if default is None else f" (default {default})"
-        parser.add_argument(opt, dest=f.name, type=conv, default=default, help=help_text + shown)
+        shown = "" if f.default is None else f" (default {f.default})"
+        parser.add_argument(opt, dest=f.name, type=conv, default=f.default, help=help_text + shown)
 
 
 def config_from_args(args: argparse.Namespace) -> ReferenceConfig:
-    kwargs = {f.name: getattr(args, f.name) for f in dataclasses.fields(ReferenceConfig)
-              if hasattr(args, f.name)}
-    return ReferenceConfig(**kwargs)
+    return ReferenceConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ReferenceConfig)
+                              if hasattr(args, f.name)})
 
 
 def describe(config: ReferenceConfig) -> str:
@@ -71,10 +70,8 @@ async def serve(config: ReferenceConfig, *, out=None) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # non-main thread/Windows
             loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):  # pragma: no cover - non-main thread/Windows
-            pass
     try:
         await stop.wait()
     finally:
@@ -87,8 +84,6 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"serve-reference: {e}", file=sys.stderr)
         return 2
-    try:
+    with contextlib.suppress(KeyboardInterrupt):  # a signal that raced the handler
         asyncio.run(serve(config))
-    except KeyboardInterrupt:  # pragma: no cover - signal raced the handler
-        pass
     return 0

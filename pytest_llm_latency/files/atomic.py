@@ -9,6 +9,7 @@ writer may own one.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import tempfile
@@ -18,10 +19,8 @@ from pathlib import Path
 def _new_file_mode(path: Path) -> int:
     """The mode an ordinary ``open(path, 'w')`` would give: keep an existing file's mode,
     else 0o666 minus the umask (mkstemp's temp files are 0o600)."""
-    try:
+    with contextlib.suppress(OSError):
         return stat.S_IMODE(os.stat(path).st_mode)
-    except OSError:
-        pass
     umask = os.umask(0o022)
     os.umask(umask)
     return 0o666 & ~umask
@@ -42,16 +41,12 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
-    try:  # make the rename itself durable
+    with contextlib.suppress(OSError):  # make the rename itself durable
         dfd = os.open(path.parent, os.O_RDONLY)
         try:
             os.fsync(dfd)
         finally:
             os.close(dfd)
-    except OSError:
-        pass

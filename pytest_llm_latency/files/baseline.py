@@ -1,23 +1,8 @@
-"""The baseline file: each latency test's raw per-request samples and a fingerprint of what
-produced them, so a later run (or ``pytest-llm-latency compare``) can judge a candidate
-statistically.  Format ``data/baseline.schema.json``, version ``FORMAT_VERSION``.
-
-    {"format": "pytest-llm-latency-baseline", "version": 1,
-     "fingerprint": {model, server, target, command, hardware, plugin_version, time},
-     "tests": {"<nodeid>::<workload>": {"workload": {...}, "fingerprint": {...}?,
-               "samples": {"ttft_ms": [...], "ttfo_ms", "tpot_ms", "e2e_ms", "itl_ms",
-                           "output_tps", "output_tokens", "prompt_tokens"},
-               "decode_totals": {decode_tokens, decode_ms, tokens_per_step?, ...}?}}}
-
-``decode_totals`` (optional; ``core.measure.decode_totals.DecodeTotals``): the run's decode on run totals,
-which splits a TPOT regression into engine step time and tokens per step.  A baseline saved
-before it existed still loads (the regression is then not split, and the message says so).
-
-A miss (a failed request, +inf in the statistics) is stored as ``null`` -- JSON has no
-Infinity -- and read back as +inf (0 for output tok/s is stored as is).  Written atomically
-(``files.atomic``); read with a structural check that names the file, the key and the fix.
-The same ``tests`` block, with ``--llm-latency-json-samples``, is also written into the JSON
-results (``results[i].samples``), so one results file can serve as a baseline.
+"""The baseline file: each latency test's raw per-request samples (a miss stored as null) and a
+fingerprint of what produced them, so a later run (or ``pytest-llm-latency compare``) can judge a
+candidate statistically.  Format ``data/baseline.schema.json``, version ``FORMAT_VERSION``, described in
+docs/result-json.md#baselines.  Written atomically (``files.atomic``); read with a structural check
+that names the file, the key and the fix.
 """
 from __future__ import annotations
 
@@ -54,11 +39,8 @@ def entry_key(nodeid: str, workload: str) -> str:
 
 def encode_samples(values: Mapping[str, list[float]]) -> dict[str, list]:
     """``{"ttft": [..]}`` (``core.result.result.metric_values``) -> ``{"ttft_ms": [..]}`` with +inf as null."""
-    out: dict[str, list] = {}
-    for key, metric in SAMPLE_KEYS.items():
-        if metric in values:
-            out[key] = [None if not math.isfinite(v) else round(v, 4) for v in values[metric]]
-    return out
+    return {key: [None if not math.isfinite(v) else round(v, 4) for v in values[metric]]
+            for key, metric in SAMPLE_KEYS.items() if metric in values}
 
 
 def decode_samples(samples: Mapping[str, Any]) -> dict[str, list[float]]:

@@ -86,14 +86,8 @@ def match_all(saved: Iterable[str], current: Iterable[str]) -> dict[str, EntryMa
     a suffix match only for an entry no exact match took, unique both ways."""
     saved, current = list(saved), list(current)
     taken = {k for k in current if k in saved}
-    free = [k for k in saved if k not in taken]
-    out = {}
-    for key in current:
-        if key in taken:
-            out[key] = EntryMatch(key, EXACT)
-        else:
-            out[key] = match_entry(free, key, current=[c for c in current if c not in taken])
-    return out
+    free, others = [k for k in saved if k not in taken], [c for c in current if c not in taken]
+    return {key: EntryMatch(key, EXACT) if key in taken else match_entry(free, key, current=others) for key in current}
 
 
 def describe(match: EntryMatch, key: str, label: str = "baseline") -> str | None:

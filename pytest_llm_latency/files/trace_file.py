@@ -35,12 +35,9 @@ def trace_lines(path: Path, resolved_from: Path | None = None) -> Iterator[str]:
 
 def _lines(raw: IO[bytes], path: Path) -> Iterator[str]:
     with raw:
-        stream: Any = raw
-        if raw.read(2) == GZIP_MAGIC:
-            raw.seek(0)
-            stream = gzip.GzipFile(fileobj=raw, mode="rb")
-        else:
-            raw.seek(0)
+        gz = raw.read(2) == GZIP_MAGIC
+        raw.seek(0)
+        stream: Any = gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw
         line = 0
         try:
             for line, data in enumerate(stream, 1):

@@ -1,24 +1,9 @@
 """One measurement from its blocks: an A/B arm measured in blocks (``client/drivers/ab_interleaved.py``)
-is judged as one sample, so every block's facts and figures must reach it -- a problem found in a
-later block (a client that fell behind, a prefix cache that served the salted prompts, streams
-without per-token counts, cold starts, a lost worker) makes the whole arm unjudgeable, as it would
-a run of one block.  Pure: the blocks are measurements (``core.result.result.measured``), not yet judged.
-
-Field by field (``core.result.facts.Facts`` and the parts of ``core.result.result_parts``):
-
-* booleans (the client fell behind, a server failed): any block's;
-* lists (cold samples, lost workers, a prompt sweep's lengths, gates, comparisons): every block's,
-  each text or tag naming its block (``label``); cold samples renumbered in the arm's order;
-* counts (bursts, connects, retries, cached tokens, excluded ramp and drain): summed;
-* figures of the arm's records (events per read, the connect p50, ITL's token counts, reasoning,
-  throughput over the blocks' windows): recomputed on every block's records;
-* percentiles whose samples are not kept (the client's scheduling lag): the worst block's, so a
-  lag that made one block unjudgeable is never averaged away;
-* the prefix-cache evidence: the worst block's (the one ``core.measure.prefix_cache.decide`` finds least
-  explainable), not a sum -- summed over blocks, one replayed block's hits would be diluted by the
-  others' allowance and could pass;
-* what cannot be combined (a rate sweep, the server's ``/metrics`` part, whose deltas and gauges
-  are not told apart; the first block's, as before) is said where it is chosen."""
+is judged as one sample, so every block's facts and figures must reach it.  Pure: the blocks are
+measurements (``core.result.result.measured``), not yet judged.  Field by field (``core.result.facts.Facts``
+and the parts of ``core.result.result_parts``): any block's, every block's, summed, recomputed on every
+block's records, the worst block's or the first block's -- docs/result-json.md#an-ab-arm-measured-in-blocks.
+"""
 from __future__ import annotations
 
 import statistics
@@ -70,12 +55,13 @@ def _sum(values):
 
 
 def _weighted(values: Sequence[float | None], weights: Sequence[float | None]) -> float | None:
-    """The mean of ``values`` weighted by ``weights``; None when a block has none (it cannot be averaged in)."""
+    """The mean of ``values`` weighted by ``weights``, to 4 places; None when a block has none (it cannot be
+    averaged in)."""
     pairs = [(v, w) for v, w in zip(values, weights) if v is not None and w is not None]
     total = sum(w for _, w in pairs)
     if len(pairs) < len(values) or not total:
         return None
-    return sum(v * w for v, w in pairs) / total
+    return round(sum(v * w for v, w in pairs) / total, 4)
 
 
 def _max(values):
@@ -88,7 +74,7 @@ def combine_facts(blocks: Sequence[WorkloadResult], workload: Workload, label: L
     """Every block's facts as one arm's (``core.result.facts.Facts``, field by field)."""
     facts = [b.facts for b in blocks]
     ev_block = worst_cache_block(blocks, workload)
-    out = Facts(
+    return Facts(
         server_failed=any(f.server_failed for f in facts),
         server_died=_first(f.server_died for f in facts),
         cold=combine_cold(blocks),
@@ -111,7 +97,6 @@ def combine_facts(blocks: Sequence[WorkloadResult], workload: Workload, label: L
         comparisons=[c for f in facts for c in f.comparisons],
         baseline_target_arm=_first(f.baseline_target_arm for f in facts),
     )
-    return out
 
 
 def combine_cold(blocks: Sequence[WorkloadResult]) -> ColdStarts | None:
@@ -185,31 +170,24 @@ def combine_agent(runs: Sequence[AgentRun | None]) -> AgentRun | None:
 
 
 # ---------------------------------------------------------------------- parts
+#: ``ClientHealth`` figures whose samples are not kept, so their percentiles cannot be recomputed: the worst
+#: block's; and its counts, summed
+_CLIENT_WORST = ("client_lag_ms_p50", "client_lag_ms_p90", "client_lag_ms_p99", "client_lag_ms_max",
+                 "client_send_lag_ms_p99", "client_fell_behind", "stamp_bound_ms_p99", "stamp_bound_ms_max",
+                 "read_delay_ms_p99", "read_delay_ms_max", "client_limited")
+_CLIENT_SUMMED = ("burst_chunks", "bursts_client", "bursts_upstream", "connect_samples", "reconnected_samples")
+
+
 def combine_client(blocks: Sequence[WorkloadResult], records: list) -> ClientHealth:
     """The client's health over every block (``ClientHealth``, field by field)."""
     parts = [b.client for b in blocks]
     connects = [c for c in (m.connect_ms(r) for r in records) if c is not None]
     epr = m.events_per_read(records)
     return ClientHealth(
-        # the lag samples are not kept, so their percentiles cannot be recomputed: the worst block's
-        client_lag_ms_p50=_max(p.client_lag_ms_p50 for p in parts),
-        client_lag_ms_p90=_max(p.client_lag_ms_p90 for p in parts),
-        client_lag_ms_p99=_max(p.client_lag_ms_p99 for p in parts),
-        client_lag_ms_max=_max(p.client_lag_ms_max for p in parts),
-        client_send_lag_ms_p99=_max(p.client_send_lag_ms_p99 for p in parts),
+        **{name: _max(getattr(p, name) for p in parts) for name in _CLIENT_WORST},
+        **{name: _sum(getattr(p, name) for p in parts) for name in _CLIENT_SUMMED},
         events_per_read=round(epr, 3) if epr is not None and any(p.events_per_read is not None for p in parts)
         else None,
-        client_fell_behind=_max(p.client_fell_behind for p in parts),
-        stamp_bound_ms_p99=_max(p.stamp_bound_ms_p99 for p in parts),
-        stamp_bound_ms_max=_max(p.stamp_bound_ms_max for p in parts),
-        read_delay_ms_p99=_max(p.read_delay_ms_p99 for p in parts),
-        read_delay_ms_max=_max(p.read_delay_ms_max for p in parts),
-        client_limited=_max(p.client_limited for p in parts),
-        burst_chunks=_sum(p.burst_chunks for p in parts),
-        bursts_client=_sum(p.bursts_client for p in parts),
-        bursts_upstream=_sum(p.bursts_upstream for p in parts),
-        connect_samples=_sum(p.connect_samples for p in parts),
-        reconnected_samples=_sum(p.reconnected_samples for p in parts),
         connect_ms_p50=round(float(statistics.median(connects)), 4) if connects else None,
     )
 
@@ -249,12 +227,10 @@ def combine_load(blocks: Sequence[WorkloadResult], res: WorkloadResult) -> LoadI
             out.throughput_rps = round((res.n + res.failed_requests) / window, 4)
             out.output_tok_s = round(sum(r.output_tokens for r in res.records) / window, 3)
     # blocks are sent without budgets, so they have no goodput today; were they to, per window
-    goodput = _weighted([p.goodput_rps for p in parts], windows)
-    out.goodput_rps = round(goodput, 4) if goodput is not None else None
-    share = _weighted([p.goodput_fraction for p in parts], [b.n + b.failed_requests for b in blocks])
-    out.goodput_fraction = round(share, 4) if share is not None else None
-    fluid = _weighted([p.fluidity_index for p in parts], [b.n + b.failed_requests for b in blocks])
-    out.fluidity_index = round(fluid, 4) if fluid is not None else None
+    out.goodput_rps = _weighted([p.goodput_rps for p in parts], windows)
+    sent = [b.n + b.failed_requests for b in blocks]
+    out.goodput_fraction = _weighted([p.goodput_fraction for p in parts], sent)
+    out.fluidity_index = _weighted([p.fluidity_index for p in parts], sent)
     if any(p.itl_ms_p99_under_load is not None for p in parts) and "itl" in res.summaries:
         out.itl_ms_p99_under_load = round(res.summaries["itl"].p99, 4)
     out.ramp_excluded = _sum(p.ramp_excluded for p in parts)
@@ -292,11 +268,9 @@ def combine_prefix_cache(blocks: Sequence[WorkloadResult]) -> PrefixCacheInfo:
 
 def combine_notes(blocks: Sequence[WorkloadResult], label: Label) -> list[str]:
     """Every block's notes once: a note every block gave as it is, another naming its blocks."""
-    where: dict[str, list[int]] = {}
+    where: dict[str, dict[int, None]] = {}  # a text -> the blocks that gave it (in order, once each)
     for k, b in enumerate(blocks):
         for text in b.notes:
-            ks = where.setdefault(text, [])
-            if k not in ks:
-                ks.append(k)
+            where.setdefault(text, {})[k] = None
     return [text if len(ks) == len(blocks) else f"{', '.join(label(k) for k in ks)}: {text}"
             for text, ks in where.items()]

@@ -178,9 +178,4 @@ RULES = (_client_starved, _acceptance, _queueing, _prefill_bound, _prefix_cache,
 
 def diagnose(e: Evidence, failing: set[str] | frozenset = ANY) -> list[Cause]:
     """The causes that fire and explain a failing metric, most fundamental first."""
-    out = []
-    for rule in RULES:
-        c = rule(e)
-        if c is not None and c.explains & set(failing):
-            out.append(c)
-    return out
+    return [c for rule in RULES if (c := rule(e)) is not None and c.explains & set(failing)]

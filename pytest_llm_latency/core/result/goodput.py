@@ -17,6 +17,7 @@ request scores the tokens it got on time over the tokens it was asked for).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import accumulate
 
 from ..measure import metrics as m
 from ..measure.record import RequestRecord
@@ -103,10 +104,7 @@ def fluidity_of(start_ns: int, token_times_ns: list[int], first_ms: float, per_m
 
 def token_times(rec: RequestRecord) -> list[int]:
     """One arrival time per token (a chunk of k tokens gives k entries)."""
-    out: list[int] = []
-    for c in rec.chunks:
-        out.extend([c.t_ns] * max(c.tokens, 1))
-    return out
+    return [c.t_ns for c in rec.chunks for _ in range(max(c.tokens, 1))]
 
 
 def fluidity(records: list[RequestRecord], failures, workload: Workload) -> float | None:
@@ -123,10 +121,7 @@ def fluidity(records: list[RequestRecord], failures, workload: Workload) -> floa
         if f.ttft_ms is None:
             scores.append(0.0)
             continue
-        t, times = f.ttft_ms, [f.ttft_ms]
-        for g in f.itl_ms:
-            t += g
-            times.append(t)
+        times = accumulate(f.itl_ms, initial=f.ttft_ms)
         s = fluidity_of(0, [round(x * m.NS_PER_MS) for x in times], *d, owed=workload.output_tokens)
         if s is not None:  # it has a first token, so it has an index
             scores.append(s)

@@ -3,28 +3,14 @@ statistics, ``facts``) and the views of its judgement (``violations``, ``errors`
 ``failed_checks``, ``causes``: filled by ``core.checks.judge`` only; ``verdict`` is
 ``core.findings.verdict_of`` its findings).
 
-Short outputs (fewer tokens than the forced length) keep their TTFT/TTFO, which
-do not depend on N, but are excluded from TPOT, ITL, E2E and output tok/s, and
-counted in the verdict -- never silently averaged in.
-
-A failed request is a *miss* in every percentile it would have contributed to
-(``stats`` censors it at +inf): TTFT/TTFO keep the measured value when the first
-token did arrive, TPOT and E2E are +inf, output tok/s is 0, and ITL keeps the gaps
-that were measured plus +inf for every gap the forced output length still owed.
-So failures can only make a percentile worse.
-
-The verdict (decided by the checks in ``core/checks``):
-  * ``fail``  -- a budget is missed, a gate failed, or *server* failures (timeouts,
-    stalls, resets, protocol violations, error events, dropped streams, 5xx, 429 after
-    retries, a server that stopped answering mid-run) exceed ``max_error_rate``;
-  * ``error`` -- the run could not be judged: bad configuration, nothing answering at
-    the start (every request refused), requests the server rejects as malformed (4xx,
-    auth, unknown model, context length, wrong content type), no usage reported, short
-    outputs beyond ``max_error_rate``, too few samples for a percentile;
-  * ``pass``  -- otherwise.
+Short outputs keep their TTFT/TTFO but are left out of TPOT, ITL, E2E and output tok/s, and
+counted in the verdict; a failed request is a miss (+inf) in every percentile it would have
+contributed to: docs/concepts.md#failed-requests-are-misses-never-left-out.  What makes a
+``fail`` and an ``error`` (decided by ``core/checks``): docs/verdicts.md#pass-fail-error.
 """
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -54,11 +40,13 @@ def is_server_fault(kind: str, server_answered: bool) -> bool:
     that cannot be judged (-> error)?  5xx, 429 after retries, timeouts, stalls, resets,
     protocol violations, error events and dropped streams are; 4xx, auth, unknown model,
     context length, content type, no usage, tokenize and target start-up are not."""
-    if kind in SERVER_FAULT_KINDS:
-        return True
-    if kind.startswith("http_") and kind[5:].isdigit() and 500 <= int(kind[5:]) <= 599:
-        return True
-    return kind in UNREACHABLE_KINDS and server_answered
+    return (kind in SERVER_FAULT_KINDS or 500 <= _http_status(kind) <= 599
+            or (kind in UNREACHABLE_KINDS and server_answered))
+
+
+def _http_status(kind: str) -> int:
+    """``http_503`` -> 503; 0 for any other kind."""
+    return int(kind[5:]) if kind.startswith("http_") and kind[5:].isdigit() else 0
 
 
 #: rejected for what was asked, the same way every time: the run stops at the first (``client/load/engine.py``)
@@ -68,10 +56,7 @@ REJECTION_KINDS = frozenset({"context_length", "unknown_model", "no_model", "aut
 def is_deterministic_rejection(kind: str) -> bool:
     """A 4xx that every other request of the run would get too (context length, unknown model,
     auth, a 400/404/422...): sending them would only cost time.  Not 408/429 (load)."""
-    if kind in REJECTION_KINDS:
-        return True
-    return kind.startswith("http_") and kind[5:].isdigit() and 400 <= int(kind[5:]) <= 499 \
-        and kind not in ("http_408", "http_429")
+    return kind in REJECTION_KINDS or (400 <= _http_status(kind) <= 499 and kind not in ("http_408", "http_429"))
 
 
 @dataclass(frozen=True)
@@ -111,16 +96,13 @@ class Violation:
     @property
     def message(self) -> str:
         b, s, v = self.budget, self.summary, self.verdict
-        label = f"{METRIC_LABEL[b.metric]} {b.stat}"
-        op = "<" if b.is_floor else ">"
         n = f"n={s.n}" + (f", {s.censored} failed counted as misses" if s.censored else "")
         if v is not None and v.method not in ("point", "extreme"):
             return verdict_text(v, b) + f" ({n})"
-        return (f"{label} {fmt_stat(self.observed)} {b.unit} {op} budget {b.limit:g} {b.unit} "
-                f"({n}, p50 {fmt_stat(s.p50)} {b.unit}, {'min' if b.is_floor else 'max'} "
+        op = "<" if b.is_floor else ">"
+        return (f"{METRIC_LABEL[b.metric]} {b.stat} {fmt_stat(self.observed)} {b.unit} {op} budget {b.limit:g} "
+                f"{b.unit} ({n}, p50 {fmt_stat(s.p50)} {b.unit}, {'min' if b.is_floor else 'max'} "
                 f"{fmt_stat(s.min if b.is_floor else s.max)} {b.unit})")
-
-
 
 
 @dataclass
@@ -233,18 +215,14 @@ def metric_values(records: Sequence[RequestRecord], failures: Sequence[Failure] 
     values: dict[str, list[float]] = {k: [] for k in METRIC_LABEL}
     for rec in records:
         scalars = m.per_request(rec)
-        keys = ("ttft", "ttfo") if rec.short_output else ("ttft", "ttfo", "tpot", "e2e", "output_tps")
-        for k in keys:
-            v = scalars[k]
-            if v is not None:
+        for k in ("ttft", "ttfo") if rec.short_output else ("ttft", "ttfo", "tpot", "e2e", "output_tps"):
+            if (v := scalars[k]) is not None:
                 values[k].append(v)
         if not rec.short_output:
             values["itl"].extend(m.itl_ms(rec))
     for f in failures:
-        values["ttft"].append(INF if f.ttft_ms is None else f.ttft_ms)
-        values["ttfo"].append(INF if f.ttfo_ms is None else f.ttfo_ms)
-        values["tpot"].append(INF)
-        values["e2e"].append(INF)
+        for k, v in (("ttft", f.ttft_ms), ("ttfo", f.ttfo_ms), ("tpot", None), ("e2e", None)):
+            values[k].append(INF if v is None else v)
         values["output_tps"].append(0.0)
         owed = (output_tokens - 1 - len(f.itl_ms)) if output_tokens is not None else 1
         values["itl"].extend(list(f.itl_ms) + [INF] * max(owed, 0))
@@ -302,10 +280,7 @@ def failed_text(failures: list[Failure], total: int) -> str:
 
 def failure_kinds(failures: list[Failure]) -> dict[str, int]:
     """How many failed requests of each kind (``http_429``, ``reset``...)."""
-    out: dict[str, int] = {}
-    for f in failures:
-        out[f.kind] = out.get(f.kind, 0) + 1
-    return out
+    return dict(Counter(f.kind for f in failures))
 
 
 def short_reasons(records: list[RequestRecord]) -> str:

@@ -29,6 +29,11 @@ def _jsonable(v: Any) -> Any:
     return v
 
 
+def _unset(v: Any) -> bool:
+    """None or an empty dict/list: not measured (left out of the JSON)."""
+    return v is None or (isinstance(v, (dict, list)) and not v)
+
+
 class Part:
     """What every part has: strict ``set``, ``to_json``, ``from_json``, emptiness."""
 
@@ -45,13 +50,8 @@ class Part:
             setattr(self, k, v)
 
     def to_json(self) -> dict[str, Any]:
-        out = {}
-        for f in fields(self):  # type: ignore[arg-type]
-            v = getattr(self, f.name)
-            if f.name in self.TRANSIENT or v is None or (isinstance(v, (dict, list)) and not v):
-                continue
-            out[f.name] = _jsonable(v)
-        return out
+        values = ((f.name, getattr(self, f.name)) for f in fields(self))  # type: ignore[arg-type]
+        return {k: _jsonable(v) for k, v in values if k not in self.TRANSIENT and not _unset(v)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Part":
@@ -375,5 +375,5 @@ def copy_parts(src: Any, dst: Any) -> None:
         mine, theirs = getattr(dst, name), getattr(src, name)
         for f in fields(theirs):
             v = getattr(theirs, f.name)
-            if v is not None and not (isinstance(v, (dict, list)) and not v):
+            if not _unset(v):
                 setattr(mine, f.name, _copy.deepcopy(v))

@@ -86,14 +86,10 @@ def check_min_samples(w: Workload, where: str, samples: Any = None) -> None:
         if not w.sequential and w.inconclusive == "fail":
             check_can_pass(w, where)  # a fixed sample that could only fail
         return
-    worst = None
-    for b in w.budgets:
-        need = min_samples_for(b.stat)
-        if b.metric != "itl" and n < need and (worst is None or need > worst[0]):
-            worst = (need, b)
-    if worst is None:
+    short = [(min_samples_for(b.stat), b) for b in w.budgets if b.metric != "itl" and n < min_samples_for(b.stat)]
+    if not short:
         return
-    need, b = worst
+    need, b = max(short, key=lambda nb: nb[0])  # the first of the most demanding
     fallback = [s for s in ("p95", "p90", "p50") if min_samples_for(s) <= n]
     alt = f" or use {fallback[0]}" if fallback else ""
     more = "replay more rows (trace_rows, trace_start_ms)" if w.trace is not None else "raise samples"

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..errors import ConfigError
+from .budgets import parse_int
 from ..measure.stats import STATS
 
 AGENT_KEYS = ("steps", "tool_time", "tool_result_tokens", "tools")
@@ -73,12 +74,6 @@ class AgentSpec:
         return {b.key: b for b in self.budgets}
 
 
-def _positive_int(value: Any, where: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"{where}: expected an integer >= {minimum}, got {value!r}")
-    return value
-
-
 #: ``(value, where) -> ms``: ``core.spec.workload.parse_duration_ms``, passed in (workload imports this module)
 DurationParser = Callable[[Any, str], float]
 
@@ -125,12 +120,12 @@ def make_agent(klass: str, spec: Mapping[str, Any], agent_slo: Mapping[str, tupl
             raise ConfigError(f"{w}: {k} belongs to an agent session: set steps (e.g. steps: 5) or "
                               f"class: {AGENT_CLASS}")
         return None
-    steps = _positive_int(spec.get("steps", DEFAULT_STEPS), where(("steps",)), 2 if "steps" in spec else 1)
-    result = _positive_int(spec.get("tool_result_tokens", DEFAULT_TOOL_RESULT_TOKENS),
+    steps = parse_int(spec.get("steps", DEFAULT_STEPS), where(("steps",)), 2 if "steps" in spec else 1)
+    result = parse_int(spec.get("tool_result_tokens", DEFAULT_TOOL_RESULT_TOKENS),
                            where(("tool_result_tokens",)), 1)
     pause = parse_tool_time(spec.get("tool_time", f"{DEFAULT_TOOL_TIME_MS:g}ms"), where(("tool_time",)),
                             parse_duration_ms)
-    tools = _positive_int(spec.get("tools", DEFAULT_TOOLS), where(("tools",)), 1)
+    tools = parse_int(spec.get("tools", DEFAULT_TOOLS), where(("tools",)), 1)
     budgets = tuple(parse_agent_budget(k, v, src, parse_duration_ms) for k, (v, src) in agent_slo.items()
                     if v is not None)
     return AgentSpec(steps=steps, tool_result_tokens=result, tool_time=pause, tools=tools, budgets=budgets)

@@ -46,8 +46,7 @@ def did_you_mean(word: str, choices) -> str:
     if near:  # only the best and those nearly as close ('sample': samples, not min_samples)
         best = difflib.SequenceMatcher(None, word, near[0]).ratio()
         near = [c for c in near if difflib.SequenceMatcher(None, word, c).ratio() >= best - 0.15]
-    close = swapped + [c for c in near if c not in swapped]
-    close = close[:3]
+    close = (swapped + [c for c in near if c not in swapped])[:3]
     return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
@@ -75,6 +74,12 @@ def parse_duration_ms(value: Any, where: str) -> float:
     if not math.isfinite(ms) or ms <= 0:
         raise ConfigError(f"{where}: a budget must be a positive duration, got {value!r}")
     return ms
+
+
+def parse_int(value: Any, where: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{where}: expected an integer >= {minimum}, got {value!r}")
+    return value
 
 
 def parse_positive_number(value: Any, where: str) -> float:

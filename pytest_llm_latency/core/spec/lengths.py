@@ -1,21 +1,8 @@
 """Length distributions for synthetic workloads (issue 27) and shared-prefix groups.  Pure stdlib.
 
-``prompt_tokens`` and ``output_tokens`` may be an integer (every request that long) or a
-mapping ``{distribution: uniform|normal|lognormal|fixed, ...}``:
-
-* ``uniform``: ``min``, ``max`` (inclusive integers);
-* ``normal``: ``mean``, ``stdev`` (of the lengths), optional ``min``/``max``;
-* ``lognormal``: ``mean``, ``stdev`` *of the lengths* (not of their logarithm), optional
-  ``min``/``max``: the underlying normal has sigma^2 = ln(1 + stdev^2/mean^2) and
-  mu = ln(mean) - sigma^2/2, so the drawn lengths have the mean and stdev given;
-* ``fixed``: ``value``.
-
-Each draw is rounded to an integer and clipped to ``[min, max]`` when given, to the model's
-context when the caller knows it (``clip_to``), and never below the workload's floor (1 for
-output lengths; for prompts the system part or shared prefix plus one token: the shortest
-exact prompt the builder can make around them).  The lengths of a measurement are drawn
-with ``random.Random`` seeded from the run seed (``--llm-latency-seed``) and the key, so the
-same seed gives the same lengths, independent of the nonce (which only salts the texts).
+``prompt_tokens``/``output_tokens`` as an integer or ``{distribution: uniform|normal|lognormal|fixed, ...}``,
+drawn per request from the run seed, rounded and clipped (the lognormal's parameters from the lengths' mean and
+stdev): docs/concepts.md#length-distributions-and-shared-prefix-groups.
 """
 from __future__ import annotations
 

@@ -76,45 +76,44 @@ def parse_workers(value: Any, where: str) -> "int | str":
     return value
 
 
-def workers_refusal(*, open_loop: bool, concurrency: int, sweep: bool, trace: bool, agent: bool,
-                    prompt_sweep: bool, ab: bool, sequential: bool, workers: "int | str" = 2,
-                    samples: int | None = None) -> str | None:
-    """Why a workload cannot spread over ``workers`` processes (None: it can -- an open loop, a
-    closed loop of at least one stream per worker, ``samples: auto`` rounds of at least one
-    request per worker, a trace replay, or agent sessions with at least one session and one
-    session slot per worker).  Worker processes shard the load engine's open-loop schedule, its
+def workers_refusal(w: Any, workers: "int | str") -> str | None:
+    """Why workload ``w`` (a ``core.spec.workload.Workload``) cannot spread over ``workers`` processes
+    (None: it can -- an open loop, a closed loop of at least one stream per worker, ``samples: auto``
+    rounds of at least one request per worker, a trace replay, or agent sessions with at least one
+    session and one session slot per worker).  Worker processes shard the load engine's open-loop schedule, its
     closed loop's streams or each round's requests, or deal whole sessions; the rest is not (yet)
-    supported.  A rate ``sweep`` (an open loop: every step over the workers) and an A/B run (``ab``:
-    every block of each arm, as its loop) spread as their loops do."""
-    if agent and isinstance(workers, int):  # whole sessions per worker (client/agent/workers.py)
+    supported.  A rate sweep (an open loop: every step over the workers) and an A/B run (every block
+    of each arm, as its loop) spread as their loops do."""
+    concurrency, samples = w.concurrency, w.samples
+    if w.agent is not None and isinstance(workers, int):  # whole sessions per worker (client/agent/workers.py)
         if samples is not None and workers > samples:
             return (f"agent sessions are dealt whole, at least one per worker, and samples (sessions) is {samples}: "
                     f"give workers <= {samples} (or raise samples)")
         if workers > concurrency:
             return (f"agent sessions at concurrency {concurrency} run at least one session at once per worker: "
                     f"give workers <= {concurrency} (or raise concurrency, or workers: auto)")
-    if agent:
+    if w.agent is not None:
         return None
-    if prompt_sweep:
+    if w.prompt_sweep:
         return ("a prompt_sweep sends one request at a time by design (no queue in the TTFT it fits against "
                 "prompt length); workers spread the load engine's loops (rate: or concurrency:)")
     # rounds of ``concurrency`` requests, each split over the workers (client/placement/processes/pool.py)
-    if sequential:
+    if w.sequential:
         if concurrency < 2 or (isinstance(workers, int) and workers > concurrency):
             n = workers if isinstance(workers, int) else "the workers"
             return (f"samples: auto sends rounds of {concurrency} request{'s' if concurrency != 1 else ''}, at "
                     f"least one per worker: give workers <= {concurrency} (or concurrency >= {n})")
         return None
-    if trace:
+    if w.trace is not None:
         return None  # whole sessions per worker (client/drivers/workers.py)
-    if not open_loop and concurrency > 1:
-        if isinstance(workers, int) and workers > concurrency:
-            return (f"a closed loop at concurrency {concurrency} runs at least one stream per worker: "
-                    f"give workers <= {concurrency} (or workers: auto)")
+    if w.load is not None and w.load.open_loop:
         return None
-    if not open_loop:
+    if concurrency < 2:
         return ("workers spread the load engine's loops over processes: give rate: R (requests/s) "
                 "or concurrency: C (streams, C >= the workers)")
+    if isinstance(workers, int) and workers > concurrency:
+        return (f"a closed loop at concurrency {concurrency} runs at least one stream per worker: "
+                f"give workers <= {concurrency} (or workers: auto)")
     return None
 
 
@@ -137,10 +136,7 @@ def spreads_by_default(w: Any) -> bool:
     whatever refuses workers (a prompt sweep, one stream at a time): never an error."""
     if w.agent is not None or w.baseline_target is not None:
         return False
-    return workers_refusal(open_loop=w.load is not None and w.load.open_loop, concurrency=w.concurrency,
-                           sweep=w.sweep is not None, trace=w.trace is not None, agent=False,
-                           prompt_sweep=bool(w.prompt_sweep), ab=False, sequential=w.sequential,
-                           workers="auto", samples=w.samples) is None
+    return workers_refusal(w, "auto") is None
 
 
 def default_workers(w: Any) -> Any:
@@ -157,10 +153,7 @@ def with_workers(w: Any, value: Any, where: str, *, run_wide: bool = False) -> A
     workers = parse_workers(value, where)
     if workers == 1:
         return replace(w, workers=1)
-    why = workers_refusal(open_loop=w.load is not None and w.load.open_loop, concurrency=w.concurrency,
-                          sweep=w.sweep is not None, trace=w.trace is not None, agent=w.agent is not None,
-                          prompt_sweep=bool(w.prompt_sweep), ab=w.baseline_target is not None, sequential=w.sequential,
-                          workers=workers, samples=w.samples)
+    why = workers_refusal(w, workers)
     if why is None:
         return replace(w, workers=workers)
     if run_wide:
@@ -183,10 +176,7 @@ def with_ray(w: Any, value: Any, where: str, *, run_wide: bool = False, workers_
                "place its Ray actors anew, seconds for a block of a few requests (worker processes of this host: "
                "workers: N)")
     if why is None:
-        why = workers_refusal(open_loop=w.load is not None and w.load.open_loop, concurrency=w.concurrency,
-                              sweep=w.sweep is not None, trace=w.trace is not None, agent=w.agent is not None,
-                              prompt_sweep=bool(w.prompt_sweep), ab=False, sequential=w.sequential,
-                              workers=w.workers, samples=w.samples)
+        why = workers_refusal(w, w.workers)
         why = why and f"with ray, workers is the number of nodes: {why}"
     if why is None:
         return replace(w, ray=value.strip(), workers="auto" if w.workers == 1 and not workers_given else w.workers)

@@ -1,22 +1,7 @@
-"""TTFT budgets per prompt-length bucket (issue 27): ``ttft_<stat>_by_prompt``.  Pure.
-
-    slo:
-      ttft_p95_by_prompt:
-        - {below: 1024, budget: 300ms}     # [0, 1024) tokens
-        - {below: 8192, budget: 1.2s}      # [1024, 8192)
-        - {at_least: 8192, budget: 3s}     # [8192, inf): the optional open top bucket
-
-Bucket i covers the half-open range [previous ``below``, ``below``) (the first starts at 0): a
-request of exactly ``below`` tokens belongs to the next bucket.  ``at_least`` may only close the
-list, equal to the last ``below`` (the buckets are contiguous).  Without it, a request of at
-least the last ``below`` tokens is in no bucket: it is counted (``overflow``) and named in a
-note, never dropped silently.
-
-A request's prompt length is the server's count (``RequestRecord.prompt_tokens``), else the
-planned length (``expected_prompt_tokens``); a failed request keeps the length of its partial
-record (``Failure.prompt_tokens``) and counts in its bucket as a miss (+inf), as failures do in
-the ordinary budgets.  Each bucket is judged like the ordinary ``ttft_<stat>`` budget on its
-own requests (``core.checks.by_prompt``).
+"""TTFT budgets per prompt-length bucket (issue 27): ``ttft_<stat>_by_prompt``, a list of
+``{below|at_least, budget}`` buckets, each judged by ``core.checks.by_prompt`` like the ordinary
+``ttft_<stat>`` budget on its own requests.  Pure.  The buckets' ranges, the overflow and which
+length a request has: docs/writing-slos.md#ttft-per-prompt-length-bucket.
 """
 from __future__ import annotations
 
@@ -142,9 +127,7 @@ def request_prompt_tokens(x: Any) -> int | None:
     """A request's prompt length: the server's count, else the planned one (a ``RequestRecord``);
     a failure's (``Failure.prompt_tokens``: its partial record's).  None: unknown."""
     n = getattr(x, "prompt_tokens", None)
-    if n is None:
-        n = getattr(x, "expected_prompt_tokens", None)
-    return n
+    return n if n is not None else getattr(x, "expected_prompt_tokens", None)
 
 
 @dataclass

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from itertools import accumulate
 
 ARRIVALS = ("poisson", "gamma", "constant")
 
@@ -59,25 +60,19 @@ def offsets(arrival: Arrival, *, seed: int, n: int | None = None, duration_s: fl
     if n is None and duration_s is None:
         raise ValueError("an open-loop schedule needs a bound: a number of requests or a duration")
     limit = max_n if n is None else min(n, max_n)
-    if duration_s is not None:  # enough gaps for the duration, with margin for bursts
-        want = min(limit, int(arrival.rate * duration_s * 1.5 + 10 * math.sqrt(arrival.rate * duration_s) + 10))
-    else:
-        want = limit
-    out: list[float] = []
-    t = 0.0
-    drawn = gaps(arrival, want, seed)
-    for i, g in enumerate(drawn):
-        if i:
-            t += g
-        if duration_s is not None and t >= duration_s:
-            break
-        out.append(t)
-    return out[:limit]
+    want = limit if duration_s is None else min(limit, _duration_bound(arrival, duration_s))
+    times = list(accumulate(gaps(arrival, want, seed)[1:], initial=0.0))[:want]  # the first request at 0
+    return [t for t in times if duration_s is None or t < duration_s]  # gaps >= 0: the times never decrease
+
+
+def _duration_bound(arrival: Arrival, duration_s: float) -> int:
+    """Enough gaps for ``duration_s``, with margin for bursts."""
+    return int(arrival.rate * duration_s * 1.5 + 10 * math.sqrt(arrival.rate * duration_s) + 10)
 
 
 def planned_requests(arrival: Arrival, *, n: int | None, duration_s: float | None) -> int:
     """How many requests a schedule will hold at most (for preparing that many prompts)."""
     if duration_s is None:
         return int(n or 0)
-    bound = int(arrival.rate * duration_s * 1.5 + 10 * math.sqrt(arrival.rate * duration_s) + 10)
+    bound = _duration_bound(arrival, duration_s)
     return min(bound, n) if n is not None else bound

@@ -4,48 +4,9 @@ The workload keys (``TraceSpec``, re-exported here): ``core.spec.trace_spec``.  
 Reading the file (``.jsonl`` / ``.jsonl.gz``): ``files.trace_file``; loading it for a workload:
 ``plugin.trace_load``.  Pure stdlib, no I/O: ``read_trace`` takes the lines.
 
-Trace format (Mooncake JSONL as AIPerf reads it)
-------------------------------------------------
-One JSON object per non-blank line (blank lines are skipped; ``line`` numbers count them,
-``index`` numbers count rows only).  Fields:
-
-* ``timestamp``: arrival time in ms from the start of the trace (a number >= 0).  Required on
-  a row without ``session_id`` and on the first row of each session; those timestamps must not
-  decrease down the file (a decrease is an error naming both lines).  Not allowed on a later
-  turn of a session (AIPerf: ``timestamp`` and ``delay`` never go together; a later turn is
-  sent after the previous one finished, so an absolute time there would be ambiguous).
-* ``delay``: ms after the previous turn of the same session *finished* (a number >= 0; 0 = at
-  once).  Required on every later turn of a session, not allowed elsewhere.
-* ``input_length``: the prompt tokens the row adds (an integer >= 1).  On a later turn these
-  are the *new* tokens only: the turn's prompt is the session's history (every previous turn's
-  prompt and response) followed by them.
-* ``output_length``: the response's length in tokens (an integer >= 1), forced.
-* ``hash_ids``: block ids (integers or strings; LiteLLM exports strings).  ``hash_ids[i]``
-  names block i of the row's own tokens, ``trace_block_tokens`` long (default 512); the row
-  fills ``ceil(input_length / trace_block_tokens)`` blocks, the last one partial
-  (``input_length - (blocks - 1) * trace_block_tokens``).  More ids than blocks is an error
-  (usually the wrong ``trace_block_tokens``).  Fewer ids than blocks (or none: the field absent,
-  null or ``[]``) means the blocks not named are the row's own text, shared with no row.  Two
-  rows whose *leading* ids are equal share those blocks' text (a prefix).  Ids compare as JSON
-  values: ``7`` and ``"7"`` are different ids.
-* ``session_id`` (optional; a string, or an integer read as its decimal string): rows sharing
-  it are the turns of one closed-loop session, in file order; the first row in the file is the
-  first turn.
-* Any other field is ignored (Mooncake and LiteLLM exports carry more), except one that looks
-  like a misspelling of a field this row lacks (``hash_id``, ``timestamp_ms``, ``session``...),
-  an error with the likely name.  ``text_input`` and ``messages`` (AIPerf's literal prompts) are
-  not replayed: the row still needs ``input_length``, since prompts are built to exact lengths.
-
-Every error is a ``ConfigError`` ``"{file}:{line}: {field}: {problem} -- {fix}"`` (``row`` as
-the field for a line that is no JSON object), raised before any request is sent.
-
-Selection and schedule
-----------------------
-``trace_start_ms`` drops every session (and sessionless row) whose first turn's timestamp is
-before it; ``trace_rows`` then keeps the first N rows in file order (a session's turns beyond
-the N-th row are dropped with them).  A first turn is sent at ``(timestamp - trace_start_ms) /
-trace_speed`` ms after the replay starts, a later turn ``delay / trace_speed`` ms after its
-previous turn finished (``arrival_offsets_ms``, ``turn_delay_ms``).
+The format (Mooncake JSONL as AIPerf reads it), the reading rules, the error messages, the selection
+(``trace_start_ms``, ``trace_rows``) and the schedule: docs/trace-replay.md#the-format and
+docs/trace-replay.md#reading-rules-in-detail.
 """
 from __future__ import annotations
 
@@ -243,18 +204,9 @@ def select_rows(rows: list[TraceRow], spec: TraceSpec) -> list[TraceRow]:
     ``trace_rows`` (the first N rows left, in file order)."""
     kept = rows
     if spec.start_ms > 0:
-        dropped: set[str] = set()
-        kept = []
-        for r in rows:
-            if r.first_turn:
-                assert r.timestamp_ms is not None
-                if r.timestamp_ms < spec.start_ms:
-                    if r.session_id is not None:
-                        dropped.add(r.session_id)
-                    continue
-            elif r.session_id in dropped:
-                continue
-            kept.append(r)
+        early = {r.index for r in rows if r.timestamp_ms is not None and r.timestamp_ms < spec.start_ms}
+        dropped = {r.session_id for r in rows if r.index in early and r.session_id is not None}
+        kept = [r for r in rows if r.index not in early and r.session_id not in dropped]
     if spec.rows is not None:
         kept = kept[:spec.rows]
     if not kept:

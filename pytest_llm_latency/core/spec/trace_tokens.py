@@ -1,34 +1,10 @@
 """Token accounting of trace rows (issue 27; the format: ``core.spec.trace``).  Pure stdlib.
 
-Context.  A row's context is what the server must hold for it: for a sessionless row or a
-first turn ``input_length + output_length``; for a later turn of a session its whole history
-first (every previous turn's ``input_length + output_length``), then its own input and output.
-``check_context`` compares it with the server's ``max_model_len`` (plus the chat template's
-tokens, when the caller knows them) and applies ``trace_overlong``:
-
-* ``error``: a ``ConfigError`` ``"{file}:{line}: input_length: ..."`` naming the row, its
-  lengths and the limit, before any request is sent;
-* ``skip``: the row is dropped, with the rest of its session (a later turn's history would be
-  missing); a note says how many;
-* ``clip``: ``input_length`` is shortened until the row fits, and ``hash_ids`` beyond the new
-  block count are dropped (a later turn's history then counts the clipped length).  A row
-  whose history and output alone exceed the limit cannot be clipped: it is dropped with the
-  rest of its session, and the note says so.
-
-Declared cache hits.  A row's prompt begins with its blocks (``hash_ids[i]`` names block i,
-``block_tokens`` long, the row's last block partial; the prompt builder makes block ``(id,
-length)`` the first ``length`` tokens of block ``(id, block_tokens)``, so a partial block is a
-prefix of the full one).  A first turn (or sessionless row) may find in the server's prefix
-cache the longest leading run of blocks it shares with a first turn that *completed* before
-it was sent (a later turn's prompt starts with its session's first turn, which completed
-earlier, so first turns are all that need comparing): full blocks count ``block_tokens``, a
-partial block the shorter of the two rows' lengths for it, and the run ends there.  A later
-turn may find its whole history (the previous turn completed before it was sent) but the
-previous answer's last token, which the server sampled and never evaluated.  Either is
-rounded down to the server's cache block (16 tokens on vLLM,
-``core.measure.prefix_cache.CACHE_BLOCK_TOKENS``).  Rows still in flight are not counted: they may
-miss.  The result is an upper bound on the hits the trace explains; the chat template's shared
-head is the judge's allowance (``core.measure.prefix_cache``), not counted here.
+``check_context``: each row's context (its session's history first) against the server's
+``max_model_len``, under ``trace_overlong`` (error | skip | clip); ``DeclaredCache``: the cache hits
+the trace declares for a row, from the rows completed before it was sent, rounded down to the
+server's cache block (``core.measure.prefix_cache.CACHE_BLOCK_TOKENS``).  The rules:
+docs/trace-replay.md#reading-rules-in-detail and docs/trace-replay.md#how-the-prefix-cache-is-judged.
 """
 from __future__ import annotations
 
@@ -117,7 +93,8 @@ def block_lengths(row: TraceRow, block_tokens: int) -> list[int]:
 class DeclaredCache:
     """What the trace says a server's prefix cache may hold, as rows complete.  ``completed(row)``
     when a row's response has finished; ``hits(row)`` when a row is sent: the cached prompt tokens
-    its declaration explains (module docstring), rounded down to ``cache_block``."""
+    its declaration explains (docs/trace-replay.md#how-the-prefix-cache-is-judged), rounded down to
+    ``cache_block``."""
 
     def __init__(self, block_tokens: int, cache_block: int = CACHE_BLOCK_TOKENS):
         self.block_tokens = block_tokens

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from .agent_spec import AGENT_BUDGET_KEYS, AGENT_CLASS, AGENT_KEYS, AgentSpec, make_agent
 # budgets and load specs live in their own modules; their names are re-exported from here
 from .budgets import (BUDGET_KEYS, FRACTION_BUDGETS, Budget, did_you_mean, parse_budget, parse_duration_ms,  # noqa: F401
-    parse_positive_number)
+    parse_int, parse_positive_number)
 from ..measure.coldstart import COLD_BUDGET, COLD_STARTS
 from ..measure.compare import parse_tolerances
 from ..errors import ConfigError
@@ -124,10 +124,6 @@ DEFAULT_CONFIDENCE = 0.95
 DEFAULT_MAX_SAMPLES = 200
 #: samples when none are given and the run is not ``auto`` (load runs, sweeps, sessions, ``confidence: null``)
 DEFAULT_FIXED_SAMPLES = 20
-def _int(value: Any, where: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"{where}: expected an integer >= {minimum}, got {value!r}")
-    return value
 
 
 def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".join(map(str, path))) -> Workload:
@@ -158,24 +154,23 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     if base is None and ("prompt_tokens" not in spec or "output_tokens" not in spec):
         raise ConfigError(f"{where(())}: workload {name!r} has no built-in class: set prompt_tokens and "
                           f"output_tokens, or class: one of {', '.join(BUILTIN_CLASSES)}")
-    get = lambda k, d: spec.get(k, d)  # noqa: E731
     lengths = workload_lengths(spec, base, where, bool(sweep))
     prompt, output = (d if isinstance(d, int) else d.nominal for d in lengths)
     dists = [d if isinstance(d, LengthDist) else None for d in lengths]
-    groups = parse_prefix_groups(get("shared_prefix_groups", None), where(("shared_prefix_groups",)))
+    groups = parse_prefix_groups(spec.get("shared_prefix_groups", None), where(("shared_prefix_groups",)))
     if "requests" in spec and "samples" in spec:
         raise ConfigError(f"{where(('requests',))}: requests and samples are the same bound: set one")
     bound_key = "requests" if "requests" in spec else "samples"
     samples = spec.get(bound_key)  # None: the default, chosen below (auto for a closed loop)
     if samples not in (None, "auto"):
-        samples = _int(samples, where((bound_key,)), 1)
-    warmup = _int(get("warmup", 2), where(("warmup",)), 0)
+        samples = parse_int(samples, where((bound_key,)), 1)
+    warmup = parse_int(spec.get("warmup", 2), where(("warmup",)), 0)
     default_system = 0
     if base and base.system_prompt_tokens:  # keep the class's system share when prompt_tokens is overridden
         default_system = round(base.system_prompt_tokens * prompt / base.prompt_tokens)
-    system = _int(get("system_prompt_tokens", default_system), where(("system_prompt_tokens",)), 0)
-    shared = _int(get("shared_prefix_tokens", 0), where(("shared_prefix_tokens",)), 0)
-    conc = _int(get("concurrency", 1), where(("concurrency",)), 1)
+    system = parse_int(spec.get("system_prompt_tokens", default_system), where(("system_prompt_tokens",)), 0)
+    shared = parse_int(spec.get("shared_prefix_tokens", 0), where(("shared_prefix_tokens",)), 0)
+    conc = parse_int(spec.get("concurrency", 1), where(("concurrency",)), 1)
     if groups is not None and shared:
         raise ConfigError(f"{where(('shared_prefix_groups',))}: give shared_prefix_groups or shared_prefix_tokens, "
                           f"not both (shared_prefix_tokens is one group shared by every request)")
@@ -186,10 +181,10 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
             what = "the shortest prompt_sweep length" if sweep else "prompt_tokens"
             raise ConfigError(f"{where((k,))}: {k}{'.tokens' if k == 'shared_prefix_groups' else ''} ({v}) must be "
                               f"smaller than {what} ({shortest})")
-    rate = get("max_error_rate", 0.0)
+    rate = spec.get("max_error_rate", 0.0)
     if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate <= 1:
         raise ConfigError(f"{where(('max_error_rate',))}: expected a fraction between 0 and 1, got {rate!r}")
-    slo = get("slo", None)
+    slo = spec.get("slo", None)
     budgets_spec: dict[str, Any] = {k: (v, "class default") for k, v in (base.budgets.items() if base else ())}
     if slo is not None and not isinstance(slo, Mapping):
         raise ConfigError(f"{where(('slo',))}: expected a mapping of budgets like {{ttft_p95: 500ms}}, "
@@ -209,7 +204,7 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     budgets = tuple(parse_budget(k, v, src) for k, (v, src) in budgets_spec.items() if v is not None)
     prompt_budgets = tuple(parse_prompt_budget(k, v, under(where, ("slo", k)))
                            for k, (v, _) in by_prompt.items() if v is not None)
-    roof = get("roofline", None)
+    roof = spec.get("roofline", None)
     if roof is not None and not isinstance(roof, Mapping):
         raise ConfigError(f"{where(('roofline',))}: expected a mapping like {{min_decode_efficiency: 0.5}}")
     for k in PREFILL_ROOFLINE_KEYS:
@@ -219,7 +214,7 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
         first = next(iter(prefill_slo))
         raise ConfigError(f"{prefill_slo[first][1]}: prefill budgets need a prompt_sweep "
                           "(e.g. prompt_sweep: [256, 1024, 4096]): the fit of TTFT against prompt length")
-    cold = get("cold_starts", "exclude")
+    cold = spec.get("cold_starts", "exclude")
     if cold not in COLD_STARTS:
         raise ConfigError(f"{where(('cold_starts',))}: expected one of {', '.join(COLD_STARTS)}, got {cold!r}"
                           f"{did_you_mean(cold, COLD_STARTS) if isinstance(cold, str) else ''}")
@@ -245,12 +240,12 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     closed_loop = load is None and rate_sweep is None and not sweep and agent is None and trace is None
     # an A/B run's verdict is the block-bootstrap comparison of its arms; its own budgets keep the
     # point estimate too (the fixed 20 could never pass a p95 at 95%: README "Deploy gate")
-    at_confidence = closed_loop and get("baseline_target", None) is None
+    at_confidence = closed_loop and spec.get("baseline_target", None) is None
     samples_given = samples is not None
     if samples is None:  # auto where it has a budget to decide; an A/B run compares fixed arms
         from ..measure.verdict import holds_up
 
-        decides = any(holds_up(b) for b in budgets) and get("baseline_target", None) is None
+        decides = any(holds_up(b) for b in budgets) and spec.get("baseline_target", None) is None
         samples = "auto" if closed_loop and decides else DEFAULT_FIXED_SAMPLES
     if load is not None and samples == "auto":
         raise ConfigError(f"{where(('samples',))}: samples: auto sends rounds at the workload's concurrency until "
@@ -261,8 +256,8 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
                  max_error_rate=float(rate), budgets=budgets, roofline=roof, cold_starts=cold,
                  prompt_sweep=sweep, prefill_slo=prefill_slo, load=load, sweep=rate_sweep,
                  agent=agent, confidence=DEFAULT_CONFIDENCE if at_confidence else None, samples_given=samples_given,
-                 regression=parse_tolerances(get("regression", None), where(("regression",))) or None,
-                 baseline_target=get("baseline_target", None), prompt_dist=dists[0], output_dist=dists[1],
+                 regression=parse_tolerances(spec.get("regression", None), where(("regression",))) or None,
+                 baseline_target=spec.get("baseline_target", None), prompt_dist=dists[0], output_dist=dists[1],
                  shared_prefix_groups=groups, trace=trace, prompt_budgets=prompt_budgets)
     if (w.prompt_dist or w.output_dist or groups) and w.agent is not None:
         key = "shared_prefix_groups" if groups else "prompt_tokens" if w.prompt_dist else "output_tokens"
@@ -318,9 +313,9 @@ def with_statistics(w: Workload, spec: Mapping[str, Any], where, samples: Any = 
         samples = w.samples  # a run-wide ``auto`` (CLI, env, ini): sweeps, sessions, A/B, traces keep their own count
     auto = samples == "auto"
     if not auto:
-        samples = _int(samples, where(("samples",)), 1)
-    lo = _int(spec.get("min_samples", w.min_samples), where(("min_samples",)), 1)
-    hi = _int(spec.get("max_samples", w.samples if w.sequential else DEFAULT_MAX_SAMPLES),
+        samples = parse_int(samples, where(("samples",)), 1)
+    lo = parse_int(spec.get("min_samples", w.min_samples), where(("min_samples",)), 1)
+    hi = parse_int(spec.get("max_samples", w.samples if w.sequential else DEFAULT_MAX_SAMPLES),
               where(("max_samples",)), 1)
     if auto and lo > hi:
         raise ConfigError(f"{where(('min_samples',))}: min_samples ({lo}) must not exceed max_samples ({hi})")
