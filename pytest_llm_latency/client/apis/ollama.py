@@ -165,11 +165,8 @@ class OllamaClient:
             url, body,
             lambda: RecordBuilder(self.clock, expected_prompt_tokens=expected_prompt_tokens,
                                   expected_output_tokens=max_tokens),
-            NDJSON_TYPES, self._describe, self._consumer)
+            NDJSON_TYPES, self._describe, lambda b: NDJSONConsumer(self, b))
         return builder.record
-
-    def _consumer(self, builder: RecordBuilder) -> "NDJSONConsumer":
-        return NDJSONConsumer(self, builder)
 
     def _object(self, b: RecordBuilder, t: int, obj: dict) -> bool:
         if "error" in obj:

@@ -219,16 +219,7 @@ class OpenAIClient:
     def stream(self, system: str, user: str, max_tokens: int, *, expected_prompt_tokens: int | None = None,
                extra: dict | None = None) -> RequestRecord:
         path = "/v1/completions" if self.api == "completions" else "/v1/chat/completions"
-        url = self.base_url + path
-        try:
-            return self._stream(url, system, user, max_tokens, expected_prompt_tokens, extra)
-        except MeasurementError as exc:
-            # continuous_usage_stats is a vLLM/SGLang extension: a strict server rejects it once,
-            # then it is left out for the rest of the run
-            if self.continuous_usage and exc.kind == "http_400" and "continuous_usage" in exc.message:
-                self.continuous_usage = False
-                return self._stream(url, system, user, max_tokens, expected_prompt_tokens, extra)
-            raise
+        return self._stream(self.base_url + path, system, user, max_tokens, expected_prompt_tokens, extra)
 
     def stream_messages(self, messages: list[dict], max_tokens: int, *, tools: list[dict] | None = None,
                         expected_prompt_tokens: int | None = None, extra: dict | None = None) -> RequestRecord:
@@ -239,28 +230,30 @@ class OpenAIClient:
             raise MeasurementError("config", "agent sessions send messages and tools: use --llm-latency-api "
                                              "openai-chat")
         body_extra = {"messages": messages, **({"tools": tools} if tools else {}), **(extra or {})}
-        try:
-            return self._stream(self.base_url + "/v1/chat/completions", "", "", max_tokens, expected_prompt_tokens,
-                                body_extra, keep_output=True)
-        except MeasurementError as exc:
-            if self.continuous_usage and exc.kind == "http_400" and "continuous_usage" in exc.message:
-                self.continuous_usage = False
-                return self._stream(self.base_url + "/v1/chat/completions", "", "", max_tokens,
-                                    expected_prompt_tokens, body_extra, keep_output=True)
-            raise
+        return self._stream(self.base_url + "/v1/chat/completions", "", "", max_tokens, expected_prompt_tokens,
+                            body_extra, keep_output=True)
 
     def _stream(self, url: str, system: str, user: str, max_tokens: int, expected_prompt_tokens: int | None,
                 extra: dict | None, keep_output: bool = False) -> RequestRecord:
+        try:
+            return self._post_once(url, system, user, max_tokens, expected_prompt_tokens, extra, keep_output)
+        except MeasurementError as exc:
+            # continuous_usage_stats is a vLLM/SGLang extension: a strict server rejects it once,
+            # then it is left out for the rest of the run
+            if self.continuous_usage and exc.kind == "http_400" and "continuous_usage" in exc.message:
+                self.continuous_usage = False
+                return self._post_once(url, system, user, max_tokens, expected_prompt_tokens, extra, keep_output)
+            raise
+
+    def _post_once(self, url: str, system: str, user: str, max_tokens: int, expected_prompt_tokens: int | None,
+                   extra: dict | None, keep_output: bool) -> RequestRecord:
         body = self.request_body(system, user, max_tokens, extra=extra)
         builder = self._post.run(
             url, body,
             lambda: RecordBuilder(self.clock, expected_prompt_tokens=expected_prompt_tokens,
                                   expected_output_tokens=max_tokens, keep_output=keep_output),
-            SSE_TYPES, self._describe_status(expected_prompt_tokens, max_tokens), self._consumer)
+            SSE_TYPES, self._describe_status(expected_prompt_tokens, max_tokens), lambda b: SSEConsumer(self, b))
         return builder.record
-
-    def _consumer(self, builder: RecordBuilder) -> "SSEConsumer":
-        return SSEConsumer(self, builder)
 
     def _event(self, b: RecordBuilder, t: int, data: str, sse_error: str | None, state: dict) -> None:
         if sse_error is not None:

@@ -20,7 +20,6 @@ from .prometheus import fetch_text
 from ..transport.clock import MEASUREMENT_CLOCK
 
 INTERVAL_S = 0.5
-MAX_METRICS_BYTES = 8 * 1024 * 1024
 
 
 def parse_sample(text: str) -> Sample:
@@ -103,25 +102,24 @@ class ServerTimeline:
         if self._http is not None:
             self._http.close()
 
-    def gauges(self) -> list[dict[str, float]]:
-        """Each scrape's gauges (by the engine's names), in order: the windowed figures a server
-        reports as gauges (SGLang's ``spec_accept_length``) are read over the run."""
+    def _samples(self) -> list[tuple[int, Sample]]:
+        """Each scrape parsed, in order; one that does not parse is left out."""
         out = []
-        for _, text in self.texts:
+        for t, text in self.texts:
             try:
-                out.append(parse_sample(text).gauges)
+                out.append((t, parse_sample(text)))
             except MeasurementError:
                 continue
         return out
 
+    def gauges(self) -> list[dict[str, float]]:
+        """Each scrape's gauges (by the engine's names), in order: the windowed figures a server
+        reports as gauges (SGLang's ``spec_accept_length``) are read over the run."""
+        return [s.gauges for _, s in self._samples()]
+
     def attach(self, res, records, failures) -> None:
         """``server_*`` figures and ``metrics_timeline`` on ``res.server``."""
-        samples = []
-        for t, text in self.texts:
-            try:
-                samples.append((t, parse_sample(text)))
-            except MeasurementError:
-                continue
+        samples = self._samples()
         if len(samples) < 2:
             return
         v = view(samples[0][1], samples[-1][1], [s for _, s in samples[1:-1]])

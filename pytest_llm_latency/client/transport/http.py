@@ -175,12 +175,11 @@ CONTEXT_LENGTH_HINTS = ("maximum context length", "maximum model length", "excee
 
 
 def _retry_after(resp: httpx.Response) -> float | None:
-    value = resp.headers.get("retry-after")
     try:
-        seconds = float(value) if value is not None else None
+        seconds = float(resp.headers.get("retry-after", "nan"))
     except ValueError:  # an HTTP date, or garbage: use the default wait
         return None
-    return seconds if seconds is not None and math.isfinite(seconds) and seconds >= 0 else None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 def raw_chunks(resp: httpx.Response) -> Iterator[bytes]:
@@ -240,17 +239,13 @@ def bounded_request(http: httpx.Client, method: str, url: str, *, total_s: float
         return SmallResponse(resp.status_code, resp.headers, bytes(data))
 
 
-def _read_error_body(resp: httpx.Response) -> bytes:
+def _error_body(resp: httpx.Response) -> str:
     data = b""
     for chunk in raw_chunks(resp):
         data += chunk
         if len(data) >= MAX_ERROR_BODY:
             break
-    return data[:MAX_ERROR_BODY]
-
-
-def _error_body(resp: httpx.Response) -> str:
-    return error_text(_read_error_body(resp))
+    return error_text(data)  # cut at MAX_ERROR_BODY
 
 
 def _stamp_failure(rec: Any, clock: Clock) -> None:

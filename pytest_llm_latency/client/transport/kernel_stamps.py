@@ -50,26 +50,24 @@ def supported() -> bool:
     return sys.platform.startswith("linux") and struct.calcsize("@l") == 8
 
 
-def enable(sock: socket.socket) -> bool:
-    """Ask the kernel to stamp this socket's reads; False where it cannot (then keep read stamps)."""
+def _ask(sock: socket.socket, option: int, value: int) -> bool:
     if not supported():
         return False
     try:
-        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        sock.setsockopt(socket.SOL_SOCKET, option, value)
     except OSError:
         return False
     return True
+
+
+def enable(sock: socket.socket) -> bool:
+    """Ask the kernel to stamp this socket's reads; False where it cannot (then keep read stamps)."""
+    return _ask(sock, SO_TIMESTAMPNS, 1)
 
 
 def enable_tx(sock: socket.socket) -> bool:
     """Ask the kernel for a transmit stamp of each send's last byte; False where it cannot."""
-    if not supported():
-        return False
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, TX_FLAGS)
-    except OSError:
-        return False
-    return True
+    return _ask(sock, SO_TIMESTAMPING, TX_FLAGS)
 
 
 def drain_tx(sock: socket.socket) -> int | None:
@@ -83,9 +81,7 @@ def drain_tx(sock: socket.socket) -> int | None:
     while True:
         try:
             _data, ancdata, _flags, _addr = sock.recvmsg(1, 512, socket.MSG_ERRQUEUE)
-        except (BlockingIOError, InterruptedError):
-            return latest
-        except OSError:  # nothing more to learn from this socket's error queue
+        except OSError:  # drained (BlockingIOError), or nothing more to learn from this socket's error queue
             return latest
         for level, kind, cdata in ancdata:
             if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPING and len(cdata) >= _TIMESPEC.size:
