@@ -51,12 +51,11 @@ def ollama_timings(final: dict) -> dict:
 class OllamaClient:
     def __init__(self, http: httpx.Client, base_url: str, model: str | None, api: str = "generate", *,
                  clock: Clock = MEASUREMENT_CLOCK, timeouts: Timeouts = Timeouts(),
-                 redact: Redactor = Redactor(), sleep: Callable[[float], None] = time.sleep,
-                 max_line_bytes: int = 4 * 1024 * 1024):
+                 redact: Redactor = Redactor(), sleep: Callable[[float], None] = time.sleep):
         if api not in ("generate", "chat"):
             raise ValueError(f"api must be 'generate' or 'chat', not {api!r}")
         self.http, self.base_url, self.model, self.api = http, base_url.rstrip("/"), model, api
-        self.clock, self.timeouts, self.redact, self.max_line_bytes = clock, timeouts, redact, max_line_bytes
+        self.clock, self.timeouts, self.redact = clock, timeouts, redact
         self._post = StreamingPost(http, timeouts, clock, redact, sleep)
         self.sleep = sleep
 
@@ -198,7 +197,7 @@ class NDJSONConsumer:
 
     def __init__(self, client: OllamaClient, builder: RecordBuilder):
         self.client, self.builder = client, builder
-        self.dec = NDJSONDecoder(client.max_line_bytes)
+        self.dec = NDJSONDecoder()
         self.done = False
         self.t_last = builder.record.t_send_ns
 

@@ -68,12 +68,11 @@ class OpenAIClient:
     def __init__(self, http: httpx.Client, base_url: str, model: str | None, api: str = "completions", *,
                  clock: Clock = MEASUREMENT_CLOCK, timeouts: Timeouts = Timeouts(),
                  redact: Redactor = Redactor(), sleep: Callable[[float], None] = time.sleep,
-                 max_line_bytes: int = 4 * 1024 * 1024, continuous_usage: bool = True):
+                 continuous_usage: bool = True):
         if api not in ("completions", "chat"):
             raise ValueError(f"api must be 'completions' or 'chat', not {api!r}")
         self.http, self.base_url, self.model, self.api = http, base_url.rstrip("/"), model, api
-        self.clock, self.timeouts, self.redact, self.max_line_bytes = clock, timeouts, redact, max_line_bytes
-        self.continuous_usage = continuous_usage
+        self.clock, self.timeouts, self.redact, self.continuous_usage = clock, timeouts, redact, continuous_usage
         self._post = StreamingPost(http, timeouts, clock, redact, sleep)
         self._models: list[dict] | None = None
 
@@ -332,7 +331,7 @@ class SSEConsumer:
 
     def __init__(self, client: OpenAIClient, builder: RecordBuilder):
         self.client, self.builder = client, builder
-        self.dec = SSEDecoder(client.max_line_bytes)
+        self.dec = SSEDecoder()
         self.state: dict[str, Any] = {"done": False, "finish": None, "running": 0}
         self.t_last = builder.record.t_send_ns
         self.n_bytes = 0

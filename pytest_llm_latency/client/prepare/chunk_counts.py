@@ -36,11 +36,9 @@ class ChunkCounter:
     bounded in calls and time; None once a call failed or the budget is spent (``stopped``
     says why)."""
 
-    def __init__(self, tokenize: Callable[[str], int], *, max_calls: int = MAX_TOKENIZE_CALLS,
-                 deadline_s: float = TOKENIZE_DEADLINE_S, clock: Callable[[], float] = time.monotonic):
-        self.tokenize, self.max_calls = tokenize, max_calls
-        self.clock = clock
-        self.deadline = clock() + deadline_s
+    def __init__(self, tokenize: Callable[[str], int]):
+        self.tokenize = tokenize
+        self.deadline = time.monotonic() + TOKENIZE_DEADLINE_S
         self.cache: dict[str, int] = {}
         self.calls = 0
         self.stopped: str | None = None
@@ -49,8 +47,8 @@ class ChunkCounter:
         k = self.cache.get(text)
         if k is not None or self.stopped:
             return k
-        if self.calls >= self.max_calls or self.clock() > self.deadline:
-            self.stopped = f"the tokenize budget ({self.max_calls} calls, {TOKENIZE_DEADLINE_S:g} s) was spent"
+        if self.calls >= MAX_TOKENIZE_CALLS or time.monotonic() > self.deadline:
+            self.stopped = f"the tokenize budget ({MAX_TOKENIZE_CALLS} calls, {TOKENIZE_DEADLINE_S:g} s) was spent"
             return None
         self.calls += 1
         try:

@@ -49,10 +49,6 @@ class PrepStats:
     description: str = ""   # how the prompts were counted, for the result's measurement
 
 
-def _is_client(obj) -> bool:
-    return hasattr(obj, "stream")
-
-
 def prepare_block_prompts(client_or_counter, specs: Sequence[BlockSpec], *, nonce: str, seed: int,
                           block_tokens: int, counter: Callable[[str], int] | None = None,
                           clock: Callable[[], int] = MEASUREMENT_CLOCK) -> tuple[list[Prompt], PrepStats]:
@@ -62,7 +58,7 @@ def prepare_block_prompts(client_or_counter, specs: Sequence[BlockSpec], *, nonc
     ``key`` = the spec's key (its index when None).  ``client_or_counter``: a client (its counter is
     ``make_counter``'s, unless ``counter`` is given) or a plain counter ``text -> tokens``."""
     t0 = clock()
-    client = client_or_counter if _is_client(client_or_counter) else None
+    client = client_or_counter if hasattr(client_or_counter, "stream") else None
     how = "counter given"
     if counter is None and client is None:
         counter = client_or_counter

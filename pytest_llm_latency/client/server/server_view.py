@@ -64,13 +64,13 @@ class ServerTimeline:
     """Context manager around the samples.  ``before``: the runner's scrape (None: the target
     has no /metrics, and nothing is scraped)."""
 
-    def __init__(self, client, before, *, interval_s: float = INTERVAL_S, clock=None):
-        clock = clock or getattr(client, "clock", None) or MEASUREMENT_CLOCK  # the records' clock
+    def __init__(self, client, before):
+        self.clock = getattr(client, "clock", None) or MEASUREMENT_CLOCK  # the records' clock
         self.base_url = getattr(client, "base_url", None)
         http = getattr(client, "http", None)
         self.enabled = before is not None and self.base_url is not None and isinstance(http, httpx.Client)
         self.headers = dict(http.headers) if self.enabled and isinstance(http, httpx.Client) else {}
-        self.interval_s, self.clock = interval_s, clock
+        self.interval_s = INTERVAL_S
         self.texts: list[tuple[int, str]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
