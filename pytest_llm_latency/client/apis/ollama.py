@@ -1,17 +1,11 @@
-"""Ollama native streaming client: ``/api/generate`` and ``/api/chat`` (NDJSON).
+"""Ollama native streaming client: ``/api/generate`` (``raw: true``) and ``/api/chat`` (NDJSON);
+which API, ``keep_alive`` and cold starts: docs/servers.md#ollama.
 
-The final object's nanosecond counters are kept as the server-reported
-prefill and decode (omitted zero fields default to 0):
-``prefill_ms = prompt_eval_duration / 1e6``, ``decode_ms = eval_duration / 1e6``.
-Output length is forced with ``options.num_predict`` (Ollama cannot ignore EOS,
-so short outputs are possible and get reported).  ``/api/generate`` is sent
-with ``raw: true`` so no template changes the prompt's token count.
-
-Every request sends ``keep_alive`` (``KEEP_ALIVE``) so the model that the probes and the
-warm-up loaded stays loaded for the run; ``load_duration`` is kept as ``load_ms``, from
-which ``core.measure.coldstart`` flags a cold start.  A final object without ``prompt_eval_count``
-means the whole prompt came from Ollama's prompt cache (omitempty: nothing was evaluated):
-it is marked ``server_timings["prompt_cached"]``, never read as "no usage".
+The final object's nanosecond counters are kept as the server-reported prefill and decode
+(omitted zero fields default to 0), ``load_duration`` as ``load_ms`` (``core.measure.coldstart``).
+A final object without ``prompt_eval_count`` means the whole prompt came from Ollama's prompt
+cache (omitempty: nothing was evaluated): it is marked ``server_timings["prompt_cached"]``,
+never read as "no usage".
 """
 from __future__ import annotations
 

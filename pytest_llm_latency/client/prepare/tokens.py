@@ -11,13 +11,9 @@ Cost per workload, in requests to the server:
   case (at most ``PLAN_STEPS``), before the warm-up.
 
 Without a tokenize endpoint the linear chars-per-token estimate is off by the server's
-tokenizer (a word-level count, a chat template...): 16% on a word-counting server.  Every
-response reports the server's own count (``usage.prompt_tokens``, Ollama's
-``prompt_eval_count``), so the plan is corrected on it: the body grows or shrinks by
-``d`` characters (``core.prompts.synthesis.resized``) and ``d`` is found by a Newton step with the
-calibrated tokens-per-character, then secant steps, falling back to bisection inside the
-bracket -- each step one unmeasured request with a fresh salt (never a sample's prompt, so
-no sample is served from a cache the correction filled).
+tokenizer (16% on a word-counting server), so the plan is corrected on the server's own count
+(``correct_plan``), each step one unmeasured request with a fresh salt (never a sample's prompt,
+so no sample is served from a cache the correction filled).
 """
 from __future__ import annotations
 
@@ -182,12 +178,8 @@ def correct_plan(client, prompts: list[Prompt], probes: list[Prompt], per_char: 
 def prepare_prompts(client, workload: Workload, *, seed: int, nonce: str,
                     counter: Callable[[str], int] | None = None) -> tuple[list[Prompt], str | None]:
     """Warm-up + sample prompts for ``workload``, and how they were counted (information for the
-    result's ``measurement``, not a note: notes are warnings).
-
-    With a length distribution (``core.spec.lengths``) each prompt gets its own drawn prompt and
-    output length, seeded by ``seed`` alone (the same seed, the same lengths), clipped to the
-    model's context where the server lists it (``context_length``) and, for prompts, to at least
-    the system part / shared prefix plus one token (the shortest exact prompt built around them)."""
+    result's ``measurement``, not a note: notes are warnings).  A length distribution draws each
+    prompt's lengths (docs/concepts.md#length-distributions-and-shared-prefix-groups)."""
     how = None
     if counter is None:
         counter, how = make_counter(client, workload, seed, nonce)

@@ -65,29 +65,23 @@ def prepare_block_prompts(client_or_counter, specs: Sequence[BlockSpec], *, nonc
     elif counter is None:
         counter, how = make_counter(client, cast("Workload", _NO_PARTS), seed, nonce)
     assert counter is not None
-    calls = 0
+    estimate = getattr(counter, "per_char", None) is not None
+    if estimate and client is None:
+        raise ValueError("prepare_block_prompts: a linear estimate (no tokenize endpoint) needs the client, "
+                         "to calibrate on probe requests")
+    calls = probes = 0
 
     def counted(text: str) -> int:
         nonlocal calls
         calls += 1
         return int(counter(text))
 
-    estimate = getattr(counter, "per_char", None) is not None
-    if estimate:
-        if client is None:
-            raise ValueError("prepare_block_prompts: a linear estimate (no tokenize endpoint) needs the client, "
-                             "to calibrate on probe requests")
-        probes = 0
-
-        def probed(text: str) -> int:
-            nonlocal probes
-            probes += 1
-            return _probe(client, "", text)
-        palette = calibrate(probed, nonce=nonce)
-        calibration = probes
-    else:
-        palette = calibrate(counted, nonce=nonce)
-        calibration = calls
+    def probed(text: str) -> int:
+        nonlocal probes
+        probes += 1
+        return _probe(client, "", text)
+    palette = calibrate(probed if estimate else counted, nonce=nonce)
+    calibration = probes if estimate else calls
     prompts, verifies, replans, deviations, first_off = _build(palette, specs, nonce, block_tokens,
                                                                None if estimate else counted)
     if estimate:

@@ -86,9 +86,6 @@ class _Job:
         self.h11.receive_data(data)  # b"": the peer closed (a close-delimited body ends; else h11 says)
         return self.step()
 
-    def stalled(self, now_ns: int) -> bool:
-        return now_ns - self.last_ns > self.idle_ns
-
 
 class ReadPump:
     """This process's reading thread (``pump()``); started on first use, a daemon."""
@@ -166,7 +163,7 @@ class ReadPump:
             if job.stream.fileno() != fd:  # closed under the pump (the kernel dropped its watch with it)
                 self._finish(fd, job, httpx.ReadError("the connection was closed while its answer was read",
                                                       request=job.request))
-            elif job.stalled(now):
+            elif now - job.last_ns > job.idle_ns:  # stalled
                 self._finish(fd, job, httpx.ReadTimeout("no bytes within the idle timeout", request=job.request))
         return now + int(POLL_S * 1e9)
 
