@@ -20,7 +20,6 @@ __all__ = ["Target", "make_client", "measure", "send_samples", "stop_info", "war
            "_no_gc_pauses"]
 
 
-# ---------------------------------------------------------------------- measure
 def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = None, salt_context: str = "",
             progress: ProgressFn | None = None, counter: Callable[[str], int] | None = None,
             extra: dict | None = None, judge: Callable[[WorkloadResult], WorkloadResult] | None = None,

@@ -294,8 +294,7 @@ class OpenAIClient:
         timings = obj.get("timings")
         if isinstance(timings, dict):
             b.record.server_timings.update(llamacpp_timings(timings))
-        finish = None
-        running = None
+        finish = running = None
         if choices:
             ch = choices[0] if isinstance(choices[0], dict) else {}
             finish = ch.get("finish_reason")

@@ -115,11 +115,10 @@ def make_counter(client, workload: Workload, seed: int, nonce: str = "") -> tupl
     if tok is not None:
         offset = _probe(client, probe_sys, probe_user) - tok(probe_sys + probe_user)
         return (lambda text: tok(text) + offset), f"{tok.source} {offset:+d} (calibrated)"  # type: ignore
-    short = probe_user
     long = f"[long {nonce} probe {seed}] Count these words please: alpha beta gamma delta." + " words" * 400
-    a, b = _probe(client, probe_sys, short), _probe(client, probe_sys, long)
-    per_char = (b - a) / (len(long) - len(short))
-    fixed = a - per_char * len(probe_sys + short)
+    a, b = _probe(client, probe_sys, probe_user), _probe(client, probe_sys, long)
+    per_char = (b - a) / (len(long) - len(probe_user))
+    fixed = a - per_char * len(probe_sys + probe_user)
     counter = linear_counter(fixed, per_char)
     counter.per_char = per_char  # type: ignore[attr-defined]
     return counter, "linear estimate from probe usage"

@@ -33,7 +33,6 @@ from ..transport.clock import MEASUREMENT_CLOCK
 if TYPE_CHECKING:
     from ...core.spec.workload import Workload
 
-MAX_REPLANS = 1  # per prompt
 _NO_PARTS = SimpleNamespace(system_prompt_tokens=0, shared_prefix_tokens=0)  # make_counter's probe: no system part
 
 
@@ -112,7 +111,7 @@ def _build(palette: Palette, specs: Sequence[BlockSpec], nonce: str, block_token
         if verify is not None and spec.opens_prompt:
             got = verify(text)
             verifies += 1
-            if got != planned and blocks and MAX_REPLANS:  # not additive here: re-cut the last block once
+            if got != planned and blocks:  # not additive here: re-cut the last block, once
                 last_id, last_n = blocks[-1]
                 again = list(blocks[:-1]) + [(last_id, last_n - (got - spec.input_length))]
                 text2, _ = prompt_text(palette, nonce, again, opens_prompt=True, cache=cache)

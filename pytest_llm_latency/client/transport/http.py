@@ -13,7 +13,7 @@ import httpx
 
 from ...core.errors import MeasurementError
 from ...core.measure.record import Clock, RecordBuilder
-from ...core.redact import Redactor, redact_url  # noqa: F401 - re-exported: the client layer's redaction
+from ...core.redact import Redactor  # also the client layer's import of it
 from .read_pump import h11_connection, shared_pump
 from .recv_stamp import install, read_clock
 from .failures import (MAX_ERROR_BODY, RECEIVED_ATTR, AnswerDeadline, Received, content_type, error_text,
