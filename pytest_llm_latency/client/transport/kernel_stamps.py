@@ -98,9 +98,6 @@ class ClockOffset:
     realtime_minus_monotonic_ns: int
     uncertainty_ns: int
 
-    def to_monotonic(self, realtime_ns: int) -> int:
-        return realtime_ns - self.realtime_minus_monotonic_ns
-
 
 def sample_offset(n: int = 9, *, monotonic: Callable[[], int] = time.monotonic_ns,
                   realtime: Callable[[], int] = time.time_ns) -> ClockOffset:
