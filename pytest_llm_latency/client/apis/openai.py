@@ -1,20 +1,16 @@
 """OpenAI-compatible streaming client (vLLM, SGLang, llama.cpp, TGI, LM Studio, Ollama /v1).
 
-Takes an injected ``httpx.Client`` (``make_http_client`` in production,
-``httpx.MockTransport`` in adapter unit tests).  One ``stream()`` call is one
-measured request; the protocol facts it relies on are in
-``shared/reference/protocols.md``:
+Takes an injected ``httpx.Client`` (``make_http_client``, or an ``httpx.MockTransport`` in tests);
+one ``stream()`` call is one measured request.  The protocol facts it relies on:
 
-* TTFT is the first chunk with non-empty ``text`` / ``delta.content`` /
-  ``delta.reasoning`` (``reasoning_content``) / ``delta.tool_calls``; a
-  role-only chunk only sets "first byte".
-* usage is taken from a ``choices: []`` chunk or the final chunk (Ollama /v1
-  zero-fills usage on every chunk), with ``completion_tokens_details.reasoning_tokens``
-  where the server counts reasoning (``core.measure.reasoning``); a running, increasing
-  ``usage.completion_tokens`` (vLLM ``continuous_usage_stats``) gives exact
-  per-chunk token counts.
-* every event is checked for a top-level ``error`` before ``choices``; a stream
-  without ``data: [DONE]`` is a failed request.
+* TTFT is the first chunk with non-empty ``text`` / ``delta.content`` / ``delta.reasoning``
+  (``reasoning_content``) / ``delta.tool_calls``; a role-only chunk only sets "first byte".
+* usage is taken from a ``choices: []`` chunk or the final chunk (Ollama /v1 zero-fills usage on
+  every chunk), with ``completion_tokens_details.reasoning_tokens`` where the server counts
+  reasoning (``core.measure.reasoning``); a running, increasing ``usage.completion_tokens`` (vLLM
+  ``continuous_usage_stats``) gives exact per-chunk token counts.
+* every event is checked for a top-level ``error`` before ``choices``; a stream without
+  ``data: [DONE]`` is a failed request.
 """
 from __future__ import annotations
 

@@ -88,12 +88,11 @@ class CountRecovery:
         ``core.checks.measurement_validity.check_token_counts``, an error where the workload has an
         ITL budget, since a per-chunk figure would fail a correct server)."""
         rules = Counter(r.token_count_rule for r in records if r.token_count_rule)
-        extra: dict = {}
+        if not rules:
+            return {}, [], None
+        extra: dict = {"itl_token_counts": m.itl_token_counts(records)}
         notes: list[str] = []
         per_chunk = None
-        if not rules:
-            return extra, notes, per_chunk
-        extra["itl_token_counts"] = m.itl_token_counts(records)
         why = f" ({self.whys.most_common(1)[0][0]})" if self.whys else ""
         total = sum(rules.values())
         if rules.get("apportioned"):

@@ -1,19 +1,15 @@
-"""Token counting as the *server* counts (its tokenize endpoint, or a calibration from
-probe requests' usage), and prompt preparation with a bounded number of counter calls.
-
-Cost per workload, in requests to the server:
+"""Token counting as the *server* counts (its tokenize endpoint, or a calibration from probe
+requests' usage; docs/concepts.md#exact-salted-prompts), and prompt preparation with a bounded
+number of counter calls.  Cost per workload, in requests to the server:
 
 * endpoint detection: 2 ``/tokenize`` calls per shape tried (at most 3 shapes);
 * calibration: 1 probe completion + 1 tokenize call (or 2 probes without an endpoint);
 * ``build_prompts``: the fit, O(log prompt_tokens) calls, plus one verify call per prompt
-  (see ``core.prompts.synthesis``) -- not a binary search per prompt;
-* without an endpoint, ``correct_plan``: 1-6 more unmeasured one-token requests in the usual
-  case (at most ``PLAN_STEPS``), before the warm-up.
-
-Without a tokenize endpoint the linear chars-per-token estimate is off by the server's
-tokenizer (16% on a word-counting server), so the plan is corrected on the server's own count
-(``correct_plan``), each step one unmeasured request with a fresh salt (never a sample's prompt,
-so no sample is served from a cache the correction filled).
+  (``core.prompts.synthesis``) -- not a binary search per prompt;
+* without an endpoint, whose linear chars-per-token estimate is off by the server's tokenizer (16%
+  on a word-counting server), ``correct_plan``: 1-6 more unmeasured one-token requests in the usual
+  case (at most ``PLAN_STEPS``), before the warm-up, each with a fresh salt (never a sample's
+  prompt, so no sample is served from a cache the correction filled).
 """
 from __future__ import annotations
 

@@ -1,23 +1,18 @@
-"""The prompts of a trace replay, all ready before the first send (issue 27, "bounded preparation").
+"""The prompts of a trace replay, all ready before the first send (issue 27, "bounded preparation";
+measured in docs/benchmarks.md, trace preparation).
 
 Each prompt is its blocks' text (``core.prompts.block_text``): block texts whose token counts add up, so
-a prompt's length is known from its blocks.  Cost, whatever the number of rows and lengths:
+a prompt's length is known from its blocks.  Counter calls <= set-up (``make_counter``) +
+``CALIBRATION_CALLS`` + 2 x opening prompts, and == set-up + ``CALIBRATION_CALLS`` + opening prompts
+when the tokenizer is additive (every tokenizer recorded): one verify call per opening prompt (a
+session's later turn is its blocks' sum), plus at most one re-plan per prompt whose verify disagrees
+with the plan (its last block re-cut by the difference, verified once more); a prompt still off keeps
+the closer count as its ``counted_tokens`` (the deviation the run reports).
 
-* counter set-up: ``make_counter`` (endpoint detection, 2 calls per shape tried, and 1 probe
-  completion for the template offset; 2 probes where there is no endpoint);
-* calibration: ``CALIBRATION_CALLS`` counter calls (``core.prompts.block_text.calibrate``);
-* one verify call per opening prompt (a session's later turn is not verified alone: its count is
-  its blocks' sum), plus at most one re-plan per prompt whose verify disagrees with the plan
-  (its last block re-cut by the difference, verified once more); a prompt still off keeps the
-  closer count as its ``counted_tokens`` (the deviation the run reports).
-
-So counter calls <= set-up + ``CALIBRATION_CALLS`` + 2 x opening prompts, and == set-up +
-``CALIBRATION_CALLS`` + opening prompts when the tokenizer is additive (every tokenizer recorded).
-
-Without a tokenize endpoint (``make_counter`` returns a linear estimate with ``per_char``) the
-palette is calibrated on ``CALIBRATION_CALLS`` unmeasured one-token requests (each text opened by
-its own nonce-drawn words: none is served from a cache) and nothing is verified before sending:
-each request's usage check reports a deviation, and the description says so.
+Without a tokenize endpoint (``make_counter``'s linear estimate) the palette is calibrated on
+``CALIBRATION_CALLS`` unmeasured one-token requests (each text opened by its own nonce-drawn words:
+none is served from a cache) and nothing is verified before sending: each request's usage check
+reports a deviation.
 """
 from __future__ import annotations
 

@@ -1,12 +1,10 @@
-"""The server's own view of a run: ``/metrics`` scraped before, every ``interval_s`` during,
-and after the samples, parsed with ``prometheus_client``, mapped onto one model
-(``core/measure/server_model.py``) and attached to the result (``res.server``: JSON ``server``, JUnit ``llm.server.*``)
-with the gauges over time as ``res.server.metrics_timeline`` (the JSON and HTML report).
+"""The server's own view of a run (docs/load.md#the-servers-view-over-time): ``/metrics`` scraped
+before, every ``INTERVAL_S`` during and after the samples, attached to ``res.server``.
 
-The scrapes during the run use their own HTTP connection (``httpx.Client`` with the
-target's headers), so they never take a connection from the measured requests' pool, and
-only fetch the text: parsing (milliseconds of Python for vLLM's ~700 lines, holding the
-GIL that the streams' threads need to stamp their tokens) waits until the samples are in.
+The scrapes during the run use their own ``httpx.Client`` (the target's headers), so they never
+take a connection from the measured requests' pool, and only fetch the text: parsing (milliseconds
+of Python for vLLM's ~700 lines, holding the GIL that the streams' threads need to stamp their
+tokens) waits until the samples are in.
 """
 from __future__ import annotations
 
