@@ -46,25 +46,20 @@ def tokenize_endpoint(client, *, add_special: bool = True) -> Callable[[str], in
     for path, body in shapes:
         def count(text: str, _p=path, _b=body) -> int:
             resp = bounded_request(http, "POST", base + _p, json=_b(text), total_s=client.timeouts.idle_s)
-            if resp.status_code != 200:
-                raise _StatusError(resp.status_code)
+            if resp.status_code != 200:  # the kind a streamed request's status would have (http_503...)
+                raise MeasurementError(f"http_{resp.status_code}", client.redact(
+                    f"HTTP {resp.status_code} from {base + _p} while counting prompt tokens"))
             d = resp.json()
             return int(d["count"]) if "count" in d else len(d["tokens"])
         try:
             a, b = count(short), count(long)
-        except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
+        except (MeasurementError, httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
             continue  # not this shape (404, another body): try the next
         if 0 < a < b:  # a server that ignores the field we sent answers 0 tokens or a constant
             counter = _server_faults_by_kind(count, client, base + path)
             counter.source = f"{path} endpoint"  # type: ignore[attr-defined]
             return counter
     return None
-
-
-class _StatusError(ValueError):
-    def __init__(self, code: int):
-        super().__init__(f"HTTP {code}")
-        self.code = code
 
 
 def _server_faults_by_kind(count: Callable[[str], int], client, url: str) -> Callable[[str], int]:
@@ -76,9 +71,6 @@ def _server_faults_by_kind(count: Callable[[str], int], client, url: str) -> Cal
             return count(text)
         except httpx.HTTPError as exc:
             raise map_transport_error(exc, url, client.timeouts, client.redact) from None
-        except _StatusError as exc:
-            raise MeasurementError(f"http_{exc.code}", client.redact(
-                f"HTTP {exc.code} from {url} while counting prompt tokens")) from None
     return counted
 
 
