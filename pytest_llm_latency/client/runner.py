@@ -5,39 +5,21 @@ No pytest import: the plugin, the fixture and the CLI all call ``measure``.
 """
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from typing import Callable
 
-import httpx
-
-from ..core.measure.record import RequestRecord
 from ..core.result.result import WorkloadResult
 from ..core.spec.workload import Workload
 from .drivers.base import ABArms, ProgressFn, Run
-from .drivers.pipeline import (client_redact, connection_counts, measure_cold_start, record_cold_starts,
-                               record_prefix_cache, server_timing_summary, stop_info, warm_up, _no_gc_pauses)
-from .drivers.pipeline import scrape as _scrape
+from .drivers.pipeline import connection_counts, stop_info, warm_up, _no_gc_pauses
 from .drivers.registry import driver_for
 from .drivers.sequential_rounds import send_samples
 from .apis.target import Target, make_client
 
-from . import APIS  # one list for options and runner
-
 #: the pipeline's pieces, where callers and tests found them before the drivers package
-__all__ = ["APIS", "StreamClient", "Target", "make_client", "measure", "send_samples", "stop_info", "warm_up",
-           "connection_counts", "measure_cold_start", "record_cold_starts", "record_prefix_cache",
-           "server_timing_summary", "client_redact", "_scrape", "_no_gc_pauses"]
+__all__ = ["Target", "make_client", "measure", "send_samples", "stop_info", "warm_up", "connection_counts",
+           "_no_gc_pauses"]
 
 
-class StreamClient(Protocol):
-    http: httpx.Client
-    base_url: str
-    model: str | None
-
-    def stream(self, system: str, user: str, max_tokens: int, *, expected_prompt_tokens: int | None = None,
-               extra: dict | None = None) -> RequestRecord: ...
-
-
-# ---------------------------------------------------------------------- measure
 def measure(client, workload: Workload, *, seed: int = 0, nonce: str | None = None, salt_context: str = "",
             progress: ProgressFn | None = None, counter: Callable[[str], int] | None = None,
             extra: dict | None = None, judge: Callable[[WorkloadResult], WorkloadResult] | None = None,

@@ -1,17 +1,11 @@
-"""Ollama native streaming client: ``/api/generate`` and ``/api/chat`` (NDJSON).
+"""Ollama native streaming client: ``/api/generate`` (``raw: true``) and ``/api/chat`` (NDJSON);
+which API, ``keep_alive`` and cold starts: docs/servers.md#ollama.
 
-The final object's nanosecond counters are kept as the server-reported
-prefill and decode (omitted zero fields default to 0):
-``prefill_ms = prompt_eval_duration / 1e6``, ``decode_ms = eval_duration / 1e6``.
-Output length is forced with ``options.num_predict`` (Ollama cannot ignore EOS,
-so short outputs are possible and get reported).  ``/api/generate`` is sent
-with ``raw: true`` so no template changes the prompt's token count.
-
-Every request sends ``keep_alive`` (``KEEP_ALIVE``) so the model that the probes and the
-warm-up loaded stays loaded for the run; ``load_duration`` is kept as ``load_ms``, from
-which ``core.measure.coldstart`` flags a cold start.  A final object without ``prompt_eval_count``
-means the whole prompt came from Ollama's prompt cache (omitempty: nothing was evaluated):
-it is marked ``server_timings["prompt_cached"]``, never read as "no usage".
+The final object's nanosecond counters are kept as the server-reported prefill and decode
+(omitted zero fields default to 0), ``load_duration`` as ``load_ms`` (``core.measure.coldstart``).
+A final object without ``prompt_eval_count`` means the whole prompt came from Ollama's prompt
+cache (omitempty: nothing was evaluated): it is marked ``server_timings["prompt_cached"]``,
+never read as "no usage".
 """
 from __future__ import annotations
 
@@ -51,12 +45,11 @@ def ollama_timings(final: dict) -> dict:
 class OllamaClient:
     def __init__(self, http: httpx.Client, base_url: str, model: str | None, api: str = "generate", *,
                  clock: Clock = MEASUREMENT_CLOCK, timeouts: Timeouts = Timeouts(),
-                 redact: Redactor = Redactor(), sleep: Callable[[float], None] = time.sleep,
-                 max_line_bytes: int = 4 * 1024 * 1024):
+                 redact: Redactor = Redactor(), sleep: Callable[[float], None] = time.sleep):
         if api not in ("generate", "chat"):
             raise ValueError(f"api must be 'generate' or 'chat', not {api!r}")
         self.http, self.base_url, self.model, self.api = http, base_url.rstrip("/"), model, api
-        self.clock, self.timeouts, self.redact, self.max_line_bytes = clock, timeouts, redact, max_line_bytes
+        self.clock, self.timeouts, self.redact = clock, timeouts, redact
         self._post = StreamingPost(http, timeouts, clock, redact, sleep)
         self.sleep = sleep
 
@@ -165,11 +158,8 @@ class OllamaClient:
             url, body,
             lambda: RecordBuilder(self.clock, expected_prompt_tokens=expected_prompt_tokens,
                                   expected_output_tokens=max_tokens),
-            NDJSON_TYPES, self._describe, self._consumer)
+            NDJSON_TYPES, self._describe, lambda b: NDJSONConsumer(self, b))
         return builder.record
-
-    def _consumer(self, builder: RecordBuilder) -> "NDJSONConsumer":
-        return NDJSONConsumer(self, builder)
 
     def _object(self, b: RecordBuilder, t: int, obj: dict) -> bool:
         if "error" in obj:
@@ -201,7 +191,7 @@ class NDJSONConsumer:
 
     def __init__(self, client: OllamaClient, builder: RecordBuilder):
         self.client, self.builder = client, builder
-        self.dec = NDJSONDecoder(client.max_line_bytes)
+        self.dec = NDJSONDecoder()
         self.done = False
         self.t_last = builder.record.t_send_ns
 

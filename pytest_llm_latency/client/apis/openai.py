@@ -1,20 +1,16 @@
 """OpenAI-compatible streaming client (vLLM, SGLang, llama.cpp, TGI, LM Studio, Ollama /v1).
 
-Takes an injected ``httpx.Client`` (``make_http_client`` in production,
-``httpx.MockTransport`` in adapter unit tests).  One ``stream()`` call is one
-measured request; the protocol facts it relies on are in
-``shared/reference/protocols.md``:
+Takes an injected ``httpx.Client`` (``make_http_client``, or an ``httpx.MockTransport`` in tests);
+one ``stream()`` call is one measured request.  The protocol facts it relies on:
 
-* TTFT is the first chunk with non-empty ``text`` / ``delta.content`` /
-  ``delta.reasoning`` (``reasoning_content``) / ``delta.tool_calls``; a
-  role-only chunk only sets "first byte".
-* usage is taken from a ``choices: []`` chunk or the final chunk (Ollama /v1
-  zero-fills usage on every chunk), with ``completion_tokens_details.reasoning_tokens``
-  where the server counts reasoning (``core.measure.reasoning``); a running, increasing
-  ``usage.completion_tokens`` (vLLM ``continuous_usage_stats``) gives exact
-  per-chunk token counts.
-* every event is checked for a top-level ``error`` before ``choices``; a stream
-  without ``data: [DONE]`` is a failed request.
+* TTFT is the first chunk with non-empty ``text`` / ``delta.content`` / ``delta.reasoning``
+  (``reasoning_content``) / ``delta.tool_calls``; a role-only chunk only sets "first byte".
+* usage is taken from a ``choices: []`` chunk or the final chunk (Ollama /v1 zero-fills usage on
+  every chunk), with ``completion_tokens_details.reasoning_tokens`` where the server counts
+  reasoning (``core.measure.reasoning``); a running, increasing ``usage.completion_tokens`` (vLLM
+  ``continuous_usage_stats``) gives exact per-chunk token counts.
+* every event is checked for a top-level ``error`` before ``choices``; a stream without
+  ``data: [DONE]`` is a failed request.
 """
 from __future__ import annotations
 
@@ -68,12 +64,11 @@ class OpenAIClient:
     def __init__(self, http: httpx.Client, base_url: str, model: str | None, api: str = "completions", *,
                  clock: Clock = MEASUREMENT_CLOCK, timeouts: Timeouts = Timeouts(),
                  redact: Redactor = Redactor(), sleep: Callable[[float], None] = time.sleep,
-                 max_line_bytes: int = 4 * 1024 * 1024, continuous_usage: bool = True):
+                 continuous_usage: bool = True):
         if api not in ("completions", "chat"):
             raise ValueError(f"api must be 'completions' or 'chat', not {api!r}")
         self.http, self.base_url, self.model, self.api = http, base_url.rstrip("/"), model, api
-        self.clock, self.timeouts, self.redact, self.max_line_bytes = clock, timeouts, redact, max_line_bytes
-        self.continuous_usage = continuous_usage
+        self.clock, self.timeouts, self.redact, self.continuous_usage = clock, timeouts, redact, continuous_usage
         self._post = StreamingPost(http, timeouts, clock, redact, sleep)
         self._models: list[dict] | None = None
 
@@ -219,16 +214,7 @@ class OpenAIClient:
     def stream(self, system: str, user: str, max_tokens: int, *, expected_prompt_tokens: int | None = None,
                extra: dict | None = None) -> RequestRecord:
         path = "/v1/completions" if self.api == "completions" else "/v1/chat/completions"
-        url = self.base_url + path
-        try:
-            return self._stream(url, system, user, max_tokens, expected_prompt_tokens, extra)
-        except MeasurementError as exc:
-            # continuous_usage_stats is a vLLM/SGLang extension: a strict server rejects it once,
-            # then it is left out for the rest of the run
-            if self.continuous_usage and exc.kind == "http_400" and "continuous_usage" in exc.message:
-                self.continuous_usage = False
-                return self._stream(url, system, user, max_tokens, expected_prompt_tokens, extra)
-            raise
+        return self._stream(self.base_url + path, system, user, max_tokens, expected_prompt_tokens, extra)
 
     def stream_messages(self, messages: list[dict], max_tokens: int, *, tools: list[dict] | None = None,
                         expected_prompt_tokens: int | None = None, extra: dict | None = None) -> RequestRecord:
@@ -239,28 +225,30 @@ class OpenAIClient:
             raise MeasurementError("config", "agent sessions send messages and tools: use --llm-latency-api "
                                              "openai-chat")
         body_extra = {"messages": messages, **({"tools": tools} if tools else {}), **(extra or {})}
-        try:
-            return self._stream(self.base_url + "/v1/chat/completions", "", "", max_tokens, expected_prompt_tokens,
-                                body_extra, keep_output=True)
-        except MeasurementError as exc:
-            if self.continuous_usage and exc.kind == "http_400" and "continuous_usage" in exc.message:
-                self.continuous_usage = False
-                return self._stream(self.base_url + "/v1/chat/completions", "", "", max_tokens,
-                                    expected_prompt_tokens, body_extra, keep_output=True)
-            raise
+        return self._stream(self.base_url + "/v1/chat/completions", "", "", max_tokens, expected_prompt_tokens,
+                            body_extra, keep_output=True)
 
     def _stream(self, url: str, system: str, user: str, max_tokens: int, expected_prompt_tokens: int | None,
                 extra: dict | None, keep_output: bool = False) -> RequestRecord:
+        try:
+            return self._post_once(url, system, user, max_tokens, expected_prompt_tokens, extra, keep_output)
+        except MeasurementError as exc:
+            # continuous_usage_stats is a vLLM/SGLang extension: a strict server rejects it once,
+            # then it is left out for the rest of the run
+            if self.continuous_usage and exc.kind == "http_400" and "continuous_usage" in exc.message:
+                self.continuous_usage = False
+                return self._post_once(url, system, user, max_tokens, expected_prompt_tokens, extra, keep_output)
+            raise
+
+    def _post_once(self, url: str, system: str, user: str, max_tokens: int, expected_prompt_tokens: int | None,
+                   extra: dict | None, keep_output: bool) -> RequestRecord:
         body = self.request_body(system, user, max_tokens, extra=extra)
         builder = self._post.run(
             url, body,
             lambda: RecordBuilder(self.clock, expected_prompt_tokens=expected_prompt_tokens,
                                   expected_output_tokens=max_tokens, keep_output=keep_output),
-            SSE_TYPES, self._describe_status(expected_prompt_tokens, max_tokens), self._consumer)
+            SSE_TYPES, self._describe_status(expected_prompt_tokens, max_tokens), lambda b: SSEConsumer(self, b))
         return builder.record
-
-    def _consumer(self, builder: RecordBuilder) -> "SSEConsumer":
-        return SSEConsumer(self, builder)
 
     def _event(self, b: RecordBuilder, t: int, data: str, sse_error: str | None, state: dict) -> None:
         if sse_error is not None:
@@ -302,8 +290,7 @@ class OpenAIClient:
         timings = obj.get("timings")
         if isinstance(timings, dict):
             b.record.server_timings.update(llamacpp_timings(timings))
-        finish = None
-        running = None
+        finish = running = None
         if choices:
             ch = choices[0] if isinstance(choices[0], dict) else {}
             finish = ch.get("finish_reason")
@@ -339,7 +326,7 @@ class SSEConsumer:
 
     def __init__(self, client: OpenAIClient, builder: RecordBuilder):
         self.client, self.builder = client, builder
-        self.dec = SSEDecoder(client.max_line_bytes)
+        self.dec = SSEDecoder()
         self.state: dict[str, Any] = {"done": False, "finish": None, "running": 0}
         self.t_last = builder.record.t_send_ns
         self.n_bytes = 0

@@ -1,13 +1,5 @@
-"""Per-chunk token counts a stream did not give, recovered after the samples.
-
-A server that packs several tokens into one chunk and sends no per-chunk usage (llama.cpp,
-TGI, most proxies) leaves ITL per chunk: 40 ms for four 10 ms tokens.  After every sample has
-finished (off the timing path: no stream is in flight, so neither the client's CPU nor the
-server's time is taken from a measurement), the counts are recovered by the rules of
-``core.measure.metrics.COUNT_RULES``: each chunk's text counted with the server's tokenize endpoint
-(without special tokens), kept when the counts sum to the server's ``completion_tokens``;
-else ``completion_tokens`` apportioned by text length; else ITL stays per chunk and an ITL
-budget is refused.
+"""Per-chunk token counts a stream did not give, recovered after the samples (off the timing path:
+no stream is in flight) by the rules of ``core.measure.metrics.COUNT_RULES`` (docs/concepts.md, ITL).
 
 Cost: one tokenize call per *distinct* chunk text (cached; at most ``MAX_TOKENIZE_CALLS``
 per workload, within ``TOKENIZE_DEADLINE_S``); streams already exact (continuous usage, or as
@@ -32,15 +24,12 @@ TOKENIZE_DEADLINE_S = 60.0
 
 
 class ChunkCounter:
-    """``count(text) -> tokens | None`` through the server's tokenize endpoint: cached per text,
-    bounded in calls and time; None once a call failed or the budget is spent (``stopped``
-    says why)."""
+    """``count(text) -> tokens | None``, cached per text; None once a call failed or the budget is
+    spent (``stopped`` says why)."""
 
-    def __init__(self, tokenize: Callable[[str], int], *, max_calls: int = MAX_TOKENIZE_CALLS,
-                 deadline_s: float = TOKENIZE_DEADLINE_S, clock: Callable[[], float] = time.monotonic):
-        self.tokenize, self.max_calls = tokenize, max_calls
-        self.clock = clock
-        self.deadline = clock() + deadline_s
+    def __init__(self, tokenize: Callable[[str], int]):
+        self.tokenize = tokenize
+        self.deadline = time.monotonic() + TOKENIZE_DEADLINE_S
         self.cache: dict[str, int] = {}
         self.calls = 0
         self.stopped: str | None = None
@@ -49,8 +38,8 @@ class ChunkCounter:
         k = self.cache.get(text)
         if k is not None or self.stopped:
             return k
-        if self.calls >= self.max_calls or self.clock() > self.deadline:
-            self.stopped = f"the tokenize budget ({self.max_calls} calls, {TOKENIZE_DEADLINE_S:g} s) was spent"
+        if self.calls >= MAX_TOKENIZE_CALLS or time.monotonic() > self.deadline:
+            self.stopped = f"the tokenize budget ({MAX_TOKENIZE_CALLS} calls, {TOKENIZE_DEADLINE_S:g} s) was spent"
             return None
         self.calls += 1
         try:
@@ -76,9 +65,7 @@ def text_counter(client) -> ChunkCounter | None:
 class CountRecovery:
     """Recovers the counts of a workload's records that lack them (``apply``, after the samples,
     or after each round of ``samples: auto``) and reports the rules used (``report``).
-
-    ``counter``: the server's tokenize endpoint, found on first need ("detect"), or given
-    (None: there is none)."""
+    ``counter``: found on first need ("detect"), or given (None: there is none)."""
 
     def __init__(self, client, workload: Workload, counter: Callable[[str], int | None] | None | str = "detect"):
         self.client, self.workload, self.counter = client, workload, counter
@@ -97,19 +84,15 @@ class CountRecovery:
                 self.whys[stopped if stopped and r.token_count_rule == "apportioned" else why] += 1
 
     def report(self, records: list[RequestRecord]) -> tuple[dict, list[str], PerChunkItl | None]:
-        """(measurement fields, notes, the streams left per chunk).  ``itl_token_counts``
-        (``res.measurement``) names the rule that gave ITL's per-chunk counts (JSON
-        ``measurement.itl_token_counts``, terminal): one rule, or each with its number of streams.
-        An apportioned estimate is a note; ITL left per chunk is a note, and a fact for
-        ``core.checks.measurement_validity.check_token_counts`` (an error where the workload has an
-        ITL budget: a per-chunk figure would fail a correct server)."""
+        """(measurement fields: ``itl_token_counts``, notes, the streams left per chunk: a fact for
+        ``core.checks.measurement_validity.check_token_counts``, an error where the workload has an
+        ITL budget, since a per-chunk figure would fail a correct server)."""
         rules = Counter(r.token_count_rule for r in records if r.token_count_rule)
-        extra: dict = {}
+        if not rules:
+            return {}, [], None
+        extra: dict = {"itl_token_counts": m.itl_token_counts(records)}
         notes: list[str] = []
         per_chunk = None
-        if not rules:
-            return extra, notes, per_chunk
-        extra["itl_token_counts"] = m.itl_token_counts(records)
         why = f" ({self.whys.most_common(1)[0][0]})" if self.whys else ""
         total = sum(rules.values())
         if rules.get("apportioned"):

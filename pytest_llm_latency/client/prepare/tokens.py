@@ -1,23 +1,15 @@
-"""Token counting as the *server* counts (its tokenize endpoint, or a calibration from
-probe requests' usage), and prompt preparation with a bounded number of counter calls.
-
-Cost per workload, in requests to the server:
+"""Token counting as the *server* counts (its tokenize endpoint, or a calibration from probe
+requests' usage; docs/concepts.md#exact-salted-prompts), and prompt preparation with a bounded
+number of counter calls.  Cost per workload, in requests to the server:
 
 * endpoint detection: 2 ``/tokenize`` calls per shape tried (at most 3 shapes);
 * calibration: 1 probe completion + 1 tokenize call (or 2 probes without an endpoint);
 * ``build_prompts``: the fit, O(log prompt_tokens) calls, plus one verify call per prompt
-  (see ``core.prompts.synthesis``) -- not a binary search per prompt;
-* without an endpoint, ``correct_plan``: 1-6 more unmeasured one-token requests in the usual
-  case (at most ``PLAN_STEPS``), before the warm-up.
-
-Without a tokenize endpoint the linear chars-per-token estimate is off by the server's
-tokenizer (a word-level count, a chat template...): 16% on a word-counting server.  Every
-response reports the server's own count (``usage.prompt_tokens``, Ollama's
-``prompt_eval_count``), so the plan is corrected on it: the body grows or shrinks by
-``d`` characters (``core.prompts.synthesis.resized``) and ``d`` is found by a Newton step with the
-calibrated tokens-per-character, then secant steps, falling back to bisection inside the
-bracket -- each step one unmeasured request with a fresh salt (never a sample's prompt, so
-no sample is served from a cache the correction filled).
+  (``core.prompts.synthesis``) -- not a binary search per prompt;
+* without an endpoint, whose linear chars-per-token estimate is off by the server's tokenizer (16%
+  on a word-counting server), ``correct_plan``: 1-6 more unmeasured one-token requests in the usual
+  case (at most ``PLAN_STEPS``), before the warm-up, each with a fresh salt (never a sample's
+  prompt, so no sample is served from a cache the correction filled).
 """
 from __future__ import annotations
 
@@ -54,25 +46,20 @@ def tokenize_endpoint(client, *, add_special: bool = True) -> Callable[[str], in
     for path, body in shapes:
         def count(text: str, _p=path, _b=body) -> int:
             resp = bounded_request(http, "POST", base + _p, json=_b(text), total_s=client.timeouts.idle_s)
-            if resp.status_code != 200:
-                raise _StatusError(resp.status_code)
+            if resp.status_code != 200:  # the kind a streamed request's status would have (http_503...)
+                raise MeasurementError(f"http_{resp.status_code}", client.redact(
+                    f"HTTP {resp.status_code} from {base + _p} while counting prompt tokens"))
             d = resp.json()
             return int(d["count"]) if "count" in d else len(d["tokens"])
         try:
             a, b = count(short), count(long)
-        except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
+        except (MeasurementError, httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
             continue  # not this shape (404, another body): try the next
         if 0 < a < b:  # a server that ignores the field we sent answers 0 tokens or a constant
             counter = _server_faults_by_kind(count, client, base + path)
             counter.source = f"{path} endpoint"  # type: ignore[attr-defined]
             return counter
     return None
-
-
-class _StatusError(ValueError):
-    def __init__(self, code: int):
-        super().__init__(f"HTTP {code}")
-        self.code = code
 
 
 def _server_faults_by_kind(count: Callable[[str], int], client, url: str) -> Callable[[str], int]:
@@ -84,9 +71,6 @@ def _server_faults_by_kind(count: Callable[[str], int], client, url: str) -> Cal
             return count(text)
         except httpx.HTTPError as exc:
             raise map_transport_error(exc, url, client.timeouts, client.redact) from None
-        except _StatusError as exc:
-            raise MeasurementError(f"http_{exc.code}", client.redact(
-                f"HTTP {exc.code} from {url} while counting prompt tokens")) from None
     return counted
 
 
@@ -119,11 +103,10 @@ def make_counter(client, workload: Workload, seed: int, nonce: str = "") -> tupl
     if tok is not None:
         offset = _probe(client, probe_sys, probe_user) - tok(probe_sys + probe_user)
         return (lambda text: tok(text) + offset), f"{tok.source} {offset:+d} (calibrated)"  # type: ignore
-    short = probe_user
     long = f"[long {nonce} probe {seed}] Count these words please: alpha beta gamma delta." + " words" * 400
-    a, b = _probe(client, probe_sys, short), _probe(client, probe_sys, long)
-    per_char = (b - a) / (len(long) - len(short))
-    fixed = a - per_char * len(probe_sys + short)
+    a, b = _probe(client, probe_sys, probe_user), _probe(client, probe_sys, long)
+    per_char = (b - a) / (len(long) - len(probe_user))
+    fixed = a - per_char * len(probe_sys + probe_user)
     counter = linear_counter(fixed, per_char)
     counter.per_char = per_char  # type: ignore[attr-defined]
     return counter, "linear estimate from probe usage"
@@ -182,12 +165,8 @@ def correct_plan(client, prompts: list[Prompt], probes: list[Prompt], per_char: 
 def prepare_prompts(client, workload: Workload, *, seed: int, nonce: str,
                     counter: Callable[[str], int] | None = None) -> tuple[list[Prompt], str | None]:
     """Warm-up + sample prompts for ``workload``, and how they were counted (information for the
-    result's ``measurement``, not a note: notes are warnings).
-
-    With a length distribution (``core.spec.lengths``) each prompt gets its own drawn prompt and
-    output length, seeded by ``seed`` alone (the same seed, the same lengths), clipped to the
-    model's context where the server lists it (``context_length``) and, for prompts, to at least
-    the system part / shared prefix plus one token (the shortest exact prompt built around them)."""
+    result's ``measurement``, not a note: notes are warnings).  A length distribution draws each
+    prompt's lengths (docs/concepts.md#length-distributions-and-shared-prefix-groups)."""
     how = None
     if counter is None:
         counter, how = make_counter(client, workload, seed, nonce)

@@ -1,23 +1,18 @@
-"""The prompts of a trace replay, all ready before the first send (issue 27, "bounded preparation").
+"""The prompts of a trace replay, all ready before the first send (issue 27, "bounded preparation";
+measured in docs/benchmarks.md, trace preparation).
 
 Each prompt is its blocks' text (``core.prompts.block_text``): block texts whose token counts add up, so
-a prompt's length is known from its blocks.  Cost, whatever the number of rows and lengths:
+a prompt's length is known from its blocks.  Counter calls <= set-up (``make_counter``) +
+``CALIBRATION_CALLS`` + 2 x opening prompts, and == set-up + ``CALIBRATION_CALLS`` + opening prompts
+when the tokenizer is additive (every tokenizer recorded): one verify call per opening prompt (a
+session's later turn is its blocks' sum), plus at most one re-plan per prompt whose verify disagrees
+with the plan (its last block re-cut by the difference, verified once more); a prompt still off keeps
+the closer count as its ``counted_tokens`` (the deviation the run reports).
 
-* counter set-up: ``make_counter`` (endpoint detection, 2 calls per shape tried, and 1 probe
-  completion for the template offset; 2 probes where there is no endpoint);
-* calibration: ``CALIBRATION_CALLS`` counter calls (``core.prompts.block_text.calibrate``);
-* one verify call per opening prompt (a session's later turn is not verified alone: its count is
-  its blocks' sum), plus at most one re-plan per prompt whose verify disagrees with the plan
-  (its last block re-cut by the difference, verified once more); a prompt still off keeps the
-  closer count as its ``counted_tokens`` (the deviation the run reports).
-
-So counter calls <= set-up + ``CALIBRATION_CALLS`` + 2 x opening prompts, and == set-up +
-``CALIBRATION_CALLS`` + opening prompts when the tokenizer is additive (every tokenizer recorded).
-
-Without a tokenize endpoint (``make_counter`` returns a linear estimate with ``per_char``) the
-palette is calibrated on ``CALIBRATION_CALLS`` unmeasured one-token requests (each text opened by
-its own nonce-drawn words: none is served from a cache) and nothing is verified before sending:
-each request's usage check reports a deviation, and the description says so.
+Without a tokenize endpoint (``make_counter``'s linear estimate) the palette is calibrated on
+``CALIBRATION_CALLS`` unmeasured one-token requests (each text opened by its own nonce-drawn words:
+none is served from a cache) and nothing is verified before sending: each request's usage check
+reports a deviation.
 """
 from __future__ import annotations
 
@@ -33,7 +28,6 @@ from ..transport.clock import MEASUREMENT_CLOCK
 if TYPE_CHECKING:
     from ...core.spec.workload import Workload
 
-MAX_REPLANS = 1  # per prompt
 _NO_PARTS = SimpleNamespace(system_prompt_tokens=0, shared_prefix_tokens=0)  # make_counter's probe: no system part
 
 
@@ -49,10 +43,6 @@ class PrepStats:
     description: str = ""   # how the prompts were counted, for the result's measurement
 
 
-def _is_client(obj) -> bool:
-    return hasattr(obj, "stream")
-
-
 def prepare_block_prompts(client_or_counter, specs: Sequence[BlockSpec], *, nonce: str, seed: int,
                           block_tokens: int, counter: Callable[[str], int] | None = None,
                           clock: Callable[[], int] = MEASUREMENT_CLOCK) -> tuple[list[Prompt], PrepStats]:
@@ -62,36 +52,30 @@ def prepare_block_prompts(client_or_counter, specs: Sequence[BlockSpec], *, nonc
     ``key`` = the spec's key (its index when None).  ``client_or_counter``: a client (its counter is
     ``make_counter``'s, unless ``counter`` is given) or a plain counter ``text -> tokens``."""
     t0 = clock()
-    client = client_or_counter if _is_client(client_or_counter) else None
+    client = client_or_counter if hasattr(client_or_counter, "stream") else None
     how = "counter given"
     if counter is None and client is None:
         counter = client_or_counter
     elif counter is None:
         counter, how = make_counter(client, cast("Workload", _NO_PARTS), seed, nonce)
     assert counter is not None
-    calls = 0
+    estimate = getattr(counter, "per_char", None) is not None
+    if estimate and client is None:
+        raise ValueError("prepare_block_prompts: a linear estimate (no tokenize endpoint) needs the client, "
+                         "to calibrate on probe requests")
+    calls = probes = 0
 
     def counted(text: str) -> int:
         nonlocal calls
         calls += 1
         return int(counter(text))
 
-    estimate = getattr(counter, "per_char", None) is not None
-    if estimate:
-        if client is None:
-            raise ValueError("prepare_block_prompts: a linear estimate (no tokenize endpoint) needs the client, "
-                             "to calibrate on probe requests")
-        probes = 0
-
-        def probed(text: str) -> int:
-            nonlocal probes
-            probes += 1
-            return _probe(client, "", text)
-        palette = calibrate(probed, nonce=nonce)
-        calibration = probes
-    else:
-        palette = calibrate(counted, nonce=nonce)
-        calibration = calls
+    def probed(text: str) -> int:
+        nonlocal probes
+        probes += 1
+        return _probe(client, "", text)
+    palette = calibrate(probed if estimate else counted, nonce=nonce)
+    calibration = probes if estimate else calls
     prompts, verifies, replans, deviations, first_off = _build(palette, specs, nonce, block_tokens,
                                                                None if estimate else counted)
     if estimate:
@@ -122,7 +106,7 @@ def _build(palette: Palette, specs: Sequence[BlockSpec], nonce: str, block_token
         if verify is not None and spec.opens_prompt:
             got = verify(text)
             verifies += 1
-            if got != planned and blocks and MAX_REPLANS:  # not additive here: re-cut the last block once
+            if got != planned and blocks:  # not additive here: re-cut the last block, once
                 last_id, last_n = blocks[-1]
                 again = list(blocks[:-1]) + [(last_id, last_n - (got - spec.input_length))]
                 text2, _ = prompt_text(palette, nonce, again, opens_prompt=True, cache=cache)

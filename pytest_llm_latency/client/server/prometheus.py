@@ -35,9 +35,8 @@ def parse_metrics(text: str) -> Scrape:
             for s in fam.samples:
                 if s.name.endswith("_created"):  # creation timestamps, not measurements
                     continue
-                if fam.type == "counter":
-                    counters[s.name] = counters.get(s.name, 0.0) + s.value
-                elif fam.type in ("histogram", "summary") and s.name.endswith(("_count", "_sum")):
+                if fam.type == "counter" or (fam.type in ("histogram", "summary")
+                                             and s.name.endswith(("_count", "_sum"))):
                     counters[s.name] = counters.get(s.name, 0.0) + s.value
                 elif fam.type in ("gauge", "untyped", "unknown"):
                     gauges[s.name] = gauges.get(s.name, 0.0) + s.value
@@ -54,9 +53,7 @@ def fetch_text(http: httpx.Client, base_url: str, timeout_s: float = 5.0) -> str
                             max_bytes=MAX_METRICS_BYTES)
     except httpx.HTTPError:
         return None
-    if r.status_code != 200 or len(r.content) > MAX_METRICS_BYTES:
-        return None
-    return r.text
+    return r.text if r.status_code == 200 else None  # a larger answer raised (max_bytes)
 
 
 def scrape(http: httpx.Client, base_url: str, timeout_s: float = 5.0) -> Scrape | None:

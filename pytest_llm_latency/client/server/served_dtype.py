@@ -1,14 +1,9 @@
-"""What the server says it serves: the weights' dtype or quantization, for the decode diagnosis.
-
-- llama.cpp: ``GET /props`` ``model_ftype``, else its ``/v1/models`` entry's ``meta.ftype``: the
-  file type's name as ``llama_ftype_name`` writes it (``all F32``, ``F16``, ``Q4_1``,
-  ``Q4_K - Medium``, ``IQ2_XS - 2.3125 bpw``, ``MXFP4 MoE``, ``(guessed) ...``), read back to the
-  dtype names the roofline knows (``F32``, ``Q4_K_M``; a ``bpw`` figure is kept for its bits);
-- Ollama: ``POST /api/show`` ``details.quantization_level`` (``Q4_K_M``, ``F16``, ``BF16``).
-
-vLLM, SGLang and TGI say nothing of their weights' dtype over HTTP, so nothing is said for them.
-This is evidence, not a measurement: every request is bounded, asked after the workload's
-requests have finished (the gate's evidence), and any failure gives None.
+"""What the server says it serves: the weights' dtype or quantization, for the decode diagnosis
+(docs/roofline.md: llama.cpp ``/props`` or ``/v1/models`` ``meta``, Ollama ``/api/show``; vLLM, SGLang
+and TGI say nothing of it over HTTP).  llama.cpp's file type name (``llama_ftype_name``: ``all F32``,
+``Q4_K - Medium``, ``IQ2_XS - 2.3125 bpw``, ``MXFP4 MoE``, ``(guessed) ...``) is read back to the dtype
+names the roofline knows (``llamacpp_ftype``).  Evidence, not a measurement: every request is bounded,
+and any failure gives None.
 """
 from __future__ import annotations
 

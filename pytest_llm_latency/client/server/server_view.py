@@ -1,12 +1,10 @@
-"""The server's own view of a run: ``/metrics`` scraped before, every ``interval_s`` during,
-and after the samples, parsed with ``prometheus_client``, mapped onto one model
-(``core/measure/server_model.py``) and attached to the result (``res.server``: JSON ``server``, JUnit ``llm.server.*``)
-with the gauges over time as ``res.server.metrics_timeline`` (the JSON and HTML report).
+"""The server's own view of a run (docs/load.md#the-servers-view-over-time): ``/metrics`` scraped
+before, every ``INTERVAL_S`` during and after the samples, attached to ``res.server``.
 
-The scrapes during the run use their own HTTP connection (``httpx.Client`` with the
-target's headers), so they never take a connection from the measured requests' pool, and
-only fetch the text: parsing (milliseconds of Python for vLLM's ~700 lines, holding the
-GIL that the streams' threads need to stamp their tokens) waits until the samples are in.
+The scrapes during the run use their own ``httpx.Client`` (the target's headers), so they never
+take a connection from the measured requests' pool, and only fetch the text: parsing (milliseconds
+of Python for vLLM's ~700 lines, holding the GIL that the streams' threads need to stamp their
+tokens) waits until the samples are in.
 """
 from __future__ import annotations
 
@@ -20,7 +18,6 @@ from .prometheus import fetch_text
 from ..transport.clock import MEASUREMENT_CLOCK
 
 INTERVAL_S = 0.5
-MAX_METRICS_BYTES = 8 * 1024 * 1024
 
 
 def parse_sample(text: str) -> Sample:
@@ -65,13 +62,13 @@ class ServerTimeline:
     """Context manager around the samples.  ``before``: the runner's scrape (None: the target
     has no /metrics, and nothing is scraped)."""
 
-    def __init__(self, client, before, *, interval_s: float = INTERVAL_S, clock=None):
-        clock = clock or getattr(client, "clock", None) or MEASUREMENT_CLOCK  # the records' clock
+    def __init__(self, client, before):
+        self.clock = getattr(client, "clock", None) or MEASUREMENT_CLOCK  # the records' clock
         self.base_url = getattr(client, "base_url", None)
         http = getattr(client, "http", None)
         self.enabled = before is not None and self.base_url is not None and isinstance(http, httpx.Client)
         self.headers = dict(http.headers) if self.enabled and isinstance(http, httpx.Client) else {}
-        self.interval_s, self.clock = interval_s, clock
+        self.interval_s = INTERVAL_S
         self.texts: list[tuple[int, str]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -103,25 +100,24 @@ class ServerTimeline:
         if self._http is not None:
             self._http.close()
 
-    def gauges(self) -> list[dict[str, float]]:
-        """Each scrape's gauges (by the engine's names), in order: the windowed figures a server
-        reports as gauges (SGLang's ``spec_accept_length``) are read over the run."""
+    def _samples(self) -> list[tuple[int, Sample]]:
+        """Each scrape parsed, in order; one that does not parse is left out."""
         out = []
-        for _, text in self.texts:
+        for t, text in self.texts:
             try:
-                out.append(parse_sample(text).gauges)
+                out.append((t, parse_sample(text)))
             except MeasurementError:
                 continue
         return out
 
+    def gauges(self) -> list[dict[str, float]]:
+        """Each scrape's gauges (by the engine's names), in order: the windowed figures a server
+        reports as gauges (SGLang's ``spec_accept_length``) are read over the run."""
+        return [s.gauges for _, s in self._samples()]
+
     def attach(self, res, records, failures) -> None:
         """``server_*`` figures and ``metrics_timeline`` on ``res.server``."""
-        samples = []
-        for t, text in self.texts:
-            try:
-                samples.append((t, parse_sample(text)))
-            except MeasurementError:
-                continue
+        samples = self._samples()
         if len(samples) < 2:
             return
         v = view(samples[0][1], samples[-1][1], [s for _, s in samples[1:-1]])

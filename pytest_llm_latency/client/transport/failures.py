@@ -1,13 +1,6 @@
-"""Transport and status failures as messages that say what happened and where to look.
-
-Which phase a response had reached when it failed (``Received``: nothing, status and
-headers only, N body bytes, N tokens) decides the message: servers send ``200 OK`` and the
-headers before prefill, so a proxy read timeout shorter than TTFT cuts a stream that has
-headers but no token, and no 504 ever appears.  Error pages of proxies and load balancers
-(``proxy_page``) are named as such on every path (the completion, ``/v1/models``), with
-the proxy's ``Server``/``Via`` header when it names itself.  Every message passes through
-the caller's redactor.
-"""
+"""Transport and status failures as messages that say what happened and where to look: by how far
+the response had got (``Received``) and whether a proxy answered (``proxy_page``); see
+docs/troubleshooting.md#how-a-request-fails.  Every message passes through the caller's redactor."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -63,17 +56,14 @@ PROXY_TEXTS = ("upstream connect error", "no healthy upstream", "upstream reques
 
 
 def proxy_page(ctype: str, text: str) -> bool:
-    """Does this error answer look like a proxy's or load balancer's own page, not the LLM
-    server's?  HTML (nginx, HAProxy, cloud LBs), or one of envoy's plain-text bodies."""
+    """Does this error answer look like a proxy's or load balancer's own page (docs/reverse-proxy.md#error-pages)?"""
     low = text.lower()
     return ctype == "text/html" or (ctype in ("text/plain", "") and any(t in low for t in PROXY_TEXTS))
 
 
 def proxy_page_error(code: int, ctype: str, url: str, headers: httpx.Headers, text: str, redact: Redactor, *,
                      what: str = "response") -> MeasurementError:
-    """The one message for a proxy or load balancer error page, on any path (completion,
-    ``/v1/models``): status, content type, the proxy's ``Server``/``Via`` when it names
-    itself, and a redacted body excerpt."""
+    """The one message for a proxy or load balancer error page, on any path (docs/reverse-proxy.md#error-pages)."""
     by = "; ".join(f"{h.title()}: {headers[h]}" for h in ("server", "via") if headers.get(h))
     return MeasurementError(f"http_{code}", redact(
         f"HTTP {code} {what} ({ctype or 'no content-type'}) from {url} — a proxy or load balancer error page"
@@ -83,14 +73,8 @@ def proxy_page_error(code: int, ctype: str, url: str, headers: httpx.Headers, te
 
 @dataclass
 class Received:
-    """How far one response had got when a transport error struck, which decides its message:
-
-    * ``nothing``: no status line yet (refused, reset, closed, or not HTTP at all);
-    * ``headers``: status and headers only (servers send ``200 OK`` before prefill, so a proxy
-      read timeout shorter than TTFT ends here, with no 504 ever sent);
-    * ``body``: N body bytes but no token (a role-only chunk, a comment, a partial event);
-    * ``tokens``: N tokens.
-
+    """How far one response had got when a transport error struck (``phase``: ``nothing``, ``headers``,
+    ``body``, ``tokens``; docs/troubleshooting.md#how-a-request-fails), which decides its message.
     ``elapsed_s``: seconds from sending the request to the failure, when known."""
 
     status: int | None = None
@@ -134,10 +118,7 @@ def closed_before_first_token(url: str, received: Received, detail: str = "") ->
 
 def map_transport_error(exc: httpx.HTTPError, url: str, timeouts: _Timeouts, redact: Redactor,
                         received: Received | None = None) -> MeasurementError:
-    """One clear message per transport failure, by what had arrived (``Received.phase``):
-    connect failures; a stall (idle timeout); the connection closed or reset before any
-    response, after the headers only, after N body bytes, or after N tokens; and a reply that
-    is not HTTP at all (TLS, SSH or another protocol on that port)."""
+    """One clear message per transport failure, by what had arrived (``Received.phase``)."""
     if received is None:
         received = getattr(exc, RECEIVED_ATTR, None) or Received()
     what = f"{type(exc).__name__}: {exc}"

@@ -1,20 +1,6 @@
-"""The shared streaming POST: bounded timeouts, status mapping, retries, redaction,
-connection timing.
-
-Every wait is bounded: ``connect_s`` for the TCP/TLS connect, ``idle_s``
-between two reads (httpx read timeout: a stall), and ``total_s`` for the
-whole request, checked on every read (a trickle that never idles).
-429/503 are retried at most ``max_retries`` times, honouring Retry-After up
-to ``max_retry_wait_s``; retries are counted on the record.  Error messages
-pass through ``redact`` so neither the API key nor URL credentials can leak into a report.
-Messages for transport failures and proxy pages are in ``failures.py``; ``run`` tracks what
-had arrived (``Received``) so that they name the phase.
-
-Connection timing: every request carries httpcore's ``trace`` extension
-(``ConnectionTrace``), so the record's ``t_send`` is the moment the request headers
-start to go out on an *open* connection (pool wait and TCP/TLS connect are before it),
-and a connect, when the request needed one, is stamped separately (``connect_ms``).
-"""
+"""The shared streaming POST: bounded timeouts, 429/503 retries, status mapping, redaction and
+connection timing (``ConnectionTrace``).  See docs/troubleshooting.md#how-a-request-fails; messages
+for transport failures and proxy pages are in ``failures.py``."""
 from __future__ import annotations
 
 import math
@@ -27,7 +13,7 @@ import httpx
 
 from ...core.errors import MeasurementError
 from ...core.measure.record import Clock, RecordBuilder
-from ...core.redact import Redactor, redact_url  # noqa: F401 - re-exported: the client layer's redaction
+from ...core.redact import Redactor  # also the client layer's import of it
 from .read_pump import h11_connection, shared_pump
 from .recv_stamp import install, read_clock
 from .failures import (MAX_ERROR_BODY, RECEIVED_ATTR, AnswerDeadline, Received, content_type, error_text,
@@ -90,16 +76,9 @@ class ConnectionTrace:
 
 
 class StaleConnectionRetry(httpx.BaseTransport):
-    """The pooled transport: retries once when a pooled keep-alive connection turns out to be
-    closed by the server before it sent any response ("Server disconnected without sending
-    a response"), and grows its pool to the concurrency a workload needs.
-
-    Servers close idle or over-used keep-alive connections on their own schedule
-    (cpp-httplib, used by llama.cpp, closes after 5 requests by default); the
-    request never reached the engine, so sending it again on a fresh connection
-    is safe.  The retry is announced to the request's ``trace`` callback
-    (``STALE_RETRY_EVENT``), so the sample is flagged ``reconnected`` and its TTFT
-    starts at the retry's send; the reconnect is its ``connect_ms``.
+    """The pooled transport: retries once on a keep-alive connection the server had closed before
+    it sent any response (docs/troubleshooting.md#how-a-request-fails; announced to the request's
+    ``trace`` as ``STALE_RETRY_EVENT``), and grows its pool to the concurrency a workload needs.
 
     Without ``inner`` it owns an ``httpx.HTTPTransport`` keeping ``pool_size`` keep-alive
     connections (connections are never capped: the workload's threads bound them);
@@ -175,12 +154,11 @@ CONTEXT_LENGTH_HINTS = ("maximum context length", "maximum model length", "excee
 
 
 def _retry_after(resp: httpx.Response) -> float | None:
-    value = resp.headers.get("retry-after")
     try:
-        seconds = float(value) if value is not None else None
+        seconds = float(resp.headers.get("retry-after", "nan"))
     except ValueError:  # an HTTP date, or garbage: use the default wait
         return None
-    return seconds if seconds is not None and math.isfinite(seconds) and seconds >= 0 else None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 def raw_chunks(resp: httpx.Response) -> Iterator[bytes]:
@@ -214,12 +192,9 @@ def bounded_request(http: httpx.Client, method: str, url: str, *, total_s: float
                     **kw) -> SmallResponse:
     """``http.request`` whose *whole* answer must arrive within ``total_s`` and ``max_bytes``.
 
-    httpx's read timeout bounds each read only, so a server trickling a byte a second would
-    otherwise hold a plain GET for hours.  Raises ``AnswerDeadline`` (an ``httpx.ReadTimeout``
-    that ``map_transport_error`` names ``total_timeout``, not a stall) past the deadline and
-    ``httpx.DecodingError`` past the size cap (both ``httpx.HTTPError``).  An error after the
-    status line carries what had arrived (``RECEIVED_ATTR``) for ``map_transport_error``.
-    """
+    Raises ``AnswerDeadline`` (an ``httpx.ReadTimeout`` that ``map_transport_error`` names
+    ``total_timeout``, not a stall) past the deadline and ``httpx.DecodingError`` past the size
+    cap.  An error after the status line carries what had arrived (``RECEIVED_ATTR``)."""
     start = clock()
     deadline = start + total_s
     with http.stream(method, url, **kw) as resp:
@@ -240,17 +215,13 @@ def bounded_request(http: httpx.Client, method: str, url: str, *, total_s: float
         return SmallResponse(resp.status_code, resp.headers, bytes(data))
 
 
-def _read_error_body(resp: httpx.Response) -> bytes:
+def _error_body(resp: httpx.Response) -> str:
     data = b""
     for chunk in raw_chunks(resp):
         data += chunk
         if len(data) >= MAX_ERROR_BODY:
             break
-    return data[:MAX_ERROR_BODY]
-
-
-def _error_body(resp: httpx.Response) -> str:
-    return error_text(_read_error_body(resp))
+    return error_text(data)  # cut at MAX_ERROR_BODY
 
 
 def _stamp_failure(rec: Any, clock: Clock) -> None:
@@ -270,8 +241,7 @@ class StreamingPost:
             expected_types: tuple[str, ...], describe_status: Callable[[int, str], MeasurementError | None],
             consumer: Callable[[RecordBuilder], "BodyConsumer"]) -> RecordBuilder:
         """POST, retry 429/503, check status and content type, then push the body to
-        ``consumer(builder)`` (``BodyConsumer``), each chunk stamped on arrival.  Transport errors
-        raised while reading are mapped to ``MeasurementError`` here too."""
+        ``consumer(builder)``, each chunk stamped on arrival; transport errors become ``MeasurementError``."""
         retries = 0
         while True:
             builder = builder_factory()

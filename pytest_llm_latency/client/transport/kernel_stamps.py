@@ -1,28 +1,18 @@
-"""Kernel stamps for socket reads and writes (Linux): when the bytes arrived (``SO_TIMESTAMPNS``),
-not when the client got round to reading them, and when a write's last byte left
-(``SO_TIMESTAMPING`` transmit stamps), not when the client stamped before writing.  Used by
-``client.transport.recv_stamp.StampedStream``.
+"""Kernel stamps for socket reads and writes (Linux; docs/load.md#stamps-and-their-bound): when the
+bytes arrived (``SO_TIMESTAMPNS``), not when the client got round to reading them, and when a
+write's last byte left (``SO_TIMESTAMPING`` transmit stamps).  Used by ``recv_stamp.StampedStream``.
 
-With ``SO_TIMESTAMPNS`` set on a socket, ``recvmsg`` returns, in its ancillary data, the kernel's
-``CLOCK_REALTIME`` stamp of the data it delivers.  For TCP the kernel stamps a read with the
-arrival of its **last** byte (segments waiting in the receive queue are coalesced), so for a read
-that returns late with several events, every event arrived no later than that stamp, and the
-client's own delay on that read is exactly ``t_read - t_arrival``.
+For TCP the kernel stamps a read with the arrival of its **last** byte (segments waiting in the
+receive queue are coalesced), so every event of a late read arrived no later than that stamp and
+the client's own delay on it is exactly ``t_read - t_arrival``.  The stamps are on
+``CLOCK_REALTIME``, the measurement clock is ``CLOCK_MONOTONIC``: ``sample_offset`` keeps the
+narrowest of ``n`` monotonic/realtime/monotonic brackets (offset = realtime − midpoint,
+uncertainty = half the bracket).  A wall-clock step during a run (NTP) moves every converted stamp.
 
-The stamp is on ``CLOCK_REALTIME``; the measurement clock is ``CLOCK_MONOTONIC``
-(``client.transport.clock``).  ``sample_offset`` brackets one realtime reading between two monotonic ones,
-``n`` times, and keeps the narrowest bracket: offset = realtime − midpoint, uncertainty = half the
-bracket (typically well under a microsecond).  A wall-clock step during a run (NTP) moves the
-realtime clock and so every converted stamp: sample the offset around the run and compare.
-
-Transmit stamps (``enable_tx``): with ``SOF_TIMESTAMPING_TX_SOFTWARE | OPT_ID | OPT_TSONLY`` the
-kernel queues, on the socket's error queue, the ``CLOCK_REALTIME`` time at which the last byte of
-each ``send`` went to the device; ``drain_tx`` reads them without blocking (a pending stamp makes
-``poll`` report the socket readable-with-error, so they are drained before the connection goes
-back to a pool) and answers the latest.
-
-Where the platform has no such stamp (not Linux, a socket option refused, TLS whose reads are
-the TLS layer's), ``enable`` answers False and the caller keeps its own read stamp.
+Transmit stamps (``enable_tx``: ``SOF_TIMESTAMPING_TX_SOFTWARE | OPT_ID | OPT_TSONLY``) are queued
+on the socket's error queue; ``drain_tx`` reads them without blocking (a pending one makes ``poll``
+report the socket readable-with-error, so they are drained before the connection goes back to a
+pool).  Where there is no such stamp, ``enable`` answers False and the caller keeps its own.
 """
 from __future__ import annotations
 
@@ -50,26 +40,24 @@ def supported() -> bool:
     return sys.platform.startswith("linux") and struct.calcsize("@l") == 8
 
 
-def enable(sock: socket.socket) -> bool:
-    """Ask the kernel to stamp this socket's reads; False where it cannot (then keep read stamps)."""
+def _ask(sock: socket.socket, option: int, value: int) -> bool:
     if not supported():
         return False
     try:
-        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        sock.setsockopt(socket.SOL_SOCKET, option, value)
     except OSError:
         return False
     return True
+
+
+def enable(sock: socket.socket) -> bool:
+    """Ask the kernel to stamp this socket's reads; False where it cannot (then keep read stamps)."""
+    return _ask(sock, SO_TIMESTAMPNS, 1)
 
 
 def enable_tx(sock: socket.socket) -> bool:
     """Ask the kernel for a transmit stamp of each send's last byte; False where it cannot."""
-    if not supported():
-        return False
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, TX_FLAGS)
-    except OSError:
-        return False
-    return True
+    return _ask(sock, SO_TIMESTAMPING, TX_FLAGS)
 
 
 def drain_tx(sock: socket.socket) -> int | None:
@@ -83,9 +71,7 @@ def drain_tx(sock: socket.socket) -> int | None:
     while True:
         try:
             _data, ancdata, _flags, _addr = sock.recvmsg(1, 512, socket.MSG_ERRQUEUE)
-        except (BlockingIOError, InterruptedError):
-            return latest
-        except OSError:  # nothing more to learn from this socket's error queue
+        except OSError:  # drained (BlockingIOError), or nothing more to learn from this socket's error queue
             return latest
         for level, kind, cdata in ancdata:
             if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPING and len(cdata) >= _TIMESPEC.size:
@@ -111,9 +97,6 @@ class ClockOffset:
 
     realtime_minus_monotonic_ns: int
     uncertainty_ns: int
-
-    def to_monotonic(self, realtime_ns: int) -> int:
-        return realtime_ns - self.realtime_minus_monotonic_ns
 
 
 def sample_offset(n: int = 9, *, monotonic: Callable[[], int] = time.monotonic_ns,

@@ -1,27 +1,16 @@
-"""One thread reads every streamed answer of this process whose socket the kernel stamps.
+"""One thread reads every streamed answer of this process whose socket the kernel stamps: why, and
+what it saves, in docs/load.md#the-clients-own-health.
 
-With a thread per stream, each token wakes its own thread, which then waits for the GIL behind
-every other thread that woke: at 128 streams × 50 tok/s that costs about five context switches
-and 170 µs of CPU per token, and a process carries about 5,000 tok/s (``benchmarks/RESULTS.md``,
-CPU per token).  Here a stream's thread sends the request and reads the headers as before
-(httpx/httpcore: retries, status, content type), then hands the body to this process's
-``ReadPump`` and sleeps until the answer is complete: one thread waits on every such socket at
-once (``epoll``), reads each as it becomes readable with the kernel's arrival stamp
-(``client.transport.recv_stamp.StampedStream``), feeds httpcore's own h11 state machine and pushes each
-body chunk to the stream's callback (the adapter's consumer: parsing, ``RecordBuilder``).  No
-thread wakes per token but this one.
-
-The stamps are the same as on a stream's own thread: each read keeps its kernel arrival stamp,
-however late the pump reaches it, and a read that holds several events gets the span rules of
-``core.measure.record.RecordBuilder.stamp``.  Only sockets with kernel stamps come here: a read stamped
-when it returns (TLS, another platform, ``use_kernel_stamps(False)``) would take the pump's
-delay into its stamp, so those keep reading on their own threads.
-
-The connection stays httpcore's: the pump drives the same ``h11.Connection`` httpcore would, so
-an answer read to its end leaves the connection reusable, and one cut short leaves it to be
-closed, exactly as ``iter_raw`` would.  Every wait is bounded: the idle timeout between two reads
-is checked by the pump (to within ``POLL_S``), and a stream's thread waits at most its request's
-total time and one idle timeout more.
+A stream's thread sends the request and reads the headers (httpx/httpcore: retries, status, content
+type), then hands the body to this process's ``ReadPump`` and sleeps until the answer is complete.
+The pump waits on every such socket at once (``epoll``), reads each as it becomes readable with the
+kernel's arrival stamp (``recv_stamp.StampedStream``), feeds httpcore's own ``h11.Connection`` (an
+answer read to its end leaves the connection reusable, one cut short leaves it to be closed, as
+``iter_raw`` would) and pushes each body chunk to the stream's callback.  A read keeps its kernel
+stamp however late the pump reaches it; a read stamped when it returns (TLS, another platform,
+``use_kernel_stamps(False)``) would take the pump's delay into its stamp, so those sockets keep
+reading on their own threads.  The idle timeout between two reads is checked by the pump (to within
+``POLL_S``); a stream's thread waits at most its request's total time and one idle timeout more.
 """
 from __future__ import annotations
 
@@ -96,9 +85,6 @@ class _Job:
         self.last_ns = time.monotonic_ns()
         self.h11.receive_data(data)  # b"": the peer closed (a close-delimited body ends; else h11 says)
         return self.step()
-
-    def stalled(self, now_ns: int) -> bool:
-        return now_ns - self.last_ns > self.idle_ns
 
 
 class ReadPump:
@@ -177,7 +163,7 @@ class ReadPump:
             if job.stream.fileno() != fd:  # closed under the pump (the kernel dropped its watch with it)
                 self._finish(fd, job, httpx.ReadError("the connection was closed while its answer was read",
                                                       request=job.request))
-            elif job.stalled(now):
+            elif now - job.last_ns > job.idle_ns:  # stalled
                 self._finish(fd, job, httpx.ReadTimeout("no bytes within the idle timeout", request=job.request))
         return now + int(POLL_S * 1e9)
 

@@ -1,36 +1,25 @@
 """Stamp every socket read before any byte of it is parsed: with the kernel's arrival stamp where
-it gives one (Linux, plain TCP), else when the read returns.
-
-httpx yields a streamed body one HTTP chunk at a time, and h11 parses them out of what one
-``recv()`` delivered: when several SSE events arrive in one read (a client that was busy, a
-proxy that bunched them), the second is handed over only after the adapter has parsed the
-first, so a stamp taken per chunk would put the parsing of the earlier events inside the
-later events' times, and every chunk would look like a read of its own.
+it gives one (Linux, plain TCP; docs/load.md#stamps-and-their-bound), else when the read returns.
+A stamp per HTTP chunk instead would put the parsing of a read's earlier events inside its later
+events' times, and every chunk would look like a read of its own.
 
 ``StampingBackend`` wraps httpcore's network backend so that each connection's stream records,
 per read (``StampedStream``):
 
-* ``t_read_ns``: the stamp of the read's events on the measurement clock
-  (``client.transport.clock.MEASUREMENT_CLOCK``).  On a plain TCP socket of a Linux host the stream asks the
-  kernel for each read's arrival stamp (``client.transport.kernel_stamps``: ``SO_TIMESTAMPNS``, the arrival
-  of the read's **last** byte, converted from ``CLOCK_REALTIME`` with an offset sampled when the
-  connection opened) -- when the bytes arrived, however late this process got round to reading
-  them.  Elsewhere (TLS, whose reads are the TLS layer's; another platform; a read the kernel did
-  not stamp) it is the moment the read returned, as before (``kernel`` False);
+* ``t_read_ns``: the stamp of the read's events on ``MEASUREMENT_CLOCK``: the kernel's arrival
+  stamp of the read's **last** byte (``kernel_stamps``, converted with an offset sampled when the
+  connection opened), or where there is none (TLS, whose reads are the TLS layer's; another
+  platform; a read the kernel did not stamp) the moment the read returned (``kernel`` False);
 * ``delay_ns``: the client's own delay on that read, ``t_returned − t_arrival`` (kernel stamps only);
 * ``span_ns``: how much earlier than ``t_read_ns`` the read's *first* byte may have arrived: since
-  the previous read's arrival (TCP delivers in order, so this read's bytes came after it) or the
-  latest request's departure (an answer comes after its request), whichever is later.  An event
-  that shares a read with later ones is stamped no earlier than it arrived and at most this late
-  (``core.measure.record.RecordBuilder.stamp``);
+  the previous read's arrival (TCP delivers in order) or the latest request's departure, whichever
+  is later (``core.measure.record.RecordBuilder.stamp``);
 * ``seq``: the read's number on the connection (chunks of one read share it);
-* ``t_sent_ns``: with kernel stamps, when the latest request's last byte left (its transmit stamp,
-  read from the socket's error queue at the first read after it): the request's ``t_send``.
+* ``t_sent_ns``: with kernel stamps, the latest request's transmit stamp (read from the socket's
+  error queue at the first read after it): the request's ``t_send``.
 
-The response exposes that stream (the ``network_stream`` extension), and ``read_clock`` gives the
-adapter the stream in hand: chunks of one read share one stamp (``events_per_read`` then counts
-real reads).  Only for records stamped with ``MEASUREMENT_CLOCK`` (the default clock): an injected
-clock keeps stamping itself.
+``read_clock`` gives the adapter the response's stream (the ``network_stream`` extension), only for
+records stamped with ``MEASUREMENT_CLOCK``: an injected clock keeps stamping itself.
 """
 from __future__ import annotations
 

@@ -65,11 +65,15 @@ class SSEDecoder:
                 self._skip_lf = True
             self._line(buf[start:end], out)
             start = nxt
-        self._buf = buf[start:]
-        if len(self._buf) > self._max:
+        self._keep(buf[start:])
+        return out
+
+    def _keep(self, rest: str) -> None:
+        """Keep the text after the last line end for the next read, within the cap."""
+        self._buf = rest
+        if len(rest) > self._max:
             raise ProtocolError(f"SSE line longer than {self._max} bytes without a newline (cap); "
                                 f"the server or a proxy sent a runaway line")
-        return out
 
     def _feed_lf(self, buf: str) -> list[SSEEvent]:
         """``feed`` for text without ``\r``: split once, ``data:`` lines and blank lines inline
@@ -87,10 +91,7 @@ class SSEDecoder:
                 self._data.append(line[6:] if line[5:6] == " " else line[5:])
             else:
                 self._line(line, out)
-        self._buf = rest
-        if len(rest) > mx:
-            raise ProtocolError(f"SSE line longer than {mx} bytes without a newline (cap); "
-                                f"the server or a proxy sent a runaway line")
+        self._keep(rest)
         return out
 
     def _line(self, line: str, out: list[SSEEvent]) -> None:
