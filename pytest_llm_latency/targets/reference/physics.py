@@ -219,22 +219,6 @@ class Physics:
         """Decode rate of one sequence at ``context`` tokens: ~ B e_m / (Wb + kv c)."""
         return 1.0 / self.decode_step_seconds([context])
 
-    def compute_bound_batch(self, context: int = 0) -> int:
-        """Smallest decode batch (all at ``context``) whose step is compute-bound."""
-        b = 1
-        while self.step(decode_contexts=[context] * b).bound == "memory":
-            b *= 2
-            if b > 1 << 20:
-                return b
-        lo, hi = b // 2, b
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if self.step(decode_contexts=[context] * mid).bound == "memory":
-                lo = mid
-            else:
-                hi = mid
-        return hi
-
 
 def jitter_factor(rng, cv: float) -> float:
     """One multiplicative noise factor for a step's duration: lognormal with mean 1 and
