@@ -27,6 +27,7 @@ import shlex
 import signal
 import socket
 import subprocess
+import sys
 import time
 import weakref
 from pathlib import Path
@@ -71,12 +72,9 @@ def die_with_parent():
     never orphaned.  Linux ties this to the *thread* that forked, so start targets from a
     long-lived thread (the plugin and the fixtures use the main thread).  ``None`` (no-op)
     where ``prctl`` is unavailable."""
-    import sys
-
     if not sys.platform.startswith("linux"):
         return None
     import ctypes
-    import signal
 
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -103,12 +101,10 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def _describe_exit(code: int) -> str:
-    if code < 0:
-        try:
-            return f"exit code {code} (killed by {signal.Signals(-code).name})"
-        except ValueError:
-            return f"exit code {code}"
-    return f"exit code {code}"
+    try:
+        return f"exit code {code} (killed by {signal.Signals(-code).name})" if code < 0 else f"exit code {code}"
+    except ValueError:  # not a signal this platform names
+        return f"exit code {code}"
 
 
 class ManagedTarget:

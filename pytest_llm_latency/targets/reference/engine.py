@@ -142,16 +142,13 @@ class Engine:
         self.block_size = block_size
         self.total_blocks = kv_pool_tokens // block_size
         self.max_num_seqs = max_num_seqs
-        self.chunked_prefill = chunked_prefill
         self.max_num_batched_tokens = max_num_batched_tokens if chunked_prefill else None
-        self.prefix_caching = prefix_caching
         self.cache = PrefixCache(self.total_blocks) if prefix_caching else None
         self.waiting: deque[EngineRequest] = deque()
         self.running: list[EngineRequest] = []
         self.reserved_blocks = 0
         self.prefix_queries = 0      # tokens
         self.prefix_hits = 0         # tokens
-        self.steps = 0
         self.drafting = Drafting(speculation) if speculation is not None else None
 
     # -- bookkeeping -----------------------------------------------------------------
@@ -205,11 +202,10 @@ class Engine:
         """Plan and apply one step; ``None`` when there is nothing to do."""
         if not self.has_work():
             return None
-        budget = self.max_num_batched_tokens if self.chunked_prefill else None
+        budget = self.max_num_batched_tokens  # None: chunked prefill off
         step = Step(cost=_ZERO)
         decode_ctx: list[int] = []
         drafts: list[int] = []
-        chunks: list[tuple[int, int]] = []
         prefill_seqs: list[tuple[EngineRequest, int]] = []
 
         for seq in self.running:                          # 1. decodes
@@ -244,12 +240,10 @@ class Engine:
             if budget is not None:
                 budget -= n
 
-        for seq, n in prefill_seqs:
-            chunks.append((n, seq.computed))
-            step.prefill.append((seq.rid, n, seq.computed))
+        step.prefill = [(seq.rid, n, seq.computed) for seq, n in prefill_seqs]
+        chunks = [(n, c) for _, n, c in step.prefill]
         step.cost = self.physics.step(decode_ctx, chunks, drafts if self.drafting else ())
         self._apply(step, prefill_seqs, drafts)
-        self.steps += 1
         return step
 
     def _chunk(self, seq: EngineRequest, budget: int | None) -> int:

@@ -173,19 +173,18 @@ HTML_502 = (b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\
             b"</body>\r\n</html>\r\n")
 
 
+_RETRY_ERRORS = {"429": ("Too many requests (injected fault)", "RateLimitError"),
+                 "503": ("Service unavailable (injected fault)", "ServiceUnavailableError")}
+
+
 def status_fault_response(fault: Fault, max_model_len: int) -> tuple[int, list[tuple[str, str]], bytes] | None:
     """(status, headers, body) for faults answered before any generation, else None."""
-    if fault.mode == "429":
+    if fault.mode in _RETRY_ERRORS:
         headers = [("content-type", "application/json")]
         if fault.get("retry_after") is not None:
             headers.append(("retry-after", str(int(fault.get("retry_after")))))
-        return 429, headers, openai_error("Too many requests (injected fault)", "RateLimitError", 429)
-    if fault.mode == "503":
-        headers = [("content-type", "application/json")]
-        if fault.get("retry_after") is not None:
-            headers.append(("retry-after", str(int(fault.get("retry_after")))))
-        return 503, headers, openai_error("Service unavailable (injected fault)",
-                                          "ServiceUnavailableError", 503)
+        status = int(fault.mode)
+        return status, headers, openai_error(*_RETRY_ERRORS[fault.mode], status)
     if fault.mode == "context_length":
         msg = context_length_message(max_model_len, max_model_len, 1)
         return 400, [("content-type", "application/json")], openai_error(msg, "BadRequestError", 400)

@@ -151,8 +151,8 @@ class OpenAIProtocol:
         self.created = int(time.time())
         self.id = ("chatcmpl-" if req.chat else "cmpl-") + uuid.uuid4().hex
         self.object = "chat.completion.chunk" if req.chat else "text_completion"
-        head = json.dumps({"id": self.id, "object": self.object, "created": self.created,
-                           "model": model})[:-1]
+        head = "data: " + json.dumps({"id": self.id, "object": self.object, "created": self.created,
+                                      "model": model})[:-1]
         # Fast path for the common token chunk: a pre-rendered prefix and suffix.
         if req.chat:
             self._pre = (head + ',"choices":[{"index":0,"delta":{"content":').encode()
@@ -160,7 +160,6 @@ class OpenAIProtocol:
         else:
             self._pre = (head + ',"choices":[{"index":0,"text":').encode()
             self._post = b',"logprobs":null,"finish_reason":null,"stop_reason":null}]}\n\n'
-        self._pre = b"data: " + self._pre
 
     # -- tool-calling output mode (the request offered ``tools``) ------------------------------
     #: set by the server from the output plan: the tokens this response will have
@@ -206,12 +205,12 @@ class OpenAIProtocol:
             u["prompt_tokens_details"] = {"cached_tokens": cached}
         return u
 
-    def _event(self, choices: list, usage: dict | None = None) -> bytes:
+    def _event(self, choices: list, usage: dict | None = None, ensure_ascii: bool = True) -> bytes:
         obj = {"id": self.id, "object": self.object, "created": self.created, "model": self.model,
                "choices": choices}
         if usage is not None:
             obj["usage"] = usage
-        return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+        return b"data: " + json.dumps(obj, separators=(",", ":"), ensure_ascii=ensure_ascii).encode() + b"\n\n"
 
     def _choice(self, text: str, finish_reason: str | None) -> dict:
         if self.req.chat:
@@ -228,18 +227,14 @@ class OpenAIProtocol:
         return [self._event([choice], self.usage(0) if self.req.continuous_usage else None)]
 
     def token(self, text: str, total: int, finish_reason: str | None) -> bytes:
+        usage = self.usage(total) if self.req.continuous_usage else None
         if self.tool_mode:
             prev, self._sent = getattr(self, "_sent", 0), total
             choice = {"index": 0, "delta": self.tool_delta(prev, total), "logprobs": None,
                       "finish_reason": "tool_calls" if finish_reason == "stop" else finish_reason}
-            obj = {"id": self.id, "object": self.object, "created": self.created, "model": self.model,
-                   "choices": [choice]}
-            if self.req.continuous_usage:
-                obj["usage"] = self.usage(total)
-            return b"data: " + json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
-        if finish_reason is None and not self.req.continuous_usage:
+            return self._event([choice], usage, ensure_ascii=False)
+        if usage is None and finish_reason is None:
             return self._pre + json.dumps(text).encode() + self._post
-        usage = self.usage(total) if self.req.continuous_usage else None
         return self._event([self._choice(text, finish_reason)], usage)
 
     def closing(self, result: Result, done: bool) -> list[bytes]:

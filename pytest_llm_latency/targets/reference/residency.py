@@ -45,7 +45,6 @@ class Residency:
         self.loaded = not self.enabled
         self.expires_at: float | None = None   # None while loaded: no expiry (in use, or forever)
         self.active = 0
-        self.loads = 0
         self._loading: asyncio.Task | None = None
 
     def _now(self) -> float:
@@ -77,7 +76,6 @@ class Residency:
         try:
             await asyncio.sleep(self.load_s)
             self.loaded, self.expires_at = True, None
-            self.loads += 1
         finally:
             self._loading = None
 
