@@ -5,23 +5,7 @@ replies: no chunked encoding (RFC 9112 forbids it for a 1.0 client), so a stream
 with ``Connection: close`` and its body is delimited by the close; a ``Content-Length``
 answer keeps the connection only when the client asked for ``Connection: keep-alive``.
 
-Why plain asyncio streams, not Starlette + uvicorn?  Measured with
-``benchmarks/reference_overhead.py`` (this 2-core VM, each server pinned to one core,
-the load generator on the other; full table in ``benchmarks/RESULTS.md``), server CPU
-per streamed ~190-byte SSE chunk, 1 / 8 concurrent streams:
-
-* bare asyncio streams (this stack, no LLM logic):      7.0-7.5 / 6.7-6.9 us per token
-* Starlette StreamingResponse on uvicorn + h11:        12.5 / 11.2-11.3 us  (1.7x)
-* Starlette on uvicorn + httptools + uvloop:            7.5 / 7.2-7.7 us  (1.0-1.15x)
-* stdlib ThreadingHTTPServer (a thread per stream):     3.0 / 3.1-3.2 us  (no event loop)
-* the reference server itself (engine, scheduler, JSON): 19-21 / 13 us  (41k-69k tok/s)
-
-So the fastest ASGI stack only matches plain asyncio and needs three compiled
-dependencies; the default one (h11) costs 1.7x more; a thread-per-stream server is
-cheapest per chunk but would need a cross-thread hand-off of every token from the one
-engine-step loop that keeps the timing exact (a design reason, not measured here).  Half
-to two thirds of the reference's own cost is its LLM logic, not the HTTP stack, and it
-streams 8-14x the 5,000 tok/s it needs on one core.  Hence: standard library only.
+Why plain asyncio streams, not Starlette + uvicorn: docs/servers.md#why-plain-asyncio-streams.
 
 Scope: what LLM clients send.  Requests with ``Content-Length`` or chunked bodies,
 ``Connection: close``/keep-alive, no pipelining of a second request before the first
@@ -96,11 +80,8 @@ class Connection:
             method, target, version = lines[0].split(" ", 2)
         except ValueError:
             raise BadRequest(400, "bad request line") from None
-        headers = {}
-        for line in lines[1:]:
-            if line:
-                name, _, value = line.partition(":")
-                headers[name.strip().lower()] = value.strip()
+        pairs = (line.partition(":") for line in lines[1:] if line)
+        headers = {name.strip().lower(): value.strip() for name, _, value in pairs}
         conn_hdr = headers.get("connection", "").lower()
         keep_alive = "close" not in conn_hdr if version == "HTTP/1.1" else "keep-alive" in conn_hdr
         self._http10 = version != "HTTP/1.1"
@@ -158,9 +139,7 @@ class Connection:
         """Chunked for HTTP/1.1; for HTTP/1.0 the body runs until the connection closes."""
         if self._http10:
             self.must_close = True
-            self._write(self._head(status, headers, None), head=True)
-        else:
-            self._write(self._head(status, headers, "transfer-encoding: chunked"), head=True)
+        self._write(self._head(status, headers, None if self._http10 else "transfer-encoding: chunked"), head=True)
         await self._drain()
 
     async def write_chunk(self, data: bytes) -> None:

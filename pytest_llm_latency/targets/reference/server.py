@@ -18,7 +18,7 @@ from . import ollama_api, openai_api, tokenizer
 from .config import ReferenceConfig
 from .engine import AdmissionError, Engine, block_hashes
 from .faults import ENGINE_MODES, HEADER, Fault, parse_fault, status_fault_response
-from .http import Connection, Request, serve_connection
+from .http import MAX_HEADER, Connection, Request, serve_connection
 from .metrics import CONTENT_TYPE, EngineMetrics
 from .openai_api import ApiError
 from .residency import Residency
@@ -67,7 +67,7 @@ class ReferenceServer:
     async def start(self) -> str:
         self.scheduler.start()
         self._server = await asyncio.start_server(self._accept, self.config.host, self.config.port,
-                                                  limit=64 * 1024, backlog=1024)
+                                                  limit=MAX_HEADER, backlog=1024)
         self.port = self._server.sockets[0].getsockname()[1]
         return self.url
 

@@ -72,12 +72,10 @@ class Drafting:
         self.spec = spec
         self._rng = random.Random(spec.seed)
 
-    def plan(self, remaining: int, budget: int | None = None) -> int:
-        """Tokens to draft for a sequence with ``remaining`` tokens still to produce (>= 1)."""
-        d = min(self.spec.tokens, remaining - 1)
-        if budget is not None:
-            d = min(d, budget - 1)
-        return max(d, 0)
+    def plan(self, remaining: int, budget: float = math.inf) -> int:
+        """Tokens to draft for a sequence with ``remaining`` tokens still to produce (>= 1)
+        within a step's token ``budget`` left."""
+        return max(int(min(self.spec.tokens, remaining - 1, budget - 1)), 0)
 
     def verify(self, drafted: int) -> int:
         """How many of ``drafted`` tokens the target accepts (a leading run of positions)."""
