@@ -22,6 +22,7 @@ No pytest import.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shlex
 import signal
@@ -293,26 +294,20 @@ class ManagedTarget:
         self._stopped = True
         grace = self.stop_timeout_s if timeout_s is None else timeout_s
         self._signal_group(signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            pass
         # SIGKILL the group even if the leader exited: children may linger.
         self._signal_group(signal.SIGKILL)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):  # the kernel reaps it within 5 s
             proc.wait(timeout=5.0)
-        except subprocess.TimeoutExpired:  # pragma: no cover - kernel did not reap in 5 s
-            pass
         self._close_log()
         _LIVE.discard(self)
         return proc.poll()
 
     def _signal_group(self, sig: int) -> None:
         assert self._proc is not None
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
 
     def _close_log(self) -> None:
         if self._log_file is not None:

@@ -14,6 +14,7 @@ response ends, no TLS, no HTTP/2.  Limits: 64 KiB of headers, 64 MiB of body.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import struct
 from dataclasses import dataclass
@@ -126,7 +127,7 @@ class Connection:
 
     def _write(self, data: bytes, head: bool = False) -> None:
         if self._trickle is not None and (not head or self._trickle.headers):
-            self._trickle.feed(data)
+            self._trickle.buf += data
         elif not self.transport.is_closing():
             self.writer.write(data)
 
@@ -161,11 +162,9 @@ class Connection:
         """Abort the TCP connection with a RST (SO_LINGER 0)."""
         self.must_close = True
         sock = self.writer.get_extra_info("socket")
-        try:
-            if sock is not None:
+        if sock is not None:
+            with contextlib.suppress(OSError):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        except OSError:
-            pass
         self.transport.abort()
 
     def close(self) -> None:
@@ -180,7 +179,7 @@ class Connection:
     async def finish(self) -> None:
         """Wait until a trickled response is out (bounded by its ``max_seconds``)."""
         if self._trickle is not None:
-            await self._trickle.done()
+            await asyncio.shield(self._trickle.task)
 
 
 class _Trickle:
@@ -188,9 +187,6 @@ class _Trickle:
         self.conn, self.interval, self.headers = conn, 1.0 / rate, headers
         self.buf = bytearray()
         self.task = asyncio.get_running_loop().create_task(self._run(max_seconds))
-
-    def feed(self, data: bytes) -> None:
-        self.buf += data
 
     async def _run(self, max_seconds: float) -> None:
         loop = asyncio.get_running_loop()
@@ -203,9 +199,6 @@ class _Trickle:
                 await asyncio.sleep(min(self.interval, max(0.0, deadline - loop.time())))
         finally:
             self.conn.close()
-
-    async def done(self) -> None:
-        await asyncio.shield(self.task)
 
 
 Handler = Callable[[Request, Connection], Awaitable[None]]

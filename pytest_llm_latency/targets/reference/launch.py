@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -84,10 +85,8 @@ class ReferenceHandle:
         self.stop()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.stop()
-        except Exception:
-            pass
 
 
 class _SubprocessHandle(ReferenceHandle):
@@ -138,10 +137,8 @@ class _ThreadHandle(ReferenceHandle):
         if thread is None:
             return
         if thread.is_alive():
-            try:
+            with contextlib.suppress(RuntimeError):  # its loop has closed already
                 self.loop.call_soon_threadsafe(self._stop_event.set)
-            except RuntimeError:
-                pass
             thread.join(timeout)
         self.thread = None
 
@@ -206,7 +203,5 @@ def _start_thread(config: ReferenceConfig, timeout: float) -> ReferenceHandle:
 @atexit.register
 def _stop_all() -> None:  # pragma: no cover - interpreter exit
     for handle in list(_LIVE):
-        try:
+        with contextlib.suppress(Exception):
             handle.stop(2.0)
-        except Exception:
-            pass

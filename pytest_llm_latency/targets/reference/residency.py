@@ -20,9 +20,7 @@ def parse_keep_alive(value) -> float | None:
     ``"0"``, ``"-1m"``); None when absent.  Raises ValueError on anything else."""
     if value is None:
         return None
-    if isinstance(value, bool):
-        raise ValueError(value)
-    if isinstance(value, (int, float)):
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     if not isinstance(value, str):
         raise ValueError(value)

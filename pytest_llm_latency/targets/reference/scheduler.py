@@ -17,6 +17,7 @@ from these deadlines, i.e. modelled time x time_scale.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections import deque
 from dataclasses import dataclass, field
@@ -127,10 +128,8 @@ class Scheduler:
             self._wake.set()
         if self._task:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
         self._close_all("reference server is shutting down")
 
     def submit(self, prompt_len: int, max_tokens: int, target_tokens: int, finish_reason: str,

@@ -9,6 +9,7 @@ Endpoints: ``POST /v1/completions``, ``POST /v1/chat/completions`` (openai_api.p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import zlib
@@ -80,10 +81,8 @@ class ReferenceServer:
         if self._conns:
             await asyncio.wait(self._conns, timeout=2.0)
         if self._server is not None:
-            try:
+            with contextlib.suppress(Exception):  # asyncio.TimeoutError included
                 await asyncio.wait_for(self._server.wait_closed(), 2.0)
-            except (asyncio.TimeoutError, Exception):
-                pass
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.server_fault is not None and self.server_fault.mode == "refuse":

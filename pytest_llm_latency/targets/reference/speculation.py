@@ -19,8 +19,10 @@ So the expected tokens per step (no truncation) is ``1 + p_0 + p_0 p_1 + ... + p
 from __future__ import annotations
 
 import math
+import operator
 import random
 from dataclasses import dataclass
+from itertools import accumulate
 
 from ...core.errors import ConfigError
 
@@ -58,11 +60,7 @@ class Speculation:
 
     def expected_tokens_per_step(self) -> float:
         """``1 + sum_i prod_{j <= i} p_j``: the mean tokens a full (untruncated) step emits."""
-        total, run = 1.0, 1.0
-        for p in self.acceptance:
-            run *= p
-            total += run
-        return total
+        return sum(accumulate(self.acceptance, operator.mul), 1.0)
 
 
 class Drafting:
