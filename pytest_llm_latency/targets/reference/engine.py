@@ -142,15 +142,12 @@ class Engine:
         self.waiting.append(seq)
 
     def abort(self, rid: int) -> bool:
-        for seq in list(self.waiting):
-            if seq.rid == rid:
-                self.waiting.remove(seq)
-                return True
-        for seq in self.running:
-            if seq.rid == rid:
-                self._release(seq)
-                self.running.remove(seq)
-                return True
+        for queue in (self.waiting, self.running):
+            for seq in queue:
+                if seq.rid == rid:
+                    self._release(seq)  # a waiting one has reserved nothing
+                    queue.remove(seq)
+                    return True
         return False
 
     def _release(self, seq: EngineRequest) -> None:

@@ -1,29 +1,5 @@
-"""``/v1/completions`` and ``/v1/chat/completions`` in vLLM's shapes.
-
-Request fields honoured: ``model`` (optional; another name is a 404), ``prompt`` (string,
-list with one string, or a list of token ids), ``messages``, ``max_tokens`` (chat also
-``max_completion_tokens``; default 16 for completions, the rest of the context for
-chat), ``ignore_eos``, ``min_tokens``, ``seed``, ``stream``, ``stream_options``
-(``include_usage``, ``continuous_usage_stats``) and the extension ``stream_interval``
-(tokens per chunk, overriding ``--stream-interval``).  Everything else is accepted and
-ignored (temperature, top_p, ...).
-
-Stream: chat starts with a role-only chunk ``delta: {"role": "assistant", "content": ""}``;
-each token chunk carries ``text`` / ``delta.content``; the last token chunk carries the
-``finish_reason``; ``include_usage`` adds a ``choices: []`` usage chunk; then
-``data: [DONE]``.  ``continuous_usage_stats`` puts the running usage on every chunk.
-With prefix caching on (or ``prompt_tokens_details``), usage has
-``prompt_tokens_details.cached_tokens``.
-
-Tool calling: a chat request with ``tools`` (and no ``tool_choice: "none"``) is answered as
-one tool call to the first offered function (or the one ``tool_choice`` names), streamed
-as vLLM does: the first token's chunk carries ``delta.tool_calls[0]`` with ``id``, ``type``
-and ``function.name`` (``arguments: ""``); each later token's chunk a fragment of
-``function.arguments``, the JSON text cut into equal character runs (mid-string, mid-escape,
-inside multi-byte characters, sent as raw UTF-8), so the arguments are complete exactly at
-the last token: the first delta's time is TTFT, the completion's the last token's.  The
-``finish_reason`` is ``"tool_calls"`` where it would be ``"stop"``.  The template renders the
-tools and the history's tool calls (``tokenizer.render_chat``).
+"""``/v1/completions`` and ``/v1/chat/completions`` in vLLM's shapes, streamed (SSE) or not, tool calls
+included.  The request fields honoured and the stream's shape: docs/servers.md#what-its-apis-honour.
 """
 from __future__ import annotations
 
@@ -120,12 +96,11 @@ def parse(body: dict, *, chat: bool, served: str, max_model_len: int, encode=tok
     choice = body.get("tool_choice")
     named = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
     names = tuple([named] if named else [t["function"]["name"] for t in tools])
-    default = max(1, max_model_len - len(ids)) if chat else 16
     max_tokens = _int(body, "max_tokens", None, 1)
     if chat:
         max_tokens = _int(body, "max_completion_tokens", max_tokens, 1)
     if max_tokens is None:
-        max_tokens = default
+        max_tokens = max(1, max_model_len - len(ids)) if chat else 16
     if len(ids) + max_tokens > max_model_len:
         raise ApiError(400, context_length_message(max_model_len, len(ids), max_tokens))
     opts = body.get("stream_options") or {}
