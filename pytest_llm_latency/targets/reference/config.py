@@ -257,20 +257,15 @@ class ReferenceConfig:
 
 MAX_SPEC_TOKENS = 32
 _SPEC_KNOBS = ("spec_acceptance", "draft_model", "draft_bytes", "spec_seed")
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
+_BOOLS = {"": True, "1": True, "true": True, "yes": True, "on": True,  # "": ``?prefix_caching``
+          "0": False, "false": False, "no": False, "off": False}
 
 
 def _convert(f: dataclasses.Field, raw: str, source: str):
     kind = str(f.type)
     try:
         if f.metadata.get("flag"):
-            low = raw.strip().lower()
-            if low in _TRUE or low == "":
-                return True
-            if low in _FALSE:
-                return False
-            raise ValueError
+            return _BOOLS[raw.strip().lower()]
         if raw.strip().lower() in ("", "none") and "None" in kind:
             return None
         if kind.startswith("int"):
@@ -278,5 +273,5 @@ def _convert(f: dataclasses.Field, raw: str, source: str):
         if kind.startswith("float"):
             return float(raw)
         return raw
-    except ValueError:
+    except (KeyError, ValueError):
         raise ConfigError(f"{source}: bad value {raw!r} for {f.name} ({kind})") from None

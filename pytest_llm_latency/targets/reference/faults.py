@@ -73,9 +73,7 @@ def parse_fault(spec: str | None, *, source: str = "fault") -> Fault | None:
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise ConfigError(f"{source}: unknown fault mode {head!r}{hint} (known: {', '.join(MODES)})")
     params: dict = {}
-    for item in rest:
-        if not item:
-            continue
+    for item in filter(None, rest):
         key, sep, raw = item.partition("=")
         key = key.strip().lower()
         if not sep or key not in MODES[mode]:
