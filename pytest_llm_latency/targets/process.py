@@ -22,11 +22,13 @@ No pytest import.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shlex
 import signal
 import socket
 import subprocess
+import sys
 import time
 import weakref
 from pathlib import Path
@@ -71,12 +73,9 @@ def die_with_parent():
     never orphaned.  Linux ties this to the *thread* that forked, so start targets from a
     long-lived thread (the plugin and the fixtures use the main thread).  ``None`` (no-op)
     where ``prctl`` is unavailable."""
-    import sys
-
     if not sys.platform.startswith("linux"):
         return None
     import ctypes
-    import signal
 
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -103,12 +102,10 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def _describe_exit(code: int) -> str:
-    if code < 0:
-        try:
-            return f"exit code {code} (killed by {signal.Signals(-code).name})"
-        except ValueError:
-            return f"exit code {code}"
-    return f"exit code {code}"
+    try:
+        return f"exit code {code} (killed by {signal.Signals(-code).name})" if code < 0 else f"exit code {code}"
+    except ValueError:  # not a signal this platform names
+        return f"exit code {code}"
 
 
 class ManagedTarget:
@@ -297,26 +294,20 @@ class ManagedTarget:
         self._stopped = True
         grace = self.stop_timeout_s if timeout_s is None else timeout_s
         self._signal_group(signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            pass
         # SIGKILL the group even if the leader exited: children may linger.
         self._signal_group(signal.SIGKILL)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):  # the kernel reaps it within 5 s
             proc.wait(timeout=5.0)
-        except subprocess.TimeoutExpired:  # pragma: no cover - kernel did not reap in 5 s
-            pass
         self._close_log()
         _LIVE.discard(self)
         return proc.poll()
 
     def _signal_group(self, sig: int) -> None:
         assert self._proc is not None
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
 
     def _close_log(self) -> None:
         if self._log_file is not None:

@@ -5,7 +5,7 @@ It speaks vLLM's OpenAI API (``/v1/completions``, ``/v1/chat/completions``, ``/t
 every token with the prefill/decode physics of a catalog device and model.
 
 * ``config.py``    -- ``ReferenceConfig``, every knob (URL query keys and CLI options);
-* ``physics.py``   -- the pure timing model (formulas in its docstring);
+* ``physics.py``   -- the pure timing model (formulas: docs/servers.md#timing-model);
 * ``engine.py``    -- the pure scheduler state machine (batching, KV pool, prefix cache,
   chunked prefill);
 * ``residency.py`` -- Ollama's model residency (load on first request, ``keep_alive``);

@@ -9,6 +9,7 @@ import dataclasses
 import math
 import difflib
 from dataclasses import dataclass, field
+from typing import Any
 
 from ...roofline import catalog
 from ...core.errors import ConfigError
@@ -18,95 +19,87 @@ from .speculation import Speculation, parse_acceptance
 from .tokenizer import RULES
 
 
-def _meta(help_text: str, flag: bool = False) -> dict:
-    return {"help": help_text, "flag": flag}
+def _field(default, help_text: str, flag: bool = False) -> Any:
+    """A knob: its default and its ``serve-reference`` help (``flag``: a boolean switch)."""
+    return field(default=default, metadata={"help": help_text, "flag": flag})
 
 
 @dataclass(frozen=True)
 class ReferenceConfig:
-    hardware: str = field(default="h100-sxm", metadata=_meta("catalog hardware key or alias"))
-    model: str = field(default="llama-3.1-8b", metadata=_meta("catalog model key"))
-    efficiency: float | None = field(default=None, metadata=_meta(
-        "sets both decode_efficiency and prefill_efficiency"))
-    decode_efficiency: float | None = field(default=None, metadata=_meta(
-        f"fraction of peak memory bandwidth (default {ph.DEFAULT_DECODE_EFFICIENCY})"))
-    prefill_efficiency: float | None = field(default=None, metadata=_meta(
-        f"model FLOP utilisation of compute-bound work (default {ph.DEFAULT_PREFILL_EFFICIENCY})"))
-    peak_tflops: float | None = field(default=None, metadata=_meta(
-        "override the catalog's peak dense bf16 TFLOPS"))
-    time_scale: float = field(default=1.0, metadata=_meta(
-        "multiply every modelled duration (0 = no modelled delay)"))
-    jitter: float = field(default=0.0, metadata=_meta(
-        "coefficient of variation of a lognormal, mean-1 noise factor on every engine step "
-        "(prefill and decode); 0 = off (exact roofline timings)"))
-    jitter_seed: int = field(default=0, metadata=_meta(
-        "seed of the jitter noise: same seed and same request sequence = same timings"))
-    max_num_seqs: int = field(default=256, metadata=_meta("most sequences decoding at once"))
-    kv_pool_tokens: int | None = field(default=None, metadata=_meta(
-        "KV pool size in tokens (default: from device memory)"))
-    gpu_memory_utilization: float = field(default=ph.DEFAULT_GPU_MEMORY_UTILIZATION, metadata=_meta(
-        "fraction of device memory for weights + KV pool"))
-    block_size: int = field(default=16, metadata=_meta("KV block size in tokens"))
-    prefix_caching: bool = field(default=False, metadata=_meta("enable prefix caching", flag=True))
-    prompt_tokens_details: bool = field(default=False, metadata=_meta(
-        "report usage.prompt_tokens_details.cached_tokens with prefix caching off too (0), like vLLM "
-        "--enable-prompt-tokens-details (with prefix_caching it is always reported)", flag=True))
-    chunked_prefill: bool = field(default=False, metadata=_meta("enable chunked prefill", flag=True))
-    max_num_batched_tokens: int | None = field(default=None, metadata=_meta(
-        "token budget of one step with chunked prefill (default 2048)"))
-    max_model_len: int | None = field(default=None, metadata=_meta(
-        "context length (default: the catalog's)"))
-    served_model_name: str | None = field(default=None, metadata=_meta(
-        "model name the API serves (default: the catalog model key)"))
-    stream_interval: int = field(default=1, metadata=_meta(
-        "tokens per streamed chunk (like vLLM --stream-interval)"))
-    fault: str | None = field(default=None, metadata=_meta("server-wide fault spec (see faults.py)"))
+    hardware: str = _field("h100-sxm", "catalog hardware key or alias")
+    model: str = _field("llama-3.1-8b", "catalog model key")
+    efficiency: float | None = _field(None, "sets both decode_efficiency and prefill_efficiency")
+    decode_efficiency: float | None = _field(
+        None, f"fraction of peak memory bandwidth (default {ph.DEFAULT_DECODE_EFFICIENCY})")
+    prefill_efficiency: float | None = _field(
+        None, f"model FLOP utilisation of compute-bound work (default {ph.DEFAULT_PREFILL_EFFICIENCY})")
+    peak_tflops: float | None = _field(None, "override the catalog's peak dense bf16 TFLOPS")
+    time_scale: float = _field(1.0, "multiply every modelled duration (0 = no modelled delay)")
+    jitter: float = _field(
+        0.0, "coefficient of variation of a lognormal, mean-1 noise factor on every engine step "
+        "(prefill and decode); 0 = off (exact roofline timings)")
+    jitter_seed: int = _field(0, "seed of the jitter noise: same seed and same request sequence = same timings")
+    max_num_seqs: int = _field(256, "most sequences decoding at once")
+    kv_pool_tokens: int | None = _field(None, "KV pool size in tokens (default: from device memory)")
+    gpu_memory_utilization: float = _field(ph.DEFAULT_GPU_MEMORY_UTILIZATION,
+                                           "fraction of device memory for weights + KV pool")
+    block_size: int = _field(16, "KV block size in tokens")
+    prefix_caching: bool = _field(False, "enable prefix caching", flag=True)
+    prompt_tokens_details: bool = _field(
+        False, "report usage.prompt_tokens_details.cached_tokens with prefix caching off too (0), like vLLM "
+        "--enable-prompt-tokens-details (with prefix_caching it is always reported)", flag=True)
+    chunked_prefill: bool = _field(False, "enable chunked prefill", flag=True)
+    max_num_batched_tokens: int | None = _field(None, "token budget of one step with chunked prefill (default 2048)")
+    max_model_len: int | None = _field(None, "context length (default: the catalog's)")
+    served_model_name: str | None = _field(None, "model name the API serves (default: the catalog model key)")
+    stream_interval: int = _field(1, "tokens per streamed chunk (like vLLM --stream-interval)")
+    fault: str | None = _field(None, "server-wide fault spec (see faults.py)")
     # -- speculative decoding / multi-token prediction (speculation.py, physics.py) -------------
-    spec_tokens: int = field(default=0, metadata=_meta(
-        "speculative decoding: tokens drafted per decode step (k, like vLLM num_speculative_tokens; fewer on "
+    spec_tokens: int = _field(
+        0, "speculative decoding: tokens drafted per decode step (k, like vLLM num_speculative_tokens; fewer on "
         "a request's last steps, never past max_tokens). Each engine step verifies them in one forward pass "
         "(the target's weights and KV read once, plus the drafter's bytes), emits 1 + accepted tokens in ONE "
-        "stream chunk and counts vLLM's vllm:spec_decode_* counters on /metrics; 0 = off"))
-    spec_acceptance: str = field(default="1.0", metadata=_meta(
-        "per-position draft acceptance: draft position i is accepted when every earlier one was and a draw "
+        "stream chunk and counts vLLM's vllm:spec_decode_* counters on /metrics; 0 = off")
+    spec_acceptance: str = _field(
+        "1.0", "per-position draft acceptance: draft position i is accepted when every earlier one was and a draw "
         "< p (one number p: geometric, mean tokens per step 1 + p + p^2 + ... + p^k), or a comma list of "
         "spec_tokens conditional probabilities (e.g. 0.9,0.7,0.5); 1.0 = every draft accepted (1 + k tokens "
-        "per step); needs spec_tokens"))
-    draft_model: str | None = field(default=None, metadata=_meta(
-        "catalog model key of a draft model: each drafted token reads its weights (once per drafting pass "
+        "per step); needs spec_tokens")
+    draft_model: str | None = _field(
+        None, "catalog model key of a draft model: each drafted token reads its weights (once per drafting pass "
         "of the batch) and its own KV cache at the context; its weights and KV also take device memory "
-        "(needs spec_tokens; default: no drafter bytes, like n-gram prompt lookup)"))
-    draft_bytes: float | None = field(default=None, metadata=_meta(
-        "bytes one drafting pass reads, for EAGLE / MTP heads (their layers and the LM head, e.g. ~1.3e9 "
+        "(needs spec_tokens; default: no drafter bytes, like n-gram prompt lookup)")
+    draft_bytes: float | None = _field(
+        None, "bytes one drafting pass reads, for EAGLE / MTP heads (their layers and the LM head, e.g. ~1.3e9 "
         "for a Llama-3-8B EAGLE head at fp16; FLOPs counted as 16-bit weights), 0 for n-gram; "
-        "instead of draft_model (needs spec_tokens)"))
-    spec_seed: int = field(default=0, metadata=_meta(
-        "seed of the acceptance draws: same seed and same request sequence = same accepted counts "
-        "(needs spec_tokens)"))
+        "instead of draft_model (needs spec_tokens)")
+    spec_seed: int = _field(
+        0, "seed of the acceptance draws: same seed and same request sequence = same accepted counts "
+        "(needs spec_tokens)")
     # -- counting rules and Ollama's behaviours (ollama_api.py, residency.py) ----------------
-    tokenizer: str = field(default="word", metadata=_meta(
-        "token counting rule: word (one per whitespace-separated word) or chars3 (one per 3 characters)"))
-    x_accel_buffering: bool = field(default=False, metadata=_meta(
-        "send 'X-Accel-Buffering: no' with streams, as llama-server does (vLLM and SGLang do not): nginx then "
-        "passes the stream on token by token even with its default proxy_buffering", flag=True))
-    tokenize_endpoint: bool = field(default=True, metadata=_meta(
-        "serve /tokenize and /v1/tokenize (off: 404, like Ollama and many OpenAI-compatible servers)", flag=True))
-    load_time: float = field(default=0.0, metadata=_meta(
-        "seconds (x time_scale) to load the model, paid by the first request after an idle unload and "
-        "reported as Ollama's load_duration (0 = always loaded)"))
-    keep_alive: float = field(default=300.0, metadata=_meta(
-        "seconds a loaded model stays after its last request (Ollama's default 5m; a request's keep_alive "
-        "overrides it; < 0 = forever); needs load_time > 0"))
-    evict_every: int = field(default=0, metadata=_meta(
-        "unload the model after every N-th generation request, as when another client's model evicts it "
-        "(OLLAMA_MAX_LOADED_MODELS=1); the next request pays load_time (0 = never)"))
-    prompt_cache: int = field(default=0, metadata=_meta(
-        "Ollama API: remember the last N prompts; one sent again skips its prefill and its final object "
-        "omits prompt_eval_count, as Ollama does (0 = off)"))
-    thinking_tokens: int = field(default=0, metadata=_meta(
-        "Ollama API: the first N generated tokens are 'thinking' (unless the request sends think: false)"))
-    host: str = field(default="127.0.0.1", metadata=_meta("bind address"))
-    port: int = field(default=0, metadata=_meta("bind port (0 = any free port)"))
+    tokenizer: str = _field(
+        "word", "token counting rule: word (one per whitespace-separated word) or chars3 (one per 3 characters)")
+    x_accel_buffering: bool = _field(
+        False, "send 'X-Accel-Buffering: no' with streams, as llama-server does (vLLM and SGLang do not): nginx "
+        "then passes the stream on token by token even with its default proxy_buffering", flag=True)
+    tokenize_endpoint: bool = _field(
+        True, "serve /tokenize and /v1/tokenize (off: 404, like Ollama and many OpenAI-compatible servers)", flag=True)
+    load_time: float = _field(
+        0.0, "seconds (x time_scale) to load the model, paid by the first request after an idle unload and "
+        "reported as Ollama's load_duration (0 = always loaded)")
+    keep_alive: float = _field(
+        300.0, "seconds a loaded model stays after its last request (Ollama's default 5m; a request's keep_alive "
+        "overrides it; < 0 = forever); needs load_time > 0")
+    evict_every: int = _field(
+        0, "unload the model after every N-th generation request, as when another client's model evicts it "
+        "(OLLAMA_MAX_LOADED_MODELS=1); the next request pays load_time (0 = never)")
+    prompt_cache: int = _field(
+        0, "Ollama API: remember the last N prompts; one sent again skips its prefill and its final object "
+        "omits prompt_eval_count, as Ollama does (0 = off)")
+    thinking_tokens: int = _field(
+        0, "Ollama API: the first N generated tokens are 'thinking' (unless the request sends think: false)")
+    host: str = _field("127.0.0.1", "bind address")
+    port: int = _field(0, "bind port (0 = any free port)")
 
     # -- derived values ----------------------------------------------------------------
     @property
@@ -233,10 +226,6 @@ class ReferenceConfig:
 
     # -- conversions -------------------------------------------------------------------
     @classmethod
-    def field_names(cls) -> list[str]:
-        return [f.name for f in dataclasses.fields(cls)]
-
-    @classmethod
     def from_strings(cls, values: dict[str, str], *, source: str = "reference") -> "ReferenceConfig":
         """Build from string values (URL query); unknown keys and bad values raise ConfigError."""
         kwargs: dict = {}
@@ -268,20 +257,15 @@ class ReferenceConfig:
 
 MAX_SPEC_TOKENS = 32
 _SPEC_KNOBS = ("spec_acceptance", "draft_model", "draft_bytes", "spec_seed")
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
+_BOOLS = {"": True, "1": True, "true": True, "yes": True, "on": True,  # "": ``?prefix_caching``
+          "0": False, "false": False, "no": False, "off": False}
 
 
 def _convert(f: dataclasses.Field, raw: str, source: str):
     kind = str(f.type)
     try:
         if f.metadata.get("flag"):
-            low = raw.strip().lower()
-            if low in _TRUE or low == "":
-                return True
-            if low in _FALSE:
-                return False
-            raise ValueError
+            return _BOOLS[raw.strip().lower()]
         if raw.strip().lower() in ("", "none") and "None" in kind:
             return None
         if kind.startswith("int"):
@@ -289,5 +273,5 @@ def _convert(f: dataclasses.Field, raw: str, source: str):
         if kind.startswith("float"):
             return float(raw)
         return raw
-    except ValueError:
+    except (KeyError, ValueError):
         raise ConfigError(f"{source}: bad value {raw!r} for {f.name} ({kind})") from None

@@ -5,35 +5,12 @@ like vLLM V1's scheduler and returns what happens in it plus its modelled durati
 (``physics.Physics.step``); the asyncio driver (``scheduler.py``) sleeps for that
 duration x time_scale and then delivers the step's tokens.
 
-Policy of one step
-------------------
-1. Every running sequence that has finished its prefill decodes one token.
-2. Running sequences still prefilling (chunked prefill only) continue with a chunk.
-3. Waiting requests are admitted first-come-first-served while
-   ``len(running) < max_num_seqs`` and the KV pool can *reserve* ``ceil((prompt +
-   target_tokens) / block_size)`` blocks for them.  The engine knows how many tokens a
-   request will produce, so reserving them up front equals vLLM's on-demand allocation
-   at its peak, and no preemption is ever needed.  The head of the queue blocks those
-   behind it (FCFS, no skipping).
-4. Token budget: with chunked prefill every step holds at most
-   ``max_num_batched_tokens`` tokens (decodes first, then prefill chunks, so a long
-   prompt is split across steps); without it a whole prompt is prefilled in one step.
-5. A sequence whose prefill completes in a step emits its first token at the end of
-   that step; a decoding sequence emits one token per step.  A sequence finishes when
-   it has produced its ``target_tokens``; its blocks are freed at the end of the step.
-6. Speculative decoding (``speculation``, ``speculation.py``): each decode also verifies
-   ``d`` drafted tokens (``1 + d`` positions in the step's cost and token budget) and
-   emits ``1 + accepted`` tokens; ``Step.drafts`` records ``(drafted, accepted)``.
-
-Prefix caching (``prefix_caching=True``): prompts are cut into full ``block_size``-token
-blocks identified by a chained hash (``block_hashes``), as in vLLM.  At admission the
-leading blocks found in the cache are skipped (at least one prompt token is always
-computed, like vLLM).  A prompt's blocks enter the cache when its prefill completes;
-the cache holds at most as many blocks as the KV pool (LRU eviction).  Counters are in
-tokens, like ``vllm:prefix_cache_queries_total`` / ``..._hits_total``.
+The step policy (admission, KV reservation, token budget, prefix caching) is
+described in docs/servers.md#scheduling.
 """
 from __future__ import annotations
 
+import math
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -142,16 +119,13 @@ class Engine:
         self.block_size = block_size
         self.total_blocks = kv_pool_tokens // block_size
         self.max_num_seqs = max_num_seqs
-        self.chunked_prefill = chunked_prefill
         self.max_num_batched_tokens = max_num_batched_tokens if chunked_prefill else None
-        self.prefix_caching = prefix_caching
         self.cache = PrefixCache(self.total_blocks) if prefix_caching else None
         self.waiting: deque[EngineRequest] = deque()
         self.running: list[EngineRequest] = []
         self.reserved_blocks = 0
         self.prefix_queries = 0      # tokens
         self.prefix_hits = 0         # tokens
-        self.steps = 0
         self.drafting = Drafting(speculation) if speculation is not None else None
 
     # -- bookkeeping -----------------------------------------------------------------
@@ -168,15 +142,12 @@ class Engine:
         self.waiting.append(seq)
 
     def abort(self, rid: int) -> bool:
-        for seq in list(self.waiting):
-            if seq.rid == rid:
-                self.waiting.remove(seq)
-                return True
-        for seq in self.running:
-            if seq.rid == rid:
-                self._release(seq)
-                self.running.remove(seq)
-                return True
+        for queue in (self.waiting, self.running):
+            for seq in queue:
+                if seq.rid == rid:
+                    self._release(seq)  # a waiting one has reserved nothing
+                    queue.remove(seq)
+                    return True
         return False
 
     def _release(self, seq: EngineRequest) -> None:
@@ -205,30 +176,25 @@ class Engine:
         """Plan and apply one step; ``None`` when there is nothing to do."""
         if not self.has_work():
             return None
-        budget = self.max_num_batched_tokens if self.chunked_prefill else None
+        budget: float = self.max_num_batched_tokens or math.inf  # tokens left in the step (inf: not chunked)
         step = Step(cost=_ZERO)
         decode_ctx: list[int] = []
         drafts: list[int] = []
-        chunks: list[tuple[int, int]] = []
         prefill_seqs: list[tuple[EngineRequest, int]] = []
 
         for seq in self.running:                          # 1. decodes
-            if not seq.prefilling and (budget is None or budget > 0):
+            if not seq.prefilling and budget > 0:
                 decode_ctx.append(seq.prompt_len + seq.generated - 1)
                 step.decodes.append(seq.rid)
                 d = self.drafting.plan(seq.target_tokens - seq.generated, budget) if self.drafting else 0
                 drafts.append(d)
-                if budget is not None:
-                    budget -= 1 + d
+                budget -= 1 + d
         for seq in self.running:                          # 2. unfinished prefills
-            if seq.prefilling and (budget is None or budget > 0):
+            if seq.prefilling and budget > 0:
                 n = self._chunk(seq, budget)
                 prefill_seqs.append((seq, n))
-                if budget is not None:
-                    budget -= n
-        while self.waiting and len(self.running) < self.max_num_seqs:   # 3. admission
-            if budget is not None and budget <= 0:
-                break
+                budget -= n
+        while self.waiting and len(self.running) < self.max_num_seqs and budget > 0:   # 3. admission
             seq = self.waiting[0]
             need = self.blocks_needed(seq.prompt_len, seq.target_tokens)
             if self.reserved_blocks + need > self.total_blocks:
@@ -241,20 +207,16 @@ class Engine:
             step.admitted.append((seq.rid, seq.cached))
             n = self._chunk(seq, budget)
             prefill_seqs.append((seq, n))
-            if budget is not None:
-                budget -= n
+            budget -= n
 
-        for seq, n in prefill_seqs:
-            chunks.append((n, seq.computed))
-            step.prefill.append((seq.rid, n, seq.computed))
+        step.prefill = [(seq.rid, n, seq.computed) for seq, n in prefill_seqs]
+        chunks = [(n, c) for _, n, c in step.prefill]
         step.cost = self.physics.step(decode_ctx, chunks, drafts if self.drafting else ())
         self._apply(step, prefill_seqs, drafts)
-        self.steps += 1
         return step
 
-    def _chunk(self, seq: EngineRequest, budget: int | None) -> int:
-        remaining = seq.prompt_len - seq.computed
-        return remaining if budget is None else min(remaining, budget)
+    def _chunk(self, seq: EngineRequest, budget: float) -> int:
+        return int(min(seq.prompt_len - seq.computed, budget))  # budget > 0 is whole or inf
 
     def _match_prefix(self, seq: EngineRequest) -> None:
         if self.cache is None:

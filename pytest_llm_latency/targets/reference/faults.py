@@ -1,60 +1,9 @@
 """Fault injection: the parsing of fault specs and the canned error bodies.
 
 A fault is chosen for the whole server (``--fault SPEC`` / ``?fault=SPEC``) or for one
-request with the header ``X-Reference-Fault: SPEC``.  The header wins.
-
-``SPEC`` = ``mode[;param=value]...``, e.g. ``stall;after=3;seconds=1.5``.
-
-======================  =================================================================
-mode [params]           what the raw response is
-======================  =================================================================
-``refuse``              server-wide: the socket is closed as soon as it is accepted, no
-                        bytes sent.  Per request: closed after the request is read.
-``reset`` after=2       streams ``after`` tokens, then aborts the TCP connection (RST);
-                        ``after=0``: right after the response headers.
-                        Non-stream: RST instead of the response.
-``stall`` after=1       stops sending for ``seconds`` (<= 60) after ``after`` tokens, then
-          seconds=2     resumes (tokens generated meanwhile arrive in a burst).
-                        Non-stream: the response is delayed by ``seconds``.
-``trickle``             headers normally, then the body at ``bytes_per_s`` (default 1)
-          bytes_per_s=1 bytes per second; the connection is closed after
-          max_seconds=10    ``max_seconds`` (<= 60).  ``headers=1`` trickles the status line
-          headers=0     and headers too.
-``429`` retry_after=1   HTTP 429 with ``Retry-After`` and a vLLM-shaped JSON error.
-``503`` retry_after=    HTTP 503 (``Retry-After`` only if given).
-``context_length``      HTTP 400 with vLLM's "maximum context length" message.
-``html502``             HTTP 502, ``text/html`` proxy error page.
-``malformed_json``      after ``after`` tokens one event is invalid JSON (truncated
-          after=1       object); the stream then continues normally.
-``no_done``             the stream ends (cleanly) without ``data: [DONE]`` (Ollama: without
-                        the ``done: true`` object).
-``error_event`` after=1 after ``after`` tokens a vLLM error event
-                        ``data: {"error": {"message", "type", "code"}}`` then ``[DONE]``
-                        (Ollama: ``{"error": "..."}`` line).  HTTP status stays 200.
-``early_stop`` after=1  generation stops after ``after`` tokens with finish_reason
-                        ``"stop"`` even with ``ignore_eos``.
-``huge_line``           after ``after`` tokens one event line of about ``bytes``
-          bytes=1048576 (<= 64 MiB) bytes (valid JSON with padding); then normal.
-          after=1
-``rewrite_tool_history`` the chat template re-renders the whole tool-call history on every
-                        turn (each call tagged with the number of calls so far): from turn 3
-                        of an agent session the prompt changes at the first tool call, and
-                        the prefix cache stops extending there.
-``pause`` at=1 seconds=2 server-wide only: the engine stops once for ``seconds`` (<= 60), at
-                        its first step ``at`` seconds (wall clock) after the first generation
-                        request: every running request stalls and new ones queue (a GC pause,
-                        a stuck step).  The coordinated-omission demo uses it.
-``wrong_content_type``  a stream request is answered with ``Content-Type:
-          body=sse      application/json``; ``body=sse`` keeps the SSE body,
-                        ``body=json`` sends a non-streamed JSON completion.
-======================  =================================================================
-
-``after=k`` counts streamed token chunks; a stream shorter than ``k`` fires the fault
-just before its final events.  Server-wide faults apply to the generation endpoints only
-(``/v1/completions``, ``/v1/chat/completions``, ``/api/generate``, ``/api/chat``), except
-``refuse``, which refuses every connection.
-
-Every fault is bounded in time: stalls and trickles are capped at ``MAX_FAULT_SECONDS``.
+request with the header ``X-Reference-Fault: SPEC`` (the header wins); ``SPEC`` =
+``mode[;param=value]...``.  The modes, their parameters and what each response is:
+docs/servers.md#faults.  Every fault is bounded in time (``MAX_FAULT_SECONDS``).
 """
 from __future__ import annotations
 
@@ -124,9 +73,7 @@ def parse_fault(spec: str | None, *, source: str = "fault") -> Fault | None:
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise ConfigError(f"{source}: unknown fault mode {head!r}{hint} (known: {', '.join(MODES)})")
     params: dict = {}
-    for item in rest:
-        if not item:
-            continue
+    for item in filter(None, rest):
         key, sep, raw = item.partition("=")
         key = key.strip().lower()
         if not sep or key not in MODES[mode]:
@@ -173,19 +120,18 @@ HTML_502 = (b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\
             b"</body>\r\n</html>\r\n")
 
 
+_RETRY_ERRORS = {"429": ("Too many requests (injected fault)", "RateLimitError"),
+                 "503": ("Service unavailable (injected fault)", "ServiceUnavailableError")}
+
+
 def status_fault_response(fault: Fault, max_model_len: int) -> tuple[int, list[tuple[str, str]], bytes] | None:
     """(status, headers, body) for faults answered before any generation, else None."""
-    if fault.mode == "429":
+    if fault.mode in _RETRY_ERRORS:
         headers = [("content-type", "application/json")]
         if fault.get("retry_after") is not None:
             headers.append(("retry-after", str(int(fault.get("retry_after")))))
-        return 429, headers, openai_error("Too many requests (injected fault)", "RateLimitError", 429)
-    if fault.mode == "503":
-        headers = [("content-type", "application/json")]
-        if fault.get("retry_after") is not None:
-            headers.append(("retry-after", str(int(fault.get("retry_after")))))
-        return 503, headers, openai_error("Service unavailable (injected fault)",
-                                          "ServiceUnavailableError", 503)
+        status = int(fault.mode)
+        return status, headers, openai_error(*_RETRY_ERRORS[fault.mode], status)
     if fault.mode == "context_length":
         msg = context_length_message(max_model_len, max_model_len, 1)
         return 400, [("content-type", "application/json")], openai_error(msg, "BadRequestError", 400)

@@ -5,23 +5,7 @@ replies: no chunked encoding (RFC 9112 forbids it for a 1.0 client), so a stream
 with ``Connection: close`` and its body is delimited by the close; a ``Content-Length``
 answer keeps the connection only when the client asked for ``Connection: keep-alive``.
 
-Why plain asyncio streams, not Starlette + uvicorn?  Measured with
-``benchmarks/reference_overhead.py`` (this 2-core VM, each server pinned to one core,
-the load generator on the other; full table in ``benchmarks/RESULTS.md``), server CPU
-per streamed ~190-byte SSE chunk, 1 / 8 concurrent streams:
-
-* bare asyncio streams (this stack, no LLM logic):      7.0-7.5 / 6.7-6.9 us per token
-* Starlette StreamingResponse on uvicorn + h11:        12.5 / 11.2-11.3 us  (1.7x)
-* Starlette on uvicorn + httptools + uvloop:            7.5 / 7.2-7.7 us  (1.0-1.15x)
-* stdlib ThreadingHTTPServer (a thread per stream):     3.0 / 3.1-3.2 us  (no event loop)
-* the reference server itself (engine, scheduler, JSON): 19-21 / 13 us  (41k-69k tok/s)
-
-So the fastest ASGI stack only matches plain asyncio and needs three compiled
-dependencies; the default one (h11) costs 1.7x more; a thread-per-stream server is
-cheapest per chunk but would need a cross-thread hand-off of every token from the one
-engine-step loop that keeps the timing exact (a design reason, not measured here).  Half
-to two thirds of the reference's own cost is its LLM logic, not the HTTP stack, and it
-streams 8-14x the 5,000 tok/s it needs on one core.  Hence: standard library only.
+Why plain asyncio streams, not Starlette + uvicorn: docs/servers.md#why-plain-asyncio-streams.
 
 Scope: what LLM clients send.  Requests with ``Content-Length`` or chunked bodies,
 ``Connection: close``/keep-alive, no pipelining of a second request before the first
@@ -30,6 +14,7 @@ response ends, no TLS, no HTTP/2.  Limits: 64 KiB of headers, 64 MiB of body.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import struct
 from dataclasses import dataclass
@@ -96,11 +81,8 @@ class Connection:
             method, target, version = lines[0].split(" ", 2)
         except ValueError:
             raise BadRequest(400, "bad request line") from None
-        headers = {}
-        for line in lines[1:]:
-            if line:
-                name, _, value = line.partition(":")
-                headers[name.strip().lower()] = value.strip()
+        pairs = (line.partition(":") for line in lines[1:] if line)
+        headers = {name.strip().lower(): value.strip() for name, _, value in pairs}
         conn_hdr = headers.get("connection", "").lower()
         keep_alive = "close" not in conn_hdr if version == "HTTP/1.1" else "keep-alive" in conn_hdr
         self._http10 = version != "HTTP/1.1"
@@ -145,7 +127,7 @@ class Connection:
 
     def _write(self, data: bytes, head: bool = False) -> None:
         if self._trickle is not None and (not head or self._trickle.headers):
-            self._trickle.feed(data)
+            self._trickle.buf += data
         elif not self.transport.is_closing():
             self.writer.write(data)
 
@@ -158,9 +140,7 @@ class Connection:
         """Chunked for HTTP/1.1; for HTTP/1.0 the body runs until the connection closes."""
         if self._http10:
             self.must_close = True
-            self._write(self._head(status, headers, None), head=True)
-        else:
-            self._write(self._head(status, headers, "transfer-encoding: chunked"), head=True)
+        self._write(self._head(status, headers, None if self._http10 else "transfer-encoding: chunked"), head=True)
         await self._drain()
 
     async def write_chunk(self, data: bytes) -> None:
@@ -182,11 +162,9 @@ class Connection:
         """Abort the TCP connection with a RST (SO_LINGER 0)."""
         self.must_close = True
         sock = self.writer.get_extra_info("socket")
-        try:
-            if sock is not None:
+        if sock is not None:
+            with contextlib.suppress(OSError):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        except OSError:
-            pass
         self.transport.abort()
 
     def close(self) -> None:
@@ -201,7 +179,7 @@ class Connection:
     async def finish(self) -> None:
         """Wait until a trickled response is out (bounded by its ``max_seconds``)."""
         if self._trickle is not None:
-            await self._trickle.done()
+            await asyncio.shield(self._trickle.task)
 
 
 class _Trickle:
@@ -209,9 +187,6 @@ class _Trickle:
         self.conn, self.interval, self.headers = conn, 1.0 / rate, headers
         self.buf = bytearray()
         self.task = asyncio.get_running_loop().create_task(self._run(max_seconds))
-
-    def feed(self, data: bytes) -> None:
-        self.buf += data
 
     async def _run(self, max_seconds: float) -> None:
         loop = asyncio.get_running_loop()
@@ -224,9 +199,6 @@ class _Trickle:
                 await asyncio.sleep(min(self.interval, max(0.0, deadline - loop.time())))
         finally:
             self.conn.close()
-
-    async def done(self) -> None:
-        await asyncio.shield(self.task)
 
 
 Handler = Callable[[Request, Connection], Awaitable[None]]

@@ -2,11 +2,7 @@
 
 ``reference://HARDWARE/MODEL?key=value&...`` -- e.g.
 ``reference://h100-sxm/llama-3.1-8b?efficiency=0.7&time_scale=1``.  The keys are the
-``ReferenceConfig`` field names (``efficiency``, ``decode_efficiency``,
-``prefill_efficiency``, ``time_scale``, ``max_num_seqs``, ``kv_pool_tokens``,
-``prefix_caching``, ``chunked_prefill``, ``max_num_batched_tokens``, ``max_model_len``,
-``served_model_name``, ``stream_interval``, ``fault``, the speculative decoding knobs
-``spec_tokens``, ``spec_acceptance``, ``draft_model``, ``draft_bytes``, ``spec_seed``, ...).  Booleans accept
+``ReferenceConfig`` field names (``config.py``).  Booleans accept
 1/0/true/false/yes/no/on/off, or no value (``?prefix_caching``).
 
 ``start_reference(config, mode=...)`` returns a ``ReferenceHandle`` (``.url``,
@@ -27,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -64,16 +61,11 @@ def parse_reference_url(url: str) -> ReferenceConfig:
         if key in ("hardware", "model"):
             raise ConfigError(f"{where}: {key} goes in the URL path, not the query")
         values[key] = value
-    cfg = ReferenceConfig.from_strings(values, source=where)
-    cfg = _replace(cfg, hardware=hardware, model=model)
+    cfg = dataclasses.replace(ReferenceConfig.from_strings(values, source=where), hardware=hardware, model=model)
     try:
         return cfg.validate()
     except ConfigError as e:
         raise ConfigError(f"{where}: {e}") from None
-
-
-def _replace(cfg: ReferenceConfig, **kw) -> ReferenceConfig:
-    return dataclasses.replace(cfg, **kw)
 
 
 class ReferenceHandle:
@@ -93,10 +85,8 @@ class ReferenceHandle:
         self.stop()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.stop()
-        except Exception:
-            pass
 
 
 class _SubprocessHandle(ReferenceHandle):
@@ -147,10 +137,8 @@ class _ThreadHandle(ReferenceHandle):
         if thread is None:
             return
         if thread.is_alive():
-            try:
+            with contextlib.suppress(RuntimeError):  # its loop has closed already
                 self.loop.call_soon_threadsafe(self._stop_event.set)
-            except RuntimeError:
-                pass
             thread.join(timeout)
         self.thread = None
 
@@ -215,7 +203,5 @@ def _start_thread(config: ReferenceConfig, timeout: float) -> ReferenceHandle:
 @atexit.register
 def _stop_all() -> None:  # pragma: no cover - interpreter exit
     for handle in list(_LIVE):
-        try:
+        with contextlib.suppress(Exception):
             handle.stop(2.0)
-        except Exception:
-            pass

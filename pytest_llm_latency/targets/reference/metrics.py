@@ -89,10 +89,9 @@ class EngineMetrics:
         drafts, draft_tokens, accepted_tokens, per_pos = self._spec
         drafts.inc()
         draft_tokens.inc(drafted)
-        if accepted:
-            accepted_tokens.inc(accepted)
-            for i in range(accepted):
-                per_pos[i].inc()
+        accepted_tokens.inc(accepted)
+        for i in range(accepted):
+            per_pos[i].inc()
 
     def finished(self, reason: str) -> None:
         self.success.labels(self._model, reason).inc()

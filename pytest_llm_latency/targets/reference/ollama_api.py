@@ -1,28 +1,7 @@
-"""Ollama's native ``/api/generate`` and ``/api/chat`` (NDJSON), ``/api/tags``, ``/api/version``.
+"""Ollama's native ``/api/generate`` and ``/api/chat`` (NDJSON), ``/api/tags``, ``/api/ps``, ``/api/version``.
 
-Request fields honoured: ``model`` (required; ``name`` and ``name:latest`` both match),
-``prompt`` (+ optional ``system``, prepended with a space) or ``messages``, ``stream``
-(default **true**, like Ollama), ``options.num_predict`` (default and ``-1``: until the
-natural EOS point, capped by the context), ``options.seed``.  Ollama cannot force the
-length: there is no ``ignore_eos`` here, exactly like the real server.
-
-The final object (``done: true``) carries ``done_reason`` and nanosecond durations, all
-*modelled* time x ``time_scale`` (scheduler deadlines):
-
-* ``load_duration``        = time queued before admission (Ollama's scheduler wait), plus the
-  model load after an idle unload (``load_time``, ``keep_alive``: ``residency.py``);
-* ``prompt_eval_duration`` = admission -> first token (the prefill step(s));
-* ``eval_duration``        = first token -> last token; ``eval_count`` = all generated tokens;
-* ``total_duration``       = arrival -> last token;
-* ``prompt_eval_count``    = prompt tokens actually evaluated (prefix-cache hits excluded,
-  as llama.cpp/Ollama report them; equal to the prompt length when caching is off);
-  omitted, with ``prompt_eval_duration``, when the whole prompt came from the prompt cache
-  (``prompt_cache=N``: the last N prompts are remembered).
-
-Options (``ReferenceConfig``): ``thinking_tokens=N`` streams the first N generated tokens as
-``thinking`` (``message.thinking`` on /api/chat) unless the request sends ``think: false``;
-a request with no prompt (no messages) loads the model, with ``keep_alive: 0`` unloads it
-(``done_reason`` ``"load"`` / ``"unload"``); ``GET /api/ps`` lists the loaded model.
+The request fields honoured and the final object's durations (all *modelled* time x
+``time_scale``): docs/servers.md#what-its-apis-honour.
 """
 from __future__ import annotations
 

@@ -1,29 +1,5 @@
-"""``/v1/completions`` and ``/v1/chat/completions`` in vLLM's shapes.
-
-Request fields honoured: ``model`` (optional; another name is a 404), ``prompt`` (string,
-list with one string, or a list of token ids), ``messages``, ``max_tokens`` (chat also
-``max_completion_tokens``; default 16 for completions, the rest of the context for
-chat), ``ignore_eos``, ``min_tokens``, ``seed``, ``stream``, ``stream_options``
-(``include_usage``, ``continuous_usage_stats``) and the extension ``stream_interval``
-(tokens per chunk, overriding ``--stream-interval``).  Everything else is accepted and
-ignored (temperature, top_p, ...).
-
-Stream: chat starts with a role-only chunk ``delta: {"role": "assistant", "content": ""}``;
-each token chunk carries ``text`` / ``delta.content``; the last token chunk carries the
-``finish_reason``; ``include_usage`` adds a ``choices: []`` usage chunk; then
-``data: [DONE]``.  ``continuous_usage_stats`` puts the running usage on every chunk.
-With prefix caching on (or ``prompt_tokens_details``), usage has
-``prompt_tokens_details.cached_tokens``.
-
-Tool calling: a chat request with ``tools`` (and no ``tool_choice: "none"``) is answered as
-one tool call to the first offered function (or the one ``tool_choice`` names), streamed
-as vLLM does: the first token's chunk carries ``delta.tool_calls[0]`` with ``id``, ``type``
-and ``function.name`` (``arguments: ""``); each later token's chunk a fragment of
-``function.arguments``, the JSON text cut into equal character runs (mid-string, mid-escape,
-inside multi-byte characters, sent as raw UTF-8), so the arguments are complete exactly at
-the last token: the first delta's time is TTFT, the completion's the last token's.  The
-``finish_reason`` is ``"tool_calls"`` where it would be ``"stop"``.  The template renders the
-tools and the history's tool calls (``tokenizer.render_chat``).
+"""``/v1/completions`` and ``/v1/chat/completions`` in vLLM's shapes, streamed (SSE) or not, tool calls
+included.  The request fields honoured and the stream's shape: docs/servers.md#what-its-apis-honour.
 """
 from __future__ import annotations
 
@@ -120,12 +96,11 @@ def parse(body: dict, *, chat: bool, served: str, max_model_len: int, encode=tok
     choice = body.get("tool_choice")
     named = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
     names = tuple([named] if named else [t["function"]["name"] for t in tools])
-    default = max(1, max_model_len - len(ids)) if chat else 16
     max_tokens = _int(body, "max_tokens", None, 1)
     if chat:
         max_tokens = _int(body, "max_completion_tokens", max_tokens, 1)
     if max_tokens is None:
-        max_tokens = default
+        max_tokens = max(1, max_model_len - len(ids)) if chat else 16
     if len(ids) + max_tokens > max_model_len:
         raise ApiError(400, context_length_message(max_model_len, len(ids), max_tokens))
     opts = body.get("stream_options") or {}
@@ -151,8 +126,8 @@ class OpenAIProtocol:
         self.created = int(time.time())
         self.id = ("chatcmpl-" if req.chat else "cmpl-") + uuid.uuid4().hex
         self.object = "chat.completion.chunk" if req.chat else "text_completion"
-        head = json.dumps({"id": self.id, "object": self.object, "created": self.created,
-                           "model": model})[:-1]
+        head = "data: " + json.dumps({"id": self.id, "object": self.object, "created": self.created,
+                                      "model": model})[:-1]
         # Fast path for the common token chunk: a pre-rendered prefix and suffix.
         if req.chat:
             self._pre = (head + ',"choices":[{"index":0,"delta":{"content":').encode()
@@ -160,7 +135,6 @@ class OpenAIProtocol:
         else:
             self._pre = (head + ',"choices":[{"index":0,"text":').encode()
             self._post = b',"logprobs":null,"finish_reason":null,"stop_reason":null}]}\n\n'
-        self._pre = b"data: " + self._pre
 
     # -- tool-calling output mode (the request offered ``tools``) ------------------------------
     #: set by the server from the output plan: the tokens this response will have
@@ -206,12 +180,12 @@ class OpenAIProtocol:
             u["prompt_tokens_details"] = {"cached_tokens": cached}
         return u
 
-    def _event(self, choices: list, usage: dict | None = None) -> bytes:
+    def _event(self, choices: list, usage: dict | None = None, ensure_ascii: bool = True) -> bytes:
         obj = {"id": self.id, "object": self.object, "created": self.created, "model": self.model,
                "choices": choices}
         if usage is not None:
             obj["usage"] = usage
-        return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+        return b"data: " + json.dumps(obj, separators=(",", ":"), ensure_ascii=ensure_ascii).encode() + b"\n\n"
 
     def _choice(self, text: str, finish_reason: str | None) -> dict:
         if self.req.chat:
@@ -228,18 +202,14 @@ class OpenAIProtocol:
         return [self._event([choice], self.usage(0) if self.req.continuous_usage else None)]
 
     def token(self, text: str, total: int, finish_reason: str | None) -> bytes:
+        usage = self.usage(total) if self.req.continuous_usage else None
         if self.tool_mode:
             prev, self._sent = getattr(self, "_sent", 0), total
             choice = {"index": 0, "delta": self.tool_delta(prev, total), "logprobs": None,
                       "finish_reason": "tool_calls" if finish_reason == "stop" else finish_reason}
-            obj = {"id": self.id, "object": self.object, "created": self.created, "model": self.model,
-                   "choices": [choice]}
-            if self.req.continuous_usage:
-                obj["usage"] = self.usage(total)
-            return b"data: " + json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
-        if finish_reason is None and not self.req.continuous_usage:
+            return self._event([choice], usage, ensure_ascii=False)
+        if usage is None and finish_reason is None:
             return self._pre + json.dumps(text).encode() + self._post
-        usage = self.usage(total) if self.req.continuous_usage else None
         return self._event([self._choice(text, finish_reason)], usage)
 
     def closing(self, result: Result, done: bool) -> list[bytes]:

@@ -20,9 +20,7 @@ def parse_keep_alive(value) -> float | None:
     ``"0"``, ``"-1m"``); None when absent.  Raises ValueError on anything else."""
     if value is None:
         return None
-    if isinstance(value, bool):
-        raise ValueError(value)
-    if isinstance(value, (int, float)):
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     if not isinstance(value, str):
         raise ValueError(value)
@@ -45,7 +43,6 @@ class Residency:
         self.loaded = not self.enabled
         self.expires_at: float | None = None   # None while loaded: no expiry (in use, or forever)
         self.active = 0
-        self.loads = 0
         self._loading: asyncio.Task | None = None
 
     def _now(self) -> float:
@@ -77,7 +74,6 @@ class Residency:
         try:
             await asyncio.sleep(self.load_s)
             self.loaded, self.expires_at = True, None
-            self.loads += 1
         finally:
             self._loading = None
 

@@ -17,6 +17,7 @@ from these deadlines, i.e. modelled time x time_scale.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections import deque
 from dataclasses import dataclass, field
@@ -114,7 +115,6 @@ class Scheduler:
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._stopping = False
-        self.max_lag_s = 0.0     # worst observed lateness of a wake-up (diagnostics)
         self.pause: tuple[float, float] | None = None   # (at, seconds): the ``pause`` fault, once
         self._first_arrival: float | None = None
 
@@ -128,14 +128,9 @@ class Scheduler:
             self._wake.set()
         if self._task:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
-        for st in list(self.requests.values()):
-            st._closed = True
-            st._push(Closed("reference server is shutting down"))
-        self.requests.clear()
+        self._close_all("reference server is shutting down")
 
     def submit(self, prompt_len: int, max_tokens: int, target_tokens: int, finish_reason: str,
                hashes: tuple[int, ...] = ()) -> RequestState:
@@ -167,11 +162,14 @@ class Scheduler:
         except asyncio.CancelledError:
             raise
         except BaseException as e:   # a bug: fail every request instead of hanging them
-            for st in list(self.requests.values()):
-                st._closed = True
-                st._push(Closed(f"reference engine loop failed: {e!r}"))
-            self.requests.clear()
+            self._close_all(f"reference engine loop failed: {e!r}")
             raise
+
+    def _close_all(self, message: str) -> None:
+        for st in list(self.requests.values()):
+            st._closed = True
+            st._push(Closed(message))
+        self.requests.clear()
 
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -195,19 +193,11 @@ class Scheduler:
             step = self.engine.step()
             if step is None:
                 continue
-            start = t
-            for rid, _cached in step.admitted:        # nothing is admitted before it arrived
-                st = self.requests.get(rid)
-                if st is not None and st.arrival > start:
-                    start = st.arrival
+            # nothing is admitted before it arrived
+            start = max([t] + [st.arrival for rid, _ in step.admitted if (st := self.requests.get(rid))])
             end = start + step.seconds * self.time_scale * jitter_factor(self._rng, self.jitter)
             self._on_admit(step, start)
-            delay = end - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            else:
-                await asyncio.sleep(0)
-            self.max_lag_s = max(self.max_lag_s, loop.time() - end)
+            await asyncio.sleep(end - loop.time())  # a past deadline: sleep(0), a yield
             t = end
             self._deliver(step, end)
 

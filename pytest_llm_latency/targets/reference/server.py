@@ -9,6 +9,7 @@ Endpoints: ``POST /v1/completions``, ``POST /v1/chat/completions`` (openai_api.p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import zlib
@@ -18,7 +19,7 @@ from . import ollama_api, openai_api, tokenizer
 from .config import ReferenceConfig
 from .engine import AdmissionError, Engine, block_hashes
 from .faults import ENGINE_MODES, HEADER, Fault, parse_fault, status_fault_response
-from .http import Connection, Request, serve_connection
+from .http import MAX_HEADER, Connection, Request, serve_connection
 from .metrics import CONTENT_TYPE, EngineMetrics
 from .openai_api import ApiError
 from .residency import Residency
@@ -67,7 +68,7 @@ class ReferenceServer:
     async def start(self) -> str:
         self.scheduler.start()
         self._server = await asyncio.start_server(self._accept, self.config.host, self.config.port,
-                                                  limit=64 * 1024, backlog=1024)
+                                                  limit=MAX_HEADER, backlog=1024)
         self.port = self._server.sockets[0].getsockname()[1]
         return self.url
 
@@ -80,10 +81,8 @@ class ReferenceServer:
         if self._conns:
             await asyncio.wait(self._conns, timeout=2.0)
         if self._server is not None:
-            try:
+            with contextlib.suppress(Exception):  # asyncio.TimeoutError included
                 await asyncio.wait_for(self._server.wait_closed(), 2.0)
-            except (asyncio.TimeoutError, Exception):
-                pass
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.server_fault is not None and self.server_fault.mode == "refuse":
@@ -106,12 +105,12 @@ class ReferenceServer:
         if route is None:
             await conn.send(404, JSON, b'{"detail":"Not Found"}')
             return
-        method, name = route
+        method, name, *args = route  # args: the generation endpoints' ``chat``
         if req.method != method:
             await conn.send(405, JSON, b'{"detail":"Method Not Allowed"}')
             return
         try:
-            await getattr(self, name)(req, conn)
+            await getattr(self, name)(req, conn, *args)
         except ApiError as e:
             if req.path.startswith("/api/"):
                 await conn.send(e.status, JSON, json.dumps({"error": e.message}).encode())
@@ -148,16 +147,13 @@ class ReferenceServer:
 
     async def _pre_fault(self, fault: Fault | None, conn: Connection) -> bool:
         """Faults answered before generation; True when the response is done."""
-        if fault is None:
-            return False
-        if fault.mode == "refuse":
+        if fault is not None and fault.mode == "refuse":
             conn.close()
             return True
-        canned = status_fault_response(fault, self.max_model_len)
+        canned = None if fault is None else status_fault_response(fault, self.max_model_len)
         if canned is not None:
             await conn.send(*canned)
-            return True
-        return False
+        return canned is not None
 
     def _submit(self, ids: list[int], max_tokens: int, *, seed: int | None, ignore_eos: bool = False,
                 min_tokens: int = 0, fault: Fault | None = None, stream_interval: int | None = None,
@@ -174,13 +170,7 @@ class ReferenceServer:
         return gen, st
 
     # -- generation endpoints ----------------------------------------------------------------
-    async def completions(self, req: Request, conn: Connection) -> None:
-        await self._openai(req, conn, chat=False)
-
-    async def chat_completions(self, req: Request, conn: Connection) -> None:
-        await self._openai(req, conn, chat=True)
-
-    async def _openai(self, req: Request, conn: Connection, *, chat: bool) -> None:
+    async def openai(self, req: Request, conn: Connection, chat: bool) -> None:
         fault = self._fault(req)
         body = self._json(req)
         if await self._pre_fault(fault, conn):
@@ -200,13 +190,7 @@ class ReferenceServer:
             self.residency.release(None)
             self.residency.served_one()
 
-    async def ollama_generate(self, req: Request, conn: Connection) -> None:
-        await self._ollama(req, conn, chat=False)
-
-    async def ollama_chat(self, req: Request, conn: Connection) -> None:
-        await self._ollama(req, conn, chat=True)
-
-    async def _ollama(self, req: Request, conn: Connection, *, chat: bool) -> None:
+    async def ollama(self, req: Request, conn: Connection, chat: bool) -> None:
         fault = self._fault(req)
         body = self._json(req)
         if await self._pre_fault(fault, conn):
@@ -298,11 +282,11 @@ class ReferenceServer:
         await conn.send(200, JSON, json.dumps({"version": VERSION}).encode())
 
 
-ROUTES = {
-    "/v1/completions": ("POST", "completions"),
-    "/v1/chat/completions": ("POST", "chat_completions"),
-    "/api/generate": ("POST", "ollama_generate"),
-    "/api/chat": ("POST", "ollama_chat"),
+ROUTES: dict[str, tuple] = {  # path -> (method, handler, args)
+    "/v1/completions": ("POST", "openai", False),
+    "/v1/chat/completions": ("POST", "openai", True),
+    "/api/generate": ("POST", "ollama", False),
+    "/api/chat": ("POST", "ollama", True),
     "/api/tags": ("GET", "ollama_tags"),
     "/api/version": ("GET", "ollama_version"),
     "/api/ps": ("GET", "ollama_ps"),

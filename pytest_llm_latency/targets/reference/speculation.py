@@ -19,8 +19,10 @@ So the expected tokens per step (no truncation) is ``1 + p_0 + p_0 p_1 + ... + p
 from __future__ import annotations
 
 import math
+import operator
 import random
 from dataclasses import dataclass
+from itertools import accumulate
 
 from ...core.errors import ConfigError
 
@@ -58,11 +60,7 @@ class Speculation:
 
     def expected_tokens_per_step(self) -> float:
         """``1 + sum_i prod_{j <= i} p_j``: the mean tokens a full (untruncated) step emits."""
-        total, run = 1.0, 1.0
-        for p in self.acceptance:
-            run *= p
-            total += run
-        return total
+        return sum(accumulate(self.acceptance, operator.mul), 1.0)
 
 
 class Drafting:
@@ -72,12 +70,10 @@ class Drafting:
         self.spec = spec
         self._rng = random.Random(spec.seed)
 
-    def plan(self, remaining: int, budget: int | None = None) -> int:
-        """Tokens to draft for a sequence with ``remaining`` tokens still to produce (>= 1)."""
-        d = min(self.spec.tokens, remaining - 1)
-        if budget is not None:
-            d = min(d, budget - 1)
-        return max(d, 0)
+    def plan(self, remaining: int, budget: float = math.inf) -> int:
+        """Tokens to draft for a sequence with ``remaining`` tokens still to produce (>= 1)
+        within a step's token ``budget`` left."""
+        return max(int(min(self.spec.tokens, remaining - 1, budget - 1)), 0)
 
     def verify(self, drafted: int) -> int:
         """How many of ``drafted`` tokens the target accepts (a leading run of positions)."""

@@ -41,14 +41,11 @@ def plan_output(prompt_tokens: int, max_tokens: int, *, seed: int, ignore_eos: b
     * fault ``early_stop;after=k`` -> ``min(k, max_tokens)`` tokens, ``"stop"``, always.
     """
     if fault is not None and fault.mode == "early_stop":
-        return Generation(prompt_tokens, max_tokens, max(1, min(int(fault.get("after")), max_tokens)),
-                          "stop", seed, stream_interval)
-    if ignore_eos:
-        return Generation(prompt_tokens, max_tokens, max_tokens, "length", seed, stream_interval)
-    n = max(natural_length(seed), min_tokens, 1)
-    if n < max_tokens:
-        return Generation(prompt_tokens, max_tokens, n, "stop", seed, stream_interval)
-    return Generation(prompt_tokens, max_tokens, max_tokens, "length", seed, stream_interval)
+        target, reason = max(1, min(int(fault.get("after")), max_tokens)), "stop"
+    else:
+        n = max_tokens if ignore_eos else max(natural_length(seed), min_tokens, 1)
+        target, reason = (n, "stop") if n < max_tokens else (max_tokens, "length")
+    return Generation(prompt_tokens, max_tokens, target, reason, seed, stream_interval)
 
 
 @dataclass
@@ -161,12 +158,12 @@ async def _fire(conn: Connection, sched: Scheduler, st: RequestState, proto: Str
     return False
 
 
-async def collect(st: RequestState) -> tuple[int, float]:
-    """Wait for the whole generation; returns (tokens, end time)."""
+async def collect(st: RequestState) -> int:
+    """Wait for the whole generation; returns its tokens."""
     while True:
         ev = st.next_nowait() or await st.next()
         if ev.finished:
-            return ev.total, ev.t
+            return ev.total
 
 
 async def respond_full(conn: Connection, sched: Scheduler, st: RequestState, gen: Generation,
@@ -177,7 +174,7 @@ async def respond_full(conn: Connection, sched: Scheduler, st: RequestState, gen
     if fault is not None and fault.mode == "trickle":
         conn.trickle(float(fault.get("bytes_per_s")), fault.seconds("max_seconds"), bool(fault.get("headers")))
     try:
-        total, _ = await collect(st)
+        total = await collect(st)
     except Closed:
         conn.close()
         return

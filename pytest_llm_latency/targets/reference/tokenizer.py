@@ -44,8 +44,6 @@ from typing import Any, Iterable
 
 VOCAB_SIZE = 128256
 EOS_PROBABILITY = 1.0 / 128
-CHAT_TOKENS_PER_MESSAGE = 2
-CHAT_GENERATION_PROMPT_TOKENS = 1
 
 WORDS = tuple("""
 the of and to in is that for it as with was on be by at this are from or an which have
@@ -90,13 +88,8 @@ def content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, dict) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-        return " ".join(parts)
+        texts = (p.get("text") if isinstance(p, dict) else p for p in content)
+        return " ".join(t for t in texts if isinstance(t, str))
     raise TypeError("message content must be a string or a list of parts")
 
 
@@ -143,11 +136,6 @@ def render_chat(messages: Iterable[dict], tools: list | None = None, *, rewrite_
         out.insert(0, tools_text)
     out.append("<|assistant|>")
     return " ".join(out)
-
-
-def chat_overhead(n_messages: int) -> int:
-    """Template tokens added to the messages' content tokens."""
-    return CHAT_TOKENS_PER_MESSAGE * n_messages + CHAT_GENERATION_PROMPT_TOKENS
 
 
 def prompt_seed(token_ids: list[int], seed: int | None = None) -> int:
