@@ -150,20 +150,19 @@ def sprt_slope(q: float, odds: float = SPRT_ODDS) -> float:
     return math.log((1.0 - p0) / (1.0 - p1)) / math.log(p1 * (1.0 - p0) / (p0 * (1.0 - p1)))
 
 
-def _crossing_counts(p: float, counts: Sequence, start: int = 1) -> float:
-    """Exact P(the count of successes (prob p) ever reaches ``counts[n]`` at some n >= start)."""
-    dist, crossed = [1.0], 0.0  # P(count = s, never crossed); trimmed below the boundary
-    for n in range(1, len(counts)):
-        nxt = [0.0] * (len(dist) + 1)
-        for s, w in enumerate(dist):
+def _step(dist: list[float], p: float) -> list[float]:
+    """P(count = s) after one more sample with success probability ``p``."""
+    nxt = [0.0] * (len(dist) + 1)
+    for s, w in enumerate(dist):
+        if w:
             nxt[s] += w * (1.0 - p)
             nxt[s + 1] += w * p
-        c = counts[n]
-        if n >= start and c is not None and c < len(nxt):
-            crossed += math.fsum(nxt[c:])
-            del nxt[c:]
-        dist = nxt
-    return crossed
+    return nxt
+
+
+def _crossing_counts(p: float, counts: Sequence, start: int = 1) -> float:
+    """Exact P(the count of successes (prob p) ever reaches ``counts[n]`` at some n >= start)."""
+    return sum(crossing_times(p, counts, True, start))
 
 
 def sprt_lower(q: float, alpha: float, min_n: int, max_n: int) -> tuple[tuple, float]:
@@ -230,11 +229,7 @@ def _calibrate(q: float, alpha: float, min_n: int, max_n: int, upper: bool) -> t
     crossed = 0.0
     ranks: list = [None]  # index 0: no sample
     for n in range(1, max_n + 1):
-        nxt = [0.0] * (n + 1)
-        for s, w in enumerate(dist):
-            if w:
-                nxt[s] += w * (1.0 - p)
-                nxt[s + 1] += w * p
+        nxt = _step(dist, p)
         allowed = spent(n, min_n, max_n, alpha, upper) - crossed
         tail, c = 0.0, n + 1  # c: smallest count that counts as a crossing
         while c > 0 and tail + nxt[c - 1] <= allowed:
@@ -275,20 +270,14 @@ def crossing_times(p_below: float, ranks: Sequence, upper: bool = True, start: i
     X_(l_n) > L, i.e. fewer than l_n.  With ``p_below`` = q it is the error of the rule at
     the boundary; at a distribution's true P(X <= budget), the rule's stopping-time law."""
     p = p_below if upper else 1.0 - p_below
-    dist, out = [1.0], [0.0] * len(ranks)
+    dist, out = [1.0], [0.0] * len(ranks)  # dist: P(count = s, never crossed), cut at the boundary
     for n in range(1, len(ranks)):
-        nxt = [0.0] * (n + 1)
-        for s, w in enumerate(dist):
-            if w:
-                nxt[s] += w * (1.0 - p)
-                nxt[s + 1] += w * p
+        dist = _step(dist, p)
         r = ranks[n]
         if n >= start and r is not None:
             c = r if upper else n - r + 1
-            out[n] = math.fsum(nxt[c:])
-            for s in range(c, n + 1):
-                nxt[s] = 0.0
-        dist = nxt
+            out[n] = math.fsum(dist[c:])
+            del dist[c:]
     return out
 
 

@@ -47,8 +47,6 @@ KERNEL_FLOOR_NS = 20_000
 #: beside, 2026-12-05; 4.9x on a quiet machine); 20 leaves a margin: see benchmarks/RESULTS.md)
 READ_LAG_FACTOR = 20.0
 READ_FLOOR_MS = 0.5
-#: metrics whose error is one-sided (measured >= true): a stamp after t_start, never early
-ONE_SIDED = ("ttft", "ttfo", "e2e")
 SOURCES = {"kernel": "kernel arrival stamps (exact per read; events sharing a read bounded by its span)",
            "read": f"read stamps: the lag monitor's p99 x {READ_LAG_FACTOR:g} + {READ_FLOOR_MS:g} ms "
                    f"(calibrated in benchmarks/fidelity.py --stamp read)"}

@@ -193,7 +193,8 @@ def min_n_to_pass(stat: str, metric: str, confidence: float | None, floor: bool 
 
 
 def holds_up(b) -> bool:
-    """Can ``samples: auto`` decide this budget (and so keep sampling until it is decided)?"""
+    """Can ``samples: auto`` decide this budget (and so keep sampling until it is decided)?  Extremes, ITL
+    and fractions of the run (goodput, fluidity: judged once, at the end) can't."""
     return b.metric != "itl" and b.stat not in ("max", "min") and not getattr(b, "is_fraction", False)
 
 
@@ -229,11 +230,11 @@ class SequentialVerdicts:
         return self.stopped_by is not None or self.all_decided()
 
     def all_decided(self) -> bool:
-        return all(b.key in self.decided or not self.holds_up(b) for b in self.budgets)
+        return all(b.key in self.decided or not holds_up(b) for b in self.budgets)
 
     def open_budgets(self) -> list[str]:
         """Keys of the budgets that keep sampling going and are not decided yet."""
-        return [b.key for b in self.budgets if b.key not in self.decided and self.holds_up(b)]
+        return [b.key for b in self.budgets if b.key not in self.decided and holds_up(b)]
 
     def stop_reason(self, sent: int, max_samples: int) -> str:
         """Why sampling stopped, for ``llm.stop_reason`` and the terminal."""
@@ -246,44 +247,30 @@ class SequentialVerdicts:
                     f"every budget decided at max_samples ({sent})")
         return f"max_samples reached ({sent}) with budgets undecided"
 
-    def holds_up(self, b) -> bool:
-        """Does this budget keep sampling going until it is decided?  Extremes, ITL and fractions
-        of the run (goodput, fluidity: judged once, at the end) don't."""
-        return holds_up(b)
+    def _rule(self, b, vals: Sequence[float], advise: bool = True) -> BudgetVerdict:
+        """The sequential rule: a mean at its Bonferroni share of alpha, a quantile on its first ``max_n``."""
+        if b.stat == "mean":
+            return budget_verdict(b.key, b.metric, b.stat, b.limit, b.is_floor, vals, self.confidence,
+                                  alpha_share=1.0 / len(self.looks), advise=advise)
+        return budget_verdict(b.key, b.metric, b.stat, b.limit, b.is_floor, vals[: self.max_n], self.confidence,
+                              max_n=self.max_n, min_n=self.min_n, advise=advise)
 
     def _judge_now(self, b, vals: Sequence[float]) -> BudgetVerdict | None:
-        n = len(vals)
         if b.stat == "mean":
-            look = max((k for k in self.looks if k <= n), default=None)
+            look = max((k for k in self.looks if k <= len(vals)), default=None)
             if look is None or self._mean_done.get(b.key) == look:
                 return None
             self._mean_done[b.key] = look
-            return budget_verdict(b.key, b.metric, b.stat, b.limit, b.is_floor, vals[:look], self.confidence,
-                         alpha_share=1.0 / len(self.looks), advise=False)
-        if not self.holds_up(b):
-            return None
-        return budget_verdict(b.key, b.metric, b.stat, b.limit, b.is_floor, vals[: self.max_n], self.confidence,
-                     max_n=self.max_n, min_n=self.min_n, advise=False)
+            return self._rule(b, vals[:look], advise=False)
+        return self._rule(b, vals, advise=False) if holds_up(b) else None
 
     def final(self, b, vals: Sequence[float]) -> BudgetVerdict:
         """The verdict at the end: the kept decision, else the rule at the last sample."""
         if b.key in self.decided:
             return self.decided[b.key]
-        if self.stopped_by is not None and self.holds_up(b):  # sampling stopped at another's fail
-            v = self._judge_at_stop(b, vals)
+        if self.stopped_by is not None and holds_up(b):  # sampling stopped at another's fail: bounds for the report
+            v = self._rule(b, vals, advise=False)
             return replace(v, status="not_decided", would_decide=None, stopped_by=self.stopped_by)
-        if self.holds_up(b) and b.stat != "mean":
-            return budget_verdict(b.key, b.metric, b.stat, b.limit, b.is_floor, vals[: self.max_n], self.confidence,
-                         max_n=self.max_n, min_n=self.min_n)
-        if b.stat == "mean":
-            return budget_verdict(b.key, b.metric, b.stat, b.limit, b.is_floor, vals, self.confidence,
-                         alpha_share=1.0 / len(self.looks))
+        if b.stat == "mean" or holds_up(b):
+            return self._rule(b, vals)
         return budget_verdict(b.key, b.metric, b.stat, b.limit, b.is_floor, vals, self.confidence)
-
-    def _judge_at_stop(self, b, vals: Sequence[float]) -> BudgetVerdict:
-        """The bounds of an open budget where sampling stopped (for the report only)."""
-        if b.stat == "mean":
-            return budget_verdict(b.key, b.metric, b.stat, b.limit, b.is_floor, vals, self.confidence,
-                         alpha_share=1.0 / len(self.looks), advise=False)
-        return budget_verdict(b.key, b.metric, b.stat, b.limit, b.is_floor, vals[: self.max_n], self.confidence,
-                     max_n=self.max_n, min_n=self.min_n, advise=False)
