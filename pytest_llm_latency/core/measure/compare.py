@@ -91,15 +91,10 @@ def parse_tolerance(key: str, value, where: str) -> tuple[str, float]:
         raise ConfigError(f"{where}: unknown regression key {key!r}: expected <metric>_<stat> with metric in "
                           f"{', '.join(METRICS)} and stat in {', '.join(STATS)} (e.g. {keys}), or "
                           f"<metric>_floor (e.g. ttft_floor: 5ms)")
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+    mt = _TOL.match(value) if isinstance(value, str) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)) or (isinstance(value, str) and not mt):
         raise ConfigError(f"{where}: regression {key}: expected a percentage like 10% or 0.1, got {value!r}")
-    if isinstance(value, str):
-        mt = _TOL.match(value)
-        if not mt:
-            raise ConfigError(f"{where}: regression {key}: expected a percentage like 10% or 0.1, got {value!r}")
-        tol = float(mt.group(1)) / (100.0 if mt.group(2) else 1.0)
-    else:
-        tol = float(value)
+    tol = float(mt.group(1)) / (100.0 if mt.group(2) else 1.0) if mt else float(value)
     if not (math.isfinite(tol) and 0 <= tol < 10):
         raise ConfigError(f"{where}: regression {key}: tolerance must be >= 0 and under 1000% (10% = 0.1), "
                           f"got {value!r}")
@@ -294,10 +289,8 @@ def compare_all(base: Mapping[str, Sequence[float]], cand: Mapping[str, Sequence
             skipped.append(f"{key}: {min(len(b), len(c))} samples put {min(len(b), len(c)) * (1 - q / 100):.3g} "
                            f"beyond the {key.rpartition('_')[2]}, too few to compare a tail; it needs {need}")
             continue
-        if kw.get("paired") and len(b) != len(c):
-            out.append(compare(key, b, c, tol, **{**kw, "paired": False, "block": 1}))
-            continue
-        out.append(compare(key, b, c, tol, **kw))
+        unpaired = kw.get("paired") and len(b) != len(c)
+        out.append(compare(key, b, c, tol, **({**kw, "paired": False, "block": 1} if unpaired else kw)))
     return out, skipped
 
 

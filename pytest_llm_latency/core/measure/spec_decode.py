@@ -257,10 +257,9 @@ def from_timings(records: Sequence[RequestRecord]) -> Acceptance | None:
         notes.append(f"speculative decoding ({SOURCE_LLAMACPP_TIMINGS}): {len(bad)} responses report more "
                      "accepted draft tokens than decoded tokens, or unreadable draft_n / draft_n_accepted; their "
                      "figures are inconsistent")
-        return _from_totals(SOURCE_LLAMACPP_TIMINGS, "per request", sum(x.decode_tokens for x in rows), None,
-                            None, None, notes, rows)
-    return _from_totals(SOURCE_LLAMACPP_TIMINGS, "per request", sum(x.decode_tokens for x in rows),
-                        sum(x.accepted_tokens for x in rows), sum(x.draft_tokens for x in rows),
+    accepted = None if bad else sum(x.accepted_tokens for x in rows)
+    drafted = None if bad else sum(x.draft_tokens for x in rows)
+    return _from_totals(SOURCE_LLAMACPP_TIMINGS, "per request", sum(x.decode_tokens for x in rows), accepted, drafted,
                         None, notes, rows)
 
 
@@ -272,24 +271,16 @@ def acceptance(records: Sequence[RequestRecord], before: Mapping[str, float] | N
     ``before`` / ``after``: the counters of the scrapes around the samples (by sample name);
     ``gauges``: the gauges of the scrapes taken during the run."""
     decoded = decode_tokens(records)
-    if before is not None and after is not None:
-        found = from_counters(before, after, decoded)
-        if found is not None:
-            return found
-    found = from_sglang(gauges, decoded)
-    if found is not None:
+    found = ((from_counters(before, after, decoded) if before is not None and after is not None else None)
+             or from_sglang(gauges, decoded) or from_timings(records))
+    if found is not None or before is None or after is None:
         return found
-    found = from_timings(records)
-    if found is not None:
-        return found
-    if before is not None and after is not None:
-        found = from_counters(before, after, decoded, LLAMACPP_COUNTERS, SOURCE_LLAMACPP_COUNTERS)
-        # llama.cpp exports these counters (as zeros) without a draft model too: nothing drafted and
-        # nothing accepted is a server that does not speculate, not a speculating one that drafted nothing
-        if found is not None and found.draft_tokens == 0 and found.accepted_tokens == 0 and found.drafts in (0, None):
-            return None
-        return found
-    return None
+    found = from_counters(before, after, decoded, LLAMACPP_COUNTERS, SOURCE_LLAMACPP_COUNTERS)
+    # llama.cpp exports these counters (as zeros) without a draft model too: nothing drafted and
+    # nothing accepted is a server that does not speculate, not a speculating one that drafted nothing
+    if found is not None and found.draft_tokens == 0 and found.accepted_tokens == 0 and found.drafts in (0, None):
+        return None
+    return found
 
 
 def step_ms(acc: Acceptance, decode_ms: float) -> float | None:
