@@ -23,7 +23,7 @@ Rules of the text (documented, never a silent deviation):
   costs: BOS and chat-template tokens, less what the dropped space saved (byte-level: -1).  A
   prompt of N tokens is therefore ``N - head`` tokens of pieces; ``prompt_text`` takes the head
   off the prompt's *last* blocks (``head_from_the_end``: a chat template puts some of its tokens
-  after the text, so shared leading blocks stay whole); ``block_text(first=True)`` only drops
+  after the text, so shared leading blocks stay whole); a block that opens a prompt only drops
   the first piece's space.
 * **Lengths.**  A block of length L is a seeded stream of pieces cut where it reaches L, then
   a short fill (pieces whose costs make up the rest exactly, fewest first).  Where the pieces'
@@ -193,9 +193,7 @@ def _fills(costs: tuple[int, ...], glue: int) -> tuple[tuple[tuple[int, ...], in
             prev = best[r - c] if c <= r else None
             if prev is not None:
                 options.append((prev[0], prev[1] + 1, tuple(sorted(prev[2] + (f,))), prev[3]))
-        if glue and best[r - 1] is not None:
-            prev = best[r - 1]
-            assert prev is not None
+        if glue and (prev := best[r - 1]) is not None:
             options.append((prev[0] + 1, prev[1], prev[2], prev[3] + 1))
         best[r] = min(options) if options else None
     return tuple(None if b is None else (b[2], b[3]) for b in best)
@@ -238,18 +236,6 @@ def _plan(palette: Palette, nonce: str, block_id: BlockId, length: int, first: b
                     + GLUE * fill[1])
             return text[1:] if first else text
     return None
-
-
-def block_text(palette: Palette, nonce: str, block_id: BlockId, length: int, *, first: bool) -> str:
-    """Text of exactly ``length`` tokens of additive cost for block ``block_id`` (module
-    docstring).  ``first``: the block opens a prompt, ``length`` is net of ``palette.head``
-    (the server counts ``head + length``).  Raises ``UnreachableLength`` where no text has
-    that length (``prompt_text`` then takes the nearest and says so in its planned count)."""
-    text = _plan(palette, nonce, block_id, length, first)
-    if text is None:
-        raise UnreachableLength(f"no text of {'opening ' if first else ''}pieces has exactly {length} tokens on this "
-                                f"tokenizer ({palette.describe()})")
-    return text
 
 
 def _nearest(palette: Palette, nonce: str, block_id: BlockId, length: int, first: bool) -> tuple[str, int]:
@@ -302,7 +288,7 @@ def prompt_text(palette: Palette, nonce: str, blocks: Sequence[tuple[BlockId, in
     """The text of ``blocks`` ((id, tokens) pairs, block lengths as the server counts them: with
     ``opens_prompt`` the head is taken off the last blocks, ``head_from_the_end``) and its planned
     server count (``palette.head`` included when ``opens_prompt``).  The planned count differs from
-    the blocks' sum only where a length is unreachable (``block_text``): the nearest is used, never
+    the blocks' sum only where a length is unreachable (no text of pieces has it): the nearest is used, never
     silently.  ``cache`` (a dict kept by the
     caller) reuses block texts across prompts."""
     parts: list[str] = []
