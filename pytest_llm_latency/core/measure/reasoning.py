@@ -43,12 +43,6 @@ def _count(v) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
-def streamed_reasoning_tokens(rec: RequestRecord) -> int:
-    """Σ tokens of the chunks that carried only reasoning (chunks where counts are per chunk:
-    chunks, not tokens)."""
-    return sum(c.tokens for c in rec.chunks if c.reasoning)
-
-
 def split(rec: RequestRecord) -> Split | None:
     """The response's reasoning / answer split (module docstring); None when it cannot be known:
     the server's count exceeds N and the stream's is not in tokens, or exceeds N."""
@@ -56,7 +50,7 @@ def split(rec: RequestRecord) -> Split | None:
     server = _count(rec.server_timings.get(REASONING_TOKENS))
     if server is not None and server <= n:
         return Split(server, n - server, SOURCE_SERVER)
-    streamed = streamed_reasoning_tokens(rec)
+    streamed = sum(c.tokens for c in rec.chunks if c.reasoning)  # where counts are per chunk: chunks, not tokens
     if streamed and (rec.token_count_rule == "per chunk" or streamed > n):
         return None
     return Split(streamed, n - streamed, SOURCE_STREAM)
