@@ -1,27 +1,10 @@
-"""Confidence bounds and sequential decisions: the statistics behind statistical verdicts.
+"""Confidence bounds and sequential decisions: the statistics behind statistical verdicts
+(docs/verdicts.md#statistical-verdicts-confidence-bounds-and-samples-auto).  Pure Python (``math`` only).
 
-Pure Python (``math`` only), shared by budget verdicts and run-to-run comparisons:
-
-* ``binom_cdf`` / ``binom_sf`` -- exact binomial tails (log-space terms, ``math.fsum``);
-* ``quantile_bounds`` -- distribution-free confidence bounds for a quantile from order
-  statistics: the number of samples below the true q-quantile is Binomial(n, q) for any
-  continuous distribution (and stochastically smaller/larger with ties, which keeps the
-  bounds conservative), so no normality is assumed;
-* ``SequentialQuantile`` -- the same bounds when the sample is checked after *every*
-  sample up to ``max_n``: order-statistic ranks calibrated exactly (dynamic programming
-  over the binomial count) so that the chance the bound *ever* crosses the true quantile
-  stays below the error rate -- the upper bound by alpha spending, the lower bound on a
-  truncated binomial SPRT boundary; ``crossing_probability`` / ``naive_ranks`` compute
-  what a repeated fixed-n check would give instead;
-* ``mean_bounds`` -- a Student-t interval for a mean (approximate: it relies on the
-  central limit theorem, not on the distribution), with ``t_ppf`` from the regularized
-  incomplete beta function.
-
-Every bound is one-sided at error ``alpha`` (``confidence = 1 - alpha``): the lower bound
-is below the truth with probability >= 1 - alpha, and so is the upper bound above it.
-A verdict "pass if upper <= limit, fail if lower > limit" is then wrong with probability
-<= alpha, whichever side the truth is on.  A bound that the data cannot give is
-``-inf`` / ``+inf`` (too few samples).
+Quantiles: distribution-free order-statistic bounds, fixed-n (``quantile_bounds``) or anytime-valid up
+to ``max_n`` (``sequential_quantile``: exact dynamic programming over the binomial count); means: a
+Student-t interval (``mean_bounds``).  Every bound is one-sided at error ``alpha`` (``confidence =
+1 - alpha``); a bound the data cannot give is ``-inf`` / ``+inf`` (too few samples).
 """
 from __future__ import annotations
 

@@ -1,29 +1,9 @@
-"""Statistical budget verdicts: pass / fail / inconclusive at a stated confidence.
+"""Statistical budget verdicts: pass / fail / inconclusive / not_decided at a stated confidence, on the
+bounds of ``core.measure.confidence``; the rules per statistic (order statistics, t, ``extreme``, ``point``)
+and ``samples: auto``'s stop: docs/verdicts.md#statistical-verdicts-confidence-bounds-and-samples-auto.
 
-For a ceiling ``<metric>_pXX <= L`` (``core.measure.confidence`` gives one-sided bounds at error
-alpha = 1 - confidence each):
-  * pass -- the upper bound of the true percentile is <= L;
-  * fail -- its lower bound is > L;
-  * inconclusive -- otherwise; the workload's ``inconclusive`` policy (fail | warn | pass)
-    says what that means for the test;
-  * not_decided -- ``samples: auto`` stopped before this budget was decided because another
-    budget had failed (the test fails whatever this one would show): never a violation.
-Percentiles use order-statistic bounds (distribution-free); means a Student-t interval
-(approximate: central limit theorem).  ``max`` / ``output_tps_min`` are extremes: no
-sample size bounds a population's maximum, so a sample beyond the budget is a certain
-fail and otherwise the observed extreme decides (method ``extreme``).  ITL gaps of one
-request are not independent, so ITL budgets keep the point estimate (method ``point``).
-
-Fixed ``samples``: fixed-n bounds.  ``samples: auto``: ``SequentialVerdicts`` checks after
-every round; quantile bounds come from ``confidence.sequential_quantile`` (valid however
-often one looks, up to ``max_samples``) and a budget's first decision is kept, with the
-sample count it took.  Sampling stops when every budget is decided or, earlier, as soon as
-one budget is decided *fail* (``SequentialVerdicts.check``): the test's verdict is then
-certain, and the budgets still open are ``not_decided`` rather than inconclusive.
-
-``min_n_to_pass``: with a fixed sample, the fewest values at which a budget can pass at all
-(a p95 at 95%: 59, 0.95^59 <= 5%); below it ``inconclusive: fail`` can only fail, which the
-collection-time check (``core.result.sample_size.check_min_samples``) refuses.
+Fixed ``samples``: fixed-n bounds (``budget_verdict``); ``samples: auto``: ``SequentialVerdicts``, a
+budget's first decision kept.  ``min_n_to_pass``: what ``core.result.sample_size.check_min_samples`` refuses.
 """
 from __future__ import annotations
 
