@@ -1,30 +1,9 @@
-"""Speculative decoding and multi-token prediction: the one definition of their figures.
-
-A drafter (a draft model, EAGLE or MTP heads, n-gram prompt lookup) proposes tokens; one
-engine step of the target verifies them, reading its weights and KV cache once, and emits
-``1 + accepted`` tokens.  For every engine, on the run's own requests:
-
-    decode tokens   = Σ (output tokens − 1)           the first token comes from prefill
-    decode steps    = decode tokens − accepted tokens  steps that drafted nothing count as steps
-    tokens per step = decode tokens ÷ decode steps
-    acceptance rate = accepted tokens ÷ drafted tokens
-    step time       = Σ decode time ÷ decode steps     (run totals; TPOT = step time ÷ tokens per step)
-
-Where the acceptance comes from, first found wins (``acceptance``), and the figure says which:
-
-1. vLLM ``/metrics`` counters (``vllm:spec_decode_num_{drafts,draft_tokens,accepted_tokens}_total``),
-   deltas around the samples: run totals (``scope = "run"``).  ``num_drafts`` counts drafting
-   steps only, so it is reported, never used for tokens per step.
-2. SGLang ``/metrics`` gauges ``sglang:spec_accept_length`` (already counting the bonus token)
-   and ``sglang:spec_accept_rate``: the server's estimate over its last logging window, sampled
-   during the run (``scope = "window"``).
-3. llama.cpp per-response ``timings.draft_n`` / ``draft_n_accepted`` (``scope = "per request"``;
-   llama.cpp leaves both out of a response that drafted nothing).
-4. llama.cpp ``/metrics`` counters (``llamacpp:spec_decode_num_*_total``): run totals.
-
-None of these: ``acceptance`` returns None and decode stays judged per token.  Multi-token
-stream chunks alone are never evidence of speculation (a proxy, a client that fell behind or
-a server's stream interval also group tokens).
+"""Speculative decoding and multi-token prediction: the one definition of their figures (decode tokens
+and steps, tokens per step, acceptance rate, step time), for every engine, on the run's own requests,
+and the acceptance's sources, first found wins (``acceptance``): vLLM ``/metrics`` counters, SGLang's
+windowed gauges, llama.cpp's per-response timings, llama.cpp's counters.  The definitions and the
+sources: docs/roofline.md#speculative-decoding-and-mtp.  None of them: ``acceptance`` returns None and
+decode stays judged per token; multi-token stream chunks alone are never evidence of speculation.
 
 Pure: takes records and parsed counter/gauge dicts by the engine's own names.
 """
@@ -266,7 +245,8 @@ def from_timings(records: Sequence[RequestRecord]) -> Acceptance | None:
 def acceptance(records: Sequence[RequestRecord], before: Mapping[str, float] | None = None,
                after: Mapping[str, float] | None = None,
                gauges: Sequence[Mapping[str, float]] = ()) -> Acceptance | None:
-    """The run's acceptance from the first source found (module docstring); None: no source.
+    """The run's acceptance from the first source found (vLLM counters, SGLang gauges, llama.cpp
+    timings, llama.cpp counters); None: no source.
 
     ``before`` / ``after``: the counters of the scrapes around the samples (by sample name);
     ``gauges``: the gauges of the scrapes taken during the run."""

@@ -1,46 +1,7 @@
-"""Block texts whose token counts add up: the prompts of a trace replay (issue 27).
-
-A trace row names its prompt's blocks (``hash_ids``: block i holds ``block_tokens`` tokens, the
-last partial); rows sharing leading ids share those blocks' text.  So a prompt is built from
-per-block texts, and its length is known from its blocks only if token counts *add up* across
-block boundaries.  They do for text made of **pieces**: a space followed by a common lower-case
-word of 1 to 4 letters (``PALETTE``; " the", " of", " that"...).  Every tokenizer this plugin
-meets splits before such a space and never merges across it, and counts each piece alike:
-
-* word-level (the reference target): 1 token per piece;
-* byte- or character-level (vLLM's byte BPE with no merges, the llama.cpp test models' SPM):
-  ``letters + 1`` tokens;
-* BPE / SentencePiece with real merges (llama.cpp's recording: " world", " this" are single
-  tokens; GPT-2 and Llama-3 pre-tokenizers split before a space): common words are one token.
-
-``calibrate`` measures this on the server's own counter with ``CALIBRATION_CALLS`` calls and
-raises ``MeasurementError("tokenize", ...)`` naming the behaviour where it does not hold.
-
-Rules of the text (documented, never a silent deviation):
-
-* **Opening prompt.**  The first piece of a prompt is written without its space (templates that
-  trim content then change nothing).  ``Palette.head`` = count(opening text) - its pieces'
-  costs: BOS and chat-template tokens, less what the dropped space saved (byte-level: -1).  A
-  prompt of N tokens is therefore ``N - head`` tokens of pieces; ``prompt_text`` takes the head
-  off the prompt's *last* blocks (``head_from_the_end``: a chat template puts some of its tokens
-  after the text, so shared leading blocks stay whole); a block that opens a prompt only drops
-  the first piece's space.
-* **Lengths.**  A block of length L is a seeded stream of pieces cut where it reaches L, then
-  a short fill (pieces whose costs make up the rest exactly, fewest first).  Where the pieces'
-  costs cannot make up a rest (1 token on a byte-level tokenizer: the shortest piece " a"
-  costs 2), a **glue letter** (``GLUE``, no space) is appended to the block's last piece: it
-  costs 1 token on byte- and character-level tokenizers, is used only there (calibration
-  checks that it adds exactly its cost after a piece and before the next), and never opens a
-  prompt.  A length still unreachable (an opening prompt shorter than one piece, or a
-  tokenizer whose pieces all cost 2 without a usable glue) gets the nearest reachable length
-  (the longer on a tie): ``prompt_text`` returns that planned count, so the caller sees and
-  records the deviation.
-* **Identity.**  Block text depends on (nonce, block id, length) only: the stream is seeded
-  by ``random.Random(f"block|{nonce}|{type}:{block_id}")`` (5 and "5" are different ids, as in
-  ``core.spec.trace``), so rows naming the same id share it byte for byte within a run, another run's
-  nonce shares nothing, and a shorter length of the same id is the longer one's text up to
-  its last few pieces (token-level prefix caches, llama.cpp's, share that part).  A row's
-  tail beyond its named ids (``RowTail``) is seeded by ``f"row|{nonce}|{key}"``: its own.
+"""Block texts whose token counts add up: the prompts of a trace replay (issue 27).  A prompt is built
+from per-block texts of **pieces** (a space and a common word of 1-4 letters, ``PALETTE``), whose costs
+``calibrate`` measures on the server's own counter; the rules (opening prompt and head, lengths, fill
+and ``GLUE``, identity of a block's text): docs/concepts.md#trace-prompts-block-texts-whose-counts-add-up.
 
 Pure: no I/O, no clock.
 """
