@@ -49,13 +49,11 @@ def length_source(res: WorkloadResult) -> str:
 def request_lengths(res: WorkloadResult) -> list[tuple[int | None, float]]:
     """(prompt length, TTFT ms; +inf: a miss) of every request in send order -- the order of the
     report's request table (``plugin/report/detail.py``), so "request 4" is its 4th row."""
-    rows: list[tuple[int | None, int | None, float]] = []
-    for r in res.records:
-        t = ttft_ms(r)
-        rows.append((r.t_send_ns, request_prompt_tokens(r), INF if t is None else t))
-    rows += [(f.t_send_ns, f.prompt_tokens, INF if f.ttft_ms is None else f.ttft_ms) for f in res.failures]
+    rows: list[tuple[int | None, int | None, float | None]] = [
+        (r.t_send_ns, request_prompt_tokens(r), ttft_ms(r)) for r in res.records]
+    rows += [(f.t_send_ns, f.prompt_tokens, f.ttft_ms) for f in res.failures]
     rows.sort(key=lambda x: (x[0] is None, x[0] or 0))
-    return [(length, ttft) for _, length, ttft in rows]
+    return [(length, INF if ttft is None else ttft) for _, length, ttft in rows]
 
 
 def check_by_prompt(res: WorkloadResult) -> list[Finding]:

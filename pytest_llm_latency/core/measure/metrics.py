@@ -22,6 +22,7 @@ These formulas follow vLLM's ``benchmarks/serve.py`` except where noted.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 from typing import Callable
 
@@ -243,23 +244,18 @@ def burst_chunks(rec: RequestRecord, threshold_ns: int = 100_000) -> int:
 def events_per_read(records: list[RequestRecord]) -> float | None:
     """Token events per socket read: the adapters stamp once per read, so chunks with the same
     timestamp arrived in one read (1.0: every event read on its own)."""
-    chunks = reads = 0
-    for r in records:
-        chunks += len(r.chunks)
-        reads += len({c.t_ns for c in r.chunks})
+    chunks = sum(len(r.chunks) for r in records)
+    reads = sum(len({c.t_ns for c in r.chunks}) for r in records)
     return chunks / reads if reads else None
 
 
 def itl_token_counts(records: list[RequestRecord]) -> str | None:
     """Which rule of ``COUNT_RULES`` gave the streams' per-chunk token counts: one rule, or each with
     its number of streams, most first (``measurement.itl_token_counts``); None when no stream says."""
-    rules: dict[str, int] = {}
-    for r in records:
-        if r.token_count_rule:
-            rules[r.token_count_rule] = rules.get(r.token_count_rule, 0) + 1
+    rules = Counter(r.token_count_rule for r in records if r.token_count_rule)
     if len(rules) <= 1:
         return next(iter(rules), None)
-    return ", ".join(f"{rule} {n}" for rule, n in sorted(rules.items(), key=lambda kv: -kv[1]))
+    return ", ".join(f"{rule} {n}" for rule, n in rules.most_common())
 
 
 def per_request(rec: RequestRecord) -> dict[str, float | None]:

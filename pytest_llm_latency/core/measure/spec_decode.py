@@ -187,12 +187,11 @@ def from_counters(before: Mapping[str, float], after: Mapping[str, float], decod
 def from_sglang(gauges: Sequence[Mapping[str, float]], decoded: int) -> Acceptance | None:
     """SGLang's windowed gauges, averaged over the scrapes taken during the run.  A window with
     no decode reports 0 (not a real accept length of 0): those scrapes are skipped."""
-    lengths = [g[SGLANG_ACCEPT_LENGTH] for g in gauges
-               if _finite(g.get(SGLANG_ACCEPT_LENGTH)) and g[SGLANG_ACCEPT_LENGTH] >= 1.0]
     if not any(SGLANG_ACCEPT_LENGTH in g for g in gauges):
         return None
-    rates = [g[SGLANG_ACCEPT_RATE] for g in gauges if _finite(g.get(SGLANG_ACCEPT_RATE))
-             and _finite(g.get(SGLANG_ACCEPT_LENGTH)) and g[SGLANG_ACCEPT_LENGTH] >= 1.0]
+    live = [g for g in gauges if _finite(g.get(SGLANG_ACCEPT_LENGTH)) and g[SGLANG_ACCEPT_LENGTH] >= 1.0]
+    lengths = [g[SGLANG_ACCEPT_LENGTH] for g in live]
+    rates = [g[SGLANG_ACCEPT_RATE] for g in live if _finite(g.get(SGLANG_ACCEPT_RATE))]
     notes = [f"speculative decoding: {SOURCE_SGLANG}: {SGLANG_ACCEPT_LENGTH} over {len(lengths)} of "
              f"{len(gauges)} scrapes during the run; a windowed estimate, not a count of this run's tokens"]
     if not lengths:

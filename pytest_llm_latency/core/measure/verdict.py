@@ -159,12 +159,10 @@ def min_n_to_pass(stat: str, metric: str, confidence: float | None, floor: bool 
     None), ITL (point: many values per request) and extremes (``max`` / ``min``, method
     ``extreme``) can pass at any n: 1."""
     q = _q(stat)
-    if confidence is None or metric == "itl" or stat in ("max", "min"):
+    if confidence is None or metric == "itl" or (q is None and stat != "mean"):
         return 1
-    if stat == "mean":
+    if q is None:  # the mean
         return 2
-    if q is None:
-        return 1
     alpha = 1.0 - confidence
     n, rank = ci.min_n_to_bound(q, alpha, upper=not floor), ci.lower_rank if floor else ci.upper_rank
     while rank(n, q, alpha) is None:  # the ranks' float tails decide at the boundary ((1-q)^n == alpha)
