@@ -97,8 +97,7 @@ def stall_at(t_ns: int, stalls: Sequence[tuple[int, int]], guard_ns: int = GUARD
     return longest
 
 
-def attribute(streams: Iterable[Sequence[int]], timeline: StallTimeline, interval_ms: float, *,
-              gap_ns: int = BURST_GAP_NS, guard_ns: int = GUARD_NS) -> Attribution:
+def attribute(streams: Iterable[Sequence[int]], timeline: StallTimeline, interval_ms: float) -> Attribution:
     """Put each burst of ``streams`` (each a stream's chunk stamps, ns) on the client or
     upstream (module docstring).  ``timeline``: the client's stalls on the chunks' clock;
     ``interval_ms``: the token interval (TPOT p50)."""
@@ -109,8 +108,8 @@ def attribute(streams: Iterable[Sequence[int]], timeline: StallTimeline, interva
     cb = cg = ub = ug = 0
     longest = 0
     for times in streams:
-        for b in bursts(times, gap_ns):
-            lag = stall_at(b.t_ns, late, guard_ns, max_lag)
+        for b in bursts(times):
+            lag = stall_at(b.t_ns, late, GUARD_NS, max_lag)
             if lag and lag + tick_ns >= STALL_SHARE * b.merged * interval_ns:
                 cb, cg, longest = cb + 1, cg + b.merged, max(longest, lag)
             else:
