@@ -1,24 +1,6 @@
-"""Every latency metric, defined once.  All results are in milliseconds.
-
-Notation for one request (times in ns, from ``RequestRecord``):
-  t_submit the request was handed to the HTTP client
-  t_connect, t_connected
-           start and end of the TCP connect (+ TLS handshake) when the request had to
-           open a new connection; absent when it reused an open keep-alive connection
-  t_sched  open loop only: when the arrival schedule said to send it (``core/spec/schedule.py``)
-  t_start  t_sched when there is one, else t_send: where TTFT, TTFO and E2E count from
-  t_send   the request headers start going out on an open connection (after any wait
-           for a pooled connection and any connect; after a stale keep-alive retry, the
-           retry's send).  Transports that report no connection events (mock transports)
-           give t_send = t_submit.
-  t_first  first chunk carrying any token (content, reasoning, tool_calls, text);
-           a role-only chunk is *not* a token
-  t_out    first chunk carrying non-reasoning output
-  t_last   last token-bearing chunk (usage chunk and [DONE] excluded)
-  t_end    end of the stream
-  N        output tokens: the server's ``completion_tokens`` (usage), else counted
-
-These formulas follow vLLM's ``benchmarks/serve.py`` except where noted.
+"""Every latency metric, defined once, in milliseconds, from one request's ``RequestRecord`` (times in ns).
+The notation (t_submit, t_connect, t_sched, t_start, t_send, t_first, t_out, t_last, t_end, N) and the
+formulas: docs/concepts.md#metric-definitions.
 """
 from __future__ import annotations
 
@@ -100,13 +82,8 @@ def itl_ms(rec: RequestRecord) -> list[float]:
 
     So a chunk carrying 3 tokens after 30 ms contributes three 10 ms gaps, and
     mean(ITL) x count equals (t_last − t_first), consistent with TPOT.
-    (vLLM's serve.py emits one value per chunk; this weights by tokens.)
-
-    k_i is known by the first rule of ``COUNT_RULES`` that applies (``recover_token_counts``):
-    the server's per-chunk counts; one token per chunk when there are as many chunks as
-    tokens; each chunk's text counted with the server's tokenize endpoint after the stream,
-    when the counts sum to N; N apportioned over the chunks by text length; else ITL is per
-    chunk (k_i = 1), and an ITL budget is refused.
+    (vLLM's serve.py emits one value per chunk; this weights by tokens.)  k_i: the first rule of
+    ``COUNT_RULES`` that applies (``recover_token_counts``).
     """
     out: list[float] = []
     chunks = rec.chunks

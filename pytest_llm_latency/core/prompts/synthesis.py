@@ -1,29 +1,9 @@
-"""Seeded prompt synthesis to an exact token count.
+"""Seeded prompt synthesis to an exact token count (docs/concepts.md#exact-salted-prompts).
 
-Layout of one prompt (completions text = system + user):
-
-    [shared prefix: P tokens, identical across requests]   only if shared_prefix_tokens > 0
-    (or group i mod N's prefix of T tokens, salted by the nonce: shared_prefix_groups {groups: N, tokens: T})
-    [salt: unique per request and per run]                  defeats prefix caches
-    [system part: tool schemas, ~S tokens]                  only if system_prompt_tokens > 0
-    [body: filler words up to exactly N tokens]
-
-Lengths are fitted through a ``TokenCounter`` (the server's tokenize endpoint,
-or a calibrated estimate); the adapter verifies ``usage.prompt_tokens`` on
-every request afterwards.
-
-Determinism: the *seed* fixes the prompt bodies (shared prefix, tool schemas,
-filler words); the *nonce* (fresh per run, recorded in the results so a run can
-be replayed) fixes the salts.  The same (seed, nonce) gives the same prompts;
-a new nonce gives new salts, so a second run against a long-lived server can
-never hit the prefix cache the first run filled.
-
-Token counting is bounded: the body is fitted once per workload (a binary
-search, O(log prompt_tokens) counter calls), then every salted prompt is
-verified with one call.  Salts are ``SALT_WORDS`` common four-letter words, so
-every salt ("word word ... word: ") has the same length in characters and, for
-BPE/SentencePiece tokenizers, almost always in tokens: the verify call confirms it, and only a
-prompt whose salt tokenizes differently is re-fitted.  Pure: no I/O, no clock.
+Layout of one prompt (completions text = system + user): the shared prefix (``shared_prefix_tokens``,
+or group ``i mod N``'s of ``shared_prefix_groups``), the salt (unique per request and per run), the
+system part (tool schemas) and a body of filler words up to exactly N tokens, fitted through a
+``TokenCounter``.  The seed fixes the bodies, the nonce the salts.  Pure: no I/O, no clock.
 """
 from __future__ import annotations
 
