@@ -1,16 +1,7 @@
 """The agent budgets' verdict over measured sessions (``core.measure.agent_turns``), and their figures.
-
-Prefix reuse of a turn = the prompt tokens the server says it served from its cache
-(``usage.prompt_tokens_details.cached_tokens``, llama.cpp ``timings.cache_n``) over the
-turn's prompt tokens.  The budget ``prefix_reuse_min`` is judged on turns 2+ together
-(turn 1 of a session must reuse nothing: its salt is new), and a failure names the turns
-where reuse fell below the floor and what the pattern says:
-
-* nothing reused on any turn: prefix caching is off (or not reported);
-* turn 2 extends turn 1, and later turns reuse no more than turn 1's prompt: the cache
-  stops at the first tool call -- the chat template re-renders tool-call history;
-* otherwise: how much of the previous turn's prompt each turn reused.
-
+``prefix_reuse_min`` is judged on turns 2+ together (turn 1's salt is new), and a failure names the
+turns where reuse fell below the floor and what the pattern says
+(docs/agent-sessions.md#why-prefix-reuse-is-the-number-that-matters).
 Pure: no I/O; values in ms; an empty sample is an error, never 0.
 """
 from __future__ import annotations

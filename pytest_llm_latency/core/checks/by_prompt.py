@@ -1,13 +1,8 @@
-"""TTFT budgets per prompt-length bucket (``ttft_<stat>_by_prompt``, ``core.spec.prompt_buckets``).
-
-Each bucket is judged like the ordinary ``ttft_<stat>`` budget (``core.checks.budgets``) on the
-requests whose prompt length falls in it, failed requests with a known length counted as misses:
-at the workload's confidence (``core.measure.verdict.budget_verdict``, fixed-n bounds: with ``samples: auto`` the
-sampling stops on the ordinary budgets, the buckets are judged once at the end), else the point
-estimate (a percentile on fewer samples than it needs is an error, as there).  An empty bucket is
-not judged: an error naming it, never a pass on 0 samples.  Requests above the last bucket (no open
-top bucket) are counted and named in a note.  Writes one row per bucket (and one for the overflow)
-to ``res.by_prompt``."""
+"""TTFT budgets per prompt-length bucket (``ttft_<stat>_by_prompt``, ``core.spec.prompt_buckets``;
+docs/writing-slos.md#ttft-per-prompt-length-bucket): each bucket judged like the ordinary ``ttft_<stat>``
+budget on its requests (failed ones with a known length as misses; at the workload's confidence with
+fixed-n bounds, else the point estimate).  An empty bucket is an error, never a pass on 0 samples;
+requests above the last bucket are named in a note.  Writes one row per bucket to ``res.by_prompt``."""
 from __future__ import annotations
 
 import math
