@@ -111,34 +111,33 @@ def calibrate(count: TokenCounter, *, nonce: str = "") -> Palette:
         calls += 1
         return int(count(text))
 
-    def anchor(i: int, layout: Sequence[int] = _ANCHOR) -> tuple[str, list[int]]:
-        words = _pieces(layout, random.Random(f"calibrate|{nonce}|{i}"))
-        return "".join(words)[1:], list(layout)
+    def anchor(i: int, layout: Sequence[int] = _ANCHOR) -> str:
+        return "".join(_pieces(layout, random.Random(f"calibrate|{nonce}|{i}")))[1:]
 
-    a0, _ = anchor(0)
+    a0 = anchor(0)
     n0 = counted(a0)
     costs = []
     for k, family in enumerate(PALETTE):
-        got = counted(anchor(1 + k)[0] + "".join(" " + w for w in family)) - n0
+        got = counted(anchor(1 + k) + "".join(" " + w for w in family)) - n0
         if got % len(family) or got < len(family):
             raise _fail(f"the {len(family)} words of {k + 1} letter(s) ({' '.join(family[:4])} ...) after a block "
                         f"add {got} tokens, not the same whole number (>= 1) for each")
         costs.append(got // len(family))
     for k, family in enumerate(PALETTE):
         words = [w for j, w in enumerate(family) for _ in range(1 + j % 4)]
-        got = counted(anchor(5 + k)[0] + "".join(" " + w for w in words)) - n0
+        got = counted(anchor(5 + k) + "".join(" " + w for w in words)) - n0
         if got != costs[k] * len(words):
             raise _fail(f"{len(words)} words of {k + 1} letter(s) add {got} tokens, but {len(family)} of them added "
                         f"{costs[k] * len(family)} ({costs[k]} each): two multiples disagree")
     head = n0 - sum(costs[f] for f in _ANCHOR)
-    a2, _ = anchor(9, _ANCHOR2)
+    a2 = anchor(9, _ANCHOR2)
     got = counted(a2) - sum(costs[f] for f in _ANCHOR2)
     if got != head:
         raise _fail(f"a prompt opening with a {_ANCHOR2[0] + 1}-letter word adds {got} tokens around its pieces, "
                     f"one opening with a {_ANCHOR[0] + 1}-letter word {head}: the head depends on the first word")
-    glue = counted(anchor(10)[0] + GLUE) - n0
+    glue = counted(anchor(10) + GLUE) - n0
     family = PALETTE[1]
-    both = counted(anchor(11)[0] + GLUE + "".join(" " + w for w in family) + GLUE) - n0
+    both = counted(anchor(11) + GLUE + "".join(" " + w for w in family) + GLUE) - n0
     usable = glue == 1 and both == 2 + costs[1] * len(family)
     return Palette(costs=tuple(costs), head=head, glue=1 if usable else 0, calls=calls)
 
@@ -253,6 +252,7 @@ def prompt_text(palette: Palette, nonce: str, blocks: Sequence[tuple[BlockId, in
     silently.  ``cache`` (a dict kept by the
     caller) reuses block texts across prompts."""
     parts: list[str] = []
+    cache = {} if cache is None else cache
     planned = palette.head if opens_prompt and blocks else 0
     wants = head_from_the_end([t for _, t in blocks], palette.head if opens_prompt else 0)
     for i, ((block_id, _), want) in enumerate(zip(blocks, wants)):
@@ -260,11 +260,9 @@ def prompt_text(palette: Palette, nonce: str, blocks: Sequence[tuple[BlockId, in
         if want <= 0 and not first:
             continue  # the head took this (short, last) block whole
         k = (block_id, want, first)
-        hit = cache.get(k) if cache is not None else None
+        hit = cache.get(k)
         if hit is None:
-            hit = _nearest(palette, nonce, block_id, want, first)
-            if cache is not None:
-                cache[k] = hit
+            hit = cache[k] = _nearest(palette, nonce, block_id, want, first)
         parts.append(hit[0])
         planned += hit[1]
     return "".join(parts), planned
