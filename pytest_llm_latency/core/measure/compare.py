@@ -233,13 +233,8 @@ def compare(key: str, base: Sequence[float], cand: Sequence[float], tolerance: f
     if starts:
         lo, hi = _widen(ratio, lo, hi, few_blocks_factor(len(starts), confidence))
     beyond_floor = not (floor > 0 and math.isfinite(c0) and abs(c0 - b0) <= floor)
-    status: ComparisonStatus
-    if ratio > 1 + tolerance and lo > 1 and beyond_floor:
-        status = "regression"
-    elif ratio < 1 - tolerance and hi < 1 and beyond_floor:
-        status = "improvement"
-    else:
-        status = "ok"
+    status: ComparisonStatus = ("regression" if ratio > 1 + tolerance and lo > 1 and beyond_floor else
+                                "improvement" if ratio < 1 - tolerance and hi < 1 and beyond_floor else "ok")
     return Comparison(key, metric, stat, b0, c0, ratio, lo, hi, tolerance, confidence, nb, nc, status,
                       floor=floor, blocks=len(starts))
 
