@@ -91,10 +91,8 @@ def bucket_quantile(h: Histogram, q: float) -> float | None:
         c = h.buckets[le]
         if c >= rank:
             if not math.isfinite(le):
-                return finite[-1] if finite else None
-            if c == prev_c:
-                return le
-            return prev_le + (le - prev_le) * (rank - prev_c) / (c - prev_c)
+                break  # the +Inf bucket: the highest finite bound answers
+            return le if c == prev_c else prev_le + (le - prev_le) * (rank - prev_c) / (c - prev_c)
         prev_le, prev_c = le, c
     return finite[-1] if finite else None
 

@@ -67,10 +67,7 @@ def send_slack_ms(rec: RequestRecord) -> float:
 
 
 def _first_index(rec: RequestRecord, output: bool) -> int | None:
-    for i, c in enumerate(rec.chunks):
-        if not output or not c.reasoning:
-            return i
-    return None
+    return next((i for i, c in enumerate(rec.chunks) if not output or not c.reasoning), None)
 
 
 @dataclass(frozen=True)
