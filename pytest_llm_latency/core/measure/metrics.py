@@ -141,14 +141,9 @@ def recover_token_counts(rec: RequestRecord, count: Callable[[str], int | None] 
     """Set ``rec.token_count_rule`` and, where recovered, each chunk's token count; returns why
     a rule was passed over (None when the first applicable one held).
 
-    For a stream without per-chunk counts (``token_count_rule`` None): ``count`` (the server's
-    tokenize endpoint, called after the stream, off the timing path; None where there is none,
-    and a call may answer None: it failed) counts each chunk's text; the counts are kept only
-    when they sum to N (``reported_output_tokens``), or to N plus the same number c for every
-    chunk (a tokenizer that adds c tokens to each text it is sent, as SentencePiece's dummy
-    prefix ``▁`` does on llama.cpp: c is taken off each).  Counting pieces separately can
-    differ from counting the whole text otherwise (a tokenizer merges across chunk
-    boundaries), so a sum that differs falls back to apportioning N by text length, and says so."""
+    For a stream without per-chunk counts (``token_count_rule`` None), the rules of ``COUNT_RULES``
+    after the server's own (docs/concepts.md#metric-definitions, ITL): ``count`` is the server's
+    tokenize endpoint (None where there is none; a call answers None when it failed)."""
     if rec.token_count_rule is not None or not rec.chunks:
         return None
     n = reported_output_tokens(rec)

@@ -150,14 +150,9 @@ def decidable(stat: str, metric: str, confidence: float | None, max_n: int, sequ
 
 
 def min_n_to_pass(stat: str, metric: str, confidence: float | None, floor: bool = False) -> int:
-    """Fewest values of the metric at which a budget judged on a *fixed* sample can pass at all.
-
-    A quantile ceiling passes only when its upper bound exists and is <= the budget, and the
-    upper bound exists from q^n <= alpha on (the sample maximum is then the bound: a p95 at 95%
-    needs 59, a p90 29, a p99 299); a quantile floor mirrors it with the lower bound,
-    (1-q)^n <= alpha.  A mean needs 2 values (the t interval).  The point estimate (confidence
-    None), ITL (point: many values per request) and extremes (``max`` / ``min``, method
-    ``extreme``) can pass at any n: 1."""
+    """Fewest values of the metric at which a budget judged on a *fixed* sample can pass at all: a
+    quantile ceiling from q^n <= alpha on (a p95 at 95%: 59), a floor from (1-q)^n <= alpha, a mean
+    from 2 (the t interval); the point estimate, ITL and extremes at any n: 1."""
     q = _q(stat)
     if confidence is None or metric == "itl" or (q is None and stat != "mean"):
         return 1

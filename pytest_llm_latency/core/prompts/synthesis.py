@@ -117,12 +117,9 @@ def build_prompts(count: TokenCounter, *, n: int, prompt_tokens: int, seed: int,
     whose words are drawn from (seed, nonce, group), so the groups are shared within a run and
     never across runs; the salt and the body follow it.
 
-    The body is fitted once per distinct (length, group) (against the first salt of that kind);
-    every other salted prompt costs one verify call, and is re-fitted only when its count
-    differs, so every prompt hits its target exactly whenever the tokenizer allows it.  Counter
-    calls: the fit (O(log prompt_tokens) per distinct length and group, plus O(log
-    system_prompt_tokens) once and O(log T) per prefix) + one verify per other prompt + a
-    re-fit per salt that tokenizes differently.
+    The body is fitted once per distinct (length, group) (against the first salt of that kind,
+    O(log length) counter calls); every other salted prompt costs one verify call, and is re-fitted
+    only when its count differs.
     """
     rng = random.Random(seed)
     prefixes = [""]
