@@ -43,10 +43,6 @@ class Attribution:
     upstream_gaps: int = 0
     longest_stall_ms: float = 0.0   # the longest stall that explained a client burst
 
-    @property
-    def gaps(self) -> int:
-        return self.client_gaps + self.upstream_gaps
-
 
 @dataclass(frozen=True)
 class StallTimeline:

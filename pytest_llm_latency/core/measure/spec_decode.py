@@ -84,11 +84,6 @@ class Acceptance:
             return None
         return self.decode_tokens / self.tokens_per_step
 
-    @property
-    def judgeable(self) -> bool:
-        """Tokens per step is known: the roofline can be judged per engine step."""
-        return self.tokens_per_step is not None
-
 
 def _decoding(records: Sequence[RequestRecord]) -> list[RequestRecord]:
     """The requests whose decode was timed: at least 2 tokens, first and last stamped (TPOT's
