@@ -77,10 +77,6 @@ class UnreachableLength(ValueError):
     """No text of pieces (and glue) has exactly this many tokens on the calibrated tokenizer."""
 
 
-def _pieces(layout: Sequence[int], rng: random.Random) -> list[str]:
-    return [" " + rng.choice(PALETTE[f]) for f in layout]
-
-
 def _fail(what: str) -> MeasurementError:
     return MeasurementError("tokenize", (
         f"the server's tokenizer is not additive on space-led word pieces: {what}. Trace prompts are built from "
@@ -112,7 +108,8 @@ def calibrate(count: TokenCounter, *, nonce: str = "") -> Palette:
         return int(count(text))
 
     def anchor(i: int, layout: Sequence[int] = _ANCHOR) -> str:
-        return "".join(_pieces(layout, random.Random(f"calibrate|{nonce}|{i}")))[1:]
+        rng = random.Random(f"calibrate|{nonce}|{i}")
+        return "".join(" " + rng.choice(PALETTE[f]) for f in layout)[1:]
 
     a0 = anchor(0)
     n0 = counted(a0)
