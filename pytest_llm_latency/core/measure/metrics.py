@@ -35,6 +35,10 @@ def start_ns(rec: RequestRecord) -> int:
     return rec.t_send_ns if rec.t_scheduled_ns is None else min(rec.t_scheduled_ns, rec.t_send_ns)
 
 
+def _since_start(rec: RequestRecord, t_ns: int | None) -> float | None:
+    return None if t_ns is None else (t_ns - start_ns(rec)) / NS_PER_MS
+
+
 def client_lag_ms(rec: RequestRecord) -> float | None:
     """client lag = t_send − t_sched: how late the request went out against its schedule
     (open loop only; None otherwise)."""
@@ -49,9 +53,7 @@ def ttft_ms(rec: RequestRecord) -> float | None:
 
     Closed loop: from the moment the request is written on an open connection: the client's
     own waits (pool, TCP/TLS connect: see ``connect_ms``) are not the server's latency."""
-    if rec.t_first_token_ns is None:
-        return None
-    return (rec.t_first_token_ns - start_ns(rec)) / NS_PER_MS
+    return _since_start(rec, rec.t_first_token_ns)
 
 
 def ttfo_ms(rec: RequestRecord) -> float | None:
@@ -59,9 +61,7 @@ def ttfo_ms(rec: RequestRecord) -> float | None:
 
     Equals TTFT for non-reasoning models; larger when the model "thinks" first.
     """
-    if rec.t_first_output_ns is None:
-        return None
-    return (rec.t_first_output_ns - start_ns(rec)) / NS_PER_MS
+    return _since_start(rec, rec.t_first_output_ns)
 
 
 def tpot_ms(rec: RequestRecord) -> float | None:
@@ -185,9 +185,7 @@ def _set_counts(rec: RequestRecord, counts: list[int], rule: str) -> None:
 
 def e2e_ms(rec: RequestRecord) -> float | None:
     """E2E = t_end − t_start: the whole request as the user waits for it."""
-    if rec.t_end_ns is None:
-        return None
-    return (rec.t_end_ns - start_ns(rec)) / NS_PER_MS
+    return _since_start(rec, rec.t_end_ns)
 
 
 def output_tps(rec: RequestRecord) -> float | None:

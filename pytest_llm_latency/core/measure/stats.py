@@ -58,8 +58,7 @@ def summarize(values: Iterable[float], what: str = "sample", *, censored: int = 
     vals = sorted(float(v) for v in values)
     if not vals:
         raise EmptySampleError(f"no values for {what}: cannot compute statistics of an empty sample")
-    bad = [v for v in vals if math.isnan(v) or v == -INF]
-    if bad:
+    if bad := [v for v in vals if math.isnan(v) or v == -INF]:
         raise EmptySampleError(f"non-finite values in {what}: {bad[:3]}")
     misses = sum(1 for v in vals if v == INF) + censored
     pct = [percentile(vals, q) for q in PERCENTILES.values()]
