@@ -247,17 +247,17 @@ def compare_all(base: Mapping[str, Sequence[float]], cand: Mapping[str, Sequence
     for key, tol in tolerances.items():
         if key.endswith(FLOOR_SUFFIX):
             continue
-        metric = key.rpartition("_")[0]
+        metric, _, stat = key.rpartition("_")
         kw = {**kw, "floor": tolerances.get(metric + FLOOR_SUFFIX)}
         b, c = list(base.get(metric) or []), list(cand.get(metric) or [])
         if not b or not c:
             skipped.append(f"{key}: no {LABEL[metric]} samples in the {'baseline' if not b else 'candidate'}")
             continue
-        q = STATS[key.rpartition("_")[2]]
+        q = STATS[stat]
         need = math.ceil(MIN_BEYOND / (1 - q / 100) - 1e-9)
         if q > 50 and min(len(b), len(c)) < need:
             skipped.append(f"{key}: {min(len(b), len(c))} samples put {min(len(b), len(c)) * (1 - q / 100):.3g} "
-                           f"beyond the {key.rpartition('_')[2]}, too few to compare a tail; it needs {need}")
+                           f"beyond the {stat}, too few to compare a tail; it needs {need}")
             continue
         unpaired = kw.get("paired") and len(b) != len(c)
         out.append(compare(key, b, c, tol, **({**kw, "paired": False, "block": 1} if unpaired else kw)))

@@ -149,10 +149,8 @@ def explain(metric: str, base: DecodeTotals | None, cand: DecodeTotals | None,
     if base.speculates and cand.speculates:
         body = f"{_steps(base, cand, 'engine steps')}, {_tokens_per_step(base, cand)}"
     elif not base.speculates and not cand.speculates:
-        per_b = DecodeTotals(base.decode_tokens, base.decode_ms, step_ms=base.tpot_ms,
-                             decode_efficiency=base.decode_efficiency)
-        per_c = DecodeTotals(cand.decode_tokens, cand.decode_ms, step_ms=cand.tpot_ms,
-                             decode_efficiency=cand.decode_efficiency)
+        per_b, per_c = (DecodeTotals(t.decode_tokens, t.decode_ms, step_ms=t.tpot_ms,
+                                     decode_efficiency=t.decode_efficiency) for t in (base, cand))
         body = (f"{_steps(per_b, per_c, 'step time')} (neither run reports speculative decoding: one token per "
                 f"engine step)")
     else:
