@@ -137,9 +137,8 @@ def _step(dist: list[float], p: float) -> list[float]:
     """P(count = s) after one more sample with success probability ``p``."""
     nxt = [0.0] * (len(dist) + 1)
     for s, w in enumerate(dist):
-        if w:
-            nxt[s] += w * (1.0 - p)
-            nxt[s + 1] += w * p
+        nxt[s] += w * (1.0 - p)
+        nxt[s + 1] += w * p
     return nxt
 
 
