@@ -70,8 +70,7 @@ def check_by_prompt(res: WorkloadResult) -> list[Finding]:
             out.append(Finding(CHECK, "note", f"{pb.key}: {n} request{'s' if n != 1 else ''} had a prompt of >= "
                                               f"{pb.top} tokens (longest {split_.longest}), above every bucket: "
                                               f"not judged by it (requests {numbers} of the request table) -- add an "
-                                              f"open top bucket "
-                                              f"{{at_least: {pb.top}, budget: ...}} to judge them"))
+                                              f"open top bucket {{at_least: {pb.top}, budget: ...}} to judge them"))
         if split_.unknown:
             out.append(Finding(CHECK, "note", f"{pb.key}: {split_.unknown} failed request(s) with no known prompt "
                                               f"length are in no bucket (the ordinary TTFT budgets count them)"))

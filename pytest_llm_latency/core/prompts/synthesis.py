@@ -174,11 +174,8 @@ def _build_same(count: TokenCounter, salt_list: list[str], prompt_tokens: int, b
 
     def prompt(salt: str, body: str, got: int) -> Prompt:
         sys_part = head(salt)
-        if separate:
-            return Prompt(system=sys_part, user=body, expected_tokens=prompt_tokens, counted_tokens=got,
-                          body_start=len(user_head))
-        return Prompt(system="", user=sys_part + body, expected_tokens=prompt_tokens, counted_tokens=got,
-                      body_start=len(sys_part))
+        sys_text, user, start = (sys_part, body, len(user_head)) if separate else ("", sys_part + body, len(sys_part))
+        return Prompt(system=sys_text, user=user, expected_tokens=prompt_tokens, counted_tokens=got, body_start=start)
 
     prompts: list[Prompt] = []
     body = ""
