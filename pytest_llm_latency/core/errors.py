@@ -37,9 +37,6 @@ class MeasurementError(LatencyError):
         self.message = message
         self.partial: RequestRecord | None = None  # the RequestRecord as far as it got (first token, gaps), when known
 
-    def __str__(self) -> str:  # pragma: no cover - trivial
-        return self.message
-
 
 class ProtocolError(MeasurementError):
     """The byte stream broke the protocol (bad framing, bad JSON, oversize line)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 from typing import Iterable, Mapping, Sequence
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 MASK = "***"
 # Values shorter than this are not masked: a 1-3 character "secret" protects nothing, and
@@ -85,7 +85,7 @@ class Redactor:
     def __init__(self, secrets: Iterable[str | None] = ()):
         found = {s for s in secrets if s}
         # a percent-encoded form may be what a URL in a message shows
-        found |= {enc for s in list(found) if (enc := _quote(s)) != s}
+        found |= {enc for s in list(found) if (enc := quote(s, safe="")) != s}
         self._secrets = tuple(sorted(found, key=len, reverse=True))
 
     @property
@@ -99,9 +99,3 @@ class Redactor:
 
     def __repr__(self) -> str:
         return f"Redactor({len(self._secrets)} secrets)"
-
-
-def _quote(s: str) -> str:
-    from urllib.parse import quote
-
-    return quote(s, safe="")

@@ -3,7 +3,7 @@ plain strings (they cross xdist workers and are written to JSON, JUnit and basel
 checked by mypy wherever one is set."""
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Literal
 
 #: one budget at a confidence (``core.measure.verdict.BudgetVerdict``)
 BudgetStatus = Literal["pass", "fail", "inconclusive", "not_decided"]
@@ -15,8 +15,3 @@ ComparisonStatus = Literal["regression", "improvement", "ok"]
 BaselineStatus = Literal["regression", "improvement", "ok", "new"]
 #: one reason of the decode diagnosis (``core.roofline.decode_diagnosis``)
 ReasonStatus = Literal["likely", "possible", "ruled out"]
-
-BUDGET_STATUSES: tuple[BudgetStatus, ...] = get_args(BudgetStatus)
-GATE_STATUSES: tuple[GateStatus, ...] = get_args(GateStatus)
-COMPARISON_STATUSES: tuple[ComparisonStatus, ...] = get_args(ComparisonStatus)
-REASON_STATUSES: tuple[ReasonStatus, ...] = get_args(ReasonStatus)

@@ -1,15 +1,9 @@
 """The speculative-decoding floors ``tokens_per_step_min`` and ``acceptance_rate_min``
-(``core.spec.budgets.ACCEPTANCE_BUDGETS``), judged on ``core.measure.spec_decode``'s one definition.
-
-* Where the server reports per request (llama.cpp's ``timings.draft_n*``, scope "per request"):
-  on each request's figure, like ``output_tps_min``: the floor holds for the lowest request
-  (the point/extreme verdict a ``min`` statistic gets at any confidence), with the median shown.
-  A request without the figure (it decoded nothing, or drafted nothing for the acceptance rate)
-  is left out and counted in the message; none left: "cannot be judged".
-* Where only run counters (vLLM, llama.cpp ``/metrics``: scope "run") or the server's windowed
-  gauges (SGLang: scope "window") exist: on the run's aggregate ``res.spec_decode``, with the
-  counts shown and no percentile claimed.
-* No acceptance source at all, or an undefined figure (None): an error, never a pass.
+(``core.spec.budgets.ACCEPTANCE_BUDGETS``), judged on ``core.measure.spec_decode``'s one definition
+(docs/roofline.md#budgets-on-the-acceptance): per request where the server reports per request (the
+lowest request must meet the floor, the median shown; a request without the figure is left out and
+counted), else on the run's aggregate ``res.spec_decode``.  No source, or an undefined figure: an
+error, never a pass.
 """
 from __future__ import annotations
 

@@ -1,16 +1,7 @@
 """The agent budgets' verdict over measured sessions (``core.measure.agent_turns``), and their figures.
-
-Prefix reuse of a turn = the prompt tokens the server says it served from its cache
-(``usage.prompt_tokens_details.cached_tokens``, llama.cpp ``timings.cache_n``) over the
-turn's prompt tokens.  The budget ``prefix_reuse_min`` is judged on turns 2+ together
-(turn 1 of a session must reuse nothing: its salt is new), and a failure names the turns
-where reuse fell below the floor and what the pattern says:
-
-* nothing reused on any turn: prefix caching is off (or not reported);
-* turn 2 extends turn 1, and later turns reuse no more than turn 1's prompt: the cache
-  stops at the first tool call -- the chat template re-renders tool-call history;
-* otherwise: how much of the previous turn's prompt each turn reused.
-
+``prefix_reuse_min`` is judged on turns 2+ together (turn 1's salt is new), and a failure names the
+turns where reuse fell below the floor and what the pattern says
+(docs/agent-sessions.md#why-prefix-reuse-is-the-number-that-matters).
 Pure: no I/O; values in ms; an empty sample is an error, never 0.
 """
 from __future__ import annotations
@@ -117,8 +108,7 @@ def judge(spec: AgentSpec, sessions: list[Session], *, counters_reuse: float | N
     for k, val in reuse_by_turn(sessions).items():
         v.extra[f"agent_turn{k}_reuse"] = round(val, 4)
     for metric in AGENT_METRICS:
-        vals = turn_values(sessions, metric)
-        if vals:
+        if vals := turn_values(sessions, metric):
             s = summarize(vals, metric)
             v.extra[f"agent_{metric}_ms_p50"] = round(s.p50, 4)
             v.extra[f"agent_{metric}_ms_p95"] = round(s.p95, 4)
@@ -129,8 +119,7 @@ def judge(spec: AgentSpec, sessions: list[Session], *, counters_reuse: float | N
         v.notes.append(f"{turns - calls} of {turns} turns produced no tool call (the server answered with "
                        f"text); their output was sent back as an assistant message and the tool result as a "
                        f"user message")
-    if any(s.failed for s in sessions):
-        broke = [s for s in sessions if s.failed]
+    if broke := [s for s in sessions if s.failed]:
         v.notes.append(f"{len(broke)} of {len(sessions)} sessions broke off: session {broke[0].index + 1}: "
                        f"{broke[0].failed}")
     for b in spec.budgets:
@@ -143,15 +132,12 @@ def judge(spec: AgentSpec, sessions: list[Session], *, counters_reuse: float | N
             v.errors.append(f"{b.key}: the server reported no cached prompt tokens (no usage."
                             f"prompt_tokens_details.cached_tokens, no timings.cache_n, no prefix-cache counters "
                             f"on /metrics): prefix reuse cannot be judged")
-        elif per_request is None:
-            assert counters_reuse is not None
+        elif per_request is None and counters_reuse is not None:
             if counters_reuse < b.limit:
                 v.failed.append(f"prefix reuse {counters_reuse:.0%} over turns 2+ by the server's prefix-cache "
                                 f"counters (expected ≥ {b.limit:.0%}); no per-turn counts to name the turn")
-        else:
-            msg = diagnose_reuse(sessions, b.limit)
-            if msg:
-                v.failed.append(msg)
+        elif msg := diagnose_reuse(sessions, b.limit):
+            v.failed.append(msg)
     return v
 
 

@@ -1,13 +1,8 @@
-"""TTFT budgets per prompt-length bucket (``ttft_<stat>_by_prompt``, ``core.spec.prompt_buckets``).
-
-Each bucket is judged like the ordinary ``ttft_<stat>`` budget (``core.checks.budgets``) on the
-requests whose prompt length falls in it, failed requests with a known length counted as misses:
-at the workload's confidence (``core.measure.verdict.budget_verdict``, fixed-n bounds: with ``samples: auto`` the
-sampling stops on the ordinary budgets, the buckets are judged once at the end), else the point
-estimate (a percentile on fewer samples than it needs is an error, as there).  An empty bucket is
-not judged: an error naming it, never a pass on 0 samples.  Requests above the last bucket (no open
-top bucket) are counted and named in a note.  Writes one row per bucket (and one for the overflow)
-to ``res.by_prompt``."""
+"""TTFT budgets per prompt-length bucket (``ttft_<stat>_by_prompt``, ``core.spec.prompt_buckets``;
+docs/writing-slos.md#ttft-per-prompt-length-bucket): each bucket judged like the ordinary ``ttft_<stat>``
+budget on its requests (failed ones with a known length as misses; at the workload's confidence with
+fixed-n bounds, else the point estimate).  An empty bucket is an error, never a pass on 0 samples;
+requests above the last bucket are named in a note.  Writes one row per bucket to ``res.by_prompt``."""
 from __future__ import annotations
 
 import math
@@ -49,13 +44,11 @@ def length_source(res: WorkloadResult) -> str:
 def request_lengths(res: WorkloadResult) -> list[tuple[int | None, float]]:
     """(prompt length, TTFT ms; +inf: a miss) of every request in send order -- the order of the
     report's request table (``plugin/report/detail.py``), so "request 4" is its 4th row."""
-    rows: list[tuple[int | None, int | None, float]] = []
-    for r in res.records:
-        t = ttft_ms(r)
-        rows.append((r.t_send_ns, request_prompt_tokens(r), INF if t is None else t))
-    rows += [(f.t_send_ns, f.prompt_tokens, INF if f.ttft_ms is None else f.ttft_ms) for f in res.failures]
+    rows: list[tuple[int | None, int | None, float | None]] = [
+        (r.t_send_ns, request_prompt_tokens(r), ttft_ms(r)) for r in res.records]
+    rows += [(f.t_send_ns, f.prompt_tokens, f.ttft_ms) for f in res.failures]
     rows.sort(key=lambda x: (x[0] is None, x[0] or 0))
-    return [(length, ttft) for _, length, ttft in rows]
+    return [(length, INF if ttft is None else ttft) for _, length, ttft in rows]
 
 
 def check_by_prompt(res: WorkloadResult) -> list[Finding]:
@@ -77,8 +70,7 @@ def check_by_prompt(res: WorkloadResult) -> list[Finding]:
             out.append(Finding(CHECK, "note", f"{pb.key}: {n} request{'s' if n != 1 else ''} had a prompt of >= "
                                               f"{pb.top} tokens (longest {split_.longest}), above every bucket: "
                                               f"not judged by it (requests {numbers} of the request table) -- add an "
-                                              f"open top bucket "
-                                              f"{{at_least: {pb.top}, budget: ...}} to judge them"))
+                                              f"open top bucket {{at_least: {pb.top}, budget: ...}} to judge them"))
         if split_.unknown:
             out.append(Finding(CHECK, "note", f"{pb.key}: {split_.unknown} failed request(s) with no known prompt "
                                               f"length are in no bucket (the ordinary TTFT budgets count them)"))

@@ -1,14 +1,6 @@
 """Verdicts on a clock the client skewed are refused, not guessed: a latency budget whose verdict the
-client's own stamping error could flip is not judged (``core.measure.stamp_bounds`` gives, per metric and
-statistic, how far the true value may lie from the measured one).
-
-The rule: a ceiling budget ``L`` on a statistic measured at ``y`` that the true value may lie up to
-``below`` under and ``above`` over is refused when a fail (``y > L``) could be a pass
-(``y − below <= L``) or a pass (``y <= L``) could be a fail (``y + above > L``).  TTFT, TTFO and E2E
-only ever read long (a stamp is never early), so their passes always stand; TPOT, an average over
-a stream's tokens, moves by the first and last stamps' bounds ÷ (N − 1), far less than a TTFT or an
-ITL percentile.  Kernel arrival stamps make most bounds a few µs; read stamps (TLS, no kernel stamps)
-carry the lag monitor's calibrated bound on every token."""
+client's own stamping error (``core.measure.stamp_bounds``) could flip is not judged; the rule:
+docs/load.md#stamps-and-their-bound."""
 from __future__ import annotations
 
 import math
@@ -42,11 +34,8 @@ def skew_bound(res: WorkloadResult, b: Budget, observed: float) -> StatBound | N
 
 
 def check_skew(res: WorkloadResult, b: Budget, observed: float) -> Finding | None:
-    """The refusal of ``b`` measured at ``observed`` when the client's error could flip it (module docstring)."""
-    if b.is_floor:
-        return None
-    sb = skew_bound(res, b, observed)
-    if sb is None:
+    """The refusal of ``b`` measured at ``observed`` when the client's error could flip it."""
+    if b.is_floor or (sb := skew_bound(res, b, observed)) is None:
         return None
     fail = observed > b.limit
     flips = (observed - sb.below <= b.limit) if fail else (observed + sb.above > b.limit)

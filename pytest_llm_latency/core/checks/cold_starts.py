@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..measure import coldstart, metrics as m
 from ..result.result import Failure, WorkloadResult, is_server_fault
-from ..findings import Finding
+from ..findings import Finding, found
 
 CHECK = "cold_starts"
 
@@ -24,8 +24,4 @@ def check_cold_starts(res: WorkloadResult) -> list[Finding]:
         text = f"{coldstart.COLD_BUDGET}: the cold-start request failed ({outcome.kind}): {outcome.message}"
         return out + [Finding(CHECK, "failed" if is_server_fault(outcome.kind, True) else "error", text)]
     failed, error = coldstart.cold_request_outcome(outcome, m.ttft_ms(outcome), budget.limit)
-    if failed:
-        out.append(Finding(CHECK, "failed", failed))
-    if error:
-        out.append(Finding(CHECK, "error", error))
-    return out
+    return out + found(CHECK, "failed", [failed]) + found(CHECK, "error", [error])

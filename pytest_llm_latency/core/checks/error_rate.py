@@ -6,7 +6,7 @@ outputs over the limit: an error (the run did not do what was asked).  Under the
 from __future__ import annotations
 
 from ..result.result import WorkloadResult, failed_text, short_reasons
-from ..findings import Finding
+from ..findings import Finding, found
 from .samples import judgeable, server_faults
 
 CHECK = "error_rate"
@@ -26,23 +26,14 @@ def check_error_rate(res: WorkloadResult) -> list[Finding]:
              f"ignore ignore_eos/min_tokens? Allow it with max_error_rate") if res.short_outputs else ""
     fault_rate = len(faults) / total
     if faults and fault_rate > limit:
-        parts = [f"server failed: {failed_text(faults, total)}"]
-        if others:
-            parts.append(f"also {failed_text(others, total)}")
-        if short:
-            parts.append(short)
-        return [Finding(CHECK, "failed", "; ".join(parts) + f" -- server error rate {fault_rate:.1%} > "
-                                                            f"max_error_rate {limit:.1%}")]
+        parts = [f"server failed: {failed_text(faults, total)}", f"also {failed_text(others, total)}" if others else "",
+                 short]
+        return [Finding(CHECK, "failed", "; ".join(p for p in parts if p) + f" -- server error rate {fault_rate:.1%} > "
+                                                                           f"max_error_rate {limit:.1%}")]
     if (res.failed_requests or res.short_outputs) and res.error_rate > limit:
-        parts = [failed_text(res.failures, total)] if res.failures else []
-        if short:
-            parts.append(short)
-        return [Finding(CHECK, "error", "; ".join(parts) + f" -- error rate {res.error_rate:.1%} > max_error_rate "
-                                                           f"{limit:.1%}")]
-    out = []
-    if res.failures:
-        out.append(Finding(CHECK, "note", f"{failed_text(res.failures, total)} -- allowed by max_error_rate "
-                                          f"{limit:.1%}; counted as misses (+inf) in the percentiles"))
-    if short:
-        out.append(Finding(CHECK, "note", short))
-    return out
+        parts = [failed_text(res.failures, total) if res.failures else "", short]
+        return [Finding(CHECK, "error", "; ".join(p for p in parts if p) + f" -- error rate {res.error_rate:.1%} > "
+                                                                          f"max_error_rate {limit:.1%}")]
+    allowed = (f"{failed_text(res.failures, total)} -- allowed by max_error_rate {limit:.1%}; counted as misses "
+               f"(+inf) in the percentiles") if res.failures else ""
+    return found(CHECK, "note", [allowed, short])

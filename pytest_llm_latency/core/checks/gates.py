@@ -16,14 +16,11 @@ def _judged(check: str, g) -> tuple[str, str, list[Finding]]:
     """(status, message) of one gate entry, judged, and the part's ``status``/``message`` as a finding."""
     if g.result is None or g.status in UNJUDGED:
         return g.status, g.message, []
-    if check == "roofline":
-        from ..roofline.ceiling import apply_floor
+    from ..roofline.ceiling import apply_floor
+    from ..roofline.prefill import apply_prefill_budgets
 
-        status, message = (x := apply_floor(g.result)).status, x.message
-    else:
-        from ..roofline.prefill import apply_prefill_budgets
-
-        status, message = (y := apply_prefill_budgets(g.result)).status, y.message
+    judged = apply_floor(g.result) if check == "roofline" else apply_prefill_budgets(g.result)
+    status, message = judged.status, judged.message
     shown = {} if status in ("fail", "config_error") else {"message": message}  # passed, report: information
     return status, message, [part_update(check, check, status=status, **shown)]
 

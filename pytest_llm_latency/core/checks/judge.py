@@ -22,7 +22,6 @@ from .budgets import check_budgets
 from .by_prompt import check_by_prompt
 from .diagnosis import check_causes
 from .error_rate import check_error_rate
-from ..findings import Finding, verdict_of
 from .gates import check_prefill_roofline, check_roofline
 from .regression import check_regression
 from .samples import check_samples
@@ -82,6 +81,3 @@ def preparation_failed(workload: Workload, failure: Failure, *, server_answered:
     res = unprepared(workload, failure)
     res.facts.server_failed = server_answered
     return judge(res)
-
-
-__all__ = ["CHECKS", "Finding", "judge", "verdict_of", "evaluate", "preparation_failed", "with_workload"]

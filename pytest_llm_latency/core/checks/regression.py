@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..measure.decode_totals import explain, totals_of
 from ..result.result import WorkloadResult
-from ..findings import Finding, part_update
+from ..findings import Finding, found, part_update
 
 CHECK = "regression"
 #: the regressed metrics whose decode is split into step time and tokens per step
@@ -14,9 +14,7 @@ EXPLAINED = ("tpot", "e2e")
 
 
 def check_regression(res: WorkloadResult) -> list[Finding]:
-    out = []
-    if res.facts.baseline_target_empty:
-        out.append(Finding(CHECK, "failed", res.facts.baseline_target_empty))
+    out = found(CHECK, "failed", [res.facts.baseline_target_empty])
     for comp in res.facts.comparisons:
         for c in comp.comparisons:
             if c.status == "regression":

@@ -65,13 +65,9 @@ def counters_reuse(metrics_delta: dict[str, float] | None, turn1_prompt_tokens: 
 
 
 def reuse_by_turn(sessions: list[Session]) -> dict[int, float]:
-    out: dict[int, float] = {}
     steps = max((len(s.turns) for s in sessions), default=0)
-    for k in range(1, steps + 1):
-        r = reuse([t for s in sessions for t in s.turns if t.turn == k])
-        if r is not None:
-            out[k] = r
-    return out
+    by_turn = {k: reuse([t for s in sessions for t in s.turns if t.turn == k]) for k in range(1, steps + 1)}
+    return {k: r for k, r in by_turn.items() if r is not None}
 
 
 def turn_span(turns: list[int]) -> str:

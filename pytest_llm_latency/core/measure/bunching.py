@@ -1,25 +1,15 @@
 """Who bunched the tokens, burst by burst: the client (a read that came late) or upstream (a
-buffering proxy, compression, the server itself).  Pure: no clock, no I/O.
+buffering proxy, compression, the server itself); docs/load.md#who-bunched-the-tokens.  Pure: no
+clock, no I/O.
 
-A **burst** is one read that delivered chunks the server sent apart: each chunk that arrived
-less than ``BURST_GAP_NS`` (0.1 ms, ``core.measure.metrics.burst_chunks``) after the previous one joins
-the burst of that one; a burst of ``k + 1`` chunks *merged* ``k`` token gaps.  At the stream's
-token interval ``I`` the server sent those chunks over about ``k x I``.
-
-A client that reads late merges them too: tokens that arrive while its thread waits for a CPU
-sit in the socket and come out in one read.  For a read to merge ``k`` gaps that way, the
-client must have been stalled at that read for about ``k x I`` (the first token waited in the
-socket until the later ones had come).  The client's stalls are known: ``client.load.engine.LagMonitor``
-wakes every ``tick`` and records how late it woke, so each late wake-up ``(t_wake, lag)`` says
-the process could not run a ready thread during ``[t_wake - lag, t_wake]`` (at least: the stall
-may have begun up to a tick before its due time).
-
-The rule, per burst read at ``t``: it is the **client's** when a stall touching ``t`` (within
-``guard``) could have lasted ``STALL_SHARE`` of the merged span (``lag + tick >= STALL_SHARE x k
-x I``, and ``lag >= MIN_STALL_NS``); otherwise it is **upstream's**: the chunks were together
-before the client read them.  One scheduler hiccup so makes the bursts read during it the
-client's and leaves a bunching proxy's other bursts to the proxy, where a rule on the run's lag
-p99 against a fixed fraction of the interval turned every burst into the client's.
+A **burst** is one read that delivered chunks the server sent apart: each chunk that arrived less
+than ``BURST_GAP_NS`` after the previous one joins its burst; a burst of ``k + 1`` chunks merged ``k``
+token gaps, which the server sent over about ``k x I`` at the token interval ``I``.  The client's
+stalls are the ``client.load.engine.LagMonitor``'s late wake-ups ``(t_wake, lag)``: it could not run
+a ready thread during ``[t_wake - lag, t_wake]`` (at least: the stall may have begun up to a tick
+before).  A burst read at ``t`` is the **client's** when a stall touching ``t`` (within ``guard``)
+could have lasted ``STALL_SHARE`` of the merged span (``lag + tick >= STALL_SHARE x k x I``, ``lag >=
+MIN_STALL_NS``), else **upstream's**.
 """
 from __future__ import annotations
 
@@ -52,10 +42,6 @@ class Attribution:
     upstream_bursts: int = 0
     upstream_gaps: int = 0
     longest_stall_ms: float = 0.0   # the longest stall that explained a client burst
-
-    @property
-    def gaps(self) -> int:
-        return self.client_gaps + self.upstream_gaps
 
 
 @dataclass(frozen=True)
@@ -107,8 +93,7 @@ def stall_at(t_ns: int, stalls: Sequence[tuple[int, int]], guard_ns: int = GUARD
     return longest
 
 
-def attribute(streams: Iterable[Sequence[int]], timeline: StallTimeline, interval_ms: float, *,
-              gap_ns: int = BURST_GAP_NS, guard_ns: int = GUARD_NS) -> Attribution:
+def attribute(streams: Iterable[Sequence[int]], timeline: StallTimeline, interval_ms: float) -> Attribution:
     """Put each burst of ``streams`` (each a stream's chunk stamps, ns) on the client or
     upstream (module docstring).  ``timeline``: the client's stalls on the chunks' clock;
     ``interval_ms``: the token interval (TPOT p50)."""
@@ -119,8 +104,8 @@ def attribute(streams: Iterable[Sequence[int]], timeline: StallTimeline, interva
     cb = cg = ub = ug = 0
     longest = 0
     for times in streams:
-        for b in bursts(times, gap_ns):
-            lag = stall_at(b.t_ns, late, guard_ns, max_lag)
+        for b in bursts(times):
+            lag = stall_at(b.t_ns, late, GUARD_NS, max_lag)
             if lag and lag + tick_ns >= STALL_SHARE * b.merged * interval_ns:
                 cb, cg, longest = cb + 1, cg + b.merged, max(longest, lag)
             else:

@@ -1,21 +1,7 @@
-"""Cold model loads: which requests paid one, what a workload does with them, and the
-``cold_ttft_max`` budget.  Pure: no I/O.
-
-Ollama unloads a model after ``keep_alive`` of idleness (5 minutes by default) and the next
-request loads it again, inside its TTFT, reporting the load as ``load_duration`` (ns; the
-adapter keeps it as ``server_timings["load_ms"]``).  A warm request reports a few ms there;
-a load takes from a few hundred ms (a small model from the page cache) to tens of seconds.
-
-``cold_starts`` (a workload key) says what a cold sample does to the result:
-
-* ``exclude`` (default): it leaves every statistic (the load is not the server's serving
-  latency), and is counted and named in a note;
-* ``include``: it stays in the statistics, counted and named in a note;
-* ``fail``: the test fails, naming it.
-
-``cold_ttft_max`` (a budget) tests the first request after idle on purpose: the runner
-unloads the model (``keep_alive: 0``), sends one request, checks that it was cold, and
-judges its TTFT against the budget.
+"""Cold model loads: which requests paid one (Ollama's ``load_duration``, kept as
+``server_timings["load_ms"]``), what a workload does with them (``cold_starts``: exclude | include |
+fail) and the ``cold_ttft_max`` budget (the first request after an unload, on purpose); see
+docs/servers.md#cold-starts.  Pure: no I/O.
 """
 from __future__ import annotations
 

@@ -1,37 +1,12 @@
-"""Candidate vs baseline: is a percentile worse by more than a tolerance, *and* significantly?
+"""Candidate vs baseline: is a percentile worse by more than a tolerance, *and* significantly?  Pure
+Python (``random`` and ``math`` only).  The design -- a seeded percentile bootstrap of the ratio (why not
+Mann-Whitney), absolute floors, whole blocks resampled in an A/B run and widened when they are few:
+docs/deploy-gate.md#a-regression-is-worse-than-the-tolerance-and-significant and #ab-in-one-run.
 
-Pure Python (``random`` and ``math`` only).  One comparison of one metric's percentile:
-
-* ``ratio`` = candidate percentile / baseline percentile (higher = slower for the latency
-  metrics; for ``output_tps`` lower is worse, so its ratio is baseline / candidate);
-* a **seeded percentile-bootstrap confidence interval** of that ratio: both samples are
-  resampled with replacement ``n_boot`` times (independently, or in matched pairs for a
-  paired A/B run), the percentile of each resample taken (``stats.percentile``, type 7, the
-  same definition the report prints), and the ratio's ``alpha/2`` and ``1 - alpha/2``
-  quantiles kept.  Why a bootstrap and not Mann-Whitney: the gates are on *percentiles*
-  (p95 TTFT, p50 TPOT), and Mann-Whitney tests a shift of the whole distribution, not of a
-  percentile; the bootstrap gives the effect size *with* its interval, which is what the
-  message prints and what a tolerance is compared with.
-* verdict ``regression`` when the ratio exceeds ``1 + tolerance`` **and** the interval lies
-  wholly above 1 (the change is real at the stated confidence) **and** the change exceeds the
-  metric's absolute *floor* in ms (``DEFAULT_FLOORS_MS``, ``<metric>_floor`` to set it);
-  ``improvement`` when the ratio is below ``1 - tolerance``, the interval wholly below 1 and
-  the change beyond the floor (reported, never failed); ``ok`` otherwise.
-
-Why a floor: a relative tolerance alone cries wolf on a millisecond-scale metric.  A client
-on a shared CI runner loses a scheduler time slice now and then (a few ms), which is +58 % on
-a 3.5 ms TTFT p95; the bootstrap CI of a p95 of 40 samples rests on its top two values and
-calls that "significant".  No one gates a deploy on 2 ms, so a change below the floor is not a
-regression, whatever its ratio.
-
-Why blocks: an A/B run measures the arms in blocks (``plugin/ab.py``); noise that lasts a
-block (a neighbour's burst, a restarted server's cold caches) hits every request in it, so
-the pairs are not independent and resampling single pairs makes the interval too narrow.
-``block`` resamples whole blocks of pairs (a block bootstrap), so between-block variance is
-in the interval.
-
-Failed requests are misses (+inf) in the samples, as everywhere (``core.result.result``): a
-resampled percentile may be +inf; inf/inf counts as +inf (worse), never as equal.
+``ratio`` = candidate / baseline percentile (for ``output_tps``, where lower is worse, baseline /
+candidate).  ``regression``: the ratio above ``1 + tolerance``, its interval wholly above 1 and the
+change beyond the metric's floor (``DEFAULT_FLOORS_MS``); ``improvement`` the mirror image (reported,
+never failed); ``ok`` otherwise.  Failed requests are misses (+inf): inf/inf counts as +inf (worse).
 """
 from __future__ import annotations
 
@@ -91,15 +66,10 @@ def parse_tolerance(key: str, value, where: str) -> tuple[str, float]:
         raise ConfigError(f"{where}: unknown regression key {key!r}: expected <metric>_<stat> with metric in "
                           f"{', '.join(METRICS)} and stat in {', '.join(STATS)} (e.g. {keys}), or "
                           f"<metric>_floor (e.g. ttft_floor: 5ms)")
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+    mt = _TOL.match(value) if isinstance(value, str) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)) or (isinstance(value, str) and not mt):
         raise ConfigError(f"{where}: regression {key}: expected a percentage like 10% or 0.1, got {value!r}")
-    if isinstance(value, str):
-        mt = _TOL.match(value)
-        if not mt:
-            raise ConfigError(f"{where}: regression {key}: expected a percentage like 10% or 0.1, got {value!r}")
-        tol = float(mt.group(1)) / (100.0 if mt.group(2) else 1.0)
-    else:
-        tol = float(value)
+    tol = float(mt.group(1)) / (100.0 if mt.group(2) else 1.0) if mt else float(value)
     if not (math.isfinite(tol) and 0 <= tol < 10):
         raise ConfigError(f"{where}: regression {key}: tolerance must be >= 0 and under 1000% (10% = 0.1), "
                           f"got {value!r}")
@@ -138,7 +108,7 @@ def t_quantile(p: float, df: int) -> float:
 
 
 def few_blocks_factor(blocks: int, confidence: float) -> float:
-    """How much wider a block bootstrap's interval is made for ``blocks`` blocks (module docstring)."""
+    """How much wider a block bootstrap's interval is made for ``blocks`` blocks (docs/deploy-gate.md#ab-in-one-run)."""
     if blocks < 2:
         return 1.0
     p = 1 - (1 - confidence) / 2
@@ -223,7 +193,7 @@ def _fmt(v: float) -> str:
 def compare(key: str, base: Sequence[float], cand: Sequence[float], tolerance: float, *,
             confidence: float = DEFAULT_CONFIDENCE, seed: int = 0, n_boot: int = DEFAULT_BOOTSTRAP,
             paired: bool = False, block: int = 1, floor: float | None = None) -> Comparison:
-    """Compare one percentile (see the module docstring).  ``paired``: ``base[i]`` and
+    """Compare one percentile (module docstring).  ``paired``: ``base[i]`` and
     ``cand[i]`` were measured together (an interleaved A/B block): resample the pairs, so
     what both arms shared (drift, a noisy neighbour) cancels.  ``block`` > 1 (paired only):
     pairs ``[k*block, (k+1)*block)`` were measured in one block; resample whole blocks.
@@ -263,13 +233,8 @@ def compare(key: str, base: Sequence[float], cand: Sequence[float], tolerance: f
     if starts:
         lo, hi = _widen(ratio, lo, hi, few_blocks_factor(len(starts), confidence))
     beyond_floor = not (floor > 0 and math.isfinite(c0) and abs(c0 - b0) <= floor)
-    status: ComparisonStatus
-    if ratio > 1 + tolerance and lo > 1 and beyond_floor:
-        status = "regression"
-    elif ratio < 1 - tolerance and hi < 1 and beyond_floor:
-        status = "improvement"
-    else:
-        status = "ok"
+    status: ComparisonStatus = ("regression" if ratio > 1 + tolerance and lo > 1 and beyond_floor else
+                                "improvement" if ratio < 1 - tolerance and hi < 1 and beyond_floor else "ok")
     return Comparison(key, metric, stat, b0, c0, ratio, lo, hi, tolerance, confidence, nb, nc, status,
                       floor=floor, blocks=len(starts))
 
@@ -282,22 +247,20 @@ def compare_all(base: Mapping[str, Sequence[float]], cand: Mapping[str, Sequence
     for key, tol in tolerances.items():
         if key.endswith(FLOOR_SUFFIX):
             continue
-        metric = key.rpartition("_")[0]
+        metric, _, stat = key.rpartition("_")
         kw = {**kw, "floor": tolerances.get(metric + FLOOR_SUFFIX)}
         b, c = list(base.get(metric) or []), list(cand.get(metric) or [])
         if not b or not c:
             skipped.append(f"{key}: no {LABEL[metric]} samples in the {'baseline' if not b else 'candidate'}")
             continue
-        q = STATS[key.rpartition("_")[2]]
+        q = STATS[stat]
         need = math.ceil(MIN_BEYOND / (1 - q / 100) - 1e-9)
         if q > 50 and min(len(b), len(c)) < need:
             skipped.append(f"{key}: {min(len(b), len(c))} samples put {min(len(b), len(c)) * (1 - q / 100):.3g} "
-                           f"beyond the {key.rpartition('_')[2]}, too few to compare a tail; it needs {need}")
+                           f"beyond the {stat}, too few to compare a tail; it needs {need}")
             continue
-        if kw.get("paired") and len(b) != len(c):
-            out.append(compare(key, b, c, tol, **{**kw, "paired": False, "block": 1}))
-            continue
-        out.append(compare(key, b, c, tol, **kw))
+        unpaired = kw.get("paired") and len(b) != len(c)
+        out.append(compare(key, b, c, tol, **({**kw, "paired": False, "block": 1} if unpaired else kw)))
     return out, skipped
 
 

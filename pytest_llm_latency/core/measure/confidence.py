@@ -1,27 +1,10 @@
-"""Confidence bounds and sequential decisions: the statistics behind statistical verdicts.
+"""Confidence bounds and sequential decisions: the statistics behind statistical verdicts
+(docs/verdicts.md#statistical-verdicts-confidence-bounds-and-samples-auto).  Pure Python (``math`` only).
 
-Pure Python (``math`` only), shared by budget verdicts and run-to-run comparisons:
-
-* ``binom_cdf`` / ``binom_sf`` -- exact binomial tails (log-space terms, ``math.fsum``);
-* ``quantile_bounds`` -- distribution-free confidence bounds for a quantile from order
-  statistics: the number of samples below the true q-quantile is Binomial(n, q) for any
-  continuous distribution (and stochastically smaller/larger with ties, which keeps the
-  bounds conservative), so no normality is assumed;
-* ``SequentialQuantile`` -- the same bounds when the sample is checked after *every*
-  sample up to ``max_n``: order-statistic ranks calibrated exactly (dynamic programming
-  over the binomial count) so that the chance the bound *ever* crosses the true quantile
-  stays below the error rate -- the upper bound by alpha spending, the lower bound on a
-  truncated binomial SPRT boundary; ``crossing_probability`` / ``naive_ranks`` compute
-  what a repeated fixed-n check would give instead;
-* ``mean_bounds`` -- a Student-t interval for a mean (approximate: it relies on the
-  central limit theorem, not on the distribution), with ``t_ppf`` from the regularized
-  incomplete beta function.
-
-Every bound is one-sided at error ``alpha`` (``confidence = 1 - alpha``): the lower bound
-is below the truth with probability >= 1 - alpha, and so is the upper bound above it.
-A verdict "pass if upper <= limit, fail if lower > limit" is then wrong with probability
-<= alpha, whichever side the truth is on.  A bound that the data cannot give is
-``-inf`` / ``+inf`` (too few samples).
+Quantiles: distribution-free order-statistic bounds, fixed-n (``quantile_bounds``) or anytime-valid up
+to ``max_n`` (``sequential_quantile``: exact dynamic programming over the binomial count); means: a
+Student-t interval (``mean_bounds``).  Every bound is one-sided at error ``alpha`` (``confidence =
+1 - alpha``); a bound the data cannot give is ``-inf`` / ``+inf`` (too few samples).
 """
 from __future__ import annotations
 
@@ -150,20 +133,18 @@ def sprt_slope(q: float, odds: float = SPRT_ODDS) -> float:
     return math.log((1.0 - p0) / (1.0 - p1)) / math.log(p1 * (1.0 - p0) / (p0 * (1.0 - p1)))
 
 
+def _step(dist: list[float], p: float) -> list[float]:
+    """P(count = s) after one more sample with success probability ``p``."""
+    nxt = [0.0] * (len(dist) + 1)
+    for s, w in enumerate(dist):
+        nxt[s] += w * (1.0 - p)
+        nxt[s + 1] += w * p
+    return nxt
+
+
 def _crossing_counts(p: float, counts: Sequence, start: int = 1) -> float:
     """Exact P(the count of successes (prob p) ever reaches ``counts[n]`` at some n >= start)."""
-    dist, crossed = [1.0], 0.0  # P(count = s, never crossed); trimmed below the boundary
-    for n in range(1, len(counts)):
-        nxt = [0.0] * (len(dist) + 1)
-        for s, w in enumerate(dist):
-            nxt[s] += w * (1.0 - p)
-            nxt[s + 1] += w * p
-        c = counts[n]
-        if n >= start and c is not None and c < len(nxt):
-            crossed += math.fsum(nxt[c:])
-            del nxt[c:]
-        dist = nxt
-    return crossed
+    return sum(crossing_times(p, counts, True, start))
 
 
 def sprt_lower(q: float, alpha: float, min_n: int, max_n: int) -> tuple[tuple, float]:
@@ -230,11 +211,7 @@ def _calibrate(q: float, alpha: float, min_n: int, max_n: int, upper: bool) -> t
     crossed = 0.0
     ranks: list = [None]  # index 0: no sample
     for n in range(1, max_n + 1):
-        nxt = [0.0] * (n + 1)
-        for s, w in enumerate(dist):
-            if w:
-                nxt[s] += w * (1.0 - p)
-                nxt[s + 1] += w * p
+        nxt = _step(dist, p)
         allowed = spent(n, min_n, max_n, alpha, upper) - crossed
         tail, c = 0.0, n + 1  # c: smallest count that counts as a crossing
         while c > 0 and tail + nxt[c - 1] <= allowed:
@@ -275,20 +252,14 @@ def crossing_times(p_below: float, ranks: Sequence, upper: bool = True, start: i
     X_(l_n) > L, i.e. fewer than l_n.  With ``p_below`` = q it is the error of the rule at
     the boundary; at a distribution's true P(X <= budget), the rule's stopping-time law."""
     p = p_below if upper else 1.0 - p_below
-    dist, out = [1.0], [0.0] * len(ranks)
+    dist, out = [1.0], [0.0] * len(ranks)  # dist: P(count = s, never crossed), cut at the boundary
     for n in range(1, len(ranks)):
-        nxt = [0.0] * (n + 1)
-        for s, w in enumerate(dist):
-            if w:
-                nxt[s] += w * (1.0 - p)
-                nxt[s + 1] += w * p
+        dist = _step(dist, p)
         r = ranks[n]
         if n >= start and r is not None:
             c = r if upper else n - r + 1
-            out[n] = math.fsum(nxt[c:])
-            for s in range(c, n + 1):
-                nxt[s] = 0.0
-        dist = nxt
+            out[n] = math.fsum(dist[c:])
+            del dist[c:]
     return out
 
 

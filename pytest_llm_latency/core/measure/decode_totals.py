@@ -1,17 +1,11 @@
-"""A run's decode on run totals, and a TPOT (or E2E) regression explained by them.
+"""A run's decode on run totals, and a TPOT (or E2E) regression explained by them: TPOT (run totals) =
+Σ decode time ÷ Σ decode tokens = step time ÷ tokens per step (``core.measure.spec_decode``), so a
+change splits exactly into the engine's step time and the tokens each step emitted; a TPOT
+*percentile* does not, so the explanation says it used run totals
+(docs/roofline.md#regressions-explained).
 
-On run totals (``core.measure.spec_decode``, the one definition)::
-
-    TPOT (run totals) = Σ decode time ÷ Σ decode tokens = step time ÷ tokens per step
-
-so a change of TPOT between a baseline and a candidate splits exactly into a change of the
-engine's step time and a change of the tokens each step emitted (the draft acceptance).  A
-TPOT *percentile* does not split that way, so the explanation always says it used run totals.
-Where neither run reports speculative decoding, each step is one token and the split is the
-step time alone; the fingerprint then says what else changed (model, quantization, flags).
-
-``DecodeTotals`` is what a baseline stores (``files.baseline``, key ``decode_totals``); its
-field names are the result parts' (``spec_decode``, ``roofline``).  Pure.
+``DecodeTotals`` is what a baseline stores (``files.baseline``, key ``decode_totals``); its field
+names are the result parts' (``spec_decode``, ``roofline``).  Pure.
 """
 from __future__ import annotations
 
@@ -155,10 +149,8 @@ def explain(metric: str, base: DecodeTotals | None, cand: DecodeTotals | None,
     if base.speculates and cand.speculates:
         body = f"{_steps(base, cand, 'engine steps')}, {_tokens_per_step(base, cand)}"
     elif not base.speculates and not cand.speculates:
-        per_b = DecodeTotals(base.decode_tokens, base.decode_ms, step_ms=base.tpot_ms,
-                             decode_efficiency=base.decode_efficiency)
-        per_c = DecodeTotals(cand.decode_tokens, cand.decode_ms, step_ms=cand.tpot_ms,
-                             decode_efficiency=cand.decode_efficiency)
+        per_b, per_c = (DecodeTotals(t.decode_tokens, t.decode_ms, step_ms=t.tpot_ms,
+                                     decode_efficiency=t.decode_efficiency) for t in (base, cand))
         body = (f"{_steps(per_b, per_c, 'step time')} (neither run reports speculative decoding: one token per "
                 f"engine step)")
     else:

@@ -1,27 +1,10 @@
-"""Every latency metric, defined once.  All results are in milliseconds.
-
-Notation for one request (times in ns, from ``RequestRecord``):
-  t_submit the request was handed to the HTTP client
-  t_connect, t_connected
-           start and end of the TCP connect (+ TLS handshake) when the request had to
-           open a new connection; absent when it reused an open keep-alive connection
-  t_sched  open loop only: when the arrival schedule said to send it (``core/spec/schedule.py``)
-  t_start  t_sched when there is one, else t_send: where TTFT, TTFO and E2E count from
-  t_send   the request headers start going out on an open connection (after any wait
-           for a pooled connection and any connect; after a stale keep-alive retry, the
-           retry's send).  Transports that report no connection events (mock transports)
-           give t_send = t_submit.
-  t_first  first chunk carrying any token (content, reasoning, tool_calls, text);
-           a role-only chunk is *not* a token
-  t_out    first chunk carrying non-reasoning output
-  t_last   last token-bearing chunk (usage chunk and [DONE] excluded)
-  t_end    end of the stream
-  N        output tokens: the server's ``completion_tokens`` (usage), else counted
-
-These formulas follow vLLM's ``benchmarks/serve.py`` except where noted.
+"""Every latency metric, defined once, in milliseconds, from one request's ``RequestRecord`` (times in ns).
+The notation (t_submit, t_connect, t_sched, t_start, t_send, t_first, t_out, t_last, t_end, N) and the
+formulas: docs/concepts.md#metric-definitions.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 from typing import Callable
 
@@ -52,6 +35,10 @@ def start_ns(rec: RequestRecord) -> int:
     return rec.t_send_ns if rec.t_scheduled_ns is None else min(rec.t_scheduled_ns, rec.t_send_ns)
 
 
+def _since_start(rec: RequestRecord, t_ns: int | None) -> float | None:
+    return None if t_ns is None else (t_ns - start_ns(rec)) / NS_PER_MS
+
+
 def client_lag_ms(rec: RequestRecord) -> float | None:
     """client lag = t_send − t_sched: how late the request went out against its schedule
     (open loop only; None otherwise)."""
@@ -66,9 +53,7 @@ def ttft_ms(rec: RequestRecord) -> float | None:
 
     Closed loop: from the moment the request is written on an open connection: the client's
     own waits (pool, TCP/TLS connect: see ``connect_ms``) are not the server's latency."""
-    if rec.t_first_token_ns is None:
-        return None
-    return (rec.t_first_token_ns - start_ns(rec)) / NS_PER_MS
+    return _since_start(rec, rec.t_first_token_ns)
 
 
 def ttfo_ms(rec: RequestRecord) -> float | None:
@@ -76,9 +61,7 @@ def ttfo_ms(rec: RequestRecord) -> float | None:
 
     Equals TTFT for non-reasoning models; larger when the model "thinks" first.
     """
-    if rec.t_first_output_ns is None:
-        return None
-    return (rec.t_first_output_ns - start_ns(rec)) / NS_PER_MS
+    return _since_start(rec, rec.t_first_output_ns)
 
 
 def tpot_ms(rec: RequestRecord) -> float | None:
@@ -99,13 +82,8 @@ def itl_ms(rec: RequestRecord) -> list[float]:
 
     So a chunk carrying 3 tokens after 30 ms contributes three 10 ms gaps, and
     mean(ITL) x count equals (t_last − t_first), consistent with TPOT.
-    (vLLM's serve.py emits one value per chunk; this weights by tokens.)
-
-    k_i is known by the first rule of ``COUNT_RULES`` that applies (``recover_token_counts``):
-    the server's per-chunk counts; one token per chunk when there are as many chunks as
-    tokens; each chunk's text counted with the server's tokenize endpoint after the stream,
-    when the counts sum to N; N apportioned over the chunks by text length; else ITL is per
-    chunk (k_i = 1), and an ITL budget is refused.
+    (vLLM's serve.py emits one value per chunk; this weights by tokens.)  k_i: the first rule of
+    ``COUNT_RULES`` that applies (``recover_token_counts``).
     """
     out: list[float] = []
     chunks = rec.chunks
@@ -163,14 +141,9 @@ def recover_token_counts(rec: RequestRecord, count: Callable[[str], int | None] 
     """Set ``rec.token_count_rule`` and, where recovered, each chunk's token count; returns why
     a rule was passed over (None when the first applicable one held).
 
-    For a stream without per-chunk counts (``token_count_rule`` None): ``count`` (the server's
-    tokenize endpoint, called after the stream, off the timing path; None where there is none,
-    and a call may answer None: it failed) counts each chunk's text; the counts are kept only
-    when they sum to N (``reported_output_tokens``), or to N plus the same number c for every
-    chunk (a tokenizer that adds c tokens to each text it is sent, as SentencePiece's dummy
-    prefix ``▁`` does on llama.cpp: c is taken off each).  Counting pieces separately can
-    differ from counting the whole text otherwise (a tokenizer merges across chunk
-    boundaries), so a sum that differs falls back to apportioning N by text length, and says so."""
+    For a stream without per-chunk counts (``token_count_rule`` None), the rules of ``COUNT_RULES``
+    after the server's own (docs/concepts.md#metric-definitions, ITL): ``count`` is the server's
+    tokenize endpoint (None where there is none; a call answers None when it failed)."""
     if rec.token_count_rule is not None or not rec.chunks:
         return None
     n = reported_output_tokens(rec)
@@ -212,9 +185,7 @@ def _set_counts(rec: RequestRecord, counts: list[int], rule: str) -> None:
 
 def e2e_ms(rec: RequestRecord) -> float | None:
     """E2E = t_end − t_start: the whole request as the user waits for it."""
-    if rec.t_end_ns is None:
-        return None
-    return (rec.t_end_ns - start_ns(rec)) / NS_PER_MS
+    return _since_start(rec, rec.t_end_ns)
 
 
 def output_tps(rec: RequestRecord) -> float | None:
@@ -243,23 +214,18 @@ def burst_chunks(rec: RequestRecord, threshold_ns: int = 100_000) -> int:
 def events_per_read(records: list[RequestRecord]) -> float | None:
     """Token events per socket read: the adapters stamp once per read, so chunks with the same
     timestamp arrived in one read (1.0: every event read on its own)."""
-    chunks = reads = 0
-    for r in records:
-        chunks += len(r.chunks)
-        reads += len({c.t_ns for c in r.chunks})
+    chunks = sum(len(r.chunks) for r in records)
+    reads = sum(len({c.t_ns for c in r.chunks}) for r in records)
     return chunks / reads if reads else None
 
 
 def itl_token_counts(records: list[RequestRecord]) -> str | None:
     """Which rule of ``COUNT_RULES`` gave the streams' per-chunk token counts: one rule, or each with
     its number of streams, most first (``measurement.itl_token_counts``); None when no stream says."""
-    rules: dict[str, int] = {}
-    for r in records:
-        if r.token_count_rule:
-            rules[r.token_count_rule] = rules.get(r.token_count_rule, 0) + 1
+    rules = Counter(r.token_count_rule for r in records if r.token_count_rule)
     if len(rules) <= 1:
         return next(iter(rules), None)
-    return ", ".join(f"{rule} {n}" for rule, n in sorted(rules.items(), key=lambda kv: -kv[1]))
+    return ", ".join(f"{rule} {n}" for rule, n in rules.most_common())
 
 
 def per_request(rec: RequestRecord) -> dict[str, float | None]:

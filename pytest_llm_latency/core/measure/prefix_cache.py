@@ -1,20 +1,12 @@
-"""Did the server's prefix cache serve the measured prompts?  Pure decision logic.
+"""Did the server's prefix cache serve the measured prompts?  Pure decision logic
+(docs/concepts.md#prefix-caches-cant-fake-a-pass).
 
-Every prompt starts with a salt that is unique per request and per run, so on a
-workload without ``shared_prefix_tokens`` a server should find (almost) nothing in
-its prefix cache.  When it reports that it did -- the nonce was pinned to replay an
-earlier run against the same long-lived server, or another client sent the same
-prompts -- the prefill was skipped and TTFT (and TTFO, E2E, output tok/s, which
-contain it) is faked fast: those numbers are not judged.
-
-Evidence, most precise first:
-
-* llama.cpp's per-response ``timings.cache_n`` (exactly our requests), or Ollama's final
-  object without ``prompt_eval_count`` (its prompt cache served the whole prompt);
-* ``/metrics`` counter deltas over the samples (the scrape around them):
-  vLLM ``vllm:prefix_cache_hits_total`` (older ``vllm:gpu_prefix_cache_hits_total``),
-  llama.cpp ``llamacpp:prompt_tokens_cached_total``, SGLang ``sglang:cached_tokens_total``;
-* SGLang's ``sglang:cache_hit_rate`` gauge (recent batches; approximate).
+Every prompt is salted, so a server that reports hits beyond ``CacheEvidence.allowance`` skipped the
+prefill of prompts it cannot have seen (a nonce pinned to replay an earlier run, another client
+sending the same prompts): TTFT, TTFO, E2E and output tok/s are then not judged.  Evidence, most
+precise first: llama.cpp's per-response ``timings.cache_n`` (or Ollama's final object without
+``prompt_eval_count``), ``/metrics`` counter deltas over the samples (``COUNTERS``), SGLang's
+``sglang:cache_hit_rate`` gauge (recent batches; approximate).
 """
 from __future__ import annotations
 

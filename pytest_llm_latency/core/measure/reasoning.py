@@ -1,19 +1,8 @@
-"""Reasoning models: how many of a response's output tokens were reasoning, how many the answer.
-
-Per request, the first that applies (``split``), and the split says which:
-
-1. the server's count, ``usage.completion_tokens_details.reasoning_tokens`` (OpenAI's API and
-   servers that follow it), kept by the client as ``server_timings["reasoning_tokens"]``:
-   ``answer = N − reasoning`` with N the completion tokens (which count the reasoning too);
-2. the stream's count: the tokens of the chunks that carried only reasoning text
-   (``delta.reasoning`` / ``reasoning_content``, Ollama's ``thinking``: ``TokenChunk.reasoning``),
-   counted as ITL counts them (``core.measure.metrics.COUNT_RULES``); ``answer = N − reasoning``.
-   Where the per-chunk counts are not known (rule ``per chunk``) a response that streamed
-   reasoning has no token split (None), never a guess.
-
-Nothing here changes a latency: TPOT, ITL and the decode roofline count every decoded token,
-reasoning included (N from usage), because the engine decodes reasoning tokens like any other.
-Pure: reads records only.
+"""Reasoning models: how many of a response's output tokens were reasoning, how many the answer
+(docs/roofline.md#reasoning-models).  Per request, the first that applies (``split``): the server's
+``usage.completion_tokens_details.reasoning_tokens`` (``server_timings["reasoning_tokens"]``), else the
+stream's reasoning chunks counted as ITL counts them (none where the per-chunk counts are not known);
+``answer = N − reasoning``.  Nothing here changes a latency.  Pure: reads records only.
 """
 from __future__ import annotations
 
@@ -43,12 +32,6 @@ def _count(v) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
-def streamed_reasoning_tokens(rec: RequestRecord) -> int:
-    """Σ tokens of the chunks that carried only reasoning (chunks where counts are per chunk:
-    chunks, not tokens)."""
-    return sum(c.tokens for c in rec.chunks if c.reasoning)
-
-
 def split(rec: RequestRecord) -> Split | None:
     """The response's reasoning / answer split (module docstring); None when it cannot be known:
     the server's count exceeds N and the stream's is not in tokens, or exceeds N."""
@@ -56,7 +39,7 @@ def split(rec: RequestRecord) -> Split | None:
     server = _count(rec.server_timings.get(REASONING_TOKENS))
     if server is not None and server <= n:
         return Split(server, n - server, SOURCE_SERVER)
-    streamed = streamed_reasoning_tokens(rec)
+    streamed = sum(c.tokens for c in rec.chunks if c.reasoning)  # where counts are per chunk: chunks, not tokens
     if streamed and (rec.token_count_rule == "per chunk" or streamed > n):
         return None
     return Split(streamed, n - streamed, SOURCE_STREAM)

@@ -93,10 +93,7 @@ class RequestRecord:
     @property
     def t_first_output_ns(self) -> int | None:
         """First chunk with non-reasoning output (TTFO)."""
-        for c in self.chunks:
-            if not c.reasoning:
-                return c.t_ns
-        return None
+        return next((c.t_ns for c in self.chunks if not c.reasoning), None)
 
     @property
     def t_last_token_ns(self) -> int | None:

@@ -91,10 +91,8 @@ def bucket_quantile(h: Histogram, q: float) -> float | None:
         c = h.buckets[le]
         if c >= rank:
             if not math.isfinite(le):
-                return finite[-1] if finite else None
-            if c == prev_c:
-                return le
-            return prev_le + (le - prev_le) * (rank - prev_c) / (c - prev_c)
+                break  # the +Inf bucket: the highest finite bound answers
+            return le if c == prev_c else prev_le + (le - prev_le) * (rank - prev_c) / (c - prev_c)
         prev_le, prev_c = le, c
     return finite[-1] if finite else None
 
@@ -125,12 +123,8 @@ class ServerView:
 
     def as_extra(self) -> dict[str, float]:
         """``server_*`` fields of ``WorkloadResult.server`` (JSON ``server``, JUnit ``llm.server.server_*``)."""
-        out = {}
-        for k, v in self.__dict__.items():
-            if v is not None and k != "scrapes":
-                out[f"server_{k}"] = round(float(v), 4)
-        out["server_scrapes"] = self.scrapes
-        return out
+        out = {f"server_{k}": round(float(v), 4) for k, v in self.__dict__.items() if v is not None and k != "scrapes"}
+        return {**out, "server_scrapes": self.scrapes}
 
 
 def view(before: Sample, after: Sample, during: Sequence[Sample] = ()) -> ServerView:
@@ -138,12 +132,12 @@ def view(before: Sample, after: Sample, during: Sequence[Sample] = ()) -> Server
     the difference after - before (only what this run did)."""
     scrapes = [before, *during, after]
     kw: dict = {"scrapes": len(scrapes)}
-    for key, prefix in (("waiting", "waiting"), ("running", "running"), ("kv_usage", "kv_usage")):
+    for key in ("waiting", "running", "kv_usage"):
         vals = [g[1] for g in (gauge(s, key) for s in scrapes) if g is not None and math.isfinite(g[1])]
         if vals:
-            kw[f"{prefix}_max"] = max(vals)
-            if prefix != "kv_usage":
-                kw[f"{prefix}_mean"] = sum(vals) / len(vals)
+            kw[f"{key}_max"] = max(vals)
+            if key != "kv_usage":
+                kw[f"{key}_mean"] = sum(vals) / len(vals)
     q, h = counter_delta(before, after, "prefix_queries"), counter_delta(before, after, "prefix_hits")
     if q is not None and h is not None \
             and _first(after.counters, COUNTERS["prefix_queries"]) == "llamacpp:prompt_tokens":
@@ -154,12 +148,10 @@ def view(before: Sample, after: Sample, during: Sequence[Sample] = ()) -> Server
         kw["prefix_hit_rate"] = h / q
     elif (hit_rate := gauge(after, "cache_hit_rate")) is not None:
         kw["prefix_hit_rate"] = hit_rate[1]
-    pre = counter_delta(before, after, "preemptions")
-    if pre is not None:
+    if (pre := counter_delta(before, after, "preemptions")) is not None:
         kw["preemptions"] = pre
     for key in ("queue_time", "prefill_time", "ttft", "itl"):
-        hist = histogram_delta(before, after, key)
-        if hist is None:
+        if (hist := histogram_delta(before, after, key)) is None:
             continue
         short = key.replace("_time", "")
         for name, qq in (("p50", 0.5), ("p95", 0.95)):

@@ -1,30 +1,9 @@
-"""Speculative decoding and multi-token prediction: the one definition of their figures.
-
-A drafter (a draft model, EAGLE or MTP heads, n-gram prompt lookup) proposes tokens; one
-engine step of the target verifies them, reading its weights and KV cache once, and emits
-``1 + accepted`` tokens.  For every engine, on the run's own requests:
-
-    decode tokens   = Σ (output tokens − 1)           the first token comes from prefill
-    decode steps    = decode tokens − accepted tokens  steps that drafted nothing count as steps
-    tokens per step = decode tokens ÷ decode steps
-    acceptance rate = accepted tokens ÷ drafted tokens
-    step time       = Σ decode time ÷ decode steps     (run totals; TPOT = step time ÷ tokens per step)
-
-Where the acceptance comes from, first found wins (``acceptance``), and the figure says which:
-
-1. vLLM ``/metrics`` counters (``vllm:spec_decode_num_{drafts,draft_tokens,accepted_tokens}_total``),
-   deltas around the samples: run totals (``scope = "run"``).  ``num_drafts`` counts drafting
-   steps only, so it is reported, never used for tokens per step.
-2. SGLang ``/metrics`` gauges ``sglang:spec_accept_length`` (already counting the bonus token)
-   and ``sglang:spec_accept_rate``: the server's estimate over its last logging window, sampled
-   during the run (``scope = "window"``).
-3. llama.cpp per-response ``timings.draft_n`` / ``draft_n_accepted`` (``scope = "per request"``;
-   llama.cpp leaves both out of a response that drafted nothing).
-4. llama.cpp ``/metrics`` counters (``llamacpp:spec_decode_num_*_total``): run totals.
-
-None of these: ``acceptance`` returns None and decode stays judged per token.  Multi-token
-stream chunks alone are never evidence of speculation (a proxy, a client that fell behind or
-a server's stream interval also group tokens).
+"""Speculative decoding and multi-token prediction: the one definition of their figures (decode tokens
+and steps, tokens per step, acceptance rate, step time), for every engine, on the run's own requests,
+and the acceptance's sources, first found wins (``acceptance``): vLLM ``/metrics`` counters, SGLang's
+windowed gauges, llama.cpp's per-response timings, llama.cpp's counters.  The definitions and the
+sources: docs/roofline.md#speculative-decoding-and-mtp.  None of them: ``acceptance`` returns None and
+decode stays judged per token; multi-token stream chunks alone are never evidence of speculation.
 
 Pure: takes records and parsed counter/gauge dicts by the engine's own names.
 """
@@ -104,11 +83,6 @@ class Acceptance:
         if self.tokens_per_step is None or self.tokens_per_step <= 0:
             return None
         return self.decode_tokens / self.tokens_per_step
-
-    @property
-    def judgeable(self) -> bool:
-        """Tokens per step is known: the roofline can be judged per engine step."""
-        return self.tokens_per_step is not None
 
 
 def _decoding(records: Sequence[RequestRecord]) -> list[RequestRecord]:
@@ -208,12 +182,11 @@ def from_counters(before: Mapping[str, float], after: Mapping[str, float], decod
 def from_sglang(gauges: Sequence[Mapping[str, float]], decoded: int) -> Acceptance | None:
     """SGLang's windowed gauges, averaged over the scrapes taken during the run.  A window with
     no decode reports 0 (not a real accept length of 0): those scrapes are skipped."""
-    lengths = [g[SGLANG_ACCEPT_LENGTH] for g in gauges
-               if _finite(g.get(SGLANG_ACCEPT_LENGTH)) and g[SGLANG_ACCEPT_LENGTH] >= 1.0]
     if not any(SGLANG_ACCEPT_LENGTH in g for g in gauges):
         return None
-    rates = [g[SGLANG_ACCEPT_RATE] for g in gauges if _finite(g.get(SGLANG_ACCEPT_RATE))
-             and _finite(g.get(SGLANG_ACCEPT_LENGTH)) and g[SGLANG_ACCEPT_LENGTH] >= 1.0]
+    live = [g for g in gauges if _finite(g.get(SGLANG_ACCEPT_LENGTH)) and g[SGLANG_ACCEPT_LENGTH] >= 1.0]
+    lengths = [g[SGLANG_ACCEPT_LENGTH] for g in live]
+    rates = [g[SGLANG_ACCEPT_RATE] for g in live if _finite(g.get(SGLANG_ACCEPT_RATE))]
     notes = [f"speculative decoding: {SOURCE_SGLANG}: {SGLANG_ACCEPT_LENGTH} over {len(lengths)} of "
              f"{len(gauges)} scrapes during the run; a windowed estimate, not a count of this run's tokens"]
     if not lengths:
@@ -257,39 +230,31 @@ def from_timings(records: Sequence[RequestRecord]) -> Acceptance | None:
         notes.append(f"speculative decoding ({SOURCE_LLAMACPP_TIMINGS}): {len(bad)} responses report more "
                      "accepted draft tokens than decoded tokens, or unreadable draft_n / draft_n_accepted; their "
                      "figures are inconsistent")
-        return _from_totals(SOURCE_LLAMACPP_TIMINGS, "per request", sum(x.decode_tokens for x in rows), None,
-                            None, None, notes, rows)
-    return _from_totals(SOURCE_LLAMACPP_TIMINGS, "per request", sum(x.decode_tokens for x in rows),
-                        sum(x.accepted_tokens for x in rows), sum(x.draft_tokens for x in rows),
+    accepted = None if bad else sum(x.accepted_tokens for x in rows)
+    drafted = None if bad else sum(x.draft_tokens for x in rows)
+    return _from_totals(SOURCE_LLAMACPP_TIMINGS, "per request", sum(x.decode_tokens for x in rows), accepted, drafted,
                         None, notes, rows)
 
 
 def acceptance(records: Sequence[RequestRecord], before: Mapping[str, float] | None = None,
                after: Mapping[str, float] | None = None,
                gauges: Sequence[Mapping[str, float]] = ()) -> Acceptance | None:
-    """The run's acceptance from the first source found (module docstring); None: no source.
+    """The run's acceptance from the first source found (vLLM counters, SGLang gauges, llama.cpp
+    timings, llama.cpp counters); None: no source.
 
     ``before`` / ``after``: the counters of the scrapes around the samples (by sample name);
     ``gauges``: the gauges of the scrapes taken during the run."""
     decoded = decode_tokens(records)
-    if before is not None and after is not None:
-        found = from_counters(before, after, decoded)
-        if found is not None:
-            return found
-    found = from_sglang(gauges, decoded)
-    if found is not None:
+    found = ((from_counters(before, after, decoded) if before is not None and after is not None else None)
+             or from_sglang(gauges, decoded) or from_timings(records))
+    if found is not None or before is None or after is None:
         return found
-    found = from_timings(records)
-    if found is not None:
-        return found
-    if before is not None and after is not None:
-        found = from_counters(before, after, decoded, LLAMACPP_COUNTERS, SOURCE_LLAMACPP_COUNTERS)
-        # llama.cpp exports these counters (as zeros) without a draft model too: nothing drafted and
-        # nothing accepted is a server that does not speculate, not a speculating one that drafted nothing
-        if found is not None and found.draft_tokens == 0 and found.accepted_tokens == 0 and found.drafts in (0, None):
-            return None
-        return found
-    return None
+    found = from_counters(before, after, decoded, LLAMACPP_COUNTERS, SOURCE_LLAMACPP_COUNTERS)
+    # llama.cpp exports these counters (as zeros) without a draft model too: nothing drafted and
+    # nothing accepted is a server that does not speculate, not a speculating one that drafted nothing
+    if found is not None and found.draft_tokens == 0 and found.accepted_tokens == 0 and found.drafts in (0, None):
+        return None
+    return found
 
 
 def step_ms(acc: Acceptance, decode_ms: float) -> float | None:

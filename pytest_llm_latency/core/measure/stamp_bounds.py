@@ -1,32 +1,10 @@
 """How wrong the client's own stamps can be, per sample and per budget statistic: the bound that
-decides whether a verdict can be trusted (``core.checks.client_skew``).  Pure.
-
-A token's stamp (``client/transport/recv_stamp.py``) is either
-
-* a **kernel arrival stamp** (``RequestRecord.stamp == "kernel"``): exact for the bytes that ended
-  its read, up to ``KERNEL_FLOOR_NS`` (the realtime -> monotonic conversion); a token followed in
-  its read by bytes the server may have written later (a later HTTP chunk: another token, usage,
-  finish, ``[DONE]``; any later event of a body without HTTP chunks) arrived no later than its
-  stamp and at most ``TokenChunk.bound_ns`` earlier: the read's span since the previous read's
-  arrival (``RecordBuilder.stamp``).  The stream's end (``t_end``) ends its read: exact;
-* or a **read stamp** (``"read"``: TLS, a platform without kernel stamps): late by however long
-  the client took to read, which only the lag monitor sees.  Its bound is the run's lag p99
-  scaled by ``READ_LAG_FACTOR`` plus ``READ_FLOOR_MS``, calibrated with ``benchmarks/fidelity.py
-  --stamp read`` (the reported bound at or above the true per-token error p99 on every row).
+decides whether a verdict can be trusted (``core.checks.client_skew``).  Pure.  The two kinds of
+stamp, each metric's sensitivity and why a statistic's bound is rigorous: docs/load.md#stamps-and-their-bound.
 
 A request's ``t_send`` is the kernel's transmit stamp of its last byte where the kernel gives one
 (exact), else the client's stamp just before writing: the request left between it and
-``t_written`` (``send_slack``).
-
-Each metric's sensitivity follows from its definition (``core.measure.metrics``), with ``b`` a stamp's
-bound: TTFT/TTFO/E2E = stamp − t_start can only read long (a stamp is never early, ``t_send``
-never late), by at most send slack + b; TPOT = (t_last − t_first)/(N − 1) moves by at most
-(b_first + b_last)/(N − 1), either way; a gap of ITL by at most b_prev (shorter) or b_cur (longer),
-divided by its tokens.  A statistic of samples each truly in [y_i − below_i, y_i + above_i] lies
-between the statistic of the lower ends and that of the upper ends (order statistics, and so
-interpolated percentiles and means, are monotone in every sample: ``stat_bound``): a rigorous
-bound, not an estimate, and a tight one: a few widened samples move a p99 only as far as the
-next samples allow.
+``t_written`` (``send_slack_ms``).
 """
 from __future__ import annotations
 
@@ -47,15 +25,13 @@ KERNEL_FLOOR_NS = 20_000
 #: beside, 2026-12-05; 4.9x on a quiet machine); 20 leaves a margin: see benchmarks/RESULTS.md)
 READ_LAG_FACTOR = 20.0
 READ_FLOOR_MS = 0.5
-#: metrics whose error is one-sided (measured >= true): a stamp after t_start, never early
-ONE_SIDED = ("ttft", "ttfo", "e2e")
 SOURCES = {"kernel": "kernel arrival stamps (exact per read; events sharing a read bounded by its span)",
            "read": f"read stamps: the lag monitor's p99 x {READ_LAG_FACTOR:g} + {READ_FLOOR_MS:g} ms "
                    f"(calibrated in benchmarks/fidelity.py --stamp read)"}
 
 
 def read_bound_ms(lag_ms_p99: float | None) -> float:
-    """The bound on a read stamp's error from the run's lag monitor (module docstring)."""
+    """The bound on a read stamp's error from the run's lag monitor (docs/load.md#stamps-and-their-bound)."""
     return READ_LAG_FACTOR * (lag_ms_p99 or 0.0) + READ_FLOOR_MS
 
 
@@ -91,10 +67,7 @@ def send_slack_ms(rec: RequestRecord) -> float:
 
 
 def _first_index(rec: RequestRecord, output: bool) -> int | None:
-    for i, c in enumerate(rec.chunks):
-        if not output or not c.reasoning:
-            return i
-    return None
+    return next((i for i, c in enumerate(rec.chunks) if not output or not c.reasoning), None)
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,7 @@
-"""Summary statistics of a sample, with censored misses.
-
-Percentiles use the ``"linear"`` method (Hyndman & Fan type 7, numpy's default),
-named in ``PERCENTILE_METHOD`` and reported alongside results.
-
-A failed request is a *miss*: it enters a latency sample as ``+inf`` (it never
-arrived), so a percentile whose rank falls on, or interpolates towards, a miss
-is ``+inf`` -- failures can only make a percentile worse, never better.
-``Summary.censored`` counts those samples.  An empty sample raises
-``EmptySampleError``: a statistic is never 0 by default.  Pure Python (no numpy).
+"""Summary statistics of a sample, with censored misses (docs/concepts.md#warm-up-statistics-and-failed-requests):
+type-7 percentiles (``PERCENTILE_METHOD``), a failed request a ``+inf`` miss that can only make a
+percentile worse (``Summary.censored`` counts them), an empty sample ``EmptySampleError``, never 0.
+Pure Python (no numpy).
 """
 from __future__ import annotations
 
@@ -64,8 +58,7 @@ def summarize(values: Iterable[float], what: str = "sample", *, censored: int = 
     vals = sorted(float(v) for v in values)
     if not vals:
         raise EmptySampleError(f"no values for {what}: cannot compute statistics of an empty sample")
-    bad = [v for v in vals if math.isnan(v) or v == -INF]
-    if bad:
+    if bad := [v for v in vals if math.isnan(v) or v == -INF]:
         raise EmptySampleError(f"non-finite values in {what}: {bad[:3]}")
     misses = sum(1 for v in vals if v == INF) + censored
     pct = [percentile(vals, q) for q in PERCENTILES.values()]

@@ -1,18 +1,9 @@
-"""Incremental assembly of streamed tool calls, and when their arguments became usable.
-
-OpenAI-compatible servers (vLLM, SGLang, llama.cpp) stream a tool call as
-``delta.tool_calls[]`` entries: the first carries ``index``, ``id``, ``type`` and
-``function.name`` (vLLM: with ``arguments: ""``); later ones carry ``index`` and a
-fragment of ``function.arguments``, the JSON text of the arguments, cut anywhere: in the
-middle of a key, of a string value, of an escape (``\\`` then ``"``, ``\\u00`` then
-``e9``).  An agent can act only when the arguments are complete JSON, so two times
-matter (``core.agent``): the first tool-call delta, and the fragment after which the
-arguments parse.
-
-``JsonCompleteness`` scans fragments as they come (string, escape and nesting state
-carried across fragments) and parses the whole text only when the top-level value has
-closed: O(total length), no re-parse per fragment.  Fragments given as ``bytes`` (a byte
-stream split mid-UTF-8) go through an incremental UTF-8 decoder first.  Pure: no I/O.
+"""Incremental assembly of streamed tool calls, and when their arguments became usable: the first
+``delta.tool_calls`` entry, and the fragment after which the arguments parse as JSON (``core.agent``;
+docs/agent-sessions.md).  Fragments of ``function.arguments`` are cut anywhere (mid-key, mid-string,
+mid-escape, mid-UTF-8 as ``bytes``): ``JsonCompleteness`` carries string, escape and nesting state
+across them and parses the whole text only once the top-level value has closed, O(total length).
+Pure: no I/O.
 """
 from __future__ import annotations
 

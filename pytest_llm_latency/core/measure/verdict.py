@@ -1,29 +1,9 @@
-"""Statistical budget verdicts: pass / fail / inconclusive at a stated confidence.
+"""Statistical budget verdicts: pass / fail / inconclusive / not_decided at a stated confidence, on the
+bounds of ``core.measure.confidence``; the rules per statistic (order statistics, t, ``extreme``, ``point``)
+and ``samples: auto``'s stop: docs/verdicts.md#statistical-verdicts-confidence-bounds-and-samples-auto.
 
-For a ceiling ``<metric>_pXX <= L`` (``core.measure.confidence`` gives one-sided bounds at error
-alpha = 1 - confidence each):
-  * pass -- the upper bound of the true percentile is <= L;
-  * fail -- its lower bound is > L;
-  * inconclusive -- otherwise; the workload's ``inconclusive`` policy (fail | warn | pass)
-    says what that means for the test;
-  * not_decided -- ``samples: auto`` stopped before this budget was decided because another
-    budget had failed (the test fails whatever this one would show): never a violation.
-Percentiles use order-statistic bounds (distribution-free); means a Student-t interval
-(approximate: central limit theorem).  ``max`` / ``output_tps_min`` are extremes: no
-sample size bounds a population's maximum, so a sample beyond the budget is a certain
-fail and otherwise the observed extreme decides (method ``extreme``).  ITL gaps of one
-request are not independent, so ITL budgets keep the point estimate (method ``point``).
-
-Fixed ``samples``: fixed-n bounds.  ``samples: auto``: ``SequentialVerdicts`` checks after
-every round; quantile bounds come from ``confidence.sequential_quantile`` (valid however
-often one looks, up to ``max_samples``) and a budget's first decision is kept, with the
-sample count it took.  Sampling stops when every budget is decided or, earlier, as soon as
-one budget is decided *fail* (``SequentialVerdicts.check``): the test's verdict is then
-certain, and the budgets still open are ``not_decided`` rather than inconclusive.
-
-``min_n_to_pass``: with a fixed sample, the fewest values at which a budget can pass at all
-(a p95 at 95%: 59, 0.95^59 <= 5%); below it ``inconclusive: fail`` can only fail, which the
-collection-time check (``core.result.sample_size.check_min_samples``) refuses.
+Fixed ``samples``: fixed-n bounds (``budget_verdict``); ``samples: auto``: ``SequentialVerdicts``, a
+budget's first decision kept.  ``min_n_to_pass``: what ``core.result.sample_size.check_min_samples`` refuses.
 """
 from __future__ import annotations
 
@@ -170,21 +150,14 @@ def decidable(stat: str, metric: str, confidence: float | None, max_n: int, sequ
 
 
 def min_n_to_pass(stat: str, metric: str, confidence: float | None, floor: bool = False) -> int:
-    """Fewest values of the metric at which a budget judged on a *fixed* sample can pass at all.
-
-    A quantile ceiling passes only when its upper bound exists and is <= the budget, and the
-    upper bound exists from q^n <= alpha on (the sample maximum is then the bound: a p95 at 95%
-    needs 59, a p90 29, a p99 299); a quantile floor mirrors it with the lower bound,
-    (1-q)^n <= alpha.  A mean needs 2 values (the t interval).  The point estimate (confidence
-    None), ITL (point: many values per request) and extremes (``max`` / ``min``, method
-    ``extreme``) can pass at any n: 1."""
+    """Fewest values of the metric at which a budget judged on a *fixed* sample can pass at all: a
+    quantile ceiling from q^n <= alpha on (a p95 at 95%: 59), a floor from (1-q)^n <= alpha, a mean
+    from 2 (the t interval); the point estimate, ITL and extremes at any n: 1."""
     q = _q(stat)
-    if confidence is None or metric == "itl" or stat in ("max", "min"):
+    if confidence is None or metric == "itl" or (q is None and stat != "mean"):
         return 1
-    if stat == "mean":
+    if q is None:  # the mean
         return 2
-    if q is None:
-        return 1
     alpha = 1.0 - confidence
     n, rank = ci.min_n_to_bound(q, alpha, upper=not floor), ci.lower_rank if floor else ci.upper_rank
     while rank(n, q, alpha) is None:  # the ranks' float tails decide at the boundary ((1-q)^n == alpha)
@@ -193,7 +166,8 @@ def min_n_to_pass(stat: str, metric: str, confidence: float | None, floor: bool 
 
 
 def holds_up(b) -> bool:
-    """Can ``samples: auto`` decide this budget (and so keep sampling until it is decided)?"""
+    """Can ``samples: auto`` decide this budget (and so keep sampling until it is decided)?  Extremes, ITL
+    and fractions of the run (goodput, fluidity: judged once, at the end) can't."""
     return b.metric != "itl" and b.stat not in ("max", "min") and not getattr(b, "is_fraction", False)
 
 
@@ -229,11 +203,11 @@ class SequentialVerdicts:
         return self.stopped_by is not None or self.all_decided()
 
     def all_decided(self) -> bool:
-        return all(b.key in self.decided or not self.holds_up(b) for b in self.budgets)
+        return all(b.key in self.decided or not holds_up(b) for b in self.budgets)
 
     def open_budgets(self) -> list[str]:
         """Keys of the budgets that keep sampling going and are not decided yet."""
-        return [b.key for b in self.budgets if b.key not in self.decided and self.holds_up(b)]
+        return [b.key for b in self.budgets if b.key not in self.decided and holds_up(b)]
 
     def stop_reason(self, sent: int, max_samples: int) -> str:
         """Why sampling stopped, for ``llm.stop_reason`` and the terminal."""
@@ -246,44 +220,30 @@ class SequentialVerdicts:
                     f"every budget decided at max_samples ({sent})")
         return f"max_samples reached ({sent}) with budgets undecided"
 
-    def holds_up(self, b) -> bool:
-        """Does this budget keep sampling going until it is decided?  Extremes, ITL and fractions
-        of the run (goodput, fluidity: judged once, at the end) don't."""
-        return holds_up(b)
+    def _rule(self, b, vals: Sequence[float], advise: bool = True) -> BudgetVerdict:
+        """The sequential rule: a mean at its Bonferroni share of alpha, a quantile on its first ``max_n``."""
+        if b.stat == "mean":
+            return budget_verdict(b.key, b.metric, b.stat, b.limit, b.is_floor, vals, self.confidence,
+                                  alpha_share=1.0 / len(self.looks), advise=advise)
+        return budget_verdict(b.key, b.metric, b.stat, b.limit, b.is_floor, vals[: self.max_n], self.confidence,
+                              max_n=self.max_n, min_n=self.min_n, advise=advise)
 
     def _judge_now(self, b, vals: Sequence[float]) -> BudgetVerdict | None:
-        n = len(vals)
         if b.stat == "mean":
-            look = max((k for k in self.looks if k <= n), default=None)
+            look = max((k for k in self.looks if k <= len(vals)), default=None)
             if look is None or self._mean_done.get(b.key) == look:
                 return None
             self._mean_done[b.key] = look
-            return budget_verdict(b.key, b.metric, b.stat, b.limit, b.is_floor, vals[:look], self.confidence,
-                         alpha_share=1.0 / len(self.looks), advise=False)
-        if not self.holds_up(b):
-            return None
-        return budget_verdict(b.key, b.metric, b.stat, b.limit, b.is_floor, vals[: self.max_n], self.confidence,
-                     max_n=self.max_n, min_n=self.min_n, advise=False)
+            return self._rule(b, vals[:look], advise=False)
+        return self._rule(b, vals, advise=False) if holds_up(b) else None
 
     def final(self, b, vals: Sequence[float]) -> BudgetVerdict:
         """The verdict at the end: the kept decision, else the rule at the last sample."""
         if b.key in self.decided:
             return self.decided[b.key]
-        if self.stopped_by is not None and self.holds_up(b):  # sampling stopped at another's fail
-            v = self._judge_at_stop(b, vals)
+        if self.stopped_by is not None and holds_up(b):  # sampling stopped at another's fail: bounds for the report
+            v = self._rule(b, vals, advise=False)
             return replace(v, status="not_decided", would_decide=None, stopped_by=self.stopped_by)
-        if self.holds_up(b) and b.stat != "mean":
-            return budget_verdict(b.key, b.metric, b.stat, b.limit, b.is_floor, vals[: self.max_n], self.confidence,
-                         max_n=self.max_n, min_n=self.min_n)
-        if b.stat == "mean":
-            return budget_verdict(b.key, b.metric, b.stat, b.limit, b.is_floor, vals, self.confidence,
-                         alpha_share=1.0 / len(self.looks))
+        if b.stat == "mean" or holds_up(b):
+            return self._rule(b, vals)
         return budget_verdict(b.key, b.metric, b.stat, b.limit, b.is_floor, vals, self.confidence)
-
-    def _judge_at_stop(self, b, vals: Sequence[float]) -> BudgetVerdict:
-        """The bounds of an open budget where sampling stopped (for the report only)."""
-        if b.stat == "mean":
-            return budget_verdict(b.key, b.metric, b.stat, b.limit, b.is_floor, vals, self.confidence,
-                         alpha_share=1.0 / len(self.looks), advise=False)
-        return budget_verdict(b.key, b.metric, b.stat, b.limit, b.is_floor, vals[: self.max_n], self.confidence,
-                     max_n=self.max_n, min_n=self.min_n, advise=False)

@@ -1,46 +1,7 @@
-"""Block texts whose token counts add up: the prompts of a trace replay (issue 27).
-
-A trace row names its prompt's blocks (``hash_ids``: block i holds ``block_tokens`` tokens, the
-last partial); rows sharing leading ids share those blocks' text.  So a prompt is built from
-per-block texts, and its length is known from its blocks only if token counts *add up* across
-block boundaries.  They do for text made of **pieces**: a space followed by a common lower-case
-word of 1 to 4 letters (``PALETTE``; " the", " of", " that"...).  Every tokenizer this plugin
-meets splits before such a space and never merges across it, and counts each piece alike:
-
-* word-level (the reference target): 1 token per piece;
-* byte- or character-level (vLLM's byte BPE with no merges, the llama.cpp test models' SPM):
-  ``letters + 1`` tokens;
-* BPE / SentencePiece with real merges (llama.cpp's recording: " world", " this" are single
-  tokens; GPT-2 and Llama-3 pre-tokenizers split before a space): common words are one token.
-
-``calibrate`` measures this on the server's own counter with ``CALIBRATION_CALLS`` calls and
-raises ``MeasurementError("tokenize", ...)`` naming the behaviour where it does not hold.
-
-Rules of the text (documented, never a silent deviation):
-
-* **Opening prompt.**  The first piece of a prompt is written without its space (templates that
-  trim content then change nothing).  ``Palette.head`` = count(opening text) - its pieces'
-  costs: BOS and chat-template tokens, less what the dropped space saved (byte-level: -1).  A
-  prompt of N tokens is therefore ``N - head`` tokens of pieces; ``prompt_text`` takes the head
-  off the prompt's *last* blocks (``head_from_the_end``: a chat template puts some of its tokens
-  after the text, so shared leading blocks stay whole); ``block_text(first=True)`` only drops
-  the first piece's space.
-* **Lengths.**  A block of length L is a seeded stream of pieces cut where it reaches L, then
-  a short fill (pieces whose costs make up the rest exactly, fewest first).  Where the pieces'
-  costs cannot make up a rest (1 token on a byte-level tokenizer: the shortest piece " a"
-  costs 2), a **glue letter** (``GLUE``, no space) is appended to the block's last piece: it
-  costs 1 token on byte- and character-level tokenizers, is used only there (calibration
-  checks that it adds exactly its cost after a piece and before the next), and never opens a
-  prompt.  A length still unreachable (an opening prompt shorter than one piece, or a
-  tokenizer whose pieces all cost 2 without a usable glue) gets the nearest reachable length
-  (the longer on a tie): ``prompt_text`` returns that planned count, so the caller sees and
-  records the deviation.
-* **Identity.**  Block text depends on (nonce, block id, length) only: the stream is seeded
-  by ``random.Random(f"block|{nonce}|{type}:{block_id}")`` (5 and "5" are different ids, as in
-  ``core.spec.trace``), so rows naming the same id share it byte for byte within a run, another run's
-  nonce shares nothing, and a shorter length of the same id is the longer one's text up to
-  its last few pieces (token-level prefix caches, llama.cpp's, share that part).  A row's
-  tail beyond its named ids (``RowTail``) is seeded by ``f"row|{nonce}|{key}"``: its own.
+"""Block texts whose token counts add up: the prompts of a trace replay (issue 27).  A prompt is built
+from per-block texts of **pieces** (a space and a common word of 1-4 letters, ``PALETTE``), whose costs
+``calibrate`` measures on the server's own counter; the rules (opening prompt and head, lengths, fill
+and ``GLUE``, identity of a block's text): docs/concepts.md#trace-prompts-block-texts-whose-counts-add-up.
 
 Pure: no I/O, no clock.
 """
@@ -116,10 +77,6 @@ class UnreachableLength(ValueError):
     """No text of pieces (and glue) has exactly this many tokens on the calibrated tokenizer."""
 
 
-def _pieces(layout: Sequence[int], rng: random.Random) -> list[str]:
-    return [" " + rng.choice(PALETTE[f]) for f in layout]
-
-
 def _fail(what: str) -> MeasurementError:
     return MeasurementError("tokenize", (
         f"the server's tokenizer is not additive on space-led word pieces: {what}. Trace prompts are built from "
@@ -150,34 +107,34 @@ def calibrate(count: TokenCounter, *, nonce: str = "") -> Palette:
         calls += 1
         return int(count(text))
 
-    def anchor(i: int, layout: Sequence[int] = _ANCHOR) -> tuple[str, list[int]]:
-        words = _pieces(layout, random.Random(f"calibrate|{nonce}|{i}"))
-        return "".join(words)[1:], list(layout)
+    def anchor(i: int, layout: Sequence[int] = _ANCHOR) -> str:
+        rng = random.Random(f"calibrate|{nonce}|{i}")
+        return "".join(" " + rng.choice(PALETTE[f]) for f in layout)[1:]
 
-    a0, _ = anchor(0)
+    a0 = anchor(0)
     n0 = counted(a0)
     costs = []
     for k, family in enumerate(PALETTE):
-        got = counted(anchor(1 + k)[0] + "".join(" " + w for w in family)) - n0
+        got = counted(anchor(1 + k) + "".join(" " + w for w in family)) - n0
         if got % len(family) or got < len(family):
             raise _fail(f"the {len(family)} words of {k + 1} letter(s) ({' '.join(family[:4])} ...) after a block "
                         f"add {got} tokens, not the same whole number (>= 1) for each")
         costs.append(got // len(family))
     for k, family in enumerate(PALETTE):
         words = [w for j, w in enumerate(family) for _ in range(1 + j % 4)]
-        got = counted(anchor(5 + k)[0] + "".join(" " + w for w in words)) - n0
+        got = counted(anchor(5 + k) + "".join(" " + w for w in words)) - n0
         if got != costs[k] * len(words):
             raise _fail(f"{len(words)} words of {k + 1} letter(s) add {got} tokens, but {len(family)} of them added "
                         f"{costs[k] * len(family)} ({costs[k]} each): two multiples disagree")
     head = n0 - sum(costs[f] for f in _ANCHOR)
-    a2, _ = anchor(9, _ANCHOR2)
+    a2 = anchor(9, _ANCHOR2)
     got = counted(a2) - sum(costs[f] for f in _ANCHOR2)
     if got != head:
         raise _fail(f"a prompt opening with a {_ANCHOR2[0] + 1}-letter word adds {got} tokens around its pieces, "
                     f"one opening with a {_ANCHOR[0] + 1}-letter word {head}: the head depends on the first word")
-    glue = counted(anchor(10)[0] + GLUE) - n0
+    glue = counted(anchor(10) + GLUE) - n0
     family = PALETTE[1]
-    both = counted(anchor(11)[0] + GLUE + "".join(" " + w for w in family) + GLUE) - n0
+    both = counted(anchor(11) + GLUE + "".join(" " + w for w in family) + GLUE) - n0
     usable = glue == 1 and both == 2 + costs[1] * len(family)
     return Palette(costs=tuple(costs), head=head, glue=1 if usable else 0, calls=calls)
 
@@ -193,9 +150,7 @@ def _fills(costs: tuple[int, ...], glue: int) -> tuple[tuple[tuple[int, ...], in
             prev = best[r - c] if c <= r else None
             if prev is not None:
                 options.append((prev[0], prev[1] + 1, tuple(sorted(prev[2] + (f,))), prev[3]))
-        if glue and best[r - 1] is not None:
-            prev = best[r - 1]
-            assert prev is not None
+        if glue and (prev := best[r - 1]) is not None:
             options.append((prev[0] + 1, prev[1], prev[2], prev[3] + 1))
         best[r] = min(options) if options else None
     return tuple(None if b is None else (b[2], b[3]) for b in best)
@@ -238,18 +193,6 @@ def _plan(palette: Palette, nonce: str, block_id: BlockId, length: int, first: b
                     + GLUE * fill[1])
             return text[1:] if first else text
     return None
-
-
-def block_text(palette: Palette, nonce: str, block_id: BlockId, length: int, *, first: bool) -> str:
-    """Text of exactly ``length`` tokens of additive cost for block ``block_id`` (module
-    docstring).  ``first``: the block opens a prompt, ``length`` is net of ``palette.head``
-    (the server counts ``head + length``).  Raises ``UnreachableLength`` where no text has
-    that length (``prompt_text`` then takes the nearest and says so in its planned count)."""
-    text = _plan(palette, nonce, block_id, length, first)
-    if text is None:
-        raise UnreachableLength(f"no text of {'opening ' if first else ''}pieces has exactly {length} tokens on this "
-                                f"tokenizer ({palette.describe()})")
-    return text
 
 
 def _nearest(palette: Palette, nonce: str, block_id: BlockId, length: int, first: bool) -> tuple[str, int]:
@@ -302,10 +245,11 @@ def prompt_text(palette: Palette, nonce: str, blocks: Sequence[tuple[BlockId, in
     """The text of ``blocks`` ((id, tokens) pairs, block lengths as the server counts them: with
     ``opens_prompt`` the head is taken off the last blocks, ``head_from_the_end``) and its planned
     server count (``palette.head`` included when ``opens_prompt``).  The planned count differs from
-    the blocks' sum only where a length is unreachable (``block_text``): the nearest is used, never
+    the blocks' sum only where a length is unreachable (no text of pieces has it): the nearest is used, never
     silently.  ``cache`` (a dict kept by the
     caller) reuses block texts across prompts."""
     parts: list[str] = []
+    cache = {} if cache is None else cache
     planned = palette.head if opens_prompt and blocks else 0
     wants = head_from_the_end([t for _, t in blocks], palette.head if opens_prompt else 0)
     for i, ((block_id, _), want) in enumerate(zip(blocks, wants)):
@@ -313,11 +257,9 @@ def prompt_text(palette: Palette, nonce: str, blocks: Sequence[tuple[BlockId, in
         if want <= 0 and not first:
             continue  # the head took this (short, last) block whole
         k = (block_id, want, first)
-        hit = cache.get(k) if cache is not None else None
+        hit = cache.get(k)
         if hit is None:
-            hit = _nearest(palette, nonce, block_id, want, first)
-            if cache is not None:
-                cache[k] = hit
+            hit = cache[k] = _nearest(palette, nonce, block_id, want, first)
         parts.append(hit[0])
         planned += hit[1]
     return "".join(parts), planned

@@ -1,29 +1,9 @@
-"""Seeded prompt synthesis to an exact token count.
+"""Seeded prompt synthesis to an exact token count (docs/concepts.md#exact-salted-prompts).
 
-Layout of one prompt (completions text = system + user):
-
-    [shared prefix: P tokens, identical across requests]   only if shared_prefix_tokens > 0
-    (or group i mod N's prefix of T tokens, salted by the nonce: shared_prefix_groups {groups: N, tokens: T})
-    [salt: unique per request and per run]                  defeats prefix caches
-    [system part: tool schemas, ~S tokens]                  only if system_prompt_tokens > 0
-    [body: filler words up to exactly N tokens]
-
-Lengths are fitted through a ``TokenCounter`` (the server's tokenize endpoint,
-or a calibrated estimate); the adapter verifies ``usage.prompt_tokens`` on
-every request afterwards.
-
-Determinism: the *seed* fixes the prompt bodies (shared prefix, tool schemas,
-filler words); the *nonce* (fresh per run, recorded in the results so a run can
-be replayed) fixes the salts.  The same (seed, nonce) gives the same prompts;
-a new nonce gives new salts, so a second run against a long-lived server can
-never hit the prefix cache the first run filled.
-
-Token counting is bounded: the body is fitted once per workload (a binary
-search, O(log prompt_tokens) counter calls), then every salted prompt is
-verified with one call.  Salts are ``SALT_WORDS`` common four-letter words, so
-every salt ("word word ... word: ") has the same length in characters and, for
-BPE/SentencePiece tokenizers, almost always in tokens: the verify call confirms it, and only a
-prompt whose salt tokenizes differently is re-fitted.  Pure: no I/O, no clock.
+Layout of one prompt (completions text = system + user): the shared prefix (``shared_prefix_tokens``,
+or group ``i mod N``'s of ``shared_prefix_groups``), the salt (unique per request and per run), the
+system part (tool schemas) and a body of filler words up to exactly N tokens, fitted through a
+``TokenCounter``.  The seed fixes the bodies, the nonce the salts.  Pure: no I/O, no clock.
 """
 from __future__ import annotations
 
@@ -137,12 +117,9 @@ def build_prompts(count: TokenCounter, *, n: int, prompt_tokens: int, seed: int,
     whose words are drawn from (seed, nonce, group), so the groups are shared within a run and
     never across runs; the salt and the body follow it.
 
-    The body is fitted once per distinct (length, group) (against the first salt of that kind);
-    every other salted prompt costs one verify call, and is re-fitted only when its count
-    differs, so every prompt hits its target exactly whenever the tokenizer allows it.  Counter
-    calls: the fit (O(log prompt_tokens) per distinct length and group, plus O(log
-    system_prompt_tokens) once and O(log T) per prefix) + one verify per other prompt + a
-    re-fit per salt that tokenizes differently.
+    The body is fitted once per distinct (length, group) (against the first salt of that kind,
+    O(log length) counter calls); every other salted prompt costs one verify call, and is re-fitted
+    only when its count differs.
     """
     rng = random.Random(seed)
     prefixes = [""]
@@ -197,11 +174,8 @@ def _build_same(count: TokenCounter, salt_list: list[str], prompt_tokens: int, b
 
     def prompt(salt: str, body: str, got: int) -> Prompt:
         sys_part = head(salt)
-        if separate:
-            return Prompt(system=sys_part, user=body, expected_tokens=prompt_tokens, counted_tokens=got,
-                          body_start=len(user_head))
-        return Prompt(system="", user=sys_part + body, expected_tokens=prompt_tokens, counted_tokens=got,
-                      body_start=len(sys_part))
+        sys_text, user, start = (sys_part, body, len(user_head)) if separate else ("", sys_part + body, len(sys_part))
+        return Prompt(system=sys_text, user=user, expected_tokens=prompt_tokens, counted_tokens=got, body_start=start)
 
     prompts: list[Prompt] = []
     body = ""

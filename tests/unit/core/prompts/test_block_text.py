@@ -12,8 +12,8 @@ import re
 
 import pytest
 
-from pytest_llm_latency.core.prompts.block_text import (CALIBRATION_CALLS, PALETTE, RowTail, UnreachableLength,
-    block_text, calibrate, prompt_text, row_blocks)
+from pytest_llm_latency.core.prompts.block_text import (CALIBRATION_CALLS, PALETTE, RowTail, calibrate, prompt_text,
+    row_blocks)
 from pytest_llm_latency.core.errors import MeasurementError
 from pytest_llm_latency.targets.reference import tokenizer as reference
 from tests.helpers.counting import counting
@@ -148,9 +148,10 @@ def test_tails_beyond_the_named_ids_are_the_rows_own():
 @pytest.mark.parametrize("name", sorted(COUNTERS))
 def test_a_shorter_block_of_the_same_id_is_the_longer_ones_prefix_but_for_its_last_pieces(name):
     palette = calibrate(COUNTERS[name])
-    long = block_text(palette, "n", 42, 512, first=False)
+    long, _ = prompt_text(palette, "n", [(42, 512)], opens_prompt=False)
     for n in (500, 300, 100, 17):
-        short = block_text(palette, "n", 42, n, first=False)
+        short, planned = prompt_text(palette, "n", [(42, n)], opens_prompt=False)
+        assert planned == n
         assert COUNTERS[name]("x" + short) - COUNTERS[name]("x") == n
         assert len(os.path.commonprefix([long, short])) >= len(short) - 24
 
@@ -168,10 +169,8 @@ def test_a_later_turn_adds_exactly_its_length_after_any_history(name):
 def test_a_byte_level_length_no_piece_reaches_uses_the_glue_and_an_unreachable_one_is_reported():
     palette = calibrate(byte_level)
     assert palette.costs == (2, 3, 4, 5) and palette.glue == 1 and palette.head == 0  # BOS, less the dropped space
-    one = block_text(palette, "n", 5, 1, first=False)
-    assert one == "q" and byte_level("ab" + one) - byte_level("ab") == 1
-    with pytest.raises(UnreachableLength, match="no text of opening pieces has exactly 1 tokens"):
-        block_text(palette, "n", 5, 1, first=True)
+    one, planned = prompt_text(palette, "n", [(5, 1)], opens_prompt=False)
+    assert one == "q" and planned == 1 and byte_level("ab" + one) - byte_level("ab") == 1
     text, planned = prompt_text(palette, "n", [(5, 1)], opens_prompt=True)  # a 1-token prompt: BOS alone
     assert planned == 2 == byte_level(text)  # the nearest, and the plan says so: the caller records it
 
