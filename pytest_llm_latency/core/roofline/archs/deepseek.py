@@ -104,16 +104,12 @@ def deepseek(c: Cfg) -> Architecture:
         shared = int(c.get("n_shared_experts") or 0)
         mlp = "model.layers.{i}.mlp"
         groups += [layered("routed experts gate/up/down", "routed_experts", mlp, sparse,
-                           gated_members(hidden, moe_inter, ("experts.{e}.gate_proj", "experts.{e}.up_proj",
-                                                             "experts.{e}.down_proj"), copies=experts),
-                           experts=experts),
+                           gated_members(hidden, moe_inter, copies=experts, prefix="experts.{e}."), experts=experts),
                    # DeepseekV3TopkRouter: a Parameter, not an nn.Linear (bitsandbytes leaves it)
                    layered("router", "router", mlp, sparse, [("gate", hidden * experts)], nn_linear=False)]
         if shared:
             groups.append(layered("shared experts gate/up/down", "shared_experts", mlp, sparse,
-                                  gated_members(hidden, shared * moe_inter, ("shared_experts.gate_proj",
-                                                                             "shared_experts.up_proj",
-                                                                             "shared_experts.down_proj"))))
+                                  gated_members(hidden, shared * moe_inter, prefix="shared_experts.")))
         if c.model_type != "deepseek_v2" or c.get("topk_method") == "noaux_tc":
             groups.append(layered("router e_score_correction_bias", "bias", mlp, sparse,
                                   [("gate.e_score_correction_bias", experts)], linear=False))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from . import register
 from .inventory import (Architecture, Cfg, KVShape, TensorGroup, attention_groups, embedding_groups, full_kv,
-    gated_members, layered)
+    gated_members, kv_by_kind, layered)
 from .inventory import Member
 
 
@@ -61,10 +61,9 @@ def qwen2(c: Cfg) -> Architecture:
     if c.get("use_sliding_window") and c.get("sliding_window"):
         hidden, layers, heads, kv_heads, head_dim, _ = dims(c)
         full = min(c.int("max_window_layers", default=layers), layers)
-        shapes = [s for s in (KVShape("full", full, 2 * kv_heads * head_dim) if full else None,
-                              KVShape("sliding", layers - full, 2 * kv_heads * head_dim,
-                                      window=int(c.get("sliding_window"))) if layers > full else None) if s]
-        return dense_architecture(c, qkv_bias=True, kv=tuple(shapes))
+        kinds = ["full"] * full + ["sliding"] * (layers - full)
+        window = int(c.get("sliding_window"))
+        return dense_architecture(c, qkv_bias=True, kv=kv_by_kind(kinds, kv_heads, head_dim, window))
     return dense_architecture(c, qkv_bias=True)
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from ...errors import ConfigError
 from . import register
-from .inventory import (Architecture, Cfg, KVShape, TensorGroup, attention_groups, embedding_groups, gated_members,
+from .inventory import (Architecture, Cfg, TensorGroup, attention_groups, embedding_groups, gated_members, kv_by_kind,
     layered)
 
 #: transformers class defaults that change the byte count (``Gemma3TextConfig`` / ``Gemma2Config``)
@@ -91,12 +91,8 @@ def gemma(c: Cfg) -> Architecture:
               TensorGroup("norms (4 per layer + final)", layers * 4 * hidden + hidden, "norm",
                           "model.layers.0.input_layernorm", linear=False)]
 
-    per_token = 2 * kv_heads * head_dim
-    kv = tuple(KVShape(kind, n, elems_per_token=per_token, window=window if kind == "sliding" else None)
-               for kind in ("full", "sliding") for n in [kinds.count(kind)] if n)
-    notes: list[str] = []
     source = "layer_types" if c.get("layer_types") is not None else (
         "sliding_window_pattern" if gemma3 else "gemma2 alternation")
-    notes.append(f"{kinds.count('full')} full / {kinds.count('sliding')} windowed layers ({source})")
-    return Architecture(c.model_type, tuple(groups), kv, hidden, vocab, layers, tied,
-                        defaults=tuple(c.defaults), notes=tuple(notes))
+    notes = (f"{kinds.count('full')} full / {kinds.count('sliding')} windowed layers ({source})",)
+    return Architecture(c.model_type, tuple(groups), kv_by_kind(kinds, kv_heads, head_dim, window), hidden, vocab,
+                        layers, tied, defaults=tuple(c.defaults), notes=notes)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from ...errors import ConfigError
 from . import register
-from .inventory import Architecture, Cfg, KVShape, TensorGroup, attention_groups, embedding_groups, layered
+from .inventory import Architecture, Cfg, TensorGroup, attention_groups, embedding_groups, kv_by_kind, layered
 from .moe import check_experts
 
 #: GptOssConfig's class defaults (transformers), applied and recorded when a config omits them
@@ -91,9 +91,7 @@ def gpt_oss(c: Cfg) -> Architecture:
                  ("experts.down_proj_bias", experts * hidden)], linear=False),
         TensorGroup("norms", layers * 2 * hidden + hidden, "norm", "model.layers.0.input_layernorm", linear=False),
     ]
-    per_token = 2 * kv_heads * head_dim
-    kv = tuple(KVShape(kind, n, elems_per_token=per_token, window=window if kind == "sliding" else None)
-               for kind in ("full", "sliding") if (n := kinds.count(kind)))
+    kv = kv_by_kind(kinds, kv_heads, head_dim, window)
     return Architecture(c.model_type, tuple(groups), kv, hidden, vocab, layers, tied, experts=experts,
                         experts_per_token=k, defaults=tuple(c.defaults),
                         notes=("attention sinks: one learned logit per head, no cached token",))

@@ -233,14 +233,10 @@ def attention_groups(layers: int, hidden: int, heads: int, kv_heads: int, head_d
 
 
 def gated_members(hidden: int, inter: int, names=("gate_proj", "up_proj", "down_proj"),
-                  copies: int = 1) -> list[Member]:
-    """gate, up, down of one gated MLP (``copies``: that many experts, ``{e}`` in the names)."""
-    return [(n, copies * hidden * inter) for n in names]
-
-
-def gated_mlp(hidden: int, inter: int) -> int:
-    """gate, up and down projections of one SwiGLU / GeGLU MLP."""
-    return 3 * hidden * inter
+                  copies: int = 1, prefix: str = "") -> list[Member]:
+    """gate, up, down of one gated MLP, each name after ``prefix`` (``copies``: that many experts,
+    ``{e}`` in the prefix)."""
+    return [(prefix + n, copies * hidden * inter) for n in names]
 
 
 def embedding_groups(vocab: int, hidden: int, tied: bool) -> list[TensorGroup]:
@@ -254,13 +250,8 @@ def full_kv(layers: int, kv_heads: int, head_dim: int) -> KVShape:
     return KVShape("full", layers, elems_per_token=2 * kv_heads * head_dim)
 
 
-def split_by_kind(kinds: list[str], kv_heads: int, head_dim: int, window: int | None,
-                  sinks: int = 0) -> tuple[KVShape, ...]:
-    """One KVShape per kind from a per-layer list of ``full`` / ``sliding`` / ``chunked``."""
-    out = []
-    for kind in ("full", "sliding", "chunked"):
-        n = sum(1 for k in kinds if k == kind)
-        if n:
-            out.append(KVShape(kind, n, elems_per_token=2 * kv_heads * head_dim,
-                               window=None if kind == "full" else window, sinks=sinks if kind == "sliding" else 0))
-    return tuple(out)
+def kv_by_kind(kinds: list[str], kv_heads: int, head_dim: int, window: int | None) -> tuple[KVShape, ...]:
+    """One KVShape per kind from a per-layer list of ``full`` / ``sliding`` / ``chunked`` (``window``:
+    the sliding window or the chunk)."""
+    return tuple(KVShape(kind, n, elems_per_token=2 * kv_heads * head_dim, window=None if kind == "full" else window)
+                 for kind in ("full", "sliding", "chunked") if (n := kinds.count(kind)))

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from ...errors import ConfigError
 from . import register
-from .inventory import (Architecture, Cfg, KVShape, TensorGroup, attention_groups, embedding_groups, gated_members,
+from .inventory import (Architecture, Cfg, TensorGroup, attention_groups, embedding_groups, gated_members, kv_by_kind,
     layered)
 from .moe import check_experts
 
@@ -107,8 +107,7 @@ def llama4(c: Cfg) -> Architecture:
                       [("experts.gate_up_proj", experts * hidden * 2 * inter),
                        ("experts.down_proj", experts * inter * hidden)], nn_linear=False),
               layered("shared expert gate/up/down", "shared_experts", ff, sparse,
-                      gated_members(hidden, inter, ("shared_expert.gate_proj", "shared_expert.up_proj",
-                                                    "shared_expert.down_proj"))),
+                      gated_members(hidden, inter, prefix="shared_expert.")),
               layered("router", "router", ff, sparse, [("router", hidden * experts)]),  # Llama4Router(nn.Linear)
               layered("dense mlp gate/up/down", "mlp", ff, dense, gated_members(hidden, dense_inter)),
               TensorGroup("norms (2 per layer + final)", layers * 2 * hidden + hidden, "norm",
@@ -125,9 +124,7 @@ def llama4(c: Cfg) -> Architecture:
         chunk = c.int("attention_chunk_size", default=8192) if "chunked" in kinds else None
         if chunk is not None and chunk < 1:
             raise ConfigError(f"{c.where}: attention_chunk_size must be >= 1 token, got {chunk}")
-    per_token = 2 * kv_heads * head_dim
-    kv = tuple(KVShape(kind, n, elems_per_token=per_token, window=chunk if kind == "chunked" else None)
-               for kind in ("full", "chunked") for n in [kinds.count(kind)] if n)
+    kv = kv_by_kind(kinds, kv_heads, head_dim, chunk)
     notes.append(f"{kinds.count('full')} full (NoPE) / {kinds.count('chunked')} chunked (RoPE) layers ({how})")
     notes.append(f"{n_moe} MoE layers with a shared expert of intermediate_size {inter} each"
                  + (f", {n_dense} dense" if n_dense else ""))

@@ -128,14 +128,11 @@ def qwen3_next(c: Cfg) -> Architecture:
         shared_inter = c.int("shared_expert_intermediate_size", default=512)
         mlp = "model.layers.{i}.mlp"
         groups += [layered("routed experts gate/up/down", "routed_experts", mlp, sparse,
-                           gated_members(hidden, moe_inter, ("experts.{e}.gate_proj", "experts.{e}.up_proj",
-                                                             "experts.{e}.down_proj"), copies=experts),
-                           experts=experts),
+                           gated_members(hidden, moe_inter, copies=experts, prefix="experts.{e}."), experts=experts),
                    layered("router", "router", mlp, sparse, [("gate", hidden * experts)]),
                    layered("shared expert gate", "router", mlp, sparse, [("shared_expert_gate", hidden)]),
                    layered("shared expert gate/up/down", "shared_experts", mlp, sparse,
-                           gated_members(hidden, shared_inter, ("shared_expert.gate_proj", "shared_expert.up_proj",
-                                                                "shared_expert.down_proj")))]
+                           gated_members(hidden, shared_inter, prefix="shared_expert."))]
     else:
         experts = 0
     if layers > len(sparse):
