@@ -30,8 +30,6 @@ class GGUFSummary:
     experts: int
     experts_per_token: int
     layers: int | None
-    kv_heads_total: int | None   # summed over layers (a per-layer array is allowed)
-    head_dim: int | None
     bytes_by_type: dict = field(default_factory=dict)
     #: ``<arch>.*`` metadata (arrays as lists), for the KV layout
     metadata: dict = field(default_factory=dict, repr=False)
@@ -128,23 +126,10 @@ def read_gguf(path: str | Path) -> GGUFSummary:
     if expert_bytes and not (experts and 0 < used <= experts):
         raise ConfigError(f"gguf: {str(p)!r} has expert tensors but expert_count={experts}, "
                           f"expert_used_count={used}; give params explicitly")
-    layers = get(f"{arch}.block_count")
-    heads = get(f"{arch}.attention.head_count")
-    kv_heads = get(f"{arch}.attention.head_count_kv")
-    if kv_heads is None:
-        kv_heads = heads
-    head_dim = get(f"{arch}.attention.key_length")
-    if head_dim is None and heads and get(f"{arch}.embedding_length"):
-        h = heads if isinstance(heads, int) else max(heads)
-        head_dim = int(get(f"{arch}.embedding_length")) // h
-    kv_total = None
-    if layers is not None and kv_heads is not None:
-        kv_total = int(sum(kv_heads)) if isinstance(kv_heads, list) else int(kv_heads) * int(layers)
     return GGUFSummary(path=str(p), architecture=arch, name=get("general.name"), tensor_bytes=total_bytes,
                        params=total_params, expert_bytes=expert_bytes, expert_params=expert_params,
                        experts=experts if expert_bytes else 0, experts_per_token=used if expert_bytes else 0,
-                       layers=None if layers is None else int(layers), kv_heads_total=kv_total,
-                       head_dim=None if head_dim is None else int(head_dim), bytes_by_type=dict(by_type),
+                       layers=None if blocks is None else int(blocks), bytes_by_type=dict(by_type),
                        metadata=meta, input_embedding=embd if "output.weight" in names else None,
                        mtp_bytes=mtp_bytes, mtp_params=mtp_params)
 

@@ -28,7 +28,7 @@ from . import catalog
 from ..core.errors import ConfigError
 from ..core.roofline.hardware import Hardware
 from .probe_cache import (BUSY_LIMIT, SPREAD_LIMIT, LoadMeter, cache_dir, cached_or_measured,  # noqa: F401
-                          host_key, not_cached_reason, others_busy_share, proc_stat_sample, reap, write_cache)
+                          host_key, not_cached_reason, others_busy_share, proc_stat_sample, reap)
 
 NVIDIA_SMI_ARGS = ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv"]
 Runner = Callable[[Sequence[str]], str]
@@ -242,10 +242,6 @@ def probe_cpu_bandwidth(*, processes: int | None = None, runs: int = 5, measure:
     per_run = [aggregate_run(samples) for samples in (measure or numpy_read_measure)(procs, runs)]
     busy = others_busy_share(before, meter())
     return ProbeResult(max(per_run), tuple(per_run), procs, busy)
-
-
-def _atomic_write_json(path: Path, data: dict) -> None:
-    write_cache(path, data)
 
 
 class LocalBandwidth(NamedTuple):

@@ -17,7 +17,6 @@ is kept apart from the wording (``core.roofline.roofline_text``: ``format_ceilin
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 from ..errors import ConfigError
@@ -27,7 +26,7 @@ from .hardware import CONFIG_ERROR_RATIO, Hardware, ModelSpec
 from .modelbytes import ModelBytes
 from ..result.result_parts import SpecDecodeInfo
 from .roofline_requests import PerRequest, RequestDecode, combine
-from .roofline_spec import Drafter, StepFigures, step_figures
+from .roofline_spec import Drafter, StepFigures, _finite, step_figures
 from .roofline_text import format_roofline
 from ..statuses import GateStatus
 
@@ -44,10 +43,6 @@ def mean_context(prompt_tokens: float, output_tokens: float) -> float:
         if not _finite(v) or v < 0:
             raise ConfigError(f"roofline: {what} must be a number >= 0, got {v!r}")
     return prompt_tokens + output_tokens / 2.0
-
-
-def _finite(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _as_model_bytes(model: ModelBytes | ModelSpec) -> ModelBytes:

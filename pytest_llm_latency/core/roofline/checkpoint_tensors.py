@@ -28,6 +28,7 @@ Pure: no I/O.
 """
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -69,10 +70,7 @@ class Tensor:
 
     @property
     def elements(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return math.prod(self.shape)
 
 
 def tensor_nbytes(dtype: str, shape: tuple[int, ...], *, where: str) -> int:
@@ -82,9 +80,7 @@ def tensor_nbytes(dtype: str, shape: tuple[int, ...], *, where: str) -> int:
     if bits is None:
         raise ConfigError(f"{where}: unknown safetensors dtype {dtype!r} (known: {', '.join(DTYPE_BITS)}); "
                           "give dtype / bits (config arithmetic) or model_bytes instead")
-    n = 1
-    for d in shape:
-        n *= d
+    n = math.prod(shape)
     if n * bits % 8:
         raise ConfigError(f"{where}: {n} elements of {dtype} do not fill whole bytes; is the header corrupt?")
     return n * bits // 8

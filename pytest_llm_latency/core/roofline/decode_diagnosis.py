@@ -38,7 +38,6 @@ FIXED_POSSIBLE = 0.2    # ... possible from here, ruled out below
 PREFILL_HEAVY = 0.15    # prefill below this share of the declared dtype's peak: heavier arithmetic
 PREFILL_MIN_MS = 1.0    # the ideal prefill must take this long for TTFT to speak for the arithmetic
 KV_FEW = 0.05           # KV under this share of the step's bytes: ruled out
-RATIO_MOVED = 1.5       # a baseline ratio this far from 1 has moved
 STATUSES = ("likely", "possible", "ruled out")
 ORDER = ("weights heavier than declared", "fixed cost per step", "batching", "bandwidth below the datasheet",
          "interleaved prefill", "KV cache")

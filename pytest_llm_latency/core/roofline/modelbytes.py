@@ -215,9 +215,6 @@ def _positive(value, what: str) -> None:
         raise ConfigError(f"{what} must be a positive number, got {value!r}")
 
 
-# HF config.json arithmetic per architecture: core.roofline.archs (model_bytes_from_hf_config).
-
-
 # ---------------------------------------------------------------------------- llama.cpp server
 
 def model_bytes_from_llamacpp_models(payload: dict, *, kv_bytes_per_token: float | None = None,

@@ -82,8 +82,6 @@ def segment_slopes(points: Sequence[tuple[float, float]]) -> list[float]:
 @dataclass(frozen=True)
 class Linearity:
     shape: str          # "linear" | "sublinear" | "superlinear" | "unknown" (fewer than 3 lengths)
-    slope_ratio: float | None      # observed last segment slope / first segment slope
-    predicted_ratio: float | None  # the same ratio from the FLOP model (1 without attention)
     why: str = ""
 
 
@@ -102,27 +100,24 @@ def linearity(fit: LineFit, points: Sequence[tuple[float, float]],
     at_zero = f"TTFT extrapolates to {fit.intercept:.3g} ms at 0 prompt tokens (below -{slack:.3g} ms)"
     if len(points) < 3:
         if negative:
-            return Linearity("unknown", None, None, f"{at_zero}: either part of each prompt was not prefilled "
-                             "(a cache) or TTFT grows faster than linear; sweep 3 or more lengths to tell")
-        return Linearity("unknown", None, None)
+            return Linearity("unknown", f"{at_zero}: either part of each prompt was not prefilled (a cache) or "
+                             "TTFT grows faster than linear; sweep 3 or more lengths to tell")
+        return Linearity("unknown")
     seg = segment_slopes(points)
     cost = list(predicted_segment_cost) if predicted_segment_cost else [1.0] * len(seg)
     predicted = cost[-1] / cost[0]
     ratio = seg[-1] / seg[0] if seg[0] > 0 else None
     if ratio is not None and ratio > SUPERLINEAR_RATIO * predicted:
-        return Linearity("superlinear", ratio, predicted,
-                         f"TTFT per token between the longest prompts is {ratio:.2f}x that between the shortest, "
-                         f"over {SUPERLINEAR_RATIO:g}x the {predicted:.2f}x the attention model predicts: quadratic "
-                         "blow-up (attention without a fused kernel, e.g. an eager fallback)")
+        return Linearity("superlinear", f"TTFT per token between the longest prompts is {ratio:.2f}x that between "
+                         f"the shortest, over {SUPERLINEAR_RATIO:g}x the {predicted:.2f}x the attention model "
+                         "predicts: quadratic blow-up (attention without a fused kernel, e.g. an eager fallback)")
     if negative:
-        return Linearity("sublinear", ratio, predicted,
-                         f"{at_zero}: it grows more slowly than the prompt, so part of each prompt was not "
-                         "prefilled (a prefix cache or a warm path); these figures are not prefill")
+        return Linearity("sublinear", f"{at_zero}: it grows more slowly than the prompt, so part of each prompt was "
+                         "not prefilled (a prefix cache or a warm path); these figures are not prefill")
     if ratio is None:
-        return Linearity("unknown", None, predicted, "TTFT did not grow between the two shortest prompts")
+        return Linearity("unknown", "TTFT did not grow between the two shortest prompts")
     if ratio < SUBLINEAR_RATIO * predicted:
-        return Linearity("sublinear", ratio, predicted,
-                         f"TTFT per token between the longest prompts is {ratio:.2f}x that between the shortest "
-                         f"(expected {predicted:.2f}x): it grows sublinearly, so a cache or a warm path is at work "
-                         "and these figures are not prefill")
-    return Linearity("linear", ratio, predicted)
+        return Linearity("sublinear", f"TTFT per token between the longest prompts is {ratio:.2f}x that between "
+                         f"the shortest (expected {predicted:.2f}x): it grows sublinearly, so a cache or a warm path "
+                         "is at work and these figures are not prefill")
+    return Linearity("linear")

@@ -55,7 +55,6 @@ class PerRequest:
     n: int
     ideal_ms: float
     measured_ms: float
-    tokens: int
     efficiency: float          # Σ ideal / Σ measured
     efficiency_p95: float      # 5th percentile of ideal_r / measured_r
     ceiling_tok_s: float       # Σ tokens / Σ ideal (s)
@@ -101,7 +100,7 @@ def combine(decodes: Sequence[RequestDecode], ceiling_of) -> PerRequest | None:
     tokens = sum(d.tokens for d in decodes)
     per = sorted(i / d.measured_ms for i, d in zip(ideal, decodes))
     contexts = [d.context for d in decodes]
-    return PerRequest(n=len(decodes), ideal_ms=sum_ideal, measured_ms=sum_measured, tokens=tokens,
+    return PerRequest(n=len(decodes), ideal_ms=sum_ideal, measured_ms=sum_measured,
                       efficiency=sum_ideal / sum_measured, efficiency_p95=percentile(per, 5.0),
                       ceiling_tok_s=tokens / sum_ideal * 1000.0, measured_tok_s=tokens / sum_measured * 1000.0,
                       context_min=min(contexts), context_mean=math.fsum(contexts) / len(contexts),

@@ -8,6 +8,7 @@ import stat
 import pytest
 
 from pytest_llm_latency.roofline import hwdetect
+from pytest_llm_latency.roofline.probe_cache import write_cache
 from pytest_llm_latency.core.errors import ConfigError
 
 # What `nvidia-smi --query-gpu=name,memory.total --format=csv` prints on real machines.
@@ -250,9 +251,9 @@ def test_corrupt_cache_is_measured_again_and_rewritten(cache):
 
 def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
     path = tmp_path / "c.json"
-    hwdetect._atomic_write_json(path, {"a": 1})
+    write_cache(path, {"a": 1})
     with pytest.raises(TypeError):
-        hwdetect._atomic_write_json(path, {"a": object()})
+        write_cache(path, {"a": object()})
     assert json.loads(path.read_text()) == {"a": 1}
     assert os.listdir(tmp_path) == ["c.json"]
 

@@ -107,11 +107,6 @@ class WeightFormat:
     where: str = "config.json"
     skip_by_substring: bool = False     # AWQ: vLLM / SGLang skip a module whose path CONTAINS an entry
 
-    @property
-    def converted(self) -> float | None:
-        """Bytes per parameter of the (first) converted storage; None without a method."""
-        return self.schemes[0].bytes_per_param if self.schemes else None
-
     def parts(self, g: TensorGroup) -> tuple[Part, ...]:
         """``g`` share by share: (fraction of its parameters, bytes per parameter, label, converted)."""
         return _parts(self, g)
