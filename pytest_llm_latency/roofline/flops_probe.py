@@ -14,12 +14,12 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Callable
 
 from ..core.errors import ConfigError
 from ..core.roofline.hardware import Hardware
 from ..core.roofline.prefill import Peak
-from .probe_cache import (LoadMeter, cache_dir, cached_or_measured, not_cached_reason, others_busy_share,
+from .probe_cache import (Cached, LoadMeter, cache_dir, cached_or_measured, not_cached_reason, others_busy_share,
                           proc_stat_sample, reap)
 
 CACHE_FILE = "cpu_flops.json"
@@ -142,22 +142,15 @@ def probe_cpu_flops(*, runs: int = 5, measure: Measure | None = None, load: Load
     return FlopsProbe(max(per_run), tuple(per_run), others_busy_share(before, meter()))
 
 
-class LocalPeak(NamedTuple):
-    tflops: float
-    cached: bool
-    note: str = ""
-    runs: str = ""
-
-
 def local_cpu_tflops(*, refresh: bool = False, only_if_higher: bool = False, cache: Path | None = None,
-                     measure: Measure | None = None, runs: int = 5, load: LoadMeter | None = None) -> LocalPeak:
+                     measure: Measure | None = None, runs: int = 5, load: LoadMeter | None = None) -> Cached:
     """This host's float32 matmul peak, measured once per host and cached (``probe_cache`` rules);
     ``refresh`` measures again; ``only_if_higher`` keeps a higher cached figure."""
-    return LocalPeak(*cached_or_measured(
+    return cached_or_measured(
         (cache or cache_dir()) / CACHE_FILE, field="tflops", method=CACHE_METHOD,
         measure=lambda: probe_cpu_flops(runs=runs, measure=measure, load=load),
         entry=lambda r: {"tflops": r.tflops, "runs_tflops": list(r.runs_tflops), "busy_share": r.busy_share},
-        show=lambda old: f"{old * 1e3:.1f} GFLOP/s", refresh=refresh, only_if_higher=only_if_higher))
+        show=lambda old: f"{old * 1e3:.1f} GFLOP/s", refresh=refresh, only_if_higher=only_if_higher)
 
 
 def local_cpu_peak(**probe) -> Peak:
@@ -165,7 +158,7 @@ def local_cpu_peak(**probe) -> Peak:
     local = local_cpu_tflops(**probe)
     how = "cached numpy float32 matmul probe" if local.cached else f"numpy float32 matmul probe, {local.runs}"
     where_cached = (probe.get("cache") or cache_dir()) / CACHE_FILE
-    return Peak(local.tflops, f"local CPU ({socket.gethostname()})", f"{how} ({where_cached})", 1, local.note)
+    return Peak(local.value, f"local CPU ({socket.gethostname()})", f"{how} ({where_cached})", 1, local.note)
 
 
 def resolve_peak(hardware: Hardware | None, *, peak_tflops: float | None = None, dtype: str | None = None,

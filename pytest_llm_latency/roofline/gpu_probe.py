@@ -23,10 +23,10 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Callable
 
 from ..core.errors import ConfigError
-from .probe_cache import cache_dir, cached_or_measured, host_key, not_cached_reason
+from .probe_cache import Cached, cache_dir, cached_or_measured, host_key, not_cached_reason
 
 MAX_BUFFER_BYTES = 8 * 1024**3
 FREE_SHARE = 0.5
@@ -104,19 +104,12 @@ def probe_gpu_bandwidth(*, device: int = 0, runs: int = 5, measure: GpuMeasure |
                           device, int(data.get("buffer_bytes", 0)), str(data.get("backend", "?")))
 
 
-class LocalGpuBandwidth(NamedTuple):
-    gb_s: float
-    cached: bool
-    note: str = ""
-    runs: str = ""
-
-
 def local_gpu_bandwidth(*, device: int = 0, device_name: str = "", refresh: bool = False,
                         only_if_higher: bool = False, cache: Path | None = None, measure: GpuMeasure | None = None,
-                        runs: int = 5) -> LocalGpuBandwidth:
+                        runs: int = 5) -> Cached:
     """The GPU's read figure, measured once per host and device (name + index) and then cached."""
-    return LocalGpuBandwidth(*cached_or_measured(
+    return cached_or_measured(
         (cache or cache_dir()) / CACHE_FILE, field="read_gb_s", method=CACHE_METHOD,
         measure=lambda: probe_gpu_bandwidth(device=device, runs=runs, measure=measure),
         entry=lambda r: r.as_json(), show=lambda old: f"{old:,.0f} GB/s", refresh=refresh,
-        only_if_higher=only_if_higher, key=f"{host_key()}-gpu{device}-{device_name or 'unnamed'}"))
+        only_if_higher=only_if_higher, key=f"{host_key()}-gpu{device}-{device_name or 'unnamed'}")

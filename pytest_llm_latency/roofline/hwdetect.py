@@ -22,12 +22,12 @@ import subprocess
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable, Sequence
 
 from . import catalog
 from ..core.errors import ConfigError
 from ..core.roofline.hardware import Hardware
-from .probe_cache import (BUSY_LIMIT, SPREAD_LIMIT, LoadMeter, cache_dir, cached_or_measured,  # noqa: F401
+from .probe_cache import (BUSY_LIMIT, SPREAD_LIMIT, Cached, LoadMeter, cache_dir, cached_or_measured,  # noqa: F401
                           host_key, not_cached_reason, others_busy_share, proc_stat_sample, reap)
 
 NVIDIA_SMI_ARGS = ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv"]
@@ -244,16 +244,9 @@ def probe_cpu_bandwidth(*, processes: int | None = None, runs: int = 5, measure:
     return ProbeResult(max(per_run), tuple(per_run), procs, busy)
 
 
-class LocalBandwidth(NamedTuple):
-    gb_s: float
-    cached: bool          # the figure came from the cache
-    note: str = ""        # e.g. why a fresh figure was not cached
-    runs: str = ""        # "best of 5 run(s), 30.1-33.0 GB/s" for a fresh figure
-
-
 def local_cpu_bandwidth(*, refresh: bool = False, only_if_higher: bool = False, cache: Path | None = None,
                         measure: Measure | None = None, runs: int = 5,
-                        load: LoadMeter | None = None) -> LocalBandwidth:
+                        load: LoadMeter | None = None) -> Cached:
     """This host's read bandwidth, measured once per host (hostname + cpu count) and then cached.
 
     ``refresh`` measures again.  A figure is cached only when its runs agree and the machine was
@@ -261,18 +254,18 @@ def local_cpu_bandwidth(*, refresh: bool = False, only_if_higher: bool = False, 
     is higher than the fresh one (the gate's second look: a ceiling is the machine's limit).
     The read-measure-keep rule is ``probe_cache.cached_or_measured``, shared with the FLOPs probe.
     """
-    return LocalBandwidth(*cached_or_measured(
+    return cached_or_measured(
         (cache or cache_dir()) / "cpu_bandwidth.json", field="mem_bandwidth_gb_s", method=CACHE_METHOD,
         measure=lambda: probe_cpu_bandwidth(runs=runs, measure=measure, load=load),
         entry=lambda r: r.as_json(), show=lambda old: f"{old:.1f} GB/s",
-        refresh=refresh, only_if_higher=only_if_higher))
+        refresh=refresh, only_if_higher=only_if_higher)
 
 
 def local_cpu_hardware(**kwargs) -> Hardware:
     bw = local_cpu_bandwidth(**kwargs)
     where = (kwargs.get("cache") or cache_dir()) / "cpu_bandwidth.json"
     how = "cached numpy read probe, best of runs" if bw.cached else f"numpy read probe, {bw.runs}"
-    return Hardware(key="local-cpu", name=f"local CPU ({socket.gethostname()})", mem_bandwidth_gb_s=bw.gb_s,
+    return Hardware(key="local-cpu", name=f"local CPU ({socket.gethostname()})", mem_bandwidth_gb_s=bw.value,
                     source=f"{how}, {usable_cores()} processes ({where})", note=bw.note)
 
 
@@ -290,7 +283,7 @@ def local_gpu_hardware(tp: int = 1, runner: Runner | None = None, **probe) -> Ha
     how = "cached GPU read probe" if bw.cached else f"GPU read probe, {bw.runs}"
     each = f", device 0 x {tp}" if tp > 1 else ""
     note = "; ".join(x for x in (hw.note, bw.note) if x)
-    return replace(hw, key="local-gpu", measured_gb_s=bw.gb_s * tp, note=note,
+    return replace(hw, key="local-gpu", measured_gb_s=bw.value * tp, note=note,
                    source=f"{hw.source}; measured: {how}{each} ({where})")
 
 

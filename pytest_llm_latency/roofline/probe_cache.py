@@ -14,7 +14,7 @@ import json
 import os
 import socket
 from pathlib import Path
-from typing import Callable, Protocol, Sequence, TypeVar
+from typing import Callable, NamedTuple, Protocol, Sequence, TypeVar
 
 #: A probe's figure is cached only when its runs agree within this factor (best / worst) ...
 SPREAD_LIMIT = 1.5
@@ -132,11 +132,18 @@ class ProbeResult(Protocol):
 R = TypeVar("R", bound=ProbeResult)
 
 
+class Cached(NamedTuple):
+    value: float
+    cached: bool          # the figure came from the cache
+    note: str = ""        # e.g. why a fresh figure was not cached
+    runs: str = ""        # "best of 5 run(s), 30.1-33.0 GB/s" for a fresh figure
+
+
 def cached_or_measured(path: Path, *, field: str, method: str, measure: Callable[[], R],
                        entry: Callable[[R], dict], show: Callable[[float], str],
                        refresh: bool = False, only_if_higher: bool = False,
-                       key: str | None = None) -> tuple[float, bool, str, str]:
-    """The one read-measure-keep rule of every probe: ``(figure, from_cache, note, runs_text)``.
+                       key: str | None = None) -> Cached:
+    """The one read-measure-keep rule of every probe.
 
     Without ``refresh`` a cached figure for this host is returned as is.  Otherwise ``measure()``
     runs (its result has ``.value``, ``.runs_text`` and ``.not_cached_reason``); a fresh figure
@@ -149,17 +156,17 @@ def cached_or_measured(path: Path, *, field: str, method: str, measure: Callable
     if not refresh:
         value = cached_value(read_cache(path).get(key), field, method)
         if value is not None:
-            return value, True, "", ""
+            return Cached(value, True)
     result = measure()
     fresh = result.value
     if result.not_cached_reason is not None:
-        return fresh, False, f"not cached: {result.not_cached_reason}", result.runs_text
+        return Cached(fresh, False, f"not cached: {result.not_cached_reason}", result.runs_text)
     data = read_cache(path)
     old = cached_value(data.get(key), field, method)
     if only_if_higher and old is not None and old >= fresh:
-        return fresh, False, f"not cached: the cached {show(old)} is higher", result.runs_text
+        return Cached(fresh, False, f"not cached: the cached {show(old)} is higher", result.runs_text)
     import time
 
     data[key] = {**entry(result), "method": method, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     write_cache(path, data)
-    return fresh, False, "", result.runs_text
+    return Cached(fresh, False, "", result.runs_text)

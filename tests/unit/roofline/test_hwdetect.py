@@ -201,7 +201,7 @@ def test_runs_that_disagree_widely_are_not_cached_and_say_why(cache):
     calls = []
     # the case: a loaded moment inside the probe (21.9 GB/s) next to quiet ones
     bw = hwdetect.local_cpu_bandwidth(measure=fake_measure([45.0, 21.9, 44.0], calls), runs=3)
-    assert bw.gb_s == pytest.approx(45.0) and not bw.cached
+    assert bw.value == pytest.approx(45.0) and not bw.cached
     assert bw.note.startswith("not cached: the runs disagree") and "2.05x" in bw.note and "limit 1.5x" in bw.note
     assert not cache.exists()
     again = hwdetect.local_cpu_bandwidth(measure=fake_measure([40.0, 39.0], calls), runs=2)
@@ -212,7 +212,7 @@ def test_runs_that_disagree_widely_are_not_cached_and_say_why(cache):
 @pytest.mark.parametrize("others, cached", [(0.5, False), (0.26, False), (0.1, True)])
 def test_a_busy_machine_is_not_cached_and_says_why(cache, others, cached):
     bw = hwdetect.local_cpu_bandwidth(measure=fake_measure([30.0]), load=load_meter(others))
-    assert bw.gb_s == pytest.approx(30.0)
+    assert bw.value == pytest.approx(30.0)
     assert cache.exists() is cached
     if not cached:
         assert bw.note == (f"not cached: the machine was busy: other processes used {others:.0%} of its CPU "
@@ -224,21 +224,21 @@ def test_an_old_median_cache_entry_is_measured_again(cache):
     cache.write_text(json.dumps({hwdetect.host_key(): {"mem_bandwidth_gb_s": 21.9, "runs_gb_s": [21.9]}}))
     calls = []
     bw = hwdetect.local_cpu_bandwidth(measure=fake_measure([40.0], calls))
-    assert len(calls) == 1 and not bw.cached and bw.gb_s == pytest.approx(40.0)
+    assert len(calls) == 1 and not bw.cached and bw.value == pytest.approx(40.0)
     assert json.loads(cache.read_text())[hwdetect.host_key()]["method"] == "best-of-runs"
 
 
 def test_a_second_look_replaces_the_cache_only_with_a_higher_figure(cache):
     hwdetect.local_cpu_bandwidth(measure=fake_measure([40.0]))
     lower = hwdetect.local_cpu_bandwidth(refresh=True, only_if_higher=True, measure=fake_measure([30.0]))
-    assert lower.gb_s == pytest.approx(30.0) and "the cached 40.0 GB/s is higher" in lower.note
+    assert lower.value == pytest.approx(30.0) and "the cached 40.0 GB/s is higher" in lower.note
     assert json.loads(cache.read_text())[hwdetect.host_key()]["mem_bandwidth_gb_s"] == pytest.approx(40.0)
     higher = hwdetect.local_cpu_bandwidth(refresh=True, only_if_higher=True, measure=fake_measure([52.0]))
-    assert higher.gb_s == pytest.approx(52.0) and higher.note == ""
+    assert higher.value == pytest.approx(52.0) and higher.note == ""
     assert json.loads(cache.read_text())[hwdetect.host_key()]["mem_bandwidth_gb_s"] == pytest.approx(52.0)
     busy = hwdetect.local_cpu_bandwidth(refresh=True, only_if_higher=True, measure=fake_measure([60.0]),
                                         load=load_meter(0.6))
-    assert busy.gb_s == pytest.approx(60.0) and "busy" in busy.note  # higher, but not a quiet figure
+    assert busy.value == pytest.approx(60.0) and "busy" in busy.note  # higher, but not a quiet figure
     assert json.loads(cache.read_text())[hwdetect.host_key()]["mem_bandwidth_gb_s"] == pytest.approx(52.0)
 
 
