@@ -19,14 +19,13 @@ from typing import Callable
 from ..core.errors import ConfigError
 from ..core.roofline.hardware import Hardware
 from ..core.roofline.prefill import Peak
-from .probe_cache import (Cached, LoadMeter, cache_dir, cached_or_measured, not_cached_reason, others_busy_share,
-                          proc_stat_sample, reap)
+from .probe_cache import (BLAS_ENV, Cached, LoadMeter, cache_dir, cached_or_measured, not_cached_reason,
+                          others_busy_share, proc_stat_sample, reap)
 
 CACHE_FILE = "cpu_flops.json"
 CACHE_METHOD = "best-of-runs-matmul-f32"
 MATMUL_SIZE = 1024        # 2 x 1024^3 = 2.1 GFLOP per matmul
 MATMUL_REPEATS = 4        # per run
-_BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 Clock = Callable[[], int]                 # ns
 Work = Callable[[], float]                # does one run's matmuls, returns the FLOPs done
@@ -62,7 +61,7 @@ def aggregate(samples: list[Sample], runs: int) -> list[float]:
 
 
 def _child(size: int, repeats: int, runs: int, barrier, queue) -> None:
-    for var in _BLAS_ENV:  # one core per process: BLAS threads spin at barriers and stall on a busy core
+    for var in BLAS_ENV:  # one core per process: BLAS threads spin at barriers and stall on a busy core
         os.environ[var] = "1"
     try:
         import numpy as np

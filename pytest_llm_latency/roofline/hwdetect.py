@@ -27,8 +27,8 @@ from typing import Callable, Sequence
 from . import catalog
 from ..core.errors import ConfigError
 from ..core.roofline.hardware import Hardware
-from .probe_cache import (BUSY_LIMIT, SPREAD_LIMIT, Cached, LoadMeter, cache_dir, cached_or_measured,  # noqa: F401
-                          host_key, not_cached_reason, others_busy_share, proc_stat_sample, reap)
+from .probe_cache import (BLAS_ENV, BUSY_LIMIT, SPREAD_LIMIT, Cached, LoadMeter, cache_dir,  # noqa: F401
+                          cached_or_measured, host_key, not_cached_reason, others_busy_share, proc_stat_sample, reap)
 
 NVIDIA_SMI_ARGS = ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv"]
 Runner = Callable[[Sequence[str]], str]
@@ -63,19 +63,14 @@ def parse_nvidia_smi_csv(text: str) -> list[GpuInfo]:
     gpus: list[GpuInfo] = []
     for row in csv.reader(io.StringIO(text), skipinitialspace=True):
         cells = [c.strip() for c in row]
-        if not cells or not cells[0]:
-            continue
-        if cells[0].lower() == "name":  # header: name, memory.total [MiB]
+        if not cells or not cells[0] or cells[0].lower() == "name":  # blank, or the header: name, memory.total [MiB]
             continue
         if cells[0].lower().startswith(("no devices", "nvidia-smi has failed")):
             raise ConfigError(f"hardware 'auto': nvidia-smi says {','.join(cells)!r}; name the hardware instead")
-        mem = None
-        if len(cells) > 1:
-            number = cells[1].split()[0] if cells[1].split() else ""
-            try:
-                mem = float(number)
-            except ValueError:
-                mem = None  # "[N/A]"
+        try:
+            mem: float | None = float(cells[1].split()[0])
+        except (IndexError, ValueError):  # no memory column, or "[N/A]"
+            mem = None
         gpus.append(GpuInfo(index=len(gpus), name=cells[0], memory_mib=mem))
     return gpus
 
@@ -141,11 +136,8 @@ def aggregate_run(samples: Sequence[Sample]) -> float:
     return sum(s[2] for s in samples) / (end - start) / 1e9
 
 
-_BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-
-
 def _probe_worker(n_floats: int, passes: int, runs: int, barrier, queue) -> None:
-    for var in _BLAS_ENV:  # one core per process: no BLAS threads of our own
+    for var in BLAS_ENV:  # one core per process: no BLAS threads of our own
         os.environ[var] = "1"
     import numpy as np
 
@@ -169,8 +161,8 @@ def numpy_read_measure(processes: int, runs: int, *, array_mb: int = 256, passes
     ctx = mp.get_context("spawn")  # a fresh interpreter: no inherited threads or BLAS pools
     barrier, queue = ctx.Barrier(processes), ctx.Queue()
     n_floats = array_mb * 1024 * 1024 // 4
-    saved = {v: os.environ.get(v) for v in _BLAS_ENV}
-    os.environ.update({v: "1" for v in _BLAS_ENV})  # children inherit it before importing numpy
+    saved = {v: os.environ.get(v) for v in BLAS_ENV}
+    os.environ.update({v: "1" for v in BLAS_ENV})  # children inherit it before importing numpy
     procs = [ctx.Process(target=_probe_worker, args=(n_floats, passes, runs, barrier, queue), daemon=True)
              for _ in range(processes)]
     try:

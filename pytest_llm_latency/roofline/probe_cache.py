@@ -21,6 +21,8 @@ SPREAD_LIMIT = 1.5
 #: ... and other processes used at most this share of the machine's CPU time while it ran.
 BUSY_LIMIT = 0.25
 
+#: one core per probe process: no BLAS threads of its own
+BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 CpuSample = tuple[float, float, float]   # (machine busy s, machine total s, own + reaped children CPU s)
 LoadMeter = Callable[[], "CpuSample | None"]
 

@@ -161,12 +161,7 @@ class KVLayout:
         """``KV: 12 full layers × 98.3 KB/token × 32 768 + 36 windowed layers × … ; state 36 × 2.1 MB``."""
         kv = [g.describe(context) for g in self.groups if g.kind != "state"]
         state = [g.describe(context) for g in self.groups if g.kind == "state"]
-        parts = []
-        if kv:
-            parts.append("KV: " + " + ".join(kv))
-        if state:
-            parts.append("state: " + " + ".join(state))
-        return "; ".join(parts)
+        return "; ".join(f"{label}: {' + '.join(xs)}" for label, xs in (("KV", kv), ("state", state)) if xs)
 
 
 def kv_layout_from_groups(groups: list[LayerKV], source: str = "") -> KVLayout:

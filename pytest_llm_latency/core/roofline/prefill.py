@@ -164,13 +164,12 @@ class PrefillResult:
         if self.mfu is not None:
             out["mfu"] = round(self.mfu, 5)
         if self.server is not None:
-            out["server_source"] = self.server.source
-            if self.server.tok_s is not None:
-                out["server_tok_s"] = round(self.server.tok_s, 3)
-            if self.server.overhead_ms is not None:
-                out["server_overhead_ms"] = round(self.server.overhead_ms, 4)
-            if self.server.reported_tok_s is not None:
-                out["server_reported_tok_s"] = round(self.server.reported_tok_s, 3)
+            s = self.server
+            out["server_source"] = s.source
+            for key, v, digits in (("server_tok_s", s.tok_s, 3), ("server_overhead_ms", s.overhead_ms, 4),
+                                   ("server_reported_tok_s", s.reported_tok_s, 3)):
+                if v is not None:
+                    out[key] = round(v, digits)
         return out
 
 
