@@ -40,18 +40,6 @@ class GGUFSummary:
     mtp_bytes: int = 0
     mtp_params: int = 0
 
-    @property
-    def active_params(self) -> float:
-        if not self.experts:
-            return float(self.params)
-        return self.params - self.expert_params * (1 - self.experts_per_token / self.experts)
-
-    @property
-    def active_bytes(self) -> float:
-        if not self.experts:
-            return float(self.tensor_bytes)
-        return self.tensor_bytes - self.expert_bytes * (1 - self.experts_per_token / self.experts)
-
 
 def _import_gguf():
     try:
@@ -149,7 +137,9 @@ def model_bytes_from_gguf(path: str | Path, *, kv_dtype: str | None = None, kv_l
     if kv_layout:
         layout = gguf_kv_layout(s.metadata, s.architecture, where=where,
                                 elem_bytes=kv_elem_bytes(kv_dtype, None, where="gguf: kv_dtype"))
-    read_bytes, read_params = s.active_bytes - s.mtp_bytes, s.active_params - s.mtp_params
+    unread = 1 - s.experts_per_token / s.experts if s.experts else 0.0  # the routed experts a step skips
+    read_bytes = s.tensor_bytes - s.expert_bytes * unread - s.mtp_bytes
+    read_params = s.params - s.expert_params * unread - s.mtp_params
     notes = []
     if s.experts:
         notes.append(f"routed experts {s.experts_per_token} of {s.experts} "

@@ -26,7 +26,6 @@ Pure: no I/O.
 """
 from __future__ import annotations
 
-from ...errors import ConfigError
 from . import register
 from .inventory import Architecture, Cfg, TensorGroup, attention_groups, embedding_groups, kv_by_kind, layered
 from .moe import check_experts
@@ -45,16 +44,7 @@ def layer_kinds(c: Cfg, layers: int) -> list[str]:
     if types is None:
         c.defaults.append("layer_types=alternating sliding/full")
         return ["sliding" if (i + 1) % 2 else "full" for i in range(layers)]
-    if not isinstance(types, list) or len(types) != layers:
-        raise ConfigError(f"{c.where}: layer_types must list one entry per layer ({layers}, num_hidden_layers), "
-                          f"got {types!r:.80}")
-    out = []
-    for i, t in enumerate(types):
-        if t not in _KINDS:
-            raise ConfigError(f"{c.where}: layer_types[{i}] is {t!r}; gpt_oss layers are "
-                              f"{' or '.join(_KINDS)}")
-        out.append(_KINDS[t])
-    return out
+    return c.listed_kinds(types, layers, _KINDS)
 
 
 @register("gpt_oss")

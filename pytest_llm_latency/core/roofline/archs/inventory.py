@@ -189,6 +189,17 @@ class Cfg:
                           "give a complete config.json, a safetensors model directory, a GGUF file, or params "
                           "with the KV keys (layers, kv_heads, head_dim or kv_bytes_per_token)")
 
+    def listed_kinds(self, types, layers: int, kinds: dict[str, str]) -> list[str]:
+        """``layer_types`` (one entry per layer) mapped through ``kinds``."""
+        if not isinstance(types, list) or len(types) != layers:
+            raise ConfigError(f"{self.where}: layer_types must list one entry per layer ({layers}, "
+                              f"num_hidden_layers), got {types!r:.80}")
+        for i, t in enumerate(types):
+            if t not in kinds:
+                raise ConfigError(f"{self.where}: layer_types[{i}] is {t!r}; {self.model_type} layers are "
+                                  f"{' or '.join(kinds)}")
+        return [kinds[t] for t in types]
+
     def int(self, *keys: str, default: int | None = None) -> int:
         """An integer key; ``default`` is the transformers class default, applied and recorded when
         the config omits the key."""

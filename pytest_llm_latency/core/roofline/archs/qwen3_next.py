@@ -57,14 +57,7 @@ def layer_kinds(c: Cfg, layers: int) -> list[str]:
         if interval < 1:
             raise ConfigError(f"{c.where}: full_attention_interval must be >= 1, got {interval}")
         return ["state" if (i + 1) % interval else "full" for i in range(layers)]
-    if not isinstance(types, list) or len(types) != layers:
-        raise ConfigError(f"{c.where}: layer_types must list one entry per layer ({layers}, num_hidden_layers), "
-                          f"got {types!r:.80}")
-    for i, t in enumerate(types):
-        if t not in _KINDS:
-            raise ConfigError(f"{c.where}: layer_types[{i}] is {t!r}; qwen3_next layers are "
-                              f"{' or '.join(_KINDS)}")
-    return [_KINDS[t] for t in types]
+    return c.listed_kinds(types, layers, _KINDS)
 
 
 def deltanet(c: Cfg, ids: list[int], hidden: int) -> tuple[list[TensorGroup], int, int]:
