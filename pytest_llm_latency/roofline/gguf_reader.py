@@ -1,11 +1,6 @@
-"""Read a GGUF file's header and tensor table: the bytes a decode step reads, the KV layout.
-
-Uses the optional ``gguf`` package (``pip install 'pytest-llm-latency[gguf]'``), which maps the
-file instead of loading it, so multi-GB files are cheap to inspect.  Per decode step: routed-expert
-tensors (``blk.N.ffn_{gate,up,down}_exps``) are charged ``expert_used_count / expert_count`` of
-their bytes; ``token_embd.weight`` one row when the file has an ``output.weight`` (untied), whole
-when not (tied: it is the output head); MTP blocks nothing.  The KV cache and recurrent state per
-layer kind: ``gguf_layout``.
+"""Read a GGUF file's header and tensor table (the optional ``gguf`` package maps the file): the
+bytes a decode step reads, as docs/roofline.md#from-a-gguf-file says; the KV cache and recurrent
+state per layer kind: ``gguf_layout``.
 """
 from __future__ import annotations
 

@@ -1,20 +1,10 @@
 """``hardware: local-gpu``: what the local GPU actually reads, beside its datasheet figure.
 
-Nobody reaches the datasheet: one H200 read 4,243 GB/s in a read-only reduction over 8 GB and
-4,280 GB/s in a device-to-device copy, 0.88 of its 4,800.  A decode floor set against the
-datasheet mixes the engine's waste with the chip's; this probe gives the chip's own figure.
-
-The probe runs in a **subprocess** (``python -m pytest_llm_latency.roofline.gpu_probe_worker``):
-PyTorch (else CuPy) is imported there only, its CUDA context (hundreds of MB) is freed when it
-exits, and a hung driver is bounded by ``TIMEOUT_S``.  Neither library is a dependency: without
-both, a clear error names the extra (``pip install 'pytest-llm-latency[gpu]'``).  The worker sizes
-its buffer to the free memory (a server usually holds most of it): at most ``MAX_BUFFER_BYTES``,
-at most ``FREE_SHARE`` of what is free, and at least ``L2_MULTIPLE`` x the L2 cache (a buffer far
-above L2 still measures HBM; below that it would measure the cache, so the probe refuses).  Each
-run reads the buffer ``passes`` times with a sum (one read of every byte) timed by CUDA events;
-the figure is the **best** run, cached per host and device like ``local-cpu`` (``probe_cache``:
-not cached when the runs disagree).  The gate probes after the workload's requests, never while
-they are in flight (``plugin.execute``).
+The probe runs in a subprocess (``gpu_probe_worker``: PyTorch, else CuPy, imported there only, so
+its CUDA context is freed and a hung driver is bounded by ``TIMEOUT_S``).  Its buffer is at most
+``MAX_BUFFER_BYTES``, at most ``FREE_SHARE`` of the free memory and at least ``L2_MULTIPLE`` x the L2
+cache (below that it would measure the cache); the figure is the best run, cached per host and
+device under the ``probe_cache`` rules.  See docs/roofline.md#calibrating-your-floor-on-your-gpu.
 """
 from __future__ import annotations
 

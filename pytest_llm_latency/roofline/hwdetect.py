@@ -1,16 +1,10 @@
-"""Where the hardware figure comes from: a catalog name, an explicit bandwidth, ``auto`` or ``local-cpu``.
+"""Where the hardware figure comes from: a catalog name, an explicit bandwidth, ``auto`` (local
+NVIDIA GPUs from ``nvidia-smi --query-gpu=name,memory.total --format=csv``, the runner injectable
+for tests; with tensor parallelism ``tp`` the bandwidth is tp x per-GPU), ``local-cpu`` (this host's
+read bandwidth: a numpy probe, one process per core, the best of several runs, cached per host under
+the ``probe_cache`` rules, ``Hardware.note`` saying why a figure was not) or ``local-gpu``.
 
-* ``auto``: local NVIDIA GPUs, from ``nvidia-smi --query-gpu=name,memory.total --format=csv``
-  (the runner is injectable for tests); with tensor parallelism ``tp`` the bandwidth is tp x per-GPU.
-* ``local-cpu``: this host's memory read bandwidth, measured by a numpy probe that runs one
-  process per core, each reading its own few-hundred-MB float32 array several times; the figure is
-  aggregate bytes / wall time, the **best** of several runs (a ceiling is the machine's limit;
-  a slower run only means something else competed for the memory bus), cached per host in
-  ``${LLM_LATENCY_CACHE:-~/.cache/pytest-llm-latency}/cpu_bandwidth.json`` (written atomically).
-  A figure is **not** cached when its runs disagree or the machine was busy (the rules every
-  local probe shares: ``probe_cache``); ``Hardware.note`` says which.
-
-numpy is imported only inside the probe's worker.
+numpy is imported only inside the probe's worker.  See docs/roofline.md#decode-the-memory-bandwidth-gate.
 """
 from __future__ import annotations
 

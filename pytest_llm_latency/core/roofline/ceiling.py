@@ -1,19 +1,11 @@
 """The decode roofline: how fast decode can possibly go, and how close a server gets.
 
-Decode is memory-bandwidth-bound: every step reads all the weights once and, for each
-sequence in the batch, its KV cache.  So
+Decode is memory-bandwidth-bound: per-stream tok/s = bandwidth / (W + B x kv_per_token x ctx), and
+decode efficiency = (1000 / TPOT ms) / that ceiling; a speculating server whose acceptance is known
+is judged per engine step (``core.roofline.roofline_spec``).  See
+docs/roofline.md#decode-the-memory-bandwidth-gate.
 
-    step bytes        = W + B x kv_per_token x ctx
-    per-stream tok/s  = bandwidth / step bytes
-    aggregate tok/s   = B x bandwidth / step bytes
-    decode efficiency = measured tok/s / per-stream ceiling,  measured tok/s = 1000 / TPOT ms
-
-A speculating server (speculative decoding, MTP) emits several tokens per step: when its
-acceptance is known (``res.spec_decode``) the gate judges the engine steps instead
-(``core.roofline.roofline_spec``: step efficiency on run totals, the drafter's bytes counted).
-
-Pure: no I/O, no pytest/httpx/yaml.  The arithmetic (``decode_ceiling``, ``evaluate_roofline``)
-is kept apart from the wording (``core.roofline.roofline_text``: ``format_ceiling``, ``format_roofline``).
+Pure: no I/O, no pytest/httpx/yaml.  The wording is ``core.roofline.roofline_text``.
 """
 from __future__ import annotations
 

@@ -1,28 +1,9 @@
 """What each tensor of a safetensors checkpoint is, and what one decode step reads of it.
 
 ``roofline.safetensors_reader`` reads the files' headers (dtype, shape, byte span of every tensor)
-and hands them here as ``Tensor`` rows; ``charge`` sums them the way a text decode step reads them:
-
-==========================  ======================================================================
-tensor (by name)            charged per decode step of one sequence
-==========================  ======================================================================
-routed experts              bytes × k / E: ``…experts.M.*`` (DeepSeek, Qwen, Mixtral
-                            ``block_sparse_moe.experts.M.w1``), fused ``…experts.gate_up_proj*`` /
-                            ``down_proj*`` (gpt-oss, Llama 4 ``feed_forward.experts.*``); a name
-                            component ``experts`` exactly, so ``shared_experts`` is not routed
-shared experts              whole (``shared_expert``, ``shared_experts``, ``shared_expert_gate``)
-input embedding             one row (bytes ÷ rows) when a separate output head (``lm_head``,
-                            ``embed_out``, ``output``) is stored; whole when none is (tied)
-                            (``core.roofline.modelbytes.EMBEDDING_CONVENTION``): ``embed_tokens``, ``wte``,
-                            ``tok_embeddings``
-vision / audio towers       not read in text decode, left out and counted in a note:
-                            ``vision_tower``, ``vision_model``, ``visual``, ``multi_modal_projector``,
-                            ``audio_tower``, ``embed_vision``, ``embed_audio``
-MTP layers                  left out (a drafter, see ``roofline.draft``): ``…layers.{i}.`` with
-                            i >= num_hidden_layers when the config has ``num_nextn_predict_layers``
-                            (DeepSeek-V3, GLM-4.5), and an ``mtp`` module (Qwen3-Next)
-everything else             whole, at its stored bytes (packed blocks and their scales included)
-==========================  ======================================================================
+and hands them here as ``Tensor`` rows; ``charge`` sums them the way a text decode step reads them
+(routed experts k / E, an untied input embedding one row, towers and MTP layers left out: the table
+in docs/roofline.md#bytes-per-step-layer-by-layer-tensor-by-tensor).
 
 Pure: no I/O.
 """
@@ -133,7 +114,7 @@ class CheckpointBytes:
 
 def charge(tensors: list[Tensor], *, experts: int, experts_per_token: int, layers: int | None = None,
            has_mtp: bool = False, experts_where: str = "config.json") -> CheckpointBytes:
-    """Sum ``tensors`` as one decode step reads them (the table in the module docstring).
+    """Sum ``tensors`` as one decode step reads them (the table in docs/roofline.md).
 
     ``experts`` / ``experts_per_token``: E and k of the config (0 for a dense model); routed tensors
     with E = 0, an expert index >= E, or E > 0 with no routed tensor recognized, are a ConfigError

@@ -1,23 +1,10 @@
-"""What one decode step reads of the KV cache and recurrent state, layer kind by layer kind.
-
-A decode step at context ``c`` (tokens already cached for the sequence) reads, per layer:
-
-==========  ======================================================================  =========================
-kind        bytes read per step                                                     config keys
-==========  ======================================================================  =========================
-full        ``c`` tokens × K and V (2 × kv_heads × head_dim × bytes)                 (the default)
-sliding     ``min(c, window) + sinks`` tokens × K and V                              ``sliding_window``, ``layer_types``
-chunked     the tokens of the current chunk, ``c mod chunk``, × K and V               ``attention_chunk_size``
-latent      ``c`` tokens × one latent (``kv_lora_rank + qk_rope_head_dim``) × bytes   ``kv_lora_rank`` (MLA)
-state       a constant recurrent state, read and written: ``2 × state bytes``        Gated DeltaNet, Mamba
-==========  ======================================================================  =========================
+"""What one decode step reads of the KV cache and recurrent state, layer kind by layer kind (full,
+sliding, chunked, latent, state: the table in docs/roofline.md#bytes-per-step-layer-by-layer-tensor-by-tensor).
 
 ``KVLayout`` is the sum over its ``LayerKV`` groups; ``KVLayout.full(bytes_per_token)`` is the
-plain case (every layer full attention), so ``bytes_at(c) == bytes_per_token × c``.
-
-A chunked layer's reads are exact per step; a request's mean context (prompt + output / 2,
-``core.roofline.ceiling.mean_context``) approximates its decode, as it does for every kind that is not
-linear in ``c`` (far past one chunk the mean over a long decode is ``chunk / 2``).
+plain case (every layer full attention), so ``bytes_at(c) == bytes_per_token × c``.  A chunked
+layer's reads are exact per step; a request's mean context (``core.roofline.ceiling.mean_context``)
+approximates its decode, as for every kind not linear in ``c``.
 
 Pure: no I/O.
 """

@@ -1,20 +1,10 @@
 """The prefill roofline: how fast prefill can possibly go, and how close a server gets.
 
-Prefill is compute-bound: one forward pass over an n-token prompt costs
+Prefill is compute-bound: FLOPs(n) = 2·P·n + 2·L·W·n·(n+1); over a sweep [n0 .. n1] a prompt
+token costs 2·P + 2·L·W·(n0 + n1 + 1) FLOPs, the ceiling is peak FLOP/s ÷ that, and MFU = tok/s ÷
+ceiling.  Without the attention shape (L, W) the attention term is left out and said so.  See
+docs/roofline.md#mfu.
 
-    FLOPs(n) = 2·P·n + 2·L·W·n·(n+1)
-
-``2·P`` per token for the matmuls (P = params read per token, active params for MoE) and
-``4·L·W`` per causal (query, key) pair for QKᵀ and AV (L layers, attention width W = heads x
-head_dim, the hidden size for Llama-style models), n(n+1)/2 pairs.  A sweep over prompt
-lengths gives TTFT(n) = a + n / tok_s (``prefill_fit``); over the sweep [n0 .. n1] each
-extra prompt token costs, on average, the chord of FLOPs(n):
-
-    FLOPs/token  = 2·P + 2·L·W·(n0 + n1 + 1)
-    ceiling      = peak FLOP/s / (FLOPs/token)      (tok/s)
-    MFU          = tok_s / ceiling = tok_s x FLOPs/token / peak FLOP/s
-
-Without the attention shape (L, W unknown) the attention term is left out and said so.
 Pure: no I/O.  The arithmetic (``evaluate_prefill``) is kept apart from the wording.
 """
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""TTFT against prompt length: a robust straight-line fit and the shape of the curve.
-
-Prefill reads the whole prompt, so TTFT(n) = a + b·n (+ an attention term that grows with
-n²): ``a`` is the fixed overhead (network, scheduling, the engine's first step), ``b`` the
-time per prompt token, and 1/b the prefill throughput.
-
-The fit is Theil–Sen: the slope is the median of the slopes between every two samples at
-different prompt lengths, the intercept the median of ``y - b·x``.  One outlier moves
-neither (its slopes are a minority of the pairs), unlike least squares.  Pure Python.
+"""TTFT against prompt length: TTFT(n) = a + b·n fitted by Theil–Sen (the median of the pairwise
+slopes, so one outlier moves neither term), and the shape of the curve.  Pure Python.  See
+docs/roofline.md#the-fit.
 """
 from __future__ import annotations
 
@@ -19,10 +13,7 @@ from ..errors import ConfigError
 
 #: TTFT that grows more slowly than linear: the overhead extrapolates below -max(this share of the
 #: shortest prompt's TTFT, 3 x the residuals' median absolute deviation), or the slope between the
-#: longest prompts is below SUBLINEAR_RATIO x the attention model's prediction.  A quarter: a cache
-#: that skips over a quarter of the shortest prompt is flagged, while llama.cpp on a loaded 2-core
-#: machine (3 samples per length, TTFT swinging by tens of ms) extrapolated to -98 ms with 430 ms
-#: at 128 tokens, beyond a tenth, without any cache.
+#: longest prompts is below SUBLINEAR_RATIO x the attention model's prediction (docs/roofline.md#linearity).
 SUBLINEAR_SHARE = 0.25
 SUBLINEAR_RATIO = 0.5
 #: TTFT that grows faster than the attention model predicts: the last segment's slope above

@@ -1,23 +1,10 @@
 """Speculative decoding / multi-token prediction in the decode roofline: the gate judged per engine step.
 
-A speculating server's engine step verifies ``k`` drafted tokens with one read of the target's
-weights and KV cache, and emits ``tokens per step`` (``1 + accepted``) tokens.  Per token it runs
-faster than the single-token ceiling; per step it cannot.  With ``k`` = drafted tokens per step:
-
-    target bytes      = weights read by batch × (k + 1) verified positions (MoE: the experts they
-                        touch, ``ModelBytes.weight_bytes_at_batch``; dense: the weights once)
-                        + the batch's KV cache at the mean context (today's ceiling)
-    drafter bytes     = k × bytes per drafted token: a draft model reads its weights and its own KV
-                        cache at that context; EAGLE / MTP heads their layers and the LM head
-                        (``head_bytes``); n-gram / prompt lookup (``draft: none``) nothing
-    step bytes        = target bytes + drafter bytes
-    step ceiling      = bandwidth ÷ step bytes                         (steps/s per stream)
-    steps/s           = decode tokens ÷ decode time ÷ tokens per step  (run totals)
-    step efficiency   = steps/s ÷ step ceiling
-
-Run totals throughout (``core.measure.spec_decode``: Σ decode tokens, Σ decode time over the run's
-requests), never a TPOT percentile mixed with a counter mean.  ``k`` comes from the counters
-(drafted tokens ÷ decode steps) when they count drafted tokens, else from ``roofline.draft.spec_tokens``.
+A step verifies ``k`` drafted tokens with one read of the target's weights (MoE: the experts the
+batch × (k + 1) positions touch) and KV cache, reads the drafter's bytes per drafted token k times,
+and emits ``tokens per step``; step efficiency = steps/s ÷ (bandwidth ÷ step bytes), on run totals
+(``core.measure.spec_decode``).  ``k`` comes from the counters when they count drafted tokens, else
+from ``roofline.draft.spec_tokens``.  See docs/roofline.md#bytes-per-step-and-the-step-efficiency.
 
 Pure: no I/O; the drafter's model bytes are resolved by ``roofline.resolve.resolve_draft``.
 """

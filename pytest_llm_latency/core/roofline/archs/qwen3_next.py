@@ -21,14 +21,8 @@ From transformers' ``modeling_qwen3_next.py`` and vLLM's ``qwen3_next.py``::
                no token: kind ``state``, a constant per sequence, read and written each step:
                recurrent state nv × dk × dv + conv state (conv_kernel − 1) × conv_dim.
 
-State dtype: the recurrent state is charged at fp32 (4 bytes), the conv state at the model's
-dtype (``torch_dtype``, bf16).  fp32 is what the reference runs (transformers' and FLA's
-gated-delta-rule kernels keep the state in float32), SGLang's default (``--mamba-ssm-dtype
-float32``) and what vLLM is told for this model (``--mamba-ssm-cache-dtype float32``, vLLM
-PR 34489): vLLM's own default ``mamba_ssm_cache_dtype: auto`` takes the model dtype, bf16,
-which halves the recurrent state (about 77 MB read + written a step for the 80B instead of
-155 MB).  Neither follows ``kv_dtype`` (vLLM's ``mamba_cache_dtype`` is separate from
-``--kv-cache-dtype``), so both are fixed here in bytes.
+State dtype: the recurrent state is charged at fp32, the conv state at the model's dtype, neither
+following ``kv_dtype`` (why: docs/roofline.md#bytes-per-step-layer-by-layer-tensor-by-tensor).
 
 The DeltaNet projections are their own group (role ``other``), not attention; their layers are
 charged their state, never KV.  Not read: the checkpoint's ``mtp.*`` multi-token-prediction layer.
