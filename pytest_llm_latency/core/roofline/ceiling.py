@@ -173,15 +173,11 @@ class RooflineResult:
                 **(self.steps.as_properties() if self.steps is not None else {}),
                 **({"batch": self.ceiling.batch, "batch_source": self.batch_source} if self.batch_source else {}),
                 **({"combination": self.per_request.describe()} if self.per_request is not None else {}),
-                **self.bases()}
+                **efficiency_bases(self)}
 
     def diagnosis(self) -> list[dict]:
         """Why decode ran below its ceiling, ranked by the run's evidence (``core.roofline.decode_diagnosis``)."""
         return [x.as_json() for x in diagnose_decode(self, self.evidence)]
-
-    def bases(self) -> dict:
-        """Where the GPU was probed: the efficiency against the datasheet and the measured figure."""
-        return efficiency_bases(self)
 
 
 def _tpot_to_tok_s(ms, what: str) -> float:

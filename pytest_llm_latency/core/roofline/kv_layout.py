@@ -133,11 +133,6 @@ class KVLayout:
         latent layers' bytes per token (what a plain ``kv_bytes_per_token`` figure means)."""
         return sum(g.layers * g.bytes_per_token for g in self.groups if g.kind in ("full", "latent"))
 
-    @property
-    def per_token_if_all_full(self) -> float:
-        """Bytes per token were every attention layer charged full attention (the naive count)."""
-        return sum(g.layers * g.bytes_per_token for g in self.groups if g.kind != "state")
-
     def bytes_at(self, context: float) -> float:
         """KV (and state) bytes one sequence's decode step reads at ``context``."""
         if not (isinstance(context, (int, float)) and math.isfinite(context) and context >= 0):

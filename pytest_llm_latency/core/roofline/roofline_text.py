@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .decode_diagnosis import diagnose_decode
+from .decode_diagnosis import diagnose_decode, efficiency_bases
 from .hardware import CONFIG_ERROR_RATIO, Hardware
 from .modelbytes import format_bytes
 from .roofline_spec import StepFigures, detail_lines, drafter_arithmetic, headline
@@ -123,7 +123,7 @@ def format_roofline(r: RooflineResult) -> str:
             lines.append(f"  {r.per_request.describe()}; the arithmetic above is at the mean context")
     if r.batch_source:
         lines.append(f"  {r.batch_source}")
-    b = r.bases()
+    b = efficiency_bases(r)
     if b:
         lines.append(f"  {b['decode_efficiency_datasheet']:.2f} of the datasheet ({b['datasheet_gb_s']:,.0f} GB/s), "
                      f"{b['decode_efficiency_measured']:.2f} of measured ({b['measured_gb_s']:,.0f} GB/s); the floor "

@@ -150,10 +150,6 @@ class Architecture:
         one row (``core.roofline.modelbytes.EMBEDDING_CONVENTION``)."""
         return sum(self.charged(g) for g in self.groups)
 
-    @property
-    def routed_params(self) -> float:
-        return sum(g.params for g in self.groups if g.role == "routed_experts")
-
     def charged(self, g: TensorGroup) -> float:
         """The parameters of ``g`` one decode step of one sequence reads."""
         if g.role == "routed_experts":

@@ -82,9 +82,6 @@ class WeightFormat:
         """``g`` share by share: (fraction of its parameters, bytes per parameter, label, converted)."""
         return _parts(self, g)
 
-    def is_converted(self, g: TensorGroup) -> bool:
-        return any(p[3] for p in self.parts(g))
-
     def bytes_per_param(self, g: TensorGroup) -> tuple[float, str]:
         """(bytes per parameter of ``g``, what they are; a partly converted group: each share)."""
         parts = self.parts(g)
