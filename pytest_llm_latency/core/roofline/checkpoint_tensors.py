@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import ConfigError
 
@@ -109,7 +109,6 @@ class CheckpointBytes:
     packed_dtypes: tuple[str, ...] = ()  # integer dtypes seen (their stored elements are not params)
     experts: int = 0
     experts_per_token: int = 0
-    expert_tensor: str = field(default="", compare=False)  # one routed tensor, for messages
 
 
 def charge(tensors: list[Tensor], *, experts: int, experts_per_token: int, layers: int | None = None,
@@ -127,7 +126,7 @@ def charge(tensors: list[Tensor], *, experts: int, experts_per_token: int, layer
     excluded: dict[str, list[int]] = {}
     packed: set[str] = set()
     plain = True
-    expert_tensor = embedding = ""
+    embedding = ""
     for t, r in roles:
         total += t.nbytes
         by_dtype[t.dtype] += t.nbytes
@@ -146,7 +145,6 @@ def charge(tensors: list[Tensor], *, experts: int, experts_per_token: int, layer
         if r == "routed_experts":
             _check_expert(t, experts, experts_per_token, experts_where)
             routed += t.nbytes
-            expert_tensor = expert_tensor or t.name
             share = experts_per_token / experts
         elif r == "embedding" and has_head:
             share = 1.0 / t.shape[0] if len(t.shape) >= 2 and t.shape[0] > 0 else 1.0
@@ -163,8 +161,7 @@ def charge(tensors: list[Tensor], *, experts: int, experts_per_token: int, layer
         total_bytes=total, charged_bytes=charged, routed_bytes=routed, tensors=len(tensors), by_dtype=dict(by_dtype),
         excluded={k: (v[0], v[1]) for k, v in excluded.items()}, embedding=embedding,
         charged_elements=charged_elems, total_elements=total_elems, plain=plain, packed_dtypes=tuple(sorted(packed)),
-        experts=experts if routed else 0, experts_per_token=experts_per_token if routed else 0,
-        expert_tensor=expert_tensor)
+        experts=experts if routed else 0, experts_per_token=experts_per_token if routed else 0)
 
 
 def _check_expert(t: Tensor, experts: int, k: int, where: str) -> None:

@@ -117,6 +117,6 @@ def deepseek(c: Cfg) -> Architecture:
     notes = ["KV: one latent of kv_lora_rank + qk_rope_head_dim per token per layer (MLA, as vLLM/SGLang cache)"]
     if mtp:
         notes.append(f"the {mtp} MTP layer(s) (num_nextn_predict_layers) are not read in plain decode")
-    return Architecture(c.model_type, tuple(groups), (KVShape("latent", layers, elems_per_token=latent),), hidden,
-                        vocab, layers, tied, experts=experts, experts_per_token=k, defaults=tuple(c.defaults),
-                        notes=tuple(notes))
+    kv = (KVShape("latent", layers, elems_per_token=latent),)
+    return Architecture(c.model_type, tuple(groups), kv, hidden, layers, tied, experts=experts, experts_per_token=k,
+                        defaults=tuple(c.defaults), notes=tuple(notes))

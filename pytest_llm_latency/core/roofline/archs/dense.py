@@ -42,8 +42,8 @@ def dense_architecture(c: Cfg, *, qkv_bias: bool = False, qk_norm: bool = False,
               layered("mlp gate/up/down", "mlp", "model.layers.{i}.mlp", range(layers), mlp),
               TensorGroup("norms", layers * 2 * hidden + hidden, "norm", "model.layers.0.input_layernorm",
                           linear=False)]
-    return Architecture(c.model_type, tuple(groups), kv or (full_kv(layers, kv_heads, head_dim),), hidden, vocab,
-                        layers, tied, defaults=tuple(c.defaults), notes=notes)
+    return Architecture(c.model_type, tuple(groups), kv or (full_kv(layers, kv_heads, head_dim),), hidden, layers,
+                        tied, defaults=tuple(c.defaults), notes=notes)
 
 
 @register("llama", "mistral", "phi3")

@@ -94,5 +94,5 @@ def gemma(c: Cfg) -> Architecture:
     source = "layer_types" if c.get("layer_types") is not None else (
         "sliding_window_pattern" if gemma3 else "gemma2 alternation")
     notes = (f"{kinds.count('full')} full / {kinds.count('sliding')} windowed layers ({source})",)
-    return Architecture(c.model_type, tuple(groups), kv_by_kind(kinds, kv_heads, head_dim, window), hidden, vocab,
-                        layers, tied, defaults=tuple(c.defaults), notes=notes)
+    return Architecture(c.model_type, tuple(groups), kv_by_kind(kinds, kv_heads, head_dim, window), hidden, layers,
+                        tied, defaults=tuple(c.defaults), notes=notes)

@@ -82,6 +82,6 @@ def gpt_oss(c: Cfg) -> Architecture:
         TensorGroup("norms", layers * 2 * hidden + hidden, "norm", "model.layers.0.input_layernorm", linear=False),
     ]
     kv = kv_by_kind(kinds, kv_heads, head_dim, window)
-    return Architecture(c.model_type, tuple(groups), kv, hidden, vocab, layers, tied, experts=experts,
+    return Architecture(c.model_type, tuple(groups), kv, hidden, layers, tied, experts=experts,
                         experts_per_token=k, defaults=tuple(c.defaults),
                         notes=("attention sinks: one learned logit per head, no cached token",))

@@ -131,7 +131,6 @@ class Architecture:
     groups: tuple[TensorGroup, ...]
     kv: tuple[KVShape, ...]
     hidden_size: int
-    vocab_size: int
     layers: int
     tied_embeddings: bool
     experts: int = 0                   # routed experts per MoE layer (0: dense)

@@ -128,5 +128,5 @@ def llama4(c: Cfg) -> Architecture:
     notes.append(f"{kinds.count('full')} full (NoPE) / {kinds.count('chunked')} chunked (RoPE) layers ({how})")
     notes.append(f"{n_moe} MoE layers with a shared expert of intermediate_size {inter} each"
                  + (f", {n_dense} dense" if n_dense else ""))
-    return Architecture(c.model_type, tuple(groups), kv, hidden, vocab, layers, tied, experts=experts,
+    return Architecture(c.model_type, tuple(groups), kv, hidden, layers, tied, experts=experts,
                         experts_per_token=k, defaults=tuple(c.defaults), notes=tuple(notes))

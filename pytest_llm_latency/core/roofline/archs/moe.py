@@ -64,5 +64,4 @@ def moe(c: Cfg) -> Architecture:
         groups.append(layered("dense mlp gate/up/down", "mlp", "model.layers.{i}.mlp", dense,
                               gated_members(hidden, inter)))
     return Architecture(c.model_type, tuple(g for g in groups if g.params), (full_kv(layers, kv_heads, head_dim),),
-                        hidden, vocab, layers, tied, experts=experts, experts_per_token=k,
-                        defaults=tuple(c.defaults))
+                        hidden, layers, tied, experts=experts, experts_per_token=k, defaults=tuple(c.defaults))

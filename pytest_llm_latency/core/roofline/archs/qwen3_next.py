@@ -129,5 +129,5 @@ def qwen3_next(c: Cfg) -> Architecture:
     notes = ("DeltaNet state: recurrent nv×dk×dv at fp32 + conv (kernel−1)×conv_dim at the model dtype, "
              "read and written each step (SGLang's mamba_ssm_dtype float32; vLLM needs --mamba-ssm-cache-dtype "
              "float32, its default auto is bf16)",)
-    return Architecture(c.model_type, tuple(g for g in groups if g.params), tuple(kv), hidden, vocab, layers, tied,
+    return Architecture(c.model_type, tuple(g for g in groups if g.params), tuple(kv), hidden, layers, tied,
                         experts=experts, experts_per_token=k, defaults=tuple(c.defaults), notes=notes)
