@@ -16,7 +16,7 @@ from ..core.errors import ConfigError
 from ..core.roofline.hardware import Hardware, ModelSpec
 from ..core.roofline.modelbytes import DTYPE_BYTES, bytes_per_param, kv_elem_bytes
 
-__all__ = ["DTYPE_BYTES", "all_hardware", "hardware", "hardware_names", "custom_hardware",
+__all__ = ["DTYPE_BYTES", "all_hardware", "hardware", "custom_hardware",
            "all_models", "model", "find_hardware", "ConfigModel", "config_models", "model_entry"]
 
 CATALOG_PATH = "pytest_llm_latency/roofline/hardware.yaml"
@@ -80,10 +80,6 @@ def _by_dtype(d: dict, where: str) -> tuple[tuple[str, float], ...]:
 @functools.lru_cache(maxsize=1)
 def all_hardware() -> dict[str, Hardware]:
     return {key: _hardware_from_entry(key, d) for key, d in _raw()["devices"].items()}
-
-
-def hardware_names() -> list[str]:
-    return list(all_hardware())
 
 
 def _names(item) -> list[str]:

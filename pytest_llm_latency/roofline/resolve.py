@@ -125,11 +125,9 @@ def explicit_kv_layout(kv_bytes_per_token, window, shape: tuple, n: dict):
         raise ConfigError(f"{n['kv_bytes_per_token']} is already the KV size; drop {', '.join(clash)}")
     if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
         raise ConfigError(f"{n['window']}: expected a sliding window in tokens (an integer >= 1), got {window!r}")
-    source = f"explicit {n['kv_bytes_per_token']} {kv_bytes_per_token:,.0f} B/token"
-    if window is None:
-        return KVLayout((LayerKV("full", 1, float(kv_bytes_per_token)),), source=source)
-    return KVLayout((LayerKV("sliding", 1, float(kv_bytes_per_token), window=window),),
-                    source=f"{source}, window {window}")
+    kind, windowed = ("full", "") if window is None else ("sliding", f", window {window}")
+    return KVLayout((LayerKV(kind, 1, float(kv_bytes_per_token), window=window),),
+                    source=f"explicit {n['kv_bytes_per_token']} {kv_bytes_per_token:,.0f} B/token{windowed}")
 
 
 HARDWARE_KEYS = ("hardware", "mem_bandwidth_gb_s", "tensor_parallel")

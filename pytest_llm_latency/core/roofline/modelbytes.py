@@ -59,10 +59,6 @@ def _gguf_bits(name: str) -> float | None:
     return GGML_TYPE_BITS.get(up)
 
 
-def known_dtypes() -> list[str]:
-    return sorted(DTYPE_BYTES) + sorted(set(GGML_TYPE_BITS) | set(GGUF_FILE_TYPE_BITS) | set(_FILE_TYPE_ALIASES))
-
-
 def bytes_per_param(dtype: str | None = None, bits: float | None = None, *, where: str = "dtype") -> float:
     """Bytes per weight for a dtype name (``fp16``, ``int4``, ``Q4_K_M``, ...) or explicit ``bits``."""
     if bits is not None:
@@ -79,7 +75,8 @@ def bytes_per_param(dtype: str | None = None, bits: float | None = None, *, wher
     gg = _gguf_bits(key)
     if gg is not None:
         return gg / 8.0
-    close = difflib.get_close_matches(key.upper(), [k.upper() for k in known_dtypes()], n=3, cutoff=0.6)
+    known = sorted(DTYPE_BYTES) + sorted(set(GGML_TYPE_BITS) | set(GGUF_FILE_TYPE_BITS) | set(_FILE_TYPE_ALIASES))
+    close = difflib.get_close_matches(key.upper(), [k.upper() for k in known], n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise ConfigError(f"{where}: unknown dtype {dtype!r}{hint} (known: fp32, bf16, fp16, fp8, int8, int4, "
                       f"GGUF types {', '.join(sorted(set(GGML_TYPE_BITS) | set(GGUF_FILE_TYPE_BITS)))}; "
