@@ -196,11 +196,6 @@ class ProbeResult:
         return self.mem_bandwidth_gb_s
 
     @property
-    def spread(self) -> float:
-        """Best run / worst run."""
-        return max(self.runs_gb_s) / min(self.runs_gb_s)
-
-    @property
     def runs_text(self) -> str:
         lo, hi = min(self.runs_gb_s), max(self.runs_gb_s)
         span = f"{hi:.1f} GB/s" if len(self.runs_gb_s) == 1 else f"{lo:.1f}-{hi:.1f} GB/s"

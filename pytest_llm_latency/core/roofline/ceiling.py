@@ -141,10 +141,6 @@ class RooflineResult:
         return self.ceiling.step_bytes
 
     @property
-    def passed(self) -> bool:
-        return self.status in ("pass", "report")
-
-    @property
     def bandwidth_ms(self) -> float:
         """Time one decode step needs to read its bytes at the ceiling's bandwidth."""
         if self.steps is not None:

@@ -127,10 +127,6 @@ class PrefillResult:
             return None
         return self.peak.tflops * 1e12 / self.flops_per_token
 
-    @property
-    def passed(self) -> bool:
-        return self.status in ("pass", "report")
-
     def as_properties(self) -> dict:
         """Flat ``prefill.*`` values for JSON results and JUnit (``llm.prefill.*``)."""
         out = {"tok_s": round(self.tok_s, 3), "overhead_ms": round(self.overhead_ms, 4),

@@ -150,7 +150,7 @@ def test_probe_takes_the_best_run_with_one_process_per_core():
     assert r.mem_bandwidth_gb_s == pytest.approx(50)  # the old median rule said 30
     assert [round(x) for x in r.runs_gb_s] == [30, 10, 31, 50, 29]
     assert calls == [(hwdetect.usable_cores(), 5)] and r.processes == hwdetect.usable_cores()
-    assert r.spread == pytest.approx(5.0) and r.busy_share == pytest.approx(0.0)
+    assert r.busy_share == pytest.approx(0.0)
 
 
 def test_others_busy_share_leaves_out_this_process_and_its_workers():
