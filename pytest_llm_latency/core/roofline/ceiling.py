@@ -183,20 +183,6 @@ def _tpot_to_tok_s(ms, what: str) -> float:
     return decode_tps(ms)
 
 
-def evaluate_roofline(hardware: Hardware, model: ModelBytes | ModelSpec, *, context: float,
-                      tpot_p50_ms: float, tpot_p95_ms: float | None = None,
-                      min_efficiency: float | None = None, batch: int = 1, spec: SpecDecodeInfo | None = None,
-                      drafter: Drafter | None = None, hints: tuple[str, ...] = (),
-                      decodes: list[RequestDecode] | None = None, batch_source: str = "",
-                      evidence: DecodeEvidence | None = None) -> RooflineResult:
-    """The gate in one call: ``apply_floor(measure_roofline(...))`` (the CLI and tests; the
-    plugin measures in ``plugin.roofline_gate`` and judges in ``core.checks.gates``)."""
-    return apply_floor(measure_roofline(hardware, model, context=context, tpot_p50_ms=tpot_p50_ms,
-                                           tpot_p95_ms=tpot_p95_ms, min_efficiency=min_efficiency, batch=batch,
-                                           spec=spec, drafter=drafter, hints=hints, decodes=decodes,
-                                           batch_source=batch_source, evidence=evidence))
-
-
 def measure_roofline(hardware: Hardware, model: ModelBytes | ModelSpec, *, context: float,
                      tpot_p50_ms: float, tpot_p95_ms: float | None = None,
                      min_efficiency: float | None = None, batch: int = 1, spec: SpecDecodeInfo | None = None,

@@ -5,7 +5,7 @@ token costs 2·P + 2·L·W·(n0 + n1 + 1) FLOPs, the ceiling is peak FLOP/s ÷ t
 ceiling.  Without the attention shape (L, W) the attention term is left out and said so.  See
 docs/roofline.md#mfu.
 
-Pure: no I/O.  The arithmetic (``evaluate_prefill``) is kept apart from the wording.
+Pure: no I/O.  The arithmetic (``measure_prefill``) is kept apart from the wording.
 """
 from __future__ import annotations
 
@@ -157,14 +157,6 @@ class PrefillResult:
                 if v is not None:
                     out[key] = round(v, digits)
         return out
-
-
-def evaluate_prefill(points: Sequence[tuple[int, float]], *, model: PrefillModel | None = None,
-                     peak: Peak | None = None, budgets: PrefillBudgets = PrefillBudgets(),
-                     server: ServerPrefill | None = None) -> PrefillResult:
-    """The prefill gate in one call: ``apply_prefill_budgets(measure_prefill(...))`` (tests; the plugin
-    measures in ``plugin.prefill_gate`` and judges in ``core.checks.gates``)."""
-    return apply_prefill_budgets(measure_prefill(points, model=model, peak=peak, budgets=budgets, server=server))
 
 
 def measure_prefill(points: Sequence[tuple[int, float]], *, model: PrefillModel | None = None,

@@ -268,7 +268,8 @@ def test_local_cpu_hardware_from_cache(cache):
 
 def test_why_a_figure_was_not_cached_reaches_the_roofline_message(cache):
     from pytest_llm_latency.core.roofline.modelbytes import ModelBytes
-    from pytest_llm_latency.core.roofline.ceiling import decode_ceiling, evaluate_roofline
+    from pytest_llm_latency.core.roofline.ceiling import decode_ceiling
+    from tests.helpers.roofline import evaluate_roofline
     from pytest_llm_latency.core.roofline.roofline_text import format_ceiling
 
     hw = hwdetect.resolve_hardware("local-cpu", measure=fake_measure([45.0, 21.9, 44.0]), runs=3)

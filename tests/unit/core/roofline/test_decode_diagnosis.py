@@ -11,7 +11,7 @@ import pytest
 from pytest_llm_latency.core.roofline.decode_diagnosis import DecodeEvidence, diagnose_decode, efficiency_bases
 from pytest_llm_latency.core.errors import ConfigError
 from pytest_llm_latency.core.roofline.prefill import prefill_model
-from pytest_llm_latency.core.roofline.ceiling import evaluate_roofline
+from tests.helpers.roofline import evaluate_roofline
 from pytest_llm_latency.roofline import catalog
 from pytest_llm_latency.roofline.gpu_probe import probe_gpu_bandwidth
 from pytest_llm_latency.roofline.resolve import resolve_model_bytes

@@ -4,8 +4,9 @@ import statistics
 import pytest
 
 from pytest_llm_latency.core.errors import ConfigError
-from pytest_llm_latency.core.roofline.prefill import (Peak, PrefillBudgets, ServerPrefill, evaluate_prefill,
-    prefill_ceiling, prefill_model, format_prefill_ceiling)
+from pytest_llm_latency.core.roofline.prefill import (Peak, PrefillBudgets, ServerPrefill, prefill_ceiling,
+    prefill_model, format_prefill_ceiling)
+from tests.helpers.roofline import evaluate_prefill
 from pytest_llm_latency.core.roofline.prefill_fit import linearity, medians_by_x, theil_sen
 from pytest_llm_latency.core.spec.workload import make_workload
 

@@ -8,8 +8,8 @@ import pytest
 from pytest_llm_latency.core.errors import ConfigError
 from pytest_llm_latency.core.roofline.hardware import Hardware, ModelSpec
 from pytest_llm_latency.core.roofline.modelbytes import ModelBytes
-from pytest_llm_latency.core.roofline.ceiling import (decode_ceiling, evaluate_roofline, mean_context,
-    prefill_ceiling_tok_s)
+from pytest_llm_latency.core.roofline.ceiling import decode_ceiling, mean_context, prefill_ceiling_tok_s
+from tests.helpers.roofline import evaluate_roofline
 from pytest_llm_latency.core.roofline.roofline_text import format_arithmetic
 
 H100 = Hardware(key="h100-sxm", name="H100-SXM", mem_bandwidth_gb_s=3350, peak_bf16_tflops=989,

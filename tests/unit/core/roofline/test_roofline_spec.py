@@ -11,7 +11,8 @@ from pytest_llm_latency.core.errors import ConfigError
 from pytest_llm_latency.core.roofline.hardware import Hardware
 from pytest_llm_latency.core.roofline.modelbytes import ModelBytes
 from pytest_llm_latency.core.result.result_parts import SpecDecodeInfo
-from pytest_llm_latency.core.roofline.ceiling import decode_ceiling, evaluate_roofline
+from pytest_llm_latency.core.roofline.ceiling import decode_ceiling
+from tests.helpers.roofline import evaluate_roofline
 from pytest_llm_latency.core.roofline.roofline_spec import NGRAM, Drafter, speculates, step_figures
 from pytest_llm_latency.roofline import catalog
 
