@@ -91,10 +91,8 @@ def _find(name: str, table: dict) -> object | None:
     """The entry whose key, display name or an alias equals ``name`` once normalized; else None.
     Never a near match: ``h20`` is not ``h200``, whatever else the table holds."""
     wanted = _norm(name)
-    for key, value in table.items():
-        if _norm(key) == wanted or any(_norm(n) == wanted for n in _names(value)):
-            return value
-    return None
+    return next((value for key, value in table.items() if any(_norm(n) == wanted for n in (key, *_names(value)))),
+                None)
 
 
 # Leading vendor words, set aside when scoring suggestions: every nvidia-smi name starts with
@@ -103,13 +101,8 @@ _VENDOR_WORDS = ("nvidia", "geforce", "tesla", "amd", "instinct", "intel", "appl
 
 
 def _stem(norm: str) -> str:
-    stripped = True
-    while stripped:
-        stripped = False
-        for word in _VENDOR_WORDS:
-            if norm.startswith(word) and len(norm) > len(word):
-                norm, stripped = norm[len(word):], True
-    return norm
+    word = next((w for w in _VENDOR_WORDS if norm.startswith(w) and len(norm) > len(w)), None)
+    return norm if word is None else _stem(norm[len(word):])
 
 
 def close_matches(name: str, table: dict, n: int | None = None, cutoff: float = 0.6) -> list[str]:

@@ -54,9 +54,7 @@ _FILE_TYPE_ALIASES = {"Q3_K": "Q3_K_M", "Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M"}
 def _gguf_bits(name: str) -> float | None:
     up = name.upper()
     up = _FILE_TYPE_ALIASES.get(up, up)
-    if up in GGUF_FILE_TYPE_BITS:
-        return GGUF_FILE_TYPE_BITS[up]
-    return GGML_TYPE_BITS.get(up)
+    return GGUF_FILE_TYPE_BITS.get(up, GGML_TYPE_BITS.get(up))
 
 
 def bytes_per_param(dtype: str | None = None, bits: float | None = None, *, where: str = "dtype") -> float:
