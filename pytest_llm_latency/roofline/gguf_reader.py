@@ -119,13 +119,8 @@ def read_gguf(path: str | Path) -> GGUFSummary:
 
 def model_bytes_from_gguf(path: str | Path, *, kv_dtype: str | None = None, kv_layout: bool = True) -> ModelBytes:
     """ModelBytes of a GGUF file: the tensor bytes one decode step reads and the per-layer KV layout
-    of its metadata (``gguf_layout``, as the pinned llama.cpp builds its cache).
-
-    Read per step: every tensor, except routed experts (``expert_used_count / expert_count`` of
-    them), an untied input embedding (one row, ``EMBEDDING_CONVENTION``) and MTP blocks (not run by
-    a plain decode step).  The KV cache defaults to f16, llama.cpp's default (``--cache-type-k/v``).
-    ``kv_layout=False``: the caller gives the KV shape itself, so an architecture whose layout is
-    not modelled is no error (the KV is left unknown here)."""
+    of its metadata (``gguf_layout``; f16 unless ``kv_dtype``, llama.cpp's default).  ``kv_layout=False``:
+    the caller gives the KV shape itself, so a layout not modelled is no error (the KV is left unknown)."""
     s = read_gguf(path)
     where = f"gguf {Path(s.path).name!r}"
     layout = None

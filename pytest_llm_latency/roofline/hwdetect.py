@@ -228,13 +228,8 @@ def probe_cpu_bandwidth(*, processes: int | None = None, runs: int = 5, measure:
 def local_cpu_bandwidth(*, refresh: bool = False, only_if_higher: bool = False, cache: Path | None = None,
                         measure: Measure | None = None, runs: int = 5,
                         load: LoadMeter | None = None) -> Cached:
-    """This host's read bandwidth, measured once per host (hostname + cpu count) and then cached.
-
-    ``refresh`` measures again.  A figure is cached only when its runs agree and the machine was
-    quiet (``ProbeResult.not_cached_reason``); ``only_if_higher`` also keeps a cached figure that
-    is higher than the fresh one (the gate's second look: a ceiling is the machine's limit).
-    The read-measure-keep rule is ``probe_cache.cached_or_measured``, shared with the FLOPs probe.
-    """
+    """This host's read bandwidth, measured once per host and then cached (``refresh``: measure again;
+    ``only_if_higher``: the gate's second look), by the rule of ``probe_cache.cached_or_measured``."""
     return cached_or_measured(
         (cache or cache_dir()) / "cpu_bandwidth.json", field="mem_bandwidth_gb_s", method=CACHE_METHOD,
         measure=lambda: probe_cpu_bandwidth(runs=runs, measure=measure, load=load),

@@ -145,15 +145,10 @@ def cached_or_measured(path: Path, *, field: str, method: str, measure: Callable
                        entry: Callable[[R], dict], show: Callable[[float], str],
                        refresh: bool = False, only_if_higher: bool = False,
                        key: str | None = None) -> Cached:
-    """The one read-measure-keep rule of every probe.
-
-    Without ``refresh`` a cached figure for this host is returned as is.  Otherwise ``measure()``
-    runs (its result has ``.value``, ``.runs_text`` and ``.not_cached_reason``); a fresh figure
-    is cached, as ``entry(result)`` plus the time, unless ``not_cached_reason`` says why not or
-    (``only_if_higher``: the gate's second look) the cached figure is higher.  The file is re-read
-    before the write: another process may have written meanwhile.  ``key``: the cache entry's
-    name (default this host; a GPU probe adds the device).
-    """
+    """The one read-measure-keep rule of every probe: without ``refresh`` a cached figure for ``key``
+    (default this host) as is; else ``measure()``, cached as ``entry(result)`` plus the time unless
+    its ``not_cached_reason`` says why not or (``only_if_higher``) the cached figure is higher.  The
+    file is re-read before the write: another process may have written meanwhile."""
     key = key or host_key()
     if not refresh:
         value = cached_value(read_cache(path).get(key), field, method)

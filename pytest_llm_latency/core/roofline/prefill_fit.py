@@ -78,14 +78,8 @@ class Linearity:
 
 def linearity(fit: LineFit, points: Sequence[tuple[float, float]],
               predicted_segment_cost: Sequence[float] | None = None) -> Linearity:
-    """Is TTFT growing the way prefill does?  ``points``: (n, median TTFT) ascending;
-    ``predicted_segment_cost``: FLOPs per token of each segment (attention included), or None.
-
-    *Sublinear* (a cache or a warm path: the figures are not prefill): the overhead ``a``
-    extrapolates clearly below 0 -- no server answers in negative time, so part of the prompt
-    was not computed -- or the last segment's slope is under half the predicted one.
-    *Superlinear*: the last segment's slope is over twice what the attention model predicts
-    relative to the first (quadratic blow-up, e.g. attention without a fused kernel)."""
+    """Is TTFT growing the way prefill does (the limits above; docs/roofline.md#linearity)?  ``points``:
+    (n, median TTFT) ascending; ``predicted_segment_cost``: FLOPs per token of each segment, or None."""
     slack = max(SUBLINEAR_SHARE * points[0][1], 3.0 * fit.residual_mad)
     negative = fit.intercept < -slack
     at_zero = f"TTFT extrapolates to {fit.intercept:.3g} ms at 0 prompt tokens (below -{slack:.3g} ms)"
