@@ -1,10 +1,6 @@
 """Dense decoders with grouped-query attention: llama, mistral, qwen2, qwen3, phi3.
 
-    params = embedding (+ untied head) + final norm
-             + layers × (q/k/v/o + biases + q/k norms + gate/up/down + 2 norms)
-    KV     = full attention on every layer (2 × kv_heads × head_dim per token), or a sliding window
-             on every layer when the config turns one on (mistral ``sliding_window``, qwen2
-             ``use_sliding_window`` with ``max_window_layers``)
+The arithmetic, config key by config key: docs/roofline.md#from-a-configjson-architecture-by-architecture.
 
 Pure: no I/O.
 """

@@ -1,26 +1,6 @@
 """OpenAI gpt-oss (gpt-oss-20b, gpt-oss-120b): ``model_type: gpt_oss``.
 
-From transformers' ``modeling_gpt_oss.py`` and the checkpoints' tensor names::
-
-    per layer  attention  q, k, v, o (``self_attn.{q,k,v,o}_proj``) + their biases
-                          (``attention_bias``, on in both models) + ``self_attn.sinks``: one learned
-                          logit per head, a parameter that caches no token
-               router     ``mlp.router.weight`` hidden × E + ``mlp.router.bias`` E
-               experts    E × fused gate_up hidden × 2·intermediate (+ bias 2·intermediate)
-                          + down intermediate × hidden (+ bias hidden); stored as
-                          ``mlp.experts.gate_up_proj_blocks`` / ``_scales`` / ``_bias`` and
-                          ``down_proj_*`` (MXFP4 blocks and e8m0 scales, bf16 biases)
-               2 RMSNorms
-    model      embedding vocab × hidden, untied ``lm_head``, final norm; head_dim 64
-
-    KV         ``layer_types``: ``sliding_attention`` layers keep the last ``sliding_window``
-               (128) tokens, ``full_attention`` layers all of them; 2 × kv_heads × head_dim per
-               token each.  The sinks add no cached token (``LayerKV.sinks`` stays 0).
-
-``experts_per_token`` (the original name) and ``num_experts_per_tok`` (transformers') are both
-read.  The expert weights' storage (MXFP4 on the experts only, their biases and everything else
-bf16) is ``core.roofline.archs.quant``'s business: the fused expert weights are a converted group
-(``linear``) though not ``nn.Linear`` modules.
+The arithmetic, config key by config key: docs/roofline.md#from-a-configjson-architecture-by-architecture.
 
 Pure: no I/O.
 """

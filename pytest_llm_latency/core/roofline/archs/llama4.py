@@ -1,31 +1,6 @@
 """Llama 4 (Scout, Maverick): mixture of experts with a shared expert, chunked and NoPE attention.
 
-    params = embedding + output head (untied) + final norm
-             + layers × (q/k/v/o + 2 norms)
-             + MoE layers × (router hidden × E + E routed experts × gate/up/down
-                             + ONE SHARED EXPERT gate/up/down, both of ``intermediate_size``)
-             + dense layers × gate/up/down of ``intermediate_size_mlp``
-    read   = the same with routed experts × k / E (k = 1 for Scout and Maverick); the shared
-             expert is read every step in every MoE layer
-    KV     = per layer 2 × kv_heads × head_dim per token; the RoPE layers attend within their
-             chunk of ``attention_chunk_size`` tokens (``c mod chunk`` cached tokens read), the
-             NoPE layers attend over the whole context
-
-No config key names the shared expert: transformers' ``Llama4TextMoe`` and vLLM's ``Llama4MoE``
-build one ``Llama4TextMLP(intermediate_size)`` next to the routed experts in every MoE layer.
-
-Which layers (transformers ``Llama4TextConfig``, vLLM ``llama4.py``):
-
-* MoE: ``moe_layers`` when listed, else every ``interleave_moe_layer_step``-th layer
-  (``range(step - 1, layers, step)``: Scout 1, every layer; Maverick 2, the odd layers);
-* RoPE / NoPE: ``no_rope_layers`` (1 = RoPE, 0 = NoPE), and when it is absent or empty, a NoPE
-  layer every ``no_rope_layer_interval`` (4) layers: layer ``i`` is NoPE when ``(i + 1) % 4 == 0``;
-  ``layer_types`` (``chunked_attention`` / ``full_attention``), when listed, says it directly;
-* chunked: the RoPE layers (vLLM ``use_irope``; transformers ``chunked_attention``), unless
-  ``attention_chunk_size`` is null (then every layer is full).
-
-The q/k norm (``use_qk_norm``) is a weightless L2 norm: nothing to read.  The vision encoder and
-the multimodal projector are not counted: a text decode step never reads them.
+The arithmetic, config key by config key: docs/roofline.md#from-a-configjson-architecture-by-architecture.
 
 Pure: no I/O.
 """

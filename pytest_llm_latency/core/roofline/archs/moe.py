@@ -1,10 +1,6 @@
 """Mixture-of-experts decoders with grouped-query attention: mixtral, qwen2_moe, qwen3_moe.
 
-    params = embedding (+ untied head) + final norm
-             + layers × (attention + 2 norms)
-             + MoE layers × (router hidden × E + E routed experts × gate/up/down [+ shared expert])
-             + dense layers × gate/up/down            (qwen ``mlp_only_layers``, ``decoder_sparse_step``)
-    read   = the same with routed experts × k / E
+The arithmetic, config key by config key: docs/roofline.md#from-a-configjson-architecture-by-architecture.
 
 Pure: no I/O.
 """

@@ -1,31 +1,6 @@
 """Qwen3-Next (Qwen3-Next-80B-A3B): hybrid Gated DeltaNet / gated attention layers, a sparse MoE.
 
-From transformers' ``modeling_qwen3_next.py`` and vLLM's ``qwen3_next.py``::
-
-    layers     ``layer_types`` (``linear_attention`` / ``full_attention``), else every
-               ``full_attention_interval``-th layer (default 4) full attention, the rest DeltaNet
-    attention  (full layers) q_proj hidden × 2·heads·head_dim (query and its output gate),
-               k_proj, v_proj hidden × kv_heads·head_dim, o_proj heads·head_dim × hidden,
-               q_norm and k_norm head_dim each
-    DeltaNet   (linear layers; key_dim = nk·dk, value_dim = nv·dv, conv_dim = 2·key_dim + value_dim)
-               in_proj_qkvz hidden × (2·key_dim + 2·value_dim), in_proj_ba hidden × 2·nv,
-               conv1d conv_dim × conv_kernel (depthwise, no bias), dt_bias nv, A_log nv,
-               norm dv (gated RMSNorm), out_proj value_dim × hidden
-    mlp        MoE on layer i unless i is in ``mlp_only_layers`` or (i + 1) % ``decoder_sparse_step``:
-               ``num_experts`` routed experts of ``moe_intermediate_size`` (``num_experts_per_tok``
-               read), router hidden × E, one shared expert of ``shared_expert_intermediate_size``
-               and its ``shared_expert_gate`` hidden × 1; other layers a dense ``intermediate_size`` MLP
-    model      embedding, untied lm_head, 2 norms a layer + final norm
-
-    KV         full layers: ``full``, 2 × kv_heads × head_dim per token.  DeltaNet layers cache
-               no token: kind ``state``, a constant per sequence, read and written each step:
-               recurrent state nv × dk × dv + conv state (conv_kernel − 1) × conv_dim.
-
-State dtype: the recurrent state is charged at fp32, the conv state at the model's dtype, neither
-following ``kv_dtype`` (why: docs/roofline.md#bytes-per-step-layer-by-layer-tensor-by-tensor).
-
-The DeltaNet projections are their own group (role ``other``), not attention; their layers are
-charged their state, never KV.  Not read: the checkpoint's ``mtp.*`` multi-token-prediction layer.
+The arithmetic, config key by config key: docs/roofline.md#from-a-configjson-architecture-by-architecture.
 
 Pure: no I/O.
 """
@@ -38,7 +13,7 @@ from .inventory import (Architecture, Cfg, KVShape, TensorGroup, attention_group
     layered)
 from .moe import check_experts, moe_layers
 
-#: bytes per element of the DeltaNet recurrent state (see the module docstring)
+#: bytes per element of the DeltaNet recurrent state (docs/roofline.md: why fp32)
 RECURRENT_STATE_BYTES = 4.0
 _KINDS = {"linear_attention": "state", "full_attention": "full"}
 
