@@ -1,11 +1,7 @@
 """Peak FLOP/s for the prefill roofline: the catalog's figure, an explicit override, or, for
-``local-cpu``, a measured one.
-
-``local-cpu``: numpy float32 matmuls on all usable cores (one single-threaded process per core,
-all starting each run together; aggregate FLOPs / wall time), the **best** of several runs, cached per host in
-``${LLM_LATENCY_CACHE:-~/.cache/pytest-llm-latency}/cpu_flops.json`` under the same rules as the
-bandwidth probe (``probe_cache``): never cached when the runs disagree or the machine is busy.
-numpy is imported only in the probe's child process.
+``local-cpu``, numpy float32 matmuls on all usable cores (one single-threaded process per core),
+the best of several runs, cached in ``cpu_flops.json`` under the ``probe_cache`` rules.  numpy is
+imported only in the probe's child process.  See docs/roofline.md#mfu.
 """
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
-"""The rules every local-CPU probe shares (memory bandwidth in ``hwdetect``, matmul FLOP/s in
-``flops_probe``): where figures are cached, and when a fresh figure must *not* be cached.
-
-A probe reports the **best** of several runs (a ceiling is the machine's limit; a slower run
-only means something else competed).  Its figure is cached per host (hostname + cpu count) in
-``${LLM_LATENCY_CACHE:-~/.cache/pytest-llm-latency}/<file>.json`` (written atomically), except
-when its runs disagree by more than ``SPREAD_LIMIT`` (best / worst) or other processes took
-more than ``BUSY_LIMIT`` of the machine's CPU time while it ran (``/proc/stat`` less this
-process and its reaped children).
+"""The rules every local probe shares (memory bandwidth in ``hwdetect``, matmul FLOP/s in
+``flops_probe``, GPU reads in ``gpu_probe``): a probe reports the best of several runs, cached per
+host in ``${LLM_LATENCY_CACHE:-~/.cache/pytest-llm-latency}/<file>.json`` (written atomically)
+unless its runs disagree by more than ``SPREAD_LIMIT`` or other processes took more than
+``BUSY_LIMIT`` of the CPU while it ran (``/proc/stat`` less this process and its reaped children).
 """
 from __future__ import annotations
 

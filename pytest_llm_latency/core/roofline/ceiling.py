@@ -189,16 +189,11 @@ def measure_roofline(hardware: Hardware, model: ModelBytes | ModelSpec, *, conte
                      drafter: Drafter | None = None, hints: tuple[str, ...] = (),
                      decodes: list[RequestDecode] | None = None, batch_source: str = "",
                      evidence: DecodeEvidence | None = None) -> RooflineResult:
-    """Efficiency = (1000 / TPOT p50) / per-stream ceiling; also reported at p95.  With ``decodes``
-    (varied lengths: ``core.roofline.roofline_requests``), per-request ceilings combined as Σ ideal ÷ Σ
-    measured decode time instead (p95: the 5th percentile of the per-request efficiencies).
-    ``batch_source``: where ``batch`` came from (an open loop), said in the message.  When ``spec``
-    (``res.spec_decode``) gives tokens per step, the step efficiency (``core.roofline.roofline_spec``, run
-    totals, ``drafter``'s bytes counted when given) is the judged figure.  Not judged: status
-    ``config_error`` when the judged efficiency exceeds 1.05 (wrong hardware, model or drafter
-    bytes, or an unreported speculation: never a pass), else ``report``; ``min_efficiency``
-    (checked to be in (0, 1]) is kept for ``apply_floor``.  ``hints``: said with a config error.
-    """
+    """The efficiency at p50 and p95: per token, per request with ``decodes`` (varied lengths:
+    ``core.roofline.roofline_requests``), per engine step when ``spec`` gives tokens per step
+    (``drafter``'s bytes counted when given).  Not judged: status ``config_error`` above
+    ``CONFIG_ERROR_RATIO`` (never a pass), else ``report``; ``min_efficiency`` is kept for
+    ``apply_floor``.  ``batch_source`` (an open loop's batch) and ``hints`` are said in the message."""
     if min_efficiency is not None and (not _finite(min_efficiency) or not 0 < min_efficiency <= 1):
         raise ConfigError(f"roofline: min_decode_efficiency must be in (0, 1], got {min_efficiency!r}; "
                           "e.g. 0.5 = at least half of the bandwidth ceiling, or null to only report")
