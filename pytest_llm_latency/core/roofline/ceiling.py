@@ -202,16 +202,13 @@ def measure_roofline(hardware: Hardware, model: ModelBytes | ModelSpec, *, conte
     tok_s_p95 = None if tpot_p95_ms is None else _tpot_to_tok_s(tpot_p95_ms, "TPOT p95")
     eff = tok_s / ceiling.per_stream_tok_s
     eff_p95 = None if tok_s_p95 is None else tok_s_p95 / ceiling.per_stream_tok_s
-    per = combine(decodes, lambda ctx: decode_ceiling(hardware, model, ctx, batch).per_stream_tok_s) if decodes \
-        else None
+    per = combine(decodes or (), lambda ctx: decode_ceiling(hardware, model, ctx, batch).per_stream_tok_s)
     if per is not None:
         tok_s, eff, eff_p95 = per.measured_tok_s, per.efficiency, per.efficiency_p95
         tok_s_p95 = eff_p95 * per.ceiling_tok_s
-    steps = None
-    if spec is not None and spec.tokens_per_step is not None:
-        steps = step_figures(bandwidth_bytes_s=hardware.bandwidth_bytes_s, model=ceiling.model,
-                             kv_bytes=ceiling.kv_bytes, batch=batch, context=ceiling.context, spec=spec,
-                             drafter=drafter)
+    steps = None if spec is None or spec.tokens_per_step is None else step_figures(
+        bandwidth_bytes_s=hardware.bandwidth_bytes_s, model=ceiling.model, kv_bytes=ceiling.kv_bytes, batch=batch,
+        context=ceiling.context, spec=spec, drafter=drafter)
     judged = steps.step_efficiency if steps is not None else eff
     result = RooflineResult(ceiling=ceiling, measured_tok_s=tok_s, measured_tok_s_p95=tok_s_p95,
                             decode_efficiency=eff, decode_efficiency_p95=eff_p95, min_efficiency=min_efficiency,

@@ -183,18 +183,17 @@ def measure_prefill(points: Sequence[tuple[int, float]], *, model: PrefillModel 
                           "or a server that ignores the prompt")
     lengths = tuple(sorted({int(x) for x in xs}))
     medians = medians_by_x(xs, ys)
-    seg_cost = None
     fpt = mfu = None
     if model is not None:
-        seg_cost = [model.flops_per_token(n0, n1) for (n0, _), (n1, _) in zip(medians, medians[1:])]
         fpt = model.flops_per_token(lengths[0], lengths[-1])
         if peak is not None and peak.tflops:
             mfu = (1000.0 / fit.slope) * fpt / (peak.tflops * 1e12)
-    lin = linearity(fit, medians, seg_cost if model is not None and model.has_attention else None)
-    result = PrefillResult(model=model, peak=peak, lengths=lengths, samples=len(points), fit=fit, linearity=lin,
-                           budgets=budgets, flops_per_token=fpt, mfu=mfu, server=server)
+    seg_cost = ([model.flops_per_token(n0, n1) for (n0, _), (n1, _) in zip(medians, medians[1:])]
+                if model is not None and model.has_attention else None)
     status: GateStatus = "config_error" if mfu is not None and mfu > CONFIG_ERROR_RATIO else "report"
-    result = replace(result, status=status)
+    result = PrefillResult(model=model, peak=peak, lengths=lengths, samples=len(points), fit=fit,
+                           linearity=linearity(fit, medians, seg_cost), budgets=budgets, flops_per_token=fpt, mfu=mfu,
+                           server=server, status=status)
     return replace(result, message=format_prefill(result))
 
 
