@@ -244,10 +244,8 @@ def gguf_kv_layout(meta: Mapping, arch: str | None, *, elem_bytes: float, where:
                 continue
             k, v = (k_swa, v_swa) if is_swa[il] else (k_full, v_full)
             per_token = kv_heads[il] * (k + (0 if mla else v)) * elem_bytes
-            if is_swa[il]:
-                groups.append(LayerKV(rule.kind if rule else "sliding", 1, per_token, window=window))
-            else:
-                groups.append(LayerKV("latent" if mla else "full", 1, per_token))
+            kind = (rule.kind if rule else "sliding") if is_swa[il] else "latent" if mla else "full"
+            groups.append(LayerKV(kind, 1, per_token, window=window if is_swa[il] else None))
     if any(recr):
         state = 4.0 * _state_elems(m, n_embd)
         groups.extend(LayerKV("state", 1, state_bytes=state) for r in recr if r)
