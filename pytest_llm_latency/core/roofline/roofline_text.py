@@ -37,9 +37,8 @@ def format_arithmetic(c: Ceiling, steps: StepFigures | None = None) -> str:
     elif not c.model.kv_known:
         kv = ", KV not counted"
     hw = c.hardware.name if c.hardware.name.endswith("GB/s") else f"{c.hardware.name} {_gb_s(c.hardware)}"
-    if steps is not None:
-        return f"{hw} ÷ ({format_bytes(steps.target_weight_bytes)} weights{kv}{drafter_arithmetic(steps)})"
-    return f"{hw} ÷ ({format_bytes(c.weight_bytes)} weights{kv})"
+    weights, drafter = (c.weight_bytes, "") if steps is None else (steps.target_weight_bytes, drafter_arithmetic(steps))
+    return f"{hw} ÷ ({format_bytes(weights)} weights{kv}{drafter})"
 
 
 def format_ceiling(c: Ceiling) -> str:
