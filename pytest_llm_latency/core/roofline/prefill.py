@@ -211,16 +211,10 @@ def apply_prefill_budgets(result: PrefillResult) -> PrefillResult:
         failed.append(f"TTFT overhead {fit.intercept:.1f} ms > ttft_overhead_max {budgets.overhead_max_ms:g} ms")
     if budgets.require_linear and lin.shape in ("sublinear", "superlinear"):
         failed.append(f"TTFT grows {lin.shape}ly with prompt length (require_linear_prefill)")
-    status: GateStatus
-    if result.status == "config_error":
-        status = "config_error"
-    elif failed:
-        status = "fail"
-    elif any(v is not None for v in (budgets.min_efficiency, budgets.tps_min, budgets.overhead_max_ms)) \
-            or budgets.require_linear:
-        status = "pass"
-    else:
-        status = "report"
+    judged = budgets.require_linear or any(v is not None for v in (budgets.min_efficiency, budgets.tps_min,
+                                                                   budgets.overhead_max_ms))
+    status: GateStatus = ("config_error" if result.status == "config_error" else "fail" if failed
+                          else "pass" if judged else "report")
     result = replace(result, status=status, failed=tuple(failed))
     return replace(result, message=format_prefill(result))
 
