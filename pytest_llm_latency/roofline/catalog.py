@@ -16,7 +16,7 @@ from ..core.errors import ConfigError
 from ..core.roofline.hardware import Hardware, ModelSpec
 from ..core.roofline.modelbytes import DTYPE_BYTES, bytes_per_param, kv_elem_bytes
 
-__all__ = ["DTYPE_BYTES", "all_hardware", "hardware", "hardware_names", "custom_hardware",
+__all__ = ["DTYPE_BYTES", "all_hardware", "hardware", "custom_hardware",
            "all_models", "model", "find_hardware", "ConfigModel", "config_models", "model_entry"]
 
 CATALOG_PATH = "pytest_llm_latency/roofline/hardware.yaml"
@@ -82,10 +82,6 @@ def all_hardware() -> dict[str, Hardware]:
     return {key: _hardware_from_entry(key, d) for key, d in _raw()["devices"].items()}
 
 
-def hardware_names() -> list[str]:
-    return list(all_hardware())
-
-
 def _names(item) -> list[str]:
     key = getattr(item, "key", None)
     return [n for n in (key, item.name, *item.aliases) if n]
@@ -95,10 +91,8 @@ def _find(name: str, table: dict) -> object | None:
     """The entry whose key, display name or an alias equals ``name`` once normalized; else None.
     Never a near match: ``h20`` is not ``h200``, whatever else the table holds."""
     wanted = _norm(name)
-    for key, value in table.items():
-        if _norm(key) == wanted or any(_norm(n) == wanted for n in _names(value)):
-            return value
-    return None
+    return next((value for key, value in table.items() if any(_norm(n) == wanted for n in (key, *_names(value)))),
+                None)
 
 
 # Leading vendor words, set aside when scoring suggestions: every nvidia-smi name starts with
@@ -107,13 +101,8 @@ _VENDOR_WORDS = ("nvidia", "geforce", "tesla", "amd", "instinct", "intel", "appl
 
 
 def _stem(norm: str) -> str:
-    stripped = True
-    while stripped:
-        stripped = False
-        for word in _VENDOR_WORDS:
-            if norm.startswith(word) and len(norm) > len(word):
-                norm, stripped = norm[len(word):], True
-    return norm
+    word = next((w for w in _VENDOR_WORDS if norm.startswith(w) and len(norm) > len(w)), None)
+    return norm if word is None else _stem(norm[len(word):])
 
 
 def close_matches(name: str, table: dict, n: int | None = None, cutoff: float = 0.6) -> list[str]:

@@ -1,11 +1,7 @@
 """Peak FLOP/s for the prefill roofline: the catalog's figure, an explicit override, or, for
-``local-cpu``, a measured one.
-
-``local-cpu``: numpy float32 matmuls on all usable cores (one single-threaded process per core,
-all starting each run together; aggregate FLOPs / wall time), the **best** of several runs, cached per host in
-``${LLM_LATENCY_CACHE:-~/.cache/pytest-llm-latency}/cpu_flops.json`` under the same rules as the
-bandwidth probe (``probe_cache``): never cached when the runs disagree or the machine is busy.
-numpy is imported only in the probe's child process.
+``local-cpu``, numpy float32 matmuls on all usable cores (one single-threaded process per core),
+the best of several runs, cached in ``cpu_flops.json`` under the ``probe_cache`` rules.  numpy is
+imported only in the probe's child process.  See docs/roofline.md#mfu.
 """
 from __future__ import annotations
 
@@ -14,19 +10,18 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Callable
 
 from ..core.errors import ConfigError
 from ..core.roofline.hardware import Hardware
 from ..core.roofline.prefill import Peak
-from .probe_cache import (LoadMeter, cache_dir, cached_or_measured, not_cached_reason, others_busy_share,
-                          proc_stat_sample, reap)
+from .probe_cache import (BLAS_ENV, Cached, LoadMeter, cache_dir, cached_or_measured, not_cached_reason,
+                          others_busy_share, proc_stat_sample, reap)
 
 CACHE_FILE = "cpu_flops.json"
 CACHE_METHOD = "best-of-runs-matmul-f32"
 MATMUL_SIZE = 1024        # 2 x 1024^3 = 2.1 GFLOP per matmul
 MATMUL_REPEATS = 4        # per run
-_BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 Clock = Callable[[], int]                 # ns
 Work = Callable[[], float]                # does one run's matmuls, returns the FLOPs done
@@ -62,7 +57,7 @@ def aggregate(samples: list[Sample], runs: int) -> list[float]:
 
 
 def _child(size: int, repeats: int, runs: int, barrier, queue) -> None:
-    for var in _BLAS_ENV:  # one core per process: BLAS threads spin at barriers and stall on a busy core
+    for var in BLAS_ENV:  # one core per process: BLAS threads spin at barriers and stall on a busy core
         os.environ[var] = "1"
     try:
         import numpy as np
@@ -142,22 +137,15 @@ def probe_cpu_flops(*, runs: int = 5, measure: Measure | None = None, load: Load
     return FlopsProbe(max(per_run), tuple(per_run), others_busy_share(before, meter()))
 
 
-class LocalPeak(NamedTuple):
-    tflops: float
-    cached: bool
-    note: str = ""
-    runs: str = ""
-
-
 def local_cpu_tflops(*, refresh: bool = False, only_if_higher: bool = False, cache: Path | None = None,
-                     measure: Measure | None = None, runs: int = 5, load: LoadMeter | None = None) -> LocalPeak:
+                     measure: Measure | None = None, runs: int = 5, load: LoadMeter | None = None) -> Cached:
     """This host's float32 matmul peak, measured once per host and cached (``probe_cache`` rules);
     ``refresh`` measures again; ``only_if_higher`` keeps a higher cached figure."""
-    return LocalPeak(*cached_or_measured(
+    return cached_or_measured(
         (cache or cache_dir()) / CACHE_FILE, field="tflops", method=CACHE_METHOD,
         measure=lambda: probe_cpu_flops(runs=runs, measure=measure, load=load),
         entry=lambda r: {"tflops": r.tflops, "runs_tflops": list(r.runs_tflops), "busy_share": r.busy_share},
-        show=lambda old: f"{old * 1e3:.1f} GFLOP/s", refresh=refresh, only_if_higher=only_if_higher))
+        show=lambda old: f"{old * 1e3:.1f} GFLOP/s", refresh=refresh, only_if_higher=only_if_higher)
 
 
 def local_cpu_peak(**probe) -> Peak:
@@ -165,7 +153,7 @@ def local_cpu_peak(**probe) -> Peak:
     local = local_cpu_tflops(**probe)
     how = "cached numpy float32 matmul probe" if local.cached else f"numpy float32 matmul probe, {local.runs}"
     where_cached = (probe.get("cache") or cache_dir()) / CACHE_FILE
-    return Peak(local.tflops, f"local CPU ({socket.gethostname()})", f"{how} ({where_cached})", 1, local.note)
+    return Peak(local.value, f"local CPU ({socket.gethostname()})", f"{how} ({where_cached})", 1, local.note)
 
 
 def resolve_peak(hardware: Hardware | None, *, peak_tflops: float | None = None, dtype: str | None = None,

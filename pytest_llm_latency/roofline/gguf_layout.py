@@ -1,24 +1,9 @@
 """A GGUF file's per-layer KV layout, as the pinned llama.cpp (llama-cpp-python 0.3.36's vendored
-copy) builds its cache from the file's metadata.
-
-What llama.cpp does, and so what this module does (``src/llama-model.cpp`` ``load_hparams``,
+copy) builds its cache from the file's metadata (``src/llama-model.cpp`` ``load_hparams``,
 ``src/models/<arch>.cpp`` ``load_arch_hparams``, ``src/llama-hparams.cpp``, ``src/llama-kv-cache.cpp``):
-
-* per layer ``il``: K is ``head_count_kv[il] × key_length`` elements per token and V
-  ``head_count_kv[il] × value_length`` (defaults ``embedding_length / head_count``; sliding layers
-  use ``key_length_swa`` / ``value_length_swa`` when present).  ``head_count`` and ``head_count_kv``
-  may be per-layer arrays; a layer with 0 KV heads caches nothing.
-* MLA: a file with ``attention.key_length_mla`` and ``value_length_mla`` (written with the split
-  ``attn_k_b`` / ``attn_v_b`` tensors) is converted as one KV head of ``key_length = kv_lora_rank +
-  rope dim`` and llama.cpp caches K only (V is a view of it): the latent.  An older file with only
-  ``attn_kv_b`` has per-head ``key_length`` / ``value_length`` and caches full per-head K and V.
-* sliding layers: ``attention.sliding_window`` and each architecture's pattern (``SWA``): a scalar
-  ``attention.sliding_window_pattern`` overrides the default period, a per-layer bool array is
-  taken as is (layers past its end full); ``dense_first``: layer 0 of each period is full, else the last one.  llama4's
-  layers are chunked (chunk 8192, whatever the file says, unless its window is 0: no chunking).
-* recurrent layers (Mamba / Mamba-2 / gated delta net / RWKV / short-conv): a constant F32 state
-  of ``n_embd_r + n_embd_s`` elements per layer, read and written every step.
-* MTP layers (``nextn_predict_layers``, the last blocks) are not in the trunk's cache.
+per-layer K / V lengths and KV heads, MLA's one latent (K only), each architecture's sliding
+pattern (``SWA``), the recurrent layers' F32 state, MTP blocks left out of the trunk's cache.  The
+rules, key by key: docs/roofline.md#from-a-gguf-file.
 
 An architecture not listed here is refused (``ConfigError``): it is never counted as full attention.
 """
@@ -244,10 +229,8 @@ def gguf_kv_layout(meta: Mapping, arch: str | None, *, elem_bytes: float, where:
                 continue
             k, v = (k_swa, v_swa) if is_swa[il] else (k_full, v_full)
             per_token = kv_heads[il] * (k + (0 if mla else v)) * elem_bytes
-            if is_swa[il]:
-                groups.append(LayerKV(rule.kind if rule else "sliding", 1, per_token, window=window))
-            else:
-                groups.append(LayerKV("latent" if mla else "full", 1, per_token))
+            kind = (rule.kind if rule else "sliding") if is_swa[il] else "latent" if mla else "full"
+            groups.append(LayerKV(kind, 1, per_token, window=window if is_swa[il] else None))
     if any(recr):
         state = 4.0 * _state_elems(m, n_embd)
         groups.extend(LayerKV("state", 1, state_bytes=state) for r in recr if r)

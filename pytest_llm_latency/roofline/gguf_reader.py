@@ -1,11 +1,6 @@
-"""Read a GGUF file's header and tensor table: the bytes a decode step reads, the KV layout.
-
-Uses the optional ``gguf`` package (``pip install 'pytest-llm-latency[gguf]'``), which maps the
-file instead of loading it, so multi-GB files are cheap to inspect.  Per decode step: routed-expert
-tensors (``blk.N.ffn_{gate,up,down}_exps``) are charged ``expert_used_count / expert_count`` of
-their bytes; ``token_embd.weight`` one row when the file has an ``output.weight`` (untied), whole
-when not (tied: it is the output head); MTP blocks nothing.  The KV cache and recurrent state per
-layer kind: ``gguf_layout``.
+"""Read a GGUF file's header and tensor table (the optional ``gguf`` package maps the file): the
+bytes a decode step reads, as docs/roofline.md#from-a-gguf-file says; the KV cache and recurrent
+state per layer kind: ``gguf_layout``.
 """
 from __future__ import annotations
 
@@ -30,8 +25,6 @@ class GGUFSummary:
     experts: int
     experts_per_token: int
     layers: int | None
-    kv_heads_total: int | None   # summed over layers (a per-layer array is allowed)
-    head_dim: int | None
     bytes_by_type: dict = field(default_factory=dict)
     #: ``<arch>.*`` metadata (arrays as lists), for the KV layout
     metadata: dict = field(default_factory=dict, repr=False)
@@ -41,18 +34,6 @@ class GGUFSummary:
     #: tensors of MTP blocks (``nextn_predict_layers``): loaded for drafting, not read by a trunk step
     mtp_bytes: int = 0
     mtp_params: int = 0
-
-    @property
-    def active_params(self) -> float:
-        if not self.experts:
-            return float(self.params)
-        return self.params - self.expert_params * (1 - self.experts_per_token / self.experts)
-
-    @property
-    def active_bytes(self) -> float:
-        if not self.experts:
-            return float(self.tensor_bytes)
-        return self.tensor_bytes - self.expert_bytes * (1 - self.experts_per_token / self.experts)
 
 
 def _import_gguf():
@@ -128,43 +109,27 @@ def read_gguf(path: str | Path) -> GGUFSummary:
     if expert_bytes and not (experts and 0 < used <= experts):
         raise ConfigError(f"gguf: {str(p)!r} has expert tensors but expert_count={experts}, "
                           f"expert_used_count={used}; give params explicitly")
-    layers = get(f"{arch}.block_count")
-    heads = get(f"{arch}.attention.head_count")
-    kv_heads = get(f"{arch}.attention.head_count_kv")
-    if kv_heads is None:
-        kv_heads = heads
-    head_dim = get(f"{arch}.attention.key_length")
-    if head_dim is None and heads and get(f"{arch}.embedding_length"):
-        h = heads if isinstance(heads, int) else max(heads)
-        head_dim = int(get(f"{arch}.embedding_length")) // h
-    kv_total = None
-    if layers is not None and kv_heads is not None:
-        kv_total = int(sum(kv_heads)) if isinstance(kv_heads, list) else int(kv_heads) * int(layers)
     return GGUFSummary(path=str(p), architecture=arch, name=get("general.name"), tensor_bytes=total_bytes,
                        params=total_params, expert_bytes=expert_bytes, expert_params=expert_params,
                        experts=experts if expert_bytes else 0, experts_per_token=used if expert_bytes else 0,
-                       layers=None if layers is None else int(layers), kv_heads_total=kv_total,
-                       head_dim=None if head_dim is None else int(head_dim), bytes_by_type=dict(by_type),
+                       layers=None if blocks is None else int(blocks), bytes_by_type=dict(by_type),
                        metadata=meta, input_embedding=embd if "output.weight" in names else None,
                        mtp_bytes=mtp_bytes, mtp_params=mtp_params)
 
 
 def model_bytes_from_gguf(path: str | Path, *, kv_dtype: str | None = None, kv_layout: bool = True) -> ModelBytes:
     """ModelBytes of a GGUF file: the tensor bytes one decode step reads and the per-layer KV layout
-    of its metadata (``gguf_layout``, as the pinned llama.cpp builds its cache).
-
-    Read per step: every tensor, except routed experts (``expert_used_count / expert_count`` of
-    them), an untied input embedding (one row, ``EMBEDDING_CONVENTION``) and MTP blocks (not run by
-    a plain decode step).  The KV cache defaults to f16, llama.cpp's default (``--cache-type-k/v``).
-    ``kv_layout=False``: the caller gives the KV shape itself, so an architecture whose layout is
-    not modelled is no error (the KV is left unknown here)."""
+    of its metadata (``gguf_layout``; f16 unless ``kv_dtype``, llama.cpp's default).  ``kv_layout=False``:
+    the caller gives the KV shape itself, so a layout not modelled is no error (the KV is left unknown)."""
     s = read_gguf(path)
     where = f"gguf {Path(s.path).name!r}"
     layout = None
     if kv_layout:
         layout = gguf_kv_layout(s.metadata, s.architecture, where=where,
                                 elem_bytes=kv_elem_bytes(kv_dtype, None, where="gguf: kv_dtype"))
-    read_bytes, read_params = s.active_bytes - s.mtp_bytes, s.active_params - s.mtp_params
+    unread = 1 - s.experts_per_token / s.experts if s.experts else 0.0  # the routed experts a step skips
+    read_bytes = s.tensor_bytes - s.expert_bytes * unread - s.mtp_bytes
+    read_params = s.params - s.expert_params * unread - s.mtp_params
     notes = []
     if s.experts:
         notes.append(f"routed experts {s.experts_per_token} of {s.experts} "

@@ -1,20 +1,10 @@
 """``hardware: local-gpu``: what the local GPU actually reads, beside its datasheet figure.
 
-Nobody reaches the datasheet: one H200 read 4,243 GB/s in a read-only reduction over 8 GB and
-4,280 GB/s in a device-to-device copy, 0.88 of its 4,800.  A decode floor set against the
-datasheet mixes the engine's waste with the chip's; this probe gives the chip's own figure.
-
-The probe runs in a **subprocess** (``python -m pytest_llm_latency.roofline.gpu_probe_worker``):
-PyTorch (else CuPy) is imported there only, its CUDA context (hundreds of MB) is freed when it
-exits, and a hung driver is bounded by ``TIMEOUT_S``.  Neither library is a dependency: without
-both, a clear error names the extra (``pip install 'pytest-llm-latency[gpu]'``).  The worker sizes
-its buffer to the free memory (a server usually holds most of it): at most ``MAX_BUFFER_BYTES``,
-at most ``FREE_SHARE`` of what is free, and at least ``L2_MULTIPLE`` x the L2 cache (a buffer far
-above L2 still measures HBM; below that it would measure the cache, so the probe refuses).  Each
-run reads the buffer ``passes`` times with a sum (one read of every byte) timed by CUDA events;
-the figure is the **best** run, cached per host and device like ``local-cpu`` (``probe_cache``:
-not cached when the runs disagree).  The gate probes after the workload's requests, never while
-they are in flight (``plugin.execute``).
+The probe runs in a subprocess (``gpu_probe_worker``: PyTorch, else CuPy, imported there only, so
+its CUDA context is freed and a hung driver is bounded by ``TIMEOUT_S``).  Its buffer is at most
+``MAX_BUFFER_BYTES``, at most ``FREE_SHARE`` of the free memory and at least ``L2_MULTIPLE`` x the L2
+cache (below that it would measure the cache); the figure is the best run, cached per host and
+device under the ``probe_cache`` rules.  See docs/roofline.md#calibrating-your-floor-on-your-gpu.
 """
 from __future__ import annotations
 
@@ -23,10 +13,10 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Callable
 
 from ..core.errors import ConfigError
-from .probe_cache import cache_dir, cached_or_measured, host_key, not_cached_reason
+from .probe_cache import Cached, cache_dir, cached_or_measured, host_key, not_cached_reason
 
 MAX_BUFFER_BYTES = 8 * 1024**3
 FREE_SHARE = 0.5
@@ -104,19 +94,12 @@ def probe_gpu_bandwidth(*, device: int = 0, runs: int = 5, measure: GpuMeasure |
                           device, int(data.get("buffer_bytes", 0)), str(data.get("backend", "?")))
 
 
-class LocalGpuBandwidth(NamedTuple):
-    gb_s: float
-    cached: bool
-    note: str = ""
-    runs: str = ""
-
-
 def local_gpu_bandwidth(*, device: int = 0, device_name: str = "", refresh: bool = False,
                         only_if_higher: bool = False, cache: Path | None = None, measure: GpuMeasure | None = None,
-                        runs: int = 5) -> LocalGpuBandwidth:
+                        runs: int = 5) -> Cached:
     """The GPU's read figure, measured once per host and device (name + index) and then cached."""
-    return LocalGpuBandwidth(*cached_or_measured(
+    return cached_or_measured(
         (cache or cache_dir()) / CACHE_FILE, field="read_gb_s", method=CACHE_METHOD,
         measure=lambda: probe_gpu_bandwidth(device=device, runs=runs, measure=measure),
         entry=lambda r: r.as_json(), show=lambda old: f"{old:,.0f} GB/s", refresh=refresh,
-        only_if_higher=only_if_higher, key=f"{host_key()}-gpu{device}-{device_name or 'unnamed'}"))
+        only_if_higher=only_if_higher, key=f"{host_key()}-gpu{device}-{device_name or 'unnamed'}")

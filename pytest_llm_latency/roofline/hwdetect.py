@@ -1,16 +1,10 @@
-"""Where the hardware figure comes from: a catalog name, an explicit bandwidth, ``auto`` or ``local-cpu``.
+"""Where the hardware figure comes from: a catalog name, an explicit bandwidth, ``auto`` (local
+NVIDIA GPUs from ``nvidia-smi --query-gpu=name,memory.total --format=csv``, the runner injectable
+for tests; with tensor parallelism ``tp`` the bandwidth is tp x per-GPU), ``local-cpu`` (this host's
+read bandwidth: a numpy probe, one process per core, the best of several runs, cached per host under
+the ``probe_cache`` rules, ``Hardware.note`` saying why a figure was not) or ``local-gpu``.
 
-* ``auto``: local NVIDIA GPUs, from ``nvidia-smi --query-gpu=name,memory.total --format=csv``
-  (the runner is injectable for tests); with tensor parallelism ``tp`` the bandwidth is tp x per-GPU.
-* ``local-cpu``: this host's memory read bandwidth, measured by a numpy probe that runs one
-  process per core, each reading its own few-hundred-MB float32 array several times; the figure is
-  aggregate bytes / wall time, the **best** of several runs (a ceiling is the machine's limit;
-  a slower run only means something else competed for the memory bus), cached per host in
-  ``${LLM_LATENCY_CACHE:-~/.cache/pytest-llm-latency}/cpu_bandwidth.json`` (written atomically).
-  A figure is **not** cached when its runs disagree or the machine was busy (the rules every
-  local probe shares: ``probe_cache``); ``Hardware.note`` says which.
-
-numpy is imported only inside the probe's worker.
+numpy is imported only inside the probe's worker.  See docs/roofline.md#decode-the-memory-bandwidth-gate.
 """
 from __future__ import annotations
 
@@ -22,13 +16,13 @@ import subprocess
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable, Sequence
 
 from . import catalog
 from ..core.errors import ConfigError
 from ..core.roofline.hardware import Hardware
-from .probe_cache import (BUSY_LIMIT, SPREAD_LIMIT, LoadMeter, cache_dir, cached_or_measured,  # noqa: F401
-                          host_key, not_cached_reason, others_busy_share, proc_stat_sample, reap, write_cache)
+from .probe_cache import (BLAS_ENV, BUSY_LIMIT, SPREAD_LIMIT, Cached, LoadMeter, cache_dir,  # noqa: F401
+                          cached_or_measured, host_key, not_cached_reason, others_busy_share, proc_stat_sample, reap)
 
 NVIDIA_SMI_ARGS = ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv"]
 Runner = Callable[[Sequence[str]], str]
@@ -63,19 +57,14 @@ def parse_nvidia_smi_csv(text: str) -> list[GpuInfo]:
     gpus: list[GpuInfo] = []
     for row in csv.reader(io.StringIO(text), skipinitialspace=True):
         cells = [c.strip() for c in row]
-        if not cells or not cells[0]:
-            continue
-        if cells[0].lower() == "name":  # header: name, memory.total [MiB]
+        if not cells or not cells[0] or cells[0].lower() == "name":  # blank, or the header: name, memory.total [MiB]
             continue
         if cells[0].lower().startswith(("no devices", "nvidia-smi has failed")):
             raise ConfigError(f"hardware 'auto': nvidia-smi says {','.join(cells)!r}; name the hardware instead")
-        mem = None
-        if len(cells) > 1:
-            number = cells[1].split()[0] if cells[1].split() else ""
-            try:
-                mem = float(number)
-            except ValueError:
-                mem = None  # "[N/A]"
+        try:
+            mem: float | None = float(cells[1].split()[0])
+        except (IndexError, ValueError):  # no memory column, or "[N/A]"
+            mem = None
         gpus.append(GpuInfo(index=len(gpus), name=cells[0], memory_mib=mem))
     return gpus
 
@@ -141,11 +130,8 @@ def aggregate_run(samples: Sequence[Sample]) -> float:
     return sum(s[2] for s in samples) / (end - start) / 1e9
 
 
-_BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-
-
 def _probe_worker(n_floats: int, passes: int, runs: int, barrier, queue) -> None:
-    for var in _BLAS_ENV:  # one core per process: no BLAS threads of our own
+    for var in BLAS_ENV:  # one core per process: no BLAS threads of our own
         os.environ[var] = "1"
     import numpy as np
 
@@ -169,8 +155,8 @@ def numpy_read_measure(processes: int, runs: int, *, array_mb: int = 256, passes
     ctx = mp.get_context("spawn")  # a fresh interpreter: no inherited threads or BLAS pools
     barrier, queue = ctx.Barrier(processes), ctx.Queue()
     n_floats = array_mb * 1024 * 1024 // 4
-    saved = {v: os.environ.get(v) for v in _BLAS_ENV}
-    os.environ.update({v: "1" for v in _BLAS_ENV})  # children inherit it before importing numpy
+    saved = {v: os.environ.get(v) for v in BLAS_ENV}
+    os.environ.update({v: "1" for v in BLAS_ENV})  # children inherit it before importing numpy
     procs = [ctx.Process(target=_probe_worker, args=(n_floats, passes, runs, barrier, queue), daemon=True)
              for _ in range(processes)]
     try:
@@ -210,11 +196,6 @@ class ProbeResult:
         return self.mem_bandwidth_gb_s
 
     @property
-    def spread(self) -> float:
-        """Best run / worst run."""
-        return max(self.runs_gb_s) / min(self.runs_gb_s)
-
-    @property
     def runs_text(self) -> str:
         lo, hi = min(self.runs_gb_s), max(self.runs_gb_s)
         span = f"{hi:.1f} GB/s" if len(self.runs_gb_s) == 1 else f"{lo:.1f}-{hi:.1f} GB/s"
@@ -244,39 +225,23 @@ def probe_cpu_bandwidth(*, processes: int | None = None, runs: int = 5, measure:
     return ProbeResult(max(per_run), tuple(per_run), procs, busy)
 
 
-def _atomic_write_json(path: Path, data: dict) -> None:
-    write_cache(path, data)
-
-
-class LocalBandwidth(NamedTuple):
-    gb_s: float
-    cached: bool          # the figure came from the cache
-    note: str = ""        # e.g. why a fresh figure was not cached
-    runs: str = ""        # "best of 5 run(s), 30.1-33.0 GB/s" for a fresh figure
-
-
 def local_cpu_bandwidth(*, refresh: bool = False, only_if_higher: bool = False, cache: Path | None = None,
                         measure: Measure | None = None, runs: int = 5,
-                        load: LoadMeter | None = None) -> LocalBandwidth:
-    """This host's read bandwidth, measured once per host (hostname + cpu count) and then cached.
-
-    ``refresh`` measures again.  A figure is cached only when its runs agree and the machine was
-    quiet (``ProbeResult.not_cached_reason``); ``only_if_higher`` also keeps a cached figure that
-    is higher than the fresh one (the gate's second look: a ceiling is the machine's limit).
-    The read-measure-keep rule is ``probe_cache.cached_or_measured``, shared with the FLOPs probe.
-    """
-    return LocalBandwidth(*cached_or_measured(
+                        load: LoadMeter | None = None) -> Cached:
+    """This host's read bandwidth, measured once per host and then cached (``refresh``: measure again;
+    ``only_if_higher``: the gate's second look), by the rule of ``probe_cache.cached_or_measured``."""
+    return cached_or_measured(
         (cache or cache_dir()) / "cpu_bandwidth.json", field="mem_bandwidth_gb_s", method=CACHE_METHOD,
         measure=lambda: probe_cpu_bandwidth(runs=runs, measure=measure, load=load),
         entry=lambda r: r.as_json(), show=lambda old: f"{old:.1f} GB/s",
-        refresh=refresh, only_if_higher=only_if_higher))
+        refresh=refresh, only_if_higher=only_if_higher)
 
 
 def local_cpu_hardware(**kwargs) -> Hardware:
     bw = local_cpu_bandwidth(**kwargs)
     where = (kwargs.get("cache") or cache_dir()) / "cpu_bandwidth.json"
     how = "cached numpy read probe, best of runs" if bw.cached else f"numpy read probe, {bw.runs}"
-    return Hardware(key="local-cpu", name=f"local CPU ({socket.gethostname()})", mem_bandwidth_gb_s=bw.gb_s,
+    return Hardware(key="local-cpu", name=f"local CPU ({socket.gethostname()})", mem_bandwidth_gb_s=bw.value,
                     source=f"{how}, {usable_cores()} processes ({where})", note=bw.note)
 
 
@@ -294,7 +259,7 @@ def local_gpu_hardware(tp: int = 1, runner: Runner | None = None, **probe) -> Ha
     how = "cached GPU read probe" if bw.cached else f"GPU read probe, {bw.runs}"
     each = f", device 0 x {tp}" if tp > 1 else ""
     note = "; ".join(x for x in (hw.note, bw.note) if x)
-    return replace(hw, key="local-gpu", measured_gb_s=bw.gb_s * tp, note=note,
+    return replace(hw, key="local-gpu", measured_gb_s=bw.value * tp, note=note,
                    source=f"{hw.source}; measured: {how}{each} ({where})")
 
 

@@ -1,12 +1,8 @@
-"""The rules every local-CPU probe shares (memory bandwidth in ``hwdetect``, matmul FLOP/s in
-``flops_probe``): where figures are cached, and when a fresh figure must *not* be cached.
-
-A probe reports the **best** of several runs (a ceiling is the machine's limit; a slower run
-only means something else competed).  Its figure is cached per host (hostname + cpu count) in
-``${LLM_LATENCY_CACHE:-~/.cache/pytest-llm-latency}/<file>.json`` (written atomically), except
-when its runs disagree by more than ``SPREAD_LIMIT`` (best / worst) or other processes took
-more than ``BUSY_LIMIT`` of the machine's CPU time while it ran (``/proc/stat`` less this
-process and its reaped children).
+"""The rules every local probe shares (memory bandwidth in ``hwdetect``, matmul FLOP/s in
+``flops_probe``, GPU reads in ``gpu_probe``): a probe reports the best of several runs, cached per
+host in ``${LLM_LATENCY_CACHE:-~/.cache/pytest-llm-latency}/<file>.json`` (written atomically)
+unless its runs disagree by more than ``SPREAD_LIMIT`` or other processes took more than
+``BUSY_LIMIT`` of the CPU while it ran (``/proc/stat`` less this process and its reaped children).
 """
 from __future__ import annotations
 
@@ -14,13 +10,15 @@ import json
 import os
 import socket
 from pathlib import Path
-from typing import Callable, Protocol, Sequence, TypeVar
+from typing import Callable, NamedTuple, Protocol, Sequence, TypeVar
 
 #: A probe's figure is cached only when its runs agree within this factor (best / worst) ...
 SPREAD_LIMIT = 1.5
 #: ... and other processes used at most this share of the machine's CPU time while it ran.
 BUSY_LIMIT = 0.25
 
+#: one core per probe process: no BLAS threads of its own
+BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 CpuSample = tuple[float, float, float]   # (machine busy s, machine total s, own + reaped children CPU s)
 LoadMeter = Callable[[], "CpuSample | None"]
 
@@ -132,34 +130,36 @@ class ProbeResult(Protocol):
 R = TypeVar("R", bound=ProbeResult)
 
 
+class Cached(NamedTuple):
+    value: float
+    cached: bool          # the figure came from the cache
+    note: str = ""        # e.g. why a fresh figure was not cached
+    runs: str = ""        # "best of 5 run(s), 30.1-33.0 GB/s" for a fresh figure
+
+
 def cached_or_measured(path: Path, *, field: str, method: str, measure: Callable[[], R],
                        entry: Callable[[R], dict], show: Callable[[float], str],
                        refresh: bool = False, only_if_higher: bool = False,
-                       key: str | None = None) -> tuple[float, bool, str, str]:
-    """The one read-measure-keep rule of every probe: ``(figure, from_cache, note, runs_text)``.
-
-    Without ``refresh`` a cached figure for this host is returned as is.  Otherwise ``measure()``
-    runs (its result has ``.value``, ``.runs_text`` and ``.not_cached_reason``); a fresh figure
-    is cached, as ``entry(result)`` plus the time, unless ``not_cached_reason`` says why not or
-    (``only_if_higher``: the gate's second look) the cached figure is higher.  The file is re-read
-    before the write: another process may have written meanwhile.  ``key``: the cache entry's
-    name (default this host; a GPU probe adds the device).
-    """
+                       key: str | None = None) -> Cached:
+    """The one read-measure-keep rule of every probe: without ``refresh`` a cached figure for ``key``
+    (default this host) as is; else ``measure()``, cached as ``entry(result)`` plus the time unless
+    its ``not_cached_reason`` says why not or (``only_if_higher``) the cached figure is higher.  The
+    file is re-read before the write: another process may have written meanwhile."""
     key = key or host_key()
     if not refresh:
         value = cached_value(read_cache(path).get(key), field, method)
         if value is not None:
-            return value, True, "", ""
+            return Cached(value, True)
     result = measure()
     fresh = result.value
     if result.not_cached_reason is not None:
-        return fresh, False, f"not cached: {result.not_cached_reason}", result.runs_text
+        return Cached(fresh, False, f"not cached: {result.not_cached_reason}", result.runs_text)
     data = read_cache(path)
     old = cached_value(data.get(key), field, method)
     if only_if_higher and old is not None and old >= fresh:
-        return fresh, False, f"not cached: the cached {show(old)} is higher", result.runs_text
+        return Cached(fresh, False, f"not cached: the cached {show(old)} is higher", result.runs_text)
     import time
 
     data[key] = {**entry(result), "method": method, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     write_cache(path, data)
-    return fresh, False, "", result.runs_text
+    return Cached(fresh, False, "", result.runs_text)

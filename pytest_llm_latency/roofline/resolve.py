@@ -32,12 +32,8 @@ def resolve_model_bytes(*, model: str | None = None, model_bytes: float | None =
                         head_dim: int | None = None, kv_dtype: str | None = None,
                         kv_bytes_per_token: float | None = None, window: int | None = None,
                         names: dict | None = None, name: str | None = None) -> ModelBytes:
-    """One weights source (``model``, ``model_bytes``, ``params``, ``config``, ``gguf``) plus KV overrides.
-
-    ``names`` maps these keyword names to how the user wrote them (``--kv-heads``,
-    ``roofline.kv_heads``) so that errors name the right flag or key.  ``kv_bytes_per_token``
-    (+ ``window``) gives the KV cache of any model directly, replacing the source's.
-    """
+    """One weights source (``model``, ``model_bytes``, ``params``, ``config``, ``gguf``) plus KV overrides;
+    ``kv_bytes_per_token`` (+ ``window``) gives the KV cache of any model directly, replacing the source's."""
     n = {**{k: k for k in FLAGS}, **(names or {})}
     explicit_kv = explicit_kv_layout(kv_bytes_per_token, window, (layers, kv_heads, head_dim, kv_dtype), n)
     sources = {k: v for k, v in (("model", model), ("model_bytes", model_bytes), ("params", params),
@@ -125,11 +121,9 @@ def explicit_kv_layout(kv_bytes_per_token, window, shape: tuple, n: dict):
         raise ConfigError(f"{n['kv_bytes_per_token']} is already the KV size; drop {', '.join(clash)}")
     if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
         raise ConfigError(f"{n['window']}: expected a sliding window in tokens (an integer >= 1), got {window!r}")
-    source = f"explicit {n['kv_bytes_per_token']} {kv_bytes_per_token:,.0f} B/token"
-    if window is None:
-        return KVLayout((LayerKV("full", 1, float(kv_bytes_per_token)),), source=source)
-    return KVLayout((LayerKV("sliding", 1, float(kv_bytes_per_token), window=window),),
-                    source=f"{source}, window {window}")
+    kind, windowed = ("full", "") if window is None else ("sliding", f", window {window}")
+    return KVLayout((LayerKV(kind, 1, float(kv_bytes_per_token), window=window),),
+                    source=f"explicit {n['kv_bytes_per_token']} {kv_bytes_per_token:,.0f} B/token{windowed}")
 
 
 HARDWARE_KEYS = ("hardware", "mem_bandwidth_gb_s", "tensor_parallel")

@@ -1,15 +1,6 @@
-"""Exact weight bytes of a Hugging Face model directory from its ``*.safetensors`` headers.
-
-Where the bytes come from (``roofline.resolve`` picks; the ceiling's source text says which won):
-
-1. ``config:`` a model DIRECTORY holding ``*.safetensors`` -> this module: every tensor's dtype
-   and shape from the files' headers, so packed quantized blocks count at their stored size
-   (MXFP4 ``_blocks`` / ``_scales`` U8, fp8 ``F8_E4M3`` + ``weight_scale_inv`` F32, AWQ / GPTQ
-   int32 ``qweight`` / ``qzeros`` / ``scales``, NVFP4 packed U8 + F8 scales);
-2. ``config:`` a ``config.json`` file, or a directory without safetensors -> config arithmetic
-   (``core.roofline.archs``), the fallback; so is a directory given with ``dtype`` / ``bits`` (the user's
-   width for every tensor: the headers' own widths would contradict it);
-3. ``gguf:`` a GGUF file is its own source (``roofline.gguf_reader``).
+"""Exact weight bytes of a Hugging Face model directory from its ``*.safetensors`` headers: the first
+source of docs/roofline.md#bytes-per-step-layer-by-layer-tensor-by-tensor (``roofline.resolve`` picks;
+config arithmetic, ``core.roofline.archs``, is the fallback).
 
 A safetensors file is an 8-byte little-endian header length, a JSON header (per tensor: dtype,
 shape, ``data_offsets``), then the data.  Only the first 8 + n bytes of each file are read, never
@@ -17,13 +8,9 @@ the weights; a header over ``MAX_HEADER_BYTES`` or past the file's end is refuse
 ``model.safetensors.index.json`` only the shards its ``weight_map`` names are read; without it,
 ``model.safetensors`` when present (what transformers loads), else every ``*.safetensors``.
 
-What a decode step is charged of each tensor (routed experts k / E, the input embedding one row,
-vision / audio towers and MTP layers left out) is ``core.roofline.checkpoint_tensors``.  k and E, and the
-per-layer KV layout, come from the directory's ``config.json`` through ``core.roofline.archs``; a
-``model_type`` not modelled there still gets its weights from the headers (k and E from the usual
-config keys) and an unknown KV (explicit ``layers`` / ``kv_heads`` / ``head_dim`` supply it).
-
-No dependency on the ``safetensors`` package: ``json`` + ``struct``.
+What a step is charged of each tensor is ``core.roofline.checkpoint_tensors``; k, E and the KV
+layout come from the directory's ``config.json`` (a ``model_type`` not modelled: k and E from the
+usual keys, the KV unknown).  No dependency on the ``safetensors`` package: ``json`` + ``struct``.
 """
 from __future__ import annotations
 

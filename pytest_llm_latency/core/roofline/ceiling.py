@@ -1,23 +1,14 @@
 """The decode roofline: how fast decode can possibly go, and how close a server gets.
 
-Decode is memory-bandwidth-bound: every step reads all the weights once and, for each
-sequence in the batch, its KV cache.  So
+Decode is memory-bandwidth-bound: per-stream tok/s = bandwidth / (W + B x kv_per_token x ctx), and
+decode efficiency = (1000 / TPOT ms) / that ceiling; a speculating server whose acceptance is known
+is judged per engine step (``core.roofline.roofline_spec``).  See
+docs/roofline.md#decode-the-memory-bandwidth-gate.
 
-    step bytes        = W + B x kv_per_token x ctx
-    per-stream tok/s  = bandwidth / step bytes
-    aggregate tok/s   = B x bandwidth / step bytes
-    decode efficiency = measured tok/s / per-stream ceiling,  measured tok/s = 1000 / TPOT ms
-
-A speculating server (speculative decoding, MTP) emits several tokens per step: when its
-acceptance is known (``res.spec_decode``) the gate judges the engine steps instead
-(``core.roofline.roofline_spec``: step efficiency on run totals, the drafter's bytes counted).
-
-Pure: no I/O, no pytest/httpx/yaml.  The arithmetic (``decode_ceiling``, ``evaluate_roofline``)
-is kept apart from the wording (``core.roofline.roofline_text``: ``format_ceiling``, ``format_roofline``).
+Pure: no I/O, no pytest/httpx/yaml.  The wording is ``core.roofline.roofline_text``.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 from ..errors import ConfigError
@@ -27,7 +18,7 @@ from .hardware import CONFIG_ERROR_RATIO, Hardware, ModelSpec
 from .modelbytes import ModelBytes
 from ..result.result_parts import SpecDecodeInfo
 from .roofline_requests import PerRequest, RequestDecode, combine
-from .roofline_spec import Drafter, StepFigures, step_figures
+from .roofline_spec import Drafter, StepFigures, _finite, step_figures
 from .roofline_text import format_roofline
 from ..statuses import GateStatus
 
@@ -44,10 +35,6 @@ def mean_context(prompt_tokens: float, output_tokens: float) -> float:
         if not _finite(v) or v < 0:
             raise ConfigError(f"roofline: {what} must be a number >= 0, got {v!r}")
     return prompt_tokens + output_tokens / 2.0
-
-
-def _finite(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _as_model_bytes(model: ModelBytes | ModelSpec) -> ModelBytes:
@@ -154,10 +141,6 @@ class RooflineResult:
         return self.ceiling.step_bytes
 
     @property
-    def passed(self) -> bool:
-        return self.status in ("pass", "report")
-
-    @property
     def bandwidth_ms(self) -> float:
         """Time one decode step needs to read its bytes at the ceiling's bandwidth."""
         if self.steps is not None:
@@ -186,15 +169,11 @@ class RooflineResult:
                 **(self.steps.as_properties() if self.steps is not None else {}),
                 **({"batch": self.ceiling.batch, "batch_source": self.batch_source} if self.batch_source else {}),
                 **({"combination": self.per_request.describe()} if self.per_request is not None else {}),
-                **self.bases()}
+                **efficiency_bases(self)}
 
     def diagnosis(self) -> list[dict]:
         """Why decode ran below its ceiling, ranked by the run's evidence (``core.roofline.decode_diagnosis``)."""
         return [x.as_json() for x in diagnose_decode(self, self.evidence)]
-
-    def bases(self) -> dict:
-        """Where the GPU was probed: the efficiency against the datasheet and the measured figure."""
-        return efficiency_bases(self)
 
 
 def _tpot_to_tok_s(ms, what: str) -> float:
@@ -204,36 +183,17 @@ def _tpot_to_tok_s(ms, what: str) -> float:
     return decode_tps(ms)
 
 
-def evaluate_roofline(hardware: Hardware, model: ModelBytes | ModelSpec, *, context: float,
-                      tpot_p50_ms: float, tpot_p95_ms: float | None = None,
-                      min_efficiency: float | None = None, batch: int = 1, spec: SpecDecodeInfo | None = None,
-                      drafter: Drafter | None = None, hints: tuple[str, ...] = (),
-                      decodes: list[RequestDecode] | None = None, batch_source: str = "",
-                      evidence: DecodeEvidence | None = None) -> RooflineResult:
-    """The gate in one call: ``apply_floor(measure_roofline(...))`` (the CLI and tests; the
-    plugin measures in ``plugin.roofline_gate`` and judges in ``core.checks.gates``)."""
-    return apply_floor(measure_roofline(hardware, model, context=context, tpot_p50_ms=tpot_p50_ms,
-                                           tpot_p95_ms=tpot_p95_ms, min_efficiency=min_efficiency, batch=batch,
-                                           spec=spec, drafter=drafter, hints=hints, decodes=decodes,
-                                           batch_source=batch_source, evidence=evidence))
-
-
 def measure_roofline(hardware: Hardware, model: ModelBytes | ModelSpec, *, context: float,
                      tpot_p50_ms: float, tpot_p95_ms: float | None = None,
                      min_efficiency: float | None = None, batch: int = 1, spec: SpecDecodeInfo | None = None,
                      drafter: Drafter | None = None, hints: tuple[str, ...] = (),
                      decodes: list[RequestDecode] | None = None, batch_source: str = "",
                      evidence: DecodeEvidence | None = None) -> RooflineResult:
-    """Efficiency = (1000 / TPOT p50) / per-stream ceiling; also reported at p95.  With ``decodes``
-    (varied lengths: ``core.roofline.roofline_requests``), per-request ceilings combined as Σ ideal ÷ Σ
-    measured decode time instead (p95: the 5th percentile of the per-request efficiencies).
-    ``batch_source``: where ``batch`` came from (an open loop), said in the message.  When ``spec``
-    (``res.spec_decode``) gives tokens per step, the step efficiency (``core.roofline.roofline_spec``, run
-    totals, ``drafter``'s bytes counted when given) is the judged figure.  Not judged: status
-    ``config_error`` when the judged efficiency exceeds 1.05 (wrong hardware, model or drafter
-    bytes, or an unreported speculation: never a pass), else ``report``; ``min_efficiency``
-    (checked to be in (0, 1]) is kept for ``apply_floor``.  ``hints``: said with a config error.
-    """
+    """The efficiency at p50 and p95: per token, per request with ``decodes`` (varied lengths:
+    ``core.roofline.roofline_requests``), per engine step when ``spec`` gives tokens per step
+    (``drafter``'s bytes counted when given).  Not judged: status ``config_error`` above
+    ``CONFIG_ERROR_RATIO`` (never a pass), else ``report``; ``min_efficiency`` is kept for
+    ``apply_floor``.  ``batch_source`` (an open loop's batch) and ``hints`` are said in the message."""
     if min_efficiency is not None and (not _finite(min_efficiency) or not 0 < min_efficiency <= 1):
         raise ConfigError(f"roofline: min_decode_efficiency must be in (0, 1], got {min_efficiency!r}; "
                           "e.g. 0.5 = at least half of the bandwidth ceiling, or null to only report")
@@ -242,16 +202,13 @@ def measure_roofline(hardware: Hardware, model: ModelBytes | ModelSpec, *, conte
     tok_s_p95 = None if tpot_p95_ms is None else _tpot_to_tok_s(tpot_p95_ms, "TPOT p95")
     eff = tok_s / ceiling.per_stream_tok_s
     eff_p95 = None if tok_s_p95 is None else tok_s_p95 / ceiling.per_stream_tok_s
-    per = combine(decodes, lambda ctx: decode_ceiling(hardware, model, ctx, batch).per_stream_tok_s) if decodes \
-        else None
+    per = combine(decodes or (), lambda ctx: decode_ceiling(hardware, model, ctx, batch).per_stream_tok_s)
     if per is not None:
         tok_s, eff, eff_p95 = per.measured_tok_s, per.efficiency, per.efficiency_p95
         tok_s_p95 = eff_p95 * per.ceiling_tok_s
-    steps = None
-    if spec is not None and spec.tokens_per_step is not None:
-        steps = step_figures(bandwidth_bytes_s=hardware.bandwidth_bytes_s, model=ceiling.model,
-                             kv_bytes=ceiling.kv_bytes, batch=batch, context=ceiling.context, spec=spec,
-                             drafter=drafter)
+    steps = None if spec is None or spec.tokens_per_step is None else step_figures(
+        bandwidth_bytes_s=hardware.bandwidth_bytes_s, model=ceiling.model, kv_bytes=ceiling.kv_bytes, batch=batch,
+        context=ceiling.context, spec=spec, drafter=drafter)
     judged = steps.step_efficiency if steps is not None else eff
     result = RooflineResult(ceiling=ceiling, measured_tok_s=tok_s, measured_tok_s_p95=tok_s_p95,
                             decode_efficiency=eff, decode_efficiency_p95=eff_p95, min_efficiency=min_efficiency,

@@ -1,36 +1,18 @@
 """What each tensor of a safetensors checkpoint is, and what one decode step reads of it.
 
 ``roofline.safetensors_reader`` reads the files' headers (dtype, shape, byte span of every tensor)
-and hands them here as ``Tensor`` rows; ``charge`` sums them the way a text decode step reads them:
-
-==========================  ======================================================================
-tensor (by name)            charged per decode step of one sequence
-==========================  ======================================================================
-routed experts              bytes × k / E: ``…experts.M.*`` (DeepSeek, Qwen, Mixtral
-                            ``block_sparse_moe.experts.M.w1``), fused ``…experts.gate_up_proj*`` /
-                            ``down_proj*`` (gpt-oss, Llama 4 ``feed_forward.experts.*``); a name
-                            component ``experts`` exactly, so ``shared_experts`` is not routed
-shared experts              whole (``shared_expert``, ``shared_experts``, ``shared_expert_gate``)
-input embedding             one row (bytes ÷ rows) when a separate output head (``lm_head``,
-                            ``embed_out``, ``output``) is stored; whole when none is (tied)
-                            (``core.roofline.modelbytes.EMBEDDING_CONVENTION``): ``embed_tokens``, ``wte``,
-                            ``tok_embeddings``
-vision / audio towers       not read in text decode, left out and counted in a note:
-                            ``vision_tower``, ``vision_model``, ``visual``, ``multi_modal_projector``,
-                            ``audio_tower``, ``embed_vision``, ``embed_audio``
-MTP layers                  left out (a drafter, see ``roofline.draft``): ``…layers.{i}.`` with
-                            i >= num_hidden_layers when the config has ``num_nextn_predict_layers``
-                            (DeepSeek-V3, GLM-4.5), and an ``mtp`` module (Qwen3-Next)
-everything else             whole, at its stored bytes (packed blocks and their scales included)
-==========================  ======================================================================
+and hands them here as ``Tensor`` rows; ``charge`` sums them the way a text decode step reads them
+(routed experts k / E, an untied input embedding one row, towers and MTP layers left out: the table
+in docs/roofline.md#bytes-per-step-layer-by-layer-tensor-by-tensor).
 
 Pure: no I/O.
 """
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import ConfigError
 
@@ -69,10 +51,7 @@ class Tensor:
 
     @property
     def elements(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return math.prod(self.shape)
 
 
 def tensor_nbytes(dtype: str, shape: tuple[int, ...], *, where: str) -> int:
@@ -82,9 +61,7 @@ def tensor_nbytes(dtype: str, shape: tuple[int, ...], *, where: str) -> int:
     if bits is None:
         raise ConfigError(f"{where}: unknown safetensors dtype {dtype!r} (known: {', '.join(DTYPE_BITS)}); "
                           "give dtype / bits (config arithmetic) or model_bytes instead")
-    n = 1
-    for d in shape:
-        n *= d
+    n = math.prod(shape)
     if n * bits % 8:
         raise ConfigError(f"{where}: {n} elements of {dtype} do not fill whole bytes; is the header corrupt?")
     return n * bits // 8
@@ -132,12 +109,11 @@ class CheckpointBytes:
     packed_dtypes: tuple[str, ...] = ()  # integer dtypes seen (their stored elements are not params)
     experts: int = 0
     experts_per_token: int = 0
-    expert_tensor: str = field(default="", compare=False)  # one routed tensor, for messages
 
 
 def charge(tensors: list[Tensor], *, experts: int, experts_per_token: int, layers: int | None = None,
            has_mtp: bool = False, experts_where: str = "config.json") -> CheckpointBytes:
-    """Sum ``tensors`` as one decode step reads them (the table in the module docstring).
+    """Sum ``tensors`` as one decode step reads them (the table in docs/roofline.md).
 
     ``experts`` / ``experts_per_token``: E and k of the config (0 for a dense model); routed tensors
     with E = 0, an expert index >= E, or E > 0 with no routed tensor recognized, are a ConfigError
@@ -150,7 +126,7 @@ def charge(tensors: list[Tensor], *, experts: int, experts_per_token: int, layer
     excluded: dict[str, list[int]] = {}
     packed: set[str] = set()
     plain = True
-    expert_tensor = embedding = ""
+    embedding = ""
     for t, r in roles:
         total += t.nbytes
         by_dtype[t.dtype] += t.nbytes
@@ -169,7 +145,6 @@ def charge(tensors: list[Tensor], *, experts: int, experts_per_token: int, layer
         if r == "routed_experts":
             _check_expert(t, experts, experts_per_token, experts_where)
             routed += t.nbytes
-            expert_tensor = expert_tensor or t.name
             share = experts_per_token / experts
         elif r == "embedding" and has_head:
             share = 1.0 / t.shape[0] if len(t.shape) >= 2 and t.shape[0] > 0 else 1.0
@@ -186,8 +161,7 @@ def charge(tensors: list[Tensor], *, experts: int, experts_per_token: int, layer
         total_bytes=total, charged_bytes=charged, routed_bytes=routed, tensors=len(tensors), by_dtype=dict(by_dtype),
         excluded={k: (v[0], v[1]) for k, v in excluded.items()}, embedding=embedding,
         charged_elements=charged_elems, total_elements=total_elems, plain=plain, packed_dtypes=tuple(sorted(packed)),
-        experts=experts if routed else 0, experts_per_token=experts_per_token if routed else 0,
-        expert_tensor=expert_tensor)
+        experts=experts if routed else 0, experts_per_token=experts_per_token if routed else 0)
 
 
 def _check_expert(t: Tensor, experts: int, k: int, where: str) -> None:

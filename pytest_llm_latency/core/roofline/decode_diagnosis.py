@@ -1,24 +1,9 @@
 """Why decode ran below its ceiling, ranked by the run's own evidence.  Pure.
 
-A failed decode floor used to list the same five places to look whatever the run showed.  Each
-reason here is **likely**, **possible** or **ruled out**, with the evidence that decided it:
-
-* **fixed cost per step**: reading the step's bytes at the chip's figure (measured where the
-  hardware was probed, else the judged one) takes ``read_ms``; the rest of the measured step is
-  not bytes: CUDA graphs off (``--enforce-eager``), an unfused attention backend, a CPU-bound
-  scheduler.  Likely when it is at least ``FIXED_LIKELY`` of the step and prefill ran as declared;
-* **weights heavier than declared** (fp32 or bf16 served where the SLO says bf16 or fp8, an
-  unmerged LoRA): the same run's TTFT is one big prefill step, so prompt FLOPs ÷ TTFT against the
-  declared dtype's peak says whether the arithmetic itself is heavier: likely below
-  ``PREFILL_HEAVY`` (an eager engine leaves prefill alone; fp32 slows it ~9x on an H200).  A server
-  that states its dtype decides outright;
-* **batching**: ruled out when the counted batch is 1 and the server's running gauge never
-  exceeded 1; **interleaved prefill**: ruled out in a one-stream closed loop whose server never
-  ran two requests at once; **KV cache**: ruled out under ``KV_FEW`` of the bytes per step;
-* **bandwidth below the datasheet**: what the chip really reads against the figure judged.
-
-Where a baseline's step time and TTFT are known (A/B, deploy gate), their ratios are set beside
-the first two: a per-step cost moves the step, not TTFT; heavier arithmetic moves both.
+Each reason (``ORDER``) is **likely**, **possible** or **ruled out**, with the evidence that decided
+it; the thresholds are the constants below.  A baseline's step time and TTFT (A/B, deploy gate), where
+known, are set beside the first two reasons: a per-step cost moves the step, not TTFT; heavier
+arithmetic moves both.  See docs/roofline.md#the-diagnosis-ranked-by-the-runs-evidence.
 """
 from __future__ import annotations
 
@@ -38,7 +23,6 @@ FIXED_POSSIBLE = 0.2    # ... possible from here, ruled out below
 PREFILL_HEAVY = 0.15    # prefill below this share of the declared dtype's peak: heavier arithmetic
 PREFILL_MIN_MS = 1.0    # the ideal prefill must take this long for TTFT to speak for the arithmetic
 KV_FEW = 0.05           # KV under this share of the step's bytes: ruled out
-RATIO_MOVED = 1.5       # a baseline ratio this far from 1 has moved
 STATUSES = ("likely", "possible", "ruled out")
 ORDER = ("weights heavier than declared", "fixed cost per step", "batching", "bandwidth below the datasheet",
          "interleaved prefill", "KV cache")

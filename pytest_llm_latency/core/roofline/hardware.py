@@ -10,9 +10,6 @@ from dataclasses import dataclass, field, replace
 from ..errors import ConfigError
 from .modelbytes import ModelBytes, kv_bytes_per_token
 
-GB = 1e9
-
-
 #: A measurement this far above a ceiling (decode's bandwidth, prefill's compute) means the inputs
 #: are wrong, not that the server is fast.
 CONFIG_ERROR_RATIO = 1.05
@@ -57,7 +54,7 @@ class Hardware:
 
     @property
     def bandwidth_bytes_s(self) -> float:
-        return self.mem_bandwidth_gb_s * GB
+        return self.mem_bandwidth_gb_s * 1e9
 
     def tensor_parallel(self, tp: int) -> "Hardware":
         """A group of ``tp`` such devices: each reads its 1/tp shard of the weights and KV at the

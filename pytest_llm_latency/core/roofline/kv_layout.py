@@ -1,23 +1,10 @@
-"""What one decode step reads of the KV cache and recurrent state, layer kind by layer kind.
-
-A decode step at context ``c`` (tokens already cached for the sequence) reads, per layer:
-
-==========  ======================================================================  =========================
-kind        bytes read per step                                                     config keys
-==========  ======================================================================  =========================
-full        ``c`` tokens × K and V (2 × kv_heads × head_dim × bytes)                 (the default)
-sliding     ``min(c, window) + sinks`` tokens × K and V                              ``sliding_window``, ``layer_types``
-chunked     the tokens of the current chunk, ``c mod chunk``, × K and V               ``attention_chunk_size``
-latent      ``c`` tokens × one latent (``kv_lora_rank + qk_rope_head_dim``) × bytes   ``kv_lora_rank`` (MLA)
-state       a constant recurrent state, read and written: ``2 × state bytes``        Gated DeltaNet, Mamba
-==========  ======================================================================  =========================
+"""What one decode step reads of the KV cache and recurrent state, layer kind by layer kind (full,
+sliding, chunked, latent, state: the table in docs/roofline.md#bytes-per-step-layer-by-layer-tensor-by-tensor).
 
 ``KVLayout`` is the sum over its ``LayerKV`` groups; ``KVLayout.full(bytes_per_token)`` is the
-plain case (every layer full attention), so ``bytes_at(c) == bytes_per_token × c``.
-
-A chunked layer's reads are exact per step; a request's mean context (prompt + output / 2,
-``core.roofline.ceiling.mean_context``) approximates its decode, as it does for every kind that is not
-linear in ``c`` (far past one chunk the mean over a long decode is ``chunk / 2``).
+plain case (every layer full attention), so ``bytes_at(c) == bytes_per_token × c``.  A chunked
+layer's reads are exact per step; a request's mean context (``core.roofline.ceiling.mean_context``)
+approximates its decode, as for every kind not linear in ``c``.
 
 Pure: no I/O.
 """
@@ -146,11 +133,6 @@ class KVLayout:
         latent layers' bytes per token (what a plain ``kv_bytes_per_token`` figure means)."""
         return sum(g.layers * g.bytes_per_token for g in self.groups if g.kind in ("full", "latent"))
 
-    @property
-    def per_token_if_all_full(self) -> float:
-        """Bytes per token were every attention layer charged full attention (the naive count)."""
-        return sum(g.layers * g.bytes_per_token for g in self.groups if g.kind != "state")
-
     def bytes_at(self, context: float) -> float:
         """KV (and state) bytes one sequence's decode step reads at ``context``."""
         if not (isinstance(context, (int, float)) and math.isfinite(context) and context >= 0):
@@ -161,12 +143,7 @@ class KVLayout:
         """``KV: 12 full layers × 98.3 KB/token × 32 768 + 36 windowed layers × … ; state 36 × 2.1 MB``."""
         kv = [g.describe(context) for g in self.groups if g.kind != "state"]
         state = [g.describe(context) for g in self.groups if g.kind == "state"]
-        parts = []
-        if kv:
-            parts.append("KV: " + " + ".join(kv))
-        if state:
-            parts.append("state: " + " + ".join(state))
-        return "; ".join(parts)
+        return "; ".join(f"{label}: {' + '.join(xs)}" for label, xs in (("KV", kv), ("state", state)) if xs)
 
 
 def kv_layout_from_groups(groups: list[LayerKV], source: str = "") -> KVLayout:

@@ -54,13 +54,7 @@ _FILE_TYPE_ALIASES = {"Q3_K": "Q3_K_M", "Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M"}
 def _gguf_bits(name: str) -> float | None:
     up = name.upper()
     up = _FILE_TYPE_ALIASES.get(up, up)
-    if up in GGUF_FILE_TYPE_BITS:
-        return GGUF_FILE_TYPE_BITS[up]
-    return GGML_TYPE_BITS.get(up)
-
-
-def known_dtypes() -> list[str]:
-    return sorted(DTYPE_BYTES) + sorted(set(GGML_TYPE_BITS) | set(GGUF_FILE_TYPE_BITS) | set(_FILE_TYPE_ALIASES))
+    return GGUF_FILE_TYPE_BITS.get(up, GGML_TYPE_BITS.get(up))
 
 
 def bytes_per_param(dtype: str | None = None, bits: float | None = None, *, where: str = "dtype") -> float:
@@ -79,7 +73,8 @@ def bytes_per_param(dtype: str | None = None, bits: float | None = None, *, wher
     gg = _gguf_bits(key)
     if gg is not None:
         return gg / 8.0
-    close = difflib.get_close_matches(key.upper(), [k.upper() for k in known_dtypes()], n=3, cutoff=0.6)
+    known = sorted(DTYPE_BYTES) + sorted(set(GGML_TYPE_BITS) | set(GGUF_FILE_TYPE_BITS) | set(_FILE_TYPE_ALIASES))
+    close = difflib.get_close_matches(key.upper(), [k.upper() for k in known], n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise ConfigError(f"{where}: unknown dtype {dtype!r}{hint} (known: fp32, bf16, fp16, fp8, int8, int4, "
                       f"GGUF types {', '.join(sorted(set(GGML_TYPE_BITS) | set(GGUF_FILE_TYPE_BITS)))}; "
@@ -213,9 +208,6 @@ def kv_from_shape(layers, kv_heads, head_dim, elem_bytes: float, *, where: str =
 def _positive(value, what: str) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value != value:
         raise ConfigError(f"{what} must be a positive number, got {value!r}")
-
-
-# HF config.json arithmetic per architecture: core.roofline.archs (model_bytes_from_hf_config).
 
 
 # ---------------------------------------------------------------------------- llama.cpp server

@@ -1,21 +1,11 @@
 """The prefill roofline: how fast prefill can possibly go, and how close a server gets.
 
-Prefill is compute-bound: one forward pass over an n-token prompt costs
+Prefill is compute-bound: FLOPs(n) = 2·P·n + 2·L·W·n·(n+1); over a sweep [n0 .. n1] a prompt
+token costs 2·P + 2·L·W·(n0 + n1 + 1) FLOPs, the ceiling is peak FLOP/s ÷ that, and MFU = tok/s ÷
+ceiling.  Without the attention shape (L, W) the attention term is left out and said so.  See
+docs/roofline.md#mfu.
 
-    FLOPs(n) = 2·P·n + 2·L·W·n·(n+1)
-
-``2·P`` per token for the matmuls (P = params read per token, active params for MoE) and
-``4·L·W`` per causal (query, key) pair for QKᵀ and AV (L layers, attention width W = heads x
-head_dim, the hidden size for Llama-style models), n(n+1)/2 pairs.  A sweep over prompt
-lengths gives TTFT(n) = a + n / tok_s (``prefill_fit``); over the sweep [n0 .. n1] each
-extra prompt token costs, on average, the chord of FLOPs(n):
-
-    FLOPs/token  = 2·P + 2·L·W·(n0 + n1 + 1)
-    ceiling      = peak FLOP/s / (FLOPs/token)      (tok/s)
-    MFU          = tok_s / ceiling = tok_s x FLOPs/token / peak FLOP/s
-
-Without the attention shape (L, W unknown) the attention term is left out and said so.
-Pure: no I/O.  The arithmetic (``evaluate_prefill``) is kept apart from the wording.
+Pure: no I/O.  The arithmetic (``measure_prefill``) is kept apart from the wording.
 """
 from __future__ import annotations
 
@@ -137,10 +127,6 @@ class PrefillResult:
             return None
         return self.peak.tflops * 1e12 / self.flops_per_token
 
-    @property
-    def passed(self) -> bool:
-        return self.status in ("pass", "report")
-
     def as_properties(self) -> dict:
         """Flat ``prefill.*`` values for JSON results and JUnit (``llm.prefill.*``)."""
         out = {"tok_s": round(self.tok_s, 3), "overhead_ms": round(self.overhead_ms, 4),
@@ -164,22 +150,13 @@ class PrefillResult:
         if self.mfu is not None:
             out["mfu"] = round(self.mfu, 5)
         if self.server is not None:
-            out["server_source"] = self.server.source
-            if self.server.tok_s is not None:
-                out["server_tok_s"] = round(self.server.tok_s, 3)
-            if self.server.overhead_ms is not None:
-                out["server_overhead_ms"] = round(self.server.overhead_ms, 4)
-            if self.server.reported_tok_s is not None:
-                out["server_reported_tok_s"] = round(self.server.reported_tok_s, 3)
+            s = self.server
+            out["server_source"] = s.source
+            for key, v, digits in (("server_tok_s", s.tok_s, 3), ("server_overhead_ms", s.overhead_ms, 4),
+                                   ("server_reported_tok_s", s.reported_tok_s, 3)):
+                if v is not None:
+                    out[key] = round(v, digits)
         return out
-
-
-def evaluate_prefill(points: Sequence[tuple[int, float]], *, model: PrefillModel | None = None,
-                     peak: Peak | None = None, budgets: PrefillBudgets = PrefillBudgets(),
-                     server: ServerPrefill | None = None) -> PrefillResult:
-    """The prefill gate in one call: ``apply_prefill_budgets(measure_prefill(...))`` (tests; the plugin
-    measures in ``plugin.prefill_gate`` and judges in ``core.checks.gates``)."""
-    return apply_prefill_budgets(measure_prefill(points, model=model, peak=peak, budgets=budgets, server=server))
 
 
 def measure_prefill(points: Sequence[tuple[int, float]], *, model: PrefillModel | None = None,
@@ -206,18 +183,17 @@ def measure_prefill(points: Sequence[tuple[int, float]], *, model: PrefillModel 
                           "or a server that ignores the prompt")
     lengths = tuple(sorted({int(x) for x in xs}))
     medians = medians_by_x(xs, ys)
-    seg_cost = None
     fpt = mfu = None
     if model is not None:
-        seg_cost = [model.flops_per_token(n0, n1) for (n0, _), (n1, _) in zip(medians, medians[1:])]
         fpt = model.flops_per_token(lengths[0], lengths[-1])
         if peak is not None and peak.tflops:
             mfu = (1000.0 / fit.slope) * fpt / (peak.tflops * 1e12)
-    lin = linearity(fit, medians, seg_cost if model is not None and model.has_attention else None)
-    result = PrefillResult(model=model, peak=peak, lengths=lengths, samples=len(points), fit=fit, linearity=lin,
-                           budgets=budgets, flops_per_token=fpt, mfu=mfu, server=server)
+    seg_cost = ([model.flops_per_token(n0, n1) for (n0, _), (n1, _) in zip(medians, medians[1:])]
+                if model is not None and model.has_attention else None)
     status: GateStatus = "config_error" if mfu is not None and mfu > CONFIG_ERROR_RATIO else "report"
-    result = replace(result, status=status)
+    result = PrefillResult(model=model, peak=peak, lengths=lengths, samples=len(points), fit=fit,
+                           linearity=linearity(fit, medians, seg_cost), budgets=budgets, flops_per_token=fpt, mfu=mfu,
+                           server=server, status=status)
     return replace(result, message=format_prefill(result))
 
 
@@ -235,16 +211,10 @@ def apply_prefill_budgets(result: PrefillResult) -> PrefillResult:
         failed.append(f"TTFT overhead {fit.intercept:.1f} ms > ttft_overhead_max {budgets.overhead_max_ms:g} ms")
     if budgets.require_linear and lin.shape in ("sublinear", "superlinear"):
         failed.append(f"TTFT grows {lin.shape}ly with prompt length (require_linear_prefill)")
-    status: GateStatus
-    if result.status == "config_error":
-        status = "config_error"
-    elif failed:
-        status = "fail"
-    elif any(v is not None for v in (budgets.min_efficiency, budgets.tps_min, budgets.overhead_max_ms)) \
-            or budgets.require_linear:
-        status = "pass"
-    else:
-        status = "report"
+    judged = budgets.require_linear or any(v is not None for v in (budgets.min_efficiency, budgets.tps_min,
+                                                                   budgets.overhead_max_ms))
+    status: GateStatus = ("config_error" if result.status == "config_error" else "fail" if failed
+                          else "pass" if judged else "report")
     result = replace(result, status=status, failed=tuple(failed))
     return replace(result, message=format_prefill(result))
 

@@ -1,12 +1,6 @@
-"""TTFT against prompt length: a robust straight-line fit and the shape of the curve.
-
-Prefill reads the whole prompt, so TTFT(n) = a + b·n (+ an attention term that grows with
-n²): ``a`` is the fixed overhead (network, scheduling, the engine's first step), ``b`` the
-time per prompt token, and 1/b the prefill throughput.
-
-The fit is Theil–Sen: the slope is the median of the slopes between every two samples at
-different prompt lengths, the intercept the median of ``y - b·x``.  One outlier moves
-neither (its slopes are a minority of the pairs), unlike least squares.  Pure Python.
+"""TTFT against prompt length: TTFT(n) = a + b·n fitted by Theil–Sen (the median of the pairwise
+slopes, so one outlier moves neither term), and the shape of the curve.  Pure Python.  See
+docs/roofline.md#the-fit.
 """
 from __future__ import annotations
 
@@ -19,10 +13,7 @@ from ..errors import ConfigError
 
 #: TTFT that grows more slowly than linear: the overhead extrapolates below -max(this share of the
 #: shortest prompt's TTFT, 3 x the residuals' median absolute deviation), or the slope between the
-#: longest prompts is below SUBLINEAR_RATIO x the attention model's prediction.  A quarter: a cache
-#: that skips over a quarter of the shortest prompt is flagged, while llama.cpp on a loaded 2-core
-#: machine (3 samples per length, TTFT swinging by tens of ms) extrapolated to -98 ms with 430 ms
-#: at 128 tokens, beyond a tenth, without any cache.
+#: longest prompts is below SUBLINEAR_RATIO x the attention model's prediction (docs/roofline.md#linearity).
 SUBLINEAR_SHARE = 0.25
 SUBLINEAR_RATIO = 0.5
 #: TTFT that grows faster than the attention model predicts: the last segment's slope above
@@ -82,47 +73,36 @@ def segment_slopes(points: Sequence[tuple[float, float]]) -> list[float]:
 @dataclass(frozen=True)
 class Linearity:
     shape: str          # "linear" | "sublinear" | "superlinear" | "unknown" (fewer than 3 lengths)
-    slope_ratio: float | None      # observed last segment slope / first segment slope
-    predicted_ratio: float | None  # the same ratio from the FLOP model (1 without attention)
     why: str = ""
 
 
 def linearity(fit: LineFit, points: Sequence[tuple[float, float]],
               predicted_segment_cost: Sequence[float] | None = None) -> Linearity:
-    """Is TTFT growing the way prefill does?  ``points``: (n, median TTFT) ascending;
-    ``predicted_segment_cost``: FLOPs per token of each segment (attention included), or None.
-
-    *Sublinear* (a cache or a warm path: the figures are not prefill): the overhead ``a``
-    extrapolates clearly below 0 -- no server answers in negative time, so part of the prompt
-    was not computed -- or the last segment's slope is under half the predicted one.
-    *Superlinear*: the last segment's slope is over twice what the attention model predicts
-    relative to the first (quadratic blow-up, e.g. attention without a fused kernel)."""
+    """Is TTFT growing the way prefill does (the limits above; docs/roofline.md#linearity)?  ``points``:
+    (n, median TTFT) ascending; ``predicted_segment_cost``: FLOPs per token of each segment, or None."""
     slack = max(SUBLINEAR_SHARE * points[0][1], 3.0 * fit.residual_mad)
     negative = fit.intercept < -slack
     at_zero = f"TTFT extrapolates to {fit.intercept:.3g} ms at 0 prompt tokens (below -{slack:.3g} ms)"
     if len(points) < 3:
         if negative:
-            return Linearity("unknown", None, None, f"{at_zero}: either part of each prompt was not prefilled "
-                             "(a cache) or TTFT grows faster than linear; sweep 3 or more lengths to tell")
-        return Linearity("unknown", None, None)
+            return Linearity("unknown", f"{at_zero}: either part of each prompt was not prefilled (a cache) or "
+                             "TTFT grows faster than linear; sweep 3 or more lengths to tell")
+        return Linearity("unknown")
     seg = segment_slopes(points)
     cost = list(predicted_segment_cost) if predicted_segment_cost else [1.0] * len(seg)
     predicted = cost[-1] / cost[0]
     ratio = seg[-1] / seg[0] if seg[0] > 0 else None
     if ratio is not None and ratio > SUPERLINEAR_RATIO * predicted:
-        return Linearity("superlinear", ratio, predicted,
-                         f"TTFT per token between the longest prompts is {ratio:.2f}x that between the shortest, "
-                         f"over {SUPERLINEAR_RATIO:g}x the {predicted:.2f}x the attention model predicts: quadratic "
-                         "blow-up (attention without a fused kernel, e.g. an eager fallback)")
+        return Linearity("superlinear", f"TTFT per token between the longest prompts is {ratio:.2f}x that between "
+                         f"the shortest, over {SUPERLINEAR_RATIO:g}x the {predicted:.2f}x the attention model "
+                         "predicts: quadratic blow-up (attention without a fused kernel, e.g. an eager fallback)")
     if negative:
-        return Linearity("sublinear", ratio, predicted,
-                         f"{at_zero}: it grows more slowly than the prompt, so part of each prompt was not "
-                         "prefilled (a prefix cache or a warm path); these figures are not prefill")
+        return Linearity("sublinear", f"{at_zero}: it grows more slowly than the prompt, so part of each prompt was "
+                         "not prefilled (a prefix cache or a warm path); these figures are not prefill")
     if ratio is None:
-        return Linearity("unknown", None, predicted, "TTFT did not grow between the two shortest prompts")
+        return Linearity("unknown", "TTFT did not grow between the two shortest prompts")
     if ratio < SUBLINEAR_RATIO * predicted:
-        return Linearity("sublinear", ratio, predicted,
-                         f"TTFT per token between the longest prompts is {ratio:.2f}x that between the shortest "
-                         f"(expected {predicted:.2f}x): it grows sublinearly, so a cache or a warm path is at work "
-                         "and these figures are not prefill")
-    return Linearity("linear", ratio, predicted)
+        return Linearity("sublinear", f"TTFT per token between the longest prompts is {ratio:.2f}x that between "
+                         f"the shortest (expected {predicted:.2f}x): it grows sublinearly, so a cache or a warm path "
+                         "is at work and these figures are not prefill")
+    return Linearity("linear")

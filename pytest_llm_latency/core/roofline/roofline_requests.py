@@ -1,31 +1,11 @@
 """The decode roofline with varied lengths and open loops (issue 27).  Pure.
 
-Per-request ceilings.  With lengths drawn from a distribution (or replayed from a trace) one mean
-context misjudges every request: a short prompt's decode reads less KV cache than the mean, a long
-one's more.  Request r gets its own ceiling
-
-    context_r  = prompt_r + output_r / 2          (its prompt + the mean position in its decode)
-    ceiling_r  = bandwidth / (W(B) + B x kv_per_token x context_r)        tok/s per stream
-    ideal_r    = (output_r - 1) / ceiling_r       the decode time at the ceiling
-    measured_r = t_last - t_first                 its measured decode time
-
-and the run's efficiency is the time-weighted harmonic combination
-
-    efficiency = sum ideal_r / sum measured_r
-
--- the share of the measured decode time the ceilings account for; equivalently (Σ tokens /
-Σ measured) / (Σ tokens / Σ ideal): the decode rate over the effective ceiling rate Σ tokens /
-Σ ideal (the reported ``ceiling_tok_s``).  Long decodes weigh more, as they do in the time spent.
-The p95 figure is the 5th percentile of the per-request efficiencies ideal_r / measured_r (the
-slow tail, as TPOT p95 is for one context).  prompt_r is the server's count, else the planned
-length; output_r the decoded tokens (``RequestRecord.output_tokens``).  A fixed-length workload
-keeps the one-context arithmetic of ``core.roofline.ceiling`` (bit-identical).
-
-The batch B.  Closed loop: the configured concurrency (or ``roofline.batch``).  Open loop: the
-batch the server reported running (``vllm:num_requests_running`` and its SGLang / llama.cpp / TGI
-equivalents, ``core.measure.server_model.GAUGES["running"]``): the mean of its samples during the run,
-rounded half up to an integer >= 1; without that gauge, the mean number of requests in flight measured by
-the client, Σ (end − send) / (last end − first send), named as such in the roofline note.
+Per-request ceilings: request r gets its own ceiling at its own context (prompt_r + output_r / 2),
+and the run's efficiency is Σ ideal_r ÷ Σ measured_r (p95: the 5th percentile of ideal_r ÷
+measured_r); a fixed-length workload keeps the one-context arithmetic of ``core.roofline.ceiling``
+(bit-identical).  An open loop's batch is the server's running gauge
+(``core.measure.server_model.GAUGES["running"]``) rounded half up, else the client's mean requests in
+flight.  See docs/roofline.md#varied-lengths-and-open-loops.
 """
 from __future__ import annotations
 
@@ -55,7 +35,6 @@ class PerRequest:
     n: int
     ideal_ms: float
     measured_ms: float
-    tokens: int
     efficiency: float          # Σ ideal / Σ measured
     efficiency_p95: float      # 5th percentile of ideal_r / measured_r
     ceiling_tok_s: float       # Σ tokens / Σ ideal (s)
@@ -101,7 +80,7 @@ def combine(decodes: Sequence[RequestDecode], ceiling_of) -> PerRequest | None:
     tokens = sum(d.tokens for d in decodes)
     per = sorted(i / d.measured_ms for i, d in zip(ideal, decodes))
     contexts = [d.context for d in decodes]
-    return PerRequest(n=len(decodes), ideal_ms=sum_ideal, measured_ms=sum_measured, tokens=tokens,
+    return PerRequest(n=len(decodes), ideal_ms=sum_ideal, measured_ms=sum_measured,
                       efficiency=sum_ideal / sum_measured, efficiency_p95=percentile(per, 5.0),
                       ceiling_tok_s=tokens / sum_ideal * 1000.0, measured_tok_s=tokens / sum_measured * 1000.0,
                       context_min=min(contexts), context_mean=math.fsum(contexts) / len(contexts),

@@ -1,23 +1,10 @@
 """Speculative decoding / multi-token prediction in the decode roofline: the gate judged per engine step.
 
-A speculating server's engine step verifies ``k`` drafted tokens with one read of the target's
-weights and KV cache, and emits ``tokens per step`` (``1 + accepted``) tokens.  Per token it runs
-faster than the single-token ceiling; per step it cannot.  With ``k`` = drafted tokens per step:
-
-    target bytes      = weights read by batch × (k + 1) verified positions (MoE: the experts they
-                        touch, ``ModelBytes.weight_bytes_at_batch``; dense: the weights once)
-                        + the batch's KV cache at the mean context (today's ceiling)
-    drafter bytes     = k × bytes per drafted token: a draft model reads its weights and its own KV
-                        cache at that context; EAGLE / MTP heads their layers and the LM head
-                        (``head_bytes``); n-gram / prompt lookup (``draft: none``) nothing
-    step bytes        = target bytes + drafter bytes
-    step ceiling      = bandwidth ÷ step bytes                         (steps/s per stream)
-    steps/s           = decode tokens ÷ decode time ÷ tokens per step  (run totals)
-    step efficiency   = steps/s ÷ step ceiling
-
-Run totals throughout (``core.measure.spec_decode``: Σ decode tokens, Σ decode time over the run's
-requests), never a TPOT percentile mixed with a counter mean.  ``k`` comes from the counters
-(drafted tokens ÷ decode steps) when they count drafted tokens, else from ``roofline.draft.spec_tokens``.
+A step verifies ``k`` drafted tokens with one read of the target's weights (MoE: the experts the
+batch × (k + 1) positions touch) and KV cache, reads the drafter's bytes per drafted token k times,
+and emits ``tokens per step``; step efficiency = steps/s ÷ (bandwidth ÷ step bytes), on run totals
+(``core.measure.spec_decode``).  ``k`` comes from the counters when they count drafted tokens, else
+from ``roofline.draft.spec_tokens``.  See docs/roofline.md#bytes-per-step-and-the-step-efficiency.
 
 Pure: no I/O; the drafter's model bytes are resolved by ``roofline.resolve.resolve_draft``.
 """
@@ -85,15 +72,11 @@ class StepFigures:
     """The run's engine steps against the per-step ceiling (module docstring)."""
     tokens_per_step: float
     source: str                        # the acceptance source (core.measure.spec_decode.SOURCE_*)
-    scope: str                         # run | window | per request
-    decode_tokens: int
-    decode_ms: float
     tok_s: float                       # decode tokens ÷ decode time (run totals)
     steps_per_s: float
     drafted_per_step: float | None     # k
     k_source: str                      # where k came from ("" when unknown)
     target_weight_bytes: float
-    target_kv_bytes: float
     draft_bytes: float | None          # k × bytes per drafted token; None: not counted
     draft: str                         # what the drafter's bytes are, or "not counted: why"
     step_bytes: float
@@ -141,10 +124,8 @@ def step_figures(*, bandwidth_bytes_s: float, model: ModelBytes, kv_bytes: float
     if not _finite(bandwidth_bytes_s) or bandwidth_bytes_s <= 0:
         raise ConfigError(f"roofline: the bandwidth must be > 0 B/s, got {bandwidth_bytes_s!r}")
     k, k_source = drafted_per_step(spec, drafter)
-    if k is None:  # at least the accepted positions were verified: fewer weights counted (MoE), said in draft
-        positions = tps
-    else:
-        positions = 1.0 + k
+    # without k at least the accepted positions were verified: fewer weights counted (MoE), said in draft
+    positions = tps if k is None else 1.0 + k
     weights = model.weight_bytes_at_batch(batch * positions)  # type: ignore[arg-type]  # float batches: MoE share
     if drafter is None:
         draft_bytes, draft = None, "not counted: no roofline.draft (none for n-gram / prompt lookup)"
@@ -160,11 +141,9 @@ def step_figures(*, bandwidth_bytes_s: float, model: ModelBytes, kv_bytes: float
     tok_s = decoded / (decode_ms / 1000.0)
     steps_s = tok_s / tps
     ceiling = bandwidth_bytes_s / step
-    return StepFigures(tokens_per_step=tps, source=str(spec.source), scope=str(spec.scope), decode_tokens=decoded,
-                       decode_ms=float(decode_ms), tok_s=tok_s, steps_per_s=steps_s, drafted_per_step=k,
-                       k_source=k_source, target_weight_bytes=weights, target_kv_bytes=kv_bytes,
-                       draft_bytes=draft_bytes, draft=draft, step_bytes=step, ceiling_steps_s=ceiling,
-                       step_efficiency=steps_s / ceiling)
+    return StepFigures(tokens_per_step=tps, source=str(spec.source), tok_s=tok_s, steps_per_s=steps_s,
+                       drafted_per_step=k, k_source=k_source, target_weight_bytes=weights, draft_bytes=draft_bytes,
+                       draft=draft, step_bytes=step, ceiling_steps_s=ceiling, step_efficiency=steps_s / ceiling)
 
 
 # ---------------------------------------------------------------------------- wording

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .decode_diagnosis import diagnose_decode
+from .decode_diagnosis import diagnose_decode, efficiency_bases
 from .hardware import CONFIG_ERROR_RATIO, Hardware
 from .modelbytes import format_bytes
 from .roofline_spec import StepFigures, detail_lines, drafter_arithmetic, headline
@@ -37,9 +37,8 @@ def format_arithmetic(c: Ceiling, steps: StepFigures | None = None) -> str:
     elif not c.model.kv_known:
         kv = ", KV not counted"
     hw = c.hardware.name if c.hardware.name.endswith("GB/s") else f"{c.hardware.name} {_gb_s(c.hardware)}"
-    if steps is not None:
-        return f"{hw} ÷ ({format_bytes(steps.target_weight_bytes)} weights{kv}{drafter_arithmetic(steps)})"
-    return f"{hw} ÷ ({format_bytes(c.weight_bytes)} weights{kv})"
+    weights, drafter = (c.weight_bytes, "") if steps is None else (steps.target_weight_bytes, drafter_arithmetic(steps))
+    return f"{hw} ÷ ({format_bytes(weights)} weights{kv}{drafter})"
 
 
 def format_ceiling(c: Ceiling) -> str:
@@ -123,7 +122,7 @@ def format_roofline(r: RooflineResult) -> str:
             lines.append(f"  {r.per_request.describe()}; the arithmetic above is at the mean context")
     if r.batch_source:
         lines.append(f"  {r.batch_source}")
-    b = r.bases()
+    b = efficiency_bases(r)
     if b:
         lines.append(f"  {b['decode_efficiency_datasheet']:.2f} of the datasheet ({b['datasheet_gb_s']:,.0f} GB/s), "
                      f"{b['decode_efficiency_measured']:.2f} of measured ({b['measured_gb_s']:,.0f} GB/s); the floor "

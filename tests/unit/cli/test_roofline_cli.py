@@ -88,9 +88,9 @@ def test_hardware_all_table_lists_every_device(capsys):
     for key, expected in SEED_TABLE:
         row = next(line for line in out.splitlines() if line.startswith(catalog.hardware(key).key + " "))
         assert round(float(row.split()[2])) == expected
-    assert all(key in out for key in catalog.hardware_names())
+    assert all(key in out for key in catalog.all_hardware())
     code, out, _ = run_cli(["--hardware", "all", "--params", "8e9", "--dtype", "fp16", "--json"], capsys)
-    assert len(json.loads(out)) == len(catalog.hardware_names())
+    assert len(json.loads(out)) == len(catalog.all_hardware())
 
 
 @pytest.mark.parametrize("argv, needle", [

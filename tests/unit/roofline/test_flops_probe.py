@@ -52,16 +52,16 @@ def test_a_clock_that_does_not_advance_is_an_error():
 def test_agreeing_runs_on_a_quiet_machine_are_cached_as_the_best(tmp_path):
     got = flops_probe.local_cpu_tflops(cache=tmp_path, runs=5, load=load(0.05),
                                        measure=measure_with([20e6, 22e6, 21e6, 25e6, 20.5e6]))
-    assert got.tflops == pytest.approx(0.1) and not got.cached and got.note == ""
+    assert got.value == pytest.approx(0.1) and not got.cached and got.note == ""
     entry = json.loads((tmp_path / "cpu_flops.json").read_text())[probe_cache.host_key()]
     assert entry["tflops"] == pytest.approx(0.1) and entry["method"] == flops_probe.CACHE_METHOD
     again = flops_probe.local_cpu_tflops(cache=tmp_path, measure=lambda runs: pytest.fail("measured again"))
-    assert again.cached and again.tflops == pytest.approx(0.1)
+    assert again.cached and again.value == pytest.approx(0.1)
 
 
 def test_disagreeing_runs_are_not_cached(tmp_path):
     got = flops_probe.local_cpu_tflops(cache=tmp_path, runs=3, load=load(0.0), measure=measure_with([20e6, 40e6, 21e6]))
-    assert got.tflops == pytest.approx(0.1) and "the runs disagree" in got.note and "2.00x" in got.note
+    assert got.value == pytest.approx(0.1) and "the runs disagree" in got.note and "2.00x" in got.note
     assert not (tmp_path / "cpu_flops.json").exists()
 
 
@@ -75,7 +75,7 @@ def test_a_second_look_keeps_a_higher_cached_figure(tmp_path):
     flops_probe.local_cpu_tflops(cache=tmp_path, runs=1, load=load(0.0), measure=measure_with([10e6]))  # 0.2
     got = flops_probe.local_cpu_tflops(cache=tmp_path, runs=1, load=load(0.0), measure=measure_with([20e6]),
                                        refresh=True, only_if_higher=True)
-    assert got.tflops == pytest.approx(0.1) and "cached 200.0 GFLOP/s is higher" in got.note
+    assert got.value == pytest.approx(0.1) and "cached 200.0 GFLOP/s is higher" in got.note
     assert json.loads((tmp_path / "cpu_flops.json").read_text())[probe_cache.host_key()]["tflops"] == pytest.approx(0.2)
 
 

@@ -8,6 +8,7 @@ import stat
 import pytest
 
 from pytest_llm_latency.roofline import hwdetect
+from pytest_llm_latency.roofline.probe_cache import write_cache
 from pytest_llm_latency.core.errors import ConfigError
 
 # What `nvidia-smi --query-gpu=name,memory.total --format=csv` prints on real machines.
@@ -149,7 +150,7 @@ def test_probe_takes_the_best_run_with_one_process_per_core():
     assert r.mem_bandwidth_gb_s == pytest.approx(50)  # the old median rule said 30
     assert [round(x) for x in r.runs_gb_s] == [30, 10, 31, 50, 29]
     assert calls == [(hwdetect.usable_cores(), 5)] and r.processes == hwdetect.usable_cores()
-    assert r.spread == pytest.approx(5.0) and r.busy_share == pytest.approx(0.0)
+    assert r.busy_share == pytest.approx(0.0)
 
 
 def test_others_busy_share_leaves_out_this_process_and_its_workers():
@@ -200,7 +201,7 @@ def test_runs_that_disagree_widely_are_not_cached_and_say_why(cache):
     calls = []
     # the case: a loaded moment inside the probe (21.9 GB/s) next to quiet ones
     bw = hwdetect.local_cpu_bandwidth(measure=fake_measure([45.0, 21.9, 44.0], calls), runs=3)
-    assert bw.gb_s == pytest.approx(45.0) and not bw.cached
+    assert bw.value == pytest.approx(45.0) and not bw.cached
     assert bw.note.startswith("not cached: the runs disagree") and "2.05x" in bw.note and "limit 1.5x" in bw.note
     assert not cache.exists()
     again = hwdetect.local_cpu_bandwidth(measure=fake_measure([40.0, 39.0], calls), runs=2)
@@ -211,7 +212,7 @@ def test_runs_that_disagree_widely_are_not_cached_and_say_why(cache):
 @pytest.mark.parametrize("others, cached", [(0.5, False), (0.26, False), (0.1, True)])
 def test_a_busy_machine_is_not_cached_and_says_why(cache, others, cached):
     bw = hwdetect.local_cpu_bandwidth(measure=fake_measure([30.0]), load=load_meter(others))
-    assert bw.gb_s == pytest.approx(30.0)
+    assert bw.value == pytest.approx(30.0)
     assert cache.exists() is cached
     if not cached:
         assert bw.note == (f"not cached: the machine was busy: other processes used {others:.0%} of its CPU "
@@ -223,21 +224,21 @@ def test_an_old_median_cache_entry_is_measured_again(cache):
     cache.write_text(json.dumps({hwdetect.host_key(): {"mem_bandwidth_gb_s": 21.9, "runs_gb_s": [21.9]}}))
     calls = []
     bw = hwdetect.local_cpu_bandwidth(measure=fake_measure([40.0], calls))
-    assert len(calls) == 1 and not bw.cached and bw.gb_s == pytest.approx(40.0)
+    assert len(calls) == 1 and not bw.cached and bw.value == pytest.approx(40.0)
     assert json.loads(cache.read_text())[hwdetect.host_key()]["method"] == "best-of-runs"
 
 
 def test_a_second_look_replaces_the_cache_only_with_a_higher_figure(cache):
     hwdetect.local_cpu_bandwidth(measure=fake_measure([40.0]))
     lower = hwdetect.local_cpu_bandwidth(refresh=True, only_if_higher=True, measure=fake_measure([30.0]))
-    assert lower.gb_s == pytest.approx(30.0) and "the cached 40.0 GB/s is higher" in lower.note
+    assert lower.value == pytest.approx(30.0) and "the cached 40.0 GB/s is higher" in lower.note
     assert json.loads(cache.read_text())[hwdetect.host_key()]["mem_bandwidth_gb_s"] == pytest.approx(40.0)
     higher = hwdetect.local_cpu_bandwidth(refresh=True, only_if_higher=True, measure=fake_measure([52.0]))
-    assert higher.gb_s == pytest.approx(52.0) and higher.note == ""
+    assert higher.value == pytest.approx(52.0) and higher.note == ""
     assert json.loads(cache.read_text())[hwdetect.host_key()]["mem_bandwidth_gb_s"] == pytest.approx(52.0)
     busy = hwdetect.local_cpu_bandwidth(refresh=True, only_if_higher=True, measure=fake_measure([60.0]),
                                         load=load_meter(0.6))
-    assert busy.gb_s == pytest.approx(60.0) and "busy" in busy.note  # higher, but not a quiet figure
+    assert busy.value == pytest.approx(60.0) and "busy" in busy.note  # higher, but not a quiet figure
     assert json.loads(cache.read_text())[hwdetect.host_key()]["mem_bandwidth_gb_s"] == pytest.approx(52.0)
 
 
@@ -250,9 +251,9 @@ def test_corrupt_cache_is_measured_again_and_rewritten(cache):
 
 def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
     path = tmp_path / "c.json"
-    hwdetect._atomic_write_json(path, {"a": 1})
+    write_cache(path, {"a": 1})
     with pytest.raises(TypeError):
-        hwdetect._atomic_write_json(path, {"a": object()})
+        write_cache(path, {"a": object()})
     assert json.loads(path.read_text()) == {"a": 1}
     assert os.listdir(tmp_path) == ["c.json"]
 
@@ -267,7 +268,8 @@ def test_local_cpu_hardware_from_cache(cache):
 
 def test_why_a_figure_was_not_cached_reaches_the_roofline_message(cache):
     from pytest_llm_latency.core.roofline.modelbytes import ModelBytes
-    from pytest_llm_latency.core.roofline.ceiling import decode_ceiling, evaluate_roofline
+    from pytest_llm_latency.core.roofline.ceiling import decode_ceiling
+    from tests.helpers.roofline import evaluate_roofline
     from pytest_llm_latency.core.roofline.roofline_text import format_ceiling
 
     hw = hwdetect.resolve_hardware("local-cpu", measure=fake_measure([45.0, 21.9, 44.0]), runs=3)

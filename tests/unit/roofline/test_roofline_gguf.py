@@ -82,7 +82,7 @@ def test_dense_file_bytes_params_and_kv(tmp_path):
     expected = write_gguf(path)
     s = read_gguf(path)
     assert s.tensor_bytes == expected["bytes"] and s.params == expected["params"]
-    assert s.architecture == "llama" and s.layers == LAYERS and s.head_dim == HIDDEN // HEADS
+    assert s.architecture == "llama" and s.layers == LAYERS
     assert set(s.bytes_by_type) == {"Q8_0", "F32"}
     mb = model_bytes_from_gguf(path)
     # untied (the file has output.weight): token_embd is gathered, one row of VOCAB: Q8_0 = 34 B per 32

@@ -30,7 +30,7 @@ def test_gemma3_every_sixth_layer_is_full():
     per_layer = 1 * (256 + 256) * 2  # one KV head, K and V of 256, f16
     assert kinds(lay) == {"full": 2, "sliding": 10}
     assert lay.bytes_at(C) == 2 * per_layer * C + 10 * per_layer * 512
-    assert lay.per_token_if_all_full == 12 * per_layer
+    assert sum(g.layers * g.bytes_per_token for g in lay.groups) == 12 * per_layer
     assert "10 windowed layers" in lay.describe(C)
 
 

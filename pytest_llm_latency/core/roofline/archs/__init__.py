@@ -44,14 +44,10 @@ def text_config(cfg: dict) -> dict:
     ``model_type``, e.g. ``gemma3_text``), the top-level keys it omits taken from the outer config
     (``torch_dtype``, ``quantization_config``); ``_outer_model_type`` says it was nested."""
     inner = cfg.get("text_config")
-    if isinstance(inner, dict):
-        merged = dict(inner)
-        for key in ("torch_dtype", "dtype", "quantization_config", "tie_word_embeddings"):
-            if key not in merged and key in cfg:
-                merged[key] = cfg[key]
-        merged["_outer_model_type"] = cfg.get("model_type")
-        return merged
-    return cfg
+    if not isinstance(inner, dict):
+        return cfg
+    outer = {k: cfg[k] for k in ("torch_dtype", "dtype", "quantization_config", "tie_word_embeddings") if k in cfg}
+    return {**outer, **inner, "_outer_model_type": cfg.get("model_type")}
 
 
 def _language_model_only(arch: Architecture, outer: str) -> Architecture:

@@ -1,34 +1,6 @@
 """DeepSeek-V2 / V3 (and Kimi-K2, a V3): multi-head latent attention (MLA) and DeepSeekMoE.
 
-From transformers' ``modeling_deepseek_v3.py`` (the checkpoints' own ``modeling_deepseek.py``)::
-
-    attention  q: ``q_lora_rank`` null -> q_proj hidden × heads·(qk_nope + qk_rope)
-                  else q_a_proj hidden × q_lora_rank + q_a_layernorm q_lora_rank
-                       + q_b_proj q_lora_rank × heads·(qk_nope + qk_rope)
-               kv_a_proj_with_mqa hidden × (kv_lora_rank + qk_rope) + kv_a_layernorm kv_lora_rank
-               kv_b_proj kv_lora_rank × heads·(qk_nope + v_head_dim)
-               o_proj heads·v_head_dim × hidden
-    mlp        layer i is MoE when i >= ``first_k_dense_replace`` and i % ``moe_layer_freq`` == 0,
-               else a dense gate/up/down of ``intermediate_size``
-    MoE        ``n_routed_experts`` experts and ``n_shared_experts`` always-on experts of
-               ``moe_intermediate_size``; router ``mlp.gate`` hidden × E, plus
-               ``e_score_correction_bias`` E (V3's ``noaux_tc`` routing; not in V2)
-    model      embedding, untied lm_head, 2 norms a layer + final norm
-
-    KV         kind ``latent``: per token per layer ONE vector of kv_lora_rank + qk_rope_head_dim
-               (512 + 64 for V3), what vLLM and SGLang cache for MLA: the compressed KV and the
-               shared rotary key; K and V per head are rebuilt from it (or absorbed into q and
-               o), never cached.  Per-head K and V (V3: 128 heads × (192 + 128) = 40 960 elements
-               a token) would charge 71× the 576 of the latent.
-
-Storage: the V3 / Kimi-K2 checkpoints are fp8 (e4m3) in 128 × 128 blocks with an fp32
-``weight_scale_inv`` each, on every Linear but the router ``mlp.gate``, which stays bf16 (vLLM
-builds it with ``quant_config=None``); embeddings, lm_head and norms are bf16 and
-``e_score_correction_bias`` fp32 (``core.roofline.archs.quant``).
-
-Not read: the ``num_nextn_predict_layers`` multi-token-prediction layers (V3 ships one, layer 61,
-about 11.5 B parameters) serve speculative decoding only; plain decode never touches them (give
-``roofline.draft`` for MTP drafting).
+The arithmetic, config key by config key: docs/roofline.md#from-a-configjson-architecture-by-architecture.
 
 Pure: no I/O.
 """
@@ -104,16 +76,12 @@ def deepseek(c: Cfg) -> Architecture:
         shared = int(c.get("n_shared_experts") or 0)
         mlp = "model.layers.{i}.mlp"
         groups += [layered("routed experts gate/up/down", "routed_experts", mlp, sparse,
-                           gated_members(hidden, moe_inter, ("experts.{e}.gate_proj", "experts.{e}.up_proj",
-                                                             "experts.{e}.down_proj"), copies=experts),
-                           experts=experts),
+                           gated_members(hidden, moe_inter, copies=experts, prefix="experts.{e}."), experts=experts),
                    # DeepseekV3TopkRouter: a Parameter, not an nn.Linear (bitsandbytes leaves it)
                    layered("router", "router", mlp, sparse, [("gate", hidden * experts)], nn_linear=False)]
         if shared:
             groups.append(layered("shared experts gate/up/down", "shared_experts", mlp, sparse,
-                                  gated_members(hidden, shared * moe_inter, ("shared_experts.gate_proj",
-                                                                             "shared_experts.up_proj",
-                                                                             "shared_experts.down_proj"))))
+                                  gated_members(hidden, shared * moe_inter, prefix="shared_experts.")))
         if c.model_type != "deepseek_v2" or c.get("topk_method") == "noaux_tc":
             groups.append(layered("router e_score_correction_bias", "bias", mlp, sparse,
                                   [("gate.e_score_correction_bias", experts)], linear=False))
@@ -121,6 +89,6 @@ def deepseek(c: Cfg) -> Architecture:
     notes = ["KV: one latent of kv_lora_rank + qk_rope_head_dim per token per layer (MLA, as vLLM/SGLang cache)"]
     if mtp:
         notes.append(f"the {mtp} MTP layer(s) (num_nextn_predict_layers) are not read in plain decode")
-    return Architecture(c.model_type, tuple(groups), (KVShape("latent", layers, elems_per_token=latent),), hidden,
-                        vocab, layers, tied, experts=experts, experts_per_token=k, defaults=tuple(c.defaults),
-                        notes=tuple(notes))
+    kv = (KVShape("latent", layers, elems_per_token=latent),)
+    return Architecture(c.model_type, tuple(groups), kv, hidden, layers, tied, experts=experts, experts_per_token=k,
+                        defaults=tuple(c.defaults), notes=tuple(notes))

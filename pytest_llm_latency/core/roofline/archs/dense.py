@@ -1,10 +1,6 @@
 """Dense decoders with grouped-query attention: llama, mistral, qwen2, qwen3, phi3.
 
-    params = embedding (+ untied head) + final norm
-             + layers × (q/k/v/o + biases + q/k norms + gate/up/down + 2 norms)
-    KV     = full attention on every layer (2 × kv_heads × head_dim per token), or a sliding window
-             on every layer when the config turns one on (mistral ``sliding_window``, qwen2
-             ``use_sliding_window`` with ``max_window_layers``)
+The arithmetic, config key by config key: docs/roofline.md#from-a-configjson-architecture-by-architecture.
 
 Pure: no I/O.
 """
@@ -12,7 +8,7 @@ from __future__ import annotations
 
 from . import register
 from .inventory import (Architecture, Cfg, KVShape, TensorGroup, attention_groups, embedding_groups, full_kv,
-    gated_members, layered)
+    gated_members, kv_by_kind, layered)
 from .inventory import Member
 
 
@@ -42,8 +38,8 @@ def dense_architecture(c: Cfg, *, qkv_bias: bool = False, qk_norm: bool = False,
               layered("mlp gate/up/down", "mlp", "model.layers.{i}.mlp", range(layers), mlp),
               TensorGroup("norms", layers * 2 * hidden + hidden, "norm", "model.layers.0.input_layernorm",
                           linear=False)]
-    return Architecture(c.model_type, tuple(groups), kv or (full_kv(layers, kv_heads, head_dim),), hidden, vocab,
-                        layers, tied, defaults=tuple(c.defaults), notes=notes)
+    return Architecture(c.model_type, tuple(groups), kv or (full_kv(layers, kv_heads, head_dim),), hidden, layers,
+                        tied, defaults=tuple(c.defaults), notes=notes)
 
 
 @register("llama", "mistral", "phi3")
@@ -61,10 +57,9 @@ def qwen2(c: Cfg) -> Architecture:
     if c.get("use_sliding_window") and c.get("sliding_window"):
         hidden, layers, heads, kv_heads, head_dim, _ = dims(c)
         full = min(c.int("max_window_layers", default=layers), layers)
-        shapes = [s for s in (KVShape("full", full, 2 * kv_heads * head_dim) if full else None,
-                              KVShape("sliding", layers - full, 2 * kv_heads * head_dim,
-                                      window=int(c.get("sliding_window"))) if layers > full else None) if s]
-        return dense_architecture(c, qkv_bias=True, kv=tuple(shapes))
+        kinds = ["full"] * full + ["sliding"] * (layers - full)
+        window = int(c.get("sliding_window"))
+        return dense_architecture(c, qkv_bias=True, kv=kv_by_kind(kinds, kv_heads, head_dim, window))
     return dense_architecture(c, qkv_bias=True)
 
 

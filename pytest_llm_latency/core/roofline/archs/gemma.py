@@ -1,23 +1,6 @@
 """Gemma 2 and Gemma 3 decoders: sliding-window and global attention layers, tied embeddings.
 
-    params = embedding (tied: the same table serves as the output head, read whole)
-             + final norm
-             + layers × (q/k/v/o [+ per-head q/k norms: gemma3] + GeGLU gate/up/down
-                         + 4 norms: pre/post attention, pre/post feed-forward)
-    KV     = per layer 2 × kv_heads × head_dim per token; the ``sliding_attention`` layers keep
-             ``sliding_window`` tokens, the ``full_attention`` layers the whole context
-
-Which layers slide: ``layer_types`` when the config lists them; otherwise Gemma 3's
-``sliding_window_pattern`` (layer ``i`` is global when ``(i + 1) % pattern == 0``: 5 local, 1 global
-at the class default 6) and Gemma 2's alternation (even layers local, odd global), as
-transformers' ``Gemma3TextConfig`` / ``Gemma2Config`` build them.
-
-Gemma 3 ships as ``Gemma3ForConditionalGeneration``: ``model_type: gemma3`` with the language model
-in ``text_config`` (``model_type: gemma3_text``), which omits every key whose class default
-transformers applies (``vocab_size``, ``tie_word_embeddings``, ``num_attention_heads``,
-``num_key_value_heads``, ``head_dim``, ``sliding_window``, ``sliding_window_pattern``).  Those
-defaults are applied here and named in the ceiling's source.  The vision tower (SigLIP) and the
-multimodal projector are not counted: a text decode step never reads them.
+The arithmetic, config key by config key: docs/roofline.md#from-a-configjson-architecture-by-architecture.
 
 Pure: no I/O.
 """
@@ -25,7 +8,7 @@ from __future__ import annotations
 
 from ...errors import ConfigError
 from . import register
-from .inventory import (Architecture, Cfg, KVShape, TensorGroup, attention_groups, embedding_groups, gated_members,
+from .inventory import (Architecture, Cfg, TensorGroup, attention_groups, embedding_groups, gated_members, kv_by_kind,
     layered)
 
 #: transformers class defaults that change the byte count (``Gemma3TextConfig`` / ``Gemma2Config``)
@@ -91,12 +74,8 @@ def gemma(c: Cfg) -> Architecture:
               TensorGroup("norms (4 per layer + final)", layers * 4 * hidden + hidden, "norm",
                           "model.layers.0.input_layernorm", linear=False)]
 
-    per_token = 2 * kv_heads * head_dim
-    kv = tuple(KVShape(kind, n, elems_per_token=per_token, window=window if kind == "sliding" else None)
-               for kind in ("full", "sliding") for n in [kinds.count(kind)] if n)
-    notes: list[str] = []
     source = "layer_types" if c.get("layer_types") is not None else (
         "sliding_window_pattern" if gemma3 else "gemma2 alternation")
-    notes.append(f"{kinds.count('full')} full / {kinds.count('sliding')} windowed layers ({source})")
-    return Architecture(c.model_type, tuple(groups), kv, hidden, vocab, layers, tied,
-                        defaults=tuple(c.defaults), notes=tuple(notes))
+    notes = (f"{kinds.count('full')} full / {kinds.count('sliding')} windowed layers ({source})",)
+    return Architecture(c.model_type, tuple(groups), kv_by_kind(kinds, kv_heads, head_dim, window), hidden, layers,
+                        tied, defaults=tuple(c.defaults), notes=notes)

@@ -1,34 +1,13 @@
 """OpenAI gpt-oss (gpt-oss-20b, gpt-oss-120b): ``model_type: gpt_oss``.
 
-From transformers' ``modeling_gpt_oss.py`` and the checkpoints' tensor names::
-
-    per layer  attention  q, k, v, o (``self_attn.{q,k,v,o}_proj``) + their biases
-                          (``attention_bias``, on in both models) + ``self_attn.sinks``: one learned
-                          logit per head, a parameter that caches no token
-               router     ``mlp.router.weight`` hidden × E + ``mlp.router.bias`` E
-               experts    E × fused gate_up hidden × 2·intermediate (+ bias 2·intermediate)
-                          + down intermediate × hidden (+ bias hidden); stored as
-                          ``mlp.experts.gate_up_proj_blocks`` / ``_scales`` / ``_bias`` and
-                          ``down_proj_*`` (MXFP4 blocks and e8m0 scales, bf16 biases)
-               2 RMSNorms
-    model      embedding vocab × hidden, untied ``lm_head``, final norm; head_dim 64
-
-    KV         ``layer_types``: ``sliding_attention`` layers keep the last ``sliding_window``
-               (128) tokens, ``full_attention`` layers all of them; 2 × kv_heads × head_dim per
-               token each.  The sinks add no cached token (``LayerKV.sinks`` stays 0).
-
-``experts_per_token`` (the original name) and ``num_experts_per_tok`` (transformers') are both
-read.  The expert weights' storage (MXFP4 on the experts only, their biases and everything else
-bf16) is ``core.roofline.archs.quant``'s business: the fused expert weights are a converted group
-(``linear``) though not ``nn.Linear`` modules.
+The arithmetic, config key by config key: docs/roofline.md#from-a-configjson-architecture-by-architecture.
 
 Pure: no I/O.
 """
 from __future__ import annotations
 
-from ...errors import ConfigError
 from . import register
-from .inventory import Architecture, Cfg, KVShape, TensorGroup, attention_groups, embedding_groups, layered
+from .inventory import Architecture, Cfg, TensorGroup, attention_groups, embedding_groups, kv_by_kind, layered
 from .moe import check_experts
 
 #: GptOssConfig's class defaults (transformers), applied and recorded when a config omits them
@@ -45,16 +24,7 @@ def layer_kinds(c: Cfg, layers: int) -> list[str]:
     if types is None:
         c.defaults.append("layer_types=alternating sliding/full")
         return ["sliding" if (i + 1) % 2 else "full" for i in range(layers)]
-    if not isinstance(types, list) or len(types) != layers:
-        raise ConfigError(f"{c.where}: layer_types must list one entry per layer ({layers}, num_hidden_layers), "
-                          f"got {types!r:.80}")
-    out = []
-    for i, t in enumerate(types):
-        if t not in _KINDS:
-            raise ConfigError(f"{c.where}: layer_types[{i}] is {t!r}; gpt_oss layers are "
-                              f"{' or '.join(_KINDS)}")
-        out.append(_KINDS[t])
-    return out
+    return c.listed_kinds(types, layers, _KINDS)
 
 
 @register("gpt_oss")
@@ -91,9 +61,7 @@ def gpt_oss(c: Cfg) -> Architecture:
                  ("experts.down_proj_bias", experts * hidden)], linear=False),
         TensorGroup("norms", layers * 2 * hidden + hidden, "norm", "model.layers.0.input_layernorm", linear=False),
     ]
-    per_token = 2 * kv_heads * head_dim
-    kv = tuple(KVShape(kind, n, elems_per_token=per_token, window=window if kind == "sliding" else None)
-               for kind in ("full", "sliding") if (n := kinds.count(kind)))
-    return Architecture(c.model_type, tuple(groups), kv, hidden, vocab, layers, tied, experts=experts,
+    kv = kv_by_kind(kinds, kv_heads, head_dim, window)
+    return Architecture(c.model_type, tuple(groups), kv, hidden, layers, tied, experts=experts,
                         experts_per_token=k, defaults=tuple(c.defaults),
                         notes=("attention sinks: one learned logit per head, no cached token",))

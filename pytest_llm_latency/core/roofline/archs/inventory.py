@@ -131,7 +131,6 @@ class Architecture:
     groups: tuple[TensorGroup, ...]
     kv: tuple[KVShape, ...]
     hidden_size: int
-    vocab_size: int
     layers: int
     tied_embeddings: bool
     experts: int = 0                   # routed experts per MoE layer (0: dense)
@@ -149,10 +148,6 @@ class Architecture:
         """Parameters a decode step reads: routed experts at ``k / E``, an untied input embedding
         one row (``core.roofline.modelbytes.EMBEDDING_CONVENTION``)."""
         return sum(self.charged(g) for g in self.groups)
-
-    @property
-    def routed_params(self) -> float:
-        return sum(g.params for g in self.groups if g.role == "routed_experts")
 
     def charged(self, g: TensorGroup) -> float:
         """The parameters of ``g`` one decode step of one sequence reads."""
@@ -188,6 +183,17 @@ class Cfg:
         raise ConfigError(f"{self.where}: missing {' / '.join(keys)} for model_type {self.model_type!r}; "
                           "give a complete config.json, a safetensors model directory, a GGUF file, or params "
                           "with the KV keys (layers, kv_heads, head_dim or kv_bytes_per_token)")
+
+    def listed_kinds(self, types, layers: int, kinds: dict[str, str]) -> list[str]:
+        """``layer_types`` (one entry per layer) mapped through ``kinds``."""
+        if not isinstance(types, list) or len(types) != layers:
+            raise ConfigError(f"{self.where}: layer_types must list one entry per layer ({layers}, "
+                              f"num_hidden_layers), got {types!r:.80}")
+        for i, t in enumerate(types):
+            if t not in kinds:
+                raise ConfigError(f"{self.where}: layer_types[{i}] is {t!r}; {self.model_type} layers are "
+                                  f"{' or '.join(kinds)}")
+        return [kinds[t] for t in types]
 
     def int(self, *keys: str, default: int | None = None) -> int:
         """An integer key; ``default`` is the transformers class default, applied and recorded when
@@ -233,14 +239,10 @@ def attention_groups(layers: int, hidden: int, heads: int, kv_heads: int, head_d
 
 
 def gated_members(hidden: int, inter: int, names=("gate_proj", "up_proj", "down_proj"),
-                  copies: int = 1) -> list[Member]:
-    """gate, up, down of one gated MLP (``copies``: that many experts, ``{e}`` in the names)."""
-    return [(n, copies * hidden * inter) for n in names]
-
-
-def gated_mlp(hidden: int, inter: int) -> int:
-    """gate, up and down projections of one SwiGLU / GeGLU MLP."""
-    return 3 * hidden * inter
+                  copies: int = 1, prefix: str = "") -> list[Member]:
+    """gate, up, down of one gated MLP, each name after ``prefix`` (``copies``: that many experts,
+    ``{e}`` in the prefix)."""
+    return [(prefix + n, copies * hidden * inter) for n in names]
 
 
 def embedding_groups(vocab: int, hidden: int, tied: bool) -> list[TensorGroup]:
@@ -254,13 +256,8 @@ def full_kv(layers: int, kv_heads: int, head_dim: int) -> KVShape:
     return KVShape("full", layers, elems_per_token=2 * kv_heads * head_dim)
 
 
-def split_by_kind(kinds: list[str], kv_heads: int, head_dim: int, window: int | None,
-                  sinks: int = 0) -> tuple[KVShape, ...]:
-    """One KVShape per kind from a per-layer list of ``full`` / ``sliding`` / ``chunked``."""
-    out = []
-    for kind in ("full", "sliding", "chunked"):
-        n = sum(1 for k in kinds if k == kind)
-        if n:
-            out.append(KVShape(kind, n, elems_per_token=2 * kv_heads * head_dim,
-                               window=None if kind == "full" else window, sinks=sinks if kind == "sliding" else 0))
-    return tuple(out)
+def kv_by_kind(kinds: list[str], kv_heads: int, head_dim: int, window: int | None) -> tuple[KVShape, ...]:
+    """One KVShape per kind from a per-layer list of ``full`` / ``sliding`` / ``chunked`` (``window``:
+    the sliding window or the chunk)."""
+    return tuple(KVShape(kind, n, elems_per_token=2 * kv_heads * head_dim, window=None if kind == "full" else window)
+                 for kind in ("full", "sliding", "chunked") if (n := kinds.count(kind)))

@@ -1,31 +1,6 @@
 """Llama 4 (Scout, Maverick): mixture of experts with a shared expert, chunked and NoPE attention.
 
-    params = embedding + output head (untied) + final norm
-             + layers × (q/k/v/o + 2 norms)
-             + MoE layers × (router hidden × E + E routed experts × gate/up/down
-                             + ONE SHARED EXPERT gate/up/down, both of ``intermediate_size``)
-             + dense layers × gate/up/down of ``intermediate_size_mlp``
-    read   = the same with routed experts × k / E (k = 1 for Scout and Maverick); the shared
-             expert is read every step in every MoE layer
-    KV     = per layer 2 × kv_heads × head_dim per token; the RoPE layers attend within their
-             chunk of ``attention_chunk_size`` tokens (``c mod chunk`` cached tokens read), the
-             NoPE layers attend over the whole context
-
-No config key names the shared expert: transformers' ``Llama4TextMoe`` and vLLM's ``Llama4MoE``
-build one ``Llama4TextMLP(intermediate_size)`` next to the routed experts in every MoE layer.
-
-Which layers (transformers ``Llama4TextConfig``, vLLM ``llama4.py``):
-
-* MoE: ``moe_layers`` when listed, else every ``interleave_moe_layer_step``-th layer
-  (``range(step - 1, layers, step)``: Scout 1, every layer; Maverick 2, the odd layers);
-* RoPE / NoPE: ``no_rope_layers`` (1 = RoPE, 0 = NoPE), and when it is absent or empty, a NoPE
-  layer every ``no_rope_layer_interval`` (4) layers: layer ``i`` is NoPE when ``(i + 1) % 4 == 0``;
-  ``layer_types`` (``chunked_attention`` / ``full_attention``), when listed, says it directly;
-* chunked: the RoPE layers (vLLM ``use_irope``; transformers ``chunked_attention``), unless
-  ``attention_chunk_size`` is null (then every layer is full).
-
-The q/k norm (``use_qk_norm``) is a weightless L2 norm: nothing to read.  The vision encoder and
-the multimodal projector are not counted: a text decode step never reads them.
+The arithmetic, config key by config key: docs/roofline.md#from-a-configjson-architecture-by-architecture.
 
 Pure: no I/O.
 """
@@ -33,7 +8,7 @@ from __future__ import annotations
 
 from ...errors import ConfigError
 from . import register
-from .inventory import (Architecture, Cfg, KVShape, TensorGroup, attention_groups, embedding_groups, gated_members,
+from .inventory import (Architecture, Cfg, TensorGroup, attention_groups, embedding_groups, gated_members, kv_by_kind,
     layered)
 from .moe import check_experts
 
@@ -107,8 +82,7 @@ def llama4(c: Cfg) -> Architecture:
                       [("experts.gate_up_proj", experts * hidden * 2 * inter),
                        ("experts.down_proj", experts * inter * hidden)], nn_linear=False),
               layered("shared expert gate/up/down", "shared_experts", ff, sparse,
-                      gated_members(hidden, inter, ("shared_expert.gate_proj", "shared_expert.up_proj",
-                                                    "shared_expert.down_proj"))),
+                      gated_members(hidden, inter, prefix="shared_expert.")),
               layered("router", "router", ff, sparse, [("router", hidden * experts)]),  # Llama4Router(nn.Linear)
               layered("dense mlp gate/up/down", "mlp", ff, dense, gated_members(hidden, dense_inter)),
               TensorGroup("norms (2 per layer + final)", layers * 2 * hidden + hidden, "norm",
@@ -125,11 +99,9 @@ def llama4(c: Cfg) -> Architecture:
         chunk = c.int("attention_chunk_size", default=8192) if "chunked" in kinds else None
         if chunk is not None and chunk < 1:
             raise ConfigError(f"{c.where}: attention_chunk_size must be >= 1 token, got {chunk}")
-    per_token = 2 * kv_heads * head_dim
-    kv = tuple(KVShape(kind, n, elems_per_token=per_token, window=chunk if kind == "chunked" else None)
-               for kind in ("full", "chunked") for n in [kinds.count(kind)] if n)
+    kv = kv_by_kind(kinds, kv_heads, head_dim, chunk)
     notes.append(f"{kinds.count('full')} full (NoPE) / {kinds.count('chunked')} chunked (RoPE) layers ({how})")
     notes.append(f"{n_moe} MoE layers with a shared expert of intermediate_size {inter} each"
                  + (f", {n_dense} dense" if n_dense else ""))
-    return Architecture(c.model_type, tuple(groups), kv, hidden, vocab, layers, tied, experts=experts,
+    return Architecture(c.model_type, tuple(groups), kv, hidden, layers, tied, experts=experts,
                         experts_per_token=k, defaults=tuple(c.defaults), notes=tuple(notes))

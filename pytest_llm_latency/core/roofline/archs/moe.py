@@ -1,10 +1,6 @@
 """Mixture-of-experts decoders with grouped-query attention: mixtral, qwen2_moe, qwen3_moe.
 
-    params = embedding (+ untied head) + final norm
-             + layers × (attention + 2 norms)
-             + MoE layers × (router hidden × E + E routed experts × gate/up/down [+ shared expert])
-             + dense layers × gate/up/down            (qwen ``mlp_only_layers``, ``decoder_sparse_step``)
-    read   = the same with routed experts × k / E
+The arithmetic, config key by config key: docs/roofline.md#from-a-configjson-architecture-by-architecture.
 
 Pure: no I/O.
 """
@@ -45,26 +41,23 @@ def moe(c: Cfg) -> Architecture:
     n_dense = layers - len(sparse)
     tied = c.flag("tie_word_embeddings", False)
     mlp = "model.layers.{i}.block_sparse_moe" if mixtral else "model.layers.{i}.mlp"
-    expert_names = ("experts.{e}.w1", "experts.{e}.w3", "experts.{e}.w2") if mixtral else (
-        "experts.{e}.gate_proj", "experts.{e}.up_proj", "experts.{e}.down_proj")
+    expert_names = ("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj")
     dense = [i for i in range(layers) if i not in set(sparse)]
     groups = [*embedding_groups(vocab, hidden, tied),
               *attention_groups(layers, hidden, heads, kv_heads, head_dim, qkv_bias=c.model_type == "qwen2_moe",
                                 qk_norm=c.model_type == "qwen3_moe"),
               layered("routed experts gate/up/down", "routed_experts", mlp, sparse,
-                      gated_members(hidden, expert_inter, expert_names, copies=experts), experts=experts),
+                      gated_members(hidden, expert_inter, expert_names, experts, "experts.{e}."), experts=experts),
               # an nn.Linear in transformers (bitsandbytes converts it); vLLM keeps it unquantized
               layered("router", "router", mlp, sparse, [("gate", hidden * experts)]),
               TensorGroup("norms", layers * 2 * hidden + hidden, "norm", "model.layers.0.input_layernorm",
                           linear=False)]
     if shared_inter:
         groups.append(layered("shared expert gate/up/down + gate", "shared_experts", mlp, sparse,
-                              [*gated_members(hidden, shared_inter, ("shared_expert.gate_proj", "shared_expert.up_proj",
-                                                                     "shared_expert.down_proj")),
+                              [*gated_members(hidden, shared_inter, prefix="shared_expert."),
                                ("shared_expert_gate", hidden)]))
     if n_dense:
         groups.append(layered("dense mlp gate/up/down", "mlp", "model.layers.{i}.mlp", dense,
                               gated_members(hidden, inter)))
     return Architecture(c.model_type, tuple(g for g in groups if g.params), (full_kv(layers, kv_heads, head_dim),),
-                        hidden, vocab, layers, tied, experts=experts, experts_per_token=k,
-                        defaults=tuple(c.defaults))
+                        hidden, layers, tied, experts=experts, experts_per_token=k, defaults=tuple(c.defaults))

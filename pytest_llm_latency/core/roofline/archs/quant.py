@@ -3,38 +3,9 @@ the engines read it.
 
 A weight-only quantization converts the Linear (and fused expert) weights it targets and leaves
 the rest (norms, biases, embeddings, the modules it lists as not converted) at the checkpoint's
-dtype (``torch_dtype``).  Bytes per converted weight include the scales (and zero points) of its
-blocks or groups:
-
-=======================  =====================================================================
-method                   bytes per converted parameter
-=======================  =====================================================================
-fp8 (per tensor)         1
-fp8 block [a, b]         1 + 4 / (a × b)                     (an fp32 ``weight_scale_inv`` a block)
-mxfp4                    (4 + 8 / 32) / 8 = 0.53125          (4.25 bits: an e8m0 scale per 32);
-                         the MoE experts only, as vLLM and transformers convert them
-modelopt NVFP4           (4 + 8 / 16) / 8 = 0.5625           (4.5 bits: an fp8 scale per 16)
-compressed-tensors       bits / 8 + scale / group (+ zero point / group when not symmetric),
-                         per ``config_groups`` entry; ``nvfp4`` = the NVFP4 figure
-awq / gptq               bits / 8 + (2 + bits / 8) / group   (fp16 scale + packed zero a group)
-bitsandbytes nf4 / fp4   0.5 + 4 / 64, double-quant 0.5 + 1 / 64 + 4 / (64 × 256)
-bitsandbytes int8        1
-=======================  =====================================================================
-
-Not counted (each under 0.2 % of a tensor; a safetensors directory gives them exactly): one
-scale per tensor (fp8, NVFP4's fp32 global scales ``weight_scale_2`` / ``input_scale``), one per
-output row (per-channel strategies, LLM.int8's row scales), act-order indices, the zero padding
-of a partial block.
-
-Never converted, whatever the method: embeddings, norms, biases and other non-Linear tensors;
-MoE routers (vLLM builds every MoE gate with ``quant_config=None``; checkpoints store them at
-the model dtype), except under bitsandbytes, which converts every ``nn.Linear`` as transformers
-does (routers built as one included, fused expert Parameters never); the output head unless the
-method says so (bitsandbytes: when ``llm_int8_skip_modules`` is given and does not name it).  Kept at fp32 whatever
-``torch_dtype`` says: ``FP32_TENSORS`` (DeepSeek-V3's ``e_score_correction_bias``).
-
-A user's ``dtype`` / ``bits`` overrides all of it for every tensor, and the source says which
-won.  An unknown method is refused, naming the file, the key and the ways out.
+dtype (``torch_dtype``); a user's ``dtype`` / ``bits`` overrides all of it for every tensor, and the
+source says which won.  Each method's bytes per converted parameter, what is never converted and
+what is not counted: docs/roofline.md#bytes-per-step-layer-by-layer-tensor-by-tensor.
 
 Pure: no I/O.
 """
@@ -107,17 +78,9 @@ class WeightFormat:
     where: str = "config.json"
     skip_by_substring: bool = False     # AWQ: vLLM / SGLang skip a module whose path CONTAINS an entry
 
-    @property
-    def converted(self) -> float | None:
-        """Bytes per parameter of the (first) converted storage; None without a method."""
-        return self.schemes[0].bytes_per_param if self.schemes else None
-
     def parts(self, g: TensorGroup) -> tuple[Part, ...]:
         """``g`` share by share: (fraction of its parameters, bytes per parameter, label, converted)."""
         return _parts(self, g)
-
-    def is_converted(self, g: TensorGroup) -> bool:
-        return any(p[3] for p in self.parts(g))
 
     def bytes_per_param(self, g: TensorGroup) -> tuple[float, str]:
         """(bytes per parameter of ``g``, what they are; a partly converted group: each share)."""

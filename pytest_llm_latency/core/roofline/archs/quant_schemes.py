@@ -13,8 +13,6 @@ WAYS_OUT = ("give the model directory with its *.safetensors (exact bytes from t
 
 #: MXFP4 (OCP microscaling): 4-bit e2m1 values, one e8m0 (8-bit) scale per 32
 MXFP4_BYTES = (4 + 8 / 32) / 8
-#: NVFP4: 4-bit e2m1 values, one fp8 e4m3 scale per 16 (+ an fp32 global scale a tensor, not counted)
-NVFP4_BYTES = (4 + 8 / 16) / 8
 #: bitsandbytes 4-bit weights are quantized in blocks of 64 (``bnb_4bit`` absmax blocks); double
 #: quantization stores those absmax at 8 bits with one fp32 second-level scale per 256 of them
 BNB_BLOCK, BNB_DQ_BLOCK = 64, 256

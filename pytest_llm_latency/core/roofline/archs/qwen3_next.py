@@ -1,37 +1,6 @@
 """Qwen3-Next (Qwen3-Next-80B-A3B): hybrid Gated DeltaNet / gated attention layers, a sparse MoE.
 
-From transformers' ``modeling_qwen3_next.py`` and vLLM's ``qwen3_next.py``::
-
-    layers     ``layer_types`` (``linear_attention`` / ``full_attention``), else every
-               ``full_attention_interval``-th layer (default 4) full attention, the rest DeltaNet
-    attention  (full layers) q_proj hidden × 2·heads·head_dim (query and its output gate),
-               k_proj, v_proj hidden × kv_heads·head_dim, o_proj heads·head_dim × hidden,
-               q_norm and k_norm head_dim each
-    DeltaNet   (linear layers; key_dim = nk·dk, value_dim = nv·dv, conv_dim = 2·key_dim + value_dim)
-               in_proj_qkvz hidden × (2·key_dim + 2·value_dim), in_proj_ba hidden × 2·nv,
-               conv1d conv_dim × conv_kernel (depthwise, no bias), dt_bias nv, A_log nv,
-               norm dv (gated RMSNorm), out_proj value_dim × hidden
-    mlp        MoE on layer i unless i is in ``mlp_only_layers`` or (i + 1) % ``decoder_sparse_step``:
-               ``num_experts`` routed experts of ``moe_intermediate_size`` (``num_experts_per_tok``
-               read), router hidden × E, one shared expert of ``shared_expert_intermediate_size``
-               and its ``shared_expert_gate`` hidden × 1; other layers a dense ``intermediate_size`` MLP
-    model      embedding, untied lm_head, 2 norms a layer + final norm
-
-    KV         full layers: ``full``, 2 × kv_heads × head_dim per token.  DeltaNet layers cache
-               no token: kind ``state``, a constant per sequence, read and written each step:
-               recurrent state nv × dk × dv + conv state (conv_kernel − 1) × conv_dim.
-
-State dtype: the recurrent state is charged at fp32 (4 bytes), the conv state at the model's
-dtype (``torch_dtype``, bf16).  fp32 is what the reference runs (transformers' and FLA's
-gated-delta-rule kernels keep the state in float32), SGLang's default (``--mamba-ssm-dtype
-float32``) and what vLLM is told for this model (``--mamba-ssm-cache-dtype float32``, vLLM
-PR 34489): vLLM's own default ``mamba_ssm_cache_dtype: auto`` takes the model dtype, bf16,
-which halves the recurrent state (about 77 MB read + written a step for the 80B instead of
-155 MB).  Neither follows ``kv_dtype`` (vLLM's ``mamba_cache_dtype`` is separate from
-``--kv-cache-dtype``), so both are fixed here in bytes.
-
-The DeltaNet projections are their own group (role ``other``), not attention; their layers are
-charged their state, never KV.  Not read: the checkpoint's ``mtp.*`` multi-token-prediction layer.
+The arithmetic, config key by config key: docs/roofline.md#from-a-configjson-architecture-by-architecture.
 
 Pure: no I/O.
 """
@@ -44,7 +13,7 @@ from .inventory import (Architecture, Cfg, KVShape, TensorGroup, attention_group
     layered)
 from .moe import check_experts, moe_layers
 
-#: bytes per element of the DeltaNet recurrent state (see the module docstring)
+#: bytes per element of the DeltaNet recurrent state (docs/roofline.md: why fp32)
 RECURRENT_STATE_BYTES = 4.0
 _KINDS = {"linear_attention": "state", "full_attention": "full"}
 
@@ -57,14 +26,7 @@ def layer_kinds(c: Cfg, layers: int) -> list[str]:
         if interval < 1:
             raise ConfigError(f"{c.where}: full_attention_interval must be >= 1, got {interval}")
         return ["state" if (i + 1) % interval else "full" for i in range(layers)]
-    if not isinstance(types, list) or len(types) != layers:
-        raise ConfigError(f"{c.where}: layer_types must list one entry per layer ({layers}, num_hidden_layers), "
-                          f"got {types!r:.80}")
-    for i, t in enumerate(types):
-        if t not in _KINDS:
-            raise ConfigError(f"{c.where}: layer_types[{i}] is {t!r}; qwen3_next layers are "
-                              f"{' or '.join(_KINDS)}")
-    return [_KINDS[t] for t in types]
+    return c.listed_kinds(types, layers, _KINDS)
 
 
 def deltanet(c: Cfg, ids: list[int], hidden: int) -> tuple[list[TensorGroup], int, int]:
@@ -128,14 +90,11 @@ def qwen3_next(c: Cfg) -> Architecture:
         shared_inter = c.int("shared_expert_intermediate_size", default=512)
         mlp = "model.layers.{i}.mlp"
         groups += [layered("routed experts gate/up/down", "routed_experts", mlp, sparse,
-                           gated_members(hidden, moe_inter, ("experts.{e}.gate_proj", "experts.{e}.up_proj",
-                                                             "experts.{e}.down_proj"), copies=experts),
-                           experts=experts),
+                           gated_members(hidden, moe_inter, copies=experts, prefix="experts.{e}."), experts=experts),
                    layered("router", "router", mlp, sparse, [("gate", hidden * experts)]),
                    layered("shared expert gate", "router", mlp, sparse, [("shared_expert_gate", hidden)]),
                    layered("shared expert gate/up/down", "shared_experts", mlp, sparse,
-                           gated_members(hidden, shared_inter, ("shared_expert.gate_proj", "shared_expert.up_proj",
-                                                                "shared_expert.down_proj")))]
+                           gated_members(hidden, shared_inter, prefix="shared_expert."))]
     else:
         experts = 0
     if layers > len(sparse):
@@ -145,5 +104,5 @@ def qwen3_next(c: Cfg) -> Architecture:
     notes = ("DeltaNet state: recurrent nv×dk×dv at fp32 + conv (kernel−1)×conv_dim at the model dtype, "
              "read and written each step (SGLang's mamba_ssm_dtype float32; vLLM needs --mamba-ssm-cache-dtype "
              "float32, its default auto is bf16)",)
-    return Architecture(c.model_type, tuple(g for g in groups if g.params), tuple(kv), hidden, vocab, layers, tied,
+    return Architecture(c.model_type, tuple(g for g in groups if g.params), tuple(kv), hidden, layers, tied,
                         experts=experts, experts_per_token=k, defaults=tuple(c.defaults), notes=notes)

@@ -8,10 +8,10 @@ from dataclasses import replace
 
 import pytest
 
-from pytest_llm_latency.core.roofline.decode_diagnosis import DecodeEvidence, diagnose_decode
+from pytest_llm_latency.core.roofline.decode_diagnosis import DecodeEvidence, diagnose_decode, efficiency_bases
 from pytest_llm_latency.core.errors import ConfigError
 from pytest_llm_latency.core.roofline.prefill import prefill_model
-from pytest_llm_latency.core.roofline.ceiling import evaluate_roofline
+from tests.helpers.roofline import evaluate_roofline
 from pytest_llm_latency.roofline import catalog
 from pytest_llm_latency.roofline.gpu_probe import probe_gpu_bandwidth
 from pytest_llm_latency.roofline.resolve import resolve_model_bytes
@@ -67,7 +67,7 @@ def test_the_fp32_row_ranks_heavier_weights_first():
 def test_the_graph_row_names_the_chip_reading_below_its_datasheet():
     r = run("graphs")  # 0.47 of the datasheet's ceiling, 0.53 of what the chip reads
     assert r.status == "fail" and [s for _, s in ranked(r)][0] != "likely"
-    b = r.bases()
+    b = efficiency_bases(r)
     assert b["decode_efficiency_datasheet"] == pytest.approx(r.efficiency)
     assert b["decode_efficiency_measured"] == pytest.approx(r.efficiency * 4800 / 4243)
     assert f"{r.efficiency:.2f} of the datasheet (4,800 GB/s), {r.efficiency * 4800 / 4243:.2f} of measured " \
@@ -79,7 +79,7 @@ def test_efficiency_of_measured_judges_against_the_probe():
     on_measured = evaluate_roofline(H200.judged_on("measured"), MODEL, context=640, tpot_p50_ms=step,
                                     min_efficiency=0.5, evidence=evidence(ttft))
     assert on_measured.ceiling.hardware.mem_bandwidth_gb_s == 4243.0 and on_measured.status == "pass"
-    assert on_measured.bases()["efficiency_of"] == "measured"
+    assert efficiency_bases(on_measured)["efficiency_of"] == "measured"
     with pytest.raises(ConfigError, match="needs a measured bandwidth"):
         catalog.hardware("h200").judged_on("measured")
 

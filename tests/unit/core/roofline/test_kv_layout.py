@@ -43,7 +43,7 @@ def test_layer_lists_merge_into_one_group_per_kind():
     groups = [LayerKV("sliding", 1, 4.0, window=1024) if i % 6 != 5 else LayerKV("full", 1, 4.0) for i in range(62)]
     layout = kv_layout_from_groups(groups)
     assert sorted((g.kind, g.layers) for g in layout.groups) == [("full", 10), ("sliding", 52)]
-    assert layout.per_token_if_all_full == 62 * 4.0
+    assert sum(g.layers * g.bytes_per_token for g in layout.groups) == 62 * 4.0  # every layer's own bytes per token
 
 
 @pytest.mark.parametrize("kwargs, match", [

@@ -135,7 +135,7 @@ def test_qwen2_style_moe_with_shared_expert():
     arch = architecture(cfg)
     expert = 3 * 64 * 32
     assert arch.total_params - arch.active_params == 2 * 3 * expert  # 3 unused experts per layer
-    assert arch.routed_params == 2 * 4 * expert
+    assert sum(g.params for g in arch.groups if g.role == "routed_experts") == 2 * 4 * expert
 
 
 def test_hf_config_errors_name_the_missing_key():

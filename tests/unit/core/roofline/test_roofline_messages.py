@@ -4,7 +4,8 @@ import pytest
 
 from pytest_llm_latency.core.roofline.hardware import Hardware
 from pytest_llm_latency.core.roofline.modelbytes import ModelBytes, format_bytes
-from pytest_llm_latency.core.roofline.ceiling import decode_ceiling, evaluate_roofline
+from pytest_llm_latency.core.roofline.ceiling import decode_ceiling
+from tests.helpers.roofline import evaluate_roofline
 from pytest_llm_latency.core.roofline.roofline_text import format_ceiling
 
 CPU = Hardware(key="local-cpu", name="local CPU (ci)", mem_bandwidth_gb_s=30.0, source="numpy read probe")

@@ -8,7 +8,8 @@ from pytest_llm_latency.core.roofline.hardware import Hardware
 from pytest_llm_latency.core.roofline.modelbytes import ModelBytes
 from pytest_llm_latency.core.measure.record import RequestRecord, TokenChunk
 from pytest_llm_latency.core.result.result import measured
-from pytest_llm_latency.core.roofline.ceiling import evaluate_roofline, measure_roofline
+from pytest_llm_latency.core.roofline.ceiling import measure_roofline
+from tests.helpers.roofline import evaluate_roofline
 from pytest_llm_latency.core.roofline.roofline_requests import (client_in_flight, open_loop_batch, request_decodes,
     server_running, varied_lengths)
 from pytest_llm_latency.core.spec.workload import make_workload
