@@ -92,7 +92,7 @@ def baseline_spec(bt: Any, main: TargetSpec, where: str) -> TargetSpec:
         command, secrets = expand_command(command)
     url, auth = split_url_credentials(bt["url"]) if bt.get("url") else ("managed://", None)
     return TargetSpec(url=url, api=str(bt.get("api") or main.api), model=bt.get("model") or main.model,
-                      url_source=f"{where} baseline_target", command=tuple(command) if command else None,
+                      command=tuple(command) if command else None,
                       ready=str(bt.get("ready", "/health")), startup_timeout=float(bt.get("startup_timeout", 120.0)),
                       env=tuple(sorted((str(k), str(v)) for k, v in (bt.get("env") or {}).items())),
                       command_template=template, auth=auth, secrets=secrets)

@@ -229,8 +229,6 @@ def xdist_measurement_lock():
 
 def _died(server, grace_s: float = 2.0) -> str | None:
     """After failed requests, give a crashing server a bounded moment to exit, then report it."""
-    import time
-
     deadline = time.monotonic() + grace_s
     while True:
         try:

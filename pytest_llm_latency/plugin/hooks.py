@@ -51,9 +51,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_SIGNATURE)
     config.addinivalue_line("markers", "llm_latency_test: set by the plugin on every latency test (for -m)")
     cli = {o.name: config.getoption(f"llm_latency_{o.name}") for o in OPTIONS + DEPRECATED_OPTIONS}
-    ini = {}
-    for o in OPTIONS + DEPRECATED_OPTIONS:
-        ini[o.name] = _ini(config, o.ini)
+    ini = {o.name: _ini(config, o.ini) for o in OPTIONS + DEPRECATED_OPTIONS}
     try:
         settings = Settings.resolve(cli, os.environ, ini)
     except ConfigError as exc:
@@ -71,8 +69,7 @@ def pytest_configure(config: pytest.Config) -> None:
         for message in settings.deprecations:
             config.issue_config_time_warning(LatencyDeprecationWarning(message), stacklevel=2)
     transport = config.hook.pytest_llm_latency_transport
-    sess = LatencySession(settings, rootdir=str(config.rootpath),
-                          nonce=run_nonce(settings, getattr(config, "workerinput", None)))
+    sess = LatencySession(settings, nonce=run_nonce(settings, getattr(config, "workerinput", None)))
     sess.transport_factory = lambda url: transport(config=config, url=url)
     clock = config.hook.pytest_llm_latency_clock(config=config)
     if clock is not None:

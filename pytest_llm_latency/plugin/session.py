@@ -20,7 +20,6 @@ class TargetSpec:
     url: str
     api: str
     model: str | None
-    url_source: str = "default"
     command: tuple[str, ...] | None = field(default=None, repr=False)
     ready: str = "/health"
     startup_timeout: float = 120.0
@@ -36,7 +35,6 @@ class TargetSpec:
 @dataclass
 class LatencySession:
     settings: Settings
-    rootdir: str = "."
     transport_factory: Callable[[str], Any] | None = None
     clock: Callable[[], int] = MEASUREMENT_CLOCK
     _clients: dict = field(default_factory=dict, repr=False)
@@ -203,7 +201,7 @@ def target_from(settings: Settings, yaml_target: dict | None = None, where: str 
     if isinstance(startup, bool) or not isinstance(startup, (int, float)) or startup <= 0:
         raise ConfigError(f"{where} target.startup_timeout: expected seconds > 0, got {startup!r}")
     return TargetSpec(url=plain_url or "managed://", api=api.value or "openai-completions", model=model.value,
-                      url_source=url.source, command=tuple(command) if command else None,
+                      command=tuple(command) if command else None,
                       ready=str(yaml_target.get("ready", "/health")), startup_timeout=float(startup),
                       env=tuple(sorted((str(k), str(v)) for k, v in env.items())),
                       command_template=template if command else None, auth=auth, secrets=secrets)
