@@ -74,11 +74,8 @@ def cdf_chart(title: str, unit: str, series: Sequence[CdfSeries], budgets: Seque
     lo, hi = domain(values, log=log)
     xs = Scale(lo, hi, LEFT, width - RIGHT, log=log)
     ys = Scale(0.0, 1.0, height - BOTTOM, TOP)
-    root = svg_root(width, height, title, "cdf", len(drawn))
-    root.set("data-x-min", repr(lo))
-    root.set("data-x-max", repr(hi))
+    root = svg_root(width, height, title, "cdf", len(drawn), LEFT, x_min=lo, x_max=hi)
     root.set("data-log", "1" if log else "0")
-    el(root, "text", title, x=float(LEFT), y=16.0, font_weight="600", font_size="13")
     x_axis(root, xs, height - BOTTOM, f"{title} ({unit}{', log scale' if log else ''})", grid_to=TOP)
     y_axis(root, ys, LEFT, None, fmt=lambda t: f"{t:g}", ticks=[0, 0.25, 0.5, 0.75, 1.0],
            grid_to=width - RIGHT)
