@@ -28,8 +28,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..core.errors import ConfigError
-from ..core.redact import expand_command, redact_url, split_url_credentials
-from .session import TargetSpec
+from ..core.redact import redact_url, split_url_credentials
+from .session import TargetSpec, managed_command
 
 #: requests per block of the ABAB interleaving (the last block may be shorter)
 BLOCK = 5
@@ -82,18 +82,11 @@ def baseline_spec(bt: Any, main: TargetSpec, where: str) -> TargetSpec:
         raise ConfigError(f"{where} baseline_target.mode: alternating stops one target and starts the other "
                           f"between blocks, so both must be managed servers (command:); {which} is a URL -- "
                           f"use mode: interleaved, or give it a command")
-    command, template = bt.get("command"), None
-    secrets: tuple[str, ...] = ()
-    if command is not None:
-        if not isinstance(command, list) or not command or not all(isinstance(c, str) for c in command):
-            raise ConfigError(f"{where} baseline_target.command: expected a list of strings like "
-                              f"['llama-server', '--port', '{{port}}'], got {command!r}")
-        template = tuple(command)
-        command, secrets = expand_command(command)
+    command, template, secrets = managed_command(bt.get("command"), f"{where} baseline_target.command")
     url, auth = split_url_credentials(bt["url"]) if bt.get("url") else ("managed://", None)
     return TargetSpec(url=url, api=str(bt.get("api") or main.api), model=bt.get("model") or main.model,
-                      command=tuple(command) if command else None,
-                      ready=str(bt.get("ready", "/health")), startup_timeout=float(bt.get("startup_timeout", 120.0)),
+                      command=command, ready=str(bt.get("ready", "/health")),
+                      startup_timeout=float(bt.get("startup_timeout", 120.0)),
                       env=tuple(sorted((str(k), str(v)) for k, v in (bt.get("env") or {}).items())),
                       command_template=template, auth=auth, secrets=secrets)
 

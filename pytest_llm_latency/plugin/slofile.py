@@ -127,18 +127,13 @@ def _check_target(target: Mapping[str, Any], where) -> None:
 
     url = target.get("url")
     if url is not None:
-        ok = isinstance(url, str)
-        if ok:
-            try:
-                BY_NAME["url"].parse(url)
-            except ValueError:
-                ok = False
-        if not ok:
+        try:
+            BY_NAME["url"].parse(url)  # not a string: a TypeError
+        except (TypeError, ValueError):
             from ..core.redact import redact_url
 
             raise ConfigError(f"{where(('url',))}: {redact_url(repr(url))} is not a server URL: "
-                              f"expected {BY_NAME['url'].expect}, "
-                              f"e.g. 'url: http://localhost:8000'")
+                              f"expected {BY_NAME['url'].expect}, e.g. 'url: http://localhost:8000'") from None
     for key in ("model", "ready"):
         v = target.get(key)
         if v is not None and (not isinstance(v, str) or not v.strip()):

@@ -80,14 +80,9 @@ def trace_fields(tag) -> dict:
     session, and the cached tokens the trace declares for it (``core.spec.trace``)."""
     if tag is None:
         return {}
-    out = {"trace_row": tag.row, "trace_line": tag.line}
-    if tag.session is not None:
-        out["session"] = tag.session
-    if tag.history_tokens:
-        out["history_tokens"] = tag.history_tokens
-    if tag.declared_cached_tokens is not None:
-        out["declared_cached_tokens"] = tag.declared_cached_tokens
-    return out
+    given = {"session": tag.session, "history_tokens": tag.history_tokens or None,
+             "declared_cached_tokens": tag.declared_cached_tokens}
+    return {"trace_row": tag.row, "trace_line": tag.line, **{k: v for k, v in given.items() if v is not None}}
 
 
 def cdf_samples(res: WorkloadResult, points: int = CDF_POINTS) -> dict[str, dict]:

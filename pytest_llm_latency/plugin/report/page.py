@@ -84,10 +84,8 @@ def _why_empty(r: ResultEntry, metric: str) -> str:
 
 
 def _over_budget(req: RequestRow, budgets: dict[str, list[tuple[str, float]]]) -> bool:
-    for metric, v in (("ttft", req.ttft_ms), ("tpot", req.tpot_ms), ("e2e", req.e2e_ms)):
-        if v is not None and any(v > limit for _, limit in budgets[metric]):
-            return True
-    return False
+    return any(v is not None and v > limit for metric, v in (("ttft", req.ttft_ms), ("tpot", req.tpot_ms),
+                                                             ("e2e", req.e2e_ms)) for _, limit in budgets[metric])
 
 
 def timeline(r: ResultEntry) -> str:
@@ -115,12 +113,10 @@ def prompt_scatter(r: Entry) -> str:
 
 def metric_series(timeline_data: dict[str, tuple[Point, ...]]) -> list[MetricSeries]:
     """Queue depth, running requests and KV usage from a ``/metrics`` timeline, when present."""
-    out = []
-    for label, fraction, names in TIMELINE_GAUGES:
-        found = [name for name in names if name in timeline_data and timeline_data[name]]
-        if found:
-            out.append(MetricSeries(f"{label} ({found[0]})", list(timeline_data[found[0]]), fraction))
-    return out
+    found = [(label, fraction, [name for name in names if timeline_data.get(name)])
+             for label, fraction, names in TIMELINE_GAUGES]
+    return [MetricSeries(f"{label} ({names[0]})", list(timeline_data[names[0]]), fraction)
+            for label, fraction, names in found if names]
 
 
 def _decode(label: str, roof: RooflineInfo) -> Decode | None:
