@@ -1,12 +1,7 @@
 """Baselines in a pytest run: compare each latency result with a saved baseline's raw samples
 (``--llm-latency-baseline``), and collect the samples a new baseline is saved from
-(``--llm-latency-save-baseline``, ``--llm-latency-json-samples``).
-
-A regression (``core.measure.compare``: worse than the tolerance *and* significant) fails that test
-(a failed check); an improvement beyond the tolerance, a test with no baseline entry ("new")
-and a fingerprint that changed are notes, i.e. ``LatencyWarning``.  The result's ``baseline``
-field (JSON, HTML overlay) carries the baseline's CDF points and the comparisons.
-"""
+(``--llm-latency-save-baseline``, ``--llm-latency-json-samples``).  What fails and what is a note:
+docs/deploy-gate.md."""
 from __future__ import annotations
 
 import datetime as _dt

@@ -1,15 +1,6 @@
-"""Per-request detail for the JSON results and the HTML report: each request's timestamps
-(send, first token, last token, end) and metrics, and the distributions behind the
-percentiles (TTFT, TPOT, ITL) as CDF points.
-
-Kept out of the flat JUnit properties (hundreds of values per test): part of a result's entry
-in the run's document (``document.result_entry``) when JSON, HTML or a baseline is written.
-
-Times are ms since the workload's first measured request was sent (``send_ms`` 0); a
-``/metrics`` timeline, where a result has one, uses the same axis.  The CDF samples are the
-very samples the statistics were computed from (``core.result.result.metric_values``): failed
-requests count as misses (+inf), which are never drawn, so a curve ends below 1.
-"""
+"""Per-request detail for the JSON results and the HTML report (never JUnit): each request's
+timestamps and metrics, and the samples behind the TTFT, TPOT and ITL statistics as CDF points
+(failed requests are misses, never drawn).  The keys: docs/reports.md#json."""
 from __future__ import annotations
 
 import math

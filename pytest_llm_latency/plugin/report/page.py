@@ -1,16 +1,7 @@
-"""From the run's results document (the JSON file's content) to what the HTML page shows:
-the run's fingerprint, the summary table, and per test its verdict block, CDFs, timeline
-and roofline.  Pure (no I/O); it reads the typed entries (``report.entry``: a missing or
-malformed part is left out there), so a missing part is a chart that says so, never an exception.
-
-Optional parts a result may carry (see ``data/results.schema.json``):
-  ``requests``/``cdf``      per-request timestamps and the distributions (``detail.py``);
-  ``baseline``              ``{"label", "cdf", "status", ...}``: a second series
-                            (a baseline, or the other arm of an A/B pair) overlaid;
-  ``server.metrics_timeline`` ``{metric name: [[t_ms, value], ...]}``: ``/metrics`` gauges over
-                            the run, on the requests' time axis;
-  ``roofline``              the decode roofline gate's figures.
-"""
+"""From the run's results document (the JSON file's content) to what the HTML page shows
+(docs/reports.md#html): the run's fingerprint, the summary table, and per test its verdict block,
+CDFs, timeline and roofline.  Pure (no I/O); it reads the typed entries (``report.entry``), so a
+missing or malformed part is a chart that says so, never an exception."""
 from __future__ import annotations
 
 import re
