@@ -145,12 +145,8 @@ def _medians(values: dict[str, list[float]]) -> tuple[tuple[str, float], ...]:
     import math
     import statistics
 
-    out = []
-    for metric in ("ttft", "tpot"):
-        vals = [v for v in values.get(metric) or () if math.isfinite(v)]
-        if vals:
-            out.append((metric, float(statistics.median(vals))))
-    return tuple(out)
+    finite = {metric: [v for v in values.get(metric) or () if math.isfinite(v)] for metric in ("ttft", "tpot")}
+    return tuple((metric, float(statistics.median(vals))) for metric, vals in finite.items() if vals)
 
 
 def _base_totals(entry: dict):

@@ -310,13 +310,9 @@ def outcome(results: WorkloadResult | list[WorkloadResult]) -> None:
     one could not be judged; passed otherwise."""
     if isinstance(results, WorkloadResult):
         results = [results]
-    parts = []
-    for res in results:
-        if res.verdict == "pass":
-            continue
-        head = (f"latency SLO not met for workload {res.workload.name!r}" if res.verdict == "fail"
-                else f"latency test could not be judged for workload {res.workload.name!r} (error)")
-        parts.append(f"{head}\n{res.failure_message()}")
+    parts = [(f"latency SLO not met for workload {res.workload.name!r}" if res.verdict == "fail"
+              else f"latency test could not be judged for workload {res.workload.name!r} (error)")
+             + f"\n{res.failure_message()}" for res in results if res.verdict != "pass"]
     if not parts:
         return
     if any(res.verdict == "fail" for res in results):

@@ -61,12 +61,9 @@ def result_entry(res: WorkloadResult, nodeid: str, *, detail: bool = False, sett
               for v in res.verdicts}
     if bounds:
         out["bounds"] = bounds
-    out["violations"] = [v.message for v in res.violations] + list(res.failed_checks)
-    out["errors"] = list(res.errors)
-    out["notes"] = res.shown_notes
-    out["causes"] = list(res.causes)
-    out["findings"] = findings(res)
-    out["failures"] = dict(sorted(failure_kinds(res.failures).items()))
+    out.update(violations=[v.message for v in res.violations] + list(res.failed_checks), errors=list(res.errors),
+               notes=res.shown_notes, causes=list(res.causes), findings=findings(res),
+               failures=dict(sorted(failure_kinds(res.failures).items())))
     for name in PART_NAMES:
         part = getattr(res, name).to_json()
         if part:

@@ -104,7 +104,7 @@ def prompt_scatter(r: Entry) -> str:
 
 def metric_series(timeline_data: dict[str, tuple[Point, ...]]) -> list[MetricSeries]:
     """Queue depth, running requests and KV usage from a ``/metrics`` timeline, when present."""
-    found = [(label, fraction, [name for name in names if timeline_data.get(name)])
+    found = [(label, fraction, [name for name in names if name in timeline_data and timeline_data[name]])
              for label, fraction, names in TIMELINE_GAUGES]
     return [MetricSeries(f"{label} ({names[0]})", list(timeline_data[names[0]]), fraction)
             for label, fraction, names in found if names]

@@ -143,12 +143,8 @@ def svg_root(width: int, height: int, label: str, kind: str, series: int, title_
 
 def el(parent: ET.Element, tag: str, text: str | None = None, **attrs) -> ET.Element:
     """A child element; ``class_`` is ``class``, ``_`` in other names is ``-``, floats are ``px``."""
-    a = {}
-    for k, v in attrs.items():
-        if v is None:
-            continue
-        name = "class" if k == "class_" else k.replace("_", "-")
-        a[name] = px(v) if isinstance(v, float) else str(v)
+    a = {"class" if k == "class_" else k.replace("_", "-"): px(v) if isinstance(v, float) else str(v)
+         for k, v in attrs.items() if v is not None}
     e = ET.SubElement(parent, tag, a)
     if text is not None:
         e.text = text
