@@ -282,9 +282,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
             write_atomic(path, make())
         except Exception as exc:  # a report bug must not hide the run's verdicts
             what = str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc} (a bug; please report it)"
-            tr = config.pluginmanager.get_plugin("terminalreporter")
-            if tr:
-                tr.write_line(f"llm-latency: could not write {path}: {what}", red=True)
+            _say(config, f"llm-latency: could not write {path}: {what}", red=True)
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
 
@@ -299,24 +297,26 @@ def _step_summary(session: pytest.Session, results: list[dict]) -> None:
     try:
         append(entries_of(results))
     except Exception as exc:  # a summary must not hide the run's verdicts
-        tr = session.config.pluginmanager.get_plugin("terminalreporter")
-        if tr:
-            tr.write_line(f"llm-latency: could not append to ${ENV}: {exc}", red=True)
+        _say(session.config, f"llm-latency: could not append to ${ENV}: {exc}", red=True)
 
 
 def _save_baseline(session: pytest.Session, path: str, results: list[dict]) -> None:
     from .baseline import save_from_results
 
-    tr = session.config.pluginmanager.get_plugin("terminalreporter")
     try:
         n = save_from_results(path, results)
     except Exception as exc:  # as for the JSON file: reported, the run's verdicts kept
-        if tr:
-            tr.write_line(f"llm-latency: could not save the baseline {path}: {exc}", red=True)
+        _say(session.config, f"llm-latency: could not save the baseline {path}: {exc}", red=True)
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         return
+    _say(session.config, f"llm-latency: baseline of {n} test(s) saved to {path}")
+
+
+def _say(config: pytest.Config, line: str, **markup: bool) -> None:
+    """A line on the terminal, where there is one (not under ``-p no:terminal``)."""
+    tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr:
-        tr.write_line(f"llm-latency: baseline of {n} test(s) saved to {path}")
+        tr.write_line(line, **markup)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:

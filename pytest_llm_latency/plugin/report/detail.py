@@ -25,12 +25,9 @@ def _r(v: float | None) -> float | None:
 
 
 def request_rows(res: WorkloadResult) -> list[dict]:
-    """Every measured request in send order: ``status`` ok, short (stopped before the forced
-    length) or failed (with its ``kind``).  Failures with no timestamps (nothing was sent)
-    keep ``send_ms`` None.  In a run where a response reasoned, each completed request's
-    ``reasoning_tokens`` and ``answer_tokens`` (``core.measure.reasoning.split``; left out where the
-    split is not known).  ``prompt_tokens``: the server's count, else the planned length
-    (``core.spec.prompt_buckets.request_prompt_tokens``: the length the by-prompt budgets bucket by)."""
+    """Every measured request in send order (docs/reports.md#json); failures with no timestamps
+    (nothing was sent) keep ``send_ms`` None.  ``prompt_tokens``: the server's count, else the planned
+    length (``core.spec.prompt_buckets.request_prompt_tokens``: what the by-prompt budgets bucket by)."""
     sends = [r.t_send_ns for r in res.records] + [f.t_send_ns for f in res.failures if f.t_send_ns is not None]
     if not sends:
         return [{"status": "failed", "kind": f.kind, "send_ms": None} for f in res.failures]

@@ -1,9 +1,6 @@
 """The CDF of one latency metric (TTFT, TPOT or ITL): one step curve per series (the
 run, and a baseline or the other arm of an A/B pair when there is one), the budget lines,
-and the percentile points the terminal reports.
-
-Pure: ``cdf_chart`` takes points, returns an SVG string.
-"""
+and the percentile points the terminal reports."""
 from __future__ import annotations
 
 import math

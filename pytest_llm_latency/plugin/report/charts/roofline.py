@@ -2,10 +2,7 @@
 ceiling, over efficiency bands (and the gate's minimum, when one is set).  The arithmetic
 is written beside it by the page (``page.roofline_text``).  A speculating server's chart is
 in engine steps/s (the judged bar) with its token rate beside it (``judged=False``: tokens per
-step × steps/s, not compared with the step ceiling).
-
-Pure: ``roofline_chart`` takes numbers, returns an SVG string.
-"""
+step × steps/s, not compared with the step ceiling)."""
 from __future__ import annotations
 
 import math

@@ -1,10 +1,7 @@
 """TTFT against prompt length: one dot per request (x = prompt tokens, y = TTFT ms), failed
 requests marked at the top edge (their TTFT is a miss) or where their first token came, the
 prompt-length buckets of a ``ttft_<stat>_by_prompt`` budget as vertical lines, and each bucket's
-budget as a horizontal step over its range.
-
-Pure: ``ttft_scatter`` takes points, returns an SVG string.
-"""
+budget as a horizontal step over its range."""
 from __future__ import annotations
 
 import math

@@ -1,9 +1,6 @@
 """The run as a timeline: one row per request (send → first token → last token), coloured
 by what became of it, and, on the same time axis below, the server's queue depth, running
-requests and KV-cache usage where ``/metrics`` was scraped during the run.
-
-Pure: ``timeline_chart`` takes spans and series, returns an SVG string.
-"""
+requests and KV-cache usage where ``/metrics`` was scraped during the run."""
 from __future__ import annotations
 
 import math
