@@ -122,10 +122,9 @@ def compare_with(res: WorkloadResult, entry: dict | None, tol: dict[str, float],
     cand = metric_values(res.records, res.failures, res.workload.output_tokens)
     comps, skipped = compare_all(base, cand, tol, seed=seed, paired=paired, block=block)
     detail: dict[str, Any] = {"label": label, "comparisons": [c.as_dict(label) for c in comps],
-                              "skipped": list(skipped)}
+                              "skipped": list(skipped), "cdf": _cdf(base)}
     named = set(getattr(res.workload, "regression", None) or ())
     res.notes.extend(f"not compared with the {label}: {x}" for x in skipped if x.partition(":")[0] in named)
-    detail["cdf"] = _cdf(base)
     said = {c.status for c in comps}
     status = "regression" if "regression" in said else "improvement" if "improvement" in said else "ok"
     changes = fingerprint_changes(base_fingerprint or {}, res.baseline.fingerprint or {}) \
