@@ -85,7 +85,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[RESULTS_KEY] = []
     _serialize_under_xdist(config)
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
-        config.pluginmanager.register(_XdistNonce(sess.nonce), "llm-latency-xdist-nonce")
+        config.pluginmanager.register(_WorkerInput(llm_latency_nonce=sess.nonce), "llm-latency-xdist-nonce")
     config.pluginmanager.register(_ResultCollector(config), "llm-latency-results")
 
 
@@ -104,29 +104,22 @@ def _serialize_under_xdist(config: pytest.Config) -> None:
     if dist in ("no", "loadgroup", "each") or not getattr(config.option, "numprocesses", None):
         return
     config.option.dist = "loadgroup"
-    config.pluginmanager.register(_XdistLoadgroup(), "llm-latency-xdist")
+    config.pluginmanager.register(_WorkerInput(llm_latency_loadgroup=True), "llm-latency-xdist")
     config.stash[XDIST_NOTE_KEY] = (f"--dist {dist} switched to loadgroup: latency tests run serially on one "
                                     "xdist worker")
 
 
-class _XdistLoadgroup:
-    """Tell each worker that the controller switched to loadgroup (workers parse the
-    original command line, which still says --dist load)."""
+class _WorkerInput:
+    """What the controller tells each xdist worker (``node.workerinput``): the run's nonce, so every
+    worker salts alike, and that it switched to loadgroup (workers parse the original command line,
+    which still says --dist load)."""
+
+    def __init__(self, **values: object):
+        self.values = values
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node) -> None:
-        node.workerinput["llm_latency_loadgroup"] = True
-
-
-class _XdistNonce:
-    """Every xdist worker salts with the controller's nonce, so one run has one nonce."""
-
-    def __init__(self, nonce: str):
-        self.nonce = nonce
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node) -> None:
-        node.workerinput["llm_latency_nonce"] = self.nonce
+        node.workerinput.update(self.values)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

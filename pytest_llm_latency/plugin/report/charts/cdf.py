@@ -47,14 +47,6 @@ class Mark:
     q: float
 
 
-def ecdf_points(values: Sequence[float]) -> list[tuple[float, float]]:
-    """The empirical CDF: the i-th smallest of n values at F = (i + 1) / n.  Misses (+inf)
-    count in n but are never drawn, so the curve ends at (n - misses) / n."""
-    n = len(values)
-    finite = sorted(v for v in values if math.isfinite(v))
-    return [(v, (i + 1) / n) for i, v in enumerate(finite)]
-
-
 def cdf_chart(title: str, unit: str, series: Sequence[CdfSeries], budgets: Sequence[BudgetLine] = (),
               marks: Sequence[Mark] = (), *, width: int = WIDTH, height: int = HEIGHT, empty: str = "") -> str:
     """An SVG CDF chart.  The x range holds every drawn value, budget and mark; it is log10
