@@ -254,11 +254,9 @@ def apply_roofline(item, sess: LatencySession, spec: TargetSpec, client, workloa
 
 
 def record(item: pytest.Item, results: WorkloadResult | list[WorkloadResult]) -> None:
-    """The test's result entries (``report.document.result_entry``, one per result: the k-th,
-    k >= 2, of a test that measured several workloads has nodeid ``<id>#k``) in
-    ``item.stash[ENTRIES_KEY]``, for the run's document; and their JUnit rendering as flat
-    properties: the first as ``llm.*``, the k-th as ``llm.k.*``.  Replaces only the properties
-    this function wrote before: the user's own ``llm.*`` properties are kept."""
+    """The test's result entries (``report.document.result_entry``; the k-th, k >= 2, has nodeid
+    ``<id>#k``) in ``item.stash[ENTRIES_KEY]`` for the run's document, and their JUnit properties
+    (docs/reports.md#junit), replacing only those this function wrote before (the user's are kept)."""
     if isinstance(results, WorkloadResult):
         results = [results]
     ours = item.stash.get(OWN_PROPS_KEY, [])
