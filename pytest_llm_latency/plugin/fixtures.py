@@ -260,10 +260,8 @@ def apply_workers(w: Workload, settings: Settings, marker_spec: dict[str, Any]) 
     (``core.spec.load_spec.with_workers``)."""
     from ..core.spec.workload import with_workers
 
-    if "workers" in marker_spec:
-        return w
     v = settings.pick("workers")
-    if v.source == "default":
+    if "workers" in marker_spec or v.source == "default":
         return w
     out: Workload = with_workers(w, v.value, f"{v.source} workers", run_wide=True)
     return out

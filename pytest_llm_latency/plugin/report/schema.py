@@ -191,15 +191,10 @@ def part_schema(part: type[Part]) -> dict:
     hints = typing.get_type_hints(part)
     props = {}
     for f in fields(part):  # type: ignore[arg-type]
-        if f.name in part.TRANSIENT:
-            continue
-        key = f"{part.NAME}.{f.name}"
-        prop = dict(_SPECIAL.get(key) or _type(hints[f.name]))
-        if key in ENUMS:
-            prop = {"enum": ENUMS[key]}
-        if key in DESCRIPTIONS:
-            prop["description"] = DESCRIPTIONS[key]
-        props[f.name] = prop
+        if f.name not in part.TRANSIENT:
+            key = f"{part.NAME}.{f.name}"
+            prop = {"enum": ENUMS[key]} if key in ENUMS else dict(_SPECIAL.get(key) or _type(hints[f.name]))
+            props[f.name] = {**prop, "description": DESCRIPTIONS[key]} if key in DESCRIPTIONS else prop
     doc = " ".join((part.__doc__ or "").split())
     return {"type": "object", "additionalProperties": False, "description": doc, "properties": props}
 
