@@ -274,16 +274,14 @@ class Settings:
 
     def pick(self, name: str, *, marker: Any = None, marker_source: str = "marker",
              yaml: Any = None, yaml_source: str = "YAML file") -> Value:
-        """marker > CLI > env > ini > YAML > default for one test."""
-        opt = BY_NAME.get(name)
+        """marker > CLI > env > ini > YAML > default for one test (``name``: a setting of ``OPTIONS``;
+        ``resolve`` gave each its global value)."""
         if marker is not None:
-            return _parse(opt, marker, marker_source) if opt else Value(marker, marker_source)
-        v = self._values.get(name)
-        if v is not None and v.source != "default":
-            return v
-        if yaml is not None:
-            return _parse(opt, yaml, yaml_source) if opt else Value(yaml, yaml_source)
-        return v if v is not None else Value(None, "default")
+            return _parse(BY_NAME[name], marker, marker_source)
+        v = self._values[name]
+        if v.source == "default" and yaml is not None:
+            return _parse(BY_NAME[name], yaml, yaml_source)
+        return v
 
 
 def api_key_from_env(env: Mapping[str, str] = os.environ) -> str | None:
