@@ -1,35 +1,13 @@
-"""A/B in one run: a workload's ``baseline_target:`` (a URL, or a mapping with ``url`` or a
-managed ``command``) is measured *interleaved* with the test's own target -- blocks of
-``BLOCK`` requests, A B A B ... -- so that drift of the machine (a noisy neighbour, thermal
-state) hits both arms alike.  The verdict is ``core.measure.compare`` in the paired design: request i
-of the candidate is paired with request i of the baseline target (same prompt lengths,
-measured in adjacent blocks) and the pairs are resampled.  Each arm's prompts carry their own
-salt: were both arms one server (the same command twice), shared prompts would hit its prompt
-cache in the second arm and fake a TTFT difference.
-
-Two modes (``baseline_target: {mode: ..., block: N}``):
-
-* ``interleaved`` (default): both targets run at once (one ``TargetPool``), blocks of ``BLOCK``
-  requests, A B A B;
-* ``alternating``: for two managed targets that cannot both fit on the machine (two models
-  on one GPU): only one runs at a time.  Each block stops the one target and starts the other,
-  A A A A | B B B B | A A A A ..., in blocks of ``ALTERNATING_BLOCK`` requests; every block
-  after a start sends the workload's warmup requests first (a fresh server is cold).  Both
-  targets must be managed (``command:``); both are stopped at the end, and the session starts
-  the test's target again when a later test needs it.
-
-The blocks are sent by the A/B drivers (``client/drivers/ab_interleaved.py``,
-``ab_alternating.py``); this module resolves the baseline target and its mode.  Either way the
-verdict resamples whole blocks of pairs (``core.measure.compare``, ``block``), so noise that lasted a
-block (a neighbour's burst, a restart's cold caches) is in the interval.
-"""
+"""A/B in one run: a workload's ``baseline_target:`` resolved (its spec, ``mode`` and ``block``) for the A/B
+drivers (``client/drivers/ab_interleaved.py``, ``ab_alternating.py``), which send the blocks.  The design,
+the two modes and the verdict: docs/deploy-gate.md#ab-in-one-run."""
 from __future__ import annotations
 
 from typing import Any, Mapping
 
 from ..core.errors import ConfigError
-from ..core.redact import expand_command, redact_url, split_url_credentials
-from .session import TargetSpec
+from ..core.redact import redact_url, split_url_credentials
+from .session import TargetSpec, managed_command
 
 #: requests per block of the ABAB interleaving (the last block may be shorter)
 BLOCK = 5
@@ -82,18 +60,11 @@ def baseline_spec(bt: Any, main: TargetSpec, where: str) -> TargetSpec:
         raise ConfigError(f"{where} baseline_target.mode: alternating stops one target and starts the other "
                           f"between blocks, so both must be managed servers (command:); {which} is a URL -- "
                           f"use mode: interleaved, or give it a command")
-    command, template = bt.get("command"), None
-    secrets: tuple[str, ...] = ()
-    if command is not None:
-        if not isinstance(command, list) or not command or not all(isinstance(c, str) for c in command):
-            raise ConfigError(f"{where} baseline_target.command: expected a list of strings like "
-                              f"['llama-server', '--port', '{{port}}'], got {command!r}")
-        template = tuple(command)
-        command, secrets = expand_command(command)
+    command, template, secrets = managed_command(bt.get("command"), f"{where} baseline_target.command")
     url, auth = split_url_credentials(bt["url"]) if bt.get("url") else ("managed://", None)
     return TargetSpec(url=url, api=str(bt.get("api") or main.api), model=bt.get("model") or main.model,
-                      url_source=f"{where} baseline_target", command=tuple(command) if command else None,
-                      ready=str(bt.get("ready", "/health")), startup_timeout=float(bt.get("startup_timeout", 120.0)),
+                      command=command, ready=str(bt.get("ready", "/health")),
+                      startup_timeout=float(bt.get("startup_timeout", 120.0)),
                       env=tuple(sorted((str(k), str(v)) for k, v in (bt.get("env") or {}).items())),
                       command_template=template, auth=auth, secrets=secrets)
 

@@ -1,12 +1,7 @@
 """Baselines in a pytest run: compare each latency result with a saved baseline's raw samples
 (``--llm-latency-baseline``), and collect the samples a new baseline is saved from
-(``--llm-latency-save-baseline``, ``--llm-latency-json-samples``).
-
-A regression (``core.measure.compare``: worse than the tolerance *and* significant) fails that test
-(a failed check); an improvement beyond the tolerance, a test with no baseline entry ("new")
-and a fingerprint that changed are notes, i.e. ``LatencyWarning``.  The result's ``baseline``
-field (JSON, HTML overlay) carries the baseline's CDF points and the comparisons.
-"""
+(``--llm-latency-save-baseline``, ``--llm-latency-json-samples``).  What fails and what is a note:
+docs/deploy-gate.md."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -100,20 +95,15 @@ def samples(res: WorkloadResult) -> dict[str, list]:
     return out
 
 
-def decode_totals(res: WorkloadResult) -> dict | None:
-    """The run's decode on run totals for a baseline (``core.measure.decode_totals``; None: it decoded nothing)."""
+def entry_of(res: WorkloadResult) -> dict:
+    """A baseline entry made from a measured result (the A/B baseline arm, a saved baseline's samples):
+    with the run's decode on run totals where it decoded (``core.measure.decode_totals``)."""
     from ..core.measure.decode_totals import totals_of
 
-    t = totals_of(res)
-    return None if t is None else t.to_json()
-
-
-def entry_of(res: WorkloadResult) -> dict:
-    """A baseline entry made from a measured result (the A/B baseline arm)."""
     entry: dict[str, Any] = {"samples": samples(res)}
-    totals = decode_totals(res)
+    totals = totals_of(res)
     if totals is not None:
-        entry["decode_totals"] = totals
+        entry["decode_totals"] = totals.to_json()
     return entry
 
 
@@ -132,16 +122,11 @@ def compare_with(res: WorkloadResult, entry: dict | None, tol: dict[str, float],
     cand = metric_values(res.records, res.failures, res.workload.output_tokens)
     comps, skipped = compare_all(base, cand, tol, seed=seed, paired=paired, block=block)
     detail: dict[str, Any] = {"label": label, "comparisons": [c.as_dict(label) for c in comps],
-                              "skipped": list(skipped)}
+                              "skipped": list(skipped), "cdf": _cdf(base)}
     named = set(getattr(res.workload, "regression", None) or ())
     res.notes.extend(f"not compared with the {label}: {x}" for x in skipped if x.partition(":")[0] in named)
-    detail["cdf"] = _cdf(base)
-    status = "ok"
-    for c in comps:
-        if c.status == "regression":
-            status = "regression"
-        elif c.status == "improvement":
-            status = "improvement" if status == "ok" else status
+    said = {c.status for c in comps}
+    status = "regression" if "regression" in said else "improvement" if "improvement" in said else "ok"
     changes = fingerprint_changes(base_fingerprint or {}, res.baseline.fingerprint or {}) \
         if base_fingerprint else []
     compared = tuple(changes) if base_fingerprint and res.baseline.fingerprint else None
@@ -159,12 +144,8 @@ def _medians(values: dict[str, list[float]]) -> tuple[tuple[str, float], ...]:
     import math
     import statistics
 
-    out = []
-    for metric in ("ttft", "tpot"):
-        vals = [v for v in values.get(metric) or () if math.isfinite(v)]
-        if vals:
-            out.append((metric, float(statistics.median(vals))))
-    return tuple(out)
+    finite = {metric: [v for v in values.get(metric) or () if math.isfinite(v)] for metric in ("ttft", "tpot")}
+    return tuple((metric, float(statistics.median(vals))) for metric, vals in finite.items() if vals)
 
 
 def _base_totals(entry: dict):
@@ -220,10 +201,7 @@ def detail_fields(res: WorkloadResult, settings) -> dict:
     fingerprint when a baseline is saved or ``--llm-latency-json-samples`` asks."""
     out: dict[str, Any] = {}
     if (settings.get("save_baseline") or settings.get("json_samples")) and res.records:
-        out["samples"] = samples(res)
-        totals = decode_totals(res)
-        if totals is not None:
-            out["decode_totals"] = totals
+        out.update(entry_of(res))
         if res.baseline.fingerprint is not None:
             out["fingerprint"] = res.baseline.fingerprint
     return out

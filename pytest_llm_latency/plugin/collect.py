@@ -28,22 +28,17 @@ class SloFile(pytest.File):
         from .stash import get_session
         from .slofile import parse_slo_file
 
-        sess = get_session(self.config)
-        samples = sess.settings.get("samples")
+        s = get_session(self.config).settings
         try:
             spec = parse_slo_file(self.path.read_bytes(), _rel(self.path, self.config.rootpath),
-                                  samples_override=samples, samples_source=sess.settings.source("samples"),
-                                  confidence_override=sess.settings.get("confidence"),
-                                  workers_override=None if sess.settings.source("workers") == "default"
-                                  else sess.settings.get("workers"), workers_source=sess.settings.source("workers"),
-                                  ray_override=sess.settings.get("ray"), ray_source=sess.settings.source("ray"))
-            if not sess.settings.get("skip"):
+                                  samples_override=s.get("samples"), samples_source=s.source("samples"),
+                                  confidence_override=s.get("confidence"), ray_override=s.get("ray"),
+                                  workers_override=None if s.source("workers") == "default" else s.get("workers"),
+                                  workers_source=s.source("workers"), ray_source=s.source("ray"))
+            if not s.get("skip"):
                 from .session import target_from
 
-                target_from(sess.settings, spec.target, spec.where(("target",)))  # a URL or command exists
-        except ConfigError as exc:
-            raise SloFileError(str(exc)) from None
-        try:
+                target_from(s, spec.target, spec.where(("target",)))  # a URL or command exists
             from .roofline_gate import validate_roofline_spec
 
             for w in spec.workloads:
@@ -53,7 +48,7 @@ class SloFile(pytest.File):
         except ConfigError as exc:
             raise SloFileError(str(exc)) from None
         for w in spec.workloads:
-            yield SloItem.from_parent(self, name=w.name, workload=w, spec=spec, cli_samples=samples)
+            yield SloItem.from_parent(self, name=w.name, workload=w, spec=spec)
 
     def repr_failure(self, excinfo, style=None):
         if excinfo.errisinstance(SloFileError):
@@ -69,11 +64,10 @@ def _rel(path: Path, root: Path) -> str:
 
 
 class SloItem(pytest.Item):
-    def __init__(self, *, workload: Workload, spec, cli_samples=None, **kw):
+    def __init__(self, *, workload: Workload, spec, **kw):
         super().__init__(**kw)
         self.workload = workload
         self.spec = spec
-        self.cli_samples = cli_samples
         self.add_marker(pytest.mark.llm_latency_test)
 
     def runtest(self):
@@ -87,8 +81,7 @@ class SloItem(pytest.Item):
             target = target_from(sess.settings, self.spec.target, where)
         except ConfigError as exc:
             config_failure(exc)
-        w = self.workload  # samples/confidence overrides were applied by parse_slo_file
-        res = run_workload(self, sess, target, w)
+        res = run_workload(self, sess, target, self.workload)  # its overrides were applied by parse_slo_file
         record(self, res)
         warn_notes(self, res)
         outcome(res)

@@ -229,8 +229,6 @@ def xdist_measurement_lock():
 
 def _died(server, grace_s: float = 2.0) -> str | None:
     """After failed requests, give a crashing server a bounded moment to exit, then report it."""
-    import time
-
     deadline = time.monotonic() + grace_s
     while True:
         try:
@@ -256,11 +254,9 @@ def apply_roofline(item, sess: LatencySession, spec: TargetSpec, client, workloa
 
 
 def record(item: pytest.Item, results: WorkloadResult | list[WorkloadResult]) -> None:
-    """The test's result entries (``report.document.result_entry``, one per result: the k-th,
-    k >= 2, of a test that measured several workloads has nodeid ``<id>#k``) in
-    ``item.stash[ENTRIES_KEY]``, for the run's document; and their JUnit rendering as flat
-    properties: the first as ``llm.*``, the k-th as ``llm.k.*``.  Replaces only the properties
-    this function wrote before: the user's own ``llm.*`` properties are kept."""
+    """The test's result entries (``report.document.result_entry``; the k-th, k >= 2, has nodeid
+    ``<id>#k``) in ``item.stash[ENTRIES_KEY]`` for the run's document, and their JUnit properties
+    (docs/reports.md#junit), replacing only those this function wrote before (the user's are kept)."""
     if isinstance(results, WorkloadResult):
         results = [results]
     ours = item.stash.get(OWN_PROPS_KEY, [])
@@ -312,13 +308,9 @@ def outcome(results: WorkloadResult | list[WorkloadResult]) -> None:
     one could not be judged; passed otherwise."""
     if isinstance(results, WorkloadResult):
         results = [results]
-    parts = []
-    for res in results:
-        if res.verdict == "pass":
-            continue
-        head = (f"latency SLO not met for workload {res.workload.name!r}" if res.verdict == "fail"
-                else f"latency test could not be judged for workload {res.workload.name!r} (error)")
-        parts.append(f"{head}\n{res.failure_message()}")
+    parts = [(f"latency SLO not met for workload {res.workload.name!r}" if res.verdict == "fail"
+              else f"latency test could not be judged for workload {res.workload.name!r} (error)")
+             + f"\n{res.failure_message()}" for res in results if res.verdict != "pass"]
     if not parts:
         return
     if any(res.verdict == "fail" for res in results):

@@ -11,7 +11,7 @@ judges immediately, with extra budgets.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import pytest
 
@@ -38,6 +38,25 @@ if TYPE_CHECKING:
     from .options import Settings
 
 
+T = TypeVar("T")
+
+
+class _Of(Generic[T]):
+    """A read-only ``MeasuredResult`` property: the result's attribute of that name (or ``attr``)."""
+
+    def __init__(self, attr: str = "") -> None:
+        self.attr = attr
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.attr = self.attr or name
+
+    def __get__(self, obj: MeasuredResult | None, owner: type | None = None) -> T:
+        return cast(T, self if obj is None else getattr(obj._res, self.attr))
+
+    def __set__(self, obj: MeasuredResult, value: object) -> None:
+        raise AttributeError(f"MeasuredResult.{self.attr} is read-only")
+
+
 class MeasuredResult:
     """What ``llm_latency.measure()`` returns: the measured ``WorkloadResult`` (``.result``)
     with ``.check()``.  ``result.ttft.p95`` etc. are in ms (``output_tps``: tokens/s); every
@@ -54,85 +73,34 @@ class MeasuredResult:
         return self._res
 
     # the metrics: a metric with no values raises EmptySampleError naming why
-    @property
-    def ttft(self) -> Summary:
-        return self._res.ttft
-
-    @property
-    def ttfo(self) -> Summary:
-        return self._res.ttfo
-
-    @property
-    def tpot(self) -> Summary:
-        return self._res.tpot
-
-    @property
-    def itl(self) -> Summary:
-        return self._res.itl
-
-    @property
-    def e2e(self) -> Summary:
-        return self._res.e2e
-
-    @property
-    def output_tps(self) -> Summary:
-        return self._res.output_tps
+    ttft = _Of[Summary]()
+    ttfo = _Of[Summary]()
+    tpot = _Of[Summary]()
+    itl = _Of[Summary]()
+    e2e = _Of[Summary]()
+    output_tps = _Of[Summary]()
 
     def metric(self, name: str) -> Summary:
         return self._res.metric(name)
 
     # the verdict and why
-    @property
-    def verdict(self) -> Verdict:
-        return self._res.verdict
-
-    @property
-    def violations(self) -> list[Violation]:
-        return self._res.violations
-
-    @property
-    def errors(self) -> list[str]:
-        return self._res.errors
-
-    @property
-    def failed_checks(self) -> list[str]:
-        return self._res.failed_checks
-
-    @property
-    def notes(self) -> list[str]:
-        return self._res.shown_notes
-
-    @property
-    def causes(self) -> list[str]:
-        return self._res.causes
+    verdict = _Of[Verdict]()
+    violations = _Of[list[Violation]]()
+    errors = _Of[list[str]]()
+    failed_checks = _Of[list[str]]()
+    notes = _Of[list[str]]("shown_notes")
+    causes = _Of[list[str]]()
 
     def failure_message(self) -> str:
         return self._res.failure_message()
 
     # what was measured
-    @property
-    def workload(self) -> Workload:
-        return self._res.workload
-
-    @property
-    def records(self) -> list[RequestRecord]:
-        return self._res.records
-
-    @property
-    def failures(self) -> list[Failure]:
-        return self._res.failures
-
-    @property
-    def summaries(self) -> dict[str, Summary]:
-        return self._res.summaries
-
-    @property
-    def n(self) -> int:
-        return self._res.n
-
-    @property
-    def error_rate(self) -> float:
-        return self._res.error_rate
+    workload = _Of[Workload]()
+    records = _Of[list[RequestRecord]]()
+    failures = _Of[list[Failure]]()
+    summaries = _Of[dict[str, Summary]]()
+    n = _Of[int]()
+    error_rate = _Of[float]()
 
     if not TYPE_CHECKING:  # anything else of the result still reads at run time (typed: ``.result``)
         def __getattr__(self, name: str) -> Any:
@@ -185,6 +153,15 @@ def split_marker(kwargs: dict[str, Any], where: str) -> tuple[dict[str, Any], di
     return spec, target, roof
 
 
+def read_marker(item: pytest.Item, where: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """``split_marker`` of the item's ``llm_slo`` marker (none: empty), its positional workload as ``class``."""
+    marker = item.get_closest_marker("llm_slo")
+    spec, target, roof = split_marker(dict(marker.kwargs) if marker else {}, where)
+    if marker and marker.args:
+        spec.setdefault("class", marker.args[0])
+    return spec, target, roof
+
+
 class LatencyFixture:
     """The ``llm_latency`` fixture: ``measure()`` runs a workload against the configured target
     (marker, then ``measure()`` kwargs, over the class defaults) and returns a ``MeasuredResult``;
@@ -195,12 +172,7 @@ class LatencyFixture:
 
         self.item = item
         self.session = get_session(item.config)
-        marker = item.get_closest_marker("llm_slo")
-        where = f"{item.nodeid} @llm_slo"
-        self.marker_spec, self.marker_target, self.marker_roof = split_marker(dict(marker.kwargs) if marker else {},
-                                                                              where)
-        if marker and marker.args:
-            self.marker_spec.setdefault("class", marker.args[0])
+        self.marker_spec, self.marker_target, self.marker_roof = read_marker(item, f"{item.nodeid} @llm_slo")
         self.results: list[MeasuredResult] = []
 
     def measure(self, workload: str | None = None, **kwargs: Any) -> MeasuredResult:
@@ -255,12 +227,8 @@ def validate_marker(item: pytest.Item, settings: Settings) -> None:
     from ..core.result.sample_size import check_min_samples
     from .session import target_from
 
-    marker = item.get_closest_marker("llm_slo")
-    assert marker is not None, "validate_marker: only for items with an llm_slo marker"
     where = f"{item.nodeid} @llm_slo"
-    spec, target, _ = split_marker(dict(marker.kwargs), where)
-    if marker.args:
-        spec.setdefault("class", marker.args[0])
+    spec, target, _ = read_marker(item, where)
     if "llm_latency" not in getattr(item, "fixturenames", ()) or "class" in spec:
         w = make_workload(str(spec.get("class") or item.name), spec,
                           lambda p: f"{where} {'.'.join(map(str, p))}")
@@ -292,10 +260,8 @@ def apply_workers(w: Workload, settings: Settings, marker_spec: dict[str, Any]) 
     (``core.spec.load_spec.with_workers``)."""
     from ..core.spec.workload import with_workers
 
-    if "workers" in marker_spec:
-        return w
     v = settings.pick("workers")
-    if v.source == "default":
+    if "workers" in marker_spec or v.source == "default":
         return w
     out: Workload = with_workers(w, v.value, f"{v.source} workers", run_wide=True)
     return out

@@ -51,9 +51,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_SIGNATURE)
     config.addinivalue_line("markers", "llm_latency_test: set by the plugin on every latency test (for -m)")
     cli = {o.name: config.getoption(f"llm_latency_{o.name}") for o in OPTIONS + DEPRECATED_OPTIONS}
-    ini = {}
-    for o in OPTIONS + DEPRECATED_OPTIONS:
-        ini[o.name] = _ini(config, o.ini)
+    ini = {o.name: _ini(config, o.ini) for o in OPTIONS + DEPRECATED_OPTIONS}
     try:
         settings = Settings.resolve(cli, os.environ, ini)
     except ConfigError as exc:
@@ -71,8 +69,7 @@ def pytest_configure(config: pytest.Config) -> None:
         for message in settings.deprecations:
             config.issue_config_time_warning(LatencyDeprecationWarning(message), stacklevel=2)
     transport = config.hook.pytest_llm_latency_transport
-    sess = LatencySession(settings, rootdir=str(config.rootpath),
-                          nonce=run_nonce(settings, getattr(config, "workerinput", None)))
+    sess = LatencySession(settings, nonce=run_nonce(settings, getattr(config, "workerinput", None)))
     sess.transport_factory = lambda url: transport(config=config, url=url)
     clock = config.hook.pytest_llm_latency_clock(config=config)
     if clock is not None:
@@ -88,7 +85,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[RESULTS_KEY] = []
     _serialize_under_xdist(config)
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
-        config.pluginmanager.register(_XdistNonce(sess.nonce), "llm-latency-xdist-nonce")
+        config.pluginmanager.register(_WorkerInput(llm_latency_nonce=sess.nonce), "llm-latency-xdist-nonce")
     config.pluginmanager.register(_ResultCollector(config), "llm-latency-results")
 
 
@@ -107,29 +104,22 @@ def _serialize_under_xdist(config: pytest.Config) -> None:
     if dist in ("no", "loadgroup", "each") or not getattr(config.option, "numprocesses", None):
         return
     config.option.dist = "loadgroup"
-    config.pluginmanager.register(_XdistLoadgroup(), "llm-latency-xdist")
+    config.pluginmanager.register(_WorkerInput(llm_latency_loadgroup=True), "llm-latency-xdist")
     config.stash[XDIST_NOTE_KEY] = (f"--dist {dist} switched to loadgroup: latency tests run serially on one "
                                     "xdist worker")
 
 
-class _XdistLoadgroup:
-    """Tell each worker that the controller switched to loadgroup (workers parse the
-    original command line, which still says --dist load)."""
+class _WorkerInput:
+    """What the controller tells each xdist worker (``node.workerinput``): the run's nonce, so every
+    worker salts alike, and that it switched to loadgroup (workers parse the original command line,
+    which still says --dist load)."""
+
+    def __init__(self, **values: object):
+        self.values = values
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node) -> None:
-        node.workerinput["llm_latency_loadgroup"] = True
-
-
-class _XdistNonce:
-    """Every xdist worker salts with the controller's nonce, so one run has one nonce."""
-
-    def __init__(self, nonce: str):
-        self.nonce = nonce
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node) -> None:
-        node.workerinput["llm_latency_nonce"] = self.nonce
+        node.workerinput.update(self.values)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -285,9 +275,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
             write_atomic(path, make())
         except Exception as exc:  # a report bug must not hide the run's verdicts
             what = str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc} (a bug; please report it)"
-            tr = config.pluginmanager.get_plugin("terminalreporter")
-            if tr:
-                tr.write_line(f"llm-latency: could not write {path}: {what}", red=True)
+            _say(config, f"llm-latency: could not write {path}: {what}", red=True)
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
 
@@ -302,24 +290,26 @@ def _step_summary(session: pytest.Session, results: list[dict]) -> None:
     try:
         append(entries_of(results))
     except Exception as exc:  # a summary must not hide the run's verdicts
-        tr = session.config.pluginmanager.get_plugin("terminalreporter")
-        if tr:
-            tr.write_line(f"llm-latency: could not append to ${ENV}: {exc}", red=True)
+        _say(session.config, f"llm-latency: could not append to ${ENV}: {exc}", red=True)
 
 
 def _save_baseline(session: pytest.Session, path: str, results: list[dict]) -> None:
     from .baseline import save_from_results
 
-    tr = session.config.pluginmanager.get_plugin("terminalreporter")
     try:
         n = save_from_results(path, results)
     except Exception as exc:  # as for the JSON file: reported, the run's verdicts kept
-        if tr:
-            tr.write_line(f"llm-latency: could not save the baseline {path}: {exc}", red=True)
+        _say(session.config, f"llm-latency: could not save the baseline {path}: {exc}", red=True)
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         return
+    _say(session.config, f"llm-latency: baseline of {n} test(s) saved to {path}")
+
+
+def _say(config: pytest.Config, line: str, **markup: bool) -> None:
+    """A line on the terminal, where there is one (not under ``-p no:terminal``)."""
+    tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr:
-        tr.write_line(f"llm-latency: baseline of {n} test(s) saved to {path}")
+        tr.write_line(line, **markup)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:

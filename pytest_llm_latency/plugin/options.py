@@ -23,25 +23,25 @@ from ..core.errors import ConfigError
 from ..client import APIS  # one list for options and runner
 
 
-def _pos_int(v: str) -> int:
-    n = int(v)
-    if n < 1:
-        raise ValueError
-    return n
+def _checked(convert: Callable[[str], Any], ok: Callable[[Any], bool]) -> Callable[[str], Any]:
+    """``convert(v)``, a ValueError where ``ok`` refuses it."""
+    def parse(v: str) -> Any:
+        x = convert(v)
+        if not ok(x):
+            raise ValueError
+        return x
+    return parse
 
 
-def _nonneg_int(v: str) -> int:
-    n = int(v)
-    if n < 0:
-        raise ValueError
-    return n
+_pos_int = _checked(int, lambda n: n >= 1)
+_nonneg_int = _checked(int, lambda n: n >= 0)
+_pos_float = _checked(float, lambda f: math.isfinite(f) and f > 0)
+_fraction = _checked(float, lambda f: 0 < f <= 1)
+_level = _checked(float, lambda f: 0.5 <= f < 1)
 
 
-def _samples(v: str) -> int | str:
-    return "auto" if str(v).strip().lower() == "auto" else _pos_int(v)
-
-
-def _workers(v: str) -> int | str:
+def _auto_or_pos_int(v: str) -> int | str:
+    """``samples`` and ``workers``: a positive integer or ``auto``."""
     return "auto" if str(v).strip().lower() == "auto" else _pos_int(v)
 
 
@@ -54,26 +54,7 @@ def _ray_address(v: str) -> str:
 
 def _confidence(v: str) -> float | str:
     """A confidence level in [0.5, 1), or null/none for the point-estimate verdict."""
-    if str(v).strip().lower() in ("null", "none"):
-        return "null"
-    f = float(v)
-    if not 0.5 <= f < 1:
-        raise ValueError
-    return f
-
-
-def _pos_float(v: str) -> float:
-    f = float(v)
-    if not math.isfinite(f) or f <= 0:
-        raise ValueError
-    return f
-
-
-def _fraction(v: str) -> float:
-    f = float(v)
-    if not 0 < f <= 1:
-        raise ValueError
-    return f
+    return "null" if str(v).strip().lower() in ("null", "none") else _level(v)
 
 
 def _bool(v: str) -> bool:
@@ -147,7 +128,7 @@ OPTIONS: tuple[Opt, ...] = (
         "budget is decided at the confidence (between min_samples and max_samples; the default). At 95%, "
         "a p95 can pass from 59 samples; with the point estimate (confidence null), a percentile budget "
         "needs p90 10, p95 20, p99 100 samples.",
-        _samples, "a positive integer or 'auto'"),
+        _auto_or_pos_int, "a positive integer or 'auto'"),
     Opt("workers", "Worker processes that send a workload's load (an open loop, rate:; a closed loop, "
         "concurrency: C with C >= N; samples: auto rounds, C >= N; a trace replay or agent sessions, whole "
         "sessions per worker; a rate_sweep's steps and an A/B run's blocks, as their loop), each with its own "
@@ -157,7 +138,7 @@ OPTIONS: tuple[Opt, ...] = (
         "most one per stream, at most the CPUs (one left when the server is on this host). Default: auto for "
         "those loops (a one-stream run, a prompt_sweep, agent sessions and A/B runs: one process); 1: one "
         "process, as before. A run-wide setting applies to those workloads and leaves the others as they are.",
-        _workers, "a positive integer or 'auto'", "auto"),
+        _auto_or_pos_int, "a positive integer or 'auto'", "auto"),
     Opt("ray", "Address of a Ray cluster (host:port or ray://host:port; needs pip install "
         "'pytest-llm-latency[ray]'): every workload workers can spread (an open loop, a rate_sweep's steps, a "
         "closed loop, a trace replay, agent sessions, samples: auto rounds) is sent by one shard per node "
@@ -293,16 +274,14 @@ class Settings:
 
     def pick(self, name: str, *, marker: Any = None, marker_source: str = "marker",
              yaml: Any = None, yaml_source: str = "YAML file") -> Value:
-        """marker > CLI > env > ini > YAML > default for one test."""
-        opt = BY_NAME.get(name)
+        """marker > CLI > env > ini > YAML > default for one test (``name``: a setting of ``OPTIONS``;
+        ``resolve`` gave each its global value)."""
         if marker is not None:
-            return _parse(opt, marker, marker_source) if opt else Value(marker, marker_source)
-        v = self._values.get(name)
-        if v is not None and v.source != "default":
-            return v
-        if yaml is not None:
-            return _parse(opt, yaml, yaml_source) if opt else Value(yaml, yaml_source)
-        return v if v is not None else Value(None, "default")
+            return _parse(BY_NAME[name], marker, marker_source)
+        v = self._values[name]
+        if v.source == "default" and yaml is not None:
+            return _parse(BY_NAME[name], yaml, yaml_source)
+        return v
 
 
 def api_key_from_env(env: Mapping[str, str] = os.environ) -> str | None:

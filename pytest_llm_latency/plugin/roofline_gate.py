@@ -300,8 +300,7 @@ def gate_for(sess, spec, workload: Workload, res: WorkloadResult, overrides: Map
     if not asked or not res.records:
         return  # nothing asked, or no sample at all (already an error)
     if "tpot" not in res.completed:  # decode physics: completed requests only (failures are misses in SLOs)
-        if roof.get("min_decode_efficiency") is not None or overrides.get("min_decode_efficiency") is not None \
-                or s.get("min_decode_efficiency") is not None:
+        if any(layer.get("min_decode_efficiency") is not None for layer in (roof, overrides, s)):
             res.facts.gates.append(GateOutcome("roofline", "unjudged", "roofline gate: no decode timing (every "
                                                "request produced < 2 tokens or stopped short), so decode "
                                                "efficiency cannot be judged -- raise output_tokens"))

@@ -20,7 +20,6 @@ class TargetSpec:
     url: str
     api: str
     model: str | None
-    url_source: str = "default"
     command: tuple[str, ...] | None = field(default=None, repr=False)
     ready: str = "/health"
     startup_timeout: float = 120.0
@@ -36,7 +35,6 @@ class TargetSpec:
 @dataclass
 class LatencySession:
     settings: Settings
-    rootdir: str = "."
     transport_factory: Callable[[str], Any] | None = None
     clock: Callable[[], int] = MEASUREMENT_CLOCK
     _clients: dict = field(default_factory=dict, repr=False)
@@ -182,28 +180,31 @@ def target_from(settings: Settings, yaml_target: dict | None = None, where: str 
     url = settings.pick("url", marker=marker.get("url"), yaml=yaml_target.get("url"), yaml_source=where)
     api = settings.pick("api", marker=marker.get("api"), yaml=yaml_target.get("api"), yaml_source=where)
     model = settings.pick("model", marker=marker.get("model"), yaml=yaml_target.get("model"), yaml_source=where)
-    command = yaml_target.get("command")
-    if command is not None and (not isinstance(command, list) or not command or
-                                not all(isinstance(c, str) for c in command)):
-        raise ConfigError(f"{where} target.command: expected a list of strings like "
-                          f"['llama-server', '--port', '{{port}}'], got {command!r}")
+    command, template, secrets = managed_command(yaml_target.get("command"), f"{where} target.command")
     if command and url.value and url.source != where:
-        command = None  # a URL from marker/CLI/env/ini outranks the file's managed command
+        command, template, secrets = None, None, ()  # a URL from marker/CLI/env/ini outranks the file's command
     if not url.value and not command:
         raise ConfigError("no LLM server URL: set --llm-latency-url, LLM_LATENCY_URL, ini llm_latency_url, "
                           "or target.url in the SLO file (or --llm-latency-skip for lanes without a server)")
-    secrets: tuple[str, ...]
-    template, secrets = (tuple(command), ()) if command else (None, ())
-    if command:  # ${VAR} / $VAR / ~ in argv, so files can name binaries and models portably;
-        # messages show the template, and the values put in are masked in every output
-        command, secrets = expand_command(command)
     plain_url, auth = split_url_credentials(url.value) if url.value else (url.value, None)
     env = yaml_target.get("env") or {}
     startup = yaml_target.get("startup_timeout", 120.0)
     if isinstance(startup, bool) or not isinstance(startup, (int, float)) or startup <= 0:
         raise ConfigError(f"{where} target.startup_timeout: expected seconds > 0, got {startup!r}")
     return TargetSpec(url=plain_url or "managed://", api=api.value or "openai-completions", model=model.value,
-                      url_source=url.source, command=tuple(command) if command else None,
-                      ready=str(yaml_target.get("ready", "/health")), startup_timeout=float(startup),
+                      command=command, ready=str(yaml_target.get("ready", "/health")), startup_timeout=float(startup),
                       env=tuple(sorted((str(k), str(v)) for k, v in env.items())),
-                      command_template=template if command else None, auth=auth, secrets=secrets)
+                      command_template=template, auth=auth, secrets=secrets)
+
+
+def managed_command(command: Any, where: str) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None, tuple[str, ...]]:
+    """A managed target's ``command`` (None: none): ``(argv, template, secrets)``.  ``${VAR}`` / ``$VAR`` / ``~``
+    are expanded in argv, so files can name binaries and models portably; messages show the template, and the
+    values put in (``secrets``) are masked in every output."""
+    if command is None:
+        return None, None, ()
+    if not isinstance(command, list) or not command or not all(isinstance(c, str) for c in command):
+        raise ConfigError(f"{where}: expected a list of strings like ['llama-server', '--port', '{{port}}'], "
+                          f"got {command!r}")
+    argv, secrets = expand_command(command)
+    return tuple(argv), tuple(command), secrets

@@ -17,6 +17,7 @@ from ..core.errors import ConfigError
 from ..core.spec.renamed_keys import upgrade_roofline, upgrade_workload
 from ..core.result.sample_size import check_min_samples
 from ..core.spec.workload import Workload, did_you_mean, make_workload, with_ray, with_statistics, with_workers
+from .ab import check
 
 TOP_KEYS = ("target", "workloads", "roofline")
 TARGET_KEYS = ("url", "model", "api", "command", "ready", "startup_timeout", "env", "baseline_target", "ray")
@@ -127,18 +128,13 @@ def _check_target(target: Mapping[str, Any], where) -> None:
 
     url = target.get("url")
     if url is not None:
-        ok = isinstance(url, str)
-        if ok:
-            try:
-                BY_NAME["url"].parse(url)
-            except ValueError:
-                ok = False
-        if not ok:
+        try:
+            BY_NAME["url"].parse(url)  # not a string: a TypeError
+        except (TypeError, ValueError):
             from ..core.redact import redact_url
 
             raise ConfigError(f"{where(('url',))}: {redact_url(repr(url))} is not a server URL: "
-                              f"expected {BY_NAME['url'].expect}, "
-                              f"e.g. 'url: http://localhost:8000'")
+                              f"expected {BY_NAME['url'].expect}, e.g. 'url: http://localhost:8000'") from None
     for key in ("model", "ready"):
         v = target.get(key)
         if v is not None and (not isinstance(v, str) or not v.strip()):
@@ -201,8 +197,6 @@ def parse_slo_file(text: str | bytes, filename: str,
     # the file's A/B baseline (README "Deploy gate"): every workload's, unless it names its own
     file_baseline = target.get("baseline_target")
     if file_baseline is not None:
-        from .ab import check
-
         check(file_baseline, spec.where(("target",)))
     spec.target = {k: v for k, v in target.items() if k not in ("baseline_target", "ray")}
     file_ray = target.get("ray")
@@ -232,8 +226,6 @@ def parse_slo_file(text: str | bytes, filename: str,
             wspec = {**wspec, "baseline_target": file_baseline}
         w = make_workload(str(name), wspec, where)
         if (workloads[name] or {}).get("baseline_target") is not None:  # the file's was checked above
-            from .ab import check
-
             check(w.baseline_target, where(()))
         if samples_override is not None or confidence_override is not None:
             conf = {} if confidence_override is None else {"confidence": confidence_override}

@@ -1,15 +1,6 @@
-"""Per-request detail for the JSON results and the HTML report: each request's timestamps
-(send, first token, last token, end) and metrics, and the distributions behind the
-percentiles (TTFT, TPOT, ITL) as CDF points.
-
-Kept out of the flat JUnit properties (hundreds of values per test): part of a result's entry
-in the run's document (``document.result_entry``) when JSON, HTML or a baseline is written.
-
-Times are ms since the workload's first measured request was sent (``send_ms`` 0); a
-``/metrics`` timeline, where a result has one, uses the same axis.  The CDF samples are the
-very samples the statistics were computed from (``core.result.result.metric_values``): failed
-requests count as misses (+inf), which are never drawn, so a curve ends below 1.
-"""
+"""Per-request detail for the JSON results and the HTML report (never JUnit): each request's
+timestamps and metrics, and the samples behind the TTFT, TPOT and ITL statistics as CDF points
+(failed requests are misses, never drawn).  The keys: docs/reports.md#json."""
 from __future__ import annotations
 
 import math
@@ -34,12 +25,9 @@ def _r(v: float | None) -> float | None:
 
 
 def request_rows(res: WorkloadResult) -> list[dict]:
-    """Every measured request in send order: ``status`` ok, short (stopped before the forced
-    length) or failed (with its ``kind``).  Failures with no timestamps (nothing was sent)
-    keep ``send_ms`` None.  In a run where a response reasoned, each completed request's
-    ``reasoning_tokens`` and ``answer_tokens`` (``core.measure.reasoning.split``; left out where the
-    split is not known).  ``prompt_tokens``: the server's count, else the planned length
-    (``core.spec.prompt_buckets.request_prompt_tokens``: the length the by-prompt budgets bucket by)."""
+    """Every measured request in send order (docs/reports.md#json); failures with no timestamps
+    (nothing was sent) keep ``send_ms`` None.  ``prompt_tokens``: the server's count, else the planned
+    length (``core.spec.prompt_buckets.request_prompt_tokens``: what the by-prompt budgets bucket by)."""
     sends = [r.t_send_ns for r in res.records] + [f.t_send_ns for f in res.failures if f.t_send_ns is not None]
     if not sends:
         return [{"status": "failed", "kind": f.kind, "send_ms": None} for f in res.failures]
@@ -80,14 +68,9 @@ def trace_fields(tag) -> dict:
     session, and the cached tokens the trace declares for it (``core.spec.trace``)."""
     if tag is None:
         return {}
-    out = {"trace_row": tag.row, "trace_line": tag.line}
-    if tag.session is not None:
-        out["session"] = tag.session
-    if tag.history_tokens:
-        out["history_tokens"] = tag.history_tokens
-    if tag.declared_cached_tokens is not None:
-        out["declared_cached_tokens"] = tag.declared_cached_tokens
-    return out
+    given = {"session": tag.session, "history_tokens": tag.history_tokens or None,
+             "declared_cached_tokens": tag.declared_cached_tokens}
+    return {"trace_row": tag.row, "trace_line": tag.line, **{k: v for k, v in given.items() if v is not None}}
 
 
 def cdf_samples(res: WorkloadResult, points: int = CDF_POINTS) -> dict[str, dict]:

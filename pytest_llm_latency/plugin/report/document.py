@@ -1,16 +1,8 @@
 """The result document of a run: one JSON object per latency result, built once from the typed
-``WorkloadResult`` (``result_entry``), and the run around them (``ResultDocument``).
-
-Every output is a rendering of it: the JSON file (``ResultDocument.to_json``), JUnit
-properties (``report.properties.junit_properties``), the terminal table, the HTML page and the
-GitHub step summary.  Under pytest-xdist an entry crosses from the xdist worker to the controller as
-this one JSON value on the test report (``report.llm_latency_results``, which xdist serializes
-with the report's other attributes), never rebuilt from flat properties.
-
-Shape: ``data/results.schema.json`` (version ``VERSION``; strict: unknown keys are refused).
-``docs/result-json.md`` says where each version-1 key went.  A statistic that is a miss
-(failed requests counted as +inf) is null: JSON has no Infinity; ``censored`` counts them.
-"""
+``WorkloadResult`` (``result_entry``), and the run around them (``ResultDocument``).  Every report
+renders it (docs/reports.md); under pytest-xdist an entry crosses to the controller as this JSON value
+on the test report, never rebuilt from flat properties.  Shape: ``data/results.schema.json`` (version
+``VERSION``; docs/result-json.md: what moved); a statistic that is a miss (+inf) is null, ``censored`` counts them."""
 from __future__ import annotations
 
 import math
@@ -61,12 +53,9 @@ def result_entry(res: WorkloadResult, nodeid: str, *, detail: bool = False, sett
               for v in res.verdicts}
     if bounds:
         out["bounds"] = bounds
-    out["violations"] = [v.message for v in res.violations] + list(res.failed_checks)
-    out["errors"] = list(res.errors)
-    out["notes"] = res.shown_notes
-    out["causes"] = list(res.causes)
-    out["findings"] = findings(res)
-    out["failures"] = dict(sorted(failure_kinds(res.failures).items()))
+    out.update(violations=[v.message for v in res.violations] + list(res.failed_checks), errors=list(res.errors),
+               notes=res.shown_notes, causes=list(res.causes), findings=findings(res),
+               failures=dict(sorted(failure_kinds(res.failures).items())))
     for name in PART_NAMES:
         part = getattr(res, name).to_json()
         if part:

@@ -1,11 +1,6 @@
-"""The self-contained HTML latency report: one file, inline CSS and SVG, no script, no
-font or image from anywhere (readable offline and as a CI artifact).
-
-``page.build`` turns the results document, typed (``report.entry``), into the page's
-context, the chart functions draw the SVG, and a Jinja2 template (autoescaped: every
-string from a result is escaped; only the charts' SVG, built by ElementTree, is inserted
-as markup) lays it out.  Jinja2 is imported here, only when a report is written.
-"""
+"""The self-contained HTML latency report (docs/reports.md#html): ``page.build``'s context laid out by
+a Jinja2 template, autoescaped (only the charts' SVG, built by ElementTree, is inserted as markup).
+Jinja2 is imported here, only when a report is written."""
 from __future__ import annotations
 
 from .document import ResultDocument

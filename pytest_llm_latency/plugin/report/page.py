@@ -1,16 +1,7 @@
-"""From the run's results document (the JSON file's content) to what the HTML page shows:
-the run's fingerprint, the summary table, and per test its verdict block, CDFs, timeline
-and roofline.  Pure (no I/O); it reads the typed entries (``report.entry``: a missing or
-malformed part is left out there), so a missing part is a chart that says so, never an exception.
-
-Optional parts a result may carry (see ``data/results.schema.json``):
-  ``requests``/``cdf``      per-request timestamps and the distributions (``detail.py``);
-  ``baseline``              ``{"label", "cdf", "status", ...}``: a second series
-                            (a baseline, or the other arm of an A/B pair) overlaid;
-  ``server.metrics_timeline`` ``{metric name: [[t_ms, value], ...]}``: ``/metrics`` gauges over
-                            the run, on the requests' time axis;
-  ``roofline``              the decode roofline gate's figures.
-"""
+"""From the run's results document (the JSON file's content) to what the HTML page shows
+(docs/reports.md#html): the run's fingerprint, the summary table, and per test its verdict block,
+CDFs, timeline and roofline.  Pure (no I/O); it reads the typed entries (``report.entry``), so a
+missing or malformed part is a chart that says so, never an exception."""
 from __future__ import annotations
 
 import re
@@ -84,10 +75,8 @@ def _why_empty(r: ResultEntry, metric: str) -> str:
 
 
 def _over_budget(req: RequestRow, budgets: dict[str, list[tuple[str, float]]]) -> bool:
-    for metric, v in (("ttft", req.ttft_ms), ("tpot", req.tpot_ms), ("e2e", req.e2e_ms)):
-        if v is not None and any(v > limit for _, limit in budgets[metric]):
-            return True
-    return False
+    return any(v is not None and v > limit for metric, v in (("ttft", req.ttft_ms), ("tpot", req.tpot_ms),
+                                                             ("e2e", req.e2e_ms)) for _, limit in budgets[metric])
 
 
 def timeline(r: ResultEntry) -> str:
@@ -115,12 +104,10 @@ def prompt_scatter(r: Entry) -> str:
 
 def metric_series(timeline_data: dict[str, tuple[Point, ...]]) -> list[MetricSeries]:
     """Queue depth, running requests and KV usage from a ``/metrics`` timeline, when present."""
-    out = []
-    for label, fraction, names in TIMELINE_GAUGES:
-        found = [name for name in names if name in timeline_data and timeline_data[name]]
-        if found:
-            out.append(MetricSeries(f"{label} ({found[0]})", list(timeline_data[found[0]]), fraction))
-    return out
+    found = [(label, fraction, [name for name in names if name in timeline_data and timeline_data[name]])
+             for label, fraction, names in TIMELINE_GAUGES]
+    return [MetricSeries(f"{label} ({names[0]})", list(timeline_data[names[0]]), fraction)
+            for label, fraction, names in found if names]
 
 
 def _decode(label: str, roof: RooflineInfo) -> Decode | None:

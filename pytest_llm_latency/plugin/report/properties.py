@@ -1,16 +1,6 @@
-"""JUnit ``item.user_properties``: a rendering of one result entry of the run's document
-(``report.document.result_entry``) as flat scalars.
-
-JUnit XML carries them as ``<property name="llm.ttft_ms.p95" value="..."/>``: ``llm.<key>`` for
-the entry's scalars, ``llm.<metric>.<stat>``, ``llm.budget.<budget>``, ``llm.bound.<budget>.<field>``,
-``llm.<part>.<field>`` for the typed parts (``llm.load.throughput_rps``), numbered lists
-(``llm.violation.<i>``, ``llm.error.<i>``, ``llm.cause.<i>``, ``llm.notes.<i>``, 1-based) and
-``llm.failures.<kind>``; each prompt-length bucket's scalars as ``llm.by_prompt.<bucket key>.<field>``
-(``llm.by_prompt.ttft_p95_by_prompt[<1024].estimate_ms``).  A statistic that is a miss (null in
-JSON) is ``inf`` here.  Values that are not scalars (the request table, CDF points, per-turn
-rows, timelines) stay out of JUnit: they are in the JSON file.  Nothing here decides or measures
-anything; it only reads the entry.
-"""
+"""JUnit ``item.user_properties``: one result entry of the run's document
+(``report.document.result_entry``) rendered as flat scalars, named as docs/reports.md#junit says.
+Nothing here decides or measures anything; it only reads the entry."""
 from __future__ import annotations
 
 from typing import Any

@@ -19,59 +19,55 @@ SCHEMA_PATH = Path(__file__).resolve().parents[2] / "data" / "results.schema.jso
 
 #: what a field means where its name does not say it all
 DESCRIPTIONS = {
-    "measurement.itl_token_counts": "how ITL's per-chunk token counts were known "
-                                    "(core.measure.metrics.COUNT_RULES): server "
-                                    "| one each | tokenize | apportioned | per chunk, or each rule with its number "
-                                    "of streams ('tokenize 30, apportioned 2')",
-    "measurement.prompt_exact_requests": "samples whose server-reported prompt length equals the planned "
-                                         "prompt_tokens",
-    "measurement.prompt_counter": "how prompt lengths were counted (tokenize endpoint, or a probe estimate "
-                                  "corrected on the server's count)",
-    "measurement.reasoning_tokens": "Σ reasoning tokens of the completed requests (core.measure.reasoning); left "
-                                    "out when "
-                                    "no response reasoned",
+    "measurement.itl_token_counts": "how ITL's per-chunk token counts were known (core.measure.metrics.COUNT_RULES): "
+                                    "server | one each | tokenize | apportioned | per chunk, or each rule with its "
+                                    "number of streams ('tokenize 30, apportioned 2')",
+    "measurement.prompt_exact_requests": "samples whose server-reported prompt length equals the planned prompt_tokens",
+    "measurement.prompt_counter": "how prompt lengths were counted (tokenize endpoint, or a probe estimate corrected "
+                                  "on the server's count)",
+    "measurement.reasoning_tokens": "Σ reasoning tokens of the completed requests (core.measure.reasoning); left out "
+                                    "when no response reasoned",
     "measurement.answer_tokens": "Σ (output tokens − reasoning tokens): the answer; with reasoning_tokens, every "
                                  "output token (TPOT and the decode roofline count both)",
     "measurement.reasoning_share": "reasoning_tokens ÷ (reasoning_tokens + answer_tokens)",
     "measurement.reasoning_requests": "completed responses that reasoned",
-    "measurement.reasoning_source": "where the counts came from: server (usage.completion_tokens_details."
-                                    "reasoning_tokens, preferred) | stream (the reasoning chunks), or each with its "
-                                    "number of responses ('server 18, stream 2')",
-    "load.workers": "workers: N: the worker processes that sent the load (open loop: worker k sent scheduled "
-                    "requests k, k+N, ...; closed loop: worker k ran streams k, k+N, ... of the concurrency; "
-                    "trace replay: worker k replayed sessions k, k+N, ...; samples: auto: worker k sent each "
-                    "round's requests k, k+N, ..., load_mode rounds; client/placement/processes/workers.py, "
-                    "client/placement/processes/pool.py); a rate "
-                    "sweep: its reported step's; an A/B arm: the most one block had",
-    "load.workers_reason": "why that many processes: 'workers: N (given)', or workers: auto's arithmetic (the "
-                           "default of the load engine's loops; core/spec/worker_sizing.py): streams x the warm-up's "
-                           "tokens/s per stream (an open loop: requests/s x token events per request) / "
-                           "EVENTS_PER_S_PER_PROCESS, rounded up, at most one per stream and the CPUs, one left "
-                           "for a server on this host; a rate sweep: its reported step's",
-    "load.worker_lag": "per worker: {worker: pid@host, index, requests, send_lag_ms_p99 (how late its requests "
-                       "went out against the schedule), client_lag_ms_p99 (its lag monitor); with ray: "
-                       "node, clock_offset_ms, clock_rtt_ms (client/placement/ray/shards.py)}; an A/B arm: every "
-                       "block's "
+    "measurement.reasoning_source": "where the counts came from: server "
+                                    "(usage.completion_tokens_details.reasoning_tokens, preferred) | stream (the "
+                                    "reasoning chunks), or each with its number of responses ('server 18, stream 2')",
+    "load.workers": "workers: N: the worker processes that sent the load (open loop: worker k sent scheduled requests "
+                    "k, k+N, ...; closed loop: worker k ran streams k, k+N, ... of the concurrency; trace replay: "
+                    "worker k replayed sessions k, k+N, ...; samples: auto: worker k sent each round's requests k, "
+                    "k+N, ..., load_mode rounds; client/placement/processes/workers.py, "
+                    "client/placement/processes/pool.py); a rate sweep: its reported step's; an A/B arm: the most one "
+                    "block had",
+    "load.workers_reason": "why that many processes: 'workers: N (given)', or workers: auto's arithmetic (the default "
+                           "of the load engine's loops; core/spec/worker_sizing.py): streams x the warm-up's tokens/s "
+                           "per stream (an open loop: requests/s x token events per request) / "
+                           "EVENTS_PER_S_PER_PROCESS, rounded up, at most one per stream and the CPUs, one left for a "
+                           "server on this host; a rate sweep: its reported step's",
+    "load.worker_lag": "per worker: {worker: pid@host, index, requests, send_lag_ms_p99 (how late its requests went "
+                       "out against the schedule), client_lag_ms_p99 (its lag monitor); with ray: node, "
+                       "clock_offset_ms, clock_rtt_ms (client/placement/ray/shards.py)}; an A/B arm: every block's "
                        "workers",
-    "client.client_limited": "1: the client fell behind, or the bursts read while its threads stalled merged "
-                             "more token gaps than those read with the client on time (decided per burst, "
+    "client.client_limited": "1: the client fell behind, or the bursts read while its threads stalled merged more "
+                             "token gaps than those read with the client on time (decided per burst, "
                              "core/measure/bunching.py): the client, not a proxy, bunched them "
                              "(client/drivers/load_report.py)",
     "client.stamp_bound_ms_p99": "p99 over token chunks of how wrong a chunk's stamp can be "
-                                 "(core.measure.stamp_bounds): "
-                                 "kernel stamps: 0.02 ms, or the span of a read it shared with bytes written after "
-                                 "it (a last token with the stream's end: about one ITL); read stamps: the lag "
-                                 "monitor's p99 x 20 + 0.5 ms (calibrated in benchmarks/fidelity.py --stamp read)",
+                                 "(core.measure.stamp_bounds): kernel stamps: 0.02 ms, or the span of a read it "
+                                 "shared with bytes written after it (a last token with the stream's end: about one "
+                                 "ITL); read stamps: the lag monitor's p99 x 20 + 0.5 ms (calibrated in "
+                                 "benchmarks/fidelity.py --stamp read)",
     "client.stamp_bound_ms_max": "the largest token chunk stamp bound (core.measure.stamp_bounds)",
     "client.read_delay_ms_p99": "kernel stamps: p99 of the client's own delay per read (its return - the bytes' "
                                 "arrival), which the kernel stamps keep out of the figures",
     "client.read_delay_ms_max": "kernel stamps: the longest delay of the client on one read",
-    "measurement.stamp": "how token reads were stamped (client/transport/recv_stamp.py): kernel (the kernel's "
-                         "arrival stamp "
-                         "of every read, Linux, plain TCP) or read (when the read returned: TLS, another platform)",
+    "measurement.stamp": "how token reads were stamped (client/transport/recv_stamp.py): kernel (the kernel's arrival "
+                         "stamp of every read, Linux, plain TCP) or read (when the read returned: TLS, another "
+                         "platform)",
     "client.bursts_client": "reads that delivered several chunks while the client's own threads were stalled",
-    "client.bursts_upstream": "reads that delivered several chunks while the client ran on time (a proxy, "
-                              "compression or the server sent them together)",
+    "client.bursts_upstream": "reads that delivered several chunks while the client ran on time (a proxy, compression "
+                              "or the server sent them together)",
     "cold_start.cold_starts": "measured samples that were cold model loads (load_duration > 100 ms; servers that "
                               "report loads, e.g. Ollama)",
     "cold_start.cold_start_samples": "1-based numbers of the cold samples, comma-separated",
@@ -79,37 +75,36 @@ DESCRIPTIONS = {
     "cold_start.cold_load_ms": "load_duration the server reported for that request",
     "spec_decode.source": "where the acceptance came from (core.measure.spec_decode): vLLM /metrics counters, SGLang "
                           "/metrics gauges, llama.cpp timings (per request) or llama.cpp /metrics counters",
-    "spec_decode.scope": "run (counter deltas around the samples), window (the server's windowed gauge, "
-                         "sampled during the run) or per request (llama.cpp timings)",
+    "spec_decode.scope": "run (counter deltas around the samples), window (the server's windowed gauge, sampled "
+                         "during the run) or per request (llama.cpp timings)",
     "spec_decode.decode_tokens": "Σ (output tokens − 1): the tokens decode produced",
     "spec_decode.decode_steps": "decode tokens − accepted tokens: engine steps, drafting or not",
     "spec_decode.tokens_per_step": "decode tokens ÷ decode steps (1 + accepted per step)",
     "spec_decode.acceptance_rate": "accepted ÷ drafted tokens",
     "spec_decode.decode_ms": "Σ (t_last − t_first) over the requests: the decode time",
     "spec_decode.step_ms": "decode_ms ÷ decode steps: the mean engine step time on run totals",
-    "roofline.tokens_per_step": "speculative decoding / MTP: spec_decode.tokens_per_step, the gate then judges "
-                                "engine steps (core.roofline.roofline_spec)",
-    "roofline.step_efficiency": "steps/s ÷ (bandwidth ÷ step bytes): the judged figure of a speculating server "
-                                "(run totals; decode_efficiency stays per token)",
+    "roofline.tokens_per_step": "speculative decoding / MTP: spec_decode.tokens_per_step, the gate then judges engine "
+                                "steps (core.roofline.roofline_spec)",
+    "roofline.step_efficiency": "steps/s ÷ (bandwidth ÷ step bytes): the judged figure of a speculating server (run "
+                                "totals; decode_efficiency stays per token)",
     "roofline.steps_per_s": "decode tokens ÷ decode time ÷ tokens per step, per stream (run totals)",
     "roofline.draft_bytes": "the drafter's bytes per engine step: drafted tokens per step × bytes per drafted token "
                             "(0: n-gram; null: not counted)",
     "roofline.draft": "what the drafter's bytes are (roofline.draft), or 'not counted: why'",
-    "server.metrics": "/metrics deltas over the measured samples (counters, histogram _count/_sum) and final "
-                      "gauge values",
-    "server.metrics_timeline": "/metrics gauges over the run: {metric name: [[t_ms, value], ...]} with t_ms on "
-                               "the requests' axis; the HTML report draws queue depth, running requests and KV usage",
-    "by_prompt.length_source": "which prompt length bucketed the requests: the server's count (usage), the "
-                               "planned length, or both with counts",
-    "by_prompt.buckets": "one row per bucket of each ttft_<stat>_by_prompt budget, then one (status no_bucket) "
-                         "for the requests above every bucket where there is no open top bucket",
+    "server.metrics": "/metrics deltas over the measured samples (counters, histogram _count/_sum) and final gauge "
+                      "values",
+    "server.metrics_timeline": "/metrics gauges over the run: {metric name: [[t_ms, value], ...]} with t_ms on the "
+                               "requests' axis; the HTML report draws queue depth, running requests and KV usage",
+    "by_prompt.length_source": "which prompt length bucketed the requests: the server's count (usage), the planned "
+                               "length, or both with counts",
+    "by_prompt.buckets": "one row per bucket of each ttft_<stat>_by_prompt budget, then one (status no_bucket) for "
+                         "the requests above every bucket where there is no open top bucket",
     "agent.prefix_reuse": "fraction of turn-2+ prompt tokens the server served from its prefix cache",
     "agent.prefix_reuse_source": "per request (each turn's cached_tokens / cache_n) or server counters (/metrics)",
     "agent.turn1_cached_tokens_max": "most cached tokens on any session's turn 1 (0: sessions share no prefix)",
     "agent.turns": "per turn index: reuse and medians of TTFT, prompt/cached/new tokens and tool-call times",
-    "baseline.comparisons": "deploy gate (core.measure.compare): one per tolerance, status regression | improvement "
-                            "| ok, "
-                            "with the seeded bootstrap CI of the candidate/baseline ratio and the message",
+    "baseline.comparisons": "deploy gate (core.measure.compare): one per tolerance, status regression | improvement | "
+                            "ok, with the seeded bootstrap CI of the candidate/baseline ratio and the message",
     "baseline.cdf": "the baseline's (or the other A/B arm's) CDF points, overlaid by the HTML report",
 }
 #: value sets that are closed (statuses that other modules may extend stay plain strings)
@@ -175,6 +170,12 @@ _SPECIAL = {"by_prompt.buckets": {"type": "array", "items": _BUCKET},
                                            "items": {"type": "number"}}}}}
 
 
+#: a part field's JSON type by its annotation's base type (float: null is +inf, a miss)
+_TYPES: dict[typing.Any, dict] = {
+    bool: {"type": "boolean"}, int: {"type": "integer"}, float: {"type": ["number", "null"]}, str: {"type": "string"},
+    dict: {"type": "object"}, list: {"type": "array", "items": {"type": "string"}}}
+
+
 def _type(hint) -> dict:
     import types
 
@@ -183,32 +184,17 @@ def _type(hint) -> dict:
     base = typing.get_origin(args[0]) or args[0]
     if base is typing.Literal:  # a typed status (core.statuses)
         return {"type": "string", "enum": list(typing.get_args(args[0]))}
-    if base is bool:
-        return {"type": "boolean"}
-    if base is int:
-        return {"type": "integer"}
-    if base is float:
-        return {"type": ["number", "null"]}  # null: +inf, a miss
-    if base is str:
-        return {"type": "string"}
-    if base is dict:
-        return {"type": "object"}
-    return {"type": "array", "items": {"type": "string"}} if base is list else {}
+    return _TYPES.get(base, {})
 
 
 def part_schema(part: type[Part]) -> dict:
     hints = typing.get_type_hints(part)
     props = {}
     for f in fields(part):  # type: ignore[arg-type]
-        if f.name in part.TRANSIENT:
-            continue
-        key = f"{part.NAME}.{f.name}"
-        prop = dict(_SPECIAL.get(key) or _type(hints[f.name]))
-        if key in ENUMS:
-            prop = {"enum": ENUMS[key]}
-        if key in DESCRIPTIONS:
-            prop["description"] = DESCRIPTIONS[key]
-        props[f.name] = prop
+        if f.name not in part.TRANSIENT:
+            key = f"{part.NAME}.{f.name}"
+            prop = {"enum": ENUMS[key]} if key in ENUMS else dict(_SPECIAL.get(key) or _type(hints[f.name]))
+            props[f.name] = {**prop, "description": DESCRIPTIONS[key]} if key in DESCRIPTIONS else prop
     doc = " ".join((part.__doc__ or "").split())
     return {"type": "object", "additionalProperties": False, "description": doc, "properties": props}
 

@@ -1,10 +1,6 @@
 """GitHub Actions step summary: when ``$GITHUB_STEP_SUMMARY`` names a file, append a Markdown
-table of every latency test (verdict, key figures, baseline comparison, regressions, notes).
-
-Appended, never overwritten (other steps write there too), and atomically: the file's current
-text plus this run's section is written to a temp file and renamed (``files.atomic``), so a
-crash leaves either the old summary or the new one, never half a table.
-"""
+table of every latency test (docs/reports.md#ci-step-summary): appended, never overwritten, and
+atomically (``files.atomic``), so a crash leaves either the old summary or the new one."""
 from __future__ import annotations
 
 import os

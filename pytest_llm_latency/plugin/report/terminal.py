@@ -131,10 +131,7 @@ def bound_lines(r: Entry) -> list[str]:
 
 
 def _budget(r: ResultEntry, key: str) -> str:
-    for k, v in r.budgets.items():  # ttft_p95_ms, output_tps_min_tok_s
-        if k.startswith(key + "_"):
-            return f"{v:g}"
-    return "?"
+    return next((f"{v:g}" for k, v in r.budgets.items() if k.startswith(key + "_")), "?")  # ttft_p95_ms, ...
 
 
 class Progress:

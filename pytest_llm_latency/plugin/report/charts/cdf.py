@@ -1,9 +1,6 @@
 """The CDF of one latency metric (TTFT, TPOT or ITL): one step curve per series (the
 run, and a baseline or the other arm of an A/B pair when there is one), the budget lines,
-and the percentile points the terminal reports.
-
-Pure: ``cdf_chart`` takes points, returns an SVG string.
-"""
+and the percentile points the terminal reports."""
 from __future__ import annotations
 
 import math
@@ -50,14 +47,6 @@ class Mark:
     q: float
 
 
-def ecdf_points(values: Sequence[float]) -> list[tuple[float, float]]:
-    """The empirical CDF: the i-th smallest of n values at F = (i + 1) / n.  Misses (+inf)
-    count in n but are never drawn, so the curve ends at (n - misses) / n."""
-    n = len(values)
-    finite = sorted(v for v in values if math.isfinite(v))
-    return [(v, (i + 1) / n) for i, v in enumerate(finite)]
-
-
 def cdf_chart(title: str, unit: str, series: Sequence[CdfSeries], budgets: Sequence[BudgetLine] = (),
               marks: Sequence[Mark] = (), *, width: int = WIDTH, height: int = HEIGHT, empty: str = "") -> str:
     """An SVG CDF chart.  The x range holds every drawn value, budget and mark; it is log10
@@ -74,11 +63,8 @@ def cdf_chart(title: str, unit: str, series: Sequence[CdfSeries], budgets: Seque
     lo, hi = domain(values, log=log)
     xs = Scale(lo, hi, LEFT, width - RIGHT, log=log)
     ys = Scale(0.0, 1.0, height - BOTTOM, TOP)
-    root = svg_root(width, height, title, "cdf", len(drawn))
-    root.set("data-x-min", repr(lo))
-    root.set("data-x-max", repr(hi))
+    root = svg_root(width, height, title, "cdf", len(drawn), LEFT, x_min=lo, x_max=hi)
     root.set("data-log", "1" if log else "0")
-    el(root, "text", title, x=float(LEFT), y=16.0, font_weight="600", font_size="13")
     x_axis(root, xs, height - BOTTOM, f"{title} ({unit}{', log scale' if log else ''})", grid_to=TOP)
     y_axis(root, ys, LEFT, None, fmt=lambda t: f"{t:g}", ticks=[0, 0.25, 0.5, 0.75, 1.0],
            grid_to=width - RIGHT)

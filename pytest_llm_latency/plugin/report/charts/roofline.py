@@ -2,10 +2,7 @@
 ceiling, over efficiency bands (and the gate's minimum, when one is set).  The arithmetic
 is written beside it by the page (``page.roofline_text``).  A speculating server's chart is
 in engine steps/s (the judged bar) with its token rate beside it (``judged=False``: tokens per
-step × steps/s, not compared with the step ceiling).
-
-Pure: ``roofline_chart`` takes numbers, returns an SVG string.
-"""
+step × steps/s, not compared with the step ceiling)."""
 from __future__ import annotations
 
 import math
@@ -46,10 +43,7 @@ def roofline_chart(title: str, ceiling_tok_s: float | None, measured: Sequence[D
                     + [m.tok_s_p95 * 1.05 for m in measured if m.tok_s_p95])
     lo, hi = domain([0.0, top_value], log=False, zero=True)
     height = TOP + ROW * len(measured) + BAND_ROW + 8 + 40
-    root = svg_root(width, height, title, "roofline", len(measured))
-    root.set("data-x-min", repr(lo))
-    root.set("data-x-max", repr(hi))
-    el(root, "text", title, x=float(LEFT), y=16.0, font_weight="600", font_size="13")
+    root = svg_root(width, height, title, "roofline", len(measured), LEFT, x_min=lo, x_max=hi)
     xs = Scale(lo, hi, LEFT, width - RIGHT)
     plot_bottom = TOP + ROW * len(measured) + BAND_ROW + 8
     above = any(m.judged and m.tok_s > ceiling_tok_s for m in measured) or all(m.judged for m in measured)

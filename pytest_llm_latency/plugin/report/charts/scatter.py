@@ -1,10 +1,7 @@
 """TTFT against prompt length: one dot per request (x = prompt tokens, y = TTFT ms), failed
 requests marked at the top edge (their TTFT is a miss) or where their first token came, the
 prompt-length buckets of a ``ttft_<stat>_by_prompt`` budget as vertical lines, and each bucket's
-budget as a horizontal step over its range.
-
-Pure: ``ttft_scatter`` takes points, returns an SVG string.
-"""
+budget as a horizontal step over its range."""
 from __future__ import annotations
 
 import math
@@ -49,10 +46,7 @@ def ttft_scatter(title: str, points: Sequence[PromptPoint], steps: Sequence[Buck
     ylo, yhi = domain(ys_vals or [1.0], log=False, zero=True)
     xs = Scale(xlo, xhi, LEFT, width - RIGHT)
     ys = Scale(ylo, yhi, height - BOTTOM, TOP)
-    root = svg_root(width, height, title, "scatter", 1)
-    for k, v in (("data-x-min", xlo), ("data-x-max", xhi), ("data-y-min", ylo), ("data-y-max", yhi)):
-        root.set(k, repr(v))
-    el(root, "text", title, x=float(LEFT), y=16.0, font_weight="600", font_size="13")
+    root = svg_root(width, height, title, "scatter", 1, LEFT, x_min=xlo, x_max=xhi, y_min=ylo, y_max=yhi)
     x_axis(root, xs, height - BOTTOM, "prompt tokens", grid_to=TOP)
     y_axis(root, ys, LEFT, "TTFT (ms)", grid_to=width - RIGHT)
     edges = sorted({e for s in steps for e in (s.lo, s.hi) if e is not None and e > xlo})

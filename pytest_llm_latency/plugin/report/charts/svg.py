@@ -124,25 +124,27 @@ def _log_ceil(v: float) -> float:
     return min(m * 10.0 ** d for m in (1, 2, 5, 10) if m * 10.0 ** d >= v * (1 - 1e-9))
 
 
-def svg_root(width: int, height: int, label: str, kind: str, series: int) -> ET.Element:
+def svg_root(width: int, height: int, label: str, kind: str, series: int, title_x: float | None = None,
+             **bounds: float) -> ET.Element:
     """The chart's ``<svg>``: scalable (viewBox), named for screen readers, and tagged with
-    its kind and how many data series it draws (``data-series``; one ``g.series`` each)."""
+    its kind and how many data series it draws (``data-series``; one ``g.series`` each); its axis
+    ``bounds`` as ``data-*`` (``x_min=`` is ``data-x-min``) and, with ``title_x``, the label drawn as its title."""
     root = ET.Element("svg", {"xmlns": SVG_NS, "viewBox": f"0 0 {width} {height}", "width": str(width),
                               "height": str(height), "role": "img", "aria-label": label,
                               "class": f"chart {kind}", "data-series": str(series),
                               "font-family": "system-ui, sans-serif", "font-size": str(FONT)})
     ET.SubElement(root, "title").text = label
+    for k, v in bounds.items():
+        root.set("data-" + k.replace("_", "-"), repr(v))
+    if title_x is not None:
+        el(root, "text", label, x=float(title_x), y=16.0, font_weight="600", font_size="13")
     return root
 
 
 def el(parent: ET.Element, tag: str, text: str | None = None, **attrs) -> ET.Element:
     """A child element; ``class_`` is ``class``, ``_`` in other names is ``-``, floats are ``px``."""
-    a = {}
-    for k, v in attrs.items():
-        if v is None:
-            continue
-        name = "class" if k == "class_" else k.replace("_", "-")
-        a[name] = px(v) if isinstance(v, float) else str(v)
+    a = {"class" if k == "class_" else k.replace("_", "-"): px(v) if isinstance(v, float) else str(v)
+         for k, v in attrs.items() if v is not None}
     e = ET.SubElement(parent, tag, a)
     if text is not None:
         e.text = text

@@ -1,9 +1,6 @@
 """The run as a timeline: one row per request (send → first token → last token), coloured
 by what became of it, and, on the same time axis below, the server's queue depth, running
-requests and KV-cache usage where ``/metrics`` was scraped during the run.
-
-Pure: ``timeline_chart`` takes spans and series, returns an SVG string.
-"""
+requests and KV-cache usage where ``/metrics`` was scraped during the run."""
 from __future__ import annotations
 
 import math
@@ -65,10 +62,7 @@ def timeline_chart(title: str, spans: Sequence[RequestSpan], metrics: Sequence[M
     # the legend: one line for the requests, and one for the server's gauges (their labels are long)
     legend_h = 16 if spans and metrics else 0
     height = TOP + (rows_h if spans else 0) + (GAP + METRICS_HEIGHT if metrics else 0) + 58 + legend_h
-    root = svg_root(width, height, title, "timeline", (1 if spans else 0) + len(metrics))
-    root.set("data-x-min", repr(lo))
-    root.set("data-x-max", repr(hi))
-    el(root, "text", title, x=float(LEFT), y=16.0, font_weight="600", font_size="13")
+    root = svg_root(width, height, title, "timeline", (1 if spans else 0) + len(metrics), LEFT, x_min=lo, x_max=hi)
     xs = Scale(lo * 1000.0, hi * 1000.0, LEFT, width - RIGHT)
     sec = Scale(lo, hi, LEFT, width - RIGHT)
     y = TOP

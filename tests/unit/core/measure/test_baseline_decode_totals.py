@@ -72,7 +72,7 @@ def test_results_v2_parts_are_read_back_as_totals():
 
 def test_saved_from_results_keeps_the_totals(tmp_path):
     res = llama_run(5.0, 4)
-    r = {"nodeid": "t.py::t", "workload": "w", "samples": pbase.samples(res), "decode_totals": pbase.decode_totals(res)}
+    r = {"nodeid": "t.py::t", "workload": "w", **pbase.entry_of(res)}   # samples and decode_totals
     pbase.save_from_results(str(tmp_path / "b.json"), [r])
     entry = bfile.load(tmp_path / "b.json")["tests"]["t.py::t::w"]
     assert entry["decode_totals"]["tokens_per_step"] == pytest.approx(2.0)

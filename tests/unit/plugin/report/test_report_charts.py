@@ -9,8 +9,15 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from pytest_llm_latency.plugin.report.charts import (BudgetLine, CdfSeries, Decode, Mark, MetricSeries, RequestSpan,
-                                                     cdf_chart, ecdf_points, roofline_chart, timeline_chart)
+                                                     cdf_chart, roofline_chart, timeline_chart)
 from pytest_llm_latency.plugin.report.charts.svg import domain, log_ticks, needs_log
+
+
+def ecdf_points(values: list[float]) -> list[tuple[float, float]]:
+    """The empirical CDF the page draws (``report.detail.cdf_samples``): the i-th smallest of n values
+    at F = (i + 1) / n; misses (+inf) count in n but are never drawn."""
+    finite = sorted(v for v in values if math.isfinite(v))
+    return [(v, (i + 1) / len(values)) for i, v in enumerate(finite)]
 
 
 def parse(svg: str) -> ET.Element:
