@@ -47,11 +47,6 @@ def path_points(d: str) -> list[tuple[str, float]]:
 
 
 # ---------------------------------------------------------------------------- CDF
-def test_ecdf_counts_misses_but_never_draws_them():
-    pts = ecdf_points([30.0, 10.0, math.inf, 20.0])
-    assert pts == [(10.0, 0.25), (20.0, 0.5), (30.0, 0.75)]  # ends at 3/4: one of four was a miss
-
-
 def test_cdf_axis_holds_every_value_and_budget_and_the_budget_line_sits_on_its_tick():
     pts = ecdf_points([110.0, 120.0, 130.0, 150.0, 180.0])
     svg = parse(cdf_chart("TTFT", "ms", [CdfSeries("run", pts, 5)], [BudgetLine("p95", 200.0, 0.95)],
