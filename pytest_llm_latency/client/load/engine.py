@@ -128,7 +128,8 @@ def run_load(send: Send, prompts: list[Prompt], workload: Workload, *, seed: int
              clock: Clock = MEASUREMENT_CLOCK, sleep: Callable[[float], None] = time.sleep,
              progress: Callable[[int, int], None] | None = None) -> LoadRun:
     if workload.load is not None and workload.load.open_loop:
-        return _monitored(lambda: _open_loop(send, prompts, workload, seed, clock, sleep, progress), clock, sleep)
+        due = open_loop_schedule(workload, seed)
+        return _monitored(lambda: _open_loop(send, prompts, due, None, clock, sleep, progress), clock, sleep)
     return _monitored(lambda: _closed_loop(send, prompts, ClosedPlan.of(workload), clock, sleep, progress),
                       clock, sleep)
 
@@ -139,8 +140,7 @@ def run_schedule(send: Send, prompts: list[Prompt], due: list[float], t0_ns: int
     """The open loop on a schedule given from outside (a worker's shard, ``client/placement/processes/workers.py``):
     ``prompts[i]`` due at ``t0_ns + due[i]`` seconds on ``clock`` -- the same arithmetic as
     ``run_load``'s, so a shard's due times are exactly the whole schedule's."""
-    return _monitored(lambda: _open_loop(send, prompts, None, 0, clock, sleep, progress, due=due, t0_ns=t0_ns),
-                      clock, sleep)
+    return _monitored(lambda: _open_loop(send, prompts, due, t0_ns, clock, sleep, progress), clock, sleep)
 
 
 def _monitored(body: Callable[[], LoadRun], clock: Clock, sleep) -> LoadRun:
@@ -326,15 +326,10 @@ def open_loop_schedule(workload: Workload, seed: int) -> list[float]:
                    duration_s=load.duration_s)
 
 
-def _open_loop(send: Send, prompts: list[Prompt], workload: Workload | None, seed: int, clock: Clock, sleep,
-               progress, *, due: list[float] | None = None, t0_ns: int | None = None) -> LoadRun:
-    """Request ``i`` due at ``t0 + due[i]``: the workload's schedule from now, or (a worker's shard)
-    ``due`` from the given ``t0_ns``."""
-    if due is None:
-        assert workload is not None, "an open loop without a given schedule has a workload"
-        due = open_loop_schedule(workload, seed)
-    if len(due) > len(prompts):
-        due = due[:len(prompts)]
+def _open_loop(send: Send, prompts: list[Prompt], due: list[float], t0_ns: int | None, clock: Clock, sleep,
+               progress) -> LoadRun:
+    """Request ``i`` due at ``t0 + due[i]`` (``t0_ns``, else now)."""
+    due = due[:len(prompts)]
     run = LoadRun("open")
     lock = threading.Lock()
     stop = threading.Event()
@@ -357,7 +352,6 @@ def _open_loop(send: Send, prompts: list[Prompt], workload: Workload | None, see
     workers = min(max(len(due), 1), MAX_OPEN_LOOP_THREADS)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm-latency-open") as pool:
         t0 = clock() if t0_ns is None else t0_ns
-        submitted = 0
         for p, off in zip(prompts, due):
             t_due = t0 + int(off * 1e9)
             while (d := t_due - clock()) > 0 and not stop.is_set():
@@ -365,7 +359,6 @@ def _open_loop(send: Send, prompts: list[Prompt], workload: Workload | None, see
             if stop.is_set():
                 break
             pool.submit(task, p, t_due)
-            submitted += 1
     run.unsent = len(due) - len(run.outcomes) if run.stopped else 0
     run.window_ns = max((max(ends) if ends else clock()) - t0, 0)
     return run

@@ -186,10 +186,7 @@ class NodeLoopState:
     def counted(self, value: int) -> None:
         self._unreported = value - self._known
         if self._unreported >= max(self._want, (self._samples - self._known) // (2 * self._nodes)):
-            self._known, t_stop = self._call("count", self._unreported, self._clock() + self._shift)
-            self._unreported = 0
-            if t_stop is not None:
-                self._learn(None, t_stop)
+            self._report(self._clock() + self._shift)
 
     @property
     def ramp_end(self) -> int | None:
@@ -207,12 +204,9 @@ class NodeLoopState:
     def t_stop(self, value: int | None) -> None:
         if value is None or self._t_stop is not None:
             return
-        if self._unreported:  # the count first: the samples may be in already (the books stop there)
-            self._known, t_stop = self._call("count", self._unreported, value + self._shift)
-            self._unreported = 0
-            if t_stop is not None:
-                self._learn(None, t_stop)
-                return
+        # the count first: the samples may be in already (the books stop there)
+        if self._unreported and self._report(value + self._shift):
+            return
         self._t_stop = value
         self.all_started.set()  # nothing more to wait for
         self._cast("stop", value + self._shift, "short" if self._exhausted else "stop")
@@ -220,6 +214,14 @@ class NodeLoopState:
     @property
     def stop(self) -> bool:
         return self._t_stop is not None
+
+    def _report(self, stamp: int) -> bool:
+        """The unreported count to the books at ``stamp`` (the driver's timeline); did they stop?"""
+        self._known, t_stop = self._call("count", self._unreported, stamp)
+        self._unreported = 0
+        if t_stop is not None:
+            self._learn(None, t_stop)
+        return t_stop is not None
 
     # the watcher
     def _learn(self, ramp_end: int | None, t_stop: int | None) -> None:
