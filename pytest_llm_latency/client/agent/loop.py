@@ -1,13 +1,7 @@
 """An agent session's turn loop (``client.drivers.agent_session``): what one process -- the test process,
-or a worker process running the sessions dealt to it (``client.agent.shard``) -- does per session.
-
-Turn 1: the session's prepared first prompt (its salt at the very start of the system text) with
-the real ``tools`` array.  Turn k+1: the transcript, the assistant's turn-k output as the server
-produced it (a tool call in the message shape the API expects: ``tool_calls`` with its ``id``,
-then a ``tool`` message answering that id), and a seeded tool result of ``tool_result_tokens``.
-Between turns, the session's drawn ``tool_time`` pause (outside model time).  Everything the loop
-needs is a ``SessionPlan``: pure data, made once by the controller (``client.agent.plan``), so a
-worker process runs exactly the turns the test process would.
+or a worker process running the sessions dealt to it (``client.agent.shard``) -- does per session, the turns
+docs/agent-sessions.md describes.  Everything the loop needs is a ``SessionPlan``: pure data, made once by the
+controller (``client.agent.plan``), so a worker process runs exactly the turns the test process would.
 """
 from __future__ import annotations
 

@@ -28,6 +28,9 @@ BURST_SHARE = 0.1
 CLIENT_BUNCHING_LAG_OF_TPOT = 0.5
 #: a server decoding faster than this (TPOT p50, ms) sends gaps under 0.1 ms on its own: not bunching
 FAST_TOKEN_MS = 1.0
+#: the end of a client-limited note that puts every burst on the client
+READ_LATE = ("the client read them late, bunched, not a proxy (ITL looks falsely small) -- give the test process a CPU "
+             "of its own, or fewer streams")
 
 
 def _p(values: list[float], q: float) -> float | None:
@@ -182,9 +185,8 @@ def bunching(res: WorkloadResult, timeline: StallTimeline | None = None) -> None
     if not per_burst:  # the run-level rule, in its words
         if a.client_gaps:
             client.client_limited = 1
-            res.notes.append(f"client-limited: {said} while the client's own threads woke up late ({health}): the "
-                             f"client read them late, bunched, not a proxy (ITL looks falsely small) -- give the "
-                             f"test process a CPU of its own, or fewer streams")
+            res.notes.append(f"client-limited: {said} while the client's own threads woke up late ({health}): "
+                             f"{READ_LATE}")
         else:
             res.notes.append(f"{said} while the client was idle ({health}): a buffering proxy or compression may "
                              f"be bunching tokens (ITL then looks falsely small)")
@@ -206,9 +208,7 @@ def bunching(res: WorkloadResult, timeline: StallTimeline | None = None) -> None
                          f"looks falsely small) -- give the test process a CPU of its own, or fewer streams")
     elif client_gaps >= a.upstream_gaps:
         client.client_limited = 1
-        res.notes.append(f"client-limited: {said}, {on_client}, {on_time} ({health}): the client read them late, "
-                         f"bunched, not a proxy (ITL looks falsely small) -- give the test process a CPU of its "
-                         f"own, or fewer streams")
+        res.notes.append(f"client-limited: {said}, {on_client}, {on_time} ({health}): {READ_LATE}")
     else:
         res.notes.append(f"{said}, {on_time}, {on_client} ({health}): a buffering proxy or compression may be "
                          f"bunching tokens, or the server sent them together (ITL then looks falsely small)")

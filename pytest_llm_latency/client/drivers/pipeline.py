@@ -209,20 +209,17 @@ def warm_up_outcomes(one: Callable[[Prompt], "RequestRecord | Failure"], prompts
         return []
     batch = [prompts[i % len(prompts)] for i in range(max(len(prompts), concurrency))]
     if concurrency == 1:
-        outcomes = [one(p) for p in batch]
-    else:
-        barrier = threading.Barrier(concurrency, timeout=30.0)
-        first = set(range(concurrency))
+        return [one(p) for p in batch]
+    barrier = threading.Barrier(concurrency, timeout=30.0)
 
-        def go(indexed: tuple[int, Prompt]):
-            i, p = indexed
-            if i in first:
-                with contextlib.suppress(threading.BrokenBarrierError):
-                    barrier.wait()
-            return one(p)
-        with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="llm-latency-warmup") as pool:
-            outcomes = list(pool.map(go, enumerate(batch)))
-    return outcomes
+    def go(indexed: tuple[int, Prompt]):
+        i, p = indexed
+        if i < concurrency:  # the first ``concurrency`` start together
+            with contextlib.suppress(threading.BrokenBarrierError):
+                barrier.wait()
+        return one(p)
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="llm-latency-warmup") as pool:
+        return list(pool.map(go, enumerate(batch)))
 
 
 def connection_counts(records: list[RequestRecord], client: ClientHealth) -> None:

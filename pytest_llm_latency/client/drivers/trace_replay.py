@@ -1,22 +1,11 @@
 """Trace replay: the rows of a Mooncake-format trace (``trace: PATH``, ``core.spec.trace``), each sent
-once at its own timestamp (an open loop: its latency counts from when the trace says it arrives,
-so a client or server that falls behind cannot hide the wait), a session's later turns each
-``delay`` ms after the previous turn finished (a closed loop within the session), with the
-prompts ``client.prepare.trace_prompts`` built before the first send: exactly ``input_length`` tokens as
-the server counts them, made of block texts keyed by the run's nonce and the row's hash ids, so
-rows share exactly the blocks the trace declares.
-
-A session's later turn is sent as its history -- the previous turn's prompt and the text the
-server answered -- followed by its own new tokens; its planned length is the server's count of
-the previous prompt + the tokens it generated + the new tokens, checked against the server's
-count like every prompt (``RequestRecord.prompt_deviation``).
-
-After the run, each record carries its trace row (index, file line, session) and the cached
-tokens the trace declares for it (``core.spec.trace_tokens.DeclaredCache``: the leading blocks it
-shares with a row that completed before it was sent -- those are cached, barring eviction).  The
-prefix cache's expected hits (``core.checks.measurement_validity``: hits beyond them make the
-sample unjudgeable) count the rows still in flight too: a server caches a block once its prefill
-has computed it, so a row may also hit the blocks of a row sent before it that has not finished."""
+once at its own timestamp (an open loop), a session's later turns each ``delay`` ms after the previous
+turn finished, sent as its history (the previous turn's prompt and the text the server answered) and its
+own new tokens; the prompts ``client.prepare.trace_prompts`` built before the first send, made of block
+texts keyed by the run's nonce and the row's hash ids.  After the run, each record carries its trace row
+and the cached tokens the trace declares for it (``core.spec.trace_tokens.DeclaredCache``), and the prefix
+cache's expected hits count the rows still in flight too.  See docs/trace-replay.md.
+"""
 from __future__ import annotations
 
 import threading

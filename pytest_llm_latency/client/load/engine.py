@@ -1,19 +1,9 @@
 """The load engine: a closed loop with ramp-up and steady-state measurement, and an open loop
 on a seeded arrival schedule -- a thread per in-flight stream sends; where the connection has
 kernel arrival stamps one read pump per process reads every body (``client/transport/read_pump.py``).
-
-Design (measured, ``benchmarks/load_engine.py``; results in ``benchmarks/README.md`` and
-``benchmarks/RESULTS.md``): the stream adapters (``client/apis/openai.py``, ``client/apis/ollama.py``) stamp
-every read before parsing and consume the body through one ``BodyConsumer``; a stream's thread
-builds and sends its request and reads the headers, then either reads its own body (read stamps)
-or hands it to the pump (kernel stamps: one ``epoll`` thread, no wake-up per token).
-What no design avoids is a starved client, so the engine watches its own health:
-
-* ``LagMonitor``: a thread that wakes every ``tick`` and records how late it woke -- the time a
-  ready thread of this process waited for a CPU (and the GIL).  Reading a token is late by as
-  much, so its p99 bounds how wrong the client's timestamps can be;
-* per request, in an open loop: how late it went out against its schedule (``client lag``);
-* per stream: how many events arrived in one read (the adapters stamp once per read).
+The engine watches its own health: ``LagMonitor`` records how late a thread of this process wakes (its
+p99 bounds how wrong the client's timestamps can be), an open loop how late each request went out.
+The design and its measurements: docs/load.md#the-clients-own-health.
 
 Closed loop (``concurrency: C``): ``C`` workers start spread over ``ramp_up``; a request counts
 only when it ran entirely at full concurrency: sent after the last worker's first request,
@@ -46,11 +36,8 @@ from ..transport.recv_stamp import latest_kernel_stamped
 #: ``send(prompt, t_scheduled_ns or None) -> RequestRecord | Failure``
 Send = Callable[[Prompt, "int | None"], "RequestRecord | Failure"]
 MAX_OPEN_LOOP_THREADS = 512
-#: the GIL switch interval while streams run on reads stamped when they return (CPython's default is
-#: 5 ms): a stream thread whose bytes arrived waits at most about this long for a thread running Python
-#: to let go.  With kernel arrival stamps (``client.transport.recv_stamp``) a read's stamp does not depend on when
-#: its thread runs, so the default is kept: 0.5 ms costs ~25 % more CPU per token at 200 streams and can
-#: fall into a GIL-thrash regime (``benchmarks/RESULTS.md``, CPU per token)
+#: the GIL switch interval while streams run on reads stamped when they return, and (CPython's default)
+#: with kernel arrival stamps: docs/load.md#the-clients-own-health
 SWITCH_INTERVAL_S = 0.0005
 KERNEL_STAMPED_SWITCH_INTERVAL_S = 0.005
 #: how often ``LagMonitor`` wakes: a stall of the client this long or longer is always seen

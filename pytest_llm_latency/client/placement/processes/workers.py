@@ -1,20 +1,11 @@
-"""Worker processes on one host (``workers: N``): an open loop's schedule sent by N processes,
-each with its own HTTP client, merged back into one run of exact per-request records.
+"""Worker processes on one host (``workers: N``): the controller's side.
 
-The controller (the test process) prepares every prompt and salt once and computes the schedule
-once (``client.load.engine.open_loop_schedule``); ``placement.deal`` gives worker ``k`` of ``N`` the
-scheduled arrivals ``k, k+N, k+2N, ...`` with their offsets unchanged, so the merged arrivals
-are exactly the schedule.  Each worker gets a pure-data ``Shard`` (no secrets) and, apart, its
-``Credentials`` (through the pipe: never argv, never a log line); it builds its client, warms its
-connection with unmeasured spare prompts, reports ready, waits for the common start instant
-``t0`` (``CLOCK_MONOTONIC``, shared by the host's processes: ``client.transport.clock``), runs the load
-engine on its shard (``client.load.engine.run_schedule``) and returns its exact ``RequestRecord`` /
-``Failure`` objects with their schedule positions, its lag samples, pid and host.  ``run_shard``
-is the entry point a shard runner on other hosts can reuse (``prepare_shard`` then ``run_shard``).
-
-Every wait is bounded: a worker that is not ready in time, dies, or does not finish within the
-schedule's span + the request timeout + slack is a ``worker_failures`` entry naming it (the
-judge makes the run an error: ``core.checks.measurement_validity.check_workers``), and it is killed.
+``run_workers`` spawns one process per ``Shard`` (``placement.deal``: worker ``k`` of ``N`` gets the scheduled
+arrivals ``k, k+N, ...``, their offsets unchanged), hands each its ``Credentials`` apart (the pipe), starts them
+on one ``CLOCK_MONOTONIC`` instant (``client.transport.clock``) and merges their exact records back into one
+run, in schedule order.  Every wait is bounded: a worker that is not ready in time, dies, or does not finish
+within the schedule's span + the request timeout + slack is killed and a ``worker_failures`` entry naming it
+(an error: ``core.checks.measurement_validity.check_workers``).  See docs/load.md#worker-processes.
 """
 from __future__ import annotations
 

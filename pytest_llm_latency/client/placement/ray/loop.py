@@ -1,30 +1,10 @@
 """A closed loop on Ray nodes (``ray: ADDRESS`` with ``concurrency: C``, ``client/placement/ray/shards.py``): the
-streams spread over one shard per node as over worker processes (``client/placement/processes/closed.py``), the
-loop's books kept by one small actor, ``LoopBooks``, since nodes share no memory.
-
-``LoopBooks`` holds what ``client.load.engine.LoopState`` holds, its stamps on the driver's timeline: the
-prompts handed out, the streams' first draws (full concurrency began at the last: ``ramp_end``), the
-requests counted and when issuing stopped (``t_stop``, and why).  On each node ``NodeLoopState`` is
-the ``LoopState`` its streams run the load engine's own loop on (``client.load.engine.run_closed``): a local
-lock, barrier and event, and the books read from a local copy, so that a stream calls the actor rarely
-(a call is a round trip between two of a stream's requests, never inside one):
-
-* prompts: leases of contiguous prompt indices (every prompt sent once; during the ramp one per
-  stream of the node, then a share of what is left, ``left // (2 x nodes)``, one at a time at the
-  end); the node's first lease is taken before the common start;
-* a stream's first draw: one call without waiting for its answer (``start``);
-* counting: a node reports its counted requests in batches of ``(samples - counted) // (2 x nodes)``
-  (``counted``: the books' count at its last report; at least its number of streams), and before it
-  stops; the books stop the run at the report that reaches ``samples``;
-* a watcher thread per node waits on the books (``watch``: a call that returns when full
-  concurrency began or issuing stopped, or after ``WATCH_S``) and tells the node's streams.
-
-A node learns of full concurrency or of the stop a round trip late, and the books hear of a count a
-batch late: a request a node draws before it knows full concurrency began counts as ramp-up, and
-the run may stop a little after the ``samples``-th request ended (more requests in the drain).  The
-driver settles the merged run (``settle``) on one steady-state window, ``[ramp_end, t_stop]`` on its
-timeline, for every node's records: at most ``samples`` measured (the first to end), each sent after
-``ramp_end`` and ended by ``t_stop``, as one process decides it.
+loop's books kept by one small actor, ``LoopBooks`` (the nodes share no memory; its stamps on the driver's
+timeline), and on each node ``NodeLoopState``, the ``client.load.engine.Books`` its streams run the engine's own
+loop on (``client.load.engine.run_closed``), calling the actor rarely: prompts leased in blocks, first draws
+cast, counts reported in batches, a watcher thread per node waiting on the books (``watch``).  ``settle`` puts
+the merged run on the books' one steady-state window.  The block and batch sizes, and what a node learns late:
+docs/load.md#several-hosts-on-ray (a closed loop on Ray).
 """
 from __future__ import annotations
 

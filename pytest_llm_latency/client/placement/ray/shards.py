@@ -1,27 +1,12 @@
-"""Shards on several hosts (``ray: ADDRESS``): the shards of ``client/placement/processes/workers.py`` -- an open loop's
-schedule, a closed loop's streams, a trace's or agent sessions, whole (``client/agent/workers.py``)
--- one per Ray node instead of one per local process.  A closed loop's books (the steady-state
-window decided across the nodes) are kept by a ``LoopBooks`` actor (``client/placement/ray/loop.py``);
-``samples: auto`` rounds run on a pool of actors placed the same way (``client/placement/ray/pool.py``:
-``reserve``, ``start_actors``, ``release``, ``shift_run`` are shared).
-
-The controller (the test process, Ray's driver) connects to the cluster, reserves one ``{CPU: 1}``
-bundle per node with a ``STRICT_SPREAD`` placement group, and starts one ``ShardActor`` in each
-bundle.  Each actor gets its pure-data ``Shard`` as a task argument, but its ``Credentials`` only
-as a reference: ``ray.put`` stores them in the object store and the actor is handed the ObjectRef
-inside a list, which Ray does not resolve, so the task's arguments (what the dashboard, the state
-API and a task's repr show) hold an object id, never the key; the actor ``ray.get``\\ s it.
-
-Clocks: each node's wall clock is compared with the driver's by round trips (``offset = remote_wall
-- (t_send + t_recv) / 2``, the sample with the shortest round trip of ``CLOCK_SAMPLES``).  The start
-is a wall-clock instant ``start_wall_ns`` on the driver's clock; each node starts at
-``start_wall_ns + offset`` on its own, taking its ``CLOCK_MONOTONIC`` reading at that instant as its
-``t0``.  Its records' stamps are moved to the driver's timeline (``stamp - t0_node + t0_driver``,
-``t0_driver``: the driver's monotonic at the start instant), so percentiles, budgets and reports are
-computed as for one process; the offset and round trip are reported per worker (``load.worker_lag``).
-A node lost mid-run (``RayActorError``, a node's death) is a ``worker_failures`` entry naming it.
-While the nodes run the driver reads each one's request count (``ShardActor.done``, served by a
-second thread of the actor) every ``PROGRESS_S`` for the progress line, as worker processes report theirs.
+"""Shards on several hosts (``ray: ADDRESS``): the shards of ``client/placement/processes/workers.py`` -- an
+open loop's schedule, a closed loop's streams (their books: ``client/placement/ray/loop.py``), a trace's or agent
+sessions, whole (``client/agent/workers.py``) -- one ``ShardActor`` per Ray node, each in a ``{CPU: 1}`` bundle of
+a ``STRICT_SPREAD`` placement group, given its ``Credentials`` only as an object reference inside a list (which Ray
+does not resolve: a task's arguments show an object id, never the key).  The nodes start on one wall-clock instant
+(each node's clock offset: the shortest of ``CLOCK_SAMPLES`` round trips) and their records' stamps are moved to
+the driver's timeline; a lost node is a ``worker_failures`` entry naming it.  ``reserve``, ``start_actors``,
+``release`` and ``shift_run`` are shared with ``client/placement/ray/pool.py``.  See
+docs/load.md#several-hosts-on-ray (the clock offset, a lost node, credentials).
 """
 from __future__ import annotations
 
