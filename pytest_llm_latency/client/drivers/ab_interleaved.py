@@ -27,7 +27,6 @@ from .base import Run
 
 class ABInterleaved:
     name = "ab_interleaved"
-    alternating = False
 
     def __init__(self, inner):
         self.inner = inner  # (workload) -> the driver of one block (registry.base_driver_for)

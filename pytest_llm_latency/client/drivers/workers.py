@@ -66,7 +66,7 @@ class WorkerOpenLoop:
     def measure(self, client, workload: Workload, run: Run):
         from .pipeline import measure_samples
 
-        return measure_samples(client, workload, run, WorkerOpenLoop(client, self.single))
+        return measure_samples(client, workload, run, type(self)(client, self.single))
 
 
 class WorkerClosedLoop(WorkerOpenLoop):
@@ -94,11 +94,6 @@ class WorkerClosedLoop(WorkerOpenLoop):
         load_run = placement.run(shards, Credentials.of(self.client), span_s=span_s,
                                  request_timeout_s=timeout_s, progress=run.progress, on_ready=run.on_ready)
         return Sent(outcomes=list(load_run.outcomes), load_run=load_run)
-
-    def measure(self, client, workload: Workload, run: Run):
-        from .pipeline import measure_samples
-
-        return measure_samples(client, workload, run, WorkerClosedLoop(client, self.single))
 
 
 @dataclass
