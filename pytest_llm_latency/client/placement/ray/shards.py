@@ -49,11 +49,6 @@ def check_reachable(url: str, nodes: list[dict]) -> None:
                               f"reach and give that URL, or run without ray (workers: N on this host)")
 
 
-def node_name(node_id: str, ip: str) -> str:
-    """How a node is named in records and errors: its address and the start of its Ray node id."""
-    return f"{ip}/{node_id[:8]}"
-
-
 class ShardActor:
     """One node's shard (made a Ray actor by ``_actor_class``): clock readings, then prepare, then run;
     ``done``, its requests so far, answers while it runs (a second thread of the actor)."""
@@ -270,7 +265,7 @@ def start_actors(ray, cls: Any, pg: Any, shards: list[Shard], credentials: Crede
     for k, a in enumerate(actors):
         try:
             pid, node_id, ip = ray.get(a.where.remote(), timeout=READY_SLACK_S)
-            names[k] = node_name(node_id, ip)
+            names[k] = f"{ip}/{node_id[:8]}"  # in records and errors: its address, its Ray node id's start
             offsets[k] = measure_offset(ray, a)
             ready[k] = a.prepare.remote(shards[k], [cred_ref])
         except (RayError, GetTimeoutError) as exc:
