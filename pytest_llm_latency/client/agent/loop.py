@@ -5,6 +5,7 @@ controller (``client.agent.plan``), so a worker process runs exactly the turns t
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -108,14 +109,10 @@ def run_sessions(session: Callable[[int, Prompt], Session], prompts: list[Prompt
     threads), in prompt order.  The seam where the load engine (``client/load/engine.py``) can schedule
     sessions instead."""
     out: list[Session] = []
-    if concurrency <= 1:
-        for i, p in enumerate(prompts):
-            out.append(session(i, p))
-            if progress:
-                progress(i + 1, len(prompts))
-        return out
-    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="llm-latency-agent") as pool:
-        for i, s in enumerate(pool.map(session, range(len(prompts)), prompts)):
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="llm-latency-agent") if concurrency > 1 \
+        else None
+    with pool or contextlib.nullcontext():  # one at a time on this thread, or ``concurrency`` at once
+        for i, s in enumerate((map if pool is None else pool.map)(session, range(len(prompts)), prompts)):
             out.append(s)
             if progress:
                 progress(i + 1, len(prompts))

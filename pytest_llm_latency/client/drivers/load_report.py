@@ -133,21 +133,10 @@ def client_summary(res: WorkloadResult, lag_ns: Sequence[int], send_lag_ns: Sequ
 
 
 def bunching(res: WorkloadResult, timeline: StallTimeline | None = None) -> None:
-    """Token chunks arriving < 0.1 ms after the previous one (``burst_chunks``) on more than
-    ``BURST_SHARE`` of the gaps make ITL look falsely small.  Who bunched them, burst by burst
-    (``core.measure.bunching``: was the read that delivered a burst late by about the gaps it merged,
-    by the client's own stall timeline?):
-
-    * the client, for the bursts read during its stalls, or all of them when it fell behind:
-      ``client_limited`` = 1 and a ``client-limited:`` note when its bursts are the larger part,
-      or more than ``BURST_SHARE`` of the gaps besides a proxy's (both are said, with counts);
-    * a buffering proxy or compression for bursts read while the client ran on time, when they
-      are the larger part -- except in a load-engine run (many streams) whose lag p99 reached
-      ``CLIENT_BUNCHING_LAG_OF_TPOT`` of the token interval: there a reader thread also waits for
-      the others (the GIL), which the monitor's wake-ups do not show, so those go to the client.
-    Without a stall timeline that covers the streams (an injected clock) the run's lag p99 against
-    ``CLIENT_BUNCHING_LAG_OF_TPOT`` of the token interval decides for all bursts; without a lag
-    or a TPOT the cause is left open."""
+    """Who bunched the tokens when more than ``BURST_SHARE`` of the gaps are < 0.1 ms apart (``burst_chunks``):
+    the client, a buffering proxy or compression, or both, burst by burst against the client's stall
+    ``timeline`` (``core.measure.bunching``), else by the run's lag p99 against ``CLIENT_BUNCHING_LAG_OF_TPOT`` of
+    the token interval; ``client_limited`` and a note.  The rules: docs/load.md#who-bunched-the-tokens."""
     client = res.client
     records = res.records
     chunks = sum(max(len(r.chunks) - 1, 0) for r in records)

@@ -197,14 +197,10 @@ def warm_up(one: Callable[[Prompt], "RequestRecord | Failure"], prompts: list[Pr
 
 def warm_up_outcomes(one: Callable[[Prompt], "RequestRecord | Failure"], prompts: list[Prompt],
                      concurrency: int) -> list["RequestRecord | Failure"]:
-    """Unmeasured requests at the workload's concurrency, so every connection the samples
-    will use is open before measuring.
-
-    ``max(len(prompts), concurrency)`` requests (warm-up prompts reused in turn); the first
-    ``concurrency`` start together (a barrier), so they are in flight at once and each
-    opens its own connection.  ``warmup: 0`` means no warm-up at all (a cold run): its
-    samples then pay the connects, which are reported as ``connect_ms``, not in TTFT.  Every outcome: the
-    records' chunk stamps size ``workers: auto`` (``client.placement.Placement.shares``)."""
+    """Unmeasured requests at the workload's concurrency, so every connection the samples will use is
+    open before measuring: ``max(len(prompts), concurrency)`` (the prompts reused in turn), the first
+    ``concurrency`` started together (a barrier).  Every outcome: the records' chunk stamps size
+    ``workers: auto`` (``client.placement.Placement.shares``)."""
     if not prompts:
         return []
     batch = [prompts[i % len(prompts)] for i in range(max(len(prompts), concurrency))]

@@ -41,11 +41,8 @@ class SequentialRounds:
 def send_samples(one: Callable[[Prompt], "RequestRecord | Failure"], samples: list[Prompt], workload: Workload,
                  progress: ProgressFn | None = None,
                  recover: Callable[[list], None] = lambda _: None) -> tuple[list, SequentialVerdicts | None]:
-    """Send the samples; outcomes in arrival order.  Fixed ``samples``: all of them, a closed
-    loop at the workload's concurrency.  ``samples: auto``: in rounds of ``concurrency``
-    requests sent together, checking the budgets after each round once ``min_samples`` are
-    in, until every budget is decided or ``max_samples`` (``len(samples)``) are sent
-    (``rounds.send_rounds``, whose ``send_round`` worker processes replace: ``worker_rounds``)."""
+    """Send the samples; outcomes in arrival order.  Fixed ``samples``: all of them, a closed loop at
+    the workload's concurrency; ``samples: auto``: in rounds (``rounds.send_rounds``)."""
     total, conc = len(samples), workload.concurrency
     outcomes: list = []
     pool = ThreadPoolExecutor(max_workers=conc, thread_name_prefix="llm-latency") if conc > 1 else None

@@ -78,6 +78,11 @@ def run_workers(shards: list[Shard], credentials: Credentials, *, span_s: float,
     failures: dict[int, str] = {}
     total = closed.samples if closed is not None else sum(len(s.positions) for s in shards)
 
+    def died(k: int) -> None:  # its pipe closed, or the process is gone
+        procs[k].join(1.0)
+        failures[k] = _named(k, procs[k], f"died with exit code {procs[k].exitcode}", done_counts[k],
+                             shards[k].planned)
+
     def pump(deadline_ns: int, until: str) -> None:
         """Read messages until every live worker is in state ``until`` or the deadline.  A closed
         loop stops at the first failure: its workers share books and a lock the lost one may have
@@ -99,9 +104,7 @@ def run_workers(shards: list[Shard], credentials: Credentials, *, span_s: float,
                 try:
                     msg: Any = conns[k].recv()
                 except (EOFError, OSError):
-                    procs[k].join(1.0)
-                    failures[k] = _named(k, procs[k], f"died with exit code {procs[k].exitcode}", done_counts[k],
-                                         shards[k].planned)
+                    died(k)
                     continue
                 if msg[0] == "ready":
                     state[k] = "ready"
@@ -115,16 +118,14 @@ def run_workers(shards: list[Shard], credentials: Credentials, *, span_s: float,
                     failures[k] = _named(k, procs[k], f"failed: {msg[1]}", done_counts[k], shards[k].planned)
             for k in live:  # a process gone without a word (killed before its pipe said EOF)
                 if k not in failures and state[k] != until and not procs[k].is_alive() and not conns[k].poll():
-                    failures[k] = _named(k, procs[k], f"died with exit code {procs[k].exitcode}", done_counts[k],
-                                         shards[k].planned)
+                    died(k)
 
     try:
         for k, (s, conn) in enumerate(zip(shards, conns)):
             try:
                 conn.send((s, credentials))  # the pipe: not argv, not the environment, never logged
             except OSError:  # it died before reading it
-                procs[k].join(1.0)
-                failures[k] = _named(k, procs[k], f"died with exit code {procs[k].exitcode}", 0, s.planned)
+                died(k)
         pump(clock() + int((READY_SLACK_S + request_timeout_s * max(len(s.warm) for s in shards)) * 1e9), "ready")
         if failures:  # a worker lost before the start: no sample is sent, the run is an error naming it
             return merge(shards, results, failures)
@@ -135,8 +136,7 @@ def run_workers(shards: list[Shard], credentials: Credentials, *, span_s: float,
             try:
                 c.send(("go", t0))
             except OSError:  # it died after "ready"
-                procs[k].join(1.0)
-                failures[k] = _named(k, procs[k], f"died with exit code {procs[k].exitcode}", 0, shards[k].planned)
+                died(k)
         pump(t0 + int((span_s + request_timeout_s + FINISH_SLACK_S) * 1e9), "done")
     finally:
         for k, p in enumerate(procs):
