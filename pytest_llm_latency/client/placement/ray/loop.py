@@ -131,7 +131,7 @@ class NodeLoopState:
         self._lo, self._hi = call("lease", streams)  # before the start: off the first requests' path
         self._exhausted = self._lo >= self._hi
         self._started = self._known = self._unreported = 0
-        self._ramp_end: int | None = None
+        self.ramp_end: int | None = None  # the books' (or, one node running every stream, the loop's own)
         self._t_stop: int | None = None
         self._closing = threading.Event()
         self._error: BaseException | None = None
@@ -141,7 +141,7 @@ class NodeLoopState:
     @property
     def next(self) -> int:
         if self._lo >= self._hi and not self._exhausted:
-            self._lo, self._hi = self._call("lease", self._want if self._ramp_end is None else 1)
+            self._lo, self._hi = self._call("lease", self._want if self.ramp_end is None else 1)
             self._exhausted = self._lo >= self._hi
         return self._prompts if self._exhausted and self._lo >= self._hi else self._lo
 
@@ -167,14 +167,6 @@ class NodeLoopState:
         self._unreported = value - self._known
         if self._unreported >= max(self._want, (self._samples - self._known) // (2 * self._nodes)):
             self._report(self._clock() + self._shift)
-
-    @property
-    def ramp_end(self) -> int | None:
-        return self._ramp_end
-
-    @ramp_end.setter
-    def ramp_end(self, value: int | None) -> None:  # one node running every stream: the loop's own
-        self._ramp_end = value
 
     @property
     def t_stop(self) -> int | None:
@@ -206,17 +198,17 @@ class NodeLoopState:
     # the watcher
     def _learn(self, ramp_end: int | None, t_stop: int | None) -> None:
         """What the books said, moved to this node's clock (the caller holds ``lock`` or is the loop)."""
-        if ramp_end is not None and self._ramp_end is None:
-            self._ramp_end = ramp_end - self._shift
+        if ramp_end is not None and self.ramp_end is None:
+            self.ramp_end = ramp_end - self._shift
         if t_stop is not None and self._t_stop is None:
             self._t_stop = t_stop - self._shift
-        if self._ramp_end is not None or self._t_stop is not None:
+        if self.ramp_end is not None or self._t_stop is not None:
             self.all_started.set()  # full concurrency, or nothing more to wait for
 
     def _watch(self) -> None:
         try:
             while not self._closing.is_set() and self._t_stop is None:
-                ramp_end, t_stop = self._call("watch", self._ramp_end is not None, self._t_stop is not None, WATCH_S)
+                ramp_end, t_stop = self._call("watch", self.ramp_end is not None, self._t_stop is not None, WATCH_S)
                 with self.lock:
                     self._learn(ramp_end, t_stop)
         except BaseException as exc:  # the books are gone: the node's streams must not wait on them
