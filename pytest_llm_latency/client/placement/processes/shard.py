@@ -1,12 +1,9 @@
 """A worker's shard and the worker's side (``workers: N``; the controller: ``client/placement/processes/workers.py``).
 
-``Shard``: pure data (no secrets) naming the scheduled arrivals, prompts and warm-up prompts one
-worker sends; ``Credentials`` travel apart (the pipe, never argv, never a log line).  In the
-worker process ``worker_main`` receives both, ``prepare_shard`` builds the worker's own client
-and warms its connections, and ``run_shard`` runs the load engine on the shard from the common
-start, returning a ``ShardRun`` of exact records, each naming the worker (``pid@host``).
-``prepare_shard`` then ``run_shard`` is also what a shard runner on other hosts reuses
-(``client/placement/ray/shards.py``).
+``Shard``: pure data (no secrets) naming what one worker sends; ``Credentials`` travel apart (the pipe, never
+argv, never a log line).  In the worker process ``worker_main`` receives both, ``prepare_shard`` builds and warms
+its own client and ``run_shard`` sends the shard from the common start: a ``ShardRun`` of exact records, each
+naming the worker (``pid@host``).  A Ray node reuses the pair (``client/placement/ray/shards.py``).
 """
 from __future__ import annotations
 

@@ -116,9 +116,8 @@ class ShardActor:
 
 def shift_run(run: ShardRun, delta: int) -> ShardRun:
     """``run`` with every clock stamp moved by ``delta`` ns (a node's monotonic to the driver's)."""
-    run.outcomes = [(pos, _shift(o, delta)) for pos, o in run.outcomes]
-    run.ramp = [(pos, _shift(o, delta)) for pos, o in run.ramp]  # a closed loop's exclusions: records too
-    run.drain = [(pos, _shift(o, delta)) for pos, o in run.drain]
+    for group in ("outcomes", "ramp", "drain"):  # a closed loop's exclusions: records too
+        setattr(run, group, [(pos, _shift(o, delta)) for pos, o in getattr(run, group)])
     if run.stalls is not None:
         s = run.stalls
         run.stalls = replace(s, stalls=tuple((t + delta, lag) for t, lag in s.stalls), start_ns=s.start_ns + delta,
