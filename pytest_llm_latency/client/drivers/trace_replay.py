@@ -8,6 +8,7 @@ cache's expected hits count the rows still in flight too.  See docs/trace-replay
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -327,10 +328,9 @@ def continued(prev_prompt: Prompt, prev: RequestRecord, new: Prompt, row: TraceR
     user = prev_prompt.user + answer + new.user
     planned = history + row.input_length
     if counter is not None:
-        try:
+        # else the additive plan stands; the server's count of the request checks it
+        with contextlib.suppress(MeasurementError, ValueError, OSError):
             planned = int(counter(prev_prompt.system + user))
-        except (MeasurementError, ValueError, OSError):
-            pass  # the additive plan stands; the server's count of the request checks it
     return replace(new, system=prev_prompt.system, user=user, expected_tokens=planned, counted_tokens=-1), history
 
 

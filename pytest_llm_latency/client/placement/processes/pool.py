@@ -9,6 +9,7 @@ Every wait is bounded; a lost worker is killed and named in ``failures``.  See d
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -87,10 +88,8 @@ class WorkerPool:
     def __exit__(self, *exc) -> None:
         for k, c in enumerate(self.conns):
             if k not in self.failures:
-                try:
+                with contextlib.suppress(OSError):
                     c.send(("stop",))
-                except OSError:
-                    pass
         for k, p in enumerate(self.procs):
             p.join(STOP_WAIT_S if k not in self.failures else 0.1)
             if p.is_alive():
@@ -253,7 +252,5 @@ def pool_worker_main(conn) -> None:
             conn.send(("round", send_part(one, msg[1], name, counted)))
         prepared.close()
     except BaseException as exc:  # reported to the controller, which makes it an error
-        try:
+        with contextlib.suppress(OSError, ValueError):
             conn.send(("error", redact(f"{type(exc).__name__}: {exc}")))
-        except (OSError, ValueError):
-            pass

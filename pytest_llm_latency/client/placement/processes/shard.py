@@ -7,6 +7,7 @@ naming the worker (``pid@host``).  A Ray node reuses the pair (``client/placemen
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
@@ -279,7 +280,5 @@ def worker_main(conn, shared: Any = None) -> None:
         prepared.close()
         conn.send(("done", result))
     except BaseException as exc:  # reported to the controller, which makes it an error
-        try:
+        with contextlib.suppress(OSError, ValueError):
             conn.send(("error", redact(f"{type(exc).__name__}: {exc}")))
-        except (OSError, ValueError):
-            pass

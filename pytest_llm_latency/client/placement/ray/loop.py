@@ -8,6 +8,7 @@ docs/load.md#several-hosts-on-ray (a closed loop on Ray).
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any, Callable
 
@@ -93,13 +94,11 @@ def books_actor(ray, plan: ClosedPlan, prompts: int, nodes: int) -> Any:
     never takes the books with it; a hard affinity: Ray 2.x places a zero-CPU actor of a soft one on
     any node); no CPU of the shards' bundles; one thread per waiting node and more."""
     opts: dict[str, Any] = {"num_cpus": 0, "max_concurrency": 4 * nodes + 8, "max_restarts": 0}
-    try:
+    with contextlib.suppress(Exception):  # a Ray client driver has no node of its own: anywhere
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(),
                                                                      soft=False)
-    except Exception:  # a Ray client driver has no node of its own: anywhere
-        pass
     return ray.remote(LoopBooks).options(**opts).remote(plan.concurrency, plan.samples, prompts, nodes)
 
 

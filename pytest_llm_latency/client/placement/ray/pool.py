@@ -7,6 +7,7 @@ driver's timeline.  See docs/load.md#several-hosts-on-ray (``samples: auto`` on 
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from typing import Any
@@ -142,10 +143,8 @@ class RayPool:
         return got
 
     def _lost(self, k: int, exc: BaseException) -> None:
-        try:
+        with contextlib.suppress(Exception):  # already gone with its node
             self.ray.kill(self.actors[k])  # nothing of it is waited for any more
-        except Exception:  # already gone with its node
-            pass
         done = len(self.runs[k].outcomes) if k in self.runs else 0
         self.failures[k] = _lost(k, self.names.get(k), exc, done, self.dealt[k],
                                  dead=isinstance(exc, self.ray.exceptions.RayActorError)) + f" (round {self.rounds})"

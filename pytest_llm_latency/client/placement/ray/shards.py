@@ -10,6 +10,7 @@ docs/load.md#several-hosts-on-ray (the clock offset, a lost node, credentials).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -99,8 +100,6 @@ class ShardActor:
 
     def _books(self, books: Any, shift_ns: int) -> Any:
         """A closed loop's ``NodeLoopState`` on ``books`` (its watcher running inside the ``with``)."""
-        import contextlib
-
         shard = self._prepared.shard
         if books is None or shard.loop_plan is None:
             return contextlib.nullcontext()
@@ -213,10 +212,8 @@ def run_on_ray(address: str, shards: list[Shard], credentials: Credentials, *, s
                 lambda k, exc, done: _lost(k, names[k], exc, done, shards[k].planned),
                 None if progress is None else lambda done: progress(min(done, total), total))
         if books is not None:
-            try:
+            with contextlib.suppress(RayError, GetTimeoutError):  # the books are with every node's failure
                 book = ray.get(books.books.remote(), timeout=READY_SLACK_S)
-            except (RayError, GetTimeoutError):
-                pass  # the books are with every node's failure
     finally:
         release(ray, [*actors, *([books] if books is not None else [])], pg)
     run = merge(shards, results, failures)
@@ -280,17 +277,13 @@ def start_actors(ray, cls: Any, pg: Any, shards: list[Shard], credentials: Crede
 def release(ray, actors: list, pg: Any) -> None:
     """Kill ``actors`` (those already gone with their node are skipped) and remove ``pg``."""
     for a in actors:
-        try:
+        with contextlib.suppress(Exception):  # already gone with its node
             ray.kill(a)
-        except Exception:  # already gone with its node
-            pass
     if pg is not None:
         from ray.util.placement_group import remove_placement_group
 
-        try:
+        with contextlib.suppress(Exception):
             remove_placement_group(pg)
-        except Exception:
-            pass
 
 
 def describe_nodes(run: LoadRun, names: dict[int, str], offsets: dict[int, tuple[int, int]]) -> LoadRun:
@@ -329,10 +322,8 @@ def collect(ray, running: dict, actors: list, deadline: float, results: dict[int
             continue
         live = list(running.values())
         for k, ref in zip(live, [actors[k].done.remote() for k in live]):
-            try:
+            with contextlib.suppress(RayError, GetTimeoutError):
                 done_counts[k] = ray.get(ref, timeout=PROGRESS_S)
-            except (RayError, GetTimeoutError):
-                pass
         progress(sum(done_counts.values()))
     if progress is not None:
         progress(sum(done_counts.values()))
