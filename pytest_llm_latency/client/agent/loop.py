@@ -1,16 +1,11 @@
 """An agent session's turn loop (``client.drivers.agent_session``): what one process -- the test process,
-or a worker process running the sessions dealt to it (``client.agent.shard``) -- does per session.
-
-Turn 1: the session's prepared first prompt (its salt at the very start of the system text) with
-the real ``tools`` array.  Turn k+1: the transcript, the assistant's turn-k output as the server
-produced it (a tool call in the message shape the API expects: ``tool_calls`` with its ``id``,
-then a ``tool`` message answering that id), and a seeded tool result of ``tool_result_tokens``.
-Between turns, the session's drawn ``tool_time`` pause (outside model time).  Everything the loop
-needs is a ``SessionPlan``: pure data, made once by the controller (``client.agent.plan``), so a
-worker process runs exactly the turns the test process would.
+or a worker process running the sessions dealt to it (``client.agent.shard``) -- does per session, the turns
+docs/agent-sessions.md describes.  Everything the loop needs is a ``SessionPlan``: pure data, made once by the
+controller (``client.agent.plan``), so a worker process runs exactly the turns the test process would.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -114,14 +109,10 @@ def run_sessions(session: Callable[[int, Prompt], Session], prompts: list[Prompt
     threads), in prompt order.  The seam where the load engine (``client/load/engine.py``) can schedule
     sessions instead."""
     out: list[Session] = []
-    if concurrency <= 1:
-        for i, p in enumerate(prompts):
-            out.append(session(i, p))
-            if progress:
-                progress(i + 1, len(prompts))
-        return out
-    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="llm-latency-agent") as pool:
-        for i, s in enumerate(pool.map(session, range(len(prompts)), prompts)):
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="llm-latency-agent") if concurrency > 1 \
+        else None
+    with pool or contextlib.nullcontext():  # one at a time on this thread, or ``concurrency`` at once
+        for i, s in enumerate((map if pool is None else pool.map)(session, range(len(prompts)), prompts)):
             out.append(s)
             if progress:
                 progress(i + 1, len(prompts))

@@ -116,12 +116,9 @@ def turn_table(sessions: list[Session]) -> list[dict]:
     out = []
     for k in range(1, max((len(s.turns) for s in sessions), default=0) + 1):
         ts = [t for s in sessions for t in s.turns if t.turn == k]
-        med = lambda vals: round(float(statistics.median(vals)), 4) if vals else None  # noqa: E731
-        out.append({"turn": k, "n": len(ts),
-                    "ttft_ms_p50": med([t.ttft_ms for t in ts if t.ttft_ms is not None]),
-                    "prompt_tokens_p50": med([t.prompt_tokens for t in ts if t.prompt_tokens is not None]),
-                    "cached_tokens_p50": med([t.cached_tokens for t in ts if t.cached_tokens is not None]),
-                    "new_tokens_p50": med([t.new_tokens for t in ts if t.new_tokens is not None]),
-                    "tool_first_ms_p50": med([t.tool_first_ms for t in ts if t.tool_first_ms is not None]),
-                    "tool_complete_ms_p50": med([t.tool_complete_ms for t in ts if t.tool_complete_ms is not None])})
+        row: dict = {"turn": k, "n": len(ts)}
+        for name in ("ttft_ms", "prompt_tokens", "cached_tokens", "new_tokens", "tool_first_ms", "tool_complete_ms"):
+            vals = [v for v in (getattr(t, name) for t in ts) if v is not None]
+            row[f"{name}_p50"] = round(float(statistics.median(vals)), 4) if vals else None
+        out.append(row)
     return out

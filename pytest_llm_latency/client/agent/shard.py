@@ -1,13 +1,10 @@
 """Agent sessions in a worker process (``workers: N``): the sessions dealt to it, whole.
 
-A worker's ``AgentShard`` (a ``client.placement.processes.shard.Shard``) carries an ``AgentDeal`` in ``deal``: the
-``SessionPlan`` every turn follows and the global indices of its sessions, whose prepared first
-prompts (salted by the controller, never rebuilt here) are the shard's ``prompts``.  The worker
-warms its connections with its own turn-1 warm-up prompts (``warm_shard``), waits for the common
-start, then runs its sessions' turn loops (``client.agent.loop``) on its own client, its share of
-the session slots at a time, under its own lag monitor; each turn's exact record (or the failure
-that ended its session) is kept at its session-major position and names the worker (``pid@host``),
-and the sessions go back in the ``ShardRun``'s books (the controller merges: ``client.agent.workers``).
+An ``AgentShard`` carries an ``AgentDeal``: the ``SessionPlan`` every turn follows and the global indices of its
+sessions, whose first prompts (salted by the controller, never rebuilt here) are the shard's ``prompts``.  The
+worker warms with its own turn-1 prompts, waits for the common start, then runs its sessions' turn loops
+(``client.agent.loop``) with its share of the session slots; each turn's record is kept at its session-major
+position, and the sessions go back in the ``ShardRun``'s books (the controller merges: ``client.agent.workers``).
 """
 from __future__ import annotations
 

@@ -1,13 +1,10 @@
 """Agent sessions dealt over worker processes (``workers: N``) or Ray nodes (``ray:``): the controller's side.
 
-Sessions stay whole (a later turn continues its own session's answers): session ``i`` goes to
-worker ``i mod N`` with its prepared first prompt (``client.agent.plan``: salted once, here), and
-worker ``k`` runs its sessions with its share of the ``concurrency`` session slots (``C // N``, the
-remainder to the first workers).  The workers are spawned, warmed and started together by
-``client.placement.processes.workers.run_workers`` (bounded waits, a failed worker named) -- with ``ray:``, one per node
-by ``client.placement.ray.shards.run_on_ray`` (the same shards; a lost node named) --; their exact records are
-merged in session-major order, and their sessions by index, so the result is built as one
-process's (``client.agent.plan.session_result``).
+Sessions stay whole: session ``i`` goes to worker ``i mod N`` with its prepared first prompt
+(``client.agent.plan``), worker ``k`` with its share of the session slots (``session_slots``).  The shards run by
+``client.placement.processes.workers.run_workers`` or, with ``ray:``, ``client.placement.ray.shards.run_on_ray``;
+their records and sessions are merged so the result is built as one process's
+(``client.agent.plan.session_result``).  See docs/load.md#worker-processes (agent sessions over workers).
 """
 from __future__ import annotations
 

@@ -13,7 +13,6 @@ from .base import Run
 
 class ABAlternating(ABInterleaved):
     name = "ab_alternating"
-    alternating = True
 
     def applies(self, workload: Workload) -> bool:
         bt = workload.baseline_target

@@ -1,18 +1,13 @@
 """A/B interleaved: the candidate (the test's target) and the baseline target measured in blocks,
 A B A B ..., both running at once; every block of every arm has its own salt context (fresh
 prompts).  The baseline arm (``Run.ab``) is injected by the plugin (``plugin.ab``), which owns
-the targets' processes.
-
-With ``workers: N`` each block of each arm is sent by the workload's worker processes (the base
-driver's ``WorkerOpenLoop``/``WorkerClosedLoop``: the block's loop sharded, its records merged),
-new ones every block, so every block warms their connections; an arm's ``load.worker_lag`` lists
-every block's workers.
+the targets' processes.  With ``workers: N`` every block of each arm is the workload's loop over new
+worker processes (docs/load.md#rate-sweeps-and-ab-runs-over-workers).
 
 An arm is judged as one sample: its blocks are combined by ``core.result.blocks.combine_blocks`` (every
-block's records, facts and parts, so a client that fell behind, a prefix cache, cold starts, streams
-without per-token counts or a lost worker in any block is the arm's); a worker lost or behind in any
-block of either arm is carried into the candidate's facts (the run is an error naming it and its
-block), and the baseline arm itself is (``facts.baseline_target_arm``: its validity checks are the run's)."""
+block's records, facts and parts are the arm's); a worker lost or behind in any block of either arm is
+carried into the candidate's facts, and so is the baseline arm itself (``facts.baseline_target_arm``: its
+validity checks are the run's)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -27,7 +22,6 @@ from .base import Run
 
 class ABInterleaved:
     name = "ab_interleaved"
-    alternating = False
 
     def __init__(self, inner):
         self.inner = inner  # (workload) -> the driver of one block (registry.base_driver_for)

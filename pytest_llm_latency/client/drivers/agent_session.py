@@ -1,24 +1,12 @@
-"""Agent sessions as they really run: a multi-turn tool-calling loop per session.
+"""Agent sessions as they really run: a multi-turn tool-calling loop per session (the turns, the tools' cost,
+the salts: docs/agent-sessions.md).
 
-Turn 1: the session's salt at the very start of the system text, then the workload's
-system/user prompt (fitted like any prompt, ``client.prepare.tokens``) and the real ``tools``
-array.  The tools' cost in the rendered prompt is measured once per workload (the same
-probe messages sent with and without ``tools``; the difference is what the server's
-template adds) and taken off the fitted prompt, so the server's count of turn 1 is
-``prompt_tokens``.  Turn k+1: the transcript, the assistant's turn-k output as the server
-produced it (a tool call in the message shape the API expects: ``tool_calls`` with its
-``id``, then a ``tool`` message answering that id), and a seeded tool result of
-``tool_result_tokens``.  Between turns, the client-side ``tool_time`` pause (outside model
-time).  Salts: one per session, from the run's nonce, so sessions share no prefix and
-a run never hits the cache an earlier run filled, while turns within a session do.
-
-Sessions run at ``concurrency`` through ``run_sessions``: simple bounded threads for now,
-one function for the load engine to take over.  With ``workers: N`` the sessions are dealt whole
-over N worker processes, or with ``ray:`` one per Ray node (``client.agent.workers``).  The modules: the turn loop
-(``client.agent.loop``), what is done once -- the preparation and the result
-(``client.agent.plan``) --, a worker's side (``client.agent.shard``) and the controller's
-(``client.agent.workers``).  Pure arithmetic and the verdict are in ``core.checks.agent_sessions``
-(turn types in ``core.measure.agent_turns``); tool-call assembly in ``core.measure.tool_calls``.
+Sessions run at ``concurrency`` through ``run_sessions`` (bounded threads); with ``workers: N`` they are dealt
+whole over N worker processes, or with ``ray:`` one per Ray node (``client.agent.workers``).  The modules: the turn
+loop (``client.agent.loop``), what is done once -- the preparation and the result (``client.agent.plan``) --, a
+worker's side (``client.agent.shard``) and the controller's (``client.agent.workers``).  Pure arithmetic and the
+verdict are in ``core.checks.agent_sessions`` (turn types in ``core.measure.agent_turns``); tool-call assembly in
+``core.measure.tool_calls``.
 """
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from .pipeline import measure_samples
 class ClosedLoop:
     name = "closed_loop"
     engine = True
+    worker = "WorkerClosedLoop"  # its driver over worker processes or Ray nodes, in ``drivers.workers``
 
     def applies(self, workload: Workload) -> bool:
         return uses_load_engine(workload) and not (workload.load is not None and workload.load.open_loop)
@@ -22,10 +23,9 @@ class ClosedLoop:
         return Sent(outcomes=list(load_run.outcomes), load_run=load_run)
 
     def measure(self, client, workload: Workload, run: Run):
-        # workers: N (client/placement/processes/closed.py), ray (client/placement/ray/loop.py); else this process,
-        # as before
+        # workers: N, ray: one shard per node (``client.placement``); else this process
         if placement_for(workload).dealt:
-            from .workers import WorkerClosedLoop
+            from . import workers
 
-            return measure_samples(client, workload, run, WorkerClosedLoop(client, self))
+            return measure_samples(client, workload, run, getattr(workers, self.worker)(client, self))
         return measure_samples(client, workload, run, self)

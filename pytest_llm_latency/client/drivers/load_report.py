@@ -28,6 +28,9 @@ BURST_SHARE = 0.1
 CLIENT_BUNCHING_LAG_OF_TPOT = 0.5
 #: a server decoding faster than this (TPOT p50, ms) sends gaps under 0.1 ms on its own: not bunching
 FAST_TOKEN_MS = 1.0
+#: the end of a client-limited note that puts every burst on the client
+READ_LATE = ("the client read them late, bunched, not a proxy (ITL looks falsely small) -- give the test process a CPU "
+             "of its own, or fewer streams")
 
 
 def _p(values: list[float], q: float) -> float | None:
@@ -130,21 +133,10 @@ def client_summary(res: WorkloadResult, lag_ns: Sequence[int], send_lag_ns: Sequ
 
 
 def bunching(res: WorkloadResult, timeline: StallTimeline | None = None) -> None:
-    """Token chunks arriving < 0.1 ms after the previous one (``burst_chunks``) on more than
-    ``BURST_SHARE`` of the gaps make ITL look falsely small.  Who bunched them, burst by burst
-    (``core.measure.bunching``: was the read that delivered a burst late by about the gaps it merged,
-    by the client's own stall timeline?):
-
-    * the client, for the bursts read during its stalls, or all of them when it fell behind:
-      ``client_limited`` = 1 and a ``client-limited:`` note when its bursts are the larger part,
-      or more than ``BURST_SHARE`` of the gaps besides a proxy's (both are said, with counts);
-    * a buffering proxy or compression for bursts read while the client ran on time, when they
-      are the larger part -- except in a load-engine run (many streams) whose lag p99 reached
-      ``CLIENT_BUNCHING_LAG_OF_TPOT`` of the token interval: there a reader thread also waits for
-      the others (the GIL), which the monitor's wake-ups do not show, so those go to the client.
-    Without a stall timeline that covers the streams (an injected clock) the run's lag p99 against
-    ``CLIENT_BUNCHING_LAG_OF_TPOT`` of the token interval decides for all bursts; without a lag
-    or a TPOT the cause is left open."""
+    """Who bunched the tokens when more than ``BURST_SHARE`` of the gaps are < 0.1 ms apart (``burst_chunks``):
+    the client, a buffering proxy or compression, or both, burst by burst against the client's stall
+    ``timeline`` (``core.measure.bunching``), else by the run's lag p99 against ``CLIENT_BUNCHING_LAG_OF_TPOT`` of
+    the token interval; ``client_limited`` and a note.  The rules: docs/load.md#who-bunched-the-tokens."""
     client = res.client
     records = res.records
     chunks = sum(max(len(r.chunks) - 1, 0) for r in records)
@@ -182,9 +174,8 @@ def bunching(res: WorkloadResult, timeline: StallTimeline | None = None) -> None
     if not per_burst:  # the run-level rule, in its words
         if a.client_gaps:
             client.client_limited = 1
-            res.notes.append(f"client-limited: {said} while the client's own threads woke up late ({health}): the "
-                             f"client read them late, bunched, not a proxy (ITL looks falsely small) -- give the "
-                             f"test process a CPU of its own, or fewer streams")
+            res.notes.append(f"client-limited: {said} while the client's own threads woke up late ({health}): "
+                             f"{READ_LATE}")
         else:
             res.notes.append(f"{said} while the client was idle ({health}): a buffering proxy or compression may "
                              f"be bunching tokens (ITL then looks falsely small)")
@@ -206,9 +197,7 @@ def bunching(res: WorkloadResult, timeline: StallTimeline | None = None) -> None
                          f"looks falsely small) -- give the test process a CPU of its own, or fewer streams")
     elif client_gaps >= a.upstream_gaps:
         client.client_limited = 1
-        res.notes.append(f"client-limited: {said}, {on_client}, {on_time} ({health}): the client read them late, "
-                         f"bunched, not a proxy (ITL looks falsely small) -- give the test process a CPU of its "
-                         f"own, or fewer streams")
+        res.notes.append(f"client-limited: {said}, {on_client}, {on_time} ({health}): {READ_LATE}")
     else:
         res.notes.append(f"{said}, {on_time}, {on_client} ({health}): a buffering proxy or compression may be "
                          f"bunching tokens, or the server sent them together (ITL then looks falsely small)")

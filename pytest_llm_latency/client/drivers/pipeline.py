@@ -197,32 +197,25 @@ def warm_up(one: Callable[[Prompt], "RequestRecord | Failure"], prompts: list[Pr
 
 def warm_up_outcomes(one: Callable[[Prompt], "RequestRecord | Failure"], prompts: list[Prompt],
                      concurrency: int) -> list["RequestRecord | Failure"]:
-    """Unmeasured requests at the workload's concurrency, so every connection the samples
-    will use is open before measuring.
-
-    ``max(len(prompts), concurrency)`` requests (warm-up prompts reused in turn); the first
-    ``concurrency`` start together (a barrier), so they are in flight at once and each
-    opens its own connection.  ``warmup: 0`` means no warm-up at all (a cold run): its
-    samples then pay the connects, which are reported as ``connect_ms``, not in TTFT.  Every outcome: the
-    records' chunk stamps size ``workers: auto`` (``client.placement.Placement.shares``)."""
+    """Unmeasured requests at the workload's concurrency, so every connection the samples will use is
+    open before measuring: ``max(len(prompts), concurrency)`` (the prompts reused in turn), the first
+    ``concurrency`` started together (a barrier).  Every outcome: the records' chunk stamps size
+    ``workers: auto`` (``client.placement.Placement.shares``)."""
     if not prompts:
         return []
     batch = [prompts[i % len(prompts)] for i in range(max(len(prompts), concurrency))]
     if concurrency == 1:
-        outcomes = [one(p) for p in batch]
-    else:
-        barrier = threading.Barrier(concurrency, timeout=30.0)
-        first = set(range(concurrency))
+        return [one(p) for p in batch]
+    barrier = threading.Barrier(concurrency, timeout=30.0)
 
-        def go(indexed: tuple[int, Prompt]):
-            i, p = indexed
-            if i in first:
-                with contextlib.suppress(threading.BrokenBarrierError):
-                    barrier.wait()
-            return one(p)
-        with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="llm-latency-warmup") as pool:
-            outcomes = list(pool.map(go, enumerate(batch)))
-    return outcomes
+    def go(indexed: tuple[int, Prompt]):
+        i, p = indexed
+        if i < concurrency:  # the first ``concurrency`` start together
+            with contextlib.suppress(threading.BrokenBarrierError):
+                barrier.wait()
+        return one(p)
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="llm-latency-warmup") as pool:
+        return list(pool.map(go, enumerate(batch)))
 
 
 def connection_counts(records: list[RequestRecord], client: ClientHealth) -> None:

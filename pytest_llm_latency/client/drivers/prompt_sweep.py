@@ -31,20 +31,16 @@ class PromptSweep:
         return bool(workload.prompt_sweep)
 
     def measure(self, client, workload: Workload, run: Run) -> WorkloadResult:
-        return measure_sweep(client, workload, run)
-
-
-def measure_sweep(client, workload: Workload, run: Run = Run()) -> WorkloadResult:
-    """Every length of ``workload.prompt_sweep`` measured by its sample driver, then combined."""
-    parts: list[tuple[Workload, WorkloadResult]] = []
-    total = len(workload.prompt_sweep) * workload.samples
-    progress = run.progress
-    for i, n in enumerate(workload.prompt_sweep):
-        w = replace(workload, prompt_tokens=n, prompt_sweep=(), budgets=(), concurrency=1)
-        step = (lambda done, _t, _i=i: progress(_i * workload.samples + done, total)) if progress else None
-        at = replace(run, salt_context=f"{run.salt_context}|prompt={n}", progress=step)
-        parts.append((w, sample_driver_for(w).measure(client, w, at)))
-    return combine(workload, parts)
+        """Every length of ``workload.prompt_sweep`` measured by its sample driver, then combined."""
+        parts: list[tuple[Workload, WorkloadResult]] = []
+        total = len(workload.prompt_sweep) * workload.samples
+        progress = run.progress
+        for i, n in enumerate(workload.prompt_sweep):
+            w = replace(workload, prompt_tokens=n, prompt_sweep=(), budgets=(), concurrency=1)
+            step = (lambda done, _t, _i=i: progress(_i * workload.samples + done, total)) if progress else None
+            at = replace(run, salt_context=f"{run.salt_context}|prompt={n}", progress=step)
+            parts.append((w, sample_driver_for(w).measure(client, w, at)))
+        return combine(workload, parts)
 
 
 def combine(workload: Workload, parts: list[tuple[Workload, WorkloadResult]]) -> WorkloadResult:

@@ -2,16 +2,9 @@
 judged against the workload's budgets (by the injected ``judge``: the verdict of a step picks the
 next rate); the result is the run at the capacity (the highest rate that passed), with the capacity
 and the curve in ``res.load``/notes and the sweep in its facts (``core.checks.sweeps`` judges
-``capacity_min``).  Judge the result once more for its verdict.
-
-With ``workers: N`` or ``ray:`` every step is an open loop over the workers (the workload's
-``workers``/``ray`` stay on each step's), its records merged and its verdict decided across them;
-the result's ``load.workers``/``worker_lag`` are the reported step's (its records' workers).  A
-step that lost a worker (died, hung, never ready) ends the sweep unjudged, and every step's lost
-workers are carried into the result's facts, so the run is an error naming them, never a pass.
-A step that could not be judged (its verdict ``error``: a client that fell behind, a cached
-sample...) is neither a pass nor a fail: the bisection goes on below it, and the run is an error
-only when such a step, not a rate the server failed, brackets the capacity (``core.checks.sweeps``)."""
+``capacity_min``).  Judge the result once more for its verdict.  An unjudged step, a step that lost a
+worker, and steps over workers or Ray nodes: docs/load.md#rate-sweep and
+docs/load.md#rate-sweeps-and-ab-runs-over-workers."""
 from __future__ import annotations
 
 from dataclasses import replace

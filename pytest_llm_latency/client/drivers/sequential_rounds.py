@@ -41,30 +41,22 @@ class SequentialRounds:
 def send_samples(one: Callable[[Prompt], "RequestRecord | Failure"], samples: list[Prompt], workload: Workload,
                  progress: ProgressFn | None = None,
                  recover: Callable[[list], None] = lambda _: None) -> tuple[list, SequentialVerdicts | None]:
-    """Send the samples; outcomes in arrival order.  Fixed ``samples``: all of them, a closed
-    loop at the workload's concurrency.  ``samples: auto``: in rounds of ``concurrency``
-    requests sent together, checking the budgets after each round once ``min_samples`` are
-    in, until every budget is decided or ``max_samples`` (``len(samples)``) are sent
-    (``rounds.send_rounds``, whose ``send_round`` worker processes replace: ``worker_rounds``)."""
+    """Send the samples; outcomes in arrival order.  Fixed ``samples``: all of them, a closed loop at
+    the workload's concurrency; ``samples: auto``: in rounds (``rounds.send_rounds``)."""
     total, conc = len(samples), workload.concurrency
     outcomes: list = []
     pool = ThreadPoolExecutor(max_workers=conc, thread_name_prefix="llm-latency") if conc > 1 else None
+    each = map if pool is None else pool.map  # one at a time on this thread, or ``conc`` at once
 
     def send_round(batch: list[Prompt]) -> list:
-        return [one(p) for p in batch] if pool is None else list(pool.map(one, batch))
+        return list(each(one, batch))
 
     try:
         if not workload.sequential:
-            if pool is None:
-                for p in samples:
-                    outcomes.append(one(p))
-                    if progress:
-                        progress(len(outcomes), total)
-            else:
-                for out in pool.map(one, samples):
-                    outcomes.append(out)
-                    if progress:
-                        progress(len(outcomes), total)
+            for out in each(one, samples):
+                outcomes.append(out)
+                if progress:
+                    progress(len(outcomes), total)
             return outcomes, None
         return send_rounds(send_round, samples, workload, progress, recover)
     finally:

@@ -1,24 +1,14 @@
 """Trace replay: the rows of a Mooncake-format trace (``trace: PATH``, ``core.spec.trace``), each sent
-once at its own timestamp (an open loop: its latency counts from when the trace says it arrives,
-so a client or server that falls behind cannot hide the wait), a session's later turns each
-``delay`` ms after the previous turn finished (a closed loop within the session), with the
-prompts ``client.prepare.trace_prompts`` built before the first send: exactly ``input_length`` tokens as
-the server counts them, made of block texts keyed by the run's nonce and the row's hash ids, so
-rows share exactly the blocks the trace declares.
-
-A session's later turn is sent as its history -- the previous turn's prompt and the text the
-server answered -- followed by its own new tokens; its planned length is the server's count of
-the previous prompt + the tokens it generated + the new tokens, checked against the server's
-count like every prompt (``RequestRecord.prompt_deviation``).
-
-After the run, each record carries its trace row (index, file line, session) and the cached
-tokens the trace declares for it (``core.spec.trace_tokens.DeclaredCache``: the leading blocks it
-shares with a row that completed before it was sent -- those are cached, barring eviction).  The
-prefix cache's expected hits (``core.checks.measurement_validity``: hits beyond them make the
-sample unjudgeable) count the rows still in flight too: a server caches a block once its prefill
-has computed it, so a row may also hit the blocks of a row sent before it that has not finished."""
+once at its own timestamp (an open loop), a session's later turns each ``delay`` ms after the previous
+turn finished, sent as its history (the previous turn's prompt and the text the server answered) and its
+own new tokens; the prompts ``client.prepare.trace_prompts`` built before the first send, made of block
+texts keyed by the run's nonce and the row's hash ids.  After the run, each record carries its trace row
+and the cached tokens the trace declares for it (``core.spec.trace_tokens.DeclaredCache``), and the prefix
+cache's expected hits count the rows still in flight too.  See docs/trace-replay.md.
+"""
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -254,24 +244,21 @@ class ReplaySend:
             self.replay.sleep(min(d / 1e9, 0.05))
 
     def session(self, turns: list[TraceRow], t_due: int) -> None:
+        prev: tuple[Prompt, RequestRecord] | None = None
         try:
-            self.turns_of(turns, t_due)
+            for k, row in enumerate(turns):
+                prompt, history, t_due = self.next_prompt(row, prev, t_due)
+                if not self.admit(row, t_due, unsent=len(turns) - k):
+                    return
+                out = tagged(self.one(prompt, t_due), row, self.replay.file, history)
+                kept = self.keep(out, row)
+                if not isinstance(out, RequestRecord):
+                    self.abandon(turns[k + 1:], out, kept, f"turn {k + 1} of session {row.session_id!r}")
+                    return
+                prev = (prompt, out)
         except BaseException:
             self.stop.set()  # the other sessions stop too: the error is raised by the main thread
             raise
-
-    def turns_of(self, turns: list[TraceRow], t_due: int) -> None:
-        prev: tuple[Prompt, RequestRecord] | None = None
-        for k, row in enumerate(turns):
-            prompt, history, t_due = self.next_prompt(row, prev, t_due)
-            if not self.admit(row, t_due, unsent=len(turns) - k):
-                return
-            out = tagged(self.one(prompt, t_due), row, self.replay.file, history)
-            kept = self.keep(out, row)
-            if not isinstance(out, RequestRecord):
-                self.abandon(turns[k + 1:], out, kept, f"turn {k + 1} of session {row.session_id!r}")
-                return
-            prev = (prompt, out)
 
     def next_prompt(self, row: TraceRow, prev: "tuple[Prompt, RequestRecord] | None",
                     t_due: int) -> tuple[Prompt, int, int]:
@@ -341,10 +328,9 @@ def continued(prev_prompt: Prompt, prev: RequestRecord, new: Prompt, row: TraceR
     user = prev_prompt.user + answer + new.user
     planned = history + row.input_length
     if counter is not None:
-        try:
+        # else the additive plan stands; the server's count of the request checks it
+        with contextlib.suppress(MeasurementError, ValueError, OSError):
             planned = int(counter(prev_prompt.system + user))
-        except (MeasurementError, ValueError, OSError):
-            pass  # the additive plan stands; the server's count of the request checks it
     return replace(new, system=prev_prompt.system, user=user, expected_tokens=planned, counted_tokens=-1), history
 
 
@@ -368,23 +354,20 @@ class TraceShard(Shard):
         return int(p.key) if p.key is not None else positions[id(p)]  # a later turn: a new prompt, its row
 
     def run(self, prepared, out, go):
-        return replay_shard(self, out, go.send, go.t0_ns, go.report, go.clock, go.sleep)
+        """The worker's side (``out``: its ``ShardRun``): its sessions replayed from the common start
+        (each first turn due at its offset from ``go.t0_ns``); its tagged outcomes by row index, and its
+        books (the declared hits are decided by the controller, from the merged stamps:
+        ``drivers.workers.WorkerReplay``)."""
+        from ..load.send_one import no_gc_pauses
 
-
-def replay_shard(shard, out, send: Callable, t0_ns: int, report, clock, sleep):
-    """A worker process's ``TraceShard`` (``out``: its ``ShardRun``):
-    its sessions replayed from the common start (each first turn due at its offset from ``t0_ns``);
-    its tagged outcomes by row index, and its books (the declared hits are decided by the
-    controller, from the merged stamps: ``drivers.workers.WorkerReplay``)."""
-    from ..load.send_one import no_gc_pauses as _no_gc_pauses
-
-    replay = Replay(list(shard.rows), shard.spec, clock=clock, sleep=sleep, t0_ns=t0_ns)
-    with _no_gc_pauses():
-        sent = replay.send(send, list(shard.prompts), None, Run(progress=report), None)  # type: ignore[arg-type]
-    run = sent.load_run
-    out.outcomes = [(o.trace.row, o) for o in run.outcomes]
-    out.lag_ns, out.send_lag_ns, out.stalls = run.lag_ns, run.send_lag_ns, run.lag_timeline
-    out.window_ns = run.window_ns
-    out.books = {"skipped": list(replay.skipped), "rejected_row": replay.rejected_row, "stopped": replay.stopped,
-                 "unsent": replay.unsent}
-    return out
+        replay = Replay(list(self.rows), self.spec, clock=go.clock, sleep=go.sleep, t0_ns=go.t0_ns)
+        with no_gc_pauses():
+            sent = replay.send(go.send, list(self.prompts), None,  # type: ignore[arg-type]
+                               Run(progress=go.report), None)
+        run = sent.load_run
+        out.outcomes = [(o.trace.row, o) for o in run.outcomes]
+        out.lag_ns, out.send_lag_ns, out.stalls = run.lag_ns, run.send_lag_ns, run.lag_timeline
+        out.window_ns = run.window_ns
+        out.books = {"skipped": list(replay.skipped), "rejected_row": replay.rejected_row, "stopped": replay.stopped,
+                     "unsent": replay.unsent}
+        return out

@@ -1,12 +1,9 @@
 """Sequential rounds over worker processes (``samples: auto`` with ``workers: N``, ``N <= concurrency``):
-the same loop as one process (``rounds.send_rounds``) -- rounds of ``concurrency`` prompts sent
-together, ``recover`` between rounds, ``core.measure.verdict.SequentialVerdicts`` deciding after each round
-once ``min_samples`` are in -- but each round is split over a persistent pool of ``N`` worker
-processes (``client/placement/processes/pool.py``: round prompts ``k, k+N, ...`` to worker ``k``) and merged
-back in prompt order, so every decision is taken on all the workers' exact records, as one process
-takes it.  With ``ray:`` the pool is one actor per Ray node (``client/placement/ray/pool.py``: the same interface,
-the records' stamps on the driver's timeline).  A lost worker stops the rounds; the run is then an
-error naming it (``check_workers``)."""
+the same loop as one process (``rounds.send_rounds``), each round split over a persistent pool of ``N``
+worker processes (``client/placement/processes/pool.py``) -- with ``ray:`` one actor per Ray node
+(``client/placement/ray/pool.py``) -- and merged back in prompt order, so every decision is taken on all
+the workers' exact records.  A lost worker stops the rounds; the run is then an error naming it
+(``check_workers``).  See docs/load.md#worker-processes (``samples: auto`` over workers)."""
 from __future__ import annotations
 
 import math

@@ -1,12 +1,10 @@
 """The load engine's loops sent by worker processes (``workers: N``, ``client/placement/processes/workers.py``):
-the same
-sample drivers as ``open_loop`` and ``closed_loop`` inside the same pipeline, bound to the
-measurement's client so that their shards can name the target.  An open loop: the engine's
-schedule, sharded, merged back in schedule order; a closed loop: the ``concurrency`` streams
-spread over the workers, one steady-state window decided across them (``client/placement/processes/closed.py``);
-a trace replay: whole sessions per worker, the declared cache hits decided after the run from the
-merged records' stamps (``core.spec.trace_tokens.declared_from_stamps``).  With ``ray:`` each shard runs
-on a node of the cluster instead (the placement runs the shards: ``client.placement.Placement.run``)."""
+the sample drivers of ``open_loop`` and ``closed_loop`` (the closed loop's shared books:
+``client/placement/processes/closed.py``) and the trace replay (whole sessions per worker, the declared cache
+hits decided after the run from the merged stamps: ``core.spec.trace_tokens.declared_from_stamps``), bound to
+the measurement's client so that their shards can name the target.  With ``ray:`` each shard runs on a node of
+the cluster instead (``client.placement.Placement.run``).
+"""
 from __future__ import annotations
 
 import copy
@@ -68,7 +66,7 @@ class WorkerOpenLoop:
     def measure(self, client, workload: Workload, run: Run):
         from .pipeline import measure_samples
 
-        return measure_samples(client, workload, run, WorkerOpenLoop(client, self.single))
+        return measure_samples(client, workload, run, type(self)(client, self.single))
 
 
 class WorkerClosedLoop(WorkerOpenLoop):
@@ -96,11 +94,6 @@ class WorkerClosedLoop(WorkerOpenLoop):
         load_run = placement.run(shards, Credentials.of(self.client), span_s=span_s,
                                  request_timeout_s=timeout_s, progress=run.progress, on_ready=run.on_ready)
         return Sent(outcomes=list(load_run.outcomes), load_run=load_run)
-
-    def measure(self, client, workload: Workload, run: Run):
-        from .pipeline import measure_samples
-
-        return measure_samples(client, workload, run, WorkerClosedLoop(client, self.single))
 
 
 @dataclass

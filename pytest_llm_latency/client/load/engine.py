@@ -1,19 +1,9 @@
 """The load engine: a closed loop with ramp-up and steady-state measurement, and an open loop
 on a seeded arrival schedule -- a thread per in-flight stream sends; where the connection has
 kernel arrival stamps one read pump per process reads every body (``client/transport/read_pump.py``).
-
-Design (measured, ``benchmarks/load_engine.py``; results in ``benchmarks/README.md`` and
-``benchmarks/RESULTS.md``): the stream adapters (``client/apis/openai.py``, ``client/apis/ollama.py``) stamp
-every read before parsing and consume the body through one ``BodyConsumer``; a stream's thread
-builds and sends its request and reads the headers, then either reads its own body (read stamps)
-or hands it to the pump (kernel stamps: one ``epoll`` thread, no wake-up per token).
-What no design avoids is a starved client, so the engine watches its own health:
-
-* ``LagMonitor``: a thread that wakes every ``tick`` and records how late it woke -- the time a
-  ready thread of this process waited for a CPU (and the GIL).  Reading a token is late by as
-  much, so its p99 bounds how wrong the client's timestamps can be;
-* per request, in an open loop: how late it went out against its schedule (``client lag``);
-* per stream: how many events arrived in one read (the adapters stamp once per read).
+The engine watches its own health: ``LagMonitor`` records how late a thread of this process wakes (its
+p99 bounds how wrong the client's timestamps can be), an open loop how late each request went out.
+The design and its measurements: docs/load.md#the-clients-own-health.
 
 Closed loop (``concurrency: C``): ``C`` workers start spread over ``ramp_up``; a request counts
 only when it ran entirely at full concurrency: sent after the last worker's first request,
@@ -46,11 +36,8 @@ from ..transport.recv_stamp import latest_kernel_stamped
 #: ``send(prompt, t_scheduled_ns or None) -> RequestRecord | Failure``
 Send = Callable[[Prompt, "int | None"], "RequestRecord | Failure"]
 MAX_OPEN_LOOP_THREADS = 512
-#: the GIL switch interval while streams run on reads stamped when they return (CPython's default is
-#: 5 ms): a stream thread whose bytes arrived waits at most about this long for a thread running Python
-#: to let go.  With kernel arrival stamps (``client.transport.recv_stamp``) a read's stamp does not depend on when
-#: its thread runs, so the default is kept: 0.5 ms costs ~25 % more CPU per token at 200 streams and can
-#: fall into a GIL-thrash regime (``benchmarks/RESULTS.md``, CPU per token)
+#: the GIL switch interval while streams run on reads stamped when they return, and (CPython's default)
+#: with kernel arrival stamps: docs/load.md#the-clients-own-health
 SWITCH_INTERVAL_S = 0.0005
 KERNEL_STAMPED_SWITCH_INTERVAL_S = 0.005
 #: how often ``LagMonitor`` wakes: a stall of the client this long or longer is always seen
@@ -128,7 +115,8 @@ def run_load(send: Send, prompts: list[Prompt], workload: Workload, *, seed: int
              clock: Clock = MEASUREMENT_CLOCK, sleep: Callable[[float], None] = time.sleep,
              progress: Callable[[int, int], None] | None = None) -> LoadRun:
     if workload.load is not None and workload.load.open_loop:
-        return _monitored(lambda: _open_loop(send, prompts, workload, seed, clock, sleep, progress), clock, sleep)
+        due = open_loop_schedule(workload, seed)
+        return _monitored(lambda: _open_loop(send, prompts, due, None, clock, sleep, progress), clock, sleep)
     return _monitored(lambda: _closed_loop(send, prompts, ClosedPlan.of(workload), clock, sleep, progress),
                       clock, sleep)
 
@@ -139,8 +127,7 @@ def run_schedule(send: Send, prompts: list[Prompt], due: list[float], t0_ns: int
     """The open loop on a schedule given from outside (a worker's shard, ``client/placement/processes/workers.py``):
     ``prompts[i]`` due at ``t0_ns + due[i]`` seconds on ``clock`` -- the same arithmetic as
     ``run_load``'s, so a shard's due times are exactly the whole schedule's."""
-    return _monitored(lambda: _open_loop(send, prompts, None, 0, clock, sleep, progress, due=due, t0_ns=t0_ns),
-                      clock, sleep)
+    return _monitored(lambda: _open_loop(send, prompts, due, t0_ns, clock, sleep, progress), clock, sleep)
 
 
 def _monitored(body: Callable[[], LoadRun], clock: Clock, sleep) -> LoadRun:
@@ -326,15 +313,10 @@ def open_loop_schedule(workload: Workload, seed: int) -> list[float]:
                    duration_s=load.duration_s)
 
 
-def _open_loop(send: Send, prompts: list[Prompt], workload: Workload | None, seed: int, clock: Clock, sleep,
-               progress, *, due: list[float] | None = None, t0_ns: int | None = None) -> LoadRun:
-    """Request ``i`` due at ``t0 + due[i]``: the workload's schedule from now, or (a worker's shard)
-    ``due`` from the given ``t0_ns``."""
-    if due is None:
-        assert workload is not None, "an open loop without a given schedule has a workload"
-        due = open_loop_schedule(workload, seed)
-    if len(due) > len(prompts):
-        due = due[:len(prompts)]
+def _open_loop(send: Send, prompts: list[Prompt], due: list[float], t0_ns: int | None, clock: Clock, sleep,
+               progress) -> LoadRun:
+    """Request ``i`` due at ``t0 + due[i]`` (``t0_ns``, else now)."""
+    due = due[:len(prompts)]
     run = LoadRun("open")
     lock = threading.Lock()
     stop = threading.Event()
@@ -357,7 +339,6 @@ def _open_loop(send: Send, prompts: list[Prompt], workload: Workload | None, see
     workers = min(max(len(due), 1), MAX_OPEN_LOOP_THREADS)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm-latency-open") as pool:
         t0 = clock() if t0_ns is None else t0_ns
-        submitted = 0
         for p, off in zip(prompts, due):
             t_due = t0 + int(off * 1e9)
             while (d := t_due - clock()) > 0 and not stop.is_set():
@@ -365,7 +346,6 @@ def _open_loop(send: Send, prompts: list[Prompt], workload: Workload | None, see
             if stop.is_set():
                 break
             pool.submit(task, p, t_due)
-            submitted += 1
     run.unsent = len(due) - len(run.outcomes) if run.stopped else 0
     run.window_ns = max((max(ends) if ends else clock()) - t0, 0)
     return run

@@ -1,14 +1,9 @@
 """A closed loop over worker processes (``concurrency: C``, ``workers: N``, ``client/placement/processes/workers.py``):
-worker ``k`` runs streams ``k, k+N, k+2N, ...`` of the ``C`` (the remainder spread, each at its own
-place in the ramp), and the steady-state window is decided across all of them as one process
-decides it (``client.load.engine._closed_loop``): the loop's books -- the next prompt, the streams
-started, the requests counted, when full concurrency began and when issuing stopped -- live in
-``SharedLoopState``, multiprocessing objects of the spawn context that the controller makes and
-each worker inherits at its start (never pickled later).  Every worker gets all the prompts and
-takes the next one from the shared index, so each prompt is sent once, in one order, as in one
-process; a request counts only when it was sent after the last stream's (of any worker) first
-request and finished before the run stopped issuing, and the run stops issuing once ``samples``
-such requests are in, counted across workers."""
+worker ``k`` runs streams ``k, k+N, k+2N, ...`` of the ``C``, and the steady-state window is decided across all of
+them as one process decides it (``client.load.engine._closed_loop``): the loop's books live in
+``SharedLoopState``, multiprocessing objects of the spawn context that the controller makes and each worker
+inherits at its start (never pickled later).  See docs/load.md#worker-processes (a closed loop over workers).
+"""
 from __future__ import annotations
 
 from typing import Any

@@ -1,22 +1,15 @@
 """A persistent pool of worker processes sending rounds (``samples: auto`` with ``workers: N``).
 
-The controller (the test process) prepares every prompt and salt once.  ``WorkerPool`` spawns
-``N`` processes (never a fork of the threaded test process); each receives its pure-data
-``Shard`` and, apart, its ``Credentials`` (the pipe: never argv, never a log line), builds its
-own HTTP client and warms it with its own unmeasured prompts (``shard.prepare_shard``),
-reports ready, then takes commands: ``("round", [(position, prompt), ...])`` -- send these
-prompts each on a thread of its own, all at once, and answer with their exact records (each
-naming the worker, ``pid@host``) and the round's lag samples -- and ``("stop",)``.
-
-``deal`` gives worker ``k`` a round's prompts ``k, k+N, ...``; ``merge_round`` puts the answers
-back in prompt order, so the controller judges every record as one process would
-(``drivers.worker_rounds``).  Every wait is bounded: a worker not ready in time (60 s + its
-warm-up requests' timeout) or not answering a round within one request's bound + slack, or one
-that dies, is killed and named in ``failures`` (``core.checks.measurement_validity.check_workers``
-makes the run an error).
+``WorkerPool`` spawns ``N`` processes; each receives its pure-data ``Shard`` and, apart, its ``Credentials`` (the
+pipe), prepares and warms its own client once (``shard.prepare_shard``), reports ready, then takes commands:
+``("round", [(position, prompt), ...])`` -- send these all at once, each on a thread of its own, and answer with
+their exact records and the round's lag -- and ``("stop",)``.  ``deal_round`` / ``merge_round`` deal a round over
+the workers and put the answers back in prompt order (``drivers.worker_rounds`` judges them as one process's).
+Every wait is bounded; a lost worker is killed and named in ``failures``.  See docs/load.md#worker-processes.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -95,10 +88,8 @@ class WorkerPool:
     def __exit__(self, *exc) -> None:
         for k, c in enumerate(self.conns):
             if k not in self.failures:
-                try:
+                with contextlib.suppress(OSError):
                     c.send(("stop",))
-                except OSError:
-                    pass
         for k, p in enumerate(self.procs):
             p.join(STOP_WAIT_S if k not in self.failures else 0.1)
             if p.is_alive():
@@ -156,20 +147,16 @@ class WorkerPool:
                     continue
                 if msg[0] == "error":
                     self._lost(k, f"failed: {msg[1]}")
-                elif msg[0] == what == "round":
-                    got[k] = msg[1]
-                    self._keep(k, msg[1])
                 elif msg[0] == what:
                     got[k] = msg[1]
+                    if what == "round":
+                        keep_round(self.runs, k, msg[1])
             for k in waiting:  # a process gone without a word (killed before its pipe said EOF)
                 if k not in got and k not in self.failures and not self.procs[k].is_alive() \
                         and not self.conns[k].poll():
                     self._lost(k, None)
             waiting = [k for k in waiting if k not in got and k not in self.failures]
         return got
-
-    def _keep(self, k: int, r: ShardRun) -> None:
-        keep_round(self.runs, k, r)
 
     def _lost(self, k: int, what: str | None) -> None:
         p = self.procs[k]
@@ -265,7 +252,5 @@ def pool_worker_main(conn) -> None:
             conn.send(("round", send_part(one, msg[1], name, counted)))
         prepared.close()
     except BaseException as exc:  # reported to the controller, which makes it an error
-        try:
+        with contextlib.suppress(OSError, ValueError):
             conn.send(("error", redact(f"{type(exc).__name__}: {exc}")))
-        except (OSError, ValueError):
-            pass

@@ -1,15 +1,13 @@
 """A worker's shard and the worker's side (``workers: N``; the controller: ``client/placement/processes/workers.py``).
 
-``Shard``: pure data (no secrets) naming the scheduled arrivals, prompts and warm-up prompts one
-worker sends; ``Credentials`` travel apart (the pipe, never argv, never a log line).  In the
-worker process ``worker_main`` receives both, ``prepare_shard`` builds the worker's own client
-and warms its connections, and ``run_shard`` runs the load engine on the shard from the common
-start, returning a ``ShardRun`` of exact records, each naming the worker (``pid@host``).
-``prepare_shard`` then ``run_shard`` is also what a shard runner on other hosts reuses
-(``client/placement/ray/shards.py``).
+``Shard``: pure data (no secrets) naming what one worker sends; ``Credentials`` travel apart (the pipe, never
+argv, never a log line).  In the worker process ``worker_main`` receives both, ``prepare_shard`` builds and warms
+its own client and ``run_shard`` sends the shard from the common start: a ``ShardRun`` of exact records, each
+naming the worker (``pid@host``).  A Ray node reuses the pair (``client/placement/ray/shards.py``).
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
@@ -282,7 +280,5 @@ def worker_main(conn, shared: Any = None) -> None:
         prepared.close()
         conn.send(("done", result))
     except BaseException as exc:  # reported to the controller, which makes it an error
-        try:
+        with contextlib.suppress(OSError, ValueError):
             conn.send(("error", redact(f"{type(exc).__name__}: {exc}")))
-        except (OSError, ValueError):
-            pass

@@ -1,20 +1,11 @@
-"""Worker processes on one host (``workers: N``): an open loop's schedule sent by N processes,
-each with its own HTTP client, merged back into one run of exact per-request records.
+"""Worker processes on one host (``workers: N``): the controller's side.
 
-The controller (the test process) prepares every prompt and salt once and computes the schedule
-once (``client.load.engine.open_loop_schedule``); ``placement.deal`` gives worker ``k`` of ``N`` the
-scheduled arrivals ``k, k+N, k+2N, ...`` with their offsets unchanged, so the merged arrivals
-are exactly the schedule.  Each worker gets a pure-data ``Shard`` (no secrets) and, apart, its
-``Credentials`` (through the pipe: never argv, never a log line); it builds its client, warms its
-connection with unmeasured spare prompts, reports ready, waits for the common start instant
-``t0`` (``CLOCK_MONOTONIC``, shared by the host's processes: ``client.transport.clock``), runs the load
-engine on its shard (``client.load.engine.run_schedule``) and returns its exact ``RequestRecord`` /
-``Failure`` objects with their schedule positions, its lag samples, pid and host.  ``run_shard``
-is the entry point a shard runner on other hosts can reuse (``prepare_shard`` then ``run_shard``).
-
-Every wait is bounded: a worker that is not ready in time, dies, or does not finish within the
-schedule's span + the request timeout + slack is a ``worker_failures`` entry naming it (the
-judge makes the run an error: ``core.checks.measurement_validity.check_workers``), and it is killed.
+``run_workers`` spawns one process per ``Shard`` (``placement.deal``: worker ``k`` of ``N`` gets the scheduled
+arrivals ``k, k+N, ...``, their offsets unchanged), hands each its ``Credentials`` apart (the pipe), starts them
+on one ``CLOCK_MONOTONIC`` instant (``client.transport.clock``) and merges their exact records back into one
+run, in schedule order.  Every wait is bounded: a worker that is not ready in time, dies, or does not finish
+within the schedule's span + the request timeout + slack is killed and a ``worker_failures`` entry naming it
+(an error: ``core.checks.measurement_validity.check_workers``).  See docs/load.md#worker-processes.
 """
 from __future__ import annotations
 
@@ -87,6 +78,11 @@ def run_workers(shards: list[Shard], credentials: Credentials, *, span_s: float,
     failures: dict[int, str] = {}
     total = closed.samples if closed is not None else sum(len(s.positions) for s in shards)
 
+    def died(k: int) -> None:  # its pipe closed, or the process is gone
+        procs[k].join(1.0)
+        failures[k] = _named(k, procs[k], f"died with exit code {procs[k].exitcode}", done_counts[k],
+                             shards[k].planned)
+
     def pump(deadline_ns: int, until: str) -> None:
         """Read messages until every live worker is in state ``until`` or the deadline.  A closed
         loop stops at the first failure: its workers share books and a lock the lost one may have
@@ -108,9 +104,7 @@ def run_workers(shards: list[Shard], credentials: Credentials, *, span_s: float,
                 try:
                     msg: Any = conns[k].recv()
                 except (EOFError, OSError):
-                    procs[k].join(1.0)
-                    failures[k] = _named(k, procs[k], f"died with exit code {procs[k].exitcode}", done_counts[k],
-                                         shards[k].planned)
+                    died(k)
                     continue
                 if msg[0] == "ready":
                     state[k] = "ready"
@@ -124,16 +118,14 @@ def run_workers(shards: list[Shard], credentials: Credentials, *, span_s: float,
                     failures[k] = _named(k, procs[k], f"failed: {msg[1]}", done_counts[k], shards[k].planned)
             for k in live:  # a process gone without a word (killed before its pipe said EOF)
                 if k not in failures and state[k] != until and not procs[k].is_alive() and not conns[k].poll():
-                    failures[k] = _named(k, procs[k], f"died with exit code {procs[k].exitcode}", done_counts[k],
-                                         shards[k].planned)
+                    died(k)
 
     try:
         for k, (s, conn) in enumerate(zip(shards, conns)):
             try:
                 conn.send((s, credentials))  # the pipe: not argv, not the environment, never logged
             except OSError:  # it died before reading it
-                procs[k].join(1.0)
-                failures[k] = _named(k, procs[k], f"died with exit code {procs[k].exitcode}", 0, s.planned)
+                died(k)
         pump(clock() + int((READY_SLACK_S + request_timeout_s * max(len(s.warm) for s in shards)) * 1e9), "ready")
         if failures:  # a worker lost before the start: no sample is sent, the run is an error naming it
             return merge(shards, results, failures)
@@ -144,8 +136,7 @@ def run_workers(shards: list[Shard], credentials: Credentials, *, span_s: float,
             try:
                 c.send(("go", t0))
             except OSError:  # it died after "ready"
-                procs[k].join(1.0)
-                failures[k] = _named(k, procs[k], f"died with exit code {procs[k].exitcode}", 0, shards[k].planned)
+                died(k)
         pump(t0 + int((span_s + request_timeout_s + FINISH_SLACK_S) * 1e9), "done")
     finally:
         for k, p in enumerate(procs):

@@ -1,33 +1,14 @@
 """A closed loop on Ray nodes (``ray: ADDRESS`` with ``concurrency: C``, ``client/placement/ray/shards.py``): the
-streams spread over one shard per node as over worker processes (``client/placement/processes/closed.py``), the
-loop's books kept by one small actor, ``LoopBooks``, since nodes share no memory.
-
-``LoopBooks`` holds what ``client.load.engine.LoopState`` holds, its stamps on the driver's timeline: the
-prompts handed out, the streams' first draws (full concurrency began at the last: ``ramp_end``), the
-requests counted and when issuing stopped (``t_stop``, and why).  On each node ``NodeLoopState`` is
-the ``LoopState`` its streams run the load engine's own loop on (``client.load.engine.run_closed``): a local
-lock, barrier and event, and the books read from a local copy, so that a stream calls the actor rarely
-(a call is a round trip between two of a stream's requests, never inside one):
-
-* prompts: leases of contiguous prompt indices (every prompt sent once; during the ramp one per
-  stream of the node, then a share of what is left, ``left // (2 x nodes)``, one at a time at the
-  end); the node's first lease is taken before the common start;
-* a stream's first draw: one call without waiting for its answer (``start``);
-* counting: a node reports its counted requests in batches of ``(samples - counted) // (2 x nodes)``
-  (``counted``: the books' count at its last report; at least its number of streams), and before it
-  stops; the books stop the run at the report that reaches ``samples``;
-* a watcher thread per node waits on the books (``watch``: a call that returns when full
-  concurrency began or issuing stopped, or after ``WATCH_S``) and tells the node's streams.
-
-A node learns of full concurrency or of the stop a round trip late, and the books hear of a count a
-batch late: a request a node draws before it knows full concurrency began counts as ramp-up, and
-the run may stop a little after the ``samples``-th request ended (more requests in the drain).  The
-driver settles the merged run (``settle``) on one steady-state window, ``[ramp_end, t_stop]`` on its
-timeline, for every node's records: at most ``samples`` measured (the first to end), each sent after
-``ramp_end`` and ended by ``t_stop``, as one process decides it.
+loop's books kept by one small actor, ``LoopBooks`` (the nodes share no memory; its stamps on the driver's
+timeline), and on each node ``NodeLoopState``, the ``client.load.engine.Books`` its streams run the engine's own
+loop on (``client.load.engine.run_closed``), calling the actor rarely: prompts leased in blocks, first draws
+cast, counts reported in batches, a watcher thread per node waiting on the books (``watch``).  ``settle`` puts
+the merged run on the books' one steady-state window.  The block and batch sizes, and what a node learns late:
+docs/load.md#several-hosts-on-ray (a closed loop on Ray).
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any, Callable
 
@@ -113,13 +94,11 @@ def books_actor(ray, plan: ClosedPlan, prompts: int, nodes: int) -> Any:
     never takes the books with it; a hard affinity: Ray 2.x places a zero-CPU actor of a soft one on
     any node); no CPU of the shards' bundles; one thread per waiting node and more."""
     opts: dict[str, Any] = {"num_cpus": 0, "max_concurrency": 4 * nodes + 8, "max_restarts": 0}
-    try:
+    with contextlib.suppress(Exception):  # a Ray client driver has no node of its own: anywhere
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(),
                                                                      soft=False)
-    except Exception:  # a Ray client driver has no node of its own: anywhere
-        pass
     return ray.remote(LoopBooks).options(**opts).remote(plan.concurrency, plan.samples, prompts, nodes)
 
 
@@ -151,7 +130,7 @@ class NodeLoopState:
         self._lo, self._hi = call("lease", streams)  # before the start: off the first requests' path
         self._exhausted = self._lo >= self._hi
         self._started = self._known = self._unreported = 0
-        self._ramp_end: int | None = None
+        self.ramp_end: int | None = None  # the books' (or, one node running every stream, the loop's own)
         self._t_stop: int | None = None
         self._closing = threading.Event()
         self._error: BaseException | None = None
@@ -161,7 +140,7 @@ class NodeLoopState:
     @property
     def next(self) -> int:
         if self._lo >= self._hi and not self._exhausted:
-            self._lo, self._hi = self._call("lease", self._want if self._ramp_end is None else 1)
+            self._lo, self._hi = self._call("lease", self._want if self.ramp_end is None else 1)
             self._exhausted = self._lo >= self._hi
         return self._prompts if self._exhausted and self._lo >= self._hi else self._lo
 
@@ -186,18 +165,7 @@ class NodeLoopState:
     def counted(self, value: int) -> None:
         self._unreported = value - self._known
         if self._unreported >= max(self._want, (self._samples - self._known) // (2 * self._nodes)):
-            self._known, t_stop = self._call("count", self._unreported, self._clock() + self._shift)
-            self._unreported = 0
-            if t_stop is not None:
-                self._learn(None, t_stop)
-
-    @property
-    def ramp_end(self) -> int | None:
-        return self._ramp_end
-
-    @ramp_end.setter
-    def ramp_end(self, value: int | None) -> None:  # one node running every stream: the loop's own
-        self._ramp_end = value
+            self._report(self._clock() + self._shift)
 
     @property
     def t_stop(self) -> int | None:
@@ -207,12 +175,9 @@ class NodeLoopState:
     def t_stop(self, value: int | None) -> None:
         if value is None or self._t_stop is not None:
             return
-        if self._unreported:  # the count first: the samples may be in already (the books stop there)
-            self._known, t_stop = self._call("count", self._unreported, value + self._shift)
-            self._unreported = 0
-            if t_stop is not None:
-                self._learn(None, t_stop)
-                return
+        # the count first: the samples may be in already (the books stop there)
+        if self._unreported and self._report(value + self._shift):
+            return
         self._t_stop = value
         self.all_started.set()  # nothing more to wait for
         self._cast("stop", value + self._shift, "short" if self._exhausted else "stop")
@@ -221,20 +186,28 @@ class NodeLoopState:
     def stop(self) -> bool:
         return self._t_stop is not None
 
+    def _report(self, stamp: int) -> bool:
+        """The unreported count to the books at ``stamp`` (the driver's timeline); did they stop?"""
+        self._known, t_stop = self._call("count", self._unreported, stamp)
+        self._unreported = 0
+        if t_stop is not None:
+            self._learn(None, t_stop)
+        return t_stop is not None
+
     # the watcher
     def _learn(self, ramp_end: int | None, t_stop: int | None) -> None:
         """What the books said, moved to this node's clock (the caller holds ``lock`` or is the loop)."""
-        if ramp_end is not None and self._ramp_end is None:
-            self._ramp_end = ramp_end - self._shift
+        if ramp_end is not None and self.ramp_end is None:
+            self.ramp_end = ramp_end - self._shift
         if t_stop is not None and self._t_stop is None:
             self._t_stop = t_stop - self._shift
-        if self._ramp_end is not None or self._t_stop is not None:
+        if self.ramp_end is not None or self._t_stop is not None:
             self.all_started.set()  # full concurrency, or nothing more to wait for
 
     def _watch(self) -> None:
         try:
             while not self._closing.is_set() and self._t_stop is None:
-                ramp_end, t_stop = self._call("watch", self._ramp_end is not None, self._t_stop is not None, WATCH_S)
+                ramp_end, t_stop = self._call("watch", self.ramp_end is not None, self._t_stop is not None, WATCH_S)
                 with self.lock:
                     self._learn(ramp_end, t_stop)
         except BaseException as exc:  # the books are gone: the node's streams must not wait on them

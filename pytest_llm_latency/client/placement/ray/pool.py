@@ -1,22 +1,13 @@
-"""``samples: auto`` rounds on Ray nodes (``ray: ADDRESS``): the persistent pool of
-``client/placement/processes/pool.py`` with one actor per node instead of one process per worker.
-
-``RayPool`` has ``WorkerPool``'s interface (a context manager; ``send_round(start, batch)``,
-``failures``, ``live``, ``runs``, ``load_run()``), so ``drivers/worker_rounds.py`` runs the same round
-loop over either.  Entering it places one ``RoundActor`` per node with a ``STRICT_SPREAD`` placement
-group, names each node, measures its clock offset and prepares (warms) its client -- the steps and
-bounded waits of ``client/placement/ray/shards.py`` (``reserve``, ``start_actors``; the credentials only by
-object reference).  Each round deals the prompts ``k, k+N, ...`` to the live node ``k``
-(``processes.pool.deal_round``), which sends its part each on a thread of its own (``processes.pool.send_part``)
-and answers with its exact records, their stamps already moved to the driver's timeline: at the
-first round the actor maps its ``CLOCK_MONOTONIC`` onto the driver's through one wall-clock anchor
-(``anchor = (driver wall + the node's offset, driver monotonic)``, as ``ShardActor.run`` maps its
-start).  A node that fails, dies or does not answer within one request's bound + slack is killed
-and named in ``failures`` (the run is an error: ``check_workers``); leaving kills the actors and
-removes the placement group.
+"""``samples: auto`` rounds on Ray nodes (``ray: ADDRESS``): ``RayPool`` has ``WorkerPool``'s interface
+(``client/placement/processes/pool.py``), so ``drivers/worker_rounds.py`` runs the same round loop over either, with
+one ``RoundActor`` per node placed, named, clock-measured and warmed as ``client/placement/ray/shards.py`` does
+(``reserve``, ``start_actors``).  At its first round a node maps its ``CLOCK_MONOTONIC`` onto the driver's through
+one wall-clock anchor (``(driver wall + the node's offset, driver monotonic)``), so its records come back on the
+driver's timeline.  See docs/load.md#several-hosts-on-ray (``samples: auto`` on Ray).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from typing import Any
@@ -152,10 +143,8 @@ class RayPool:
         return got
 
     def _lost(self, k: int, exc: BaseException) -> None:
-        try:
+        with contextlib.suppress(Exception):  # already gone with its node
             self.ray.kill(self.actors[k])  # nothing of it is waited for any more
-        except Exception:  # already gone with its node
-            pass
         done = len(self.runs[k].outcomes) if k in self.runs else 0
         self.failures[k] = _lost(k, self.names.get(k), exc, done, self.dealt[k],
                                  dead=isinstance(exc, self.ray.exceptions.RayActorError)) + f" (round {self.rounds})"

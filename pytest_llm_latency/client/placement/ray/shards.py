@@ -1,30 +1,16 @@
-"""Shards on several hosts (``ray: ADDRESS``): the shards of ``client/placement/processes/workers.py`` -- an open loop's
-schedule, a closed loop's streams, a trace's or agent sessions, whole (``client/agent/workers.py``)
--- one per Ray node instead of one per local process.  A closed loop's books (the steady-state
-window decided across the nodes) are kept by a ``LoopBooks`` actor (``client/placement/ray/loop.py``);
-``samples: auto`` rounds run on a pool of actors placed the same way (``client/placement/ray/pool.py``:
-``reserve``, ``start_actors``, ``release``, ``shift_run`` are shared).
-
-The controller (the test process, Ray's driver) connects to the cluster, reserves one ``{CPU: 1}``
-bundle per node with a ``STRICT_SPREAD`` placement group, and starts one ``ShardActor`` in each
-bundle.  Each actor gets its pure-data ``Shard`` as a task argument, but its ``Credentials`` only
-as a reference: ``ray.put`` stores them in the object store and the actor is handed the ObjectRef
-inside a list, which Ray does not resolve, so the task's arguments (what the dashboard, the state
-API and a task's repr show) hold an object id, never the key; the actor ``ray.get``\\ s it.
-
-Clocks: each node's wall clock is compared with the driver's by round trips (``offset = remote_wall
-- (t_send + t_recv) / 2``, the sample with the shortest round trip of ``CLOCK_SAMPLES``).  The start
-is a wall-clock instant ``start_wall_ns`` on the driver's clock; each node starts at
-``start_wall_ns + offset`` on its own, taking its ``CLOCK_MONOTONIC`` reading at that instant as its
-``t0``.  Its records' stamps are moved to the driver's timeline (``stamp - t0_node + t0_driver``,
-``t0_driver``: the driver's monotonic at the start instant), so percentiles, budgets and reports are
-computed as for one process; the offset and round trip are reported per worker (``load.worker_lag``).
-A node lost mid-run (``RayActorError``, a node's death) is a ``worker_failures`` entry naming it.
-While the nodes run the driver reads each one's request count (``ShardActor.done``, served by a
-second thread of the actor) every ``PROGRESS_S`` for the progress line, as worker processes report theirs.
+"""Shards on several hosts (``ray: ADDRESS``): the shards of ``client/placement/processes/workers.py`` -- an
+open loop's schedule, a closed loop's streams (their books: ``client/placement/ray/loop.py``), a trace's or agent
+sessions, whole (``client/agent/workers.py``) -- one ``ShardActor`` per Ray node, each in a ``{CPU: 1}`` bundle of
+a ``STRICT_SPREAD`` placement group, given its ``Credentials`` only as an object reference inside a list (which Ray
+does not resolve: a task's arguments show an object id, never the key).  The nodes start on one wall-clock instant
+(each node's clock offset: the shortest of ``CLOCK_SAMPLES`` round trips) and their records' stamps are moved to
+the driver's timeline; a lost node is a ``worker_failures`` entry naming it.  ``reserve``, ``start_actors``,
+``release`` and ``shift_run`` are shared with ``client/placement/ray/pool.py``.  See
+docs/load.md#several-hosts-on-ray (the clock offset, a lost node, credentials).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -62,11 +48,6 @@ def check_reachable(url: str, nodes: list[dict]) -> None:
                               f"cannot reach -- start the server (or the reference target: "
                               f"`pytest-llm-latency serve-reference --host ADDRESS`) on an address the nodes can "
                               f"reach and give that URL, or run without ray (workers: N on this host)")
-
-
-def node_name(node_id: str, ip: str) -> str:
-    """How a node is named in records and errors: its address and the start of its Ray node id."""
-    return f"{ip}/{node_id[:8]}"
 
 
 class ShardActor:
@@ -119,8 +100,6 @@ class ShardActor:
 
     def _books(self, books: Any, shift_ns: int) -> Any:
         """A closed loop's ``NodeLoopState`` on ``books`` (its watcher running inside the ``with``)."""
-        import contextlib
-
         shard = self._prepared.shard
         if books is None or shard.loop_plan is None:
             return contextlib.nullcontext()
@@ -136,9 +115,8 @@ class ShardActor:
 
 def shift_run(run: ShardRun, delta: int) -> ShardRun:
     """``run`` with every clock stamp moved by ``delta`` ns (a node's monotonic to the driver's)."""
-    run.outcomes = [(pos, _shift(o, delta)) for pos, o in run.outcomes]
-    run.ramp = [(pos, _shift(o, delta)) for pos, o in run.ramp]  # a closed loop's exclusions: records too
-    run.drain = [(pos, _shift(o, delta)) for pos, o in run.drain]
+    for group in ("outcomes", "ramp", "drain"):  # a closed loop's exclusions: records too
+        setattr(run, group, [(pos, _shift(o, delta)) for pos, o in getattr(run, group)])
     if run.stalls is not None:
         s = run.stalls
         run.stalls = replace(s, stalls=tuple((t + delta, lag) for t, lag in s.stalls), start_ns=s.start_ns + delta,
@@ -234,10 +212,8 @@ def run_on_ray(address: str, shards: list[Shard], credentials: Credentials, *, s
                 lambda k, exc, done: _lost(k, names[k], exc, done, shards[k].planned),
                 None if progress is None else lambda done: progress(min(done, total), total))
         if books is not None:
-            try:
+            with contextlib.suppress(RayError, GetTimeoutError):  # the books are with every node's failure
                 book = ray.get(books.books.remote(), timeout=READY_SLACK_S)
-            except (RayError, GetTimeoutError):
-                pass  # the books are with every node's failure
     finally:
         release(ray, [*actors, *([books] if books is not None else [])], pg)
     run = merge(shards, results, failures)
@@ -285,7 +261,7 @@ def start_actors(ray, cls: Any, pg: Any, shards: list[Shard], credentials: Crede
     for k, a in enumerate(actors):
         try:
             pid, node_id, ip = ray.get(a.where.remote(), timeout=READY_SLACK_S)
-            names[k] = node_name(node_id, ip)
+            names[k] = f"{ip}/{node_id[:8]}"  # in records and errors: its address, its Ray node id's start
             offsets[k] = measure_offset(ray, a)
             ready[k] = a.prepare.remote(shards[k], [cred_ref])
         except (RayError, GetTimeoutError) as exc:
@@ -301,17 +277,13 @@ def start_actors(ray, cls: Any, pg: Any, shards: list[Shard], credentials: Crede
 def release(ray, actors: list, pg: Any) -> None:
     """Kill ``actors`` (those already gone with their node are skipped) and remove ``pg``."""
     for a in actors:
-        try:
+        with contextlib.suppress(Exception):  # already gone with its node
             ray.kill(a)
-        except Exception:  # already gone with its node
-            pass
     if pg is not None:
         from ray.util.placement_group import remove_placement_group
 
-        try:
+        with contextlib.suppress(Exception):
             remove_placement_group(pg)
-        except Exception:
-            pass
 
 
 def describe_nodes(run: LoadRun, names: dict[int, str], offsets: dict[int, tuple[int, int]]) -> LoadRun:
@@ -350,10 +322,8 @@ def collect(ray, running: dict, actors: list, deadline: float, results: dict[int
             continue
         live = list(running.values())
         for k, ref in zip(live, [actors[k].done.remote() for k in live]):
-            try:
+            with contextlib.suppress(RayError, GetTimeoutError):
                 done_counts[k] = ray.get(ref, timeout=PROGRESS_S)
-            except (RayError, GetTimeoutError):
-                pass
         progress(sum(done_counts.values()))
     if progress is not None:
         progress(sum(done_counts.values()))
