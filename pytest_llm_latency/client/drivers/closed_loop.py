@@ -8,12 +8,13 @@ from ..placement.plan import uses_load_engine
 from ..placement import placement_for
 from .base import Run, Sent
 from .pipeline import measure_samples
+from .workers import WorkerClosedLoop, WorkerOpenLoop
 
 
 class ClosedLoop:
     name = "closed_loop"
     engine = True
-    worker = "WorkerClosedLoop"  # its driver over worker processes or Ray nodes, in ``drivers.workers``
+    dealt: type[WorkerOpenLoop] = WorkerClosedLoop  # its driver over worker processes or Ray nodes
 
     def applies(self, workload: Workload) -> bool:
         return uses_load_engine(workload) and not (workload.load is not None and workload.load.open_loop)
@@ -25,7 +26,5 @@ class ClosedLoop:
     def measure(self, client, workload: Workload, run: Run):
         # workers: N, ray: one shard per node (``client.placement``); else this process
         if placement_for(workload).dealt:
-            from . import workers
-
-            return measure_samples(client, workload, run, getattr(workers, self.worker)(client, self))
+            return measure_samples(client, workload, run, self.dealt(client, self))
         return measure_samples(client, workload, run, self)

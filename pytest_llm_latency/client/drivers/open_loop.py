@@ -5,11 +5,12 @@ from __future__ import annotations
 from ...core.spec.workload import Workload
 from ..placement.plan import uses_load_engine
 from .closed_loop import ClosedLoop
+from .workers import WorkerOpenLoop
 
 
 class OpenLoop(ClosedLoop):
     name = "open_loop"
-    worker = "WorkerOpenLoop"
+    dealt = WorkerOpenLoop
 
     def applies(self, workload: Workload) -> bool:
         return uses_load_engine(workload) and workload.load is not None and workload.load.open_loop
