@@ -22,6 +22,7 @@ import math
 import operator
 import random
 from dataclasses import dataclass
+from functools import reduce
 from itertools import accumulate
 
 from ...core.errors import ConfigError
@@ -60,7 +61,7 @@ class Speculation:
 
     def expected_tokens_per_step(self) -> float:
         """``1 + sum_i prod_{j <= i} p_j``: the mean tokens a full (untruncated) step emits."""
-        return sum(accumulate(self.acceptance, operator.mul), 1.0)
+        return reduce(operator.add, accumulate(self.acceptance, operator.mul), 1.0)  # in order, on any Python
 
 
 class Drafting:

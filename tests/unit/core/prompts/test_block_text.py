@@ -12,8 +12,8 @@ import re
 
 import pytest
 
-from pytest_llm_latency.core.prompts.block_text import (CALIBRATION_CALLS, PALETTE, RowTail, calibrate, prompt_text,
-    row_blocks)
+from pytest_llm_latency.core.prompts.block_text import (CALIBRATION_CALLS, PALETTE, Palette, RowTail,
+    UnreachableLength, calibrate, prompt_text, row_blocks)
 from pytest_llm_latency.core.errors import MeasurementError
 from pytest_llm_latency.targets.reference import tokenizer as reference
 from tests.helpers.counting import counting
@@ -173,6 +173,9 @@ def test_a_byte_level_length_no_piece_reaches_uses_the_glue_and_an_unreachable_o
     assert one == "q" and planned == 1 and byte_level("ab" + one) - byte_level("ab") == 1
     text, planned = prompt_text(palette, "n", [(5, 1)], opens_prompt=True)  # a 1-token prompt: BOS alone
     assert planned == 2 == byte_level(text)  # the nearest, and the plan says so: the caller records it
+    far = Palette(costs=(200, 201, 202, 203), head=0, glue=0)  # no text within 128 tokens of 1
+    with pytest.raises(UnreachableLength, match=r"no text of pieces within 128 tokens of 1 \(additive pieces of 200/"):
+        prompt_text(far, "n", [(5, 1)], opens_prompt=True)
 
 
 def test_word_level_tokenizers_never_need_the_glue():
