@@ -35,6 +35,7 @@ from pytest_llm_latency.client.transport.recv_stamp import install
 from pytest_llm_latency.core.result.result import measured
 from pytest_llm_latency.core.measure.stamp_bounds import read_bound_ms
 from pytest_llm_latency.core.spec.workload import make_workload
+from tests.helpers.rawserver import read_request
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKENS = 16
@@ -153,17 +154,8 @@ def tls_sse_server(tmp_path: Path):
         conn.settimeout(10)
         with conn:
             while not stop.is_set():
-                head = b""
-                while b"\r\n\r\n" not in head:
-                    got = conn.recv(65536)
-                    if not got:
-                        return
-                    head += got
-                headers, _, body = head.partition(b"\r\n\r\n")
-                length = int(next((ln.split(b":")[1] for ln in headers.split(b"\r\n")
-                                   if ln.lower().startswith(b"content-length")), b"0"))
-                while len(body) < length:
-                    body += conn.recv(65536)
+                if read_request(conn) is None:
+                    return
                 conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                              b"transfer-encoding: chunked\r\n\r\n")
 

@@ -19,6 +19,7 @@ from pytest_llm_latency.client.apis.openai import OpenAIClient
 from pytest_llm_latency.client.transport.read_pump import shared_pump
 from pytest_llm_latency.client.transport.recv_stamp import use_kernel_stamps
 from pytest_llm_latency.core.errors import MeasurementError, ProtocolError
+from tests.helpers.rawserver import read_request
 
 pytestmark = pytest.mark.skipif(not kernel_stamps.supported(), reason="the pump reads kernel-stamped sockets (Linux)")
 
@@ -71,17 +72,9 @@ class ScriptedServer:
     def _answer_requests(self, conn):
         buf = b""
         while not self._stop.is_set():
-            while b"\r\n\r\n" not in buf:
-                data = conn.recv(65536)
-                if not data:
-                    return
-                buf += data
-            head, _, buf = buf.partition(b"\r\n\r\n")
-            length = next(int(ln.split(b":", 1)[1]) for ln in head.split(b"\r\n")
-                          if ln.lower().startswith(b"content-length:"))
-            while len(buf) < length:
-                buf += conn.recv(65536)
-            body, buf = buf[:length], buf[length:]
+            if (request := read_request(conn, buf)) is None:
+                return
+            body, buf = request
             with self._lock:
                 self.posts += 1
                 k = self.posts

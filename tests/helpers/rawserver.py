@@ -29,3 +29,19 @@ def raw_server(respond: Callable[[bytes], bytes]) -> tuple[int, Callable[[], Non
                     pass
     threading.Thread(target=loop, daemon=True).start()
     return srv.getsockname()[1], lambda: (stop.set(), srv.close())
+
+
+def read_request(conn: socket.socket, buf: bytes = b"") -> tuple[bytes, bytes] | None:
+    """One HTTP/1.1 request read off ``conn`` after ``buf`` (what an earlier read left): its body and
+    what came after it (a pipelined next request), or None where the peer closed before a whole head."""
+    while b"\r\n\r\n" not in buf:
+        got = conn.recv(65536)
+        if not got:
+            return None
+        buf += got
+    head, _, buf = buf.partition(b"\r\n\r\n")
+    length = int(next((ln.split(b":", 1)[1] for ln in head.split(b"\r\n")
+                       if ln.lower().startswith(b"content-length:")), b"0"))
+    while len(buf) < length:
+        buf += conn.recv(65536)
+    return buf[:length], buf[length:]
