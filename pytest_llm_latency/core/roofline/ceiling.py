@@ -18,7 +18,7 @@ from .hardware import CONFIG_ERROR_RATIO, Hardware, ModelSpec
 from .modelbytes import ModelBytes
 from ..result.result_parts import SpecDecodeInfo
 from .roofline_requests import PerRequest, RequestDecode, combine
-from .roofline_spec import Drafter, StepFigures, _finite, step_figures
+from .roofline_spec import Drafter, StepFigures, finite, step_figures
 from .roofline_text import format_roofline
 from ..statuses import GateStatus
 
@@ -32,7 +32,7 @@ OVERHEAD_SHARE = 0.2
 def mean_context(prompt_tokens: float, output_tokens: float) -> float:
     """Mean context over a response's decode steps: the prompt plus half the output."""
     for what, v in (("prompt_tokens", prompt_tokens), ("output_tokens", output_tokens)):
-        if not _finite(v) or v < 0:
+        if not finite(v) or v < 0:
             raise ConfigError(f"roofline: {what} must be a number >= 0, got {v!r}")
     return prompt_tokens + output_tokens / 2.0
 
@@ -72,14 +72,14 @@ def decode_ceiling(hardware: Hardware, model: ModelBytes | ModelSpec, context: f
                    batch: int = 1) -> Ceiling:
     """Memory-bandwidth ceiling of decode at ``context`` tokens for ``batch`` concurrent streams."""
     mb = _as_model_bytes(model)
-    if not _finite(context) or context < 0:
+    if not finite(context) or context < 0:
         raise ConfigError(f"roofline: context must be a number of tokens >= 0, got {context!r}")
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ConfigError(f"roofline: batch must be an integer >= 1, got {batch!r}")
-    if not _finite(hardware.mem_bandwidth_gb_s) or hardware.mem_bandwidth_gb_s <= 0:
+    if not finite(hardware.mem_bandwidth_gb_s) or hardware.mem_bandwidth_gb_s <= 0:
         raise ConfigError(f"roofline: {hardware.name} has no positive memory bandwidth "
                           f"({hardware.mem_bandwidth_gb_s!r} GB/s); fix the hardware entry")
-    if not _finite(mb.weight_bytes) or mb.weight_bytes <= 0:
+    if not finite(mb.weight_bytes) or mb.weight_bytes <= 0:
         raise ConfigError(f"roofline: model weight bytes must be > 0, got {mb.weight_bytes!r}; "
                           "give params and dtype (or a config.json / GGUF file)")
     if context > 0 and not mb.kv_known:
@@ -177,7 +177,7 @@ class RooflineResult:
 
 
 def _tpot_to_tok_s(ms, what: str) -> float:
-    if not _finite(ms) or ms <= 0:
+    if not finite(ms) or ms <= 0:
         raise ConfigError(f"roofline: {what} must be a positive number of ms, got {ms!r} "
                           "(no decode timing: did the stream deliver at least 2 tokens?)")
     return decode_tps(ms)
@@ -194,7 +194,7 @@ def measure_roofline(hardware: Hardware, model: ModelBytes | ModelSpec, *, conte
     (``drafter``'s bytes counted when given).  Not judged: status ``config_error`` above
     ``CONFIG_ERROR_RATIO`` (never a pass), else ``report``; ``min_efficiency`` is kept for
     ``apply_floor``.  ``batch_source`` (an open loop's batch) and ``hints`` are said in the message."""
-    if min_efficiency is not None and (not _finite(min_efficiency) or not 0 < min_efficiency <= 1):
+    if min_efficiency is not None and (not finite(min_efficiency) or not 0 < min_efficiency <= 1):
         raise ConfigError(f"roofline: min_decode_efficiency must be in (0, 1], got {min_efficiency!r}; "
                           "e.g. 0.5 = at least half of the bandwidth ceiling, or null to only report")
     ceiling = decode_ceiling(hardware, model, context, batch)

@@ -26,7 +26,7 @@ LOWER_BOUND = ("the ceiling is too high, so the step efficiency is a lower bound
 DRAFT_NOT_COUNTED = f"drafter bytes not counted: {LOWER_BOUND}; set roofline.draft (none for n-gram / prompt lookup)"
 
 
-def _finite(v) -> bool:
+def finite(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
@@ -44,7 +44,7 @@ class Drafter:
             raise ConfigError(f"roofline.draft: kind must be one of {', '.join(DRAFT_KINDS)}, got {self.kind!r}")
         if self.kind == "model" and self.model is None:
             raise ConfigError("roofline.draft: a draft model needs its bytes (model, params, config or gguf)")
-        if self.kind == "heads" and (not _finite(self.head_bytes) or self.head_bytes <= 0):
+        if self.kind == "heads" and (not finite(self.head_bytes) or self.head_bytes <= 0):
             raise ConfigError(f"roofline.draft.head_bytes: expected the bytes the heads read per drafted token "
                               f"(their layers and the LM head, e.g. 1.2e9), got {self.head_bytes!r}")
 
@@ -103,7 +103,7 @@ def drafted_per_step(spec: SpecDecodeInfo, drafter: Drafter | None) -> tuple[flo
     """k and where it came from: drafted ÷ steps from the counters when they count drafted tokens,
     else ``roofline.draft.spec_tokens``; (None, "") when neither gives it."""
     drafted, steps = spec.draft_tokens, spec.decode_steps
-    if drafted is not None and steps is not None and _finite(drafted) and _finite(steps) and steps > 0:
+    if drafted is not None and steps is not None and finite(drafted) and finite(steps) and steps > 0:
         return drafted / steps, f"{spec.source}: drafted ÷ decode steps"
     if drafter is not None and drafter.spec_tokens is not None:
         return float(drafter.spec_tokens), "roofline.draft.spec_tokens"
@@ -115,13 +115,13 @@ def step_figures(*, bandwidth_bytes_s: float, model: ModelBytes, kv_bytes: float
     """The step efficiency of a run whose ``spec`` (``res.spec_decode``) gives tokens per step.
     ``kv_bytes``: the target's KV read per step for the batch (``Ceiling.kv_bytes``)."""
     tps, decoded, decode_ms = spec.tokens_per_step, spec.decode_tokens, spec.decode_ms
-    if tps is None or not _finite(tps) or tps < 1:
+    if tps is None or not finite(tps) or tps < 1:
         raise ConfigError(f"roofline: tokens per step must be a number >= 1 (1 + accepted), got {tps!r} "
                           f"from {spec.source}")
-    if not isinstance(decoded, int) or decoded <= 0 or decode_ms is None or not _finite(decode_ms) or decode_ms <= 0:
+    if not isinstance(decoded, int) or decoded <= 0 or decode_ms is None or not finite(decode_ms) or decode_ms <= 0:
         raise ConfigError(f"roofline: the run's decode totals are empty ({decoded!r} decode tokens in "
                           f"{decode_ms!r} ms), so engine steps per second cannot be computed -- raise output_tokens")
-    if not _finite(bandwidth_bytes_s) or bandwidth_bytes_s <= 0:
+    if not finite(bandwidth_bytes_s) or bandwidth_bytes_s <= 0:
         raise ConfigError(f"roofline: the bandwidth must be > 0 B/s, got {bandwidth_bytes_s!r}")
     k, k_source = drafted_per_step(spec, drafter)
     # without k at least the accepted positions were verified: fewer weights counted (MoE), said in draft
