@@ -8,4 +8,4 @@ A stage may import the stages before it, ``core`` and this module's ``APIS``; ne
 (``tests/architecture/test_layers.py``)."""
 
 #: the streaming API dialects the plugin speaks (``--llm-latency-api``)
-APIS = ("openai-completions", "openai-chat", "ollama", "ollama-chat")
+APIS = ("openai-completions", "openai-chat", "openai-responses", "anthropic-messages", "ollama", "ollama-chat")

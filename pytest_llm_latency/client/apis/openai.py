@@ -41,6 +41,19 @@ def _count(v, what: str, data: str) -> int | None:
     return v
 
 
+def event_json(data: str, redact: Redactor) -> dict:
+    """One SSE event's ``data`` as a JSON object; anything else is a ``ProtocolError`` quoting it."""
+    try:
+        obj = _decode_json(data)
+    except json.JSONDecodeError as exc:
+        raise ProtocolError(redact(f"malformed JSON in SSE event ({exc.msg}): {data[:120]!r}")) from None
+    except (ValueError, RecursionError) as exc:  # 5000-digit ints, absurd nesting
+        raise ProtocolError(redact(f"unreadable JSON in SSE event ({type(exc).__name__}): {data[:120]!r}")) from None
+    if not isinstance(obj, dict):
+        raise ProtocolError(f"SSE event is not a JSON object: {data[:120]!r}")
+    return obj
+
+
 def _nonempty(v) -> bool:
     return bool(v) if not isinstance(v, str) else v != ""
 
@@ -61,12 +74,15 @@ def llamacpp_timings(t: dict) -> dict:
 
 
 class OpenAIClient:
+    #: the ``api`` values this class speaks (a subclass speaks its own: ``responses``, ``messages``)
+    DIALECTS: tuple[str, ...] = ("completions", "chat")
+
     def __init__(self, http: httpx.Client, base_url: str, model: str | None, api: str = "completions", *,
                  clock: Clock = MEASUREMENT_CLOCK, timeouts: Timeouts = Timeouts(),
                  redact: Redactor = Redactor(), sleep: Callable[[float], None] = time.sleep,
                  continuous_usage: bool = True):
-        if api not in ("completions", "chat"):
-            raise ValueError(f"api must be 'completions' or 'chat', not {api!r}")
+        if api not in self.DIALECTS:
+            raise ValueError(f"api must be one of {', '.join(self.DIALECTS)}, not {api!r}")
         self.http, self.base_url, self.model, self.api = http, base_url.rstrip("/"), model, api
         self.clock, self.timeouts, self.redact, self.continuous_usage = clock, timeouts, redact, continuous_usage
         self._post = StreamingPost(http, timeouts, clock, redact, sleep)
@@ -247,8 +263,11 @@ class OpenAIClient:
             url, body,
             lambda: RecordBuilder(self.clock, expected_prompt_tokens=expected_prompt_tokens,
                                   expected_output_tokens=max_tokens, keep_output=keep_output),
-            SSE_TYPES, self._describe_status(expected_prompt_tokens, max_tokens), lambda b: SSEConsumer(self, b))
+            SSE_TYPES, self._describe_status(expected_prompt_tokens, max_tokens), self._consumer)
         return builder.record
+
+    def _consumer(self, b: RecordBuilder) -> "SSEConsumer":
+        return SSEConsumer(self, b)
 
     def _event(self, b: RecordBuilder, t: int, data: str, sse_error: str | None, state: dict) -> None:
         if sse_error is not None:
@@ -258,15 +277,7 @@ class OpenAIClient:
         if data[:1] != "{" and data.strip() == "[DONE]":  # no copy of every JSON event
             state["done"] = True
             return
-        try:
-            obj = _decode_json(data)
-        except json.JSONDecodeError as exc:
-            raise ProtocolError(self.redact(f"malformed JSON in SSE event ({exc.msg}): {data[:120]!r}")) from None
-        except (ValueError, RecursionError) as exc:  # 5000-digit ints, absurd nesting
-            raise ProtocolError(self.redact(f"unreadable JSON in SSE event ({type(exc).__name__}): "
-                                            f"{data[:120]!r}")) from None
-        if not isinstance(obj, dict):
-            raise ProtocolError(f"SSE event is not a JSON object: {data[:120]!r}")
+        obj = event_json(data, self.redact)
         if "error" in obj or obj.get("object") == "error":
             err = obj.get("error", obj)
             msg = err.get("message", err) if isinstance(err, dict) else err

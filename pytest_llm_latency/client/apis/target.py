@@ -15,8 +15,10 @@ from ...core.measure.record import Clock
 from .. import APIS
 from ..transport.clock import MEASUREMENT_CLOCK
 from ..transport.http import Redactor, Timeouts
+from .messages import MessagesClient
 from .ollama import OllamaClient
 from .openai import OpenAIClient
+from .responses import ResponsesClient
 
 
 @dataclass(frozen=True)
@@ -36,4 +38,8 @@ def make_client(target: Target, http: httpx.Client, *, clock: Clock = MEASUREMEN
     kw: dict[str, Any] = dict(clock=clock, timeouts=timeouts, redact=redact, sleep=sleep)
     if target.api in ("ollama", "ollama-chat"):
         return OllamaClient(http, target.url, target.model, "chat" if target.api == "ollama-chat" else "generate", **kw)
+    if target.api == "openai-responses":
+        return ResponsesClient(http, target.url, target.model, "responses", **kw)
+    if target.api == "anthropic-messages":
+        return MessagesClient(http, target.url, target.model, "messages", **kw)
     return OpenAIClient(http, target.url, target.model, "chat" if target.api == "openai-chat" else "completions", **kw)

@@ -32,16 +32,20 @@ def new_nonce() -> str:
 
 
 def tokenize_endpoint(client, *, add_special: bool = True) -> Callable[[str], int] | None:
-    """The server's tokenizer, if it has one: vLLM ``/tokenize`` ({model, prompt} → count),
-    llama.cpp ``/tokenize`` ({content} → tokens), SGLang ``/v1/tokenize``.  ``add_special``
+    """The server's tokenizer, if it has one: the API's own counter (``/v1/messages/count_tokens``,
+    ``/v1/responses/input_tokens``: its adapter's ``COUNT_ENDPOINT``), vLLM ``/tokenize`` ({model,
+    prompt} → count), llama.cpp ``/tokenize`` ({content} → tokens), SGLang ``/v1/tokenize``.  ``add_special``
     False counts text without BOS/special tokens (output text, not a prompt)."""
     if isinstance(client, OllamaClient):
         return None
     base, http, model = client.base_url, client.http, client.resolve_model()
-    shapes = [("/tokenize", lambda t: {"model": model, "prompt": t, "add_special_tokens": add_special}),
-              ("/tokenize", lambda t: {"content": t, "add_special": add_special}),
-              ("/v1/tokenize", lambda t: {"model": model, "prompt": t,
-                                          **({} if add_special else {"add_special_tokens": False})})]
+    # the API's own counter (the rendered prompt, specials included: what its usage will say) first
+    own = getattr(client, "COUNT_ENDPOINT", None) if add_special else None
+    shapes = ([(own[0], lambda t: own[1](t, model))] if own else []) + [
+        ("/tokenize", lambda t: {"model": model, "prompt": t, "add_special_tokens": add_special}),
+        ("/tokenize", lambda t: {"content": t, "add_special": add_special}),
+        ("/v1/tokenize", lambda t: {"model": model, "prompt": t,
+                                    **({} if add_special else {"add_special_tokens": False})})]
     short, long = "hello world", "hello world " + "counting tokens " * 20
     for path, body in shapes:
         def count(text: str, _p=path, _b=body) -> int:
@@ -50,7 +54,8 @@ def tokenize_endpoint(client, *, add_special: bool = True) -> Callable[[str], in
                 raise MeasurementError(f"http_{resp.status_code}", client.redact(
                     f"HTTP {resp.status_code} from {base + _p} while counting prompt tokens"))
             d = resp.json()
-            return int(d["count"]) if "count" in d else len(d["tokens"])
+            return int(d["count"]) if "count" in d else int(d["input_tokens"]) if "input_tokens" in d else \
+                len(d["tokens"])
         try:
             a, b = count(short), count(long)
         except (MeasurementError, httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
