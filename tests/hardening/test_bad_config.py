@@ -201,7 +201,7 @@ OPTION_CASES = [
     ("ini-bad-samples", [], {}, "llm_latency_samples = 0",
      "llm_latency_samples (ini): '0' is not valid for samples", r"expected a positive integer"),
     ("cli-bad-api", ["--llm-latency-api=openai"], {}, "",
-     "--llm-latency-api: 'openai' is not valid for api", r"expected one of openai-completions, openai-chat, ollama"),
+     "--llm-latency-api: 'openai' is not valid for api", r"expected one of openai-completions, openai-chat, openai-responses, anthropic-messages, ollama"),
     ("cli-url-ftp", ["--llm-latency-url=ftp://fake:21"], {}, "",
      "--llm-latency-url: 'ftp://fake:21' is not valid for url", r"expected an http://, https:// or reference://"),
     ("cli-url-no-host", ["--llm-latency-url=http://"], {}, "",

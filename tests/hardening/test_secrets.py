@@ -14,10 +14,10 @@ SECRET = "sk-test-SECRET"
 
 
 def _echo_401_server(seen: list):
-    """Answers every request 401 with a body that echoes the Authorization header it got."""
+    """Answers every request 401 with a body that echoes the Authorization and x-api-key headers it got."""
     def respond(req: bytes) -> bytes:
-        auth = next((ln.split(":", 1)[1].strip() for ln in req.decode("latin-1").split("\r\n")
-                     if ln.lower().startswith("authorization:")), "")
+        auth = " ".join(ln.split(":", 1)[1].strip() for ln in req.decode("latin-1").split("\r\n")
+                        if ln.lower().startswith(("authorization:", "x-api-key:")))
         seen.append(auth)
         body = ('{"error": {"message": "invalid api key: %s"}}' % auth).encode()
         return (b"HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: "
@@ -25,16 +25,17 @@ def _echo_401_server(seen: list):
     return raw_server(respond)
 
 
-def test_secret_absent_from_every_output(pytester, monkeypatch):
+@pytest.mark.parametrize("api", ["openai-completions", "openai-responses", "anthropic-messages"])
+def test_secret_absent_from_every_output(pytester, monkeypatch, api):
     # 2 samples per workload (secrets, not statistics): the point estimate throughout this file
     seen: list = []
     port, stop = _echo_401_server(seen)
     dying = Path(__file__).with_name("dying_server.py")
     w = ("workloads:\n  w: {class: custom, prompt_tokens: 24, output_tokens: 8, samples: 2, warmup: 0, "
          "confidence: null, slo: {ttft_p50: %s}}\n")
-    pytester.makefile(".slo.yaml", echo401=f"target: {{url: 'http://127.0.0.1:{port}'}}\n" + w % "60s")
-    pytester.makefile(".slo.yaml", tight="target: {url: 'reference://h100-sxm/llama-3.1-8b?time_scale=0.1'}\n"
-                      + w % "1us")
+    pytester.makefile(".slo.yaml", echo401=f"target: {{url: 'http://127.0.0.1:{port}', api: {api}}}\n" + w % "60s")
+    pytester.makefile(".slo.yaml", tight="target: {url: 'reference://h100-sxm/llama-3.1-8b?time_scale=0.1', "
+                      f"api: {api}}}\n" + w % "1us")
     pytester.makefile(".slo.yaml", leaky=f"target: {{command: ['{sys.executable}', '{dying}', '{{port}}', '0'], "
                       f"env: {{LEAK_HEADERS: '1'}}}}\n" + w % "60s")
     monkeypatch.setenv("LLM_LATENCY_API_KEY", SECRET)
@@ -46,7 +47,9 @@ def test_secret_absent_from_every_output(pytester, monkeypatch):
     finally:
         stop()
     r.assert_outcomes(failed=2, errors=1)  # the 401 target cannot be judged: an error
-    assert f"Bearer {SECRET}" in seen  # the key was really sent
+    assert any(f"Bearer {SECRET}" in h for h in seen)  # the key was really sent
+    if api == "anthropic-messages":
+        assert any(h.endswith(f" {SECRET}") for h in seen)  # and as x-api-key, echoed back too
     outputs = {"stdout": r.stdout.str(), "stderr": r.stderr.str()}
     for name in ("j.xml", "r.json", "r.html", "run.log"):
         outputs[name] = (pytester.path / name).read_text()
@@ -56,10 +59,22 @@ def test_secret_absent_from_every_output(pytester, monkeypatch):
         assert SECRET not in text, f"API key leaked into {name}"    # ...but never the key
 
 
-def test_client_and_header_reprs_hide_the_key():
-    http = make_http_client(api_key=SECRET, transport=httpx.MockTransport(lambda r: httpx.Response(500)))
-    client = OpenAIClient(http, "http://x", "m", redact=Redactor((SECRET,)))
+@pytest.mark.parametrize("api", ["openai-chat", "openai-responses", "anthropic-messages"])
+def test_client_and_header_reprs_hide_the_key(api):
+    from pytest_llm_latency.client.apis.target import Target, make_client
+
+    sent: list[httpx.Request] = []
+    http = make_http_client(api_key=SECRET, transport=httpx.MockTransport(lambda r: sent.append(r) or
+                                                                          httpx.Response(500)))
+    client = make_client(Target("http://x", api, "m"), http, redact=Redactor((SECRET,)))
     assert SECRET not in repr(client) and SECRET not in repr(http.headers) and SECRET not in repr(http)
+    assert SECRET not in repr(http.auth) and SECRET not in repr(vars(client))
+    http.post("http://x/v1/messages", json={})
+    assert sent[-1].headers["authorization"] == f"Bearer {SECRET}"   # the key is really sent...
+    if api == "anthropic-messages":
+        assert sent[-1].headers["x-api-key"] == SECRET                # ...as Anthropic's header too
+    client = OpenAIClient(http, "http://x", "m", redact=Redactor((SECRET,)))
+    assert SECRET not in repr(client)
     req = http.build_request("POST", "http://x/v1/completions")
     assert SECRET not in repr(req.headers) and SECRET not in str(httpx.HTTPStatusError("boom", request=req,
                                                                                         response=httpx.Response(401)))

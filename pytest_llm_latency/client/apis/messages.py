@@ -29,6 +29,21 @@ ANTHROPIC_VERSION = "2023-06-01"
 STOP_REASONS = {"max_tokens": "length", "end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls"}
 
 
+class XApiKey(httpx.Auth):
+    """Adds ``x-api-key`` to each request as it is sent: not a client header, since httpx masks only
+    ``Authorization`` in its reprs; this object's repr shows no key either."""
+
+    def __init__(self, key: str):
+        self._key = key
+
+    def __repr__(self) -> str:
+        return "XApiKey(***)"
+
+    def auth_flow(self, request: httpx.Request):
+        request.headers["x-api-key"] = self._key
+        yield request
+
+
 def anthropic_messages(messages: list[dict]) -> tuple[str, list[dict]]:
     """Chat-shaped messages (an agent session's transcript) → (system text, Messages' ``messages``):
     an assistant's ``tool_calls`` become ``tool_use`` blocks, ``tool`` results ``tool_result``
@@ -85,8 +100,8 @@ class MessagesClient(OpenAIClient):
         # the API's own headers, on this target's client: the key (sent as Authorization: Bearer by
         # make_http_client, which llama.cpp and vLLM read) as x-api-key too, which Anthropic's clients send
         auth = http.headers.get("authorization", "")
-        if auth.lower().startswith("bearer ") and "x-api-key" not in http.headers:
-            http.headers["x-api-key"] = auth[len("bearer "):]
+        if auth.lower().startswith("bearer ") and http.auth is None:
+            http.auth = XApiKey(auth[len("bearer "):])
         http.headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
 
     def __repr__(self) -> str:
