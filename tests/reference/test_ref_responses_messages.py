@@ -8,6 +8,7 @@ import jsonschema
 import pytest
 
 from pytest_llm_latency.targets.reference.launch import start_reference
+from tests.helpers.paths import RECORDINGS
 from tests.reference.refclient import named_events, stream_openai, words
 
 MODEL = "llama-3.1-8b"
@@ -279,3 +280,51 @@ def test_request_errors(srv, http):
     assert r.status_code == 400 and "max_output_tokens" in r.json()["error"]["message"]
     r = http.post(srv.url + "/v1/responses", json={"input": words(100), "max_output_tokens": 4000})
     assert r.status_code == 400 and "maximum context length" in r.json()["error"]["message"]
+
+
+# -- the shapes of real llama-server streams (tests/unit/recordings, issue 36) ------------------------
+def _recorded_shapes(name: str) -> dict[str, dict[str, set]]:
+    """event type -> {"": its keys, sub-object key: that object's keys} in a llama-server recording."""
+    lines = [json.loads(line) for line in (RECORDINGS / name).read_text().splitlines()[1:]]
+    body = "".join(line["data"] for line in lines)
+    shapes: dict[str, dict[str, set]] = {}
+    for block in filter(None, body.split("\n\n")):
+        obj = json.loads(block.split("\ndata: ", 1)[1])
+        shape = shapes.setdefault(obj["type"], {"": set()})
+        shape[""] |= set(obj)
+        for key, value in obj.items():
+            if isinstance(value, dict):
+                shape.setdefault(key, set()).update(value)
+    return shapes
+
+
+@pytest.mark.parametrize("recording,api", [("llamacpp-responses-stream.jsonl", responses),
+                                           ("llamacpp-messages-stream.jsonl", messages)])
+def test_streams_carry_every_field_of_the_real_llama_server_events(srv, http, recording, api):
+    ours: dict[str, dict[str, set]] = {}
+    for kind, obj in api(http, srv, 5)[1] + api(http, srv, 4000, ignore_eos=False)[1]:
+        shape = ours.setdefault(kind, {"": set()})
+        shape[""] |= set(obj)
+        for key, value in obj.items():
+            if isinstance(value, dict):
+                shape.setdefault(key, set()).update(value)
+    for kind, shape in _recorded_shapes(recording).items():
+        assert kind in ours, kind
+        for key, fields in shape.items():
+            if key == "timings":                                  # llama.cpp's own timings object
+                continue
+            missing = fields - ours[kind].get(key, set()) - {"timings"}
+            assert not missing, (kind, key or "event", missing)
+
+
+def test_several_tokens_per_event_keep_the_reasoning_split(serve, http):
+    h = serve(f"time_scale=0&stream_interval=4&thinking_tokens={THINK}", mode="thread")
+    _, ev, _ = responses(http, h, 15, reasoning={"effort": "medium"})   # 8 reasoning + 7 answer tokens
+    reasoning = [len(o["delta"].split()) for o in of(ev, "response.reasoning_text.delta")]
+    answer = [len(o["delta"].split()) for o in of(ev, "response.output_text.delta")]
+    assert reasoning == [4, 4] and answer == [4, 3]
+    _, ev, _ = messages(http, h, 10, thinking={"type": "enabled", "budget_tokens": 6})   # 6 + 4: chunks 4, 4, 2
+    deltas = [(o["delta"]["type"], len((o["delta"].get("thinking") or o["delta"].get("text") or "").split()))
+              for o in of(ev, "content_block_delta")]
+    assert deltas == [("thinking_delta", 4), ("thinking_delta", 2), ("signature_delta", 0), ("text_delta", 2),
+                      ("text_delta", 2)]

@@ -183,7 +183,7 @@ class ResponsesProtocol:
                 out = [self._sse("response.function_call_arguments.done", item_id=self.fc_id, output_index=i,
                                  arguments=text)]
             else:
-                part = {"type": "output_text", "text": text, "annotations": []}
+                part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
                 out = [self._sse("response.output_text.done", item_id=self.msg_id, output_index=i,
                                  content_index=0, text=text, logprobs=[]),
                        self._sse("response.content_part.done", item_id=self.msg_id, output_index=i,
