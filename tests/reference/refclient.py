@@ -139,3 +139,22 @@ def percentile(values: list[float], q: float) -> float:
     lo = int(k)
     hi = min(lo + 1, len(s) - 1)
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def named_events(client: httpx.Client, url: str, path: str, body: dict, *,
+                 headers: dict | None = None) -> tuple[int, list[tuple[str, dict]], bytes]:
+    """A Responses / Messages stream: (status, [(event name, data object)], raw body).  Checks
+    the framing: every event has an ``event:`` line equal to its data's ``type``."""
+    r = client.post(url + path, json={**body, "stream": True}, headers=headers)
+    events = []
+    if r.status_code == 200:
+        assert r.headers["content-type"].startswith("text/event-stream")
+        for block in r.content.decode().split("\n\n"):
+            if not block:
+                continue
+            head, data = block.split("\n", 1)
+            assert head.startswith("event: ") and data.startswith("data: "), block
+            obj = json.loads(data[6:])
+            assert obj["type"] == head[7:], block
+            events.append((head[7:], obj))
+    return r.status_code, events, r.content

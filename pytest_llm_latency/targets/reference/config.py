@@ -97,7 +97,14 @@ class ReferenceConfig:
         0, "Ollama API: remember the last N prompts; one sent again skips its prefill and its final object "
         "omits prompt_eval_count, as Ollama does (0 = off)")
     thinking_tokens: int = _field(
-        0, "Ollama API: the first N generated tokens are 'thinking' (unless the request sends think: false)")
+        0, "reasoning: the first N generated tokens are 'thinking' on Ollama (unless the request sends think: "
+        "false) and, when the request asks for reasoning, reasoning on chat completions (reasoning_effort, "
+        "chat_template_kwargs.enable_thinking), Responses (reasoning.effort) and Messages (thinking, capped by "
+        "budget_tokens); effort low = N // 2, medium = N, high = 2 N; counted in the output tokens")
+    constrained_slowdown: float = _field(
+        1.0, "structured output (a JSON schema in response_format, text.format or output_format): a decode step "
+        "in which a constrained request decodes takes this many times its roofline time (>= 1.0; 1.0 = free "
+        "grammar masks); the whole batch shares that step")
     host: str = _field("127.0.0.1", "bind address")
     port: int = _field(0, "bind port (0 = any free port)")
 
@@ -191,6 +198,9 @@ class ReferenceConfig:
         if not (math.isfinite(self.load_time) and self.load_time >= 0) or not math.isfinite(self.keep_alive):
             raise ConfigError(f"reference: load_time must be >= 0 and keep_alive finite, got "
                               f"{self.load_time}, {self.keep_alive}")
+        if not (math.isfinite(self.constrained_slowdown) and self.constrained_slowdown >= 1.0):
+            raise ConfigError(f"reference: constrained_slowdown must be a finite number >= 1.0, "
+                              f"got {self.constrained_slowdown}")
         if self.prompt_cache < 0 or self.thinking_tokens < 0 or self.evict_every < 0:
             raise ConfigError("reference: prompt_cache, thinking_tokens and evict_every must be >= 0")
         if self.max_num_batched_tokens and not self.chunked_prefill:

@@ -67,6 +67,7 @@ class EngineRequest:
     max_tokens: int
     target_tokens: int
     hashes: tuple[int, ...] = ()
+    slowdown: float = 1.0      # a constrained (structured-output) request: its decode steps x this
     computed: int = 0          # prompt tokens whose KV exists (cached ones included)
     cached: int = 0            # prompt tokens served by the prefix cache
     generated: int = 0
@@ -80,7 +81,9 @@ class EngineRequest:
 
 @dataclass
 class Step:
-    """What one engine step did.  ``cost.seconds`` is its modelled (unscaled) duration."""
+    """What one engine step did.  ``seconds`` is its modelled (unscaled) duration: the roofline
+    ``cost.seconds`` x ``slowdown`` (the largest ``EngineRequest.slowdown`` of its decodes: the batch
+    waits for the grammar masks of its constrained requests before sampling)."""
 
     cost: StepCost
     admitted: list[tuple[int, int]] = field(default_factory=list)   # (rid, cached tokens)
@@ -89,10 +92,11 @@ class Step:
     emitted: list[int] = field(default_factory=list)                # rids with new tokens
     finished: list[int] = field(default_factory=list)
     drafts: dict[int, tuple[int, int]] = field(default_factory=dict)  # rid -> (drafted, accepted)
+    slowdown: float = 1.0
 
     @property
     def seconds(self) -> float:
-        return self.cost.seconds
+        return self.cost.seconds * self.slowdown
 
     def tokens(self, rid: int) -> int:
         """Tokens ``rid`` emitted in this step: 1, plus its accepted drafts."""
@@ -186,6 +190,7 @@ class Engine:
             if not seq.prefilling and budget > 0:
                 decode_ctx.append(seq.prompt_len + seq.generated - 1)
                 step.decodes.append(seq.rid)
+                step.slowdown = max(step.slowdown, seq.slowdown)
                 d = self.drafting.plan(seq.target_tokens - seq.generated, budget) if self.drafting else 0
                 drafts.append(d)
                 budget -= 1 + d

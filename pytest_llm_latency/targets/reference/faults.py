@@ -34,6 +34,7 @@ MODES: dict[str, dict[str, float | int | str | None]] = {
     "huge_line": {"bytes": 1024 * 1024, "after": 1},
     "wrong_content_type": {"body": "sse"},
     "rewrite_tool_history": {},
+    "schema_violation": {},
     "pause": {"at": 1.0, "seconds": 2.0},
 }
 #: modes that act on the engine, not on one response
@@ -41,7 +42,8 @@ ENGINE_MODES = frozenset({"pause"})
 ALIASES = {"rate_limit": "429", "http_429": "429", "unavailable": "503", "http_503": "503",
            "html_502": "html502", "502": "html502", "context": "context_length",
            "malformed": "malformed_json", "missing_done": "no_done", "error": "error_event",
-           "content_type": "wrong_content_type", "huge": "huge_line"}
+           "content_type": "wrong_content_type", "huge": "huge_line",
+           "schema": "schema_violation"}
 
 
 @dataclass(frozen=True)

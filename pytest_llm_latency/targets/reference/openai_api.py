@@ -9,6 +9,7 @@ import uuid
 from dataclasses import dataclass
 
 from . import tokenizer
+from .answer import Answer, reasoning_budget
 from .faults import context_length_message, openai_error
 from .streaming import Result
 
@@ -35,6 +36,8 @@ class OpenAIRequest:
     continuous_usage: bool
     stream_interval: int | None
     tool_names: tuple[str, ...] = ()   # tool-calling output mode: the functions offered (``tools``)
+    reasoning_tokens: int = 0          # reasoning asked for: the first N generated tokens (answer.py)
+    schema: dict | None = None         # structured output: the answer is JSON valid against it
 
 
 def _int(body: dict, key: str, default: int | None, minimum: int) -> int | None:
@@ -88,8 +91,40 @@ def prompt_ids_of(body: dict, chat: bool, encode=tokenizer.encode, *, rewrite_to
     return ids
 
 
+def schema_of(body: dict) -> dict | None:
+    """The JSON schema of ``response_format`` (``json_schema``; ``json_object``: any object), else None."""
+    fmt = body.get("response_format")
+    if fmt is None:
+        return None
+    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "object"}
+    spec = fmt.get("json_schema") if kind == "json_schema" else None
+    if not isinstance(spec, dict) or not isinstance(spec.get("schema", {}), dict):
+        raise ApiError(400, "response_format must be {type: text | json_object | json_schema, "
+                            "json_schema: {name, schema}}")
+    return spec.get("schema", {})
+
+
+def reasoning_of(body: dict, thinking_tokens: int) -> int:
+    """Reasoning tokens a chat request asks for: ``reasoning_effort`` (answer.EFFORTS), or
+    ``chat_template_kwargs.enable_thinking: true`` (medium); 0 when it asks for none."""
+    effort = body.get("reasoning_effort")
+    kwargs = body.get("chat_template_kwargs")
+    if effort is None:
+        if not (isinstance(kwargs, dict) and kwargs.get("enable_thinking") is True):
+            return 0
+        effort = "medium"
+    try:
+        return reasoning_budget(thinking_tokens, effort)
+    except ValueError as e:
+        raise ApiError(400, str(e)) from None
+
+
 def parse(body: dict, *, chat: bool, served: str, max_model_len: int, encode=tokenizer.encode,
-          rewrite_tool_history: bool = False) -> OpenAIRequest:
+          rewrite_tool_history: bool = False, thinking_tokens: int = 0) -> OpenAIRequest:
     check_model(body, served)
     ids = prompt_ids_of(body, chat, encode, rewrite_tool_history=rewrite_tool_history)
     tools = tools_of(body) if chat else []
@@ -112,7 +147,8 @@ def parse(body: dict, *, chat: bool, served: str, max_model_len: int, encode=tok
         min_tokens=min(_int(body, "min_tokens", 0, 0) or 0, max_tokens), seed=seed if isinstance(seed, int) else None,
         stream=bool(body.get("stream")), include_usage=bool(opts.get("include_usage")),
         continuous_usage=bool(opts.get("continuous_usage_stats")),
-        stream_interval=_int(body, "stream_interval", None, 1), tool_names=names)
+        stream_interval=_int(body, "stream_interval", None, 1), tool_names=names,
+        reasoning_tokens=reasoning_of(body, thinking_tokens) if chat else 0, schema=schema_of(body) if chat else None)
 
 
 class OpenAIProtocol:
@@ -120,8 +156,9 @@ class OpenAIProtocol:
 
     content_type = "text/event-stream; charset=utf-8"
 
-    def __init__(self, req: OpenAIRequest, model: str, *, cached_details: bool):
+    def __init__(self, req: OpenAIRequest, model: str, *, cached_details: bool, answer: Answer | None = None):
         self.req, self.model, self.cached_details = req, model, cached_details
+        self.answer = answer or Answer(1)
         self.prompt_tokens = len(req.prompt_ids)
         self.created = int(time.time())
         self.id = ("chatcmpl-" if req.chat else "cmpl-") + uuid.uuid4().hex
@@ -136,41 +173,33 @@ class OpenAIProtocol:
             self._pre = (head + ',"choices":[{"index":0,"text":').encode()
             self._post = b',"logprobs":null,"finish_reason":null,"stop_reason":null}]}\n\n'
 
-    # -- tool-calling output mode (the request offered ``tools``) ------------------------------
-    #: set by the server from the output plan: the tokens this response will have
-    planned_tokens: int = 1
-    _tool_args: str | None = None
-
+    # -- chat output modes (answer.py): reasoning, then text, a JSON document or a tool call -----
     @property
     def tool_mode(self) -> bool:
-        return self.req.chat and bool(self.req.tool_names)
+        return self.req.chat and self.answer.kind == "tool"
+
+    @property
+    def plain(self) -> bool:
+        return not self.req.chat or (self.answer.kind == "text" and not self.answer.reasoning)
 
     def tool_arguments(self) -> str:
-        """The call's arguments: JSON with non-ASCII text, an escaped quote and a backslash, so
-        the fragments below split mid-string, mid-escape and inside multi-byte characters."""
-        if self._tool_args is None:
-            n = max(self.planned_tokens - 1, 1)
-            ids = " ".join(tokenizer.WORDS[(i * 7) % len(tokenizer.WORDS)] for i in range(max(n // 2, 1)))
-            self._tool_args = json.dumps({"id": ids, "limit": n, "note": 'café – 東京 "quoted" \\ ✓'},
-                                         ensure_ascii=False)
-        return self._tool_args
+        return self.answer.document
 
-    def tool_fragment(self, first: int, last: int) -> str:
-        """The argument text of tokens ``first..last`` (1-based): token 1 is the function name
-        (vLLM sends it with ``arguments: ""``); tokens 2..T carry the arguments cut into T-1
-        nearly equal character runs, so they are complete exactly at the last token."""
-        args, pieces = self.tool_arguments(), max(self.planned_tokens - 1, 1)
-        if self.planned_tokens == 1:
-            return args
-        cut = lambda k: round(len(args) * max(k - 1, 0) / pieces)  # noqa: E731  end of token k's run
-        return args[cut(first - 1 if first > 1 else 1):cut(last)]
-
-    def tool_delta(self, prev_total: int, total: int) -> dict:
-        entry: dict = {"index": 0, "function": {"arguments": self.tool_fragment(prev_total + 1, total)}}
-        if prev_total == 0:
-            entry = {"index": 0, "id": f"chatcmpl-tool-{self.id[-16:]}", "type": "function",
-                     "function": {"name": self.req.tool_names[0], "arguments": entry["function"]["arguments"]}}
-        return {"tool_calls": [entry]}
+    def _delta(self, text: str, prev: int, total: int) -> dict:
+        reasoning, answer = self.answer.split(text, prev, total)
+        delta: dict = {}
+        if reasoning:
+            delta["reasoning_content"] = reasoning
+        if total > self.answer.reasoning:
+            if self.tool_mode:
+                entry: dict = {"index": 0, "function": {"arguments": answer}}
+                if prev <= self.answer.reasoning:  # the call's first token: its id and name
+                    entry = {"index": 0, "id": f"chatcmpl-tool-{self.id[-16:]}", "type": "function",
+                             "function": {"name": self.answer.tool, "arguments": answer}}
+                delta["tool_calls"] = [entry]
+            else:
+                delta["content"] = answer
+        return delta
 
     def usage(self, completion: int, cached: int | None = None) -> dict:
         u: dict[str, int | dict[str, int]] = {
@@ -178,6 +207,8 @@ class OpenAIProtocol:
             "completion_tokens": completion}
         if self.cached_details and cached is not None:
             u["prompt_tokens_details"] = {"cached_tokens": cached}
+        if self.answer.reasoning:
+            u["completion_tokens_details"] = {"reasoning_tokens": self.answer.reasoning_count(completion)}
         return u
 
     def _event(self, choices: list, usage: dict | None = None, ensure_ascii: bool = True) -> bytes:
@@ -203,10 +234,10 @@ class OpenAIProtocol:
 
     def token(self, text: str, total: int, finish_reason: str | None) -> bytes:
         usage = self.usage(total) if self.req.continuous_usage else None
-        if self.tool_mode:
+        if not self.plain:
             prev, self._sent = getattr(self, "_sent", 0), total
-            choice = {"index": 0, "delta": self.tool_delta(prev, total), "logprobs": None,
-                      "finish_reason": "tool_calls" if finish_reason == "stop" else finish_reason}
+            reason = "tool_calls" if finish_reason == "stop" and self.tool_mode else finish_reason
+            choice = {"index": 0, "delta": self._delta(text, prev, total), "logprobs": None, "finish_reason": reason}
             return self._event([choice], usage, ensure_ascii=False)
         if usage is None and finish_reason is None:
             return self._pre + json.dumps(text).encode() + self._post
@@ -233,10 +264,13 @@ class OpenAIProtocol:
 
     def full_body(self, result: Result) -> bytes:
         if self.req.chat:
+            reasoning, answer = self.answer.split(result.text, 0, result.completion_tokens)
             calls = [{"id": f"chatcmpl-tool-{self.id[-16:]}", "type": "function", "function": {
-                "name": self.req.tool_names[0], "arguments": self.tool_arguments()}}] if self.tool_mode else []
-            choice = {"index": 0, "message": {"role": "assistant", "content": None if calls else result.text,
-                                              "tool_calls": calls},
+                "name": self.answer.tool, "arguments": answer}}] if self.tool_mode else []
+            message: dict = {"role": "assistant", "content": None if calls else answer, "tool_calls": calls}
+            if self.answer.reasoning:
+                message["reasoning_content"] = reasoning
+            choice = {"index": 0, "message": message,
                       "logprobs": None, "finish_reason": result.finish_reason, "stop_reason": None}
             obj = "chat.completion"
         else:

@@ -133,11 +133,12 @@ class Scheduler:
         self._close_all("reference server is shutting down")
 
     def submit(self, prompt_len: int, max_tokens: int, target_tokens: int, finish_reason: str,
-               hashes: tuple[int, ...] = ()) -> RequestState:
-        """Queue a request; raises ``engine.AdmissionError`` if it can never fit."""
+               hashes: tuple[int, ...] = (), slowdown: float = 1.0) -> RequestState:
+        """Queue a request; raises ``engine.AdmissionError`` if it can never fit.  ``slowdown``: a
+        constrained request's decode steps take that many times as long (``Step.seconds``)."""
         rid = next(self._ids)
         seq = EngineRequest(rid=rid, prompt_len=prompt_len, max_tokens=max_tokens,
-                            target_tokens=target_tokens, hashes=hashes)
+                            target_tokens=target_tokens, hashes=hashes, slowdown=slowdown)
         self.engine.add(seq)
         st = RequestState(rid=rid, seq=seq, arrival=asyncio.get_running_loop().time(),
                           finish_reason=finish_reason)

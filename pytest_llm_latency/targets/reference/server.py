@@ -1,6 +1,8 @@
 """The reference server: routing, validation, and the non-generation endpoints.
 
 Endpoints: ``POST /v1/completions``, ``POST /v1/chat/completions`` (openai_api.py),
+``POST /v1/responses`` and ``/v1/responses/input_tokens`` (responses_api.py), ``POST /v1/messages``
+and ``/v1/messages/count_tokens`` (messages_api.py),
 ``POST /api/generate``, ``POST /api/chat``, ``GET /api/tags``, ``GET /api/ps``,
 ``GET /api/version`` (ollama_api.py), ``POST /tokenize`` and ``/v1/tokenize`` (vLLM ``{model, prompt}`` or
 ``{model, messages}`` -> ``{count, tokens, max_model_len}``; llama.cpp ``{content}`` ->
@@ -15,7 +17,8 @@ import logging
 import zlib
 from collections import OrderedDict
 
-from . import ollama_api, openai_api, tokenizer
+from . import messages_api, ollama_api, openai_api, responses_api, tokenizer
+from .answer import Answer
 from .config import ReferenceConfig
 from .engine import AdmissionError, Engine, block_hashes
 from .faults import ENGINE_MODES, HEADER, Fault, parse_fault, status_fault_response
@@ -114,6 +117,8 @@ class ReferenceServer:
         except ApiError as e:
             if req.path.startswith("/api/"):
                 await conn.send(e.status, JSON, json.dumps({"error": e.message}).encode())
+            elif req.path.startswith("/v1/messages"):
+                await conn.send(e.status, JSON, messages_api.error_body(e.status, e.message))
             else:
                 await conn.send(e.status, JSON, e.body())
         except (ConnectionError, asyncio.CancelledError):
@@ -157,38 +162,74 @@ class ReferenceServer:
 
     def _submit(self, ids: list[int], max_tokens: int, *, seed: int | None, ignore_eos: bool = False,
                 min_tokens: int = 0, fault: Fault | None = None, stream_interval: int | None = None,
-                cached: bool = False):
+                cached: bool = False, reasoning: int = 0, constrained: bool = False):
         gen = plan_output(len(ids), max_tokens, seed=tokenizer.prompt_seed(ids, seed),
                           ignore_eos=ignore_eos, min_tokens=min_tokens, fault=fault,
-                          stream_interval=stream_interval or self.config.stream_interval)
+                          stream_interval=stream_interval or self.config.stream_interval, reasoning=reasoning)
         hashes = block_hashes(ids, self.config.block_size) if self.config.prefix_caching else ()
+        slowdown = self.config.constrained_slowdown if constrained else 1.0  # structured output's grammar masks
         try:
             # a prompt from Ollama's prompt cache computes one token, not the whole prefill
-            st = self.scheduler.submit(1 if cached else len(ids), max_tokens, gen.target, gen.reason, hashes)
+            st = self.scheduler.submit(1 if cached else len(ids), max_tokens, gen.target, gen.reason, hashes,
+                                       slowdown=slowdown)
         except AdmissionError as e:
             raise ApiError(400, str(e)) from None
         return gen, st
 
     # -- generation endpoints ----------------------------------------------------------------
+    def _parse_kw(self, fault: Fault | None) -> dict:
+        return {"served": self.model_name, "max_model_len": self.max_model_len, "encode": self.encode,
+                "thinking_tokens": self.config.thinking_tokens,
+                "rewrite_tool_history": fault is not None and fault.mode == "rewrite_tool_history"}
+
     async def openai(self, req: Request, conn: Connection, chat: bool) -> None:
+        details = self.config.prefix_caching or self.config.prompt_tokens_details
+        await self._generate(req, conn, lambda body, kw: openai_api.parse(body, chat=chat, **kw),
+                             lambda r, answer, st: openai_api.OpenAIProtocol(r, self.model_name, answer=answer,
+                                                                             cached_details=details))
+
+    async def responses(self, req: Request, conn: Connection) -> None:
+        await self._generate(req, conn, responses_api.parse,
+                             lambda r, answer, st: responses_api.ResponsesProtocol(r, answer, self.model_name))
+
+    async def messages(self, req: Request, conn: Connection) -> None:
+        await self._generate(req, conn, messages_api.parse,
+                             lambda r, answer, st: messages_api.MessagesProtocol(r, answer, self.model_name, st))
+
+    async def _generate(self, req: Request, conn: Connection, parse, make_protocol) -> None:
+        """A chat-style generation: ``parse(body, kwargs)`` -> an ``OpenAIRequest``;
+        ``make_protocol(request, answer, state)`` -> its ``StreamProtocol``."""
         fault = self._fault(req)
         body = self._json(req)
         if await self._pre_fault(fault, conn):
             return
-        r = openai_api.parse(body, chat=chat, served=self.model_name, max_model_len=self.max_model_len,
-                             encode=self.encode,
-                             rewrite_tool_history=fault is not None and fault.mode == "rewrite_tool_history")
+        r = parse(body, self._parse_kw(fault))
         await self.residency.acquire()  # a model unloaded after idling loads first (inside TTFT)
         try:
             gen, st = self._submit(r.prompt_ids, r.max_tokens, seed=r.seed, ignore_eos=r.ignore_eos,
-                                   min_tokens=r.min_tokens, fault=fault, stream_interval=r.stream_interval)
-            proto = openai_api.OpenAIProtocol(r, self.model_name, cached_details=self.config.prefix_caching or
-                                              self.config.prompt_tokens_details)
-            proto.planned_tokens = gen.target  # the tool-call mode cuts its arguments to the plan
-            await self._respond(conn, st, gen, proto, fault, r.stream)
+                                   min_tokens=r.min_tokens, fault=fault, stream_interval=r.stream_interval,
+                                   reasoning=r.reasoning_tokens, constrained=r.schema is not None)
+            # the tool-call and structured modes cut their JSON to the planned tokens
+            answer = Answer(gen.target, reasoning=r.reasoning_tokens, schema=r.schema,
+                            tool=r.tool_names[0] if r.chat and r.tool_names else None,
+                            violate=fault is not None and fault.mode == "schema_violation")
+            await self._respond(conn, st, gen, make_protocol(r, answer, st), fault, r.stream)
         finally:
             self.residency.release(None)
             self.residency.served_one()
+
+    async def count_tokens(self, req: Request, conn: Connection, api: str) -> None:
+        """``/v1/responses/input_tokens`` and ``/v1/messages/count_tokens``: the prompt ids the
+        generation would use."""
+        body = self._json(req)
+        openai_api.check_model(body, self.model_name)
+        if api == "responses":
+            n = len(openai_api.prompt_ids_of(responses_api.to_chat(body), chat=True, encode=self.encode))
+            out: dict = {"object": "response.input_tokens", "input_tokens": n}
+        else:
+            n = len(openai_api.prompt_ids_of(messages_api.to_chat(body), chat=True, encode=self.encode))
+            out = {"input_tokens": n}
+        await conn.send(200, JSON, json.dumps(out).encode())
 
     async def ollama(self, req: Request, conn: Connection, chat: bool) -> None:
         fault = self._fault(req)
@@ -285,6 +326,10 @@ class ReferenceServer:
 ROUTES: dict[str, tuple] = {  # path -> (method, handler, args)
     "/v1/completions": ("POST", "openai", False),
     "/v1/chat/completions": ("POST", "openai", True),
+    "/v1/responses": ("POST", "responses"),
+    "/v1/responses/input_tokens": ("POST", "count_tokens", "responses"),
+    "/v1/messages": ("POST", "messages"),
+    "/v1/messages/count_tokens": ("POST", "count_tokens", "messages"),
     "/api/generate": ("POST", "ollama", False),
     "/api/chat": ("POST", "ollama", True),
     "/api/tags": ("GET", "ollama_tags"),

@@ -12,6 +12,7 @@ like vLLM's ``--stream-interval`` (the final chunk may carry fewer).  Each chunk
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -32,18 +33,20 @@ class Generation:
 
 
 def plan_output(prompt_tokens: int, max_tokens: int, *, seed: int, ignore_eos: bool = False,
-                min_tokens: int = 0, fault: Fault | None = None, stream_interval: int = 1) -> Generation:
+                min_tokens: int = 0, fault: Fault | None = None, stream_interval: int = 1,
+                reasoning: int = 0) -> Generation:
     """How many tokens the model produces and why it stops.
 
     * ``ignore_eos`` -> exactly ``max_tokens`` (``"length"``);
-    * else the natural EOS point (``tokenizer.natural_length``), raised to ``min_tokens``;
-      ``"stop"`` if that is below ``max_tokens``, else ``"length"``;
+    * else the natural EOS point (``tokenizer.natural_length``; after ``reasoning`` tokens of
+      reasoning asked for, the EOS falls in the answer: ``reasoning + natural_length``), raised to
+      ``min_tokens``; ``"stop"`` if that is below ``max_tokens``, else ``"length"``;
     * fault ``early_stop;after=k`` -> ``min(k, max_tokens)`` tokens, ``"stop"``, always.
     """
     if fault is not None and fault.mode == "early_stop":
         target, reason = max(1, min(int(fault.get("after")), max_tokens)), "stop"
     else:
-        n = max_tokens if ignore_eos else max(natural_length(seed), min_tokens, 1)
+        n = max_tokens if ignore_eos else max(reasoning + natural_length(seed), min_tokens, 1)
         target, reason = (n, "stop") if n < max_tokens else (max_tokens, "length")
     return Generation(prompt_tokens, max_tokens, target, reason, seed, stream_interval)
 
@@ -185,3 +188,9 @@ async def respond_full(conn: Connection, sched: Scheduler, st: RequestState, gen
         await asyncio.sleep(fault.seconds("seconds"))
     body = proto.full_body(Result(TextGenerator(gen.seed).next(total), total, gen.reason, st))
     await conn.send(200, [("content-type", content_type)], body)
+
+
+def named_event(kind: str, obj: dict) -> bytes:
+    """One SSE event with an ``event:`` line (the Responses and Messages framing: no ``[DONE]``)."""
+    data = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    return b"event: " + kind.encode() + b"\ndata: " + data + b"\n\n"
