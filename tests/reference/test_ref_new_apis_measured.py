@@ -47,8 +47,9 @@ def test_tool_call_budget_fails_while_turn_ttft_passes(serve, api):
     last, 15 modelled decode steps (~7 ms each at time_scale 1) after a TTFT of one prefill (~40 ms
     for 1024 tokens): ~145 ms > the 60 ms budget, however loaded the machine."""
     h = serve("time_scale=1", mode="thread")
-    w = make_workload("session", {**SESSION, "slo": {"turn_ttft_p95": None, "turn_ttft_p50": "20s", "session_e2e_p95": None,
-                                                     "prefix_reuse_min": None, "tool_call_complete_p50": "60ms"}})
+    slo = {"turn_ttft_p95": None, "turn_ttft_p50": "20s", "session_e2e_p95": None, "prefix_reuse_min": None,
+           "tool_call_complete_p50": "60ms"}
+    w = make_workload("session", {**SESSION, "slo": slo})
     with make_http_client() as http:
         res = judge(measure_sessions(make_client(Target(h.url, api), http), w, seed=0, nonce="n36"))
     assert res.prepared and len(res.records) == 6, res.failure_message()

@@ -31,7 +31,8 @@ def test_marker_beats_cli_and_yaml_is_below_ini():
     ({"samples": "abc"}, {}, {}, "--llm-latency-samples: 'abc' is not valid for samples: expected a positive integer"),
     ({}, {"LLM_LATENCY_SAMPLES": "0"}, {}, "LLM_LATENCY_SAMPLES (environment): '0'"),
     ({}, {}, {"url": "ftp://x"}, "llm_latency_url (ini): 'ftp://x' is not valid for url"),
-    ({"api": "openai"}, {}, {}, "expected one of openai-completions, openai-chat, openai-responses, anthropic-messages, ollama"),
+    ({"api": "openai"}, {}, {},
+     "expected one of openai-completions, openai-chat, openai-responses, anthropic-messages, ollama"),
     ({}, {"LLM_LATENCY_MIN_DECODE_EFFICIENCY": "2"}, {}, "a fraction"),
     ({}, {"LLM_LATENCY_SKIP": "maybe"}, {}, "true or false"),
 ])
