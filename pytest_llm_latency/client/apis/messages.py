@@ -122,10 +122,6 @@ class MessagesClient(OpenAIClient):
             body.update(extra)
         return body
 
-    def stream(self, system: str, user: str, max_tokens: int, *, expected_prompt_tokens: int | None = None,
-               extra: dict | None = None) -> RequestRecord:
-        return self._stream(self.base_url + "/v1/messages", system, user, max_tokens, expected_prompt_tokens, extra)
-
     def stream_messages(self, messages: list[dict], max_tokens: int, *, tools: list[dict] | None = None,
                         expected_prompt_tokens: int | None = None, extra: dict | None = None) -> RequestRecord:
         """One agent turn: the chat-shaped transcript as Messages' system and messages, tools as

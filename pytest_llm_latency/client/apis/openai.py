@@ -27,6 +27,7 @@ from ..transport.http import (CONTEXT_LENGTH_HINTS, Redactor, SmallResponse, Str
     bounded_request, map_transport_error)
 from ..transport.sse import SSEDecoder
 from ..transport.clock import MEASUREMENT_CLOCK
+from .. import APIS
 
 SSE_TYPES = ("text/event-stream",)
 _decode_json = json.JSONDecoder().decode  # json.loads without its per-call type checks (the read path)
@@ -76,6 +77,9 @@ def llamacpp_timings(t: dict) -> dict:
 class OpenAIClient:
     #: the ``api`` values this class speaks (a subclass speaks its own: ``responses``, ``messages``)
     DIALECTS: tuple[str, ...] = ("completions", "chat")
+    #: each dialect's streaming endpoint
+    PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions", "responses": "/v1/responses",
+             "messages": "/v1/messages"}
 
     def __init__(self, http: httpx.Client, base_url: str, model: str | None, api: str = "completions", *,
                  clock: Clock = MEASUREMENT_CLOCK, timeouts: Timeouts = Timeouts(),
@@ -224,13 +228,19 @@ class OpenAIClient:
                 return MeasurementError("unknown_model", self.redact(
                     f"HTTP 404: model {self.model!r} is not served at {self.base_url}; served models: "
                     f"{', '.join(served) or '(none listed)'} — set --llm-latency-model. Server said: {msg}"))
+            if code in (404, 405):  # no such route: the server does not speak this API
+                others = ", ".join(a for a in APIS if a != self.api_name)
+                return MeasurementError(f"http_{code}", self.redact(
+                    f"HTTP {code} from {self.base_url}{self.PATHS[self.api]}: this server does not serve the "
+                    f"{self.api_name} API -- set api (--llm-latency-api, LLM_LATENCY_API, the SLO file's target) "
+                    f"to one it serves ({others}). Server said: {msg[:200]}"))
             return None
         return describe
 
     def stream(self, system: str, user: str, max_tokens: int, *, expected_prompt_tokens: int | None = None,
                extra: dict | None = None) -> RequestRecord:
-        path = "/v1/completions" if self.api == "completions" else "/v1/chat/completions"
-        return self._stream(self.base_url + path, system, user, max_tokens, expected_prompt_tokens, extra)
+        url = self.base_url + self.PATHS[self.api]
+        return self._stream(url, system, user, max_tokens, expected_prompt_tokens, extra)
 
     def stream_messages(self, messages: list[dict], max_tokens: int, *, tools: list[dict] | None = None,
                         expected_prompt_tokens: int | None = None, extra: dict | None = None) -> RequestRecord:

@@ -304,3 +304,23 @@ def test_the_apis_own_counter_makes_prompts_exact_before_tokenize(cls, path, key
     assert set(asked) == {path}
     plain = tokenize_endpoint(client, add_special=False)
     assert plain is not None and plain("a b c") == 3 and asked[-1] == "/tokenize"
+
+
+@pytest.mark.parametrize("api, path", [("openai-responses", "/v1/responses"), ("anthropic-messages", "/v1/messages"),
+                                       ("openai-chat", "/v1/chat/completions")])
+@pytest.mark.parametrize("body", [b'{"detail":"Not Found"}',
+                                  b'{"error":{"code":404,"message":"File Not Found","type":"not_found_error"}}'])
+def test_an_api_the_server_does_not_serve_names_the_key_and_the_fix(api, path, body):
+    """vLLM's and llama.cpp's 404 for a route they do not have: not a model problem."""
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(404, headers={"content-type": "application/json"}, content=body)
+
+    client = make_client(Target("http://x", api, "m"), make_http_client(transport=httpx.MockTransport(handler)))
+    with pytest.raises(MeasurementError) as e:
+        client.stream("", "hello", 4)
+    msg = e.value.message
+    assert e.value.kind == "http_404" and f"http://x{path}" in msg and f"does not serve the {api} API" in msg
+    from pytest_llm_latency.client import APIS
+
+    others = msg.split("to one it serves")[1]
+    assert "--llm-latency-api" in msg and all(a in others for a in APIS if a != api) and api not in others
