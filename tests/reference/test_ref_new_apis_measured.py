@@ -62,3 +62,16 @@ def test_tool_call_budget_fails_while_turn_ttft_passes(serve, api):
 
         calls = assemble(rec.tool_deltas)
         assert calls.t_complete_ns == rec.t_last_token_ns and len(calls.ordered()) == 1
+
+
+def test_server_wide_ignore_eos_forces_lengths_the_messages_api_cannot_ask_for(serve):
+    """Messages sends no ignore-EOS field: without the server's switch most answers stop at their
+    natural EOS; with ``ignore_eos`` (llama-server ``--ignore-eos``) every one runs to ``max_tokens``."""
+    lengths = {}
+    for flag in ("0", "1"):
+        h = serve(f"time_scale=0&ignore_eos={flag}", mode="thread")
+        with make_http_client() as http:
+            client = make_client(Target(h.url, "anthropic-messages"), http)
+            lengths[flag] = [client.stream("", f"question {i} about ferries", 200).completion_tokens for i in range(8)]
+    assert lengths["1"] == [200] * 8
+    assert min(lengths["0"]) < 200 and all(0 < n <= 200 for n in lengths["0"])

@@ -101,6 +101,9 @@ class ReferenceConfig:
         "false) and, when the request asks for reasoning, reasoning on chat completions (reasoning_effort, "
         "chat_template_kwargs.enable_thinking), Responses (reasoning.effort) and Messages (thinking, capped by "
         "budget_tokens); effort low = N // 2, medium = N, high = 2 N; counted in the output tokens")
+    ignore_eos: bool = _field(
+        False, "every generation request runs to its max tokens, whatever it asks (as llama-server --ignore-eos): "
+        "forced lengths on APIs that cannot ask for them (anthropic-messages, Ollama)", flag=True)
     constrained_slowdown: float = _field(
         1.0, "structured output (a JSON schema in response_format, text.format or output_format): a decode step "
         "in which a constrained request decodes takes this many times its roofline time (>= 1.0; 1.0 = free "

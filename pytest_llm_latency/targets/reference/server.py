@@ -164,7 +164,7 @@ class ReferenceServer:
                 min_tokens: int = 0, fault: Fault | None = None, stream_interval: int | None = None,
                 cached: bool = False, reasoning: int = 0, constrained: bool = False):
         gen = plan_output(len(ids), max_tokens, seed=tokenizer.prompt_seed(ids, seed),
-                          ignore_eos=ignore_eos, min_tokens=min_tokens, fault=fault,
+                          ignore_eos=ignore_eos or self.config.ignore_eos, min_tokens=min_tokens, fault=fault,
                           stream_interval=stream_interval or self.config.stream_interval, reasoning=reasoning)
         hashes = block_hashes(ids, self.config.block_size) if self.config.prefix_caching else ()
         slowdown = self.config.constrained_slowdown if constrained else 1.0  # structured output's grammar masks
