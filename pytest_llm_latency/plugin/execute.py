@@ -146,9 +146,12 @@ def _measure(sess: LatencySession, workload: Workload, driver, targets: Targets,
     from . import ab, baseline
 
     if targets.arms is None:
-        return driver.measure(targets.client, workload, run)
+        res = driver.measure(targets.client, workload, run)
+        res.measurement.api = targets.client.api_name
+        return res
     try:
         res, res_b = driver.measure_arms(targets.client, workload, run)
+        res.measurement.api = targets.client.api_name
     except ab.StartError as exc:  # alternating: a target did not come back between blocks
         return evaluate(workload, [], [Failure("target", sess.redactor()(str(exc)))])
     assert targets.spec_b is not None  # resolve_targets gives both or neither

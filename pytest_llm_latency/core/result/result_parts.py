@@ -82,6 +82,7 @@ class Measurement(Part):
     max_samples: int | None = None
     measure_start_ns: int | None = None        # wall clock (time.time_ns) around the measurement
     measure_end_ns: int | None = None
+    api: str | None = None                     # the streaming API that measured (client.APIS: openai-chat...)
     prompt_counter: str | None = None          # tokenize endpoint, or a probe estimate corrected
     prompt_deviation_requests: int | None = None
     prompt_exact_requests: int | None = None

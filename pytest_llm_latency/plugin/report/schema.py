@@ -23,6 +23,8 @@ DESCRIPTIONS = {
                                     "server | one each | tokenize | apportioned | per chunk, or each rule with its "
                                     "number of streams ('tokenize 30, apportioned 2')",
     "measurement.prompt_exact_requests": "samples whose server-reported prompt length equals the planned prompt_tokens",
+    "measurement.api": "the streaming API that measured (openai-completions, openai-chat, openai-responses, "
+                       "anthropic-messages, ollama, ollama-chat)",
     "measurement.prompt_counter": "how prompt lengths were counted (tokenize endpoint, or a probe estimate corrected "
                                   "on the server's count)",
     "measurement.reasoning_tokens": "Σ reasoning tokens of the completed requests (core.measure.reasoning); left out "
