@@ -67,8 +67,8 @@ def chat_client(client):
         twin.api = "chat"
         return twin
     if not hasattr(client, "stream_messages"):
-        raise MeasurementError("config", "agent sessions need an OpenAI-compatible chat endpoint (messages and "
-                                         "tools): use --llm-latency-api openai-chat")
+        raise MeasurementError("config", "agent sessions need messages and tools: use --llm-latency-api "
+                                         "openai-chat, openai-responses or anthropic-messages")
     return client
 
 
