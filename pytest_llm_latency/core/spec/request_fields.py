@@ -2,7 +2,7 @@
 ``thinking: {budget_tokens: N}`` (YAML, marker and ``measure()`` kwargs alike), and the one mapping
 from them to the request-body fields of each API dialect (``request_fields``).  Pure.
 
-What each API is sent, E the effort and N the budget (docs/reasoning.md):
+What each API is sent, E the effort and N the budget (docs/writing-slos.md#reasoning-requests-and-reasoning-budgets):
 
 * openai-chat: ``reasoning_effort: E``; thinking: ``chat_template_kwargs: {enable_thinking: true}``,
   ``thinking_token_budget: N`` (vLLM) and ``thinking_budget_tokens: N`` (llama.cpp);
