@@ -81,6 +81,7 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
 
     try:
         workload, rows = with_trace(item, workload)
+        extra = body_fields(item, spec, workload)  # a reasoning key the API cannot take: refused before any request
         preflight(workload, Path(str(item.path)).parent)  # the roofline's model bytes: refused before any request
         targets = resolve_targets(item, sess, spec, workload)
     except ConfigError as exc:
@@ -93,11 +94,13 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
             t0 = time.time_ns()
             run = Run(seed=sess.settings.get("seed"), nonce=sess.nonce or None,
                       salt_context=sess.salt_context(item.nodeid, workload.name), progress=progress, judge=judge,
-                      trace_rows=rows, ab=targets.arms)
+                      trace_rows=rows, ab=targets.arms, extra=extra or None)
             try:
                 res = _measure(sess, workload, driver_for(workload), targets, run)
             except ConfigError as exc:  # found before any request was sent (a trace row beyond the context)
                 config_failure(exc)
+            if extra:
+                res.measurement.set(request_fields=extra)
             if waited_for is not None:
                 res.measurement.set(measure_start_ns=t0, measure_end_ns=time.time_ns())
             _server_died(sess, spec, res)
@@ -110,6 +113,22 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
     finally:
         progress.clear()
     return judge(res)  # every check, once (core.checks)
+
+
+def body_fields(item: pytest.Item, spec: TargetSpec, workload: Workload) -> dict[str, Any]:
+    """The request-body fields the workload's ``reasoning`` / ``thinking`` keys ask of the target's API
+    (``core.spec.request_fields``), sent with every request; a ``ConfigError`` where a key means nothing
+    there.  An A/B run sends the same fields to both arms: its baseline target must speak the same API."""
+    from ..core.spec.request_fields import request_fields
+
+    where = f"{item.nodeid} workload {workload.name!r}"
+    fields = request_fields(workload.request, spec.api, where)
+    base = workload.baseline_target
+    api_b = base.get("api") if isinstance(base, dict) else None
+    if fields and api_b is not None and api_b != spec.api:
+        raise ConfigError(f"{where} baseline_target.api: an A/B run sends the same reasoning fields to both arms, "
+                          f"but the baseline speaks {api_b} and the target {spec.api} -- give both the same api")
+    return fields
 
 
 def resolve_targets(item: pytest.Item, sess: LatencySession, spec: TargetSpec, workload: Workload) -> Targets:

@@ -79,6 +79,7 @@ class MeasuredResult:
     itl = _Of[Summary]()
     e2e = _Of[Summary]()
     output_tps = _Of[Summary]()
+    reasoning_tokens = _Of[Summary]()  # a count per request, not ms
 
     def metric(self, name: str) -> Summary:
         return self._res.metric(name)

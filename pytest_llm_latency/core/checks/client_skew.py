@@ -35,7 +35,7 @@ def skew_bound(res: WorkloadResult, b: Budget, observed: float) -> StatBound | N
 
 def check_skew(res: WorkloadResult, b: Budget, observed: float) -> Finding | None:
     """The refusal of ``b`` measured at ``observed`` when the client's error could flip it."""
-    if b.is_floor or (sb := skew_bound(res, b, observed)) is None:
+    if b.is_floor or b.is_count or (sb := skew_bound(res, b, observed)) is None:  # a count has no clock
         return None
     fail = observed > b.limit
     flips = (observed - sb.below <= b.limit) if fail else (observed + sb.above > b.limit)

@@ -8,11 +8,14 @@ from collections import Counter
 from dataclasses import replace
 from typing import Callable
 
+from . import reasoning
 from .record import RequestRecord
 
 NS_PER_MS = 1e6
 
 METRICS = ("ttft", "ttfo", "tpot", "itl", "e2e")
+#: per-request counts, not times: budgets ``<metric>_<stat>`` in tokens (``reasoning_tokens``)
+COUNT_METRICS = ("reasoning_tokens",)
 
 
 def connect_ms(rec: RequestRecord) -> float | None:
@@ -62,6 +65,15 @@ def ttfo_ms(rec: RequestRecord) -> float | None:
     Equals TTFT for non-reasoning models; larger when the model "thinks" first.
     """
     return _since_start(rec, rec.t_first_output_ns)
+
+
+def reasoning_tokens(rec: RequestRecord) -> float | None:
+    """Reasoning tokens of one response: the server's ``usage.completion_tokens_details.reasoning_tokens``
+    where it reports one, else the stream's reasoning chunks counted as ITL counts them
+    (``core.measure.reasoning.split``); 0 for a response that did not reason; None when it cannot
+    be known (chunks without per-chunk token counts and no server count)."""
+    s = reasoning.split(rec)
+    return None if s is None else float(s.reasoning_tokens)
 
 
 def tpot_ms(rec: RequestRecord) -> float | None:
@@ -231,4 +243,4 @@ def itl_token_counts(records: list[RequestRecord]) -> str | None:
 def per_request(rec: RequestRecord) -> dict[str, float | None]:
     """The scalar metrics of one request (ITL is a list and handled separately)."""
     return {"ttft": ttft_ms(rec), "ttfo": ttfo_ms(rec), "tpot": tpot_ms(rec), "e2e": e2e_ms(rec),
-            "output_tps": output_tps(rec)}
+            "output_tps": output_tps(rec), "reasoning_tokens": reasoning_tokens(rec)}

@@ -25,7 +25,7 @@ from ..measure.verdict import BudgetVerdict, SequentialVerdicts
 from ..spec.workload import Budget, Workload
 
 METRIC_LABEL = {"ttft": "TTFT", "ttfo": "TTFO", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E",
-                "output_tps": "output tok/s"}
+                "output_tps": "output tok/s", "reasoning_tokens": "reasoning tokens"}
 
 # The server failed: a fail when over max_error_rate.
 SERVER_FAULT_KINDS = frozenset({"idle_timeout", "total_timeout", "reset", "protocol", "stream_error", "no_done",
@@ -196,6 +196,11 @@ class WorkloadResult(WithParts):
         return self.metric("output_tps")
 
     @property
+    def reasoning_tokens(self) -> Summary:
+        """Reasoning tokens of a request, a count (``core.measure.metrics.reasoning_tokens``)."""
+        return self.metric("reasoning_tokens")
+
+    @property
     def shown_notes(self) -> list[str]:
         """The notes a user sees: the measurement's (``notes``), then the checks' (their findings of
         kind ``note``, in check order; kept apart so that judging again never edits ``notes``)."""
@@ -210,18 +215,20 @@ class WorkloadResult(WithParts):
 
 def metric_values(records: Sequence[RequestRecord], failures: Sequence[Failure] = (),
                   output_tokens: int | None = None) -> dict[str, list[float]]:
-    """Per-metric samples: completed records (short outputs only contribute TTFT/TTFO) and
-    failed requests as misses (+inf; 0 for output tok/s), see the module docstring."""
+    """Per-metric samples: completed records (short outputs only contribute TTFT/TTFO and their
+    reasoning tokens) and failed requests as misses (+inf; 0 for output tok/s), see the module docstring."""
     values: dict[str, list[float]] = {k: [] for k in METRIC_LABEL}
     for rec in records:
         scalars = m.per_request(rec)
-        for k in ("ttft", "ttfo") if rec.short_output else ("ttft", "ttfo", "tpot", "e2e", "output_tps"):
+        for k in ("ttft", "ttfo", "reasoning_tokens") if rec.short_output else \
+                ("ttft", "ttfo", "tpot", "e2e", "output_tps", "reasoning_tokens"):
             if (v := scalars[k]) is not None:
                 values[k].append(v)
         if not rec.short_output:
             values["itl"].extend(m.itl_ms(rec))
     for f in failures:
-        for k, v in (("ttft", f.ttft_ms), ("ttfo", f.ttfo_ms), ("tpot", None), ("e2e", None)):
+        for k, v in (("ttft", f.ttft_ms), ("ttfo", f.ttfo_ms), ("tpot", None), ("e2e", None),
+                     ("reasoning_tokens", None)):
             values[k].append(INF if v is None else v)
         values["output_tps"].append(0.0)
         owed = (output_tokens - 1 - len(f.itl_ms)) if output_tokens is not None else 1

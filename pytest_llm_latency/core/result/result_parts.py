@@ -95,6 +95,8 @@ class Measurement(Part):
     reasoning_share: float | None = None       # reasoning ÷ (reasoning + answer)
     reasoning_requests: int | None = None      # responses that reasoned
     reasoning_source: str | None = None        # server | stream, or each with its responses
+    # issue 36: the reasoning fields sent in every request's body (core.spec.request_fields), as sent
+    request_fields: dict = field(default_factory=dict)
     trace: str | None = None                   # trace replay: what was replayed (core.spec.trace.describe)
     stamp: str | None = None                   # kernel | read: how token reads were stamped (core.measure.stamp_bounds)
 

@@ -6,7 +6,9 @@ mean, p50, p90, p95, p99, max -- a ceiling in ms -- plus ``output_tps_min`` (a f
 slowest request's output tok/s), ``goodput_min``/``fluidity_min`` (fractions of the run) and
 ``cold_ttft_max`` (``core.measure.coldstart``), and the speculative-decoding floors ``tokens_per_step_min``
 (tokens each engine step emitted, >= 1) and ``acceptance_rate_min`` (accepted ÷ drafted tokens,
-in (0, 1]), figures of ``core.measure.spec_decode`` judged by ``core.checks.acceptance_budgets``.
+in (0, 1]), figures of ``core.measure.spec_decode`` judged by ``core.checks.acceptance_budgets``;
+``reasoning_tokens_<stat>``: a ceiling on the reasoning tokens of one request, a count
+(``core.measure.metrics.reasoning_tokens``).
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from typing import Any
 
 from ..measure.coldstart import COLD_BUDGET
 from ..errors import ConfigError
-from ..measure.metrics import METRICS
+from ..measure.metrics import COUNT_METRICS, METRICS
 from ..measure.stats import STATS
 
 _UNITS_MS = {"ms": 1.0, "s": 1000.0, "sec": 1000.0, "us": 1e-3, "µs": 1e-3, "ns": 1e-6, "min": 60000.0}
@@ -32,8 +34,8 @@ FRACTION_BUDGETS = ("goodput_min", "fluidity_min")
 #: floors on speculative decoding (``core.measure.spec_decode``): tokens per engine step and draft acceptance
 ACCEPTANCE_BUDGETS = ("tokens_per_step_min", "acceptance_rate_min")
 # cold_ttft_max: the first request after an unload (core.measure.coldstart), judged apart from the samples
-BUDGET_KEYS = tuple(f"{m}_{s}" for m in METRICS for s in STATS) + ("output_tps_min", COLD_BUDGET) + FRACTION_BUDGETS \
-    + ACCEPTANCE_BUDGETS
+BUDGET_KEYS = tuple(f"{m}_{s}" for m in METRICS + COUNT_METRICS for s in STATS) + ("output_tps_min", COLD_BUDGET) \
+    + FRACTION_BUDGETS + ACCEPTANCE_BUDGETS
 #: TTFT per prompt-length bucket, a list of buckets each (``core.spec.prompt_buckets``; judged by
 #: ``core.checks.by_prompt``)
 BY_PROMPT_KEYS = tuple(f"ttft_{s}_by_prompt" for s in STATS)
@@ -113,23 +115,31 @@ class Budget:
         return self.key in ACCEPTANCE_BUDGETS
 
     @property
+    def is_count(self) -> bool:
+        """A ceiling on a per-request count (``COUNT_METRICS``: reasoning tokens), not a time."""
+        return self.metric in COUNT_METRICS
+
+    @property
     def unit(self) -> str:
+        if self.is_count:
+            return "tokens"
         return "" if self.is_fraction or self.is_acceptance else "tok/s" if self.is_floor else "ms"
 
 
-_PERCENTILE_KEY = re.compile(r"^([a-z0-9]+)_p([0-9]+(?:\.[0-9]+)?)$")
+_PERCENTILE_KEY = re.compile(r"^([a-z0-9_]+?)_p([0-9]+(?:\.[0-9]+)?)$")
 
 
 def parse_budget(key: str, value: Any, where: str) -> Budget:
     if key not in BUDGET_KEYS:
         m = _PERCENTILE_KEY.match(str(key))
-        if m and m.group(1) in METRICS:  # ttft_p101, tpot_p0, e2e_p99.9
+        if m and m.group(1) in METRICS + COUNT_METRICS:  # ttft_p101, tpot_p0, e2e_p99.9
             why = (f" -- percentile p{m.group(2)} is not computed (out of range or unsupported): stats are "
                    f"{', '.join(STATS)}, e.g. {m.group(1)}_p95")
         else:
             why = (f" -- budgets are <metric>_<stat> with metric in {', '.join(METRICS)} and stat in "
-                   f"{', '.join(STATS)}, or output_tps_min, goodput_min, fluidity_min, tokens_per_step_min, "
-                   f"acceptance_rate_min, or ttft_<stat>_by_prompt (a list of prompt-length buckets)")
+                   f"{', '.join(STATS)}, or reasoning_tokens_<stat> (a count), output_tps_min, goodput_min, "
+                   f"fluidity_min, tokens_per_step_min, acceptance_rate_min, or ttft_<stat>_by_prompt (a list of "
+                   f"prompt-length buckets)")
         raise ConfigError(f"{where}: unknown budget {key!r}{did_you_mean(key, BUDGET_KEYS + BY_PROMPT_KEYS)}{why}")
     if key == "output_tps_min":
         return Budget(key, "output_tps", "min", parse_positive_number(value, where), where)
@@ -147,5 +157,10 @@ def parse_budget(key: str, value: Any, where: str) -> Budget:
             raise ConfigError(f"{where}: acceptance_rate_min is the fraction of drafted tokens the target accepted, "
                               f"in (0, 1], e.g. 0.6; got {value!r}")
         return Budget(key, "acceptance_rate", "min", float(value), where)
-    metric, stat = key.rsplit("_", 1) if key == COLD_BUDGET else key.split("_", 1)
+    metric, stat = key.rsplit("_", 1) if key == COLD_BUDGET or key.startswith(COUNT_METRICS) else key.split("_", 1)
+    if metric in COUNT_METRICS:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+            raise ConfigError(f"{where}: {key} is a ceiling on the {metric.replace('_', ' ')} of one request, a "
+                              f"positive number of tokens (not a duration), e.g. {key}: 512; got {value!r}")
+        return Budget(key, metric, stat, float(value), where)
     return Budget(key, metric, stat, parse_duration_ms(value, where), where)

@@ -26,6 +26,7 @@ from .prompt_buckets import BY_PROMPT_KEYS, PromptBudget, parse_prompt_budget, u
 from .load_spec import (DURATION_MAX_REQUESTS, LOAD_KEYS, Load, default_workers, make_load, parse_workers, with_ray,
     with_workers)
 from .renamed_keys import RENAMED_WORKLOAD_KEYS, upgrade_workload
+from .request_fields import REQUEST_KEYS, RequestKeys, parse_request_keys
 from .trace_spec import TRACE_KEYS, TraceSpec, trace_workload_spec
 
 
@@ -75,6 +76,8 @@ class Workload:
     workers: int | str = 1
     # issue 28: ``ray: ADDRESS``: one shard per node of that Ray cluster (``client/placement/ray/shards.py``)
     ray: str | None = None
+    # issue 36: ``reasoning: {effort}`` / ``thinking: {budget_tokens}``, as each API's fields (core.spec.request_fields)
+    request: RequestKeys | None = None
 
     @property
     def cold_budget(self) -> Budget | None:
@@ -118,7 +121,7 @@ WORKLOAD_KEYS = ("class", "prompt_tokens", "output_tokens", "samples", "warmup",
                  "shared_prefix_tokens", "shared_prefix_groups", "concurrency", "max_error_rate", "slo", "roofline",
                  "cold_starts", "prompt_sweep",
                  "confidence", "inconclusive", "min_samples", "max_samples", "regression",
-                 "baseline_target", "workers", "ray") + AGENT_KEYS + LOAD_KEYS + TRACE_KEYS
+                 "baseline_target", "workers", "ray") + REQUEST_KEYS + AGENT_KEYS + LOAD_KEYS + TRACE_KEYS
 INCONCLUSIVE = ("fail", "warn", "pass")
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_MAX_SAMPLES = 200
@@ -258,7 +261,8 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
                  agent=agent, confidence=DEFAULT_CONFIDENCE if at_confidence else None, samples_given=samples_given,
                  regression=parse_tolerances(spec.get("regression", None), where(("regression",))) or None,
                  baseline_target=spec.get("baseline_target", None), prompt_dist=dists[0], output_dist=dists[1],
-                 shared_prefix_groups=groups, trace=trace, prompt_budgets=prompt_budgets)
+                 shared_prefix_groups=groups, trace=trace, prompt_budgets=prompt_budgets,
+                 request=parse_request_keys(spec, None if trace else (dists[1] and dists[1].min) or output, where))
     if (w.prompt_dist or w.output_dist or groups) and w.agent is not None:
         key = "shared_prefix_groups" if groups else "prompt_tokens" if w.prompt_dist else "output_tokens"
         raise ConfigError(f"{where((key,))}: agent sessions send one fixed-length transcript per turn; a length "

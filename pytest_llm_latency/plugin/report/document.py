@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...core.measure.metrics import METRICS
+from ...core.measure.metrics import COUNT_METRICS, METRICS
 from ...core.result.result import WorkloadResult, failure_kinds
 from ...core.result.result_parts import PART_NAMES
 from ...core.measure.stats import STATS
@@ -18,13 +18,13 @@ from .entry import ResultEntry, entries_of
 #: the results document's format version (1: up to 0.x with ``extra``; 2: typed parts)
 VERSION = 3
 STAT_KEYS = STATS + ("min", "n", "censored")
-JSON_METRICS = METRICS + ("output_tps",)
+JSON_METRICS = METRICS + ("output_tps",) + COUNT_METRICS
 BOUND_FIELDS = ("status", "estimate", "lower", "upper", "n", "confidence", "method", "would_decide", "stopped_by")
 
 
 def metric_key(metric: str) -> str:
-    """``ttft`` -> ``ttft_ms`` (``output_tps`` keeps its name)."""
-    return "output_tps" if metric == "output_tps" else f"{metric}_ms"
+    """``ttft`` -> ``ttft_ms`` (``output_tps`` and the counts, ``reasoning_tokens``, keep their names)."""
+    return metric if metric == "output_tps" or metric in COUNT_METRICS else f"{metric}_ms"
 
 
 def number(v: Any) -> Any:
@@ -44,8 +44,12 @@ def result_entry(res: WorkloadResult, nodeid: str, *, detail: bool = False, sett
                            "concurrency": w.concurrency}
     for metric in JSON_METRICS:
         s = res.summaries.get(metric)
+        if metric in COUNT_METRICS and not (res.measurement.reasoning_requests or any(b.metric == metric
+                                                                                        for b in w.budgets)):
+            continue  # a model that did not reason, without a budget on it, adds no key
         out[metric_key(metric)] = None if s is None else {k: number(getattr(s, k)) for k in STAT_KEYS}
-    budgets = {b.key if b.is_acceptance else f"{b.key}_{'tok_s' if b.is_floor else 'ms'}": b.limit for b in w.budgets}
+    budgets = {b.key if b.is_acceptance or b.is_count else f"{b.key}_{'tok_s' if b.is_floor else 'ms'}": b.limit
+               for b in w.budgets}
     budgets.update({b.key if b.is_floor else f"{b.key}_ms": b.limit for b in (w.agent.budgets if w.agent else ())})
     budgets.update({f"{pb.bucket_key(b)}_ms": b.limit for pb in w.prompt_budgets for b in pb.buckets})
     out["budgets"] = budgets

@@ -208,7 +208,7 @@ class ResultEntry(WithParts):
     short_outputs: int = 0
     failed_requests: int = 0
     scalars: tuple[tuple[str, Any], ...] = ()
-    stats: dict[str, Stats] = field(default_factory=dict)          # by JSON key: ttft_ms, output_tps
+    stats: dict[str, Stats] = field(default_factory=dict)          # by JSON key: ttft_ms, output_tps, reasoning_tokens
     budgets: dict[str, float] = field(default_factory=dict)        # ttft_p95_ms, output_tps_min_tok_s
     bounds: dict[str, Bound] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
@@ -240,7 +240,7 @@ class ResultEntry(WithParts):
             n=count(d.get("n")),
             short_outputs=count(d.get("short_outputs")) or 0, failed_requests=count(d.get("failed_requests")) or 0,
             scalars=tuple((k, d[k]) for k in SCALARS if d.get(k) is not None),
-            stats={k: s for k, v in d.items() if k.endswith("_ms") or k == "output_tps"
+            stats={k: s for k, v in d.items() if k.endswith("_ms") or k in ("output_tps", "reasoning_tokens")
                    for s in (Stats.parse(v),) if s is not None},
             budgets={str(k): float(v) for k, v in _dict(d.get("budgets")).items() if num(v) is not None},
             bounds={str(k): Bound.parse(v) for k, v in _dict(d.get("bounds")).items() if isinstance(v, dict)},

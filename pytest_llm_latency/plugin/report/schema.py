@@ -33,6 +33,9 @@ DESCRIPTIONS = {
                                  "output token (TPOT and the decode roofline count both)",
     "measurement.reasoning_share": "reasoning_tokens ÷ (reasoning_tokens + answer_tokens)",
     "measurement.reasoning_requests": "completed responses that reasoned",
+    "measurement.request_fields": "the request-body fields every request was sent for the workload's reasoning / "
+                                  "thinking keys (core.spec.request_fields), as sent, e.g. {\"reasoning_effort\": "
+                                  "\"high\"} on openai-chat; left out when the workload asks for no reasoning",
     "measurement.reasoning_source": "where the counts came from: server "
                                     "(usage.completion_tokens_details.reasoning_tokens, preferred) | stream (the "
                                     "reasoning chunks), or each with its number of responses ('server 18, stream 2')",

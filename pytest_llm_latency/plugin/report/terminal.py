@@ -11,7 +11,7 @@ LEGEND = ("times in ms; decode tok/s = 1000 / TPOT p50; out tok/s = p50 of N / E
 #: shown before ``verdict`` when a result reasoned (JSON ``measurement.reasoning_*``, ``core.measure.reasoning``)
 REASONING_COLUMN = "reasoning"
 REASONING_LEGEND = ("; reasoning = share of the output tokens that were reasoning (TPOT and the roofline count "
-                    "them all)")
+                    "them all), and p95 of the reasoning tokens per request")
 
 
 def reasoned(results: Sequence[ResultEntry]) -> bool:
@@ -29,8 +29,12 @@ def legend(results: Sequence[Entry]) -> str:
 
 
 def _reasoning_share(r: ResultEntry) -> str:
+    """``75%, p95 12``: the share of the output tokens, and the reasoning tokens per request (p95)."""
     share = r.measurement.reasoning_share
-    return "-" if share is None else f"{share:.0%}"
+    cell = "-" if share is None else f"{share:.0%}"
+    if "reasoning_tokens" in r.stats:
+        cell += f", p95 {_stat(r, 'reasoning_tokens', 'p95', 0)}"
+    return cell
 
 
 def _fmt(v: float | None, digits: int = 1) -> str:

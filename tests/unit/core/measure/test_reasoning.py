@@ -184,7 +184,8 @@ def test_rows_and_measurement_part_carry_the_split_and_validate():
 def test_a_run_that_did_not_reason_writes_no_reasoning_keys():
     res = with_totals([thinker(0), thinker(0)])
     assert all("reasoning_tokens" not in r for r in request_rows(res))
-    assert "reasoning_tokens" not in result_entry(res, "t", detail=True).get("measurement", {})
+    entry = result_entry(res, "t", detail=True)
+    assert "reasoning_tokens" not in entry.get("measurement", {}) and "reasoning_tokens" not in entry
 
 
 def test_table_has_a_reasoning_column_only_when_a_result_reasoned():
@@ -194,7 +195,8 @@ def test_table_has_a_reasoning_column_only_when_a_result_reasoned():
     lines = summary_lines([plain, thinking])
     assert lines[0].split()[-2:] == ["reasoning", "verdict"]
     row = {ln.split()[0]: ln.split() for ln in lines if ln.startswith("t.py::")}
-    assert row["t.py::thinking"][-2:] == ["40%", "PASS"] and row["t.py::plain"][-2:] == ["-", "PASS"]
+    # the share, and the reasoning tokens per request (p95 of 6, 6, 0)
+    assert row["t.py::thinking"][-4:] == ["40%,", "p95", "6", "PASS"] and row["t.py::plain"][-2:] == ["-", "PASS"]
     assert any("reasoning = share of the output tokens" in ln for ln in lines)
 
 
@@ -202,4 +204,4 @@ def test_html_summary_has_the_same_reasoning_column():
     entry = result_entry(with_totals([thinker(6), thinker(6), thinker(0)]), "t.py::thinking", detail=True)
     doc = ResultDocument("0.0", {"url": None, "api": "openai-chat", "model": None}, 0, "abc", [entry]).to_json()
     page = render(json.loads(json.dumps(doc)))
-    assert "<th>reasoning</th>" in page and "<td>40%</td>" in page
+    assert "<th>reasoning</th>" in page and "<td>40%, p95 6</td>" in page
