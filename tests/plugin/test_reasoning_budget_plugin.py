@@ -3,8 +3,8 @@
 of 8) fails ``ttfo_p95`` and ``reasoning_tokens_p95``, each failure naming the measured value and the budget.
 
 Parametrized by API: each entry is the API, the workload's reasoning key, what the request body gets and the
-reference target's knob that makes it think N tokens (``{n}``).  Only the Ollama chat API's reference target
-thinks today (``thinking_tokens``); the chat, Responses and Messages targets are added as their reasoning lands.
+reference target's knob that makes it think N tokens (``{n}``): Ollama chat, chat completions, Responses and
+Messages.
 """
 import json
 
@@ -15,6 +15,14 @@ REF = "reference://h100-sxm/llama-3.1-8b"
 APIS = [
     pytest.param("ollama-chat", "reasoning: {effort: high}", {"think": "high"}, "thinking_tokens={n}",
                  id="ollama-chat"),
+    # medium effort: the reference thinks thinking_tokens (low half, high twice); ignore_eos as the server's
+    pytest.param("openai-chat", "reasoning: {effort: medium}", {"reasoning_effort": "medium"},
+                 "thinking_tokens={n}&ignore_eos=1", id="openai-chat"),
+    pytest.param("openai-responses", "reasoning: {effort: medium}", {"reasoning": {"effort": "medium"}},
+                 "thinking_tokens={n}&ignore_eos=1", id="openai-responses"),
+    pytest.param("anthropic-messages", "thinking: {budget_tokens: 40}",
+                 {"thinking": {"type": "enabled", "budget_tokens": 40}}, "thinking_tokens={n}&ignore_eos=1",
+                 id="anthropic-messages"),
 ]
 
 SLO = """
