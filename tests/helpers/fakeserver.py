@@ -93,22 +93,23 @@ def make_transport(script: Script, vt: VirtualTime) -> httpx.MockTransport:
         n = int(body.get("max_tokens", 16))
         if script.stop_after is not None:
             n = min(n, script.stop_after)
-        if script.answer is not None:
-            n = min(n, len(script.answer(body)))
+        pieces = script.answer(body) if script.answer is not None else None
+        if pieces is not None:
+            n = min(n, len(pieces))
         return httpx.Response(200, headers={"content-type": "text/event-stream"},
-                              content=_stream(script, vt, chat, p_tokens, n, body))
+                              content=_stream(script, vt, chat, p_tokens, n, body, pieces))
 
     return httpx.MockTransport(handler)
 
 
-def _stream(script: Script, vt: VirtualTime, chat: bool, p_tokens: int, n: int, body: dict):
+def _stream(script: Script, vt: VirtualTime, chat: bool, p_tokens: int, n: int, body: dict,
+            pieces: list[str] | None = None):
     t0 = vt.now
     cont = script.continuous_usage and (body.get("stream_options") or {}).get("continuous_usage_stats")
     if chat and script.role_chunk_ms is not None:
         vt.now = t0 + int(script.role_chunk_ms * MS)
         yield _sse({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
     sent = 0
-    pieces = script.answer(body) if script.answer is not None else None
     tpot = script.constrained_tpot_ms if script.constrained_tpot_ms is not None and "response_format" in body \
         else script.tpot_ms
     stops = script.stop_after is not None or (pieces is not None and len(pieces) < int(body.get("max_tokens", 16)))
