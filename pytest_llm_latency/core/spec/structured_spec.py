@@ -4,7 +4,7 @@ prompts of a structured run (constrained samples, interleaved unconstrained twin
 
 Pure: the schema file is read and checked by the plugin (``plugin/structured_load.py``), which
 fills ``StructuredSpec.schema``; the answers are validated in the send path
-(``client/load/schema_check.py``).  docs/workloads.md#structured-output.
+(``client/load/schema_check.py``).  docs/writing-slos.md#structured-output.
 """
 from __future__ import annotations
 
