@@ -82,6 +82,7 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
     try:
         workload, rows = with_trace(item, workload)
         extra = body_fields(item, spec, workload)  # a reasoning key the API cannot take: refused before any request
+        workload = with_schema(item, workload)
         preflight(workload, Path(str(item.path)).parent)  # the roofline's model bytes: refused before any request
         targets = resolve_targets(item, sess, spec, workload)
     except ConfigError as exc:
@@ -211,6 +212,17 @@ def with_trace(item: pytest.Item, workload: Workload) -> tuple[Workload, tuple |
                        samples_given=True)
     check_min_samples(workload, f"{item.nodeid} workload {workload.name!r} ({len(rows)} trace rows)")
     return workload, rows
+
+
+def with_schema(item: pytest.Item, workload: Workload) -> Workload:
+    """A structured workload's JSON Schema, read and checked here (``plugin.structured_load``: relative
+    to the SLO file's or test file's folder), so a bad file is a configuration error before any request."""
+    spec = getattr(workload, "structured", None)
+    if spec is None or spec.schema is not None:
+        return workload
+    from .structured_load import load_schema
+
+    return replace(workload, structured=load_schema(spec, Path(str(item.path)).parent))
 
 
 def _starter(sess: LatencySession, spec: TargetSpec, label: str):

@@ -23,13 +23,14 @@ from ..core.measure.stats import Summary
 from ..core.spec.agent_spec import AGENT_BUDGET_KEYS
 from ..core.spec.prompt_buckets import BY_PROMPT_KEYS
 from ..core.spec.renamed_keys import RENAMED_WORKLOAD_KEYS
+from ..core.spec.structured_spec import OVERHEAD_BUDGET
 from ..core.spec.prefill_spec import PREFILL_SLO_KEYS
 from ..core.spec.workload import BUDGET_KEYS, WORKLOAD_KEYS, Workload, make_workload, with_budgets
 
 TARGET_KW = ("url", "api", "model")
 ROOFLINE_KW = ("min_decode_efficiency", "hardware", "min_prefill_efficiency")
 SLO_KW = BUDGET_KEYS + tuple(k for k in PREFILL_SLO_KEYS if k not in ROOFLINE_KW) + AGENT_BUDGET_KEYS \
-    + BY_PROMPT_KEYS  # into slo
+    + BY_PROMPT_KEYS + (OVERHEAD_BUDGET,)  # into slo
 SPEC_KW = WORKLOAD_KEYS + tuple(RENAMED_WORKLOAD_KEYS)  # old names: make_workload warns and renames
 MARKER_KW = ("workload",) + SPEC_KW + SLO_KW + TARGET_KW + ROOFLINE_KW
 from .markers import MARKER_SIGNATURE  # noqa: E402,F401 - re-exported (kept light for start-up)

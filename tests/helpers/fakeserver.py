@@ -50,6 +50,10 @@ class Script:
     seen_headers: list = field(default_factory=list)
     requests: list = field(default_factory=list)
     metrics: Callable[["Script"], str] | None = None  # GET /metrics text from the requests so far (None: 404)
+    # structured output (issue 36): the answer's pieces, one per token, for a request body (None: " tok" each; fewer
+    # pieces than max_tokens: a stop), and the per-token time of a request carrying response_format
+    answer: Callable[[dict], list[str]] | None = None
+    constrained_tpot_ms: float | None = None
 
 
 def count_tokens(text: str, script: Script) -> int:
@@ -89,27 +93,34 @@ def make_transport(script: Script, vt: VirtualTime) -> httpx.MockTransport:
         n = int(body.get("max_tokens", 16))
         if script.stop_after is not None:
             n = min(n, script.stop_after)
+        pieces = script.answer(body) if script.answer is not None else None
+        if pieces is not None:
+            n = min(n, len(pieces))
         return httpx.Response(200, headers={"content-type": "text/event-stream"},
-                              content=_stream(script, vt, chat, p_tokens, n, body))
+                              content=_stream(script, vt, chat, p_tokens, n, body, pieces))
 
     return httpx.MockTransport(handler)
 
 
-def _stream(script: Script, vt: VirtualTime, chat: bool, p_tokens: int, n: int, body: dict):
+def _stream(script: Script, vt: VirtualTime, chat: bool, p_tokens: int, n: int, body: dict,
+            pieces: list[str] | None = None):
     t0 = vt.now
     cont = script.continuous_usage and (body.get("stream_options") or {}).get("continuous_usage_stats")
     if chat and script.role_chunk_ms is not None:
         vt.now = t0 + int(script.role_chunk_ms * MS)
         yield _sse({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
     sent = 0
+    tpot = script.constrained_tpot_ms if script.constrained_tpot_ms is not None and "response_format" in body \
+        else script.tpot_ms
+    stops = script.stop_after is not None or (pieces is not None and len(pieces) < int(body.get("max_tokens", 16)))
     while sent < n:
         k = min(script.tokens_per_chunk, n - sent)
         first = sent == 0
         sent += k
         # the chunk carrying token `sent` arrives at ttft + (sent-1) * tpot
-        vt.now = t0 + int((script.ttft_ms + (sent - 1) * script.tpot_ms) * MS)
-        text = " tok" * k
-        finish = ("length" if script.stop_after is None else "stop") if sent == n else None
+        vt.now = t0 + int((script.ttft_ms + (sent - 1) * tpot) * MS)
+        text = "".join(pieces[sent - k:sent]) if pieces is not None else " tok" * k
+        finish = ("stop" if stops else "length") if sent == n else None
         choice = {"index": 0, "finish_reason": finish}
         if chat:
             choice["delta"] = {"reasoning_content" if sent <= script.reasoning else "content": text}

@@ -28,6 +28,7 @@ from .load_report import client_summary, load_summary
 from ..server.server_view import ServerTimeline
 from ..prepare.tokens import model_note, new_nonce, prepare_prompts
 from ..load.send_one import no_gc_pauses as _no_gc_pauses, sender
+from . import structured_run
 from .base import Run, Sent
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
     seed, nonce, salt_context, counter, extra = run.seed, run.nonce, run.salt_context, run.counter, run.extra
     notes: list[str] = []
     info: dict[str, str] = {}
+    sending = structured_run.sent_workload(workload)  # with unconstrained twins: twice the samples
     nonce = new_nonce() if nonce is None else nonce
     try:
         model = model_note(client)
@@ -53,8 +55,9 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
         if own is not None:
             prompts, how = own(client, workload, seed=seed, nonce=f"{nonce}|{salt_context}", counter=counter)
         else:
-            prompts, how = prepare_prompts(client, replace(workload, samples=planned_requests(workload)), seed=seed,
+            prompts, how = prepare_prompts(client, replace(sending, samples=planned_requests(sending)), seed=seed,
                                            nonce=f"{nonce}|{salt_context}", counter=counter)
+        prompts = structured_run.ask(prompts, workload)  # a structured workload's schema, and its twins
         if how:
             info["prompt_counter"] = how  # information, not a note (notes are warnings)
     except (MeasurementError, httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
@@ -68,7 +71,7 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
     one = sender(client, workload.output_tokens, extra)
     cold_prompt = prompts.pop() if workload.cold_budget else None  # prepared last: the samples' salts stay put
     cold_outcome = measure_cold_start(client, one, cold_prompt) if cold_prompt is not None else None
-    ensure_connections(getattr(client, "http", None), in_flight(workload))  # keep every connection alive
+    ensure_connections(getattr(client, "http", None), in_flight(sending))  # keep every connection alive
     warmed = warm_up_outcomes(one, prompts[:workload.warmup], workload.concurrency)
     warm_failures = [o for o in warmed if isinstance(o, Failure)]
     if warm_failures:  # one note, not one per request
@@ -81,7 +84,7 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
                      f"as every sample would be")
     resize = getattr(driver, "resize", None)  # workers: N | auto, sized now, with the warm-up's token rate
     if resize is not None and samples:
-        driver, samples = resize(workload, warmed, samples)
+        driver, samples = resize(sending, warmed, samples)
     before = scrape(client)
     late = bool(samples) and getattr(driver, "warms_in_send", False)  # worker processes, Ray nodes
     ready: dict[str, Any] = {}
@@ -91,10 +94,11 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
     engine = bool(samples) and driver.engine
     with _no_gc_pauses(), ServerTimeline(client, before) as timeline, \
             contextlib.nullcontext() if engine else LagMonitor() as lag:  # the load engine has its own
-        sent = driver.send(one, samples, workload, run, recovery.apply) if samples else Sent()
+        sent = driver.send(one, samples, sending, run, recovery.apply) if samples else Sent()
     if late:  # no reading when no worker got ready: no deltas (the run is an error naming the worker)
         before = ready.get("before")
     outcomes += sent.outcomes
+    outcomes, twins = structured_run.split_twins(outcomes)
     notes += sent.notes
     load_run, sequential = sent.load_run, sent.sequential
     after = scrape(client) if before is not None else None
@@ -105,6 +109,7 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
     if cold and workload.cold_starts == "exclude":  # the load is not the server's serving latency
         records = [r for r in records if not any(r is c for c in cold)]
     res = measured(workload, records, failures, sequential=sequential)
+    structured_run.record_structured(res, twins)
     res.measurement.set(**stop_info(workload, sequential, len(outcomes)))
     record_cold_starts(res, cold_numbers, cold, len(outcomes), cold_outcome)
     scraped = None

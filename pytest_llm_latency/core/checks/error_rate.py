@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from ..result.result import WorkloadResult, failed_text, short_reasons
 from ..findings import Finding, found
+from ..measure.structured import SCHEMA_VIOLATION
 from .samples import judgeable, server_faults
 
 CHECK = "error_rate"
+SCHEMA_HINT = ("schema_violation: answers not valid for the workload's JSON Schema -- does the server honour the "
+               "schema field of this API (llama.cpp's /v1/messages drops it; use openai-chat there)?")
 
 
 def check_error_rate(res: WorkloadResult) -> list[Finding]:
@@ -24,6 +27,8 @@ def check_error_rate(res: WorkloadResult) -> list[Finding]:
     short = (f"{res.short_outputs} of {res.n} requests stopped before {forced} output "
              f"tokens (finish_reason {short_reasons(res.records)}); excluded from TPOT/ITL/E2E -- does the server "
              f"ignore ignore_eos/min_tokens? Allow it with max_error_rate") if res.short_outputs else ""
+    if any(f.kind == SCHEMA_VIOLATION for f in res.failures):
+        short = "; ".join(p for p in (short, SCHEMA_HINT) if p)
     fault_rate = len(faults) / total
     if faults and fault_rate > limit:
         parts = [f"server failed: {failed_text(faults, total)}", f"also {failed_text(others, total)}" if others else "",

@@ -80,6 +80,9 @@ class RequestRecord:
     t_written_ns: int | None = None         # the request's last byte handed to the kernel (t_send ≤ it)
     # the worker process that sent it, "pid@host" (client/placement/processes/workers.py)
     worker: str | None = None
+    # structured output (core.measure.structured): "constrained" (sent with the schema, its answer validated),
+    # "comparison" (the unconstrained twin), None (not a structured workload)
+    structured: str | None = None
 
     def __post_init__(self):
         if self.t_submit_ns is None:
@@ -108,7 +111,10 @@ class RequestRecord:
 
     @property
     def short_output(self) -> bool:
-        """The server produced fewer tokens than the forced length asked for."""
+        """The server produced fewer tokens than the forced length asked for.  Never for a
+        constrained request (structured output): its decoding stops at the grammar's end."""
+        if self.structured == "constrained":
+            return False
         return self.expected_output_tokens is not None and self.output_tokens < self.expected_output_tokens
 
     @property

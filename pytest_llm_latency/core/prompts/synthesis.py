@@ -11,6 +11,8 @@ import random
 from dataclasses import dataclass, replace
 from typing import Callable, Protocol
 
+from ..measure.structured import SchemaAsk
+
 _WORDS = (
     "the of and to in is that it was for on are as with his they at be this from have or by one had not but "
     "what all were when we there can an your which their said if do will each about how up out them then she "
@@ -43,6 +45,8 @@ class Prompt:
     output_tokens: int | None = None  # this request's forced output length (None: the workload's)
     shared_tokens: int = 0  # leading tokens declared shared with other requests (shared_prefix_groups)
     key: int | str | None = None  # the trace row this prompt replays (core.prompts.block_text.BlockSpec.key), else None
+    # a structured workload's request: its schema and role (core.measure.structured), else None
+    structured: SchemaAsk | None = None
 
     @property
     def text(self) -> str:

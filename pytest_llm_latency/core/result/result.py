@@ -74,6 +74,7 @@ class Failure:
     prompt_tokens: int | None = None      # its prompt length (server count, else planned), when known
     # the worker process that sent it, "pid@host" (client/placement/processes/workers.py)
     worker: str | None = None
+    structured: str | None = None         # its role in a structured workload (RequestRecord.structured)
 
     @classmethod
     def from_error(cls, exc: MeasurementError) -> Failure:

@@ -346,10 +346,28 @@ class PromptBuckets(Part):
     buckets: list[dict] = field(default_factory=list)
 
 
+@dataclass
+class StructuredInfo(Part):
+    """Structured output (issue 36, ``core.measure.structured``): the schema, its violations, the lengths
+    constrained decoding produced, and the TPOT overhead against the unconstrained twins (when asked)."""
+    NAME: ClassVar[str] = "structured"
+    schema: str | None = None                  # the JSON Schema file, resolved
+    schema_violations: int | None = None       # constrained answers not valid for it (failed: schema_violation)
+    output_tokens_min: int | None = None       # the completed constrained answers' lengths (server count)
+    output_tokens_p50: float | None = None
+    output_tokens_max: int | None = None
+    tpot_ms_p50: float | None = None           # the constrained requests'
+    comparison_requests: int | None = None     # unconstrained twins completed
+    comparison_failed: int | None = None       # unconstrained twins that failed (left out of the comparison)
+    comparison_tpot_ms_p50: float | None = None
+    tpot_overhead: float | None = None         # tpot_ms_p50 ÷ comparison_tpot_ms_p50 − 1
+    tpot_overhead_max: float | None = None     # the budget (structured_tpot_overhead_max)
+
+
 #: every part, in the order the JSON writes them
 PARTS: tuple[type[Part], ...] = (Measurement, LoadInfo, ClientHealth, ServerInfo, PrefixCacheInfo, ColdStartInfo,
                                  RooflineInfo, PrefillInfo, BaselineComparison, AgentSessions, SpecDecodeInfo,
-                                 PromptBuckets)
+                                 PromptBuckets, StructuredInfo)
 PART_NAMES: tuple[str, ...] = tuple(p.NAME for p in PARTS)
 
 
@@ -369,6 +387,7 @@ class WithParts:
     agent: AgentSessions = field(default_factory=AgentSessions)
     spec_decode: SpecDecodeInfo = field(default_factory=SpecDecodeInfo)
     by_prompt: PromptBuckets = field(default_factory=PromptBuckets)
+    structured: StructuredInfo = field(default_factory=StructuredInfo)
 
 
 def copy_parts(src: Any, dst: Any) -> None:

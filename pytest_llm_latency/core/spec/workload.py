@@ -11,7 +11,7 @@ a floor on the slowest request's output tok/s.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .agent_spec import AGENT_BUDGET_KEYS, AGENT_CLASS, AGENT_KEYS, AgentSpec, make_agent
 # budgets and load specs live in their own modules; their names are re-exported from here
@@ -27,6 +27,8 @@ from .load_spec import (DURATION_MAX_REQUESTS, LOAD_KEYS, Load, default_workers,
     with_workers)
 from .renamed_keys import RENAMED_WORKLOAD_KEYS, upgrade_workload
 from .request_fields import REQUEST_KEYS, RequestKeys, parse_request_keys
+from .structured_spec import (OVERHEAD_BUDGET, STRUCTURED_KEY, StructuredSpec, check_structured, parse_structured,
+    with_overhead)
 from .trace_spec import TRACE_KEYS, TraceSpec, trace_workload_spec
 
 
@@ -78,6 +80,9 @@ class Workload:
     ray: str | None = None
     # issue 36: ``reasoning: {effort}`` / ``thinking: {budget_tokens}``, as each API's fields (core.spec.request_fields)
     request: RequestKeys | None = None
+    # issue 36: ``structured: {json_schema: FILE}``: answers constrained to a JSON Schema and validated, and the
+    # ``structured_tpot_overhead_max`` budget (core.spec.structured_spec)
+    structured: StructuredSpec | None = None
 
     @property
     def cold_budget(self) -> Budget | None:
@@ -121,7 +126,8 @@ WORKLOAD_KEYS = ("class", "prompt_tokens", "output_tokens", "samples", "warmup",
                  "shared_prefix_tokens", "shared_prefix_groups", "concurrency", "max_error_rate", "slo", "roofline",
                  "cold_starts", "prompt_sweep",
                  "confidence", "inconclusive", "min_samples", "max_samples", "regression",
-                 "baseline_target", "workers", "ray") + REQUEST_KEYS + AGENT_KEYS + LOAD_KEYS + TRACE_KEYS
+                 "baseline_target", "workers", "ray", STRUCTURED_KEY) + REQUEST_KEYS + AGENT_KEYS + LOAD_KEYS \
+    + TRACE_KEYS
 INCONCLUSIVE = ("fail", "warn", "pass")
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_MAX_SAMPLES = 200
@@ -193,10 +199,14 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
         raise ConfigError(f"{where(('slo',))}: expected a mapping of budgets like {{ttft_p95: 500ms}}, "
                           f"got {type(slo).__name__}")
     prefill_slo = {}
+    structured = parse_structured(spec[STRUCTURED_KEY], where) if spec.get(STRUCTURED_KEY) is not None else None
     agent_slo = {k: budgets_spec.pop(k) for k in list(budgets_spec) if k in AGENT_BUDGET_KEYS}
     for k, v in (slo or {}).items():  # a class default can be dropped with `key: null`
         if k in AGENT_BUDGET_KEYS:
             agent_slo[k] = (v, where(("slo", k)))
+            continue
+        if k == OVERHEAD_BUDGET:
+            structured = with_overhead(structured, v, where(("slo", k)))
             continue
         if k in PREFILL_SLO_KEYS and k not in PREFILL_ROOFLINE_KEYS:
             if v is not None:
@@ -248,7 +258,8 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     if samples is None:  # auto where it has a budget to decide; an A/B run compares fixed arms
         from ..measure.verdict import holds_up
 
-        decides = any(holds_up(b) for b in budgets) and spec.get("baseline_target", None) is None
+        decides = any(holds_up(b) for b in budgets) and spec.get("baseline_target", None) is None \
+            and not (structured is not None and structured.compares)  # twins: a fixed number of pairs
         samples = "auto" if closed_loop and decides else DEFAULT_FIXED_SAMPLES
     if load is not None and samples == "auto":
         raise ConfigError(f"{where(('samples',))}: samples: auto sends rounds at the workload's concurrency until "
@@ -261,8 +272,9 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
                  agent=agent, confidence=DEFAULT_CONFIDENCE if at_confidence else None, samples_given=samples_given,
                  regression=parse_tolerances(spec.get("regression", None), where(("regression",))) or None,
                  baseline_target=spec.get("baseline_target", None), prompt_dist=dists[0], output_dist=dists[1],
-                 shared_prefix_groups=groups, trace=trace, prompt_budgets=prompt_budgets,
+                 shared_prefix_groups=groups, trace=trace, prompt_budgets=prompt_budgets, structured=structured,
                  request=parse_request_keys(spec, None if trace else (dists[1] and dists[1].min) or output, where))
+    check_structured(structured, agent=agent is not None, trace=trace is not None, samples=samples, where=where)
     if (w.prompt_dist or w.output_dist or groups) and w.agent is not None:
         key = "shared_prefix_groups" if groups else "prompt_tokens" if w.prompt_dist else "output_tokens"
         raise ConfigError(f"{where((key,))}: agent sessions send one fixed-length transcript per turn; a length "
@@ -313,7 +325,7 @@ def with_statistics(w: Workload, spec: Mapping[str, Any], where, samples: Any = 
     given = "samples" in spec or (samples is not None and not samples_defaulted) or w.samples_given
     samples = spec.get("samples", w.samples if not w.sequential else "auto") if samples is None else samples
     if samples == "auto" and (w.prompt_sweep or w.agent is not None or w.baseline_target is not None
-                              or w.trace is not None):
+                              or w.trace is not None or (w.structured is not None and w.structured.compares)):
         samples = w.samples  # a run-wide ``auto`` (CLI, env, ini): sweeps, sessions, A/B, traces keep their own count
     auto = samples == "auto"
     if not auto:
@@ -361,6 +373,11 @@ def default_horizon(w: Workload, confidence: float, min_n: int) -> int:
     return DEFAULT_MAX_SAMPLES  # beyond 1000: check_min_samples names it
 
 
+def _fixed(text: str) -> Callable[[tuple], str]:
+    """A ``where`` that names one place whatever the key path."""
+    return lambda _path: text
+
+
 def with_budgets(w: Workload, extra: Mapping[str, Any], where: str) -> Workload:
     """Return ``w`` with budgets from ``extra`` replacing same-key ones (marker > file)."""
     merged = w.budget_map()
@@ -374,6 +391,11 @@ def with_budgets(w: Workload, extra: Mapping[str, Any], where: str) -> Workload:
             from .agent_spec import parse_agent_budget
 
             agent[k] = parse_agent_budget(k, v, f"{where} {k}", parse_duration_ms)
+            continue
+        if k == OVERHEAD_BUDGET:
+            w = replace(w, structured=with_overhead(w.structured, v, f"{where} {k}"))
+            check_structured(w.structured, agent=False, trace=w.trace is not None,
+                             samples="auto" if w.sequential else w.samples, where=_fixed(f"{where} {k}"))
             continue
         if k in BY_PROMPT_KEYS:
             by_prompt[k] = parse_prompt_budget(k, v, under(lambda p: f"{where} {'.'.join(map(str, p))}", (k,)))

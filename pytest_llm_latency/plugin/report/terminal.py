@@ -94,7 +94,8 @@ def summary_lines(results: Sequence[Entry]) -> list[str]:
         lines += bound_lines(r)
     for r in typed:
         lines += [f"  {r.nodeid}: {text}" for kind, text, _ in messages(r) if kind != "note"]
-    for lines_of in (itl_count_lines, workers_lines, prefill_lines, prompt_bucket_lines, step_lines, agent_lines):
+    for lines_of in (itl_count_lines, workers_lines, prefill_lines, prompt_bucket_lines, step_lines, agent_lines,
+                     structured_lines):
         lines += lines_of(typed)
     noted = [f"  {r.nodeid}: {text}" for r in typed for kind, text, _ in messages(r) if kind == "note"]
     return lines + (["notes (*):"] + noted if noted else [])
@@ -225,3 +226,22 @@ def agent_lines(results: Sequence[Entry]) -> list[str]:
             (x.tool_call_complete_ms_p95, "tool call complete")) if v is not None]
         lines.append(f"  {r.nodeid}: {x.sessions} sessions x {x.steps} turns, {reuse}; " + ", ".join(figs))
     return ["agent sessions (turn 2+ prefix reuse; model time without tool pauses):"] + lines if lines else []
+
+
+def structured_lines(results: Sequence[Entry]) -> list[str]:
+    """One line per structured-output result (JSON ``structured``): the schema's violations, the
+    constrained answers' lengths and, with twins, the TPOT overhead of constrained decoding."""
+    lines = []
+    for r in entries_of(results):
+        x = r.structured
+        if x.schema is None:
+            continue
+        parts = [f"{x.schema_violations or 0} schema violations"]
+        if x.output_tokens_p50 is not None:
+            parts.append(f"answers {x.output_tokens_min}..{x.output_tokens_max} tokens (p50 {x.output_tokens_p50:g})")
+        if x.tpot_overhead is not None:
+            budget = f" (max {x.tpot_overhead_max:.0%})" if x.tpot_overhead_max is not None else ""
+            parts.append(f"structured_tpot_overhead {x.tpot_overhead:+.1%}{budget}: TPOT p50 {x.tpot_ms_p50:.2f} ms "
+                         f"constrained vs {x.comparison_tpot_ms_p50:.2f} ms unconstrained")
+        lines.append(f"  {r.nodeid}: " + "; ".join(parts))
+    return ["structured output (answers validated against the JSON Schema):"] + lines if lines else []
