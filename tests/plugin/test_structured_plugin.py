@@ -1,8 +1,8 @@
 """Structured output end to end (issue 36; pytester): a ``structured:`` workload against the scripted
 fake server on virtual time (answers JSON when the request carries ``response_format``, slower per
 token then), the overhead budget judged from the interleaved twins, config errors before any request;
-and the same against the embedded reference target (``constrained_slowdown``, fault ``schema_violation``),
-skipped until that target honours ``response_format``."""
+and the same against the embedded reference target on chat, Responses and Messages (``constrained_slowdown``,
+fault ``schema_violation``)."""
 import json
 import xml.etree.ElementTree as ET
 
@@ -131,43 +131,32 @@ def test_a_marker_resolves_the_schema_against_the_test_files_folder(pytester):
     assert result(pytester)["structured"]["tpot_overhead"] == pytest.approx(0.0)
 
 
-# -- the embedded reference target (its structured output lands in another branch of issue 36) -----------------
+# -- the embedded reference target: constrained decoding as slow as configured, answers valid or violated ----------
 
-def _reference_honours_schemas() -> bool:
-    from pytest_llm_latency.targets.reference import config
-
-    return "constrained_slowdown" in getattr(config, "__all__", ()) or "constrained_slowdown" in \
-        open(config.__file__, encoding="utf-8").read()
-
-
-needs_structured_reference = pytest.mark.skipif(
-    not _reference_honours_schemas(),
-    reason="the embedded reference target does not honour response_format / constrained_slowdown / fault "
-           "schema_violation in this branch yet (issue 36: enabled once that work is merged)")
-
+APIS = ["openai-chat", "openai-responses", "anthropic-messages"]
 REF = "reference://h100-sxm/llama-3.1-8b?time_scale=0.2&jitter=0&constrained_slowdown={slowdown}{fault}"
 
 
-def run_reference(pytester, slowdown, fault="", budget=0.2):
+def run_reference(pytester, slowdown, fault="", budget=0.2, api="openai-chat"):
     pytester.makefile(".slo.yaml", p=SLO % f"slo: {{structured_tpot_overhead_max: {budget}}}")
     (pytester.path / "schemas").mkdir(exist_ok=True)
     (pytester.path / "schemas" / "person.json").write_text(json.dumps(PERSON))
-    return pytester.runpytest("-p", "no:cacheprovider", "--llm-latency-api=openai-chat", "--llm-latency-json=r.json",
+    return pytester.runpytest("-p", "no:cacheprovider", f"--llm-latency-api={api}", "--llm-latency-json=r.json",
                               f"--llm-latency-url={REF.format(slowdown=slowdown, fault=fault)}")
 
 
-@needs_structured_reference
+@pytest.mark.parametrize("api", APIS)
 @pytest.mark.parametrize("slowdown, outcome", [(1.0, "passed"), (2.0, "failed")])
-def test_reference_constrained_slowdown_against_the_overhead_budget(pytester, slowdown, outcome):
-    r = run_reference(pytester, slowdown)
+def test_reference_constrained_slowdown_against_the_overhead_budget(pytester, slowdown, outcome, api):
+    r = run_reference(pytester, slowdown, api=api)
     r.assert_outcomes(**{outcome: 1})
     s = result(pytester)["structured"]
     assert s["schema_violations"] == 0
     assert (s["tpot_overhead"] <= 0.2) == (outcome == "passed")
 
 
-@needs_structured_reference
-def test_reference_fault_schema_violation_fails_requests(pytester):
-    r = run_reference(pytester, 1.0, "&fault=schema_violation", budget=10)
+@pytest.mark.parametrize("api", APIS)
+def test_reference_fault_schema_violation_fails_requests(pytester, api):
+    r = run_reference(pytester, 1.0, "&fault=schema_violation", budget=10, api=api)
     r.assert_outcomes(errors=1)
     assert "schema_violation" in result(pytester)["failures"]
