@@ -165,3 +165,27 @@ def test_json_schema_honoured_on_responses_dropped_on_messages(llama_pool, llama
         text = "".join(c.text or "" for c in rec.chunks)
         with pytest.raises((ValueError, jsonschema.ValidationError)):   # free text: the field was dropped
             jsonschema.validate(json.loads(text), SCHEMA)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_structured_workload_validates_every_answer(api, llama_pool, llama_server_command, llama_server_binary,
+                                                    gguf_models):
+    """The plugin's ``structured:`` workload: Responses answers are valid (llama.cpp's grammar from
+    ``response_format``), Messages answers are free text (the field is dropped): every one a
+    ``schema_violation``, and the run an error that says the server may drop the schema."""
+    import dataclasses
+
+    t = server(llama_pool, llama_server_command, llama_server_binary, gguf_models["tiny"])
+    w = make_workload("s", {"prompt_tokens": 1024, "output_tokens": 64, "samples": 3, "warmup": 0,
+                            "confidence": None, "structured": {"json_schema": "person.json"},
+                            "slo": {"ttft_max": "60s"}})
+    w = dataclasses.replace(w, structured=dataclasses.replace(w.structured, schema=SCHEMA))
+    with make_http_client() as http:
+        res = judge(measure(make_client(Target(t.url, api), http), w, seed=36))
+    if api == "openai-responses":
+        assert res.verdict == "pass" and res.n == 3, res.failure_message()
+        assert all(r.completion_tokens and r.completion_tokens <= 64 for r in res.records)
+    else:
+        assert res.verdict == "error" and res.n == 0
+        assert {f.kind for f in res.failures} == {"schema_violation"}, res.failures
+        assert "schema_violation" in res.failure_message()
