@@ -3,10 +3,7 @@
 Pure: builds frozen dataclasses from plain mappings and raises ``ConfigError``
 naming the key path and the fix.  Where a value came from (file:line, marker,
 CLI) is supplied by the caller through ``where``.
-
-Budget keys are ``<metric>_<stat>`` with metric in ttft, ttfo, tpot, itl, e2e and
-stat in mean, p50, p90, p95, p99, max -- a ceiling in ms -- plus ``output_tps_min``:
-a floor on the slowest request's output tok/s.
+Budget keys: ``core.spec.budgets``.
 """
 from __future__ import annotations
 
@@ -78,10 +75,9 @@ class Workload:
     workers: int | str = 1
     # issue 28: ``ray: ADDRESS``: one shard per node of that Ray cluster (``client/placement/ray/shards.py``)
     ray: str | None = None
-    # issue 36: ``reasoning: {effort}`` / ``thinking: {budget_tokens}``, as each API's fields (core.spec.request_fields)
+    # issue 36: ``reasoning`` / ``thinking`` as each API's fields (core.spec.request_fields), and ``structured``:
+    # answers held to a JSON Schema, validated, the overhead budget (core.spec.structured_spec)
     request: RequestKeys | None = None
-    # issue 36: ``structured: {json_schema: FILE}``: answers constrained to a JSON Schema and validated, and the
-    # ``structured_tpot_overhead_max`` budget (core.spec.structured_spec)
     structured: StructuredSpec | None = None
 
     @property
