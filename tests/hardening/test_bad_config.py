@@ -110,7 +110,9 @@ YAML_CASES = [
     ("url-without-host", "target:\n  url: 'http://'\nworkloads: {chat: {}}\n", "url:", "target.url",
      r"is not a server URL"),
     ("unknown-api", "target:\n  url: http://fake:8000\n  api: openai-chatt\nworkloads: {chat: {}}\n", "api:",
-     "target.api", r"did you mean 'openai-chat'.*use one of openai-completions, openai-chat, ollama"),
+     "target.api",
+     r"did you mean 'openai-chat'.*use one of openai-completions, openai-chat, openai-responses, anthropic-messages, "
+     r"ollama"),
     ("command-is-a-string", "target:\n  command: llama-server --port 8000\nworkloads: {chat: {}}\n", "command:",
      "target.command", r"expected a list of strings like \['llama-server'.*split the command into its arguments"),
     ("startup-timeout-negative", URL.replace("}", ", startup_timeout: -1}") + "workloads: {chat: {}}\n", "target:",

@@ -11,7 +11,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "example_slos"
 # as example_slos/pytest.ini, 10x faster: chat and long_summarization stream 4 requests at once, and
 # with no modelled time at all (time_scale=0) four 512-token streams can outrun the Python client on a
 # loaded 2-core runner (the run is then rightly flagged CPU-starved)
-FAST = "reference://h100-sxm/llama-3.1-8b?time_scale=0.1&prefix_caching=1"
+FAST = "reference://h100-sxm/llama-3.1-8b?time_scale=0.1&prefix_caching=1&ignore_eos=1"  # as example_slos/pytest.ini
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def test_enough_samples_run_every_example(examples):
                                       "--llm-latency-json=r.json", timeout=300)
     # time_scale=0.1 models a tenth of the prefill time: the sweep runs 10x above
     # the compute ceiling, which can never pass: an error that says so
-    r.assert_outcomes(passed=5, errors=1)
+    r.assert_outcomes(passed=7, errors=1)
     out = r.stdout.str()
     assert "prefill roofline configuration error" in out or "TTFT does not grow with prompt length" in out
     import json
@@ -60,7 +60,8 @@ def test_enough_samples_run_every_example(examples):
     # samples are sessions in agent_session.slo.yaml: 25 sessions of 5 turns are 125 requests; a trace's
     # rows are its samples (24 in traces/example.jsonl), whatever the run-wide count says
     assert {res["workload"]: res["n"] for res in results} == {"chat": 25, "agent": 25, "long_summarization": 25,
-                                                              "agent_session": 125, "production_trace": 24}
+                                                              "agent_session": 125, "production_trace": 24,
+                                                              "responses_chat": 25, "messages_agent": 25}
     for res in results:  # every documented statistic reaches the JSON (rebuilt from JUnit properties)
         assert set(res["ttft_ms"]) == {"mean", "p50", "p90", "p95", "p99", "max", "min", "n", "censored"}
         assert res["ttft_ms"]["min"] <= res["ttft_ms"]["p50"] <= res["ttft_ms"]["max"]
