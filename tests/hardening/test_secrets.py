@@ -34,7 +34,9 @@ def test_secret_absent_from_every_output(pytester, monkeypatch, api):
     w = ("workloads:\n  w: {class: custom, prompt_tokens: 24, output_tokens: 8, samples: 2, warmup: 0, "
          "confidence: null, slo: {ttft_p50: %s}}\n")
     pytester.makefile(".slo.yaml", echo401=f"target: {{url: 'http://127.0.0.1:{port}', api: {api}}}\n" + w % "60s")
-    pytester.makefile(".slo.yaml", tight="target: {url: 'reference://h100-sxm/llama-3.1-8b?time_scale=0.1', "
+    # ignore_eos: Messages cannot ask for forced lengths; the server forces them (a short output would be an error)
+    pytester.makefile(".slo.yaml", tight="target: {url: 'reference://h100-sxm/llama-3.1-8b?time_scale=0.1&"
+                      "ignore_eos=1', "
                       f"api: {api}}}\n" + w % "1us")
     pytester.makefile(".slo.yaml", leaky=f"target: {{command: ['{sys.executable}', '{dying}', '{{port}}', '0'], "
                       f"env: {{LEAK_HEADERS: '1'}}}}\n" + w % "60s")

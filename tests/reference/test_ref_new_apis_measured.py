@@ -22,11 +22,13 @@ COUNTERS = {"openai-responses": "/v1/responses/input_tokens", "anthropic-message
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_plain_workload_is_exact_forced_and_measured(fast_server, api):
+def test_plain_workload_is_exact_forced_and_measured(serve, api):
+    # ignore_eos: Messages has no field for it, so the server forces the lengths (llama-server --ignore-eos)
+    h = serve("time_scale=0&max_model_len=4096&ignore_eos=1", mode="thread")
     w = make_workload("w", {"prompt_tokens": 300, "system_prompt_tokens": 40, "output_tokens": 24, "samples": 4,
                             "warmup": 1, "confidence": None, "slo": {"ttft_max": "60s", "tpot_max": "10s"}})
     with make_http_client() as http:
-        res = judge(measure(make_client(Target(fast_server.url, api), http), w, seed=3))
+        res = judge(measure(make_client(Target(h.url, api), http), w, seed=3))
     assert res.verdict == "pass", res.failure_message()
     assert COUNTERS[api] in res.measurement.prompt_counter
     assert len(res.records) == 4
@@ -46,7 +48,7 @@ def test_tool_call_budget_fails_while_turn_ttft_passes(serve, api):
     """16 forced tokens make the call: the name with the first token, the arguments complete at the
     last, 15 modelled decode steps (~7 ms each at time_scale 1) after a TTFT of one prefill (~40 ms
     for 1024 tokens): ~145 ms > the 60 ms budget, however loaded the machine."""
-    h = serve("time_scale=1", mode="thread")
+    h = serve("time_scale=1&ignore_eos=1", mode="thread")
     slo = {"turn_ttft_p95": None, "turn_ttft_p50": "20s", "session_e2e_p95": None, "prefix_reuse_min": None,
            "tool_call_complete_p50": "60ms"}
     w = make_workload("session", {**SESSION, "slo": slo})
