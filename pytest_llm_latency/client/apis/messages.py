@@ -120,6 +120,8 @@ class MessagesClient(OpenAIClient):
             body["system"] = system
         if extra:
             body.update(extra)
+        if "thinking" in body:  # Anthropic's API refuses a temperature with extended thinking
+            body.pop("temperature", None)
         return body
 
     def stream_messages(self, messages: list[dict], max_tokens: int, *, tools: list[dict] | None = None,

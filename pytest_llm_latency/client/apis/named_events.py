@@ -25,6 +25,8 @@ class StreamState:
     finish: str | None = None
     calls: dict[Any, int] = field(default_factory=dict)
     names: dict[Any, str] = field(default_factory=dict)
+    #: what streamed so far per text, reasoning or argument key, for a closing event's tail (``tail``)
+    streamed: dict[Any, list[str]] = field(default_factory=dict)
 
 
 class TypedEvents(Protocol):
@@ -56,7 +58,11 @@ def error_message(obj: dict) -> str:
 
 def tool_start(b: RecordBuilder, t: int, state: StreamState, key: Any, call_id: Any, name: Any) -> None:
     """A tool call begins (its name is known): a token-bearing chunk, as chat's first
-    ``delta.tool_calls`` entry is, and the call's chat-shaped start."""
+    ``delta.tool_calls`` entry is, and the call's chat-shaped start.  A start repeated for a call
+    already started (llama.cpp's final Messages event starts again every call whose arguments it
+    still sends) is no new token."""
+    if key in state.calls:
+        return
     index = state.calls.setdefault(key, len(state.calls))
     entry: dict = {"index": index, "type": "function", "function": {"name": str(name or ""), "arguments": ""}}
     if isinstance(call_id, str) and call_id:
@@ -71,17 +77,33 @@ def tool_arguments(b: RecordBuilder, t: int, state: StreamState, key: Any, fragm
     if not isinstance(fragment, str) or not fragment:
         return
     index = state.calls.setdefault(key, len(state.calls))
+    state.streamed.setdefault(("args", key), []).append(fragment)
     b.token_chunk(t)
     b.record.tool_deltas.append((t, [{"index": index, "function": {"arguments": fragment}}]))
 
 
-def text_token(b: RecordBuilder, t: int, text: Any, *, reasoning: bool = False) -> None:
-    """A text or reasoning delta: one token-bearing chunk (the answer's text kept where asked)."""
+def text_token(b: RecordBuilder, t: int, text: Any, *, reasoning: bool = False, state: StreamState | None = None,
+               key: Any = None) -> None:
+    """A text or reasoning delta: one token-bearing chunk (the answer's text kept where asked); with
+    ``state``, remembered under ``key`` for a closing event's tail."""
     if not isinstance(text, str) or not text:
         return
+    if state is not None:
+        state.streamed.setdefault((reasoning, key), []).append(text)
     b.token_chunk(t, text_len=0 if reasoning else len(text), reasoning=reasoning, text=text)
     if not reasoning and b.record.content_parts is not None:
         b.record.content_parts.append(text)
+
+
+def tail(state: StreamState, slot: Any, whole: Any) -> str:
+    """The part of a closing event's whole text (``response.output_text.done``'s ``text``, a done
+    call's ``arguments``) that never streamed as deltas: llama.cpp's final Responses event carries
+    what its partial parser held back (a call's closing brace, the last characters) only there.
+    Empty when the deltas already said it all, or when the whole does not extend them."""
+    if not isinstance(whole, str):
+        return ""
+    said = "".join(state.streamed.get(slot, ()))
+    return whole[len(said):] if len(whole) > len(said) and whole.startswith(said) else ""
 
 
 class NamedEventConsumer:

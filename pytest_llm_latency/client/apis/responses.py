@@ -18,10 +18,12 @@ from typing import Any
 
 from ...core.errors import MeasurementError
 from ...core.measure.record import RecordBuilder, RequestRecord
-from .named_events import (NamedEventConsumer, StreamState, as_dict, count, error_message, text_token, tool_arguments,
-    tool_start)
+from .named_events import (NamedEventConsumer, StreamState, as_dict, count, error_message, tail, text_token,
+    tool_arguments, tool_start)
 from .openai import OpenAIClient, llamacpp_timings
 
+#: answer text events: the text, and a refusal (the model's answer too, on OpenAI's API)
+ANSWER_DELTAS = ("response.output_text.delta", "response.refusal.delta")
 #: reasoning text events: the full reasoning (``reasoning_text``, vLLM and llama.cpp) or its summary (OpenAI)
 REASONING_DELTAS = ("response.reasoning_text.delta", "response.reasoning_summary_text.delta",
                     "response.reasoning.delta")
@@ -97,10 +99,10 @@ class ResponsesClient(OpenAIClient):
         return NamedEventConsumer(self, b)
 
     def _typed(self, b: RecordBuilder, t: int, kind: str, obj: dict, state: StreamState) -> None:
-        if kind == "response.output_text.delta":
-            text_token(b, t, obj.get("delta"))
+        if kind in ANSWER_DELTAS:
+            text_token(b, t, obj.get("delta"), state=state, key=obj.get("item_id"))
         elif kind in REASONING_DELTAS:
-            text_token(b, t, obj.get("delta"), reasoning=True)
+            text_token(b, t, obj.get("delta"), reasoning=True, state=state, key=obj.get("item_id"))
         elif kind == "response.output_item.added":
             item = as_dict(obj.get("item"))
             if item.get("type") == "function_call":
@@ -108,11 +110,33 @@ class ResponsesClient(OpenAIClient):
                 tool_arguments(b, t, state, item.get("id") or item.get("call_id"), item.get("arguments"))
         elif kind == "response.function_call_arguments.delta":
             tool_arguments(b, t, state, obj.get("item_id"), obj.get("delta"))
+        elif kind in ("response.output_text.done", "response.function_call_arguments.done",
+                      "response.output_item.done"):
+            self._done_tail(b, t, kind, obj, state)
         elif kind == "response.failed":
             raise MeasurementError("stream_error", self.redact(
                 f"response.failed inside a 200 stream: {error_message(obj.get('response') or {})}"))
         elif kind in FINAL:
             self._final(b, obj, state)
+
+    @staticmethod
+    def _done_tail(b: RecordBuilder, t: int, kind: str, obj: dict, state: StreamState) -> None:
+        """A closing event whose whole text or arguments extend what streamed: the rest is one more
+        token-bearing chunk at this event's time (``named_events.tail``)."""
+        if kind == "response.output_text.done":
+            text_token(b, t, tail(state, (False, obj.get("item_id")), obj.get("text")), state=state,
+                       key=obj.get("item_id"))
+            return
+        item = as_dict(obj.get("item")) if kind == "response.output_item.done" else \
+            {"type": "function_call", "id": obj.get("item_id"), "arguments": obj.get("arguments")}
+        if item.get("type") == "function_call":
+            key = item.get("id") or item.get("call_id")
+            if key in state.calls:
+                tool_arguments(b, t, state, key, tail(state, ("args", key), item.get("arguments")))
+        elif item.get("type") == "reasoning":
+            whole = "".join(c.get("text", "") for c in item.get("content") or [] if isinstance(c, dict))
+            text_token(b, t, tail(state, (True, item.get("id")), whole), reasoning=True, state=state,
+                       key=item.get("id"))
 
     def _final(self, b: RecordBuilder, obj: dict, state: StreamState) -> None:
         resp = as_dict(obj.get("response"))
@@ -131,10 +155,11 @@ class ResponsesClient(OpenAIClient):
         if isinstance(timings, dict):
             b.record.server_timings.update(llamacpp_timings(timings))
         details = as_dict(resp.get("incomplete_details"))
-        if state.calls:
+        if details.get("reason") == "max_output_tokens":
+            state.finish = "length"  # a call cut by the limit is no call to run
+        elif state.calls:
             state.finish = "tool_calls"
-        elif details.get("reason") == "max_output_tokens" or (n_out is not None and
-                                                              n_out == b.record.expected_output_tokens):
+        elif n_out is not None and n_out == b.record.expected_output_tokens:
             state.finish = "length"  # llama.cpp says "completed" even when max_output_tokens cut it
         else:
             state.finish = details.get("reason") or "stop"

@@ -324,3 +324,74 @@ def test_an_api_the_server_does_not_serve_names_the_key_and_the_fix(api, path, b
 
     others = msg.split("to one it serves")[1]
     assert "--llm-latency-api" in msg and all(a in others for a in APIS if a != api) and api not in others
+
+
+# ---------------------------------------------------------------- llama.cpp's final events
+def test_responses_tail_held_back_by_the_partial_parser_comes_from_the_done_events():
+    """llama.cpp's final Responses event streams no last diff: what its partial parser held back (a
+    call's closing brace, the answer's last characters) is only in the ``.done`` events' whole text."""
+    args = '{"city": "Oslo"}'
+    reads = [(10 * MS, events({"type": "response.output_item.added",
+                               "item": {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "w"}},
+                              {"type": "response.function_call_arguments.delta", "item_id": "fc_1",
+                               "delta": args[:8]})),
+             (20 * MS, events({"type": "response.function_call_arguments.delta", "item_id": "fc_1",
+                               "delta": args[8:-1]})),
+             (30 * MS, events({"type": "response.output_item.done", "item": {
+                 "type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "w", "arguments": args}},
+                              {"type": "response.completed", "response": {"usage": {"input_tokens": 5,
+                                                                                    "output_tokens": 4}}}))]
+    rec = client_for(ResponsesClient, reads).stream_messages([{"role": "user", "content": "go"}], 4)
+    calls = assemble(rec.tool_deltas)
+    assert calls.ordered()[0].arguments == args and calls.t_complete_ns == 30 * MS
+    assert len(rec.chunks) == 4 == rec.completion_tokens and rec.token_counts_exact   # name, 2 deltas, the tail
+    text = [(5 * MS, events({"type": "response.output_text.delta", "item_id": "m", "delta": "Hel"})),
+            (9 * MS, events({"type": "response.output_text.done", "item_id": "m", "text": "Hello"},
+                            {"type": "response.completed", "response": {"usage": {"output_tokens": 2}}}))]
+    rec = client_for(ResponsesClient, text).stream("", "x", 2)
+    assert [c.text for c in rec.chunks] == ["Hel", "lo"] and m.tpot_ms(rec) == 4
+    said = [(5 * MS, events({"type": "response.output_text.delta", "item_id": "m", "delta": "Hello"})),
+            (9 * MS, events({"type": "response.output_text.done", "item_id": "m", "text": "Hello"},
+                            {"type": "response.completed", "response": {"usage": {"output_tokens": 1}}}))]
+    assert len(client_for(ResponsesClient, said).stream("", "x", 1).chunks) == 1   # nothing held back: no chunk
+
+
+def test_a_call_cut_by_the_limit_finishes_length_and_a_refusal_is_answer_text():
+    reads = [(5 * MS, events({"type": "response.output_item.added",
+                              "item": {"type": "function_call", "id": "fc_1", "call_id": "c", "name": "w"}},
+                             {"type": "response.function_call_arguments.delta", "item_id": "fc_1", "delta": '{"a'},
+                             {"type": "response.incomplete", "response": {
+                                 "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"},
+                                 "usage": {"input_tokens": 3, "output_tokens": 2}}}))]
+    assert client_for(ResponsesClient, reads).stream("", "x", 2).finish_reason == "length"
+    refusal = [(7 * MS, events({"type": "response.refusal.delta", "delta": "I can't"},
+                               {"type": "response.completed", "response": {"usage": {"output_tokens": 1}}}))]
+    rec = client_for(ResponsesClient, refusal).stream("", "x", 1)
+    assert m.ttft_ms(rec) == 7 == m.ttfo_ms(rec) and rec.chunks[0].text == "I can't"
+
+
+def test_messages_repeated_tool_start_in_the_final_event_is_no_token():
+    """llama.cpp's final Messages event starts again every call whose arguments it still sends."""
+    start = {"type": "content_block_start", "index": 0,
+             "content_block": {"type": "tool_use", "id": "toolu_1", "name": "w"}}
+    reads = [(5 * MS, events({"type": "message_start", "message": {"usage": {"input_tokens": 4}}}, start,
+                             {"type": "content_block_delta", "index": 0,
+                              "delta": {"type": "input_json_delta", "partial_json": '{"a": '}})),
+             (9 * MS, events(start, {"type": "content_block_delta", "index": 0,
+                                     "delta": {"type": "input_json_delta", "partial_json": "1}"}},
+                             {"type": "content_block_stop", "index": 0},
+                             {"type": "message_delta", "delta": {"stop_reason": "tool_use"},
+                              "usage": {"output_tokens": 3}}, {"type": "message_stop"}))]
+    rec = client_for(MessagesClient, reads).stream_messages([{"role": "user", "content": "go"}], 3)
+    assert len(rec.chunks) == 3 == rec.completion_tokens and rec.token_counts_exact
+    (call,) = assemble(rec.tool_deltas).ordered()
+    assert call.arguments == '{"a": 1}' and call.t_complete_ns == 9 * MS
+
+
+def test_thinking_requests_send_no_temperature():
+    seen: list = []
+    body = b"".join(b for _, b in recorded("llamacpp-messages-stream.jsonl")[1])
+    client_for(MessagesClient, [(MS, body)], seen=seen).stream(
+        "", "hello", 64, extra={"thinking": {"type": "enabled", "budget_tokens": 32}})
+    sent = json.loads(seen[-1].content)
+    assert sent["thinking"]["budget_tokens"] == 32 and "temperature" not in sent
