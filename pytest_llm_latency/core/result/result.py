@@ -225,6 +225,8 @@ def metric_values(records: Sequence[RequestRecord], failures: Sequence[Failure] 
                 ("ttft", "ttfo", "tpot", "e2e", "output_tps", "reasoning_tokens"):
             if (v := scalars[k]) is not None:
                 values[k].append(v)
+            elif k == "reasoning_tokens":  # it reasoned, but how much cannot be known: a miss, never a pass
+                values[k].append(INF)
         if not rec.short_output:
             values["itl"].extend(m.itl_ms(rec))
     for f in failures:

@@ -124,3 +124,13 @@ def test_no_key_when_nothing_reasoned_and_no_budget_asks():
     entry = result_entry(judged([thinker(0)] * 3, {"ttft_p50": "1s"}), "t")
     assert "reasoning_tokens" not in entry
     assert "reasoning_tokens" in result_entry(judged([thinker(0)] * 3, {"reasoning_tokens_p50": 1}), "t")
+
+
+def test_a_reasoning_count_that_cannot_be_known_is_a_miss_never_a_pass():
+    """The server's count exceeds N and the stream's is not in tokens: how much it reasoned is unknown,
+    so the request counts as a miss (+inf) rather than dropping out of the sample."""
+    unknown = thinker(8, server_timings={reasoning.REASONING_TOKENS: 99})
+    unknown.token_count_rule = "per chunk"
+    assert metrics.reasoning_tokens(unknown) is None
+    res = judged([thinker(2)] * 19 + [unknown], {"reasoning_tokens_max": 10})
+    assert res.verdict == "fail" and res.reasoning_tokens.max == float("inf"), res.failure_message()
