@@ -7,10 +7,10 @@ before any request is sent.  ``jsonschema`` is imported only here and in the sen
 from __future__ import annotations
 
 import json
-import warnings
 from dataclasses import replace
 from pathlib import Path
 
+from ..client.load.schema_check import json_path, short, validator_class
 from ..core.errors import ConfigError
 from ..core.spec.structured_spec import StructuredSpec
 
@@ -50,17 +50,11 @@ def schema_error(schema: object) -> str | None:
     names, Draft 2020-12 when none); else what is wrong."""
     if not isinstance(schema, dict):
         return f"expected a JSON object, got {type(schema).__name__}"
-    from jsonschema import Draft202012Validator
     from jsonschema.exceptions import SchemaError
-    from jsonschema.validators import validator_for
 
-    with warnings.catch_warnings():  # an unknown $schema: the default, without jsonschema's DeprecationWarning
-        warnings.simplefilter("ignore", DeprecationWarning)
-        cls = validator_for(schema, default=Draft202012Validator)
+    cls = validator_class(schema)
     try:
         cls.check_schema(schema)
     except SchemaError as exc:
-        path = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.absolute_path)
-        msg = exc.message if len(exc.message) <= 160 else exc.message[:157] + "..."
-        return f"at {path}: {msg} ({cls.__name__})"
+        return f"at {json_path(exc.absolute_path)}: {short(exc.message)} ({cls.__name__})"
     return None

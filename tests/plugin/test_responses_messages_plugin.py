@@ -77,3 +77,14 @@ def test_worker_processes_speak_the_api(pytester, api):
     pytester.runpytest("-p", "no:cacheprovider", "--llm-latency-json=r.json").assert_outcomes(passed=1)
     res = results(pytester)["w"]
     assert res["n"] == 8 and res["measurement"]["api"] == api and res["measurement"]["prompt_exact_requests"] == 8
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_exact_without_any_counter(pytester, api):
+    """``tokenize_endpoint=0``: no /tokenize and no input_tokens / count_tokens either: the probe estimate,
+    corrected on the server's own usage, still makes every prompt exact."""
+    pytester.makefile(".slo.yaml", x=f"target: {{url: '{REF}&tokenize_endpoint=0&tokenizer=chars3', api: {api}}}\n"
+                                     f"workloads:\n  w: {W}\n")
+    pytester.runpytest("-p", "no:cacheprovider", "--llm-latency-json=r.json").assert_outcomes(passed=1)
+    res = results(pytester)["w"]
+    assert exact(res) and res["measurement"]["prompt_counter"].startswith("linear estimate from probe usage")

@@ -23,20 +23,28 @@ def answer_text(rec: RequestRecord) -> str:
     return "".join(c.text for c in rec.chunks if not c.reasoning and c.text)
 
 
-def _short(text: str, n: int = QUOTE_CHARS) -> str:
+def short(text: str, n: int = QUOTE_CHARS) -> str:
     return text if len(text) <= n else text[:n - 3] + "..."
 
 
+def json_path(parts) -> str:
+    """A jsonschema error's ``absolute_path`` as ``$.items[1].name``."""
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+
+
+def validator_class(schema: Mapping[str, Any]):
+    """The validator class ``schema``'s ``$schema`` names, Draft 2020-12 when none or unknown."""
+    from jsonschema.validators import validator_for as cls_for
+
+    return cls_for(schema, default=_draft202012())
+
+
 def validator_for(schema: Mapping[str, Any]):
-    """A validator of the class ``schema``'s ``$schema`` names (Draft 2020-12 when none), cached by
-    the schema's text."""
+    """A validator of ``validator_class(schema)``, cached by the schema's text."""
     key = json.dumps(schema, sort_keys=True, default=str)
     v = _validators.get(key)
     if v is None:
-        from jsonschema.validators import validator_for as cls_for
-
-        cls = cls_for(schema, default=_draft202012())
-        v = _validators[key] = cls(schema)
+        v = _validators[key] = validator_class(schema)(schema)
     return v
 
 
@@ -53,14 +61,14 @@ def schema_problem(text: str, schema: Mapping[str, Any]) -> str | None:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         what = "an empty answer" if not text.strip() else f"{exc.msg} at character {exc.pos}"
-        return f"the answer is not JSON ({what}): {_short(text)!r}"
+        return f"the answer is not JSON ({what}): {short(text)!r}"
     except ValueError as exc:  # 5000-digit numbers
         what = str(exc)
-        return f"the answer is not JSON ({what}): {_short(text)!r}"
+        return f"the answer is not JSON ({what}): {short(text)!r}"
     from jsonschema.exceptions import best_match
 
     err = best_match(validator_for(schema).iter_errors(doc))
     if err is None:
         return None
-    path = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
-    return f"the answer does not match the schema at {path}: {_short(err.message)} (answer: {_short(text, 80)!r})"
+    return (f"the answer does not match the schema at {json_path(err.absolute_path)}: {short(err.message)} "
+            f"(answer: {short(text, 80)!r})")

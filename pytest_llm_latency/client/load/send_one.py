@@ -8,11 +8,11 @@ import gc
 from dataclasses import replace
 from typing import Callable
 
-from ...core.errors import ConfigError, MeasurementError
+from ...core.errors import MeasurementError
 from ...core.prompts.synthesis import Prompt
 from ...core.measure.record import RequestRecord
 from ...core.result.result import Failure
-from ...core.spec.structured_spec import request_fields
+from ...core.spec.structured_spec import schema_fields
 from .schema_check import SCHEMA_VIOLATION, answer_text, schema_problem
 
 
@@ -22,14 +22,14 @@ def sender(client, output_tokens: int, extra: dict | None) -> Callable[..., "Req
     controller's and every worker process's (``client/placement/processes/workers.py``) way of sending.
 
     A prompt of a structured workload (``Prompt.structured``) carries its own fields: a constrained one
-    adds the schema's request fields (``core.spec.structured_spec.request_fields``) to ``extra`` and
+    adds the schema's request fields (``core.spec.structured_spec.schema_fields``) to ``extra`` and
     its answer must validate (else a ``schema_violation`` failure); the outcome keeps its role."""
     def one(p: Prompt, t_scheduled_ns: int | None = None) -> RequestRecord | Failure:
         ask = p.structured
         fields = extra
         try:
             if ask is not None and ask.constrained:
-                fields = {**(extra or {}), **request_fields(client.api_name, ask.name, ask.schema)}
+                fields = {**(extra or {}), **schema_fields(client.api_name, ask.name, ask.schema)}
             out = output_tokens if p.output_tokens is None else p.output_tokens  # its own, if drawn
             rec = client.stream(p.system, p.user, out, expected_prompt_tokens=p.expected_tokens, extra=fields)
             rec.t_scheduled_ns = t_scheduled_ns
@@ -49,8 +49,6 @@ def sender(client, output_tokens: int, extra: dict | None) -> Callable[..., "Req
                 partial.t_scheduled_ns = t_scheduled_ns
             failure = Failure.from_error(exc)  # keeps the TTFT and gaps measured before the failure
             return failure if ask is None else replace(failure, structured=ask.role)
-        except ConfigError as exc:  # no schema field known for this API: every request would get it
-            return Failure("config", str(exc), structured=ask.role if ask is not None else None)
     return one
 
 

@@ -103,7 +103,7 @@ def check_structured(s: StructuredSpec | None, *, agent: bool, trace: bool, samp
                           f"or measure the overhead on a synthetic workload")
 
 
-def request_fields(api: str, name: str, schema: Mapping[str, Any]) -> dict[str, Any]:
+def schema_fields(api: str, name: str, schema: Mapping[str, Any]) -> dict[str, Any]:
     """The body fields that carry ``schema`` on ``api`` (``client.APIS``' names), beside the body's own.
 
     * ``openai-chat``: ``response_format: {type: json_schema, json_schema: {name, schema}}`` (OpenAI, vLLM,

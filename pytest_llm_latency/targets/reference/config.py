@@ -83,7 +83,8 @@ class ReferenceConfig:
         False, "send 'X-Accel-Buffering: no' with streams, as llama-server does (vLLM and SGLang do not): nginx "
         "then passes the stream on token by token even with its default proxy_buffering", flag=True)
     tokenize_endpoint: bool = _field(
-        True, "serve /tokenize and /v1/tokenize (off: 404, like Ollama and many OpenAI-compatible servers)", flag=True)
+        True, "serve /tokenize, /v1/tokenize and the Responses and Messages token counters (off: 404, like Ollama "
+        "and many OpenAI-compatible servers)", flag=True)
     load_time: float = _field(
         0.0, "seconds (x time_scale) to load the model, paid by the first request after an idle unload and "
         "reported as Ollama's load_duration (0 = always loaded)")

@@ -220,7 +220,10 @@ class ReferenceServer:
 
     async def count_tokens(self, req: Request, conn: Connection, api: str) -> None:
         """``/v1/responses/input_tokens`` and ``/v1/messages/count_tokens``: the prompt ids the
-        generation would use."""
+        generation would use; 404 with ``tokenize_endpoint=0``, as a server without a counter."""
+        if not self.config.tokenize_endpoint:
+            await conn.send(404, JSON, b'{"detail":"Not Found"}')
+            return
         body = self._json(req)
         openai_api.check_model(body, self.model_name)
         if api == "responses":

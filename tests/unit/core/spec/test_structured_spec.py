@@ -8,7 +8,7 @@ from pytest_llm_latency.core.errors import ConfigError
 from pytest_llm_latency.core.measure.structured import (COMPARISON, CONSTRAINED, SchemaAsk, pair_roles,
     tpot_overhead)
 from pytest_llm_latency.core.prompts.synthesis import Prompt
-from pytest_llm_latency.core.spec.structured_spec import (OVERHEAD_BUDGET, StructuredSpec, request_fields,
+from pytest_llm_latency.core.spec.structured_spec import (OVERHEAD_BUDGET, StructuredSpec, schema_fields,
     structured_prompts)
 from pytest_llm_latency.core.spec.workload import make_workload, with_budgets
 
@@ -76,12 +76,12 @@ def test_a_marker_budget_sets_the_overhead_and_needs_the_key():
     ("ollama-chat", {"format": SCHEMA}),
 ])
 def test_each_api_carries_the_schema_in_its_own_field(api, expected):
-    assert request_fields(api, "p", SCHEMA) == expected
+    assert schema_fields(api, "p", SCHEMA) == expected
 
 
 def test_an_unknown_api_is_a_config_error():
     with pytest.raises(ConfigError, match="no request field is known for api 'grpc'"):
-        request_fields("grpc", "p", SCHEMA)
+        schema_fields("grpc", "p", SCHEMA)
 
 
 def test_pairs_alternate_which_goes_first():
