@@ -20,8 +20,7 @@ from typing import Any
 import httpx
 
 from ...core.measure.record import RecordBuilder, RequestRecord
-from .named_events import NamedEventConsumer, as_dict, StreamState, count, text_token, tool_arguments, tool_start
-from .openai import OpenAIClient
+from .named_events import NamedEventClient, StreamState, as_dict, count, text_token, tool_arguments, tool_start
 
 #: the ``anthropic-version`` header sent (the API version whose event stream this reads)
 ANTHROPIC_VERSION = "2023-06-01"
@@ -87,7 +86,7 @@ def anthropic_tools(tools: list[dict]) -> list[dict]:
     return out
 
 
-class MessagesClient(OpenAIClient):
+class MessagesClient(NamedEventClient):
     DIALECTS = ("messages",)
     CLOSING = "message_stop"
     #: the API's prompt counter (llama.cpp, vLLM, Anthropic): ``{model, messages}`` → ``{input_tokens}``
@@ -95,7 +94,6 @@ class MessagesClient(OpenAIClient):
                       lambda text, model: {"model": model, "messages": [{"role": "user", "content": text}]})
 
     def __init__(self, http: httpx.Client, *args: Any, **kwargs: Any):
-        kwargs.setdefault("continuous_usage", False)
         super().__init__(http, *args, **kwargs)
         # the API's own headers, on this target's client: the key (sent as Authorization: Bearer by
         # make_http_client, which llama.cpp and vLLM read) as x-api-key too, which Anthropic's clients send
@@ -103,9 +101,6 @@ class MessagesClient(OpenAIClient):
         if auth.lower().startswith("bearer ") and http.auth is None:
             http.auth = XApiKey(auth[len("bearer "):])
         http.headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
-
-    def __repr__(self) -> str:
-        return f"MessagesClient({self.base_url!r}, model={self.model!r})"
 
     @property
     def api_name(self) -> str:
@@ -133,9 +128,6 @@ class MessagesClient(OpenAIClient):
                       **({"tools": anthropic_tools(tools)} if tools else {}), **(extra or {})}
         return self._stream(self.base_url + "/v1/messages", "", "", max_tokens, expected_prompt_tokens,
                             body_extra, keep_output=True)
-
-    def _consumer(self, b: RecordBuilder) -> NamedEventConsumer:  # type: ignore[override]
-        return NamedEventConsumer(self, b)
 
     def _typed(self, b: RecordBuilder, t: int, kind: str, obj: dict, state: StreamState) -> None:
         if kind == "content_block_delta":

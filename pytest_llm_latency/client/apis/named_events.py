@@ -13,7 +13,7 @@ from ...core.measure.record import RecordBuilder
 from ..transport.failures import PROXY_TIMEOUT_HINT
 from ..transport.http import Redactor
 from ..transport.sse import SSEDecoder
-from .openai import _count, event_json
+from .openai import OpenAIClient, _count, event_json
 
 
 @dataclass
@@ -155,3 +155,18 @@ class NamedEventConsumer:
 def count(v: Any, what: str, obj: dict) -> int | None:
     """A token count from usage: a non-negative int, or None when absent (``ProtocolError`` else)."""
     return _count(v, what, str(obj)[:120])
+
+
+class NamedEventClient(OpenAIClient):
+    """What the Responses and Messages clients share beside the chat client's discovery and status
+    errors: no ``continuous_usage_stats`` (a chat-completions extension) and this module's reader."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        kwargs.setdefault("continuous_usage", False)
+        super().__init__(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.base_url!r}, model={self.model!r})"
+
+    def _consumer(self, b: RecordBuilder) -> NamedEventConsumer:  # type: ignore[override]
+        return NamedEventConsumer(self, b)  # type: ignore[arg-type]  # each subclass defines CLOSING and _typed

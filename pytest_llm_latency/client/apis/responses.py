@@ -14,13 +14,12 @@ chat's (``OpenAIClient``); the stream is read by ``named_events``.  The protocol
 """
 from __future__ import annotations
 
-from typing import Any
 
 from ...core.errors import MeasurementError
 from ...core.measure.record import RecordBuilder, RequestRecord
-from .named_events import (NamedEventConsumer, StreamState, as_dict, count, error_message, tail, text_token,
+from .named_events import (NamedEventClient, StreamState, as_dict, count, error_message, tail, text_token,
     tool_arguments, tool_start)
-from .openai import OpenAIClient, llamacpp_timings
+from .openai import llamacpp_timings
 
 #: answer text events: the text, and a refusal (the model's answer too, on OpenAI's API)
 ANSWER_DELTAS = ("response.output_text.delta", "response.refusal.delta")
@@ -57,18 +56,11 @@ def responses_tools(tools: list[dict]) -> list[dict]:
     return [{"type": "function", **(t.get("function") or {})} for t in tools]
 
 
-class ResponsesClient(OpenAIClient):
+class ResponsesClient(NamedEventClient):
     DIALECTS = ("responses",)
     CLOSING = "response.completed"
     #: the API's prompt counter (llama.cpp): ``{model, input}`` → ``{input_tokens}``, the rendered prompt's count
     COUNT_ENDPOINT = ("/v1/responses/input_tokens", lambda text, model: {"model": model, "input": text})
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        kwargs.setdefault("continuous_usage", False)  # a chat-completions extension: not on this API
-        super().__init__(*args, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"ResponsesClient({self.base_url!r}, model={self.model!r})"
 
     @property
     def api_name(self) -> str:
@@ -94,9 +86,6 @@ class ResponsesClient(OpenAIClient):
                       **(extra or {})}
         return self._stream(self.base_url + "/v1/responses", "", "", max_tokens, expected_prompt_tokens,
                             body_extra, keep_output=True)
-
-    def _consumer(self, b: RecordBuilder) -> NamedEventConsumer:  # type: ignore[override]
-        return NamedEventConsumer(self, b)
 
     def _typed(self, b: RecordBuilder, t: int, kind: str, obj: dict, state: StreamState) -> None:
         if kind in ANSWER_DELTAS:
