@@ -1,15 +1,13 @@
 """The typed parts of a workload's result, beside its summaries and verdict (``core.result.result``).
 
 Each part is a plain dataclass whose field names are the keys of its object in the results
-JSON (``data/results.schema.json``, version 2): ``result.load.throughput_rps`` is
+JSON (``data/results.schema.json``, version 3): ``result.load.throughput_rps`` is
 ``results[i].load.throughput_rps``.  A field that is None (or an empty dict/list) was not
 measured and is left out of the JSON.  ``set(**figures)`` refuses a name the part has not
 got, so a misspelled writer fails at once instead of writing a key nobody reads.
 
-One serialization: ``to_json`` / ``from_json`` (a dict with the same field names; a
-non-finite float, a miss, is None, JSON has no Infinity).  ``docs/result-json.md`` maps
-every version-1 ``extra`` key to its place here.
-"""
+One serialization: ``to_json`` / ``from_json`` (same field names; a non-finite float, a miss, is
+None: JSON has no Infinity).  ``docs/result-json.md`` maps every version-1 ``extra`` key here."""
 from __future__ import annotations
 
 import math

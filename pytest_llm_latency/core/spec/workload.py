@@ -3,7 +3,6 @@
 Pure: builds frozen dataclasses from plain mappings and raises ``ConfigError``
 naming the key path and the fix.  Where a value came from (file:line, marker,
 CLI) is supplied by the caller through ``where``.
-Budget keys: ``core.spec.budgets``.
 """
 from __future__ import annotations
 
