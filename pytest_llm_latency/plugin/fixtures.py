@@ -253,7 +253,8 @@ def apply_statistics(w: Workload, settings: Settings, marker_spec: dict[str, Any
     extra = {"confidence": conf.value} if conf.value is not None else {}
     if samples is None and not extra:
         return w
-    return with_statistics(w, extra, lambda p: f"{conf.source} {'.'.join(map(str, p))}", samples)
+    out: Workload = with_statistics(w, extra, lambda p: f"{conf.source} {'.'.join(map(str, p))}", samples)
+    return out
 
 
 def apply_workers(w: Workload, settings: Settings, marker_spec: dict[str, Any]) -> Workload:

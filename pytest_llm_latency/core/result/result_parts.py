@@ -1,6 +1,6 @@
 """The typed parts of a workload's result, beside its summaries and verdict (``core.result.result``).
 
-Each part is a plain dataclass whose field names are the keys of its object in the results
+Each part (``core.result.part.Part``) is a plain dataclass whose field names are the keys of its object in the results
 JSON (``data/results.schema.json``, version 3): ``result.load.throughput_rps`` is
 ``results[i].load.throughput_rps``.  A field that is None (or an empty dict/list) was not
 measured and is left out of the JSON.  ``set(**figures)`` refuses a name the part has not
@@ -10,61 +10,11 @@ One serialization: ``to_json`` / ``from_json`` (same field names; a non-finite f
 None: JSON has no Infinity).  ``docs/result-json.md`` maps every version-1 ``extra`` key here."""
 from __future__ import annotations
 
-import math
 import copy as _copy
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 from ..statuses import BaselineStatus, GateStatus
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    return v
-
-
-def _unset(v: Any) -> bool:
-    """None or an empty dict/list: not measured (left out of the JSON)."""
-    return v is None or (isinstance(v, (dict, list)) and not v)
-
-
-class Part:
-    """What every part has: strict ``set``, ``to_json``, ``from_json``, emptiness."""
-
-    NAME: ClassVar[str] = ""          # its key in a result's JSON object
-    TRANSIENT: ClassVar[tuple[str, ...]] = ()  # working data, never serialized
-
-    def set(self, **figures: Any) -> None:
-        names = {f.name for f in fields(self)}  # type: ignore[arg-type]
-        unknown = sorted(set(figures) - names)
-        if unknown:
-            raise AttributeError(f"{type(self).__name__} has no field {', '.join(map(repr, unknown))} "
-                                 f"(fields: {', '.join(sorted(names))})")
-        for k, v in figures.items():
-            setattr(self, k, v)
-
-    def to_json(self) -> dict[str, Any]:
-        values = ((f.name, getattr(self, f.name)) for f in fields(self))  # type: ignore[arg-type]
-        return {k: _jsonable(v) for k, v in values if k not in self.TRANSIENT and not _unset(v)}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Part":
-        names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise ValueError(f"results JSON: {cls.NAME} has no key {', '.join(map(repr, unknown))} "
-                             f"(keys: {', '.join(sorted(names))})")
-        return cls(**data)
-
-    def __bool__(self) -> bool:
-        return bool(self.to_json())
-
-    def copy(self):
-        return _copy.deepcopy(self)
+from .part import Part, unset as _unset
 
 
 @dataclass
