@@ -23,7 +23,8 @@ def sender(client, output_tokens: int, extra: dict | None) -> Callable[..., "Req
 
     A prompt of a structured workload (``Prompt.structured``) carries its own fields: a constrained one
     adds the schema's request fields (``core.spec.structured_spec.schema_fields``) to ``extra`` and
-    its answer must validate (else a ``schema_violation`` failure); the outcome keeps its role."""
+    its answer must validate (else a ``schema_violation`` failure); the outcome keeps its role, and a
+    mixed workload's prompt its class (``Prompt.mix_class``)."""
     def one(p: Prompt, t_scheduled_ns: int | None = None) -> RequestRecord | Failure:
         ask = p.structured
         fields = extra
@@ -33,6 +34,7 @@ def sender(client, output_tokens: int, extra: dict | None) -> Callable[..., "Req
             out = output_tokens if p.output_tokens is None else p.output_tokens  # its own, if drawn
             rec = client.stream(p.system, p.user, out, expected_prompt_tokens=p.expected_tokens, extra=fields)
             rec.t_scheduled_ns = t_scheduled_ns
+            rec.mix_class = p.mix_class
             if ask is None:
                 return rec
             rec.structured = ask.role
@@ -48,7 +50,7 @@ def sender(client, output_tokens: int, extra: dict | None) -> Callable[..., "Req
             if t_scheduled_ns is not None and isinstance(partial, RequestRecord):
                 partial.t_scheduled_ns = t_scheduled_ns
             failure = Failure.from_error(exc)  # keeps the TTFT and gaps measured before the failure
-            return failure if ask is None else replace(failure, structured=ask.role)
+            return replace(failure, structured=None if ask is None else ask.role, mix_class=p.mix_class)
     return one
 
 

@@ -83,6 +83,7 @@ class RequestRecord:
     # structured output (core.measure.structured): "constrained" (sent with the schema, its answer validated),
     # "comparison" (the unconstrained twin), None (not a structured workload)
     structured: str | None = None
+    mix_class: str | None = None            # a mixed workload's class (core.spec.mix_spec), None: not a mix
 
     def __post_init__(self):
         if self.t_submit_ns is None:

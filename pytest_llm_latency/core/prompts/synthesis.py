@@ -47,6 +47,7 @@ class Prompt:
     key: int | str | None = None  # the trace row this prompt replays (core.prompts.block_text.BlockSpec.key), else None
     # a structured workload's request: its schema and role (core.measure.structured), else None
     structured: SchemaAsk | None = None
+    mix_class: str | None = None  # a mixed workload's class this request belongs to (core.spec.mix_spec), else None
 
     @property
     def text(self) -> str:

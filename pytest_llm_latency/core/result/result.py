@@ -75,6 +75,7 @@ class Failure:
     # the worker process that sent it, "pid@host" (client/placement/processes/workers.py)
     worker: str | None = None
     structured: str | None = None         # its role in a structured workload (RequestRecord.structured)
+    mix_class: str | None = None          # its class in a mixed workload (RequestRecord.mix_class)
 
     @classmethod
     def from_error(cls, exc: MeasurementError) -> Failure:
