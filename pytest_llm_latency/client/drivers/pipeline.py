@@ -27,6 +27,7 @@ from ..placement.plan import in_flight, planned_requests
 from .load_report import client_summary, load_summary
 from ..server.server_view import ServerTimeline
 from ..prepare.tokens import model_note, new_nonce, prepare_prompts
+from ...core.spec.mix_spec import window
 from ..load.send_one import no_gc_pauses as _no_gc_pauses, sender
 from . import structured_run
 from .base import Run, Sent
@@ -55,8 +56,12 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
         if own is not None:
             prompts, how = own(client, workload, seed=seed, nonce=f"{nonce}|{salt_context}", counter=counter)
         else:
-            prompts, how = prepare_prompts(client, replace(sending, samples=planned_requests(sending)), seed=seed,
-                                           nonce=f"{nonce}|{salt_context}", counter=counter)
+            # a mix's class sequence cycles over the measured samples, not the planned extras (core.spec.mix_spec)
+            to_plan = replace(sending, samples=planned_requests(sending),
+                              mix=window(sending.mix, sending.mix.start, sending.mix.cycle or sending.samples)
+                              if sending.mix is not None else None)
+            prompts, how = prepare_prompts(client, to_plan, seed=seed, nonce=f"{nonce}|{salt_context}",
+                                           counter=counter)
         prompts = structured_run.ask(prompts, workload)  # a structured workload's schema, and its twins
         if how:
             info["prompt_counter"] = how  # information, not a note (notes are warnings)
@@ -136,7 +141,8 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
     deviations = [r.prompt_deviation for r in records if r.prompt_deviation]
     if deviations:
         planned = "rows' input_length" if workload.trace is not None else \
-            "drawn lengths" if workload.prompt_dist is not None else workload.prompt_tokens
+            "drawn lengths" if workload.prompt_dist is not None else \
+            "classes' lengths" if workload.mix is not None else workload.prompt_tokens
         res.notes.append(f"prompt_tokens deviated from the planned {planned} on {len(deviations)} "
                          f"of {len(records)} requests (by {min(deviations):+d}..{max(deviations):+d} tokens)")
     counted, count_notes, res.facts.per_chunk_itl = recovery.report(records)

@@ -181,6 +181,15 @@ def prepare_prompts(client, workload: Workload, *, seed: int, nonce: str,
                     shared_prefix_tokens=workload.shared_prefix_tokens,
                     prefix_groups=(groups.groups, groups.tokens) if groups else None)
     lengths, outputs = None, None
+    if workload.mix is not None:  # every class its own lengths and system part (client.prepare.mixed_prompts)
+        from .mixed_prompts import mixed_prompts
+
+        prompts = mixed_prompts(counter, workload.mix, n=n, warmup=workload.warmup, cold=1 if workload.cold_budget
+                                else 0, seed=seed, nonce=nonce, context=context_length(client))
+        if getattr(counter, "per_char", None) is not None:
+            how = (f"{how}; not corrected on the server's count: the mix's classes have different lengths and the "
+                   f"server has no tokenize endpoint, so each request's check reports its deviation")
+        return prompts, how
     if workload.prompt_dist is not None or workload.output_dist is not None:
         context = context_length(client)
         floor = 1 + max(workload.system_prompt_tokens, workload.shared_prefix_tokens, groups.tokens if groups else 0)

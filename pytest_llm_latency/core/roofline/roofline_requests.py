@@ -50,10 +50,10 @@ class PerRequest:
 
 
 def varied_lengths(workload: Any) -> bool:
-    """Do the requests' lengths vary by design (a length distribution or a trace)?  Then the gate
+    """Do the requests' lengths vary by design (a length distribution, a trace or a mix)?  Then the gate
     judges per-request ceilings; otherwise the one mean context (unchanged arithmetic)."""
     return (getattr(workload, "prompt_dist", None) is not None or getattr(workload, "output_dist", None) is not None
-            or getattr(workload, "trace", None) is not None)
+            or getattr(workload, "trace", None) is not None or getattr(workload, "mix", None) is not None)
 
 
 def request_decodes(records: Sequence[Any], default_prompt: int) -> list[RequestDecode]:

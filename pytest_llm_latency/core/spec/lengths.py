@@ -91,7 +91,7 @@ def mean_lengths(workload: Any, records: list) -> tuple[float, float]:
     (``expected_prompt_tokens`` / ``expected_output_tokens``, else what the server counted);
     otherwise, or with no records, the workload's numbers."""
     varied = workload.prompt_dist is not None or workload.output_dist is not None or \
-        getattr(workload, "trace", None) is not None
+        getattr(workload, "trace", None) is not None or getattr(workload, "mix", None) is not None
     if not varied or not records:
         return float(workload.prompt_tokens), float(workload.output_tokens)
     prompts = [r.expected_prompt_tokens or r.prompt_tokens or workload.prompt_tokens for r in records]

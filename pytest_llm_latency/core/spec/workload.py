@@ -17,6 +17,7 @@ from ..measure.coldstart import COLD_BUDGET, COLD_STARTS
 from ..measure.compare import parse_tolerances
 from ..errors import ConfigError
 from .lengths import LengthDist, PrefixGroups, parse_prefix_groups, workload_lengths
+from .mix_spec import MIX_KEY, Mix, mix_workload_spec
 from .prefill_spec import PREFILL_ROOFLINE_KEYS, PREFILL_SLO_KEYS, parse_prefill_slo, parse_prompt_sweep
 from .prompt_buckets import BY_PROMPT_KEYS, PromptBudget, parse_prompt_budget, under
 from .load_spec import (DURATION_MAX_REQUESTS, LOAD_KEYS, Load, default_workers, make_load, parse_workers, with_ray,
@@ -81,6 +82,8 @@ class Workload:
     # answers held to a JSON Schema, validated, the overhead budget (core.spec.structured_spec)
     request: RequestKeys | None = None
     structured: StructuredSpec | None = None
+    # issue 37: classes sharing one loop, each judged on its own budgets (core.spec.mix_spec, core.checks.mix)
+    mix: Mix | None = None
 
     @property
     def cold_budget(self) -> Budget | None:
@@ -124,7 +127,7 @@ WORKLOAD_KEYS = ("class", "prompt_tokens", "output_tokens", "samples", "warmup",
                  "shared_prefix_tokens", "shared_prefix_groups", "concurrency", "max_error_rate", "slo", "roofline",
                  "cold_starts", "prompt_sweep",
                  "confidence", "inconclusive", "min_samples", "max_samples", "regression",
-                 "baseline_target", "workers", "ray", STRUCTURED_KEY) + REQUEST_KEYS + AGENT_KEYS + LOAD_KEYS \
+                 "baseline_target", "workers", "ray", STRUCTURED_KEY, MIX_KEY) + REQUEST_KEYS + AGENT_KEYS + LOAD_KEYS \
     + TRACE_KEYS
 
 
@@ -141,6 +144,7 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
                               f"allowed: {', '.join(WORKLOAD_KEYS)}")
     spec = upgrade_workload(spec, where)
     trace, spec = trace_workload_spec(spec, where)
+    mix, spec = mix_workload_spec(spec, where, BUILTIN_CLASSES)
     klass_name = spec.get("class", name if name in BUILTIN_CLASSES else AGENT_CLASS if "steps" in spec else "custom")
     if not isinstance(klass_name, str):
         raise ConfigError(f"{where(('class',))}: expected a class name ({', '.join(BUILTIN_CLASSES)} or custom), "
@@ -243,7 +247,8 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     # round) at a time -- the closed loop ``samples: auto`` runs; an open-loop load run, a rate
     # sweep (both: queueing couples the samples), a prompt sweep (judged on its fit) and agent
     # sessions keep the point estimate unless ``confidence`` is set (README "Statistical verdicts")
-    closed_loop = load is None and rate_sweep is None and not sweep and agent is None and trace is None
+    closed_loop = load is None and rate_sweep is None and not sweep and agent is None and trace is None \
+        and mix is None  # a mix: per-class samples are not fixed in advance
     # an A/B run's verdict is the block-bootstrap comparison of its arms; its own budgets keep the
     # point estimate too (the fixed 20 could never pass a p95 at 95%: README "Deploy gate")
     at_confidence = closed_loop and spec.get("baseline_target", None) is None
@@ -266,7 +271,8 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
                  regression=parse_tolerances(spec.get("regression", None), where(("regression",))) or None,
                  baseline_target=spec.get("baseline_target", None), prompt_dist=dists[0], output_dist=dists[1],
                  shared_prefix_groups=groups, trace=trace, prompt_budgets=prompt_budgets, structured=structured,
-                 request=parse_request_keys(spec, None if trace else (dists[1] and dists[1].min) or output, where))
+                 request=parse_request_keys(spec, None if trace else (dists[1] and dists[1].min) or output, where),
+                 mix=mix)
     check_structured(structured, agent=agent is not None, trace=trace is not None, samples=samples, where=where)
     if (w.prompt_dist or w.output_dist or groups) and w.agent is not None:
         key = "shared_prefix_groups" if groups else "prompt_tokens" if w.prompt_dist else "output_tokens"

@@ -186,6 +186,29 @@ class BucketRow:
 
 
 @dataclass(frozen=True)
+class ClassRow:
+    """One class of a mixed workload (``core.checks.mix``: JSON ``mix.classes``)."""
+    name: str
+    status: str
+    requests: int | None
+    stats: dict[str, float]                 # ttft_p95_ms, ... (None values left out)
+    budgets: tuple[tuple[str, str], ...]    # (key, status)
+    scalars: tuple[tuple[str, Any], ...]    # weight, requests, completed, failed, status: for JUnit
+
+    def stat(self, key: str) -> float | None:
+        return self.stats[key] if key in self.stats else None
+
+    @classmethod
+    def parse(cls, raw: dict) -> "ClassRow":
+        stats = {str(k): float(v) for k, v in _dict(raw.get("stats")).items() if num(v) is not None}
+        budgets = tuple((str(b.get("key")), str(b.get("status"))) for b in _list(raw.get("budgets"))
+                        if isinstance(b, dict))
+        return cls(text(raw.get("name")) or "?", text(raw.get("status")) or "?", count(raw.get("requests")), stats,
+                   budgets, tuple((k, raw[k]) for k in ("status", "weight", "requests", "completed", "failed")
+                                  if isinstance(raw.get(k), (int, float, str))))
+
+
+@dataclass(frozen=True)
 class Shown:
     """A finding as the renderers show it: its check, its kind (``core.findings.KINDS``), its text."""
     check: str
@@ -218,6 +241,7 @@ class ResultEntry(WithParts):
     findings: list[Shown] = field(default_factory=list)
     failures: dict[str, int] = field(default_factory=dict)
     buckets: list[BucketRow] = field(default_factory=list)         # by_prompt.buckets, typed
+    classes: list[ClassRow] = field(default_factory=list)          # mix.classes, typed
     turn_reuse: dict[int, float] = field(default_factory=dict)     # agent.turns: turn -> prefix reuse
     requests: list[RequestRow] = field(default_factory=list)       # every request row (send_ms None: untimed)
     untimed: int = 0                                               # request rows with no send time (or malformed)
@@ -249,6 +273,7 @@ class ResultEntry(WithParts):
             **parts,  # type: ignore[arg-type]
             buckets=[BucketRow.parse(b) for b in _list(_dict(d.get("by_prompt")).get("buckets"))
                      if isinstance(b, dict)],
+            classes=[ClassRow.parse(c) for c in _list(_dict(d.get("mix")).get("classes")) if isinstance(c, dict)],
             turn_reuse={t["turn"]: float(t["reuse"]) for t in _list(_dict(d.get("agent")).get("turns"))
                         if isinstance(t, dict) and count(t.get("turn")) is not None
                         and num(t.get("reuse")) is not None},

@@ -14,7 +14,7 @@ from .charts import (BucketStep, BudgetLine, CdfSeries, Decode, Mark, MetricSeri
                      cdf_chart, roofline_chart, timeline_chart, ttft_scatter)
 from .document import ResultDocument
 from .entry import Cdf, Entry, Point, RequestRow, ResultEntry, entry_of
-from .terminal import (agent_lines, bound_lines, columns, legend, messages, prefill_lines, reasoned, row,
+from .terminal import (agent_lines, class_rows, bound_lines, columns, legend, messages, prefill_lines, reasoned, row,
                        verdict_label)
 
 CDF_METRICS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"))
@@ -237,4 +237,14 @@ def build(doc: ResultDocument | dict) -> dict:
     with_reasoning = reasoned(results)
     return {"fingerprint": fingerprint(typed, results), "columns": columns(results), "legend": legend(results),
             "counts": counts, "tests": tests,
-            "rows": [(t["anchor"], t["verdict"], row(r, with_reasoning)) for t, r in zip(tests, results)]}
+            "rows": table_rows(tests, results, with_reasoning)}
+
+
+def table_rows(tests: list[dict], results: list[ResultEntry], reasoning: bool) -> list[tuple[str, str, tuple]]:
+    """(anchor, verdict, cells) of every row: each test's, then its classes' (a mixed workload: the class's
+    own verdict, ``core.checks.mix``)."""
+    out = []
+    for t, r in zip(tests, results):
+        out.append((t["anchor"], t["verdict"], row(r, reasoning)))
+        out += [(t["anchor"], cells[-1].lower(), cells) for cells in class_rows(r, reasoning)]
+    return out

@@ -36,4 +36,8 @@ def junit_properties(entry: Entry, prefix: str = PREFIX) -> list[tuple[str, Any]
                 props.append((f"{prefix}{part}.{k}", int(v) if isinstance(v, bool) else v))
     for row in e.buckets:
         props += [(f"{prefix}by_prompt.{row.key}.{k}", v) for k, v in row.scalars]
+    for c in e.classes:  # a mixed workload's classes: llm.mix.chat.status, llm.mix.chat.ttft_p95_ms, ...
+        at = f"{prefix}mix.{c.name}."
+        props += [(at + k, v) for k, v in c.scalars] + [(at + k, v) for k, v in c.stats.items()]
+        props += [(f"{at}budget.{k}", status) for k, status in c.budgets]
     return props

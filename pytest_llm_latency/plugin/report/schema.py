@@ -164,7 +164,28 @@ _WORKER = {"type": "object", "additionalProperties": False,
                                               "clock minus the driver's (round-trip estimate)"},
                           "clock_rtt_ms": {"type": ["number", "null"], "description": "ray: the round trip the "
                                            "offset was estimated from (its error is at most half of it)"}}}
+_CLASS_BUDGET = {"type": "object", "additionalProperties": False, "required": ["key", "status"],
+                 "properties": {"key": {"type": "string"}, "limit": {"type": "number"}, "unit": {"type": "string"},
+                                "observed": {"type": ["number", "null"], "description": "the class's statistic "
+                                             "the budget names (null: a budget judged on other figures)"},
+                                "status": {"enum": ["pass", "fail", "error"]}}}
+_MIX_CLASS = {"type": "object", "additionalProperties": False, "required": ["name", "weight", "status"],
+              "properties": {"name": {"type": "string"}, "weight": {"type": "number"},
+                             "requests": {"type": "integer", "minimum": 0}, "completed": {"type": "integer"},
+                             "failed": {"type": "integer"},
+                             "prompt_tokens": {"type": ["integer", "string"], "description": "a number, or the "
+                                               "distribution's description"},
+                             "output_tokens": {"type": ["integer", "string"]},
+                             "status": {"enum": ["pass", "fail", "error"]},
+                             "stats": {"type": "object", "additionalProperties": {"type": ["number", "null"]},
+                                       "description": "ttft_p95_ms, tpot_p50_ms, ...: failures counted as misses"},
+                             "budgets": {"type": "array", "items": _CLASS_BUDGET},
+                             "violations": {"type": "array", "items": {"type": "string"}},
+                             "errors": {"type": "array", "items": {"type": "string"}},
+                             "stall": {"type": "object", "description": "the class's stall figures "
+                                       "(the stall part's keys)"}}}
 _SPECIAL = {"by_prompt.buckets": {"type": "array", "items": _BUCKET},
+            "mix.classes": {"type": "array", "items": _MIX_CLASS},
             "load.worker_lag": {"type": "array", "items": _WORKER},
             "agent.turns": {"type": "array", "items": _TURN},
             "baseline.comparisons": {"type": "array", "items": _COMPARISON},

@@ -8,6 +8,7 @@ from .entry import Entry, ResultEntry, entries_of, entry_of
 COLUMNS = ("test", "n", "TTFT p50", "TTFT p95", "TPOT p50", "TPOT p95", "decode tok/s", "out tok/s", "verdict")
 LEGEND = ("times in ms; decode tok/s = 1000 / TPOT p50; out tok/s = p50 of N / E2E per request; "
           "inf = failed requests counted as misses; * = see notes")
+MIX_LEGEND = "; [class] = a mixed workload's class, judged on its own budgets"
 #: shown before ``verdict`` when a result reasoned (JSON ``measurement.reasoning_*``, ``core.measure.reasoning``)
 REASONING_COLUMN = "reasoning"
 REASONING_LEGEND = ("; reasoning = share of the output tokens that were reasoning (TPOT and the roofline count "
@@ -25,7 +26,9 @@ def columns(results: Sequence[Entry]) -> tuple[str, ...]:
 
 
 def legend(results: Sequence[Entry]) -> str:
-    return LEGEND + (REASONING_LEGEND if reasoned(entries_of(results)) else "")
+    typed = entries_of(results)
+    return LEGEND + (REASONING_LEGEND if reasoned(typed) else "") + \
+        (MIX_LEGEND if any(r.classes for r in typed) else "")
 
 
 def _reasoning_share(r: ResultEntry) -> str:
@@ -70,6 +73,23 @@ def row(r: Entry, reasoning: bool = False) -> tuple[str, ...]:
             _stat(e, "output_tps", "p50")) + ((_reasoning_share(e),) if reasoning else ()) + (verdict_label(e),)
 
 
+def class_rows(r: Entry, reasoning: bool = False) -> list[tuple[str, ...]]:
+    """A mixed workload's classes under its row (JSON ``mix.classes``): ``  [chat]``, the class's requests,
+    TTFT and TPOT p50/p95 and its own verdict (``core.checks.mix``); the run-wide columns are ``-``."""
+    out = []
+    for c in entry_of(r).classes:
+        cells = [_fmt(c.stat(k), d) for k, d in (("ttft_p50_ms", 1), ("ttft_p95_ms", 1), ("tpot_p50_ms", 2),
+                                                  ("tpot_p95_ms", 2))]
+        out.append((f"  [{c.name}]", "-" if c.requests is None else str(c.requests), *cells, "-", "-")
+                   + (("-",) if reasoning else ()) + (c.status.upper(),))
+    return out
+
+
+def rows_of(results: Sequence[Entry], reasoning: bool) -> list[tuple[Entry, tuple[str, ...]]]:
+    """Every table row: each result's, then its classes' (a mixed workload)."""
+    return [(r, cells) for r in results for cells in [row(r, reasoning)] + class_rows(r, reasoning)]
+
+
 #: how the summary names a finding's kind (a failed check and a likely cause are said as violations)
 SAID_AS = {"violation": "violation", "failed": "violation", "cause": "violation", "error": "error", "note": "note"}
 
@@ -83,7 +103,7 @@ def messages(r: Entry) -> list[tuple[str, str, str]]:
 def summary_lines(results: Sequence[Entry]) -> list[str]:
     typed = entries_of(results)
     header, with_reasoning = columns(typed), reasoned(typed)
-    rows = [row(r, with_reasoning) for r in typed]
+    rows = [cells for _, cells in rows_of(typed, with_reasoning)]
     widths = [max(len(h), *(len(cells[i]) for cells in rows)) for i, h in enumerate(header)]
     fmt = lambda cells: "  ".join(c.ljust(w) if i in (0, len(cells) - 1) else c.rjust(w)  # noqa: E731
                                   for i, (c, w) in enumerate(zip(cells, widths))).rstrip()

@@ -1,0 +1,112 @@
+"""A mixed workload judged per class (issue 37, ``core.spec.mix_spec``; docs/sharing-a-server.md).
+
+Each class is one sub-result: its own requests (``RequestRecord.mix_class`` / ``Failure.mix_class``) and
+failures, the workload's statistics settings and the class's budgets, with the run's facts and client
+health (one run, one client).  ``CLASS_CHECKS`` judge it as they judge any workload, and every finding comes
+back named by its class ("chat: TTFT p95 612.0 ms > budget 500 ms ..."): one test item, one verdict line per
+class, the class's figures in ``res.mix`` (``core.result.mix_parts.MixInfo``).  The checks that judge the run
+as a whole (error rate, server, roofline, regression, diagnosis) run on the whole mix as for any workload."""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, replace
+
+from ..findings import Finding, part_update
+from ..result.result import METRIC_LABEL, Violation, WorkloadResult, measured
+from ..spec.mix_spec import MixClass
+from ..spec.workload import Workload
+from .budgets import check_budgets
+from .samples import check_samples, judgeable
+
+CHECK = "mix"
+#: what judges one class, in this order
+CLASS_CHECKS = (check_samples, check_budgets)
+#: the class figures the JSON keeps (ms), failures counted as misses
+FIGURES = tuple(f"{m}_{s}" for m in ("ttft", "tpot", "itl", "e2e") for s in ("p50", "p95", "p99"))
+
+
+@dataclass(frozen=True)
+class ClassViolation(Violation):
+    """A class's miss: the ordinary message after the class's name."""
+    mix_class: str = ""
+    text: str = ""           # the class's own violation message
+
+    @property
+    def message(self) -> str:
+        return f"{self.mix_class}: {self.text}"
+
+
+def class_workload(w: Workload, c: MixClass, requests: int) -> Workload:
+    """The workload one class of ``w`` is judged as: its lengths and budgets, ``w``'s statistics."""
+    return replace(w, name=f"{w.name}[{c.name}]", klass=c.klass, prompt_tokens=c.nominal_prompt,
+                   output_tokens=c.nominal_output, system_prompt_tokens=c.system_prompt_tokens,
+                   prompt_dist=None if isinstance(c.prompt_tokens, int) else c.prompt_tokens,
+                   output_dist=None if isinstance(c.output_tokens, int) else c.output_tokens,
+                   budgets=c.budgets, samples=max(requests, 1), mix=None, prompt_budgets=())
+
+
+def class_result(res: WorkloadResult, c: MixClass) -> WorkloadResult:
+    """``res``'s requests of class ``c`` as a measurement of their own (not judged)."""
+    records = [r for r in res.records if r.mix_class == c.name]
+    failures = [f for f in res.failures if f.mix_class == c.name]
+    sub = measured(class_workload(res.workload, c, len(records) + len(failures)), records, failures)
+    sub.facts = copy.copy(res.facts)  # one run: its server, cold starts and client are every class's
+    sub.client, sub.measurement, sub.load = res.client, res.measurement, res.load.copy()
+    return sub
+
+
+def check_mix(res: WorkloadResult) -> list[Finding]:
+    mix = res.workload.mix
+    if mix is None or not judgeable(res):
+        return [part_update(CHECK, "mix", classes=[])]
+    rows: list[dict] = []
+    out: list[Finding] = [part_update(CHECK, "mix", classes=rows)]
+    for c in mix.classes:
+        sub = class_result(res, c)
+        row = _row(c, sub)
+        rows.append(row)
+        for check in CLASS_CHECKS:
+            for f in check(sub):
+                out += _named(c.name, f, sub, row)
+        row["status"] = "error" if row["errors"] else "fail" if row["violations"] else "pass"
+        row["budgets"] = [_budget_row(sub, b.key, row) for b in c.budgets]
+        del row["failed_keys"]
+    return out
+
+
+def _named(name: str, f: Finding, sub: WorkloadResult, row: dict) -> list[Finding]:
+    """The class's finding as the mix's: named by the class, its figures kept in the class's row."""
+    if f.kind == "part":
+        getattr(sub, f.data.part).set(**dict(f.data.fields))
+        return []
+    if f.kind == "violation":
+        v = f.data
+        cv = ClassViolation(v.budget, v.observed, v.summary, v.verdict, mix_class=name, text=v.message)
+        row["violations"].append(v.message)
+        row["failed_keys"].append(v.budget.key)
+        return [Finding(CHECK, "violation", cv.message, cv)]
+    if f.kind in ("error", "failed"):
+        row["errors" if f.kind == "error" else "violations"].append(f.text)
+    return [Finding(f.check if f.kind == "failed" else CHECK, f.kind, f"{name}: {f.text}")]
+
+
+def _row(c: MixClass, sub: WorkloadResult) -> dict:
+    stats = {}
+    for key in FIGURES:
+        metric, stat = key.rsplit("_", 1)
+        s = sub.summaries.get(metric)
+        if s is not None:
+            stats[f"{key}_ms"] = round(s.get(stat), 3)
+    describe = lambda v: v if isinstance(v, int) else v.describe()  # noqa: E731
+    return {"name": c.name, "weight": c.weight, "requests": len(sub.records) + len(sub.failures),
+            "completed": len(sub.records), "failed": len(sub.failures), "prompt_tokens": describe(c.prompt_tokens),
+            "output_tokens": describe(c.output_tokens), "stats": stats, "violations": [], "errors": [],
+            "failed_keys": []}
+
+
+def _budget_row(sub: WorkloadResult, key: str, row: dict) -> dict:
+    b = next(b for b in sub.workload.budgets if b.key == key)
+    s = sub.summaries.get(b.metric)
+    observed = None if s is None or b.metric not in METRIC_LABEL else round(s.get(b.stat), 3)
+    status = "fail" if key in row["failed_keys"] else "error" if row["errors"] else "pass"
+    return {"key": key, "limit": b.limit, "unit": b.unit, "observed": observed, "status": status}
