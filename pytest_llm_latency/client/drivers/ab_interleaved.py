@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from ...core.result.blocks import combine_blocks, combine_workers, workers_failed
 from ...core.result.result import WorkloadResult
+from ...core.spec.mix_spec import window
 from ...core.spec.workload import Workload
 from ..placement import placement_for
 from .base import Run
@@ -47,7 +48,8 @@ class ABInterleaved:
         done, block = 0, 0
         while done < n:
             size = min(ab.block_size, n - done)
-            w = replace(workload, samples=size, sequential=False, budgets=())  # workers, ray: kept
+            # workers, ray: kept; a mix: this block's window of the run's class sequence, the same for both arms
+            w = replace(workload, samples=size, sequential=False, budgets=(), mix=window(workload.mix, done, n))
             # a block's worker processes are new: they warm their connections, as a restarted server is
             spread = placement_for(w).over().dealt
             w = replace(w, warmup=workload.warmup if block == 0 or alternate or spread else 0)
