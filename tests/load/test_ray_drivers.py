@@ -36,3 +36,19 @@ def test_every_driver_that_can_be_dealt_runs_on_the_ray_nodes(name, server, clus
         res = measure_driver(name, make_workload(name, spec), client, "ray")
     nodes = {(r.worker or "").rsplit("@", 1)[-1] for r in res.records}
     assert len(nodes) >= 2 and "" not in nodes, nodes  # pid@<node>: both nodes sent
+
+
+def test_a_mixed_workload_runs_on_the_ray_nodes_tagged_and_judged_per_class(server, cluster):
+    """Issue 37: a mix's classes travel with its prompts to the nodes and back on their records (the one sender),
+    the open loop's class counts exact, each class judged on its own budgets."""
+    from collections import Counter
+
+    mix = {"short": {"weight": 0.75, "prompt_tokens": 48, "output_tokens": 4},
+           "long": {"weight": 0.25, "prompt_tokens": 1500, "output_tokens": 4}}
+    spec = {"mix": mix, "slo": {"short": {"ttft_p50": 60_000}, "long": {"ttft_p50": 60_000}}, "rate": 40,
+            "requests": 16, "warmup": 1, "workers": 2, "ray": cluster.address}
+    res = ray_tier.run(server, cluster.address, spec)
+    assert Counter(r.mix_class for r in res.records) == {"short": 12, "long": 4}, res.failure_message()
+    assert {(r.mix_class, r.prompt_tokens) for r in res.records} == {("short", 48), ("long", 1500)}
+    assert len({(r.worker or "").rsplit("@", 1)[-1] for r in res.records}) >= 2
+    assert res.verdict == "pass" and [c["status"] for c in res.mix.classes] == ["pass", "pass"]
