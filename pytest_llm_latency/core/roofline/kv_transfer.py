@@ -130,14 +130,14 @@ def transfer_floor(model, prompt_tokens: float, link: Link) -> TransferFloor:
     return TransferFloor(prompt_tokens=float(prompt_tokens), bytes=nbytes, link=link, layout=split)
 
 
-def transfer_text(stat: str, observed_ms: float, floor: TransferFloor | None, link: Link | None) -> str:
+def transfer_text(stat: str, observed_ms: float, *, kv_bytes: float | None = None, floor_ms: float | None = None,
+                  link_name: str | None = None, link_gb_s: float | None = None) -> str:
     """``KV transfer p95 180.0 ms for 2.10 GB = 0.47 of the 25 GB/s link (InfiniBand HDR 200G; floor 83.9 ms)``;
-    without model bytes the link alone, without a link nothing more than the figure."""
+    without the model's KV bytes the link alone; without a link the figure alone."""
     head = f"KV transfer {stat} {observed_ms:.1f} ms"
-    if floor is not None:
-        frac = floor.fraction(observed_ms)
-        share = f" = {frac:.2f} of the {floor.link.gb_s:g} GB/s link" if frac is not None else ""
-        return f"{head} for {format_bytes(floor.bytes)}{share} ({floor.link.name}; floor {floor.floor_ms:.1f} ms)"
-    if link is not None:
-        return f"{head} over {link.describe()} (no floor: the model's KV bytes are unknown)"
-    return head
+    if kv_bytes is not None and floor_ms is not None and link_gb_s is not None:
+        share = f" = {floor_ms / observed_ms:.2f} of the {link_gb_s:g} GB/s link" if observed_ms > 0 else ""
+        return f"{head} for {format_bytes(kv_bytes)}{share} ({link_name}; floor {floor_ms:.1f} ms)"
+    if link_gb_s is not None:
+        return f"{head} over {link_name} ({link_gb_s:g} GB/s; no floor: the model's KV bytes are unknown)"
+    return f"{head} (no link given: set kv_link for the floor)"
