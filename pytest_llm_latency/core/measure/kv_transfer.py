@@ -186,7 +186,8 @@ def ttft_split(scrapes: dict[str, tuple[Sample, Sample]], transfer: TransferStat
                                   " (scheduled -> first token on the shipped KV)")):
         if part == "kv_transfer":
             if transfer is not None:
-                out.parts.append(SplitPart(part, transfer.ms["mean"], f"{transfer.source} mean"))
+                out.parts.append(SplitPart(part, transfer.ms["mean"],
+                                           f"{transfer.name} mean on the {transfer.pool} pool"))
             else:
                 out.missing.append(part)
             continue

@@ -135,9 +135,10 @@ def transfer_text(stat: str, observed_ms: float, *, kv_bytes: float | None = Non
     """``KV transfer p95 180.0 ms for 2.10 GB = 0.47 of the 25 GB/s link (InfiniBand HDR 200G; floor 83.9 ms)``;
     without the model's KV bytes the link alone; without a link the figure alone."""
     head = f"KV transfer {stat} {observed_ms:.1f} ms"
+    named = f"{link_name}; " if link_name else ""
     if kv_bytes is not None and floor_ms is not None and link_gb_s is not None:
         share = f" = {floor_ms / observed_ms:.2f} of the {link_gb_s:g} GB/s link" if observed_ms > 0 else ""
-        return f"{head} for {format_bytes(kv_bytes)}{share} ({link_name}; floor {floor_ms:.1f} ms)"
+        return f"{head} for {format_bytes(kv_bytes)}{share} ({named}floor {floor_ms:.1f} ms)"
     if link_gb_s is not None:
-        return f"{head} over {link_name} ({link_gb_s:g} GB/s; no floor: the model's KV bytes are unknown)"
+        return f"{head} over the {link_gb_s:g} GB/s link ({named}no floor: the model's KV bytes are unknown)"
     return f"{head} (no link given: set kv_link for the floor)"

@@ -281,6 +281,8 @@ class ReferenceConfig:
         return args
 
 
+#: a P/D pair's pools (``pd_link``, disagg.py): where each serves its /metrics on the server's port
+POOL_PATHS = {"prefill": "/prefill/metrics", "decode": "/decode/metrics"}
 MAX_SPEC_TOKENS = 32
 _SPEC_KNOBS = ("spec_acceptance", "draft_model", "draft_bytes", "spec_seed")
 _BOOLS = {"": True, "1": True, "true": True, "yes": True, "on": True,  # "": ``?prefix_caching``

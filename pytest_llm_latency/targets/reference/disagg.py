@@ -20,9 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from .config import POOL_PATHS  # noqa: F401 - where the pools' /metrics are served
 from .scheduler import Closed, RequestState, Scheduler
-
-POOL_PATHS = {"prefill": "/prefill/metrics", "decode": "/decode/metrics"}
 
 
 class DisaggPair:
