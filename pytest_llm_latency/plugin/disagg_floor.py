@@ -58,8 +58,7 @@ def apply_floor(res: WorkloadResult, pools: DisaggTarget | None, spec, workload:
         d.floor_note = "no link given (kv_link: a catalog key or GB/s): no transfer floor"
         return
     d.set(link=link.key, link_name=link.name, link_gb_s=link.gb_s, link_source=link.source)
-    prompts = [r.prompt_tokens or r.expected_prompt_tokens for r in res.records]
-    prompts = [p for p in prompts if p]
+    prompts = [p for r in res.records if (p := r.prompt_tokens or r.expected_prompt_tokens)]
     if not prompts:
         d.floor_note = "no completed request: no prompt length for the floor"
         return

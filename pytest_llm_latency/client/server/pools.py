@@ -54,9 +54,10 @@ def record_pools(res, disagg: kt.DisaggTarget | None, before: dict[str, str | No
     scrapes = {}
     silent = []
     for pool, url in disagg.urls().items():
+        texts = before.get(pool), after.get(pool)
         try:
-            pair = (parse_sample(before[pool]), parse_sample(after[pool])) \
-                if before.get(pool) is not None and after.get(pool) is not None else None
+            pair = (parse_sample(texts[0]), parse_sample(texts[1])) \
+                if texts[0] is not None and texts[1] is not None else None
         except MeasurementError:
             pair = None
         if pair is None:

@@ -15,8 +15,8 @@ from .samples import judgeable
 
 CHECK = "kv_transfer"
 HOW_TO = ("give the prefill and decode pools' /metrics URLs: --llm-latency-prefill-metrics-url and "
-          "--llm-latency-decode-metrics-url (env LLM_LATENCY_PREFILL_METRICS_URL..., ini, YAML target.prefill_metrics_url "
-          "/ decode_metrics_url), or a reference://...?pd_link=... target")
+          "--llm-latency-decode-metrics-url (env LLM_LATENCY_PREFILL_METRICS_URL..., ini, YAML "
+          "target.prefill_metrics_url / decode_metrics_url), or a reference://...?pd_link=... target")
 
 
 def check_kv_transfer(res: WorkloadResult) -> list[Finding]:

@@ -202,10 +202,11 @@ def disagg_text(r: ResultEntry) -> list[str]:
     else:
         stats = ", ".join(f"{s} {v:.1f} ms" for s in ("p50", "p95", "max")
                           if (v := getattr(d, f"kv_transfer_ms_{s}")) is not None)
-        out.append(f"KV transfer ({d.transfer_source}, {d.transfers:g} transfers): mean {d.kv_transfer_ms_mean:.1f} ms, "
-                   f"{stats}; p95 {d.kv_transfer_buckets.get('p95', '')}")
+        out.append(f"KV transfer ({d.transfer_source}, {d.transfers:g} transfers): mean "
+                   f"{d.kv_transfer_ms_mean:.1f} ms, {stats}; p95 {d.kv_transfer_buckets.get('p95', '')}")
         if d.transfer_bytes_mean is not None:
-            out.append(f"bytes per transfer (server): {format_bytes(d.transfer_bytes_mean)} ({d.transfer_bytes_source})")
+            out.append(f"bytes per transfer (server): {format_bytes(d.transfer_bytes_mean)} "
+                       f"({d.transfer_bytes_source})")
         if d.transfer_gb_s is not None:
             out.append(f"achieved: {d.transfer_gb_s:.2f} GB/s ({d.transfer_gb_s_source})")
     if d.floor_arithmetic is not None:

@@ -97,6 +97,7 @@ class DisaggPair:
             self._link_free_at = end
             await asyncio.sleep(max(0.0, end - loop.time()))
             self.transfers += 1
+            assert self.decode.metrics is not None  # from_config: every pool has its /metrics
             self.decode.metrics.transferred(end - done.t, self.physics.kv_bytes(prompt_len))
             d = self.decode.submit(prompt_len, max_tokens, target, reason, slowdown=slowdown,
                                    computed=prompt_len - 1)
