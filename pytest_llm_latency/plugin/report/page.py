@@ -203,7 +203,8 @@ def disagg_text(r: ResultEntry) -> list[str]:
         stats = ", ".join(f"{s} {v:.1f} ms" for s in ("p50", "p95", "max")
                           if (v := getattr(d, f"kv_transfer_ms_{s}")) is not None)
         out.append(f"KV transfer ({d.transfer_source}, {d.transfers:g} transfers): mean "
-                   f"{d.kv_transfer_ms_mean:.1f} ms, {stats}; p95 {d.kv_transfer_buckets.get('p95', '')}")
+                   f"{d.kv_transfer_ms_mean:.1f} ms, {stats}"
+                   + (f"; p95 {d.kv_transfer_buckets['p95']}" if "p95" in d.kv_transfer_buckets else ""))
         if d.transfer_bytes_mean is not None:
             out.append(f"bytes per transfer (server): {format_bytes(d.transfer_bytes_mean)} "
                        f"({d.transfer_bytes_source})")
@@ -217,10 +218,10 @@ def disagg_text(r: ResultEntry) -> list[str]:
         out.append(f"link: {d.link_name} ({d.link_source})")
     elif d.floor_note:
         out.append(d.floor_note)
-    if d.ttft_split and d.client_ttft_ms_mean is not None:
+    if r.split and d.client_ttft_ms_mean is not None:
         out.append(f"TTFT mean {d.client_ttft_ms_mean:.1f} ms = "
-                   + " + ".join(f"{p['part'].replace('_', ' ')} {p['ms']:.1f}" for p in d.ttft_split) + " ms")
-        out += [f"{p['part'].replace('_', ' ')}: {p['ms']:.1f} ms from {p['source']}" for p in d.ttft_split]
+                   + " + ".join(f"{p.label} {p.ms:.1f}" for p in r.split) + " ms")
+        out += [f"{p.label}: {p.ms:.1f} ms from {p.source}" for p in r.split]
     return out
 
 

@@ -36,6 +36,6 @@ def junit_properties(entry: Entry, prefix: str = PREFIX) -> list[tuple[str, Any]
                 props.append((f"{prefix}{part}.{k}", int(v) if isinstance(v, bool) else v))
     for row in e.buckets:
         props += [(f"{prefix}by_prompt.{row.key}.{k}", v) for k, v in row.scalars]
-    props += [(f"{prefix}disagg.ttft_split.{p['part']}_ms", p["ms"]) for p in e.disagg.ttft_split]
+    props += [(f"{prefix}disagg.ttft_split.{p.part}_ms", p.ms) for p in e.split]
     props += [(f"{prefix}disagg.kv_transfer_bucket.{k}", v) for k, v in e.disagg.kv_transfer_buckets.items()]
     return props

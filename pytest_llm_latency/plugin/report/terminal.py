@@ -264,7 +264,7 @@ def disagg_lines(results: Sequence[Entry]) -> list[str]:
             head = transfer_text("p95", d.kv_transfer_ms_p95, kv_bytes=d.kv_bytes, floor_ms=d.floor_ms,
                                  link_gb_s=d.link_gb_s, link_name=d.link_name if d.link != "custom" else None)
             head += f"; mean {d.kv_transfer_ms_mean:.1f} ms over {d.transfers:g} transfers"
-        split = " + ".join(f"{p['part'].replace('_', ' ')} {p['ms']:.1f}" for p in d.ttft_split)
+        split = " + ".join(f"{p.label} {p.ms:.1f}" for p in r.split)
         ttft = f"; TTFT mean {d.client_ttft_ms_mean:.1f} ms = {split}" if split and d.client_ttft_ms_mean else ""
         lines.append(f"  {r.nodeid}: {head}{ttft}")
     return ["disaggregated serving (prefill pool -> KV transfer -> decode pool; ms):"] + lines if lines else []
