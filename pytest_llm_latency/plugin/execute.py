@@ -77,6 +77,7 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
     figures), and every check runs once."""
     from ..client.drivers.base import Run
     from ..client.drivers.registry import driver_for
+    from . import disagg_floor
     from .roofline_gate import preflight
 
     try:
@@ -84,7 +85,9 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
         extra = body_fields(item, spec, workload)  # a reasoning key the API cannot take: refused before any request
         workload = with_schema(item, workload)
         preflight(workload, Path(str(item.path)).parent)  # the roofline's model bytes: refused before any request
+        disagg_floor.preflight(spec, workload, f"{item.nodeid} workload {workload.name!r}")  # kv_transfer budgets
         targets = resolve_targets(item, sess, spec, workload)
+        pools = disagg_floor.pools_of(spec, getattr(targets.client, "base_url", None))
     except ConfigError as exc:
         config_failure(exc)
     except TargetDown as exc:
@@ -95,7 +98,7 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
             t0 = time.time_ns()
             run = Run(seed=sess.settings.get("seed"), nonce=sess.nonce or None,
                       salt_context=sess.salt_context(item.nodeid, workload.name), progress=progress, judge=judge,
-                      trace_rows=rows, ab=targets.arms, extra=extra or None)
+                      trace_rows=rows, ab=targets.arms, extra=extra or None, disagg=pools)
             try:
                 res = _measure(sess, workload, driver_for(workload), targets, run)
             except ConfigError as exc:  # found before any request was sent (a trace row beyond the context)
@@ -111,6 +114,7 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
             # inside the lock: a local-cpu bandwidth probe saturates memory bandwidth, so it must
             # not overlap another xdist worker's measurement either
             apply_roofline(item, sess, spec, targets.client, workload, res, roofline_cli or {})
+            disagg_floor.apply_floor(res, pools, spec, workload, Path(str(item.path)).parent, targets.client)
     finally:
         progress.clear()
     return judge(res)  # every check, once (core.checks)

@@ -27,7 +27,7 @@ from ..core.spec.structured_spec import OVERHEAD_BUDGET
 from ..core.spec.prefill_spec import PREFILL_SLO_KEYS
 from ..core.spec.workload import BUDGET_KEYS, WORKLOAD_KEYS, Workload, make_workload, with_budgets
 
-TARGET_KW = ("url", "api", "model")
+TARGET_KW = ("url", "api", "model", "prefill_metrics_url", "decode_metrics_url", "kv_link")
 ROOFLINE_KW = ("min_decode_efficiency", "hardware", "min_prefill_efficiency")
 SLO_KW = BUDGET_KEYS + tuple(k for k in PREFILL_SLO_KEYS if k not in ROOFLINE_KW) + AGENT_BUDGET_KEYS \
     + BY_PROMPT_KEYS + (OVERHEAD_BUDGET,)  # into slo

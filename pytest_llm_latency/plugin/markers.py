@@ -11,6 +11,7 @@ MARKER_SIGNATURE = ("llm_slo(workload='chat', *, ttft_p95=..., tpot_p95=..., e2e
                     "min_decode_efficiency=..., prompt_sweep=[...], min_prefill_efficiency=..., prefill_tps_min=..., "
                     "rate=..., workers=N|'auto', rate_sweep={rate_min, rate_max}, regression={...}, "
                     "ttft_overhead_max=..., structured={json_schema: 'answer.schema.json'}, "
-                    "structured_tpot_overhead_max=..., url=..., model=..., api=...): measure the workload against the "
+                    "structured_tpot_overhead_max=..., kv_transfer_p95=..., url=..., model=..., api=..., "
+                    "prefill_metrics_url=..., decode_metrics_url=..., kv_link=...): measure the workload against the "
                     "llm-latency target and fail when a budget (<metric>_<stat>: ttft|ttfo|tpot|itl|e2e x "
                     "mean|p50|p90|p95|p99|max, values in ms or '500ms'/'1.5s') is missed")

@@ -78,6 +78,31 @@ def _url(v: str) -> str:
     return v
 
 
+def _metrics_url(v: str) -> str:
+    """A pool's Prometheus endpoint: an http(s):// URL of its ``/metrics``, or a path on the target
+    (``/prefill/metrics``)."""
+    if not isinstance(v, str):
+        raise TypeError
+    v = v.strip()
+    if v.startswith("/") and not v.startswith("//") and not any(ch.isspace() for ch in v):
+        return v
+    scheme, sep, rest = v.partition("://")
+    if not sep or scheme.lower() not in ("http", "https") or not rest or rest.startswith("/") \
+            or any(ch.isspace() for ch in rest):
+        raise ValueError
+    return v
+
+
+def _link(v: str) -> str:
+    """``kv_link``: a catalog link key (``roofline/hardware.yaml`` ``links:``) or GB/s > 0."""
+    from ..roofline.catalog import resolve_link
+
+    if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+        raise TypeError
+    resolve_link(v, "kv_link")  # a ConfigError names the close keys or the bad bandwidth
+    return str(v).strip()
+
+
 def _nonce(v: str) -> str:
     """A replay nonce: what a results file recorded (16 hex digits), or any short token."""
     if not isinstance(v, str):
@@ -179,6 +204,20 @@ OPTIONS: tuple[Opt, ...] = (
         "metric_stat=percent pairs like ttft_p95=10%, or metric_floor=duration like ttft_floor=2ms"),
     Opt("min_prefill_efficiency", "Fail a prompt_sweep workload whose prefill runs below this fraction of the "
         "compute ceiling (MFU, e.g. 0.35; YAML roofline.min_prefill_efficiency).", _fraction, "a fraction in (0, 1]"),
+    # -- a disaggregated target (issue 37: core/measure/kv_transfer.py, core/checks/kv_transfer.py) --
+    Opt("prefill_metrics_url", "A disaggregated target's prefill pool: its Prometheus /metrics URL "
+        "(http://prefill:8100/metrics), or a path on the target URL (/prefill/metrics). Scraped before and after "
+        "the samples for the TTFT split and the KV transfer (kv_transfer_<stat> budgets); a reference:// target "
+        "with pd_link= serves its pools at /prefill/metrics and /decode/metrics (the default there). YAML "
+        "target.prefill_metrics_url.", _metrics_url, "an http(s):// URL of a /metrics endpoint, or a path like "
+        "/prefill/metrics"),
+    Opt("decode_metrics_url", "A disaggregated target's decode pool: its Prometheus /metrics URL, or a path on the "
+        "target URL (/decode/metrics); see prefill_metrics_url. YAML target.decode_metrics_url.", _metrics_url,
+        "an http(s):// URL of a /metrics endpoint, or a path like /decode/metrics"),
+    Opt("kv_link", "The link a disaggregated target ships the KV cache over, for the transfer floor (the prompt's KV "
+        "bytes ÷ the link's bandwidth): a catalog key (nvlink-4, nvlink-5, ib-hdr, ib-ndr, ib-xdr, roce-400g, "
+        "ethernet-100g, pcie-4-x16, pcie-5-x16) or one direction's GB/s (e.g. 25). A reference:// target's pd_link "
+        "is the default. YAML target.kv_link.", _link, "a link key such as ib-ndr, or GB/s > 0 such as 25"),
 )
 BY_NAME = {o.name: o for o in OPTIONS}
 
@@ -206,6 +245,8 @@ def _parse(opt: Opt, raw: Any, source: str) -> Value:
         return Value(None, source)
     try:
         return Value(opt.parse(raw) if isinstance(raw, str) or opt.parse is not str else raw, source)
+    except ConfigError as exc:  # a parser that explains itself (kv_link: did you mean ...)
+        raise ConfigError(f"{source}: {exc}") from None
     except (ValueError, TypeError, AttributeError, OverflowError):
         raise ConfigError(f"{source}: {_shown(raw)} is not valid for {opt.name}: expected {opt.expect}") from None
 

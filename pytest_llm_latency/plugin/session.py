@@ -27,6 +27,14 @@ class TargetSpec:
     command_template: tuple[str, ...] | None = None
     auth: tuple[str, str] | None = field(default=None, repr=False)
     secrets: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    # a disaggregated target (issue 37): its pools' /metrics (URLs, or paths on ``url``) and the link between them
+    prefill_metrics_url: str | None = None
+    decode_metrics_url: str | None = None
+    kv_link: str | None = None
+
+    @property
+    def disaggregated(self) -> bool:
+        return bool(self.prefill_metrics_url or self.decode_metrics_url)
 
     def describe(self) -> str:
         return f"{self.url} ({self.api}{', model ' + self.model if self.model else ''})"
@@ -191,10 +199,29 @@ def target_from(settings: Settings, yaml_target: dict | None = None, where: str 
     startup = yaml_target.get("startup_timeout", 120.0)
     if isinstance(startup, bool) or not isinstance(startup, (int, float)) or startup <= 0:
         raise ConfigError(f"{where} target.startup_timeout: expected seconds > 0, got {startup!r}")
+    pools = {key: settings.pick(key, marker=marker.get(key), yaml=yaml_target.get(key),
+                                yaml_source=f"{where} target.{key}").value
+             for key in ("prefill_metrics_url", "decode_metrics_url", "kv_link")}
     return TargetSpec(url=plain_url or "managed://", api=api.value or "openai-completions", model=model.value,
                       command=command, ready=str(yaml_target.get("ready", "/health")), startup_timeout=float(startup),
                       env=tuple(sorted((str(k), str(v)) for k, v in env.items())),
-                      command_template=template, auth=auth, secrets=secrets)
+                      command_template=template, auth=auth, secrets=secrets, **reference_pools(plain_url, pools))
+
+
+def reference_pools(url: str | None, pools: dict[str, Any]) -> dict[str, Any]:
+    """A ``reference://...?pd_link=`` target's pools and link, where none are given: ``/prefill/metrics``,
+    ``/decode/metrics`` (``targets/reference/disagg.py``) and its ``pd_link``."""
+    if not (isinstance(url, str) and url.startswith("reference://") and "pd_link" in url):
+        return pools
+    from ..targets.reference.config import POOL_PATHS
+    from ..targets.reference.launch import parse_reference_url
+
+    link = parse_reference_url(url).pd_link
+    if link is None:
+        return pools
+    return {"prefill_metrics_url": pools["prefill_metrics_url"] or POOL_PATHS["prefill"],
+            "decode_metrics_url": pools["decode_metrics_url"] or POOL_PATHS["decode"],
+            "kv_link": pools["kv_link"] if pools["kv_link"] is not None else link}
 
 
 def managed_command(command: Any, where: str) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None, tuple[str, ...]]:

@@ -20,7 +20,8 @@ from ..core.spec.workload import Workload, did_you_mean, make_workload, with_ray
 from .ab import check
 
 TOP_KEYS = ("target", "workloads", "roofline")
-TARGET_KEYS = ("url", "model", "api", "command", "ready", "startup_timeout", "env", "baseline_target", "ray")
+TARGET_KEYS = ("url", "model", "api", "command", "ready", "startup_timeout", "env", "baseline_target", "ray",
+               "prefill_metrics_url", "decode_metrics_url", "kv_link")  # the last three: a disaggregated target
 
 
 @dataclass
@@ -135,6 +136,19 @@ def _check_target(target: Mapping[str, Any], where) -> None:
 
             raise ConfigError(f"{where(('url',))}: {redact_url(repr(url))} is not a server URL: "
                               f"expected {BY_NAME['url'].expect}, e.g. 'url: http://localhost:8000'") from None
+    for key in ("prefill_metrics_url", "decode_metrics_url", "kv_link"):  # a disaggregated target (issue 37)
+        v = target.get(key)
+        if v is None:
+            continue
+        try:
+            BY_NAME[key].parse(v)
+        except ConfigError as exc:  # kv_link: did you mean ...
+            raise ConfigError(f"{where((key,))}: {exc}") from None
+        except (TypeError, ValueError):
+            from ..core.redact import redact_url
+
+            raise ConfigError(f"{where((key,))}: {redact_url(repr(v))} is not valid: expected "
+                              f"{BY_NAME[key].expect}") from None
     for key in ("model", "ready"):
         v = target.get(key)
         if v is not None and (not isinstance(v, str) or not v.strip()):

@@ -14,10 +14,12 @@ from importlib import resources
 
 from ..core.errors import ConfigError
 from ..core.roofline.hardware import Hardware, ModelSpec
+from ..core.roofline.kv_transfer import Link, custom_link, parse_gb_s
 from ..core.roofline.modelbytes import DTYPE_BYTES, bytes_per_param, kv_elem_bytes
 
 __all__ = ["DTYPE_BYTES", "all_hardware", "hardware", "custom_hardware",
-           "all_models", "model", "find_hardware", "ConfigModel", "config_models", "model_entry"]
+           "all_models", "model", "find_hardware", "ConfigModel", "config_models", "model_entry", "all_links", "link",
+           "resolve_link"]
 
 CATALOG_PATH = "pytest_llm_latency/roofline/hardware.yaml"
 
@@ -222,3 +224,36 @@ def model(name: str) -> ModelSpec:
         raise ConfigError(f"model {name!r} is described by its vendor config ({entry.source}), not by a parameter "
                           f"count; here a parameter-count model is needed ({', '.join(all_models())})")
     return entry
+
+
+def _link_from_entry(key: str, d: dict) -> Link:
+    where = f"links.{key}"
+    if not isinstance(d, dict):
+        raise ConfigError(f"{CATALOG_PATH}: {where} must be a mapping")
+    if not str(d.get("source") or "").strip():
+        raise ConfigError(f"{CATALOG_PATH}: {where} has no source; every figure must name its specification")
+    return Link(key=key, name=str(d.get("name", key)), gb_s=_required(d, "gb_s", where), source=str(d["source"]),
+                aliases=tuple(str(a) for a in d.get("aliases") or ()))
+
+
+@functools.lru_cache(maxsize=1)
+def all_links() -> dict[str, Link]:
+    """The interconnects a disaggregated deployment ships KV over (``links:``; issue 37's transfer floor)."""
+    return {key: _link_from_entry(key, d) for key, d in (_raw().get("links") or {}).items()}
+
+
+def link(name: str) -> Link:
+    return _lookup("link", name, all_links())  # type: ignore[return-value]
+
+
+def resolve_link(value, where: str) -> Link:
+    """``kv_link`` / ``pd_link``: a catalog key (``ib-ndr``, ``nvlink-4``...) or a bandwidth in GB/s
+    (``25``); an unknown key names the close ones, a bandwidth <= 0 is refused (``where`` says where)."""
+    gb_s = parse_gb_s(value, where)
+    if gb_s is not None:
+        return custom_link(gb_s)
+    try:
+        return link(str(value))
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}; or give the link's bandwidth in GB/s (one direction), e.g. 25") \
+            from None

@@ -66,12 +66,12 @@ def test_a_class_over_its_budget_fails_the_item_named_by_its_class(pytester):
 
 
 def test_the_marker_and_the_fixture_take_a_mix(pytester):
-    pytester.makepyfile(f"""
+    pytester.makepyfile("""
 import pytest
 
-MIX = {{"a": {{"weight": 0.5, "prompt_tokens": 64, "output_tokens": 4}},
-        "b": {{"weight": 0.5, "prompt_tokens": 2000, "output_tokens": 4}}}}
-SLO = {{"a": {{"ttft_max": "10s"}}, "b": {{"ttft_max": "10s"}}}}
+MIX = {"a": {"weight": 0.5, "prompt_tokens": 64, "output_tokens": 4},
+        "b": {"weight": 0.5, "prompt_tokens": 2000, "output_tokens": 4}}
+SLO = {"a": {"ttft_max": "10s"}, "b": {"ttft_max": "10s"}}
 
 @pytest.mark.llm_slo(mix=MIX, slo=SLO, rate=20, requests=6, warmup=0)
 def test_marked():
@@ -80,7 +80,7 @@ def test_marked():
 def test_fixture(llm_latency):
     r = llm_latency.measure(mix=MIX, slo=SLO, rate=20, requests=6, warmup=0)
     assert sorted(c["name"] for c in r.result.mix.classes) == ["a", "b"]
-    assert {{rec.mix_class for rec in r.result.records}} == {{"a", "b"}}
+    assert {rec.mix_class for rec in r.result.records} == {"a", "b"}
 """)
     r = pytester.runpytest("-p", "no:cacheprovider", f"--llm-latency-url={REF}")
     r.assert_outcomes(passed=2)

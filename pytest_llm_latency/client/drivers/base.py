@@ -50,6 +50,9 @@ class Run:
     # set by the pipeline for a driver that warms up inside ``send`` (``warms_in_send``: worker processes,
     # Ray nodes): the driver calls it once every worker is warmed, for the /metrics "before" reading
     on_ready: Callable[[], None] | None = None
+    # a disaggregated target's pools and link (``core.measure.kv_transfer.DisaggTarget``), scraped around the
+    # samples for the ``disagg`` part (issue 37); None: one server
+    disagg: Any = None
 
 
 @dataclass

@@ -25,6 +25,7 @@ from ..transport.http import ensure_connections
 from ..load.engine import LagMonitor
 from ..placement.plan import in_flight, planned_requests
 from .load_report import client_summary, load_summary
+from ..server.pools import fetch_pools, record_pools
 from ..server.server_view import ServerTimeline
 from ..prepare.tokens import model_note, new_nonce, prepare_prompts
 from ...core.spec.mix_spec import window
@@ -91,22 +92,25 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
     if resize is not None and samples:
         driver, samples = resize(sending, warmed, samples)
     before = scrape(client)
+    pools_before = fetch_pools(client, run.disagg)  # a disaggregated target's pools (issue 37)
     late = bool(samples) and getattr(driver, "warms_in_send", False)  # worker processes, Ray nodes
     ready: dict[str, Any] = {}
-    if late and before is not None:  # the counters' "before": once the workers' warm-ups are done
-        run = replace(run, on_ready=lambda: ready.update(before=scrape(client)))
+    if late and (before is not None or run.disagg is not None):  # "before": once the workers' warm-ups are done
+        run = replace(run, on_ready=lambda: ready.update(before=scrape(client) if before is not None else None,
+                                                         pools=fetch_pools(client, run.disagg)))
     recovery = CountRecovery(client, workload)  # per-chunk token counts the streams did not give
     engine = bool(samples) and driver.engine
     with _no_gc_pauses(), ServerTimeline(client, before) as timeline, \
             contextlib.nullcontext() if engine else LagMonitor() as lag:  # the load engine has its own
         sent = driver.send(one, samples, sending, run, recovery.apply) if samples else Sent()
     if late:  # no reading when no worker got ready: no deltas (the run is an error naming the worker)
-        before = ready.get("before")
+        before, pools_before = ready.get("before"), ready.get("pools", {})
     outcomes += sent.outcomes
     outcomes, twins = structured_run.split_twins(outcomes)
     notes += sent.notes
     load_run, sequential = sent.load_run, sent.sequential
     after = scrape(client) if before is not None else None
+    pools_after = fetch_pools(client, run.disagg)
     records = [o for o in outcomes if isinstance(o, RequestRecord)]
     failures = [o for o in outcomes if isinstance(o, Failure)]
     recovery.apply(records)  # after the samples: off every stream's timing path
@@ -136,6 +140,7 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
     if timeline is not None:
         timeline.attach(res, records, failures)
     record_prefix_cache(res, scraped)
+    record_pools(res, run.disagg, pools_before, pools_after)
     record_spec_decode(res, records, before, after, timeline, len(failures))
     res.server.set(**server_timing_summary(records))
     deviations = [r.prompt_deviation for r in records if r.prompt_deviation]

@@ -24,6 +24,7 @@ from .diagnosis import check_causes
 from .error_rate import check_error_rate
 from .gates import check_prefill_roofline, check_roofline
 from .mix import check_mix
+from .kv_transfer import check_kv_transfer
 from .regression import check_regression
 from .samples import check_samples
 from .server import check_server_alive
@@ -31,9 +32,10 @@ from .structured import check_structured
 from .sweeps import PART_CHECKS, check_prompt_sweep_parts, check_rate_sweep
 
 #: the order is the order of the texts in a failure message
-CHECKS = (check_samples, check_budgets, check_mix, check_by_prompt, check_error_rate, check_structured, *PART_CHECKS,
-          check_agent_sessions, check_prompt_sweep_parts, check_baseline_arm, check_rate_sweep, check_server_alive,
-          check_roofline, check_prefill_roofline, check_regression, check_causes)
+CHECKS = (check_samples, check_budgets, check_mix, check_kv_transfer, check_by_prompt, check_error_rate,
+          check_structured, *PART_CHECKS, check_agent_sessions, check_prompt_sweep_parts, check_baseline_arm,
+          check_rate_sweep, check_server_alive, check_roofline, check_prefill_roofline, check_regression,
+          check_causes)
 
 _LISTS = {"violation": "violations", "failed": "failed_checks", "error": "errors", "cause": "causes"}
 

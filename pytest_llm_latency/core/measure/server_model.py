@@ -25,6 +25,7 @@ COUNTERS = {
     "prefix_queries": ("vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries", "llamacpp:prompt_tokens"),
     "prefix_hits": ("vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits", "llamacpp:prompt_tokens_cached"),
     "preemptions": ("vllm:num_preemptions", "sglang:num_retracted_reqs"),
+    "kv_transfer_failed": ("vllm:nixl_num_failed_transfers", "sglang:num_transfer_failed_reqs"),
 }
 HISTOGRAMS = {
     "queue_time": ("vllm:request_queue_time_seconds", "sglang:queue_time_seconds", "tgi_request_queue_duration"),
@@ -33,6 +34,19 @@ HISTOGRAMS = {
     "itl": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds",
             "sglang:inter_token_latency_seconds", "tgi_request_mean_time_per_token_duration"),
 }
+#: KV transfer between a prefill and a decode pool (issue 37, ``core.measure.kv_transfer``): per model field,
+#: (engine name, what one engine unit is in ms / bytes / GB/s).  vLLM's NIXL connector
+#: (``vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py``) observes one sample per transfer and
+#: rank where the KV is read (the decode pool), in seconds and bytes; SGLang (``metrics_collector.py``)
+#: on the prefill pool, in ms, MB (taken as 2**20 bytes [U]) and GB/s -- histograms in current SGLang,
+#: gauges of the last transfer in older ones (no distribution: ``KV_TRANSFER_GAUGES``).  NVIDIA Dynamo's
+#: workers export their engine's own names on their system port (``DYN_SYSTEM_PORT``).
+KV_TRANSFER = {
+    "time": (("vllm:nixl_xfer_time_seconds", 1000.0), ("sglang:kv_transfer_latency_ms", 1.0)),
+    "bytes": (("vllm:nixl_bytes_transferred", 1.0), ("sglang:kv_transfer_total_mb", float(2 ** 20))),
+    "speed": (("sglang:kv_transfer_speed_gb_s", 1.0),),
+}
+KV_TRANSFER_GAUGES = ("sglang:kv_transfer_latency_ms", "sglang:kv_transfer_speed_gb_s")
 #: the gauges drawn over time (the JSON's ``metrics_timeline`` uses the engine's own names)
 TIMELINE_FIELDS = ("waiting", "running", "kv_usage")
 
@@ -77,6 +91,33 @@ def histogram_delta(before: Sample, after: Sample, key: str) -> Histogram | None
     out = Histogram({le: c - b.buckets.get(le, 0.0) for le, c in a.buckets.items()}, a.sum - b.sum,
                     a.count - b.count)
     return out if out.count > 0 and all(v >= 0 for v in out.buckets.values()) else None
+
+
+def scaled_delta(before: Sample, after: Sample, names) -> tuple[str, float, Histogram] | None:
+    """The first of ``names`` (``(engine name, unit scale)`` pairs, ``KV_TRANSFER``) with observations in
+    this run: ``(name, scale, after - before)``; None when none has."""
+    for name, scale in names:
+        if name not in after.histograms:
+            continue
+        a, b = after.histograms[name], before.histograms.get(name, Histogram())
+        out = Histogram({le: c - b.buckets.get(le, 0.0) for le, c in a.buckets.items()}, a.sum - b.sum,
+                        a.count - b.count)
+        if out.count > 0 and all(v >= 0 for v in out.buckets.values()):
+            return name, scale, out
+    return None
+
+
+def bucket_bounds(h: Histogram, q: float) -> tuple[float, float] | None:
+    """The ``(lower, upper)`` bounds of the bucket holding rank ``q * count``, where ``bucket_quantile``
+    interpolates (upper ``inf``: the +Inf bucket, so the answer is only a lower bound)."""
+    if h.count <= 0:
+        return None
+    rank, prev = q * h.count, 0.0
+    for le in sorted(h.buckets):
+        if h.buckets[le] >= rank:
+            return prev, le
+        prev = le
+    return prev, math.inf
 
 
 def bucket_quantile(h: Histogram, q: float) -> float | None:

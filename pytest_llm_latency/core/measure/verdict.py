@@ -13,6 +13,7 @@ from typing import Mapping, Sequence
 
 from ..statuses import BudgetStatus
 from . import confidence as ci
+from .kv_transfer import METRIC as KV_TRANSFER
 from .stats import PERCENTILES, fmt_stat, percentile
 
 INF = math.inf
@@ -140,7 +141,7 @@ def decidable(stat: str, metric: str, confidence: float | None, max_n: int, sequ
     """Could any sample size up to ``max_n`` decide this budget either way?  With ``samples: auto``
     it must be able to *pass*: sampling on towards a verdict that can only be a fail is pointless."""
     q = _q(stat)
-    if confidence is None or q is None or metric == "itl":
+    if confidence is None or q is None or metric in ("itl", KV_TRANSFER):  # KV transfer: the pools' histograms
         return stat != "mean" or max_n >= 1
     alpha = 1.0 - confidence
     if sequential:
@@ -154,7 +155,7 @@ def min_n_to_pass(stat: str, metric: str, confidence: float | None, floor: bool 
     quantile ceiling from q^n <= alpha on (a p95 at 95%: 59), a floor from (1-q)^n <= alpha, a mean
     from 2 (the t interval); the point estimate, ITL and extremes at any n: 1."""
     q = _q(stat)
-    if confidence is None or metric == "itl" or (q is None and stat != "mean"):
+    if confidence is None or metric in ("itl", KV_TRANSFER) or (q is None and stat != "mean"):
         return 1
     if q is None:  # the mean
         return 2
@@ -166,9 +167,11 @@ def min_n_to_pass(stat: str, metric: str, confidence: float | None, floor: bool 
 
 
 def holds_up(b) -> bool:
-    """Can ``samples: auto`` decide this budget (and so keep sampling until it is decided)?  Extremes, ITL
-    and fractions of the run (goodput, fluidity: judged once, at the end) can't."""
-    return b.metric != "itl" and b.stat not in ("max", "min") and not getattr(b, "is_fraction", False)
+    """Can ``samples: auto`` decide this budget (and so keep sampling until it is decided)?  Extremes, ITL,
+    fractions of the run (goodput, fluidity: judged once, at the end) and the KV transfer (the pools'
+    histograms, read after the run) can't."""
+    return b.metric not in ("itl", KV_TRANSFER) and b.stat not in ("max", "min") \
+        and not getattr(b, "is_fraction", False)
 
 
 class SequentialVerdicts:

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from ..statuses import BaselineStatus, GateStatus
 from .part import Part, unset as _unset
 from .mix_parts import MixInfo
+from .disagg_parts import DisaggInfo
 
 
 @dataclass
@@ -316,7 +317,7 @@ class StructuredInfo(Part):
 #: every part, in the order the JSON writes them
 PARTS: tuple[type[Part], ...] = (Measurement, LoadInfo, ClientHealth, ServerInfo, PrefixCacheInfo, ColdStartInfo,
                                  RooflineInfo, PrefillInfo, BaselineComparison, AgentSessions, SpecDecodeInfo,
-                                 PromptBuckets, StructuredInfo, MixInfo)
+                                 PromptBuckets, StructuredInfo, MixInfo, DisaggInfo)
 PART_NAMES: tuple[str, ...] = tuple(p.NAME for p in PARTS)
 
 
@@ -338,6 +339,7 @@ class WithParts:
     by_prompt: PromptBuckets = field(default_factory=PromptBuckets)
     structured: StructuredInfo = field(default_factory=StructuredInfo)
     mix: MixInfo = field(default_factory=MixInfo)
+    disagg: DisaggInfo = field(default_factory=DisaggInfo)
 
 
 def copy_parts(src: Any, dst: Any) -> None:

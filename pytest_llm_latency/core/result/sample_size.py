@@ -35,7 +35,7 @@ def check_can_pass(w, where: str) -> None:
     need one or two values; fractions of the run are judged apart."""
     per = values_per_sample(w)
     for b in w.budgets:
-        if b.is_fraction or b.key == COLD_BUDGET or b.metric == "itl":
+        if b.is_fraction or b.key == COLD_BUDGET or b.metric == "itl" or b.is_kv_transfer:
             continue
         need = min_n_to_pass(b.stat, b.metric, w.confidence, b.is_floor)
         if w.samples * per >= need:
@@ -78,6 +78,8 @@ def check_min_samples(w: Workload, where: str, samples: Any = None) -> None:
     n = w.samples
     if w.confidence is not None:
         for b in w.budgets:
+            if b.is_kv_transfer:
+                continue  # a server histogram, judged on its buckets (core.checks.kv_transfer)
             if not decidable(b.stat, b.metric, w.confidence, n, w.sequential, w.min_samples):
                 raise ConfigError(f"{where}: budget {b.key} ({b.source or 'class default'}): no sample size up to "
                                   f"{n} can decide a {b.stat} at {w.confidence:.0%} confidence: raise "
@@ -86,7 +88,8 @@ def check_min_samples(w: Workload, where: str, samples: Any = None) -> None:
         if not w.sequential and w.inconclusive == "fail":
             check_can_pass(w, where)  # a fixed sample that could only fail
         return
-    short = [(min_samples_for(b.stat), b) for b in w.budgets if b.metric != "itl" and n < min_samples_for(b.stat)]
+    short = [(min_samples_for(b.stat), b) for b in w.budgets
+             if b.metric != "itl" and not b.is_kv_transfer and n < min_samples_for(b.stat)]
     if not short:
         return
     need, b = max(short, key=lambda nb: nb[0])  # the first of the most demanding

@@ -8,7 +8,9 @@ slowest request's output tok/s), ``goodput_min``/``fluidity_min`` (fractions of 
 (tokens each engine step emitted, >= 1) and ``acceptance_rate_min`` (accepted ÷ drafted tokens,
 in (0, 1]), figures of ``core.measure.spec_decode`` judged by ``core.checks.acceptance_budgets``;
 ``reasoning_tokens_<stat>``: a ceiling on the reasoning tokens of one request, a count
-(``core.measure.metrics.reasoning_tokens``).
+(``core.measure.metrics.reasoning_tokens``); ``kv_transfer_<stat>``: a ceiling in ms on a disaggregated
+target's KV transfer, from its pools' own histograms (``core.measure.kv_transfer``), judged by
+``core.checks.kv_transfer`` and kept out of the per-request budgets.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..measure.coldstart import COLD_BUDGET
+from ..measure.kv_transfer import METRIC as KV_TRANSFER
 from ..errors import ConfigError
 from ..measure.metrics import COUNT_METRICS, METRICS
 from ..measure.stats import STATS
@@ -34,8 +37,10 @@ FRACTION_BUDGETS = ("goodput_min", "fluidity_min")
 #: floors on speculative decoding (``core.measure.spec_decode``): tokens per engine step and draft acceptance
 ACCEPTANCE_BUDGETS = ("tokens_per_step_min", "acceptance_rate_min")
 # cold_ttft_max: the first request after an unload (core.measure.coldstart), judged apart from the samples
+#: ceilings (ms) on a disaggregated target's KV transfer, from the pools' histograms (``core.checks.kv_transfer``)
+KV_TRANSFER_BUDGETS = tuple(f"{KV_TRANSFER}_{s}" for s in STATS)
 BUDGET_KEYS = tuple(f"{m}_{s}" for m in METRICS + COUNT_METRICS for s in STATS) + ("output_tps_min", COLD_BUDGET) \
-    + FRACTION_BUDGETS + ACCEPTANCE_BUDGETS
+    + FRACTION_BUDGETS + ACCEPTANCE_BUDGETS + KV_TRANSFER_BUDGETS
 #: TTFT per prompt-length bucket, a list of buckets each (``core.spec.prompt_buckets``; judged by
 #: ``core.checks.by_prompt``)
 BY_PROMPT_KEYS = tuple(f"ttft_{s}_by_prompt" for s in STATS)
@@ -94,7 +99,7 @@ def parse_positive_number(value: Any, where: str) -> float:
 class Budget:
     key: str          # e.g. "ttft_p95"
     metric: str       # ttft | ttfo | tpot | itl | e2e | output_tps | goodput | fluidity | tokens_per_step
-    #                   | acceptance_rate
+    #                   | acceptance_rate | kv_transfer
     stat: str         # mean | p50 | ... | max | min
     limit: float      # ms, tok/s for output_tps, a fraction for goodput, fluidity and acceptance_rate,
     #                   tokens per engine step for tokens_per_step
@@ -115,6 +120,11 @@ class Budget:
         return self.key in ACCEPTANCE_BUDGETS
 
     @property
+    def is_kv_transfer(self) -> bool:
+        """A ceiling on the KV transfer of a disaggregated target (``KV_TRANSFER_BUDGETS``): a server histogram."""
+        return self.metric == KV_TRANSFER
+
+    @property
     def is_count(self) -> bool:
         """A ceiling on a per-request count (``COUNT_METRICS``: reasoning tokens), not a time."""
         return self.metric in COUNT_METRICS
@@ -132,12 +142,13 @@ _PERCENTILE_KEY = re.compile(r"^([a-z0-9_]+?)_p([0-9]+(?:\.[0-9]+)?)$")
 def parse_budget(key: str, value: Any, where: str) -> Budget:
     if key not in BUDGET_KEYS:
         m = _PERCENTILE_KEY.match(str(key))
-        if m and m.group(1) in METRICS + COUNT_METRICS:  # ttft_p101, tpot_p0, e2e_p99.9
+        if m and m.group(1) in METRICS + COUNT_METRICS + (KV_TRANSFER,):  # ttft_p101, tpot_p0, e2e_p99.9
             why = (f" -- percentile p{m.group(2)} is not computed (out of range or unsupported): stats are "
                    f"{', '.join(STATS)}, e.g. {m.group(1)}_p95")
         else:
             why = (f" -- budgets are <metric>_<stat> with metric in {', '.join(METRICS)} and stat in "
-                   f"{', '.join(STATS)}, or reasoning_tokens_<stat> (a count), output_tps_min, goodput_min, "
+                   f"{', '.join(STATS)}, or reasoning_tokens_<stat> (a count), kv_transfer_<stat> (a disaggregated "
+                   f"target's KV transfer, ms), output_tps_min, goodput_min, "
                    f"fluidity_min, tokens_per_step_min, acceptance_rate_min, or ttft_<stat>_by_prompt (a list of "
                    f"prompt-length buckets)")
         raise ConfigError(f"{where}: unknown budget {key!r}{did_you_mean(key, BUDGET_KEYS + BY_PROMPT_KEYS)}{why}")
@@ -157,6 +168,8 @@ def parse_budget(key: str, value: Any, where: str) -> Budget:
             raise ConfigError(f"{where}: acceptance_rate_min is the fraction of drafted tokens the target accepted, "
                               f"in (0, 1], e.g. 0.6; got {value!r}")
         return Budget(key, "acceptance_rate", "min", float(value), where)
+    if key in KV_TRANSFER_BUDGETS:
+        return Budget(key, KV_TRANSFER, key.rsplit("_", 1)[1], parse_duration_ms(value, where), where)
     metric, stat = key.rsplit("_", 1) if key == COLD_BUDGET or key.startswith(COUNT_METRICS) else key.split("_", 1)
     if metric in COUNT_METRICS:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):

@@ -209,6 +209,23 @@ class ClassRow:
 
 
 @dataclass(frozen=True)
+class SplitRow:
+    """One part of a disaggregated target's TTFT split (``disagg.ttft_split``; ``core.measure.kv_transfer``)."""
+    part: str
+    ms: float
+    source: str
+
+    @property
+    def label(self) -> str:
+        return self.part.replace("_", " ")
+
+    @classmethod
+    def parse(cls, raw: dict) -> "SplitRow | None":
+        ms = num(raw.get("ms"))
+        return None if ms is None else cls(text(raw.get("part")) or "?", ms, text(raw.get("source")) or "")
+
+
+@dataclass(frozen=True)
 class Shown:
     """A finding as the renderers show it: its check, its kind (``core.findings.KINDS``), its text."""
     check: str
@@ -243,6 +260,7 @@ class ResultEntry(WithParts):
     buckets: list[BucketRow] = field(default_factory=list)         # by_prompt.buckets, typed
     classes: list[ClassRow] = field(default_factory=list)          # mix.classes, typed
     turn_reuse: dict[int, float] = field(default_factory=dict)     # agent.turns: turn -> prefix reuse
+    split: list[SplitRow] = field(default_factory=list)            # disagg.ttft_split, typed
     requests: list[RequestRow] = field(default_factory=list)       # every request row (send_ms None: untimed)
     untimed: int = 0                                               # request rows with no send time (or malformed)
     cdf: dict[str, Cdf] | None = None                              # None: no per-request detail
@@ -277,6 +295,8 @@ class ResultEntry(WithParts):
             turn_reuse={t["turn"]: float(t["reuse"]) for t in _list(_dict(d.get("agent")).get("turns"))
                         if isinstance(t, dict) and count(t.get("turn")) is not None
                         and num(t.get("reuse")) is not None},
+            split=[s for x in _list(_dict(d.get("disagg")).get("ttft_split")) if isinstance(x, dict)
+                   for s in (SplitRow.parse(x),) if s is not None],
             requests=timed,
             untimed=len(_list(d.get("requests"))) - sum(1 for r in timed if r.send_ms is not None),
             cdf=None if not isinstance(d.get("cdf"), dict) else _cdfs(d["cdf"]),

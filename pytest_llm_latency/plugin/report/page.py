@@ -190,6 +190,41 @@ def roofline(r: ResultEntry) -> tuple[str, list[str]]:
     return svg, text
 
 
+def disagg_text(r: ResultEntry) -> list[str]:
+    """A disaggregated result (JSON ``disagg``): the transfer, the floor's arithmetic and the TTFT split,
+    each figure with its source; [] for one server."""
+    d = r.disagg
+    if not d:
+        return []
+    out = [f"pools: prefill {d.prefill_metrics_url or '-'}, decode {d.decode_metrics_url or '-'}"]
+    if d.kv_transfer_ms_mean is None:
+        out.append(f"KV transfer: not reported ({d.transfer_note or 'see the notes'})")
+    else:
+        stats = ", ".join(f"{s} {v:.1f} ms" for s in ("p50", "p95", "max")
+                          if (v := getattr(d, f"kv_transfer_ms_{s}")) is not None)
+        out.append(f"KV transfer ({d.transfer_source}, {d.transfers:g} transfers): mean "
+                   f"{d.kv_transfer_ms_mean:.1f} ms, {stats}"
+                   + (f"; p95 {d.kv_transfer_buckets['p95']}" if "p95" in d.kv_transfer_buckets else ""))
+        if d.transfer_bytes_mean is not None:
+            out.append(f"bytes per transfer (server): {format_bytes(d.transfer_bytes_mean)} "
+                       f"({d.transfer_bytes_source})")
+        if d.transfer_gb_s is not None:
+            out.append(f"achieved: {d.transfer_gb_s:.2f} GB/s ({d.transfer_gb_s_source})")
+    if d.floor_arithmetic is not None:
+        out.append(f"floor = {d.floor_arithmetic}")
+        if d.achieved_fraction is not None and d.kv_transfer_ms_mean:
+            out.append(f"floor ÷ mean transfer = {d.floor_ms:.1f} / {d.kv_transfer_ms_mean:.1f} ms = "
+                       f"{d.achieved_fraction:.2f} of the {d.link_gb_s:g} GB/s link")
+        out.append(f"link: {d.link_name} ({d.link_source})")
+    elif d.floor_note:
+        out.append(d.floor_note)
+    if r.split and d.client_ttft_ms_mean is not None:
+        out.append(f"TTFT mean {d.client_ttft_ms_mean:.1f} ms = "
+                   + " + ".join(f"{p.label} {p.ms:.1f}" for p in r.split) + " ms")
+        out += [f"{p.label}: {p.ms:.1f} ms from {p.source}" for p in r.split]
+    return out
+
+
 def fingerprint(doc: ResultDocument, results: list[ResultEntry]) -> list[tuple[str, str]]:
     """What the results know about the target and the run, URL credentials masked."""
     out = [(str(key), redact_url(str(value))) for key, value in doc.target.items()
@@ -217,7 +252,7 @@ def test_view(r: ResultEntry, i: int) -> dict:
         facts.append(("ITL token counts", r.measurement.itl_token_counts))
     roof_svg, roof_text = roofline(r)
     return {"prefill_text": _terminal_text(prefill_lines([r])), "agent_text": _terminal_text(agent_lines([r])),
-            "bounds_text": _terminal_text(bound_lines(r), skip=0),
+            "bounds_text": _terminal_text(bound_lines(r), skip=0), "disagg_text": disagg_text(r),
             "anchor": f"test-{i}", "nodeid": r.nodeid, "verdict": r.verdict,
             "verdict_label": verdict_label(r), "messages": messages(r), "facts": facts,
             "cdfs": cdf_charts(r), "timeline": timeline(r), "scatter": prompt_scatter(r),

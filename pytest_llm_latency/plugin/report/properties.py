@@ -36,6 +36,8 @@ def junit_properties(entry: Entry, prefix: str = PREFIX) -> list[tuple[str, Any]
                 props.append((f"{prefix}{part}.{k}", int(v) if isinstance(v, bool) else v))
     for row in e.buckets:
         props += [(f"{prefix}by_prompt.{row.key}.{k}", v) for k, v in row.scalars]
+    props += [(f"{prefix}disagg.ttft_split.{p.part}_ms", p.ms) for p in e.split]
+    props += [(f"{prefix}disagg.kv_transfer_bucket.{k}", v) for k, v in e.disagg.kv_transfer_buckets.items()]
     for c in e.classes:  # a mixed workload's classes: llm.mix.chat.status, llm.mix.chat.ttft_p95_ms, ...
         at = f"{prefix}mix.{c.name}."
         props += [(at + k, v) for k, v in c.scalars] + [(at + k, v) for k, v in c.stats.items()]

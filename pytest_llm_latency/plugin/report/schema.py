@@ -111,6 +111,18 @@ DESCRIPTIONS = {
     "baseline.comparisons": "deploy gate (core.measure.compare): one per tolerance, status regression | improvement | "
                             "ok, with the seeded bootstrap CI of the candidate/baseline ratio and the message",
     "baseline.cdf": "the baseline's (or the other A/B arm's) CDF points, overlaid by the HTML report",
+    "disagg.kv_transfer_ms_p95": "KV transfer p95 over the run from the pools' histogram (core.measure.kv_transfer): "
+                                 "interpolated inside the bucket holding the rank (kv_transfer_buckets says which)",
+    "disagg.kv_transfer_buckets": "per statistic, the bucket it was interpolated in (a bucketed percentile is known "
+                                  "that far)",
+    "disagg.transfer_gb_s": "achieved GB/s: Σ bytes ÷ Σ transfer time of the server's histograms, or SGLang's speed "
+                            "histogram's mean",
+    "disagg.kv_bytes": "the prompt's KV cache bytes (the roofline's per-layer KV at the mean prompt tokens; "
+                       "core.roofline.kv_transfer)",
+    "disagg.floor_ms": "the transfer floor: kv_bytes ÷ link_gb_s (one direction's line rate)",
+    "disagg.achieved_fraction": "floor_ms ÷ kv_transfer_ms_mean: the share of the link a mean transfer achieved",
+    "disagg.ttft_split": "the client's mean TTFT split into queue, prefill, kv_transfer, first_decode_step (the pools' "
+                         "own histograms' means) and the remainder (client TTFT − the parts), each with its source",
 }
 #: value sets that are closed (statuses that other modules may extend stay plain strings)
 ENUMS = {"prefill.linearity": ["linear", "sublinear", "superlinear", "unknown"],
@@ -184,8 +196,13 @@ _MIX_CLASS = {"type": "object", "additionalProperties": False, "required": ["nam
                              "errors": {"type": "array", "items": {"type": "string"}},
                              "stall": {"type": "object", "description": "the class's stall figures "
                                        "(the stall part's keys)"}}}
+_SPLIT = {"type": "object", "additionalProperties": False, "required": ["part", "ms", "source"],
+          "properties": {"part": {"enum": ["queue", "prefill", "kv_transfer", "first_decode_step", "remainder"]},
+                         "ms": {"type": "number"}, "source": {"type": "string"}}}
 _SPECIAL = {"by_prompt.buckets": {"type": "array", "items": _BUCKET},
             "mix.classes": {"type": "array", "items": _MIX_CLASS},
+            "disagg.ttft_split": {"type": "array", "items": _SPLIT},
+            "disagg.kv_transfer_buckets": {"type": "object", "additionalProperties": {"type": "string"}},
             "load.worker_lag": {"type": "array", "items": _WORKER},
             "agent.turns": {"type": "array", "items": _TURN},
             "baseline.comparisons": {"type": "array", "items": _COMPARISON},

@@ -109,6 +109,13 @@ class ReferenceConfig:
         1.0, "structured output (a JSON schema in response_format, text.format or output_format): a decode step "
         "in which a constrained request decodes takes this many times its roofline time (>= 1.0; 1.0 = free "
         "grammar masks); the whole batch shares that step")
+    pd_link: str | None = _field(
+        None, "run as a prefill/decode pair (disagg.py): a prefill engine and a decode engine on this hardware, "
+        "each request's prompt KV (kv bytes per token x prompt tokens) crossing a simulated link between them, one "
+        "transfer at a time (FIFO) at the link's bandwidth: a catalog link key (ib-hdr, ib-ndr, nvlink-4, "
+        "pcie-5-x16, ...) or GB/s (e.g. 25). The pools serve vLLM's /metrics at /prefill/metrics and "
+        "/decode/metrics (the decode pool with the NIXL connector's vllm:nixl_xfer_time_seconds and "
+        "vllm:nixl_bytes_transferred); /metrics answers 404, as a proxy has none")
     host: str = _field("127.0.0.1", "bind address")
     port: int = _field(0, "bind port (0 = any free port)")
 
@@ -150,6 +157,10 @@ class ReferenceConfig:
             return ph.Drafter(weight_bytes=self.draft_bytes, params=self.draft_bytes / 2.0,
                               name=f"{self.draft_bytes:g}-byte draft head")
         return None
+
+    def link(self):
+        """The P/D pair's link (``core.roofline.kv_transfer.Link``); None: one engine (``pd_link`` unset)."""
+        return None if self.pd_link is None else catalog.resolve_link(self.pd_link, "reference: pd_link")
 
     def context_length(self) -> int:
         return self.max_model_len or self.model_spec().max_model_len
@@ -212,6 +223,7 @@ class ReferenceConfig:
         if not 0 <= self.port < 65536:
             raise ConfigError(f"reference: bad port {self.port}")
         parse_fault(self.fault, source="reference fault")
+        self.link()
         self._validate_speculation()
         self.pool_tokens()
         return self
@@ -269,6 +281,8 @@ class ReferenceConfig:
         return args
 
 
+#: a P/D pair's pools (``pd_link``, disagg.py): where each serves its /metrics on the server's port
+POOL_PATHS = {"prefill": "/prefill/metrics", "decode": "/decode/metrics"}
 MAX_SPEC_TOKENS = 32
 _SPEC_KNOBS = ("spec_acceptance", "draft_model", "draft_bytes", "spec_seed")
 _BOOLS = {"": True, "1": True, "true": True, "yes": True, "on": True,  # "": ``?prefix_caching``

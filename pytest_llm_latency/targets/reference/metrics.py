@@ -25,6 +25,11 @@ ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.
 REQUEST_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
                    120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
 
+# vLLM's NIXL connector (vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py): transfer time in
+# seconds (its bucket list without the first, 0.001), bytes per transfer 2**11 .. 2**33 every other power of two
+NIXL_TIME_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 5.0)
+NIXL_BYTES_BUCKETS = tuple(float(2 ** (10 + i)) for i in range(1, 25, 2))
+
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
@@ -34,7 +39,7 @@ class EngineMetrics:
     def __init__(self, model_name: str, *, running: Callable[[], float],
                  waiting: Callable[[], float], kv_usage: Callable[[], float],
                  prefix_queries: Callable[[], float], prefix_hits: Callable[[], float],
-                 spec_tokens: int = 0):
+                 spec_tokens: int = 0, kv_connector: bool = False):
         self.registry = CollectorRegistry(auto_describe=True)
         r, labels = self.registry, ["model_name"]
 
@@ -69,6 +74,15 @@ class EngineMetrics:
                    model_name, prefix_queries, r)
         _FnCounter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
                    model_name, prefix_hits, r)
+        self.kv_transfer: tuple | None = None   # (time, bytes): a P/D pair's decode pool, where vLLM reads the KV
+        if kv_connector:
+            self.kv_transfer = (
+                hist("vllm:nixl_xfer_time_seconds", "Histogram of transfer duration for NIXL KV Cache transfers.",
+                     NIXL_TIME_BUCKETS),
+                hist("vllm:nixl_bytes_transferred", "Histogram of bytes transferred per NIXL KV Cache transfers.",
+                     NIXL_BYTES_BUCKETS))
+            Counter("vllm:nixl_num_failed_transfers", "Number of failed NIXL KV Cache transfers.", labels,
+                    registry=r).labels(model_name)
         self._spec: tuple | None = None
         if spec_tokens > 0:
             def counter(name, doc, extra=()):
@@ -92,6 +106,13 @@ class EngineMetrics:
         accepted_tokens.inc(accepted)
         for i in range(accepted):
             per_pos[i].inc()
+
+    def transferred(self, seconds: float, nbytes: float) -> None:
+        """One KV transfer into this pool (``kv_connector``): its time (queued behind others on the link
+        included, as a NIXL transfer's post-to-completion time) and its bytes."""
+        if self.kv_transfer is not None:
+            self.kv_transfer[0].observe(seconds)
+            self.kv_transfer[1].observe(nbytes)
 
     def finished(self, reason: str) -> None:
         self.success.labels(self._model, reason).inc()

@@ -148,6 +148,17 @@ class Physics:
         """Decode rate of one sequence at ``context`` tokens: ~ B e_m / (Wb + kv c)."""
         return 1.0 / self.decode_step_seconds([context])
 
+    # -- a prefill/decode pair (disagg.py) ----------------------------------------------------
+    def kv_bytes(self, prompt_tokens: int) -> float:
+        """The KV cache a prefill ships to the decode pool: ``kv × n`` (every layer full attention, the
+        catalog models'; ``core.roofline.kv_transfer.kv_cache_bytes`` is the general form)."""
+        return self.kv_bytes_per_token * prompt_tokens
+
+    def kv_transfer_seconds(self, prompt_tokens: int, link_gb_s: float) -> float:
+        """One transfer alone on the link: ``kv × n ÷ link`` (docs/servers.md#a-prefilldecode-pair), the
+        plugin's transfer floor exactly; a transfer queued behind others waits for the link first."""
+        return self.kv_bytes(prompt_tokens) / (link_gb_s * 1e9)
+
 
 def jitter_factor(rng, cv: float) -> float:
     """A step duration's noise factor: lognormal, mean 1, coefficient of variation ``cv``

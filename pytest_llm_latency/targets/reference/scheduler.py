@@ -132,13 +132,31 @@ class Scheduler:
                 await self._task
         self._close_all("reference server is shutting down")
 
+    @classmethod
+    def from_config(cls, config, model_name: str, *, kv_connector: bool = False,
+                    prefix_caching: bool | None = None) -> "Scheduler":
+        """An engine of ``config`` (a ``config.ReferenceConfig``), its ``/metrics`` (``kv_connector``: with the
+        NIXL transfer histograms, a P/D pair's decode pool) and this driver; ``prefix_caching``: None, the config's."""
+        engine = Engine(config.physics(), kv_pool_tokens=config.pool_tokens(), max_num_seqs=config.max_num_seqs,
+                        block_size=config.block_size, chunked_prefill=config.chunked_prefill,
+                        max_num_batched_tokens=config.batched_tokens(),
+                        prefix_caching=config.prefix_caching if prefix_caching is None else prefix_caching,
+                        speculation=config.speculation())
+        metrics = EngineMetrics(model_name, running=lambda: engine.num_running, waiting=lambda: engine.num_waiting,
+                                kv_usage=engine.kv_usage, prefix_queries=lambda: engine.prefix_queries,
+                                prefix_hits=lambda: engine.prefix_hits, spec_tokens=config.spec_tokens,
+                                kv_connector=kv_connector)
+        return cls(engine, time_scale=config.time_scale, metrics=metrics, jitter=config.jitter,
+                   jitter_seed=config.jitter_seed)
+
     def submit(self, prompt_len: int, max_tokens: int, target_tokens: int, finish_reason: str,
-               hashes: tuple[int, ...] = (), slowdown: float = 1.0) -> RequestState:
+               hashes: tuple[int, ...] = (), slowdown: float = 1.0, computed: int = 0) -> RequestState:
         """Queue a request; raises ``engine.AdmissionError`` if it can never fit.  ``slowdown``: a
-        constrained request's decode steps take that many times as long (``Step.seconds``)."""
+        constrained request's decode steps take that many times as long (``Step.seconds``); ``computed``:
+        prompt tokens whose KV is already here (a P/D pair's decode pool: the shipped KV)."""
         rid = next(self._ids)
         seq = EngineRequest(rid=rid, prompt_len=prompt_len, max_tokens=max_tokens,
-                            target_tokens=target_tokens, hashes=hashes, slowdown=slowdown)
+                            target_tokens=target_tokens, hashes=hashes, slowdown=slowdown, computed=computed)
         self.engine.add(seq)
         st = RequestState(rid=rid, seq=seq, arrival=asyncio.get_running_loop().time(),
                           finish_reason=finish_reason)

@@ -20,7 +20,8 @@ from collections import OrderedDict
 from . import messages_api, ollama_api, openai_api, responses_api, tokenizer
 from .answer import Answer
 from .config import ReferenceConfig
-from .engine import AdmissionError, Engine, block_hashes
+from .disagg import DisaggPair
+from .engine import AdmissionError, block_hashes
 from .faults import ENGINE_MODES, HEADER, Fault, parse_fault, status_fault_response
 from .http import MAX_HEADER, Connection, Request, serve_connection
 from .metrics import CONTENT_TYPE, EngineMetrics
@@ -41,18 +42,16 @@ class ReferenceServer:
         self.max_model_len = config.context_length()
         self.model_spec = config.model_spec()
         self.server_fault = parse_fault(config.fault, source="reference fault")
-        self.engine = Engine(config.physics(), kv_pool_tokens=config.pool_tokens(),
-                             max_num_seqs=config.max_num_seqs, block_size=config.block_size,
-                             chunked_prefill=config.chunked_prefill,
-                             max_num_batched_tokens=config.batched_tokens(),
-                             prefix_caching=config.prefix_caching, speculation=config.speculation())
-        e = self.engine
-        self.metrics = EngineMetrics(self.model_name, running=lambda: e.num_running,
-                                     waiting=lambda: e.num_waiting, kv_usage=e.kv_usage,
-                                     prefix_queries=lambda: e.prefix_queries,
-                                     prefix_hits=lambda: e.prefix_hits, spec_tokens=config.spec_tokens)
-        self.scheduler = Scheduler(e, time_scale=config.time_scale, metrics=self.metrics,
-                                   jitter=config.jitter, jitter_seed=config.jitter_seed)
+        self.pair: DisaggPair | None = None
+        self.scheduler: Scheduler | DisaggPair
+        if config.pd_link is not None:  # a prefill/decode pair behind this port (disagg.py)
+            self.pair = self.scheduler = DisaggPair(config, self.model_name)
+            self.metrics: EngineMetrics | None = None
+            self.engine = self.pair.decode.engine
+        else:
+            self.scheduler = Scheduler.from_config(config, self.model_name)
+            self.metrics = self.scheduler.metrics
+            self.engine = self.scheduler.engine
         if self.server_fault is not None and self.server_fault.mode in ENGINE_MODES:  # the engine's, not a response's
             self.scheduler.pause = (self.server_fault.seconds("at"), self.server_fault.seconds("seconds"))
             self.server_fault = None
@@ -311,8 +310,13 @@ class ReferenceServer:
     async def health(self, req: Request, conn: Connection) -> None:
         await conn.send(200, JSON, b'{"status":"ok"}')
 
-    async def prom(self, req: Request, conn: Connection) -> None:
-        await conn.send(200, [("content-type", CONTENT_TYPE)], self.metrics.render())
+    async def prom(self, req: Request, conn: Connection, pool: str | None = None) -> None:
+        """``/metrics``; a P/D pair's pools at ``/prefill/metrics`` and ``/decode/metrics`` (``/metrics`` 404)."""
+        metrics = self.metrics if pool is None else self.pair.metrics[pool] if self.pair is not None else None
+        if metrics is None:
+            await conn.send(404, JSON, b'{"detail":"Not Found"}')
+            return
+        await conn.send(200, [("content-type", CONTENT_TYPE)], metrics.render())
 
     async def ollama_tags(self, req: Request, conn: Connection) -> None:
         await conn.send(200, JSON, ollama_api.tags(self.model_name, self.model_spec))
@@ -343,4 +347,6 @@ ROUTES: dict[str, tuple] = {  # path -> (method, handler, args)
     "/v1/models": ("GET", "models"),
     "/health": ("GET", "health"),
     "/metrics": ("GET", "prom"),
+    "/prefill/metrics": ("GET", "prom", "prefill"),
+    "/decode/metrics": ("GET", "prom", "decode"),
 }

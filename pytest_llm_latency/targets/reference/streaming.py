@@ -18,7 +18,7 @@ from typing import Protocol
 
 from .faults import Fault
 from .http import Connection
-from .scheduler import Closed, RequestState, Scheduler
+from .scheduler import Closed, RequestState
 from .tokenizer import TextGenerator, natural_length
 
 
@@ -57,6 +57,12 @@ class Result:
     completion_tokens: int
     finish_reason: str
     state: RequestState
+
+
+class Scheduler(Protocol):
+    """What a response needs of its driver (``scheduler.Scheduler``, or a P/D pair's ``disagg.DisaggPair``)."""
+
+    def abort(self, st: RequestState) -> None: ...
 
 
 class StreamProtocol(Protocol):
