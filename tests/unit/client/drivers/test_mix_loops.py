@@ -65,8 +65,9 @@ def test_a_class_budget_is_judged_on_that_class_only():
 
     with start_reference("reference://h100-sxm/llama-3.1-8b", mode="thread") as h, make_http_client() as http:
         client = make_client(Target(h.url, "openai-chat"), http)
-        spec = mix_spec("open_loop", h.url, slo={"short": {"ttft_p50": 5}, "long": {"ttft_p50": 5}}, workers=1)
-        spec["mix"] = {**MIX, "long": {**MIX["long"], "prompt_tokens": 16000}}
+        # one request at a time: no long prefill delays a short request's first token
+        spec = {"mix": {**MIX, "long": {**MIX["long"], "prompt_tokens": 16000}}, "requests": 8, "warmup": 0,
+                "slo": {"short": {"ttft_p50": 5}, "long": {"ttft_p50": 5}}}
         w = make_workload("mixed", spec)
         res = judge(driver_for(w).measure(client, w, Run(seed=0, nonce="mix", salt_context="budget", judge=judge)))
     by = {r["name"]: r for r in res.mix.classes}
