@@ -8,7 +8,8 @@ slowest request's output tok/s), ``goodput_min``/``fluidity_min`` (fractions of 
 (tokens each engine step emitted, >= 1) and ``acceptance_rate_min`` (accepted ÷ drafted tokens,
 in (0, 1]), figures of ``core.measure.spec_decode`` judged by ``core.checks.acceptance_budgets``;
 ``reasoning_tokens_<stat>``: a ceiling on the reasoning tokens of one request, a count
-(``core.measure.metrics.reasoning_tokens``).
+(``core.measure.metrics.reasoning_tokens``); ``itl_stall_<stat>`` / ``stall_max`` (``core.spec.stall_spec``):
+ceilings in ms on the gaps that overlapped another request's long prefill, judged by ``core.checks.stalls``.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from ..measure.coldstart import COLD_BUDGET
 from ..errors import ConfigError
 from ..measure.metrics import COUNT_METRICS, METRICS
 from ..measure.stats import STATS
+from .stall_spec import STALL_BUDGETS, STALL_METRIC, stall_stat
 
 _UNITS_MS = {"ms": 1.0, "s": 1000.0, "sec": 1000.0, "us": 1e-3, "µs": 1e-3, "ns": 1e-6, "min": 60000.0}
 #: units refused because a reader cannot tell what they mean ('500m': 500 ms typed short, or minutes?)
@@ -35,7 +37,7 @@ FRACTION_BUDGETS = ("goodput_min", "fluidity_min")
 ACCEPTANCE_BUDGETS = ("tokens_per_step_min", "acceptance_rate_min")
 # cold_ttft_max: the first request after an unload (core.measure.coldstart), judged apart from the samples
 BUDGET_KEYS = tuple(f"{m}_{s}" for m in METRICS + COUNT_METRICS for s in STATS) + ("output_tps_min", COLD_BUDGET) \
-    + FRACTION_BUDGETS + ACCEPTANCE_BUDGETS
+    + FRACTION_BUDGETS + ACCEPTANCE_BUDGETS + STALL_BUDGETS
 #: TTFT per prompt-length bucket, a list of buckets each (``core.spec.prompt_buckets``; judged by
 #: ``core.checks.by_prompt``)
 BY_PROMPT_KEYS = tuple(f"ttft_{s}_by_prompt" for s in STATS)
@@ -94,7 +96,7 @@ def parse_positive_number(value: Any, where: str) -> float:
 class Budget:
     key: str          # e.g. "ttft_p95"
     metric: str       # ttft | ttfo | tpot | itl | e2e | output_tps | goodput | fluidity | tokens_per_step
-    #                   | acceptance_rate
+    #                   | acceptance_rate | itl_stall
     stat: str         # mean | p50 | ... | max | min
     limit: float      # ms, tok/s for output_tps, a fraction for goodput, fluidity and acceptance_rate,
     #                   tokens per engine step for tokens_per_step
@@ -113,6 +115,11 @@ class Budget:
     def is_acceptance(self) -> bool:
         """A speculative-decoding floor (``ACCEPTANCE_BUDGETS``), judged on ``core.measure.spec_decode``'s figures."""
         return self.key in ACCEPTANCE_BUDGETS
+
+    @property
+    def is_stall(self) -> bool:
+        """A ceiling on the gaps a long prefill stalled (``STALL_BUDGETS``), judged by ``core.checks.stalls``."""
+        return self.metric == STALL_METRIC
 
     @property
     def is_count(self) -> bool:
@@ -137,9 +144,10 @@ def parse_budget(key: str, value: Any, where: str) -> Budget:
                    f"{', '.join(STATS)}, e.g. {m.group(1)}_p95")
         else:
             why = (f" -- budgets are <metric>_<stat> with metric in {', '.join(METRICS)} and stat in "
-                   f"{', '.join(STATS)}, or reasoning_tokens_<stat> (a count), output_tps_min, goodput_min, "
-                   f"fluidity_min, tokens_per_step_min, acceptance_rate_min, or ttft_<stat>_by_prompt (a list of "
-                   f"prompt-length buckets)")
+                   f"{', '.join(STATS)}, or reasoning_tokens_<stat> (a count), itl_stall_<stat> / stall_max (gaps "
+                   f"during another request's long prefill), output_tps_min, goodput_min, fluidity_min, "
+                   f"tokens_per_step_min, acceptance_rate_min, or ttft_<stat>_by_prompt (a list of prompt-length "
+                   f"buckets)")
         raise ConfigError(f"{where}: unknown budget {key!r}{did_you_mean(key, BUDGET_KEYS + BY_PROMPT_KEYS)}{why}")
     if key == "output_tps_min":
         return Budget(key, "output_tps", "min", parse_positive_number(value, where), where)
@@ -157,6 +165,8 @@ def parse_budget(key: str, value: Any, where: str) -> Budget:
             raise ConfigError(f"{where}: acceptance_rate_min is the fraction of drafted tokens the target accepted, "
                               f"in (0, 1], e.g. 0.6; got {value!r}")
         return Budget(key, "acceptance_rate", "min", float(value), where)
+    if key in STALL_BUDGETS:
+        return Budget(key, STALL_METRIC, stall_stat(key), parse_duration_ms(value, where), where)
     metric, stat = key.rsplit("_", 1) if key == COLD_BUDGET or key.startswith(COUNT_METRICS) else key.split("_", 1)
     if metric in COUNT_METRICS:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
