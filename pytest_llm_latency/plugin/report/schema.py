@@ -111,6 +111,15 @@ DESCRIPTIONS = {
     "baseline.comparisons": "deploy gate (core.measure.compare): one per tolerance, status regression | improvement | "
                             "ok, with the seeded bootstrap CI of the candidate/baseline ratio and the message",
     "baseline.cdf": "the baseline's (or the other A/B arm's) CDF points, overlaid by the HTML report",
+    "stall.stall_ms_p99": "p99 of the stall gaps: chunk-arrival gaps of a stream that overlapped another request's "
+                          "prefill window (send to first token) of >= stall_prompt_tokens prompt tokens "
+                          "(core/measure/prefill_overlap.py)",
+    "stall.clean_ms_p99": "p99 of the other gaps (the client's own are left out of both: stall.client_gaps)",
+    "stall.worst_per_stream": "per stream that had a stall gap: {request (its number in the request table), "
+                              "stall_ms (its longest), stall_gaps}",
+    "stall.causes": "per cause, most stall gaps first: {cause (the class, or 'other requests', of the overlapped "
+                    "prefill with the most prompt tokens), gaps, share, prefills (its long prefills), "
+                    "prompt_tokens_p50, window_ms_p50}",
 }
 #: value sets that are closed (statuses that other modules may extend stay plain strings)
 ENUMS = {"prefill.linearity": ["linear", "sublinear", "superlinear", "unknown"],
@@ -164,7 +173,17 @@ _WORKER = {"type": "object", "additionalProperties": False,
                                               "clock minus the driver's (round-trip estimate)"},
                           "clock_rtt_ms": {"type": ["number", "null"], "description": "ray: the round trip the "
                                            "offset was estimated from (its error is at most half of it)"}}}
+_STREAM = {"type": "object", "additionalProperties": False, "required": ["request", "stall_ms", "stall_gaps"],
+           "properties": {"request": {"type": "integer", "minimum": 1}, "stall_ms": {"type": "number"},
+                          "stall_gaps": {"type": "integer", "minimum": 1}}}
+_CAUSE = {"type": "object", "additionalProperties": False, "required": ["cause", "gaps", "share", "prefills"],
+          "properties": {"cause": {"type": "string"}, "gaps": {"type": "integer", "minimum": 1},
+                         "share": {"type": "number"}, "prefills": {"type": "integer", "minimum": 0},
+                         "prompt_tokens_p50": {"type": ["number", "null"]},
+                         "window_ms_p50": {"type": ["number", "null"]}}}
 _SPECIAL = {"by_prompt.buckets": {"type": "array", "items": _BUCKET},
+            "stall.worst_per_stream": {"type": "array", "items": _STREAM},
+            "stall.causes": {"type": "array", "items": _CAUSE},
             "load.worker_lag": {"type": "array", "items": _WORKER},
             "agent.turns": {"type": "array", "items": _TURN},
             "baseline.comparisons": {"type": "array", "items": _COMPARISON},

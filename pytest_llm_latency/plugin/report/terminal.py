@@ -94,8 +94,8 @@ def summary_lines(results: Sequence[Entry]) -> list[str]:
         lines += bound_lines(r)
     for r in typed:
         lines += [f"  {r.nodeid}: {text}" for kind, text, _ in messages(r) if kind != "note"]
-    for lines_of in (itl_count_lines, workers_lines, prefill_lines, prompt_bucket_lines, step_lines, agent_lines,
-                     structured_lines):
+    for lines_of in (itl_count_lines, workers_lines, prefill_lines, prompt_bucket_lines, stall_lines, step_lines,
+                     agent_lines, structured_lines):
         lines += lines_of(typed)
     noted = [f"  {r.nodeid}: {text}" for r in typed for kind, text, _ in messages(r) if kind == "note"]
     return lines + (["notes (*):"] + noted if noted else [])
@@ -245,3 +245,24 @@ def structured_lines(results: Sequence[Entry]) -> list[str]:
                          f"constrained vs {x.comparison_tpot_ms_p50:.2f} ms unconstrained")
         lines.append(f"  {r.nodeid}: " + "; ".join(parts))
     return ["structured output (answers validated against the JSON Schema):"] + lines if lines else []
+
+
+def stall_lines(results: Sequence[Entry]) -> list[str]:
+    """One line per result whose streams overlapped another request's long prefill (JSON ``stall``):
+    the stall gaps against the clean ones, the stalls per minute, the main cause and the worst stall."""
+    lines = []
+    for r in entries_of(results):
+        x = r.stall
+        if not x.stall_gaps:
+            continue
+        clean = f"clean p99 {_fmt(x.clean_ms_p99)} ms ({x.clean_gaps} gaps)" if x.clean_gaps else "no clean gaps"
+        per_min = f"; {x.stalls_per_min:.1f} stalls/min" if x.stalls_per_min is not None else ""
+        top = x.causes[0] if x.causes and isinstance(x.causes[0], dict) else {}
+        cause = (f"; {top.get('share', 0):.0%} during {top.get('cause')}'s prefills "
+                 f"({_fmt(top.get('prompt_tokens_p50'), 0)} tokens, median window "
+                 f"{_fmt(top.get('window_ms_p50'), 0)} ms)") if top else ""
+        left = f"; {x.client_gaps} gaps the client made left out" if x.client_gaps else ""
+        lines.append(f"  {r.nodeid}: >= {x.stall_prompt_tokens} tokens: stall p99 {_fmt(x.stall_ms_p99)} ms (max "
+                     f"{_fmt(x.stall_ms_max)} ms, request {x.worst_request}; {x.stall_gaps} gaps) vs {clean}"
+                     f"{per_min}{cause}{left}")
+    return ["stalls (gaps overlapping another request's long prefill vs the others):"] + lines if lines else []
