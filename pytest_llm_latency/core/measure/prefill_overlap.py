@@ -56,10 +56,16 @@ OTHERS = "other requests"
 
 class FailedRequest(Protocol):
     """What a failed request (``core.result.result.Failure``) tells about its prefill."""
-    t_send_ns: int | None
-    ttft_ms: float | None
-    prompt_tokens: int | None
-    mix_class: str | None
+    @property
+    def t_send_ns(self) -> int | None: ...
+    @property
+    def t_end_ns(self) -> int | None: ...
+    @property
+    def ttft_ms(self) -> float | None: ...
+    @property
+    def prompt_tokens(self) -> int | None: ...
+    @property
+    def mix_class(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -196,7 +202,7 @@ def run_span_ns(records: Sequence[RequestRecord], failures: Sequence[FailedReque
     """From the first send to the last end (or last stamp) of the run; 0 when unknown."""
     starts = [r.t_send_ns for r in records] + [f.t_send_ns for f in failures if f.t_send_ns is not None]
     ends = [t for r in records if (t := r.t_end_ns or r.t_last_token_ns) is not None]
-    ends += [t for f in failures if (t := getattr(f, "t_end_ns", None)) is not None]
+    ends += [f.t_end_ns for f in failures if f.t_end_ns is not None]
     return max(ends) - min(starts) if starts and ends and max(ends) > min(starts) else 0
 
 

@@ -186,6 +186,21 @@ class BucketRow:
 
 
 @dataclass(frozen=True)
+class StallCause:
+    """One cause of the stall gaps (``stall.causes``, ``core.measure.prefill_overlap.cause_rows``)."""
+    cause: str
+    gaps: int | None
+    share: float | None
+    prompt_tokens_p50: float | None
+    window_ms_p50: float | None
+
+    @classmethod
+    def parse(cls, raw: dict) -> "StallCause":
+        return cls(text(raw.get("cause")) or "?", count(raw.get("gaps")), num(raw.get("share")),
+                   num(raw.get("prompt_tokens_p50")), num(raw.get("window_ms_p50")))
+
+
+@dataclass(frozen=True)
 class Shown:
     """A finding as the renderers show it: its check, its kind (``core.findings.KINDS``), its text."""
     check: str
@@ -219,6 +234,7 @@ class ResultEntry(WithParts):
     failures: dict[str, int] = field(default_factory=dict)
     buckets: list[BucketRow] = field(default_factory=list)         # by_prompt.buckets, typed
     turn_reuse: dict[int, float] = field(default_factory=dict)     # agent.turns: turn -> prefix reuse
+    stall_causes: list[StallCause] = field(default_factory=list)   # stall.causes, typed
     requests: list[RequestRow] = field(default_factory=list)       # every request row (send_ms None: untimed)
     untimed: int = 0                                               # request rows with no send time (or malformed)
     cdf: dict[str, Cdf] | None = None                              # None: no per-request detail
@@ -252,6 +268,8 @@ class ResultEntry(WithParts):
             turn_reuse={t["turn"]: float(t["reuse"]) for t in _list(_dict(d.get("agent")).get("turns"))
                         if isinstance(t, dict) and count(t.get("turn")) is not None
                         and num(t.get("reuse")) is not None},
+            stall_causes=[StallCause.parse(c) for c in _list(_dict(d.get("stall")).get("causes"))
+                          if isinstance(c, dict)],
             requests=timed,
             untimed=len(_list(d.get("requests"))) - sum(1 for r in timed if r.send_ms is not None),
             cdf=None if not isinstance(d.get("cdf"), dict) else _cdfs(d["cdf"]),
