@@ -61,3 +61,4 @@ def test_a_long_prefill_stalls_the_streams_without_chunked_prefill_and_not_with_
     out = r.stdout.str()
     assert "stalls (gaps overlapping another request's long prefill vs the others):" in out
     assert "test_chunked_prefill_off: >= 6000 tokens: stall p99" in out
+    assert "; 100% during other requests' prefills (" in out

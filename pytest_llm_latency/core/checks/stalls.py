@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..findings import Finding, part_update
-from ..measure.prefill_overlap import GapSplit, PrefillWindow, figures, prefill_windows, run_span_ns, send_order, \
-    split_gaps
+from ..measure.prefill_overlap import (GapSplit, PrefillWindow, figures, possessive, prefill_windows, run_span_ns,
+                                      send_order, split_gaps)
 from ..measure.stamp_bounds import read_bound_ms
 from ..measure.stats import fmt_stat, min_samples_for, summarize
 from ..measure.verdict import budget_verdict, estimate
@@ -118,8 +118,7 @@ def _detail(split: GapSplit, limit: float, figs: dict) -> str:
     causes = []
     for cause, n in sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))[:3]:
         row = rows.get(cause, {})
-        whose = "other requests'" if cause == "other requests" else f"{cause}'s"
-        causes.append(f"{n} during {whose} prefills ({fmt_stat(row.get('prompt_tokens_p50'), 0)} tokens, median "
+        causes.append(f"{n} during {possessive(cause)} prefills ({fmt_stat(row.get('prompt_tokens_p50'), 0)} tokens, median "
                       f"window {fmt_stat(row.get('window_ms_p50'), 0)} ms)")
     clean = (f"clean gaps p99 {fmt_stat(figs['clean_ms_p99'])} ms (n={figs['clean_gaps']})" if figs["clean_gaps"]
              else "no clean gaps")

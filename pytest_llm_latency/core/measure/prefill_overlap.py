@@ -32,8 +32,10 @@ are the arrival, whatever the client did.  Without the client's stall timeline o
 
 **Figures** (``figures``: the ``stall`` part's fields, ``core.result.traffic_parts.StallInfo``): the
 stall and clean gaps' p50/p99 (ms) and counts, the worst stall per stream and overall, **stalls** (the
-stall gaps longer than the clean gaps' p99: a pause a reader notices) per minute of the run, each cause
-class's share of the stall gaps, and the long prefills' median window and prompt length.
+stall gaps longer than ``NOTICED`` x the clean gaps' p99: a pause a reader notices, longer by a margin than
+almost any pause outside the long prefills; summed over the streams) per minute of the run (first send to
+last end), each cause class's share of the stall gaps, and the long prefills' median window and prompt
+length.
 """
 from __future__ import annotations
 
@@ -52,6 +54,13 @@ from .stats import percentile
 STALL_METRIC = "itl_stall"
 #: the cause of a stall gap whose prefill belonged to no class of a mix
 OTHERS = "other requests"
+#: a stall gap this many times the clean gaps' p99 is a stall a reader notices (``figures``: ``stalls``)
+NOTICED = 2.0
+
+
+def possessive(cause: str) -> str:
+    """``long_summarization's``, ``other requests'``."""
+    return f"{cause}'" if cause.endswith("s") and " " in cause else f"{cause}'s"
 
 
 class FailedRequest(Protocol):
@@ -235,7 +244,7 @@ def figures(split: GapSplit, span_ns: int) -> dict[str, Any]:
     the run's span (``run_span_ns``), for the stalls per minute."""
     stall_ms, clean = split.stall_ms, split.clean_ms
     clean_p99 = _p(clean, 99)
-    noticed = sum(1 for v in stall_ms if clean_p99 is None or v > clean_p99)
+    noticed = sum(1 for v in stall_ms if clean_p99 is None or v > NOTICED * clean_p99)
     per_stream: dict[int, list[float]] = {}
     for g in split.stall:
         per_stream.setdefault(g.request, []).append(g.ms)

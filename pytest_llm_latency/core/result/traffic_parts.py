@@ -26,7 +26,7 @@ class StallInfo(Part):
     stall_ms_max: float | None = None
     clean_ms_p50: float | None = None
     clean_ms_p99: float | None = None
-    stalls: int | None = None                  # stall gaps longer than the clean gaps' p99
+    stalls: int | None = None                  # stall gaps longer than twice the clean gaps' p99 (all streams)
     stalls_per_min: float | None = None        # ... per minute of the run (first send to last end)
     worst_request: int | None = None           # the stream of the longest stall gap (request table number)
     worst_cause: str | None = None             # the class whose prefill it overlapped ("other requests": none)

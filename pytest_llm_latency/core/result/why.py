@@ -3,6 +3,7 @@ causes it adds to ``WorkloadResult.causes`` when a budget fails.  Pure."""
 from __future__ import annotations
 
 from ..measure import metrics as m
+from ..measure.prefill_overlap import possessive
 from .diagnosis import Evidence, diagnose
 from .result import WorkloadResult
 from ..measure.stats import percentile
@@ -46,7 +47,7 @@ def stall_evidence(res: WorkloadResult) -> dict:
     if not st.stall_gaps:
         return {}
     top = st.causes[0] if st.causes else None
-    cause = (f"{top['share']:.0%} of the stall gaps during {top['cause']}'s prefills"
+    cause = (f"{top['share']:.0%} of the stall gaps during {possessive(top['cause'])} prefills"
              if top and top.get("cause") != "other requests" else None)
     return {"stall_p99": st.stall_ms_p99, "clean_p99": st.clean_ms_p99, "clean_p50": st.clean_ms_p50,
             "stall_gaps": st.stall_gaps, "stall_prompt_tokens": st.stall_prompt_tokens,

@@ -115,6 +115,9 @@ DESCRIPTIONS = {
                           "prefill window (send to first token) of >= stall_prompt_tokens prompt tokens "
                           "(core/measure/prefill_overlap.py)",
     "stall.clean_ms_p99": "p99 of the other gaps (the client's own are left out of both: stall.client_gaps)",
+    "stall.stalls": "stall gaps longer than twice the clean gaps' p99 (core.measure.prefill_overlap.NOTICED): a "
+                    "pause a reader notices; summed over the streams",
+    "stall.stalls_per_min": "stall.stalls per minute of the run (its first send to its last end)",
     "stall.worst_per_stream": "per stream that had a stall gap: {request (its number in the request table), "
                               "stall_ms (its longest), stall_gaps}",
     "stall.causes": "per cause, most stall gaps first: {cause (the class, or 'other requests', of the overlapped "

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from ...core.measure.prefill_overlap import possessive
 from .entry import Entry, ResultEntry, entries_of, entry_of
 
 COLUMNS = ("test", "n", "TTFT p50", "TTFT p95", "TPOT p50", "TPOT p95", "decode tok/s", "out tok/s", "verdict")
@@ -258,7 +259,7 @@ def stall_lines(results: Sequence[Entry]) -> list[str]:
         clean = f"clean p99 {_fmt(x.clean_ms_p99)} ms ({x.clean_gaps} gaps)" if x.clean_gaps else "no clean gaps"
         per_min = f"; {x.stalls_per_min:.1f} stalls/min" if x.stalls_per_min is not None else ""
         top = r.stall_causes[0] if r.stall_causes else None
-        cause = (f"; {top.share or 0:.0%} during {top.cause}'s prefills ({_fmt(top.prompt_tokens_p50, 0)} tokens, "
+        cause = (f"; {top.share or 0:.0%} during {possessive(top.cause)} prefills ({_fmt(top.prompt_tokens_p50, 0)} tokens, "
                  f"median window {_fmt(top.window_ms_p50, 0)} ms)") if top is not None else ""
         left = f"; {x.client_gaps} gaps the client made left out" if x.client_gaps else ""
         lines.append(f"  {r.nodeid}: >= {x.stall_prompt_tokens} tokens: stall p99 {_fmt(x.stall_ms_p99)} ms (max "
