@@ -118,8 +118,8 @@ def _detail(split: GapSplit, limit: float, figs: dict) -> str:
     causes = []
     for cause, n in sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))[:3]:
         row = rows.get(cause, {})
-        causes.append(f"{n} during {possessive(cause)} prefills ({fmt_stat(row.get('prompt_tokens_p50'), 0)} tokens, median "
-                      f"window {fmt_stat(row.get('window_ms_p50'), 0)} ms)")
+        causes.append(f"{n} during {possessive(cause)} prefills ({fmt_stat(row.get('prompt_tokens_p50'), 0)} "
+                      f"tokens, median window {fmt_stat(row.get('window_ms_p50'), 0)} ms)")
     clean = (f"clean gaps p99 {fmt_stat(figs['clean_ms_p99'])} ms (n={figs['clean_gaps']})" if figs["clean_gaps"]
              else "no clean gaps")
     left = f"; {split.client_gaps} gaps the client's own stalls made left out" if split.client_gaps else ""

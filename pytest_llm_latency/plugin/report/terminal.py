@@ -259,8 +259,9 @@ def stall_lines(results: Sequence[Entry]) -> list[str]:
         clean = f"clean p99 {_fmt(x.clean_ms_p99)} ms ({x.clean_gaps} gaps)" if x.clean_gaps else "no clean gaps"
         per_min = f"; {x.stalls_per_min:.1f} stalls/min" if x.stalls_per_min is not None else ""
         top = r.stall_causes[0] if r.stall_causes else None
-        cause = (f"; {top.share or 0:.0%} during {possessive(top.cause)} prefills ({_fmt(top.prompt_tokens_p50, 0)} tokens, "
-                 f"median window {_fmt(top.window_ms_p50, 0)} ms)") if top is not None else ""
+        cause = (f"; {top.share or 0:.0%} during {possessive(top.cause)} prefills "
+                 f"({_fmt(top.prompt_tokens_p50, 0)} tokens, median window {_fmt(top.window_ms_p50, 0)} ms)"
+                 if top is not None else "")
         left = f"; {x.client_gaps} gaps the client made left out" if x.client_gaps else ""
         lines.append(f"  {r.nodeid}: >= {x.stall_prompt_tokens} tokens: stall p99 {_fmt(x.stall_ms_p99)} ms (max "
                      f"{_fmt(x.stall_ms_max)} ms, request {x.worst_request}; {x.stall_gaps} gaps) vs {clean}"
