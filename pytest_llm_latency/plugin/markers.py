@@ -5,7 +5,8 @@ from __future__ import annotations
 
 MARKER_SIGNATURE = ("llm_slo(workload='chat', *, ttft_p95=..., tpot_p95=..., e2e_p95=..., itl_p99=..., "
                     "output_tps_min=..., ttft_p95_by_prompt=[{below: N, budget: ...}, ...], "
-                    "tokens_per_step_min=..., acceptance_rate_min=..., samples='auto', "
+                    "tokens_per_step_min=..., acceptance_rate_min=..., itl_stall_p99=..., stall_max=..., "
+                    "stall_prompt_tokens=1024, samples='auto', "
                     "prompt_tokens=N|{distribution: ...}, output_tokens=N|{distribution: ...}, "
                     "shared_prefix_groups={groups, tokens}, concurrency=1, trace='traffic.jsonl', trace_speed=1, "
                     "min_decode_efficiency=..., prompt_sweep=[...], min_prefill_efficiency=..., prefill_tps_min=..., "

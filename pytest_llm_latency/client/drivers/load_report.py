@@ -127,6 +127,7 @@ def client_summary(res: WorkloadResult, lag_ns: Sequence[int], send_lag_ns: Sequ
     client = res.client
     client.set(**client_health(list(lag_ns), list(send_lag_ns), res.records, itl50))
     res.measurement.stamp = stamp_mode(res.records)
+    res.facts.client_stalls = timeline
     if client.client_fell_behind and engine:  # an error (core.checks.measurement_validity)
         res.facts.client_fell_behind = True
     bunching(res, timeline)

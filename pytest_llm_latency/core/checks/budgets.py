@@ -1,6 +1,7 @@
 """The workload's latency budgets: point percentiles, statistical verdicts (``confidence``),
 the fraction floors ``goodput_min`` / ``fluidity_min`` (``core.result.goodput``) and the
-speculative-decoding floors (``core.checks.acceptance_budgets``).
+speculative-decoding floors (``core.checks.acceptance_budgets``); the stall budgets are judged by
+``core.checks.stalls``.
 
 Writes the per-budget statistical verdicts to ``res.verdicts`` and the fractions it computed
 to ``res.load`` (figures for the report; the findings are the decision)."""
@@ -36,6 +37,8 @@ def check_budgets(res: WorkloadResult) -> list[Finding]:
             continue
         if b.is_kv_transfer:
             continue  # the pools' histograms, not the samples (core.checks.kv_transfer)
+        if b.is_stall:
+            continue  # the gaps a long prefill stalled, not a per-request metric (core.checks.stalls)
         s = res.summaries.get(b.metric)
         if s is None:
             out.append(Finding(CHECK, "error", f"{METRIC_LABEL[b.metric]} {b.stat}: no values to check the budget "

@@ -28,11 +28,12 @@ from .kv_transfer import check_kv_transfer
 from .regression import check_regression
 from .samples import check_samples
 from .server import check_server_alive
+from .stalls import check_stalls
 from .structured import check_structured
 from .sweeps import PART_CHECKS, check_prompt_sweep_parts, check_rate_sweep
 
 #: the order is the order of the texts in a failure message
-CHECKS = (check_samples, check_budgets, check_mix, check_kv_transfer, check_by_prompt, check_error_rate,
+CHECKS = (check_samples, check_budgets, check_stalls, check_mix, check_kv_transfer, check_by_prompt, check_error_rate,
           check_structured, *PART_CHECKS, check_agent_sessions, check_prompt_sweep_parts, check_baseline_arm,
           check_rate_sweep, check_server_alive, check_roofline, check_prefill_roofline, check_regression,
           check_causes)

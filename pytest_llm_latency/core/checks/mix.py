@@ -15,12 +15,14 @@ from ..findings import Finding, part_update
 from ..result.result import METRIC_LABEL, Violation, WorkloadResult, measured
 from ..spec.mix_spec import MixClass
 from ..spec.workload import Workload
+from ..measure.prefill_overlap import prefill_windows
 from .budgets import check_budgets
 from .samples import check_samples, judgeable
+from .stalls import check_stalls
 
 CHECK = "mix"
 #: what judges one class, in this order
-CLASS_CHECKS = (check_samples, check_budgets)
+CLASS_CHECKS = (check_samples, check_budgets, check_stalls)
 #: the class figures the JSON keeps (ms), failures counted as misses
 FIGURES = tuple(f"{m}_{s}" for m in ("ttft", "tpot", "itl", "e2e") for s in ("p50", "p95", "p99"))
 
@@ -45,12 +47,14 @@ def class_workload(w: Workload, c: MixClass, requests: int) -> Workload:
                    budgets=c.budgets, samples=max(requests, 1), mix=None, prompt_budgets=())
 
 
-def class_result(res: WorkloadResult, c: MixClass) -> WorkloadResult:
-    """``res``'s requests of class ``c`` as a measurement of their own (not judged)."""
+def class_result(res: WorkloadResult, c: MixClass, windows: list | None = None) -> WorkloadResult:
+    """``res``'s requests of class ``c`` as a measurement of their own (not judged); its streams stall on
+    every class's prefills: ``windows``, the whole run's (``core.measure.prefill_overlap``)."""
     records = [r for r in res.records if r.mix_class == c.name]
     failures = [f for f in res.failures if f.mix_class == c.name]
     sub = measured(class_workload(res.workload, c, len(records) + len(failures)), records, failures)
     sub.facts = copy.copy(res.facts)  # one run: its server, cold starts and client are every class's
+    sub.facts.prefill_windows = prefill_windows(res.records, res.failures) if windows is None else windows
     sub.client, sub.measurement, sub.load = res.client, res.measurement, res.load.copy()
     return sub
 
@@ -61,13 +65,16 @@ def check_mix(res: WorkloadResult) -> list[Finding]:
         return [part_update(CHECK, "mix", classes=[])]
     rows: list[dict] = []
     out: list[Finding] = [part_update(CHECK, "mix", classes=rows)]
+    windows = prefill_windows(res.records, res.failures)
     for c in mix.classes:
-        sub = class_result(res, c)
+        sub = class_result(res, c, windows)
         row = _row(c, sub)
         rows.append(row)
         for check in CLASS_CHECKS:
             for f in check(sub):
                 out += _named(c.name, f, sub, row)
+        if sub.stall:  # the class's streams against every class's long prefills
+            row["stall"] = sub.stall.to_json()
         row["status"] = "error" if row["errors"] else "fail" if row["violations"] else "pass"
         row["budgets"] = [_budget_row(sub, b.key, row) for b in c.budgets]
         del row["failed_keys"]

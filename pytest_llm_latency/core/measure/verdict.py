@@ -14,9 +14,16 @@ from typing import Mapping, Sequence
 from ..statuses import BudgetStatus
 from . import confidence as ci
 from .kv_transfer import METRIC as KV_TRANSFER
+from .prefill_overlap import STALL_METRIC
 from .stats import PERCENTILES, fmt_stat, percentile
 
 INF = math.inf
+#: metrics whose values are streams' gaps: many per request and not independent draws (one step's delay is
+#: every running stream's gap; ITL, and the gaps a long prefill stalled: ``core.measure.prefill_overlap``), so
+#: judged on the point estimate even at a confidence, and never what ``samples: auto`` samples on for
+GAP_METRICS = ("itl", STALL_METRIC)
+#: judged on the point estimate: the gaps, and the KV transfer (a disaggregated target's pools' histograms)
+POINT_METRICS = GAP_METRICS + (KV_TRANSFER,)
 
 
 @dataclass(frozen=True)
@@ -70,7 +77,7 @@ def budget_verdict(key: str, metric: str, stat: str, limit: float, floor: bool, 
     n = len(values)
     est = estimate(values, stat)
     point = _status(est, est, limit, floor)
-    if confidence is None or metric == "itl":
+    if confidence is None or metric in POINT_METRICS:
         return BudgetVerdict(key, point, est, est, est, n, confidence, "point")
     if stat in ("max", "min"):
         return BudgetVerdict(key, point, est, est, est, n, confidence, "extreme")
@@ -141,7 +148,7 @@ def decidable(stat: str, metric: str, confidence: float | None, max_n: int, sequ
     """Could any sample size up to ``max_n`` decide this budget either way?  With ``samples: auto``
     it must be able to *pass*: sampling on towards a verdict that can only be a fail is pointless."""
     q = _q(stat)
-    if confidence is None or q is None or metric in ("itl", KV_TRANSFER):  # KV transfer: the pools' histograms
+    if confidence is None or q is None or metric in POINT_METRICS:
         return stat != "mean" or max_n >= 1
     alpha = 1.0 - confidence
     if sequential:
@@ -155,7 +162,7 @@ def min_n_to_pass(stat: str, metric: str, confidence: float | None, floor: bool 
     quantile ceiling from q^n <= alpha on (a p95 at 95%: 59), a floor from (1-q)^n <= alpha, a mean
     from 2 (the t interval); the point estimate, ITL and extremes at any n: 1."""
     q = _q(stat)
-    if confidence is None or metric in ("itl", KV_TRANSFER) or (q is None and stat != "mean"):
+    if confidence is None or metric in POINT_METRICS or (q is None and stat != "mean"):
         return 1
     if q is None:  # the mean
         return 2
@@ -167,11 +174,10 @@ def min_n_to_pass(stat: str, metric: str, confidence: float | None, floor: bool 
 
 
 def holds_up(b) -> bool:
-    """Can ``samples: auto`` decide this budget (and so keep sampling until it is decided)?  Extremes, ITL,
-    fractions of the run (goodput, fluidity: judged once, at the end) and the KV transfer (the pools'
-    histograms, read after the run) can't."""
-    return b.metric not in ("itl", KV_TRANSFER) and b.stat not in ("max", "min") \
-        and not getattr(b, "is_fraction", False)
+    """Can ``samples: auto`` decide this budget (and so keep sampling until it is decided)?  Extremes, gaps
+    (ITL, stalls), fractions of the run (goodput, fluidity: judged once, at the end) and the KV transfer (the
+    pools' histograms, read after the run) can't."""
+    return b.metric not in POINT_METRICS and b.stat not in ("max", "min") and not getattr(b, "is_fraction", False)
 
 
 class SequentialVerdicts:

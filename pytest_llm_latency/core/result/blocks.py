@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from ..measure import metrics as m, reasoning, spec_decode
+from ..measure.bunching import StallTimeline
 from .facts import AgentRun, ColdStarts, Facts, PerChunkItl
 from ..measure.prefix_cache import decide as decide_cache, declared
 from .result import WorkloadResult, measured
@@ -96,7 +97,21 @@ def combine_facts(blocks: Sequence[WorkloadResult], workload: Workload, label: L
         gates=[g for f in facts for g in f.gates],                              # the plugin's gates run after
         comparisons=[c for f in facts for c in f.comparisons],
         baseline_target_arm=_first(f.baseline_target_arm for f in facts),
+        # a class of a mix: every block's whole-run windows (a block's prefills never overlap another block's)
+        prefill_windows=None if all(f.prefill_windows is None for f in facts) else
+        [w for f in facts for w in f.prefill_windows or ()],
+        client_stalls=combine_stalls([f.client_stalls for f in facts]),
     )
+
+
+def combine_stalls(timelines: Sequence) -> StallTimeline | None:
+    """Every block's lag-monitor stalls on one timeline, spanning them all (as the worker processes' are
+    merged: ``client/placement/processes/pool.py``); None when no block had one."""
+    given = [t for t in timelines if t is not None]
+    if not given:
+        return None
+    return StallTimeline(tuple(sorted(x for t in given for x in t.stalls)), given[0].tick_ns,
+                         min(t.start_ns for t in given), max(t.end_ns for t in given))
 
 
 def combine_cold(blocks: Sequence[WorkloadResult]) -> ColdStarts | None:

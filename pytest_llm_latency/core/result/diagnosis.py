@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-ANY = frozenset({"ttft", "ttfo", "tpot", "itl", "e2e", "output_tps", "goodput", "fluidity"})
+ANY = frozenset({"ttft", "ttfo", "tpot", "itl", "e2e", "output_tps", "goodput", "fluidity", "itl_stall"})
 FIRST_TOKEN = frozenset({"ttft", "ttfo", "e2e", "goodput", "fluidity"})
 DECODE = frozenset({"tpot", "itl", "e2e", "output_tps", "goodput", "fluidity"})
+#: what a stream's pauses explain: decode, and the stall budgets (core.checks.stalls)
+PAUSES = DECODE | {"itl_stall"}
 
 #: thresholds, named so each rule reads as its sentence
 BULK = 0.5              # "the bulk of": at least half
@@ -21,6 +23,8 @@ ITL_TAIL_RATIO = 3.0    # ITL p99 / p50
 CONTEXT_SLOWDOWN = 1.2  # late-output ITL / early-output ITL
 NETWORK_GAP_MS = 50.0   # client TTFT beyond the server's, with an idle queue
 FEW_TOKENS_PER_STEP = 1.5  # a speculating server whose steps emit fewer: its drafts are mostly rejected
+STALL_CONCENTRATION = 2.0  # stall gaps' p99 / clean gaps' p99: the long gaps are the long prefills'
+STALL_GAPS_TO_CLEAR = 20   # stall gaps it takes to say the long gaps are *not* the prefills'
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,16 @@ class Evidence:
     spec_scope: str | None = None
     step_ms: float | None = None
     step_efficiency: float | None = None
+    # the gaps that overlapped another request's long prefill vs the others (core.measure.prefill_overlap:
+    # res.stall), the long prefills and their main cause ("62% of them during long_summarization's prefills")
+    stall_p99: float | None = None
+    clean_p99: float | None = None
+    clean_p50: float | None = None
+    stall_gaps: int = 0
+    stall_prompt_tokens: int | None = None
+    long_prompt_tokens: float | None = None
+    long_window_ms: float | None = None
+    stall_cause: str | None = None
 
     def s(self, key: str):
         v = self.server.get(key)
@@ -126,7 +140,52 @@ def _decode_context(e: Evidence):
                      f"grows with context", DECODE)
 
 
+def _stall_decides(e: Evidence) -> bool:
+    """The stall split has the evidence to say whether the long gaps are the long prefills' (``_prefill_stall``)."""
+    if e.stall_p99 is None or e.clean_p99 is None:
+        return False
+    return e.stall_p99 >= STALL_CONCENTRATION * e.clean_p99 or e.stall_gaps >= STALL_GAPS_TO_CLEAR
+
+
+def _prefill_stall(e: Evidence):
+    """Long gaps inside other requests' long prefills: chunked prefill and its token budget per step; long
+    gaps everywhere alike: batching or queueing, not the prefills."""
+    if not _stall_decides(e) or e.stall_p99 is None or e.clean_p99 is None:
+        return None
+    during = (f"gaps overlapping another request's prefill of >= {e.stall_prompt_tokens} prompt tokens: p99 "
+              f"{e.stall_p99:.1f} ms ({e.stall_gaps} gaps) vs {e.clean_p99:.1f} ms otherwise")
+    if e.stall_p99 >= STALL_CONCENTRATION * e.clean_p99:
+        cause = f"; {e.stall_cause}" if e.stall_cause else ""
+        window = (f" (the long prefills: median {e.long_prompt_tokens:.0f} tokens, {e.long_window_ms:.0f} ms from "
+                  f"send to first token{cause})" if e.long_prompt_tokens is not None and e.long_window_ms is not None
+                  else "")
+        return Cause("long prefills stall decode", f"{during}{window}: an unchunked prefill is one engine step every "
+                     f"running stream waits for -- chunk it into the decode batches with a token budget per step: "
+                     f"vLLM --enable-chunked-prefill with --max-num-batched-tokens (around 2048 favours ITL, higher "
+                     f"favours TTFT), SGLang --chunked-prefill-size, llama.cpp -b / -ub (its logical / physical "
+                     f"batch)", PAUSES)
+    tail = max(e.stall_p99, e.clean_p99)
+    if not e.clean_p50 or tail < ITL_TAIL_RATIO * e.clean_p50:
+        return None  # no tail to explain
+    running, waiting = e.s("server_running_max"), e.s("server_waiting_max")
+    mean = e.s("server_running_mean")
+    why = []
+    if running is not None:
+        avg = f", mean {mean:.1f}" if mean is not None else ""
+        why.append(f"the decode step grows with the batch (running max {running:.0f}{avg}): fewer sequences at "
+                   f"once (max_num_seqs) or a faster decode")
+    if waiting:
+        why.append(f"requests queue behind one another (up to {waiting:.0f} waiting)")
+    if not why:
+        why = ["the decode step grows with the batch, or requests queue behind one another (the server's /metrics "
+               "running and waiting gauges would tell which)"]
+    return Cause("batching or queueing, not prefill stalls", f"{during}, against {e.clean_p50:.1f} ms p50: the long "
+                 f"gaps are not the long prefills' -- {'; '.join(why)}", PAUSES)
+
+
 def _batching_tail(e: Evidence):
+    if _stall_decides(e):
+        return None  # the stall split says which (_prefill_stall)
     if (e.concurrency > 1 or e.open_loop) and e.itl_p50 and e.itl_p99 and e.itl_p99 >= ITL_TAIL_RATIO * e.itl_p50:
         load = "under an open-loop load" if e.open_loop else f"at concurrency {e.concurrency}"
         return Cause("batching tail", f"ITL p99 {e.itl_p99:.1f} ms is {e.itl_p99 / e.itl_p50:.1f}x its p50 "
@@ -172,8 +231,8 @@ def _acceptance(e: Evidence):
                  f"{steps} ({e.spec_source}, {per}; TPOT = step time ÷ tokens per step)", DECODE)
 
 
-RULES = (_client_starved, _acceptance, _queueing, _prefill_bound, _prefix_cache, _decode_context, _batching_tail,
-         _kv_pressure, _network_client)
+RULES = (_client_starved, _acceptance, _queueing, _prefill_bound, _prefix_cache, _decode_context, _prefill_stall,
+         _batching_tail, _kv_pressure, _network_client)
 
 
 def diagnose(e: Evidence, failing: set[str] | frozenset = ANY) -> list[Cause]:

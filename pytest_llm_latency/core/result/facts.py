@@ -95,3 +95,9 @@ class Facts:
     baseline_target_arm: Any = None
     gates: list[GateOutcome] = field(default_factory=list)
     comparisons: list[Comparison] = field(default_factory=list)
+    # issue 37: the whole run's prefill windows (core.measure.prefill_overlap.PrefillWindow), set when res is one
+    # class of a mixed workload: its streams were stalled by every class's prefills, not only its own class's
+    prefill_windows: list | None = None
+    # the client's lag-monitor stalls on the stamps' clock (core.measure.bunching.StallTimeline;
+    # client.drivers.load_report.client_summary): the gaps the client itself made (core.checks.stalls)
+    client_stalls: Any = None

@@ -17,6 +17,7 @@ from ..statuses import BaselineStatus, GateStatus
 from .part import Part, unset as _unset
 from .mix_parts import MixInfo
 from .disagg_parts import DisaggInfo
+from .traffic_parts import StallInfo
 
 
 @dataclass
@@ -317,7 +318,7 @@ class StructuredInfo(Part):
 #: every part, in the order the JSON writes them
 PARTS: tuple[type[Part], ...] = (Measurement, LoadInfo, ClientHealth, ServerInfo, PrefixCacheInfo, ColdStartInfo,
                                  RooflineInfo, PrefillInfo, BaselineComparison, AgentSessions, SpecDecodeInfo,
-                                 PromptBuckets, StructuredInfo, MixInfo, DisaggInfo)
+                                 PromptBuckets, StructuredInfo, MixInfo, DisaggInfo, StallInfo)
 PART_NAMES: tuple[str, ...] = tuple(p.NAME for p in PARTS)
 
 
@@ -340,6 +341,7 @@ class WithParts:
     structured: StructuredInfo = field(default_factory=StructuredInfo)
     mix: MixInfo = field(default_factory=MixInfo)
     disagg: DisaggInfo = field(default_factory=DisaggInfo)
+    stall: StallInfo = field(default_factory=StallInfo)
 
 
 def copy_parts(src: Any, dst: Any) -> None:

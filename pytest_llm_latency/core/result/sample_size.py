@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..measure.coldstart import COLD_BUDGET
 from ..errors import ConfigError
 from ..measure.stats import PERCENTILES
-from ..measure.verdict import min_n_to_pass
+from ..measure.verdict import GAP_METRICS, min_n_to_pass
 
 if TYPE_CHECKING:
     from ..spec.workload import Workload
@@ -35,7 +35,7 @@ def check_can_pass(w, where: str) -> None:
     need one or two values; fractions of the run are judged apart."""
     per = values_per_sample(w)
     for b in w.budgets:
-        if b.is_fraction or b.key == COLD_BUDGET or b.metric == "itl" or b.is_kv_transfer:
+        if b.is_fraction or b.key == COLD_BUDGET or b.metric in GAP_METRICS or b.is_kv_transfer:
             continue
         need = min_n_to_pass(b.stat, b.metric, w.confidence, b.is_floor)
         if w.samples * per >= need:
@@ -89,7 +89,7 @@ def check_min_samples(w: Workload, where: str, samples: Any = None) -> None:
             check_can_pass(w, where)  # a fixed sample that could only fail
         return
     short = [(min_samples_for(b.stat), b) for b in w.budgets
-             if b.metric != "itl" and not b.is_kv_transfer and n < min_samples_for(b.stat)]
+             if b.metric not in GAP_METRICS and not b.is_kv_transfer and n < min_samples_for(b.stat)]
     if not short:
         return
     need, b = max(short, key=lambda nb: nb[0])  # the first of the most demanding

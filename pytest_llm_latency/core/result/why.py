@@ -3,6 +3,7 @@ causes it adds to ``WorkloadResult.causes`` when a budget fails.  Pure."""
 from __future__ import annotations
 
 from ..measure import metrics as m
+from ..measure.prefill_overlap import possessive
 from .diagnosis import Evidence, diagnose
 from .result import WorkloadResult
 from ..measure.stats import percentile
@@ -36,7 +37,22 @@ def evidence(res: WorkloadResult) -> Evidence:
         server={k: v for k, v in res.server.to_json().items() if k.startswith("server_")},
         tokens_per_step=sd.tokens_per_step, acceptance_rate=sd.acceptance_rate, spec_source=sd.source,
         spec_scope=sd.scope, step_ms=sd.step_ms,
-        step_efficiency=res.roofline.step_efficiency if res.roofline.status in ("pass", "fail", "report") else None)
+        step_efficiency=res.roofline.step_efficiency if res.roofline.status in ("pass", "fail", "report") else None,
+        **stall_evidence(res))
+
+
+def stall_evidence(res: WorkloadResult) -> dict:
+    """The stall split's figures (``res.stall``, ``core.checks.stalls``) as ``Evidence`` fields."""
+    st = res.stall
+    if not st.stall_gaps:
+        return {}
+    top = st.causes[0] if st.causes else None
+    cause = (f"{top['share']:.0%} of the stall gaps during {possessive(top['cause'])} prefills"
+             if top and top.get("cause") != "other requests" else None)
+    return {"stall_p99": st.stall_ms_p99, "clean_p99": st.clean_ms_p99, "clean_p50": st.clean_ms_p50,
+            "stall_gaps": st.stall_gaps, "stall_prompt_tokens": st.stall_prompt_tokens,
+            "long_prompt_tokens": st.long_prompt_tokens_p50, "long_window_ms": st.long_window_ms_p50,
+            "stall_cause": cause}
 
 
 def failing_metrics(res: WorkloadResult) -> set[str]:

@@ -11,6 +11,8 @@ in (0, 1]), figures of ``core.measure.spec_decode`` judged by ``core.checks.acce
 (``core.measure.metrics.reasoning_tokens``); ``kv_transfer_<stat>``: a ceiling in ms on a disaggregated
 target's KV transfer, from its pools' own histograms (``core.measure.kv_transfer``), judged by
 ``core.checks.kv_transfer`` and kept out of the per-request budgets.
+``itl_stall_<stat>`` / ``stall_max`` (``core.spec.stall_spec``):
+ceilings in ms on the gaps that overlapped another request's long prefill, judged by ``core.checks.stalls``.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from ..measure.kv_transfer import METRIC as KV_TRANSFER
 from ..errors import ConfigError
 from ..measure.metrics import COUNT_METRICS, METRICS
 from ..measure.stats import STATS
+from .stall_spec import STALL_BUDGETS, STALL_METRIC, stall_stat
 
 _UNITS_MS = {"ms": 1.0, "s": 1000.0, "sec": 1000.0, "us": 1e-3, "µs": 1e-3, "ns": 1e-6, "min": 60000.0}
 #: units refused because a reader cannot tell what they mean ('500m': 500 ms typed short, or minutes?)
@@ -40,7 +43,7 @@ ACCEPTANCE_BUDGETS = ("tokens_per_step_min", "acceptance_rate_min")
 #: ceilings (ms) on a disaggregated target's KV transfer, from the pools' histograms (``core.checks.kv_transfer``)
 KV_TRANSFER_BUDGETS = tuple(f"{KV_TRANSFER}_{s}" for s in STATS)
 BUDGET_KEYS = tuple(f"{m}_{s}" for m in METRICS + COUNT_METRICS for s in STATS) + ("output_tps_min", COLD_BUDGET) \
-    + FRACTION_BUDGETS + ACCEPTANCE_BUDGETS + KV_TRANSFER_BUDGETS
+    + FRACTION_BUDGETS + ACCEPTANCE_BUDGETS + KV_TRANSFER_BUDGETS + STALL_BUDGETS
 #: TTFT per prompt-length bucket, a list of buckets each (``core.spec.prompt_buckets``; judged by
 #: ``core.checks.by_prompt``)
 BY_PROMPT_KEYS = tuple(f"ttft_{s}_by_prompt" for s in STATS)
@@ -99,7 +102,7 @@ def parse_positive_number(value: Any, where: str) -> float:
 class Budget:
     key: str          # e.g. "ttft_p95"
     metric: str       # ttft | ttfo | tpot | itl | e2e | output_tps | goodput | fluidity | tokens_per_step
-    #                   | acceptance_rate | kv_transfer
+    #                   | acceptance_rate | kv_transfer | itl_stall
     stat: str         # mean | p50 | ... | max | min
     limit: float      # ms, tok/s for output_tps, a fraction for goodput, fluidity and acceptance_rate,
     #                   tokens per engine step for tokens_per_step
@@ -125,6 +128,11 @@ class Budget:
         return self.metric == KV_TRANSFER
 
     @property
+    def is_stall(self) -> bool:
+        """A ceiling on the gaps a long prefill stalled (``STALL_BUDGETS``), judged by ``core.checks.stalls``."""
+        return self.metric == STALL_METRIC
+
+    @property
     def is_count(self) -> bool:
         """A ceiling on a per-request count (``COUNT_METRICS``: reasoning tokens), not a time."""
         return self.metric in COUNT_METRICS
@@ -148,9 +156,9 @@ def parse_budget(key: str, value: Any, where: str) -> Budget:
         else:
             why = (f" -- budgets are <metric>_<stat> with metric in {', '.join(METRICS)} and stat in "
                    f"{', '.join(STATS)}, or reasoning_tokens_<stat> (a count), kv_transfer_<stat> (a disaggregated "
-                   f"target's KV transfer, ms), output_tps_min, goodput_min, "
-                   f"fluidity_min, tokens_per_step_min, acceptance_rate_min, or ttft_<stat>_by_prompt (a list of "
-                   f"prompt-length buckets)")
+                   f"target's KV transfer, ms), itl_stall_<stat> / stall_max (gaps during another request's long "
+                   f"prefill), output_tps_min, goodput_min, fluidity_min, tokens_per_step_min, acceptance_rate_min, "
+                   f"or ttft_<stat>_by_prompt (a list of prompt-length buckets)")
         raise ConfigError(f"{where}: unknown budget {key!r}{did_you_mean(key, BUDGET_KEYS + BY_PROMPT_KEYS)}{why}")
     if key == "output_tps_min":
         return Budget(key, "output_tps", "min", parse_positive_number(value, where), where)
@@ -170,6 +178,8 @@ def parse_budget(key: str, value: Any, where: str) -> Budget:
         return Budget(key, "acceptance_rate", "min", float(value), where)
     if key in KV_TRANSFER_BUDGETS:
         return Budget(key, KV_TRANSFER, key.rsplit("_", 1)[1], parse_duration_ms(value, where), where)
+    if key in STALL_BUDGETS:
+        return Budget(key, STALL_METRIC, stall_stat(key), parse_duration_ms(value, where), where)
     metric, stat = key.rsplit("_", 1) if key == COLD_BUDGET or key.startswith(COUNT_METRICS) else key.split("_", 1)
     if metric in COUNT_METRICS:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):

@@ -24,6 +24,7 @@ from .load_spec import (DURATION_MAX_REQUESTS, LOAD_KEYS, Load, default_workers,
     with_workers)
 from .renamed_keys import RENAMED_WORKLOAD_KEYS, upgrade_workload
 from .request_fields import REQUEST_KEYS, RequestKeys, parse_request_keys
+from .stall_spec import DEFAULT_STALL_PROMPT_TOKENS, STALL_KEYS, parse_stall_prompt_tokens
 from .structured_spec import (OVERHEAD_BUDGET, STRUCTURED_KEY, StructuredSpec, check_structured, parse_structured,
     with_overhead)
 from .trace_spec import TRACE_KEYS, TraceSpec, trace_workload_spec
@@ -84,6 +85,9 @@ class Workload:
     structured: StructuredSpec | None = None
     # issue 37: classes sharing one loop, each judged on its own budgets (core.spec.mix_spec, core.checks.mix)
     mix: Mix | None = None
+    # issue 37: a prefill of at least this many prompt tokens is long: the gaps of the streams beside it are
+    # the stall gaps of the itl_stall_<stat> / stall_max budgets (core.spec.stall_spec)
+    stall_prompt_tokens: int = DEFAULT_STALL_PROMPT_TOKENS
 
     @property
     def cold_budget(self) -> Budget | None:
@@ -128,7 +132,7 @@ WORKLOAD_KEYS = ("class", "prompt_tokens", "output_tokens", "samples", "warmup",
                  "cold_starts", "prompt_sweep",
                  "confidence", "inconclusive", "min_samples", "max_samples", "regression",
                  "baseline_target", "workers", "ray", STRUCTURED_KEY, MIX_KEY) + REQUEST_KEYS + AGENT_KEYS + LOAD_KEYS \
-    + TRACE_KEYS
+    + TRACE_KEYS + STALL_KEYS
 
 
 def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".join(map(str, path))) -> Workload:
@@ -271,6 +275,7 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
                  regression=parse_tolerances(spec.get("regression", None), where(("regression",))) or None,
                  baseline_target=spec.get("baseline_target", None), prompt_dist=dists[0], output_dist=dists[1],
                  shared_prefix_groups=groups, trace=trace, prompt_budgets=prompt_budgets, structured=structured,
+                 stall_prompt_tokens=parse_stall_prompt_tokens(spec, where),
                  request=parse_request_keys(spec, None if trace else (dists[1] and dists[1].min) or output, where),
                  mix=mix)
     check_structured(structured, agent=agent is not None, trace=trace is not None, samples=samples, where=where)

@@ -226,6 +226,21 @@ class SplitRow:
 
 
 @dataclass(frozen=True)
+class StallCause:
+    """One cause of the stall gaps (``stall.causes``, ``core.measure.prefill_overlap.cause_rows``)."""
+    cause: str
+    gaps: int | None
+    share: float | None
+    prompt_tokens_p50: float | None
+    window_ms_p50: float | None
+
+    @classmethod
+    def parse(cls, raw: dict) -> "StallCause":
+        return cls(text(raw.get("cause")) or "?", count(raw.get("gaps")), num(raw.get("share")),
+                   num(raw.get("prompt_tokens_p50")), num(raw.get("window_ms_p50")))
+
+
+@dataclass(frozen=True)
 class Shown:
     """A finding as the renderers show it: its check, its kind (``core.findings.KINDS``), its text."""
     check: str
@@ -261,6 +276,7 @@ class ResultEntry(WithParts):
     classes: list[ClassRow] = field(default_factory=list)          # mix.classes, typed
     turn_reuse: dict[int, float] = field(default_factory=dict)     # agent.turns: turn -> prefix reuse
     split: list[SplitRow] = field(default_factory=list)            # disagg.ttft_split, typed
+    stall_causes: list[StallCause] = field(default_factory=list)   # stall.causes, typed
     requests: list[RequestRow] = field(default_factory=list)       # every request row (send_ms None: untimed)
     untimed: int = 0                                               # request rows with no send time (or malformed)
     cdf: dict[str, Cdf] | None = None                              # None: no per-request detail
@@ -297,6 +313,8 @@ class ResultEntry(WithParts):
                         and num(t.get("reuse")) is not None},
             split=[s for x in _list(_dict(d.get("disagg")).get("ttft_split")) if isinstance(x, dict)
                    for s in (SplitRow.parse(x),) if s is not None],
+            stall_causes=[StallCause.parse(c) for c in _list(_dict(d.get("stall")).get("causes"))
+                          if isinstance(c, dict)],
             requests=timed,
             untimed=len(_list(d.get("requests"))) - sum(1 for r in timed if r.send_ms is not None),
             cdf=None if not isinstance(d.get("cdf"), dict) else _cdfs(d["cdf"]),

@@ -14,8 +14,8 @@ from .charts import (BucketStep, BudgetLine, CdfSeries, Decode, Mark, MetricSeri
                      cdf_chart, roofline_chart, timeline_chart, ttft_scatter)
 from .document import ResultDocument
 from .entry import Cdf, Entry, Point, RequestRow, ResultEntry, entry_of
-from .terminal import (agent_lines, class_rows, bound_lines, columns, legend, messages, prefill_lines, reasoned, row,
-                       verdict_label)
+from .terminal import (agent_lines, bound_lines, class_rows, columns, legend, messages, prefill_lines, reasoned,
+                       row, stall_lines, verdict_label)
 
 CDF_METRICS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"))
 #: gauges drawn on the timeline, first name found wins (vLLM, older vLLM, SGLang, llama.cpp, TGI)
@@ -253,6 +253,7 @@ def test_view(r: ResultEntry, i: int) -> dict:
     roof_svg, roof_text = roofline(r)
     return {"prefill_text": _terminal_text(prefill_lines([r])), "agent_text": _terminal_text(agent_lines([r])),
             "bounds_text": _terminal_text(bound_lines(r), skip=0), "disagg_text": disagg_text(r),
+            "stall_text": _terminal_text(stall_lines([r])),
             "anchor": f"test-{i}", "nodeid": r.nodeid, "verdict": r.verdict,
             "verdict_label": verdict_label(r), "messages": messages(r), "facts": facts,
             "cdfs": cdf_charts(r), "timeline": timeline(r), "scatter": prompt_scatter(r),

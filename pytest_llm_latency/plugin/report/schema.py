@@ -123,6 +123,18 @@ DESCRIPTIONS = {
     "disagg.achieved_fraction": "floor_ms ÷ kv_transfer_ms_mean: the share of the link a mean transfer achieved",
     "disagg.ttft_split": "the client's mean TTFT split into queue, prefill, kv_transfer, first_decode_step (the pools' "
                          "own histograms' means) and the remainder (client TTFT − the parts), each with its source",
+    "stall.stall_ms_p99": "p99 of the stall gaps: chunk-arrival gaps of a stream that overlapped another request's "
+                          "prefill window (send to first token) of >= stall_prompt_tokens prompt tokens "
+                          "(core/measure/prefill_overlap.py)",
+    "stall.clean_ms_p99": "p99 of the other gaps (the client's own are left out of both: stall.client_gaps)",
+    "stall.stalls": "stall gaps longer than twice the clean gaps' p99 (core.measure.prefill_overlap.NOTICED): a "
+                    "pause a reader notices; summed over the streams",
+    "stall.stalls_per_min": "stall.stalls per minute of the run (its first send to its last end)",
+    "stall.worst_per_stream": "per stream that had a stall gap: {request (its number in the request table), "
+                              "stall_ms (its longest), stall_gaps}",
+    "stall.causes": "per cause, most stall gaps first: {cause (the class, or 'other requests', of the overlapped "
+                    "prefill with the most prompt tokens), gaps, share, prefills (its long prefills), "
+                    "prompt_tokens_p50, window_ms_p50}",
 }
 #: value sets that are closed (statuses that other modules may extend stay plain strings)
 ENUMS = {"prefill.linearity": ["linear", "sublinear", "superlinear", "unknown"],
@@ -199,10 +211,20 @@ _MIX_CLASS = {"type": "object", "additionalProperties": False, "required": ["nam
 _SPLIT = {"type": "object", "additionalProperties": False, "required": ["part", "ms", "source"],
           "properties": {"part": {"enum": ["queue", "prefill", "kv_transfer", "first_decode_step", "remainder"]},
                          "ms": {"type": "number"}, "source": {"type": "string"}}}
+_STREAM = {"type": "object", "additionalProperties": False, "required": ["request", "stall_ms", "stall_gaps"],
+           "properties": {"request": {"type": "integer", "minimum": 1}, "stall_ms": {"type": "number"},
+                          "stall_gaps": {"type": "integer", "minimum": 1}}}
+_CAUSE = {"type": "object", "additionalProperties": False, "required": ["cause", "gaps", "share", "prefills"],
+          "properties": {"cause": {"type": "string"}, "gaps": {"type": "integer", "minimum": 1},
+                         "share": {"type": "number"}, "prefills": {"type": "integer", "minimum": 0},
+                         "prompt_tokens_p50": {"type": ["number", "null"]},
+                         "window_ms_p50": {"type": ["number", "null"]}}}
 _SPECIAL = {"by_prompt.buckets": {"type": "array", "items": _BUCKET},
             "mix.classes": {"type": "array", "items": _MIX_CLASS},
             "disagg.ttft_split": {"type": "array", "items": _SPLIT},
             "disagg.kv_transfer_buckets": {"type": "object", "additionalProperties": {"type": "string"}},
+            "stall.worst_per_stream": {"type": "array", "items": _STREAM},
+            "stall.causes": {"type": "array", "items": _CAUSE},
             "load.worker_lag": {"type": "array", "items": _WORKER},
             "agent.turns": {"type": "array", "items": _TURN},
             "baseline.comparisons": {"type": "array", "items": _COMPARISON},

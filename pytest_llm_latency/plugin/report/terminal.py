@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from ...core.measure.prefill_overlap import possessive
 from .entry import Entry, ResultEntry, entries_of, entry_of
 
 COLUMNS = ("test", "n", "TTFT p50", "TTFT p95", "TPOT p50", "TPOT p95", "decode tok/s", "out tok/s", "verdict")
@@ -114,8 +115,8 @@ def summary_lines(results: Sequence[Entry]) -> list[str]:
         lines += bound_lines(r)
     for r in typed:
         lines += [f"  {r.nodeid}: {text}" for kind, text, _ in messages(r) if kind != "note"]
-    for lines_of in (itl_count_lines, workers_lines, prefill_lines, prompt_bucket_lines, step_lines, agent_lines,
-                     structured_lines, disagg_lines):
+    for lines_of in (itl_count_lines, workers_lines, prefill_lines, prompt_bucket_lines, stall_lines, step_lines,
+                     agent_lines, structured_lines, disagg_lines):
         lines += lines_of(typed)
     noted = [f"  {r.nodeid}: {text}" for r in typed for kind, text, _ in messages(r) if kind == "note"]
     return lines + (["notes (*):"] + noted if noted else [])
@@ -288,3 +289,24 @@ def disagg_lines(results: Sequence[Entry]) -> list[str]:
         ttft = f"; TTFT mean {d.client_ttft_ms_mean:.1f} ms = {split}" if split and d.client_ttft_ms_mean else ""
         lines.append(f"  {r.nodeid}: {head}{ttft}")
     return ["disaggregated serving (prefill pool -> KV transfer -> decode pool; ms):"] + lines if lines else []
+
+
+def stall_lines(results: Sequence[Entry]) -> list[str]:
+    """One line per result whose streams overlapped another request's long prefill (JSON ``stall``):
+    the stall gaps against the clean ones, the stalls per minute, the main cause and the worst stall."""
+    lines = []
+    for r in entries_of(results):
+        x = r.stall
+        if not x.stall_gaps:
+            continue
+        clean = f"clean p99 {_fmt(x.clean_ms_p99)} ms ({x.clean_gaps} gaps)" if x.clean_gaps else "no clean gaps"
+        per_min = f"; {x.stalls_per_min:.1f} stalls/min" if x.stalls_per_min is not None else ""
+        top = r.stall_causes[0] if r.stall_causes else None
+        cause = (f"; {top.share or 0:.0%} during {possessive(top.cause)} prefills "
+                 f"({_fmt(top.prompt_tokens_p50, 0)} tokens, median window {_fmt(top.window_ms_p50, 0)} ms)"
+                 if top is not None else "")
+        left = f"; {x.client_gaps} gaps the client made left out" if x.client_gaps else ""
+        lines.append(f"  {r.nodeid}: >= {x.stall_prompt_tokens} tokens: stall p99 {_fmt(x.stall_ms_p99)} ms (max "
+                     f"{_fmt(x.stall_ms_max)} ms, request {x.worst_request}; {x.stall_gaps} gaps) vs {clean}"
+                     f"{per_min}{cause}{left}")
+    return ["stalls (gaps overlapping another request's long prefill vs the others):"] + lines if lines else []

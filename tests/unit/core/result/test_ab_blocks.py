@@ -22,6 +22,8 @@ from pytest_llm_latency.core.checks import judge
 from pytest_llm_latency.core.result.facts import (AgentRun, ColdStarts, Comparison, Facts, GateOutcome, PerChunkItl,
     RateSweepRun)
 from pytest_llm_latency.core.measure.prefix_cache import CacheEvidence
+from pytest_llm_latency.core.measure.bunching import StallTimeline
+from pytest_llm_latency.core.measure.prefill_overlap import PrefillWindow
 from pytest_llm_latency.core.result.result import measured
 from pytest_llm_latency.core.result.result_parts import ClientHealth
 from pytest_llm_latency.core.spec.workload import make_workload
@@ -194,7 +196,8 @@ FOUND = {
     "client_fell_behind": True, "workers_failed": ["worker 1 died"], "agent": AgentRun(None, ("s",), 0.5),
     "sweep_parts": [("prompt 10: ", PART)], "rate_sweep": RateSweepRun(None), "baseline_target_empty": "none",
     "gates": [GateOutcome("roofline", "report", "x")], "comparisons": [Comparison("baseline")],
-    "baseline_target_arm": PART,
+    "baseline_target_arm": PART, "prefill_windows": [PrefillWindow(0, 5, 2048, "long", 1)],
+    "client_stalls": StallTimeline(((10, 5),), 2, 0, 20),
 }
 
 
