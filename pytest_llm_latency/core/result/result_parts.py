@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 from ..statuses import BaselineStatus, GateStatus
 from .part import Part, unset as _unset
+from .sweep_parts import ArmsInfo
 
 
 @dataclass
@@ -315,7 +316,7 @@ class StructuredInfo(Part):
 #: every part, in the order the JSON writes them
 PARTS: tuple[type[Part], ...] = (Measurement, LoadInfo, ClientHealth, ServerInfo, PrefixCacheInfo, ColdStartInfo,
                                  RooflineInfo, PrefillInfo, BaselineComparison, AgentSessions, SpecDecodeInfo,
-                                 PromptBuckets, StructuredInfo)
+                                 PromptBuckets, StructuredInfo, ArmsInfo)
 PART_NAMES: tuple[str, ...] = tuple(p.NAME for p in PARTS)
 
 
@@ -336,6 +337,7 @@ class WithParts:
     spec_decode: SpecDecodeInfo = field(default_factory=SpecDecodeInfo)
     by_prompt: PromptBuckets = field(default_factory=PromptBuckets)
     structured: StructuredInfo = field(default_factory=StructuredInfo)
+    arms: ArmsInfo = field(default_factory=ArmsInfo)
 
 
 def copy_parts(src: Any, dst: Any) -> None:

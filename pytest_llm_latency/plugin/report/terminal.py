@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from .arms_view import sweep_lines
 from .entry import Entry, ResultEntry, entries_of, entry_of
 
 COLUMNS = ("test", "n", "TTFT p50", "TTFT p95", "TPOT p50", "TPOT p95", "decode tok/s", "out tok/s", "verdict")
@@ -95,7 +96,7 @@ def summary_lines(results: Sequence[Entry]) -> list[str]:
     for r in typed:
         lines += [f"  {r.nodeid}: {text}" for kind, text, _ in messages(r) if kind != "note"]
     for lines_of in (itl_count_lines, workers_lines, prefill_lines, prompt_bucket_lines, step_lines, agent_lines,
-                     structured_lines):
+                     structured_lines, sweep_lines):
         lines += lines_of(typed)
     noted = [f"  {r.nodeid}: {text}" for r in typed for kind, text, _ in messages(r) if kind == "note"]
     return lines + (["notes (*):"] + noted if noted else [])
