@@ -33,18 +33,20 @@ def check_sweep_target(sweep: ServerSweep, spec: TargetSpec) -> None:
 
 
 def check_flags(sweep: ServerSweep, spec: TargetSpec,
-                help_text: Callable[..., tuple[str | None, str]] | None = None) -> list[str]:
+                read_help: Callable[..., tuple[str | None, str]] | None = None) -> list[str]:
     """Every arm's flags against the command's ``--help``: a ``ConfigError`` for a flag it does not list; the
     notes to show (the check skipped, and why)."""
     check_sweep_target(sweep, spec)
     names = {arm.name: flag_names(arm.flags) for arm in sweep.arms}
     if sweep.mode != "flags" or not any(names.values()):
         return []
-    if help_text is None:
+    if read_help is None:
         from ..targets.flag_help import help_text
+
+        read_help = help_text
     assert spec.command is not None
     shown = describe(spec)
-    text, why = help_text(spec.command, dict(spec.env))
+    text, why = read_help(spec.command, dict(spec.env))
     if text is None:
         return [f"server_sweep: the arms' flags were not checked against the command: `{shown} --help`: {why}"]
     for arm in sweep.arms:
@@ -53,10 +55,11 @@ def check_flags(sweep: ServerSweep, spec: TargetSpec,
             return [f"server_sweep: the arms' flags were not checked against the command: `{shown} --help` "
                     f"printed no list of options"]
         if missing:
-            flags = ", ".join(missing)
-            raise ConfigError(f"{arm.where}: arm {arm.name!r}: {flags} {'is not a flag' if len(missing) == 1 else 'are not flags'} "
-                              f"of the managed command: `{shown} --help` lists no such option -- check the spelling, "
-                              f"or drop {'it' if len(missing) == 1 else 'them'} from the arm")
+            one = len(missing) == 1
+            raise ConfigError(f"{arm.where}: arm {arm.name!r}: {', '.join(missing)} "
+                              f"{'is not a flag' if one else 'are not flags'} of the managed command: `{shown} --help` "
+                              f"lists no such option -- check the spelling, or drop {'it' if one else 'them'} from the "
+                              f"arm")
     return []
 
 

@@ -30,11 +30,11 @@ def check_arm_sweep(res: WorkloadResult) -> list[Finding]:
                        meeting=meeting, recommended=recommended, recommendation=sentence, reported=run.reported)]
     if meeting:
         return out
-    why = "; ".join(f"{r['name']} ({r.get('flags') or r.get('url') or 'no extra flags'}): "
-                    f"{r.get('why') or r['verdict']}" for r in rows)
+    why = "".join(f"\n  {r['name']} ({r.get('flags') or r.get('url') or 'no extra flags'}): "
+                  f"{r.get('why') or r['verdict']}" for r in rows)
     unjudged = [r["name"] for r in rows if r["verdict"] == "error"]
     if unjudged:
         return out + [Finding(CHECK, "error", f"server_sweep: no arm met every budget, and {', '.join(unjudged)} "
                                               f"could not be judged, so whether any setting meets them is not "
-                                              f"known: {why}")]
-    return out + [Finding(CHECK, "failed", f"server_sweep: {sentence}: {why}")]
+                                              f"known:{why}")]
+    return out + [Finding(CHECK, "failed", f"server_sweep: {sentence}:{why}")]

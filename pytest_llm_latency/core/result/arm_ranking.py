@@ -102,7 +102,8 @@ def _stat(res: WorkloadResult, metric: str, stat: str) -> float | None:
 
 def arm_row(name: str, setting: dict[str, Any], res: WorkloadResult, h: Headroom | None) -> dict[str, Any]:
     """One arm of ``ArmsInfo.arms`` from its judged measurement and its headroom (``headroom(res)``)."""
-    why = (res.violations[0].message if res.violations else (res.failed_checks or res.errors or [None])[0])
+    texts = [v.message for v in res.violations] + res.failed_checks + res.errors
+    why = texts[0] if texts else None
     row: dict[str, Any] = {"name": name, **setting, "requests": res.n + res.failed_requests,
                            "failed": res.failed_requests, "verdict": res.verdict,
                            "ttft_p95_ms": _stat(res, "ttft", "p95"), "itl_p99_ms": _stat(res, "itl", "p99"),
@@ -149,7 +150,8 @@ def recommend(arms: list[Arm], budgets: str) -> tuple[list[str], str | None, str
         return [], None, f"no arm meets every budget ({budgets})"
     ranked = [a for a in meeting if a.headroom is not None]
     if not ranked:
-        return names, None, f"{len(meeting)} of {len(arms)} arms pass with no budget figure to rank them by: none recommended"
+        return names, None, (f"{len(meeting)} of {len(arms)} arms pass with no budget figure to rank them by: none "
+                             f"recommended")
     best = max(ranked, key=lambda a: a.headroom.ratio if a.headroom is not None else -math.inf)  # the first of equals
     if len(meeting) == 1:
         return names, best.name, f"{best.name}: the only setting meeting {budgets}"

@@ -127,8 +127,8 @@ WORKLOAD_KEYS = ("class", "prompt_tokens", "output_tokens", "samples", "warmup",
                  "shared_prefix_tokens", "shared_prefix_groups", "concurrency", "max_error_rate", "slo", "roofline",
                  "cold_starts", "prompt_sweep",
                  "confidence", "inconclusive", "min_samples", "max_samples", "regression",
-                 "baseline_target", SERVER_SWEEP, "workers", "ray", STRUCTURED_KEY) + REQUEST_KEYS + AGENT_KEYS + LOAD_KEYS \
-    + TRACE_KEYS
+                 "baseline_target", SERVER_SWEEP, "workers", "ray", STRUCTURED_KEY) + REQUEST_KEYS + AGENT_KEYS \
+    + LOAD_KEYS + TRACE_KEYS
 
 
 def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".join(map(str, path))) -> Workload:

@@ -1,39 +1,24 @@
-"""A server sweep's arms as the renderers show them (JSON ``arms``, ``core.result.sweep_parts.ArmsInfo``):
-the table's header and cells (the terminal and the HTML page show the same), and the HTML chart of TTFT
-p95 against ITL p99 (or the stall p99, where every arm measured one) per arm.  Formatting only: the
-verdicts, the arms meeting every budget and the recommendation are the judging layer's."""
+"""A server sweep's arms as the renderers show them (JSON ``arms``, ``core.result.sweep_parts.ArmsInfo``, typed
+as ``entry.ArmRow``): the table's header and cells (the terminal and the HTML page show the same), and the
+HTML chart of TTFT p95 against ITL p99 (or the stall p99, where every arm measured one) per arm.
+Formatting only: the verdicts, the arms meeting every budget and the recommendation are the judging layer's."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
-from .entry import Entry, ResultEntry, entries_of, entry_of, num, text
+from .entry import Entry, ResultEntry, entries_of, entry_of
 
 COLUMNS = ("arm", "setting", "requests", "failed", "TTFT p95", "ITL p99", "TPOT p95", "verdict")
 #: before the verdict where an arm measured stalls (its ``stall`` figures)
 STALL_COLUMN = "stall p99"
 
 
-def _cell(v: Any, digits: int = 1) -> str:
-    x = num(v)
-    return "-" if x is None else f"{x:.{digits}f}"
-
-
-def stall_p99(row: dict) -> float | None:
-    """An arm's stall p99 (ms) from its ``stall`` figures (another module's part: the first ``*p99*`` figure)."""
-    stall = row.get("stall")
-    if not isinstance(stall, dict):
-        return None
-    return next((num(v) for k, v in stall.items() if "p99" in str(k) and num(v) is not None), None)
-
-
-def _setting(row: dict) -> str:
-    if text(row.get("url")):
-        return str(row["url"])
-    return text(row.get("flags")) or "(no extra flags)"
+def _cell(v: float | None, digits: int = 1) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
 
 
 def _stalls(e: ResultEntry) -> bool:
-    return any(stall_p99(x) is not None for x in e.arms.arms if isinstance(x, dict))
+    return any(a.stall_p99_ms is not None for a in e.arm_rows)
 
 
 def columns(r: Entry) -> tuple[str, ...]:
@@ -47,14 +32,12 @@ def arm_rows(r: Entry) -> list[tuple[str, ...]]:
     e = entry_of(r)
     stalls = _stalls(e)
     out = []
-    for row in (x for x in e.arms.arms if isinstance(x, dict)):
-        name = str(row.get("name", "?"))
-        verdict = str(row.get("verdict", "?")).upper()
-        if name == e.arms.recommended:
-            verdict += " (recommended)"
-        out.append((name, _setting(row), str(row.get("requests", "-")), str(row.get("failed", "-")),
-                    _cell(row.get("ttft_p95_ms")), _cell(row.get("itl_p99_ms"), 2), _cell(row.get("tpot_p95_ms"), 2))
-                   + ((_cell(stall_p99(row), 2),) if stalls else ()) + (verdict,))
+    for a in e.arm_rows:
+        verdict = a.verdict.upper() + (" (recommended)" if a.name == e.arms.recommended else "")
+        setting = a.setting if a.is_url or a.setting else "(no extra flags)"
+        out.append((a.name, setting, "-" if a.requests is None else str(a.requests),
+                    "-" if a.failed is None else str(a.failed), _cell(a.ttft_p95_ms), _cell(a.itl_p99_ms, 2),
+                    _cell(a.tpot_p95_ms, 2)) + ((_cell(a.stall_p99_ms, 2),) if stalls else ()) + (verdict,))
     return out
 
 
@@ -62,18 +45,15 @@ def arm_notes(r: Entry) -> list[str]:
     """Below the table: the recommendation, each arm's first violation, a mixed workload's class verdicts,
     and whose figures the test's row shows."""
     e = entry_of(r)
-    a = e.arms
-    lines = [a.recommendation] if a.recommendation else []
-    for row in (x for x in a.arms if isinstance(x, dict)):
-        if row.get("why"):
-            lines.append(f"{row.get('name')}: {row['why']}")
-        classes = [c for c in row.get("classes") or () if isinstance(c, dict)]
-        if classes:
-            lines.append(f"{row.get('name')} per class: " + ", ".join(
-                f"{c.get('name')} {str(c.get('verdict', '?')).upper()}" + (f" ({c['why']})" if c.get("why") else "")
-                for c in classes))
-    if a.reported:
-        lines.append(f"the test's own figures are arm {a.reported}'s")
+    lines = [e.arms.recommendation] if e.arms.recommendation else []
+    for a in e.arm_rows:
+        if a.why:
+            lines.append(f"{a.name}: {a.why}")
+        if a.classes:
+            lines.append(f"{a.name} per class: " + ", ".join(f"{name} {verdict.upper()}" + (f" ({why})" if why else "")
+                                                             for name, verdict, why in a.classes))
+    if e.arms.reported:
+        lines.append(f"the test's own figures are arm {e.arms.reported}'s")
     return lines
 
 
@@ -105,16 +85,15 @@ def sweep_lines(results: Sequence[Entry]) -> list[str]:
 
 def sweep_chart(r: ResultEntry) -> str:
     """TTFT p95 against ITL p99 per arm (the stall p99 where every arm has one); "" for a result without arms."""
-    rows = [x for x in r.arms.arms if isinstance(x, dict)]
-    if not rows:
+    if not r.arm_rows:
         return ""
     from .charts import ArmPoint, arms_chart  # the HTML page's: the terminal table needs no SVG
 
-    stalls = [stall_p99(x) for x in rows]
-    use_stall = all(s is not None for s in stalls)
-    points = [ArmPoint(str(x.get("name", "?")), num(x.get("ttft_p95_ms")), s if use_stall else num(x.get("itl_p99_ms")),
-                       str(x.get("verdict")), str(x.get("name")) == r.arms.recommended)
-              for x, s in zip(rows, stalls)]
+    use_stall = all(a.stall_p99_ms is not None for a in r.arm_rows)
+    points = [ArmPoint(a.name, a.ttft_p95_ms, a.stall_p99_ms if use_stall else a.itl_p99_ms, a.verdict,
+                       a.name == r.arms.recommended) for a in r.arm_rows]
+    b = r.budgets
     return arms_chart("Server sweep: TTFT p95 against " + ("stall p99" if use_stall else "ITL p99") + " per arm",
                       points, y_label="stall p99 (ms)" if use_stall else "ITL p99 (ms)",
-                      x_budget=r.budgets.get("ttft_p95_ms"), y_budget=None if use_stall else r.budgets.get("itl_p99_ms"))
+                      x_budget=b["ttft_p95_ms"] if "ttft_p95_ms" in b else None,
+                      y_budget=b["itl_p99_ms"] if "itl_p99_ms" in b and not use_stall else None)

@@ -36,9 +36,8 @@ def junit_properties(entry: Entry, prefix: str = PREFIX) -> list[tuple[str, Any]
                 props.append((f"{prefix}{part}.{k}", int(v) if isinstance(v, bool) else v))
     for row in e.buckets:
         props += [(f"{prefix}by_prompt.{row.key}.{k}", v) for k, v in row.scalars]
-    if e.arms.arms:  # a server sweep: the arms meeting every budget, and each arm's figures
+    if e.arm_rows:  # a server sweep: the arms meeting every budget, and each arm's figures
         props.append((f"{prefix}arms.meeting", ", ".join(e.arms.meeting)))
-        for arm in (a for a in e.arms.arms if isinstance(a, dict)):
-            props += [(f"{prefix}arms.{arm.get('name')}.{k}", v) for k, v in arm.items()
-                      if k != "name" and isinstance(v, (int, float, str)) and not isinstance(v, bool)]
+        for arm in e.arm_rows:
+            props += [(f"{prefix}arms.{arm.name}.{k}", v) for k, v in arm.scalars]
     return props

@@ -111,9 +111,15 @@ DESCRIPTIONS = {
     "baseline.comparisons": "deploy gate (core.measure.compare): one per tolerance, status regression | improvement | "
                             "ok, with the seeded bootstrap CI of the candidate/baseline ratio and the message",
     "baseline.cdf": "the baseline's (or the other A/B arm's) CDF points, overlaid by the HTML report",
+    "arms.mode": "flags: the managed target.command with each arm's flags, one server at a time; urls: servers "
+                 "running at once",
+    "arms.meeting": "the arms meeting every budget of the workload, in block order",
+    "arms.recommended": "among them, the one with the most headroom on its tightest budget (core.result.arm_ranking)",
+    "arms.reported": "the arm whose figures are the result's own (the recommended one; when none meets, the arm with "
+                     "the most headroom)",
 }
 #: value sets that are closed (statuses that other modules may extend stay plain strings)
-ENUMS = {"prefill.linearity": ["linear", "sublinear", "superlinear", "unknown"],
+ENUMS = {"prefill.linearity": ["linear", "sublinear", "superlinear", "unknown"], "arms.mode": ["flags", "urls"],
          "measurement.samples_mode": ["fixed", "auto"]}
 _TURN = {"type": "object", "additionalProperties": False, "required": ["turn"],
          "properties": {"turn": {"type": "integer", "minimum": 1},
@@ -164,7 +170,24 @@ _WORKER = {"type": "object", "additionalProperties": False,
                                               "clock minus the driver's (round-trip estimate)"},
                           "clock_rtt_ms": {"type": ["number", "null"], "description": "ray: the round trip the "
                                            "offset was estimated from (its error is at most half of it)"}}}
-_SPECIAL = {"by_prompt.buckets": {"type": "array", "items": _BUCKET},
+_ARM = {"type": "object", "additionalProperties": False, "required": ["name", "requests", "failed", "verdict"],
+        "properties": {"name": {"type": "string"},
+                       "flags": {"type": "string", "description": "flags sweep: the flags appended to the managed "
+                                                                  "command ('' : none)"},
+                       "url": {"type": "string", "description": "urls sweep: the server's URL (credentials masked)"},
+                       "requests": {"type": "integer", "minimum": 0}, "failed": {"type": "integer", "minimum": 0},
+                       "verdict": {"enum": ["pass", "fail", "error"]},
+                       **{k: {"type": ["number", "null"]} for k in ("ttft_p95_ms", "itl_p99_ms", "tpot_p95_ms")},
+                       "headroom": {"type": ["number", "null"], "description": "the tightest budget's budget ÷ "
+                                    "observed (a floor: observed ÷ budget); 1 is at the budget, null: no limit"},
+                       "tightest": {"type": "string", "description": "that budget and its figure in words"},
+                       "why": {"type": "string", "description": "the arm's first violation or error"},
+                       "stall": {"type": "object", "additionalProperties": {"type": "number"},
+                                 "description": "the arm's stall figures (its result's stall part), when measured"},
+                       "classes": {"type": "array", "items": {"type": "object"},
+                                   "description": "a mixed workload: per class {name, verdict, summaries, why}"}}}
+_SPECIAL = {"arms.arms": {"type": "array", "items": _ARM},
+            "by_prompt.buckets": {"type": "array", "items": _BUCKET},
             "load.worker_lag": {"type": "array", "items": _WORKER},
             "agent.turns": {"type": "array", "items": _TURN},
             "baseline.comparisons": {"type": "array", "items": _COMPARISON},
