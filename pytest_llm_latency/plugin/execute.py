@@ -63,7 +63,8 @@ class TargetDown(LatencyError):
 class Targets:
     """Every target a measurement needs, resolved before its driver runs: the test's client and,
     for A/B in one run (``plugin/ab.py``), the baseline target and its arm (a client, or with
-    ``alternating`` the callables that start each target between blocks)."""
+    ``alternating`` the callables that start each target between blocks); for a server sweep
+    (``plugin/server_sweep.py``) its arms, the first arm's client being the test's."""
     client: Any
     spec_b: TargetSpec | None = None
     arms: Any = None  # client.drivers.base.ABArms
@@ -137,7 +138,8 @@ def body_fields(item: pytest.Item, spec: TargetSpec, workload: Workload) -> dict
 
 def resolve_targets(item: pytest.Item, sess: LatencySession, spec: TargetSpec, workload: Workload) -> Targets:
     """Start (or reach) every target the workload names before anything is measured; a target that
-    cannot start is ``TargetDown`` (the test errors, naming it), a bad A/B spec a ``ConfigError``."""
+    cannot start is ``TargetDown`` (the test errors, naming it), a bad A/B spec a ``ConfigError``.  A server
+    sweep's arms are its targets (``plugin.server_sweep``: the test's own is not started)."""
     from ..client.drivers.base import ABArms
     from . import ab
 

@@ -8,6 +8,8 @@ import re
 import sys
 import xml.etree.ElementTree as ET
 
+from tests.helpers.results import validated_results
+
 REF = "reference://h100-sxm/llama-3.1-8b?time_scale=0.5"
 #: decode at 0.7, 0.5 and 0.1 of the bandwidth: TPOT ~3.4, ~4.8 and ~24 ms at time_scale 0.5
 URLS = """
@@ -33,7 +35,7 @@ def run_urls(pytester, budget: str):
     pytester.makefile(".slo.yaml", sweep=URLS.format(ref=REF, budget=budget))
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--llm-latency-json=r.json",
                                       "--llm-latency-html=r.html", "--junitxml=j.xml", timeout=300)
-    res, = json.loads((pytester.path / "r.json").read_text())["results"]
+    res, = validated_results(pytester.path / "r.json")["results"]  # the arms part as the schema says
     props = {p.get("name"): p.get("value") for p in ET.parse(pytester.path / "j.xml").iter("property")}
     return r, res, props
 

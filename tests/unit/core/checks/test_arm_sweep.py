@@ -6,11 +6,15 @@ when none does, and is an error when none does and an arm could not be judged.  
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import ClassVar
 
 import pytest
 
 from pytest_llm_latency.core.checks import evaluate, judge
-from pytest_llm_latency.core.result.arm_ranking import Arm, Headroom, budgets_text, headroom, recommend
+from pytest_llm_latency.core.result.arm_ranking import Arm, Headroom, arm_row, budgets_text, headroom, recommend
+from pytest_llm_latency.core.result.part import Part
 from pytest_llm_latency.core.result.facts import ServerSweepRun
 from pytest_llm_latency.core.result.result import Failure, measured
 from pytest_llm_latency.core.spec.workload import make_workload
@@ -113,3 +117,33 @@ def test_an_unjudged_arm_beside_a_meeting_one_is_reported_not_fatal():
     res = sweep_result(arm(100, 5), down, arm(100, 30))
     assert res.verdict == "pass" and res.arms.recommended == "a"
     assert {r["name"]: r["verdict"] for r in res.arms.arms} == {"a": "pass", "b": "error", "c": "fail"}
+
+
+@dataclass
+class StallFigures(Part):
+    """Stands for another module's ``stall`` part: its figures are read as they are, when present."""
+    NAME: ClassVar[str] = "stall"
+    itl_stall_p99_ms: float | None = None
+    stalls_per_min: float | None = None
+
+
+def test_an_arms_stall_figures_and_class_verdicts_are_carried_when_its_result_has_them():
+    judged = arm(100, 5)
+    judged.stall = StallFigures(itl_stall_p99_ms=42.5, stalls_per_min=3.0)  # type: ignore[attr-defined]
+    judged.mix = SimpleNamespace(classes=[  # type: ignore[attr-defined]
+        {"name": "chat", "verdict": "pass", "summaries": {"ttft_p95": 400.0}, "budgets": {"ttft_p95": 450.0}},
+        {"name": "summ", "verdict": "fail", "summaries": {"tpot_p95": 60.0}, "violations": ["TPOT p95 60 ms > 50 ms"]},
+        "not a class"])
+    h = headroom(judged)   # the chat class's TTFT budget is the tightest: 450 / 400
+    assert h.ratio == pytest.approx(1.125) and h.tightest == "chat ttft_p95 400.0 vs 450"
+    row = arm_row("a", {"flags": ""}, judged, h)
+    assert row["stall"] == {"itl_stall_p99_ms": 42.5, "stalls_per_min": 3.0}
+    assert row["classes"] == [{"name": "chat", "verdict": "pass", "summaries": {"ttft_p95": 400.0}},
+                              {"name": "summ", "verdict": "fail", "summaries": {"tpot_p95": 60.0},
+                               "why": "TPOT p95 60 ms > 50 ms"}]
+    assert "chat ttft_p95 <= 450" in budgets_text(judged)
+
+
+def test_without_those_parts_the_row_has_neither():
+    row = arm_row("a", {"flags": ""}, arm(100, 5), None)
+    assert "stall" not in row and "classes" not in row and "headroom" not in row
