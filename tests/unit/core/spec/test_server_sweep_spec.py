@@ -102,3 +102,11 @@ def test_unknown_flags_against_a_help_text():
 def test_a_help_text_listing_no_options_skips_the_check():
     assert unknown_flags(["--anything"], "") is None
     assert unknown_flags(["--anything"], "usage: server [options]\n  --help  show this") is None
+
+
+def test_a_sweep_stays_in_one_process_unless_workers_are_given_and_is_refused_on_ray():
+    urls = {"urls": {"a": "http://a", "b": "http://b"}}
+    assert sweep(urls, concurrency=4).workers == 1        # a block would spawn and warm processes anew
+    assert sweep(urls, concurrency=4, workers=2).workers == 2
+    with pytest.raises(ConfigError, match=r"a server sweep \(server_sweep\) on Ray nodes is not yet supported"):
+        sweep(urls, concurrency=4, ray="head:6379")
