@@ -38,7 +38,13 @@ class SloFile(pytest.File):
             if not s.get("skip"):
                 from .session import target_from
 
-                target_from(s, spec.target, spec.where(("target",)))  # a URL or command exists
+                target = target_from(s, spec.target, spec.where(("target",)))  # a URL or command exists
+                sweeps = [w.server_sweep for w in spec.workloads if w.server_sweep is not None]
+                if sweeps:  # a flags sweep needs the managed command (its --help is read when it runs)
+                    from .server_sweep import check_sweep_target
+
+                    for sweep in sweeps:
+                        check_sweep_target(sweep, target)
             from .roofline_gate import validate_roofline_spec
 
             for w in spec.workloads:

@@ -63,10 +63,13 @@ class TargetDown(LatencyError):
 class Targets:
     """Every target a measurement needs, resolved before its driver runs: the test's client and,
     for A/B in one run (``plugin/ab.py``), the baseline target and its arm (a client, or with
-    ``alternating`` the callables that start each target between blocks)."""
+    ``alternating`` the callables that start each target between blocks); for a server sweep
+    (``plugin/server_sweep.py``) its arms, the first arm's client being the test's."""
     client: Any
     spec_b: TargetSpec | None = None
     arms: Any = None  # client.drivers.base.ABArms
+    sweep: Any = None  # client.drivers.base.SweepArms: a server sweep's arms (plugin.server_sweep)
+    notes: tuple[str, ...] = ()  # what resolving them found (a flags check skipped)
 
 
 def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, workload: Workload,
@@ -98,11 +101,12 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
             t0 = time.time_ns()
             run = Run(seed=sess.settings.get("seed"), nonce=sess.nonce or None,
                       salt_context=sess.salt_context(item.nodeid, workload.name), progress=progress, judge=judge,
-                      trace_rows=rows, ab=targets.arms, extra=extra or None, disagg=pools)
+                      trace_rows=rows, ab=targets.arms, sweep=targets.sweep, extra=extra or None, disagg=pools)
             try:
                 res = _measure(sess, workload, driver_for(workload), targets, run)
             except ConfigError as exc:  # found before any request was sent (a trace row beyond the context)
                 config_failure(exc)
+            res.notes.extend(n for n in targets.notes if n not in res.notes)
             if extra:
                 res.measurement.set(request_fields=extra)
             if waited_for is not None:
@@ -138,10 +142,19 @@ def body_fields(item: pytest.Item, spec: TargetSpec, workload: Workload) -> dict
 
 def resolve_targets(item: pytest.Item, sess: LatencySession, spec: TargetSpec, workload: Workload) -> Targets:
     """Start (or reach) every target the workload names before anything is measured; a target that
-    cannot start is ``TargetDown`` (the test errors, naming it), a bad A/B spec a ``ConfigError``."""
+    cannot start is ``TargetDown`` (the test errors, naming it), a bad A/B spec a ``ConfigError``.  A server
+    sweep's arms are its targets (``plugin.server_sweep``: the test's own is not started)."""
     from ..client.drivers.base import ABArms
     from . import ab
 
+    if workload.server_sweep is not None:  # the arms are the targets (the test's own command: their base)
+        from .server_sweep import sweep_arms
+
+        try:
+            client, arms, notes = sweep_arms(sess, spec, workload)
+        except ab.StartError as exc:
+            raise TargetDown(str(exc)) from exc
+        return Targets(client, sweep=arms, notes=tuple(notes))
     try:
         client = sess.client(spec)
     except (MeasurementError, LatencyError, OSError, RuntimeError) as exc:
@@ -170,7 +183,10 @@ def _measure(sess: LatencySession, workload: Workload, driver, targets: Targets,
     from . import ab, baseline
 
     if targets.arms is None:
-        res = driver.measure(targets.client, workload, run)
+        try:
+            res = driver.measure(targets.client, workload, run)
+        except ab.StartError as exc:  # a server sweep's arm did not start for its block
+            return evaluate(workload, [], [Failure("target", sess.redactor()(str(exc)))])
         res.measurement.api = targets.client.api_name
         return res
     try:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 REPORT = Path(__file__).resolve().parents[2] / "pytest_llm_latency" / "plugin" / "report"
-RENDERERS = ("terminal.py", "page.py", "step_summary.py", "properties.py", "html.py")
+RENDERERS = ("terminal.py", "page.py", "step_summary.py", "properties.py", "html.py", "arms_view.py")
 
 
 def dict_gets(source: str) -> list[int]:

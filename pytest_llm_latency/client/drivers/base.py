@@ -4,7 +4,7 @@ A driver measures a workload and returns a *measurement*: a ``WorkloadResult`` w
 failures, notes, ``extra`` figures and ``facts``, not yet judged (``core.checks.judge`` does that).
 Sample drivers (serial, sequential rounds, closed loop, open loop) only *send* the prepared
 samples; the shared pipeline (``pipeline.measure_samples``) prepares prompts, warms up, scrapes
-the server and records around them.  Composite drivers (prompt sweep, rate sweep, A/B) measure
+the server and records around them.  Composite drivers (prompt sweep, rate sweep, A/B, server sweep) measure
 through another driver."""
 from __future__ import annotations
 
@@ -33,11 +33,22 @@ class ABArms:
 
 
 @dataclass(frozen=True)
+class SweepArms:
+    """A server sweep's arms (``core.spec.server_sweep``), injected by the plugin (``plugin.server_sweep``):
+    per arm its spec (``SweepArm``) and a client, or with ``stop`` a callable starting its target (one
+    server at a time: ``stop(name)`` stops it after its block); ``block_size`` requests per block."""
+    arms: tuple[Any, ...]       # core.spec.server_sweep.SweepArm, in block order
+    clients: tuple[Any, ...]    # a client each, or with ``stop`` a starter returning one
+    block_size: int
+    stop: Callable[[str], None] | None = None
+
+
+@dataclass(frozen=True)
 class Run:
     """One measurement's context: prompt seed, the run's nonce and this measurement's salt context,
-    progress, token counter, extra request fields; the injected ``judge`` (a rate sweep's steps)
-    and ``ab`` arms; a trace replay's rows (``trace_rows``: the plugin reads the file, a client-layer
-    driver does not)."""
+    progress, token counter, extra request fields; the injected ``judge`` (a rate sweep's steps, a
+    server sweep's arms), ``ab`` and ``sweep`` arms; a trace replay's rows (``trace_rows``: the plugin
+    reads the file, a client-layer driver does not)."""
     seed: int = 0
     nonce: str | None = None
     salt_context: str = ""
@@ -46,6 +57,7 @@ class Run:
     extra: dict | None = None
     judge: Callable[[WorkloadResult], WorkloadResult] | None = None
     ab: ABArms | None = None
+    sweep: SweepArms | None = None
     trace_rows: tuple | None = None  # a trace replay's rows (core.spec.trace.TraceRow), loaded by the plugin
     # set by the pipeline for a driver that warms up inside ``send`` (``warms_in_send``: worker processes,
     # Ray nodes): the driver calls it once every worker is warmed, for the /metrics "before" reading

@@ -1,14 +1,15 @@
 """Every driver by name, and the one function choosing a workload's driver.
 
-``driver_for(workload)``: an A/B baseline target (interleaved or alternating) or a rate sweep
-wraps the workload's base driver; otherwise the base driver: a prompt sweep, agent sessions, a trace replay, or
-how the samples are sent (sequential rounds, open loop, closed loop, serial)."""
+``driver_for(workload)``: an A/B baseline target (interleaved or alternating), a server sweep or a
+rate sweep wraps the workload's base driver; otherwise the base driver: a prompt sweep, agent sessions,
+a trace replay, or how the samples are sent (sequential rounds, open loop, closed loop, serial)."""
 from __future__ import annotations
 
 from ...core.spec.workload import Workload
 from .ab_alternating import ABAlternating
 from .ab_interleaved import ABInterleaved
 from .agent_sessions import AgentSessions
+from .arm_sweep import ArmSweep
 from .base import Driver
 from .prompt_sweep import PromptSweep
 from .rate_sweep import RateSweep
@@ -25,7 +26,8 @@ def base_driver_for(workload: Workload) -> Driver:
 
 
 #: wrappers, tried first: each measures through ``base_driver_for``
-WRAPPERS = (ABAlternating(base_driver_for), ABInterleaved(base_driver_for), RateSweep(base_driver_for))
+WRAPPERS = (ABAlternating(base_driver_for), ABInterleaved(base_driver_for), ArmSweep(base_driver_for),
+            RateSweep(base_driver_for))
 
 DRIVERS: dict[str, Driver] = {d.name: d for d in (*WRAPPERS, *BASE_DRIVERS, *SAMPLE_DRIVERS)}
 

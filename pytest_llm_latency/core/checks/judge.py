@@ -18,6 +18,7 @@ from ..result.result_parts import PART_NAMES
 from ..spec.workload import Workload
 from .ab_arm import check_baseline_arm
 from .agent_sessions import check_agent_sessions
+from .arm_sweep import check_arm_sweep
 from .budgets import check_budgets
 from .by_prompt import check_by_prompt
 from .diagnosis import check_causes
@@ -35,8 +36,8 @@ from .sweeps import PART_CHECKS, check_prompt_sweep_parts, check_rate_sweep
 #: the order is the order of the texts in a failure message
 CHECKS = (check_samples, check_budgets, check_stalls, check_mix, check_kv_transfer, check_by_prompt, check_error_rate,
           check_structured, *PART_CHECKS, check_agent_sessions, check_prompt_sweep_parts, check_baseline_arm,
-          check_rate_sweep, check_server_alive, check_roofline, check_prefill_roofline, check_regression,
-          check_causes)
+          check_rate_sweep, check_arm_sweep, check_server_alive, check_roofline, check_prefill_roofline,
+          check_regression, check_causes)
 
 _LISTS = {"violation": "violations", "failed": "failed_checks", "error": "errors", "cause": "causes"}
 

@@ -114,6 +114,9 @@ def _row(c: MixClass, sub: WorkloadResult) -> dict:
 def _budget_row(sub: WorkloadResult, key: str, row: dict) -> dict:
     b = next(b for b in sub.workload.budgets if b.key == key)
     s = sub.summaries.get(b.metric)
-    observed = None if s is None or b.metric not in METRIC_LABEL else round(s.get(b.stat), 3)
+    observed = None if s is None or b.metric not in METRIC_LABEL else s.get(b.stat)
+    if b.is_stall:  # the class's stall gaps against every class's long prefills (core.checks.stalls)
+        observed = getattr(sub.stall, f"stall_ms_{b.stat}", None)
+    observed = None if observed is None else round(observed, 3)
     status = "fail" if key in row["failed_keys"] else "error" if row["errors"] else "pass"
     return {"key": key, "limit": b.limit, "unit": b.unit, "observed": observed, "status": status}

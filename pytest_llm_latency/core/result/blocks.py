@@ -93,6 +93,7 @@ def combine_facts(blocks: Sequence[WorkloadResult], workload: Workload, label: L
         # two sweeps' bisections cannot be merged; an A/B block never runs one (its inner driver is the
         # base driver), so the first (the only) one is kept
         rate_sweep=_first(f.rate_sweep for f in facts),
+        server_sweep=_first(f.server_sweep for f in facts),  # as a rate sweep: never inside a block
         baseline_target_empty=_first(f.baseline_target_empty for f in facts),  # the plugin's, after the arms
         gates=[g for f in facts for g in f.gates],                              # the plugin's gates run after
         comparisons=[c for f in facts for c in f.comparisons],

@@ -75,6 +75,17 @@ class RateSweepRun:
     capacity_min: float | None = None
 
 
+@dataclass(frozen=True)
+class ServerSweepRun:
+    """A server sweep (``core.spec.server_sweep.ServerSweep``) as measured: per arm its spec and its judged
+    measurement (every block combined), in block order; ``reported``: the arm whose figures are the test's."""
+    sweep: Any
+    arms: tuple = ()                      # ((SweepArm, WorkloadResult), ...)
+    reported: str = ""
+    blocks: int = 0
+    block_size: int = 0
+
+
 @dataclass
 class Facts:
     server_failed: bool = False           # a managed server is known to have failed during the run
@@ -89,6 +100,7 @@ class Facts:
     agent: AgentRun | None = None
     sweep_parts: list = field(default_factory=list)         # prompt sweep: (tag, part WorkloadResult)
     rate_sweep: RateSweepRun | None = None
+    server_sweep: ServerSweepRun | None = None              # issue 37: the arms, judged (core.checks.arm_sweep)
     baseline_target_empty: str | None = None                # A/B: the baseline target measured nothing
     # A/B: the baseline target's measurement, every block combined (core.result.blocks): its validity (a client
     # that fell behind, a prefix cache, cold starts, per-chunk ITL) is the run's (core.checks.ab_arm)

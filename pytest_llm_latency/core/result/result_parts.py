@@ -18,6 +18,7 @@ from .part import Part, unset as _unset
 from .mix_parts import MixInfo
 from .disagg_parts import DisaggInfo
 from .traffic_parts import StallInfo
+from .sweep_parts import ArmsInfo
 
 
 @dataclass
@@ -318,7 +319,7 @@ class StructuredInfo(Part):
 #: every part, in the order the JSON writes them
 PARTS: tuple[type[Part], ...] = (Measurement, LoadInfo, ClientHealth, ServerInfo, PrefixCacheInfo, ColdStartInfo,
                                  RooflineInfo, PrefillInfo, BaselineComparison, AgentSessions, SpecDecodeInfo,
-                                 PromptBuckets, StructuredInfo, MixInfo, DisaggInfo, StallInfo)
+                                 PromptBuckets, StructuredInfo, MixInfo, DisaggInfo, StallInfo, ArmsInfo)
 PART_NAMES: tuple[str, ...] = tuple(p.NAME for p in PARTS)
 
 
@@ -342,6 +343,7 @@ class WithParts:
     mix: MixInfo = field(default_factory=MixInfo)
     disagg: DisaggInfo = field(default_factory=DisaggInfo)
     stall: StallInfo = field(default_factory=StallInfo)
+    arms: ArmsInfo = field(default_factory=ArmsInfo)
 
 
 def copy_parts(src: Any, dst: Any) -> None:

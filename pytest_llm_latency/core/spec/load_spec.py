@@ -131,10 +131,10 @@ def spreads_by_default(w: Any) -> bool:
     """Does ``w`` (a ``core.spec.workload.Workload``) default to ``workers: auto``?  The load engine's
     loops do -- an open loop, a closed loop at concurrency > 1 (``samples: auto`` rounds too), a
     trace replay, a rate sweep's steps -- where ``workers_refusal`` lets ``auto`` through; agent
-    sessions and A/B runs stay in one process unless ``workers`` is given (an A/B block would spawn
-    and warm its processes anew; agent sessions are sized by their own session slots), and so does
-    whatever refuses workers (a prompt sweep, one stream at a time): never an error."""
-    if w.agent is not None or w.baseline_target is not None:
+    sessions, A/B runs and server sweeps stay in one process unless ``workers`` is given (an A/B or
+    sweep block would spawn and warm its processes anew; agent sessions are sized by their own session
+    slots), and so does whatever refuses workers (a prompt sweep, one stream at a time): never an error."""
+    if w.agent is not None or w.baseline_target is not None or w.server_sweep is not None:
         return False
     return workers_refusal(w, "auto") is None
 
@@ -166,13 +166,14 @@ def with_ray(w: Any, value: Any, where: str, *, run_wide: bool = False, workers_
     ``host:port`` or ``ray://host:port``): what ``workers`` spreads (an open loop, a closed loop, a
     trace replay, agent sessions, ``samples: auto`` rounds, a rate sweep), under the same rules;
     ``workers: N`` (default: ``auto``, one per node; a ``workers: 1`` given with it: one node) is then
-    the number of nodes.  An A/B run is refused.  A run-wide setting leaves the rest alone (and takes
-    a workload's ``workers: 1`` for the default)."""
+    the number of nodes.  An A/B run and a server sweep are refused.  A run-wide setting leaves the rest
+    alone (and takes a workload's ``workers: 1`` for the default)."""
     if not isinstance(value, str) or not value.strip() or any(ch.isspace() for ch in value.strip()):
         raise ConfigError(f"{where}: expected a Ray cluster address (host:port or ray://host:port), got {value!r}")
     why: str | None = None  # the Ray-only reason first: it names the real limit, not a count
-    if w.baseline_target is not None:
-        why = ("an A/B run (baseline_target) on Ray nodes is not yet supported: every block of every arm would "
+    if w.baseline_target is not None or w.server_sweep is not None:
+        what = "an A/B run (baseline_target)" if w.baseline_target is not None else "a server sweep (server_sweep)"
+        why = (f"{what} on Ray nodes is not yet supported: every block of every arm would "
                "place its Ray actors anew, seconds for a block of a few requests (worker processes of this host: "
                "workers: N)")
     if why is None:

@@ -27,6 +27,7 @@ from .request_fields import REQUEST_KEYS, RequestKeys, parse_request_keys
 from .stall_spec import DEFAULT_STALL_PROMPT_TOKENS, STALL_KEYS, parse_stall_prompt_tokens
 from .structured_spec import (OVERHEAD_BUDGET, STRUCTURED_KEY, StructuredSpec, check_structured, parse_structured,
     with_overhead)
+from .server_sweep import KEY as SERVER_SWEEP, ServerSweep, check_sweep_workload, parse_server_sweep
 from .trace_spec import TRACE_KEYS, TraceSpec, trace_workload_spec
 # samples / confidence / inconclusive live in their own module; re-exported from here
 from .statistics_spec import (DEFAULT_CONFIDENCE, DEFAULT_FIXED_SAMPLES, DEFAULT_MAX_SAMPLES, INCONCLUSIVE,  # noqa: F401
@@ -88,6 +89,8 @@ class Workload:
     # issue 37: a prefill of at least this many prompt tokens is long: the gaps of the streams beside it are
     # the stall gaps of the itl_stall_<stat> / stall_max budgets (core.spec.stall_spec)
     stall_prompt_tokens: int = DEFAULT_STALL_PROMPT_TOKENS
+    # issue 37: the workload under N server settings, interleaved in blocks (core.spec.server_sweep)
+    server_sweep: ServerSweep | None = None
 
     @property
     def cold_budget(self) -> Budget | None:
@@ -131,8 +134,8 @@ WORKLOAD_KEYS = ("class", "prompt_tokens", "output_tokens", "samples", "warmup",
                  "shared_prefix_tokens", "shared_prefix_groups", "concurrency", "max_error_rate", "slo", "roofline",
                  "cold_starts", "prompt_sweep",
                  "confidence", "inconclusive", "min_samples", "max_samples", "regression",
-                 "baseline_target", "workers", "ray", STRUCTURED_KEY, MIX_KEY) + REQUEST_KEYS + AGENT_KEYS + LOAD_KEYS \
-    + TRACE_KEYS + STALL_KEYS
+                 "baseline_target", SERVER_SWEEP, "workers", "ray", STRUCTURED_KEY, MIX_KEY) + REQUEST_KEYS \
+    + AGENT_KEYS + LOAD_KEYS + TRACE_KEYS + STALL_KEYS
 
 
 def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".join(map(str, path))) -> Workload:
@@ -254,13 +257,15 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     closed_loop = load is None and rate_sweep is None and not sweep and agent is None and trace is None \
         and mix is None  # a mix: per-class samples are not fixed in advance
     # an A/B run's verdict is the block-bootstrap comparison of its arms; its own budgets keep the
-    # point estimate too (the fixed 20 could never pass a p95 at 95%: README "Deploy gate")
-    at_confidence = closed_loop and spec.get("baseline_target", None) is None
+    # point estimate too (the fixed 20 could never pass a p95 at 95%: README "Deploy gate"); so do a
+    # server sweep's arms (each judged on fixed samples, the same number per arm)
+    arms = spec.get("baseline_target", None) is not None or spec.get(SERVER_SWEEP, None) is not None
+    at_confidence = closed_loop and not arms
     samples_given = samples is not None
     if samples is None:  # auto where it has a budget to decide; an A/B run compares fixed arms
         from ..measure.verdict import holds_up
 
-        decides = any(holds_up(b) for b in budgets) and spec.get("baseline_target", None) is None \
+        decides = any(holds_up(b) for b in budgets) and not arms \
             and not (structured is not None and structured.compares)  # twins: a fixed number of pairs
         samples = "auto" if closed_loop and decides else DEFAULT_FIXED_SAMPLES
     if load is not None and samples == "auto":
@@ -279,6 +284,9 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
                  request=parse_request_keys(spec, None if trace else (dists[1] and dists[1].min) or output, where),
                  mix=mix)
     check_structured(structured, agent=agent is not None, trace=trace is not None, samples=samples, where=where)
+    if spec.get(SERVER_SWEEP, None) is not None:
+        check_sweep_workload(spec, samples, where)
+        w = replace(w, server_sweep=parse_server_sweep(spec[SERVER_SWEEP], where))
     if (w.prompt_dist or w.output_dist or groups) and w.agent is not None:
         key = "shared_prefix_groups" if groups else "prompt_tokens" if w.prompt_dist else "output_tokens"
         raise ConfigError(f"{where((key,))}: agent sessions send one fixed-length transcript per turn; a length "

@@ -241,6 +241,40 @@ class StallCause:
 
 
 @dataclass(frozen=True)
+class ArmRow:
+    """One arm of a server sweep (``arms.arms``: ``core.result.sweep_parts.ArmsInfo``); ``setting`` its flags
+    ('' : none) or URL; ``stall_p99_ms`` the first p99 among its stall figures; ``classes`` a mixed workload's
+    (class, verdict, first violation)."""
+    name: str
+    setting: str
+    is_url: bool
+    verdict: str
+    requests: int | None = None
+    failed: int | None = None
+    ttft_p95_ms: float | None = None
+    itl_p99_ms: float | None = None
+    tpot_p95_ms: float | None = None
+    headroom: float | None = None
+    why: str | None = None
+    stall_p99_ms: float | None = None
+    classes: tuple[tuple[str, str, str | None], ...] = ()
+    scalars: tuple[tuple[str, Any], ...] = ()   # the row's scalar figures for JUnit, in the JSON's order
+
+    @classmethod
+    def parse(cls, raw: dict) -> "ArmRow":
+        stall = _dict(raw.get("stall"))
+        classes = [c for c in _list(raw.get("classes")) if isinstance(c, dict)]
+        return cls(str(raw.get("name", "?")), text(raw.get("url")) or text(raw.get("flags")) or "",
+                   text(raw.get("url")) is not None, str(raw.get("verdict", "?")), count(raw.get("requests")),
+                   count(raw.get("failed")), num(raw.get("ttft_p95_ms")), num(raw.get("itl_p99_ms")),
+                   num(raw.get("tpot_p95_ms")), num(raw.get("headroom")), text(raw.get("why")),
+                   next((num(v) for k, v in stall.items() if "p99" in str(k) and num(v) is not None), None),
+                   tuple((str(c.get("name", "?")), str(c.get("verdict", "?")), text(c.get("why"))) for c in classes),
+                   tuple((k, v) for k, v in raw.items() if k != "name" and isinstance(v, (int, float, str))
+                         and not isinstance(v, bool)))
+
+
+@dataclass(frozen=True)
 class Shown:
     """A finding as the renderers show it: its check, its kind (``core.findings.KINDS``), its text."""
     check: str
@@ -274,6 +308,7 @@ class ResultEntry(WithParts):
     failures: dict[str, int] = field(default_factory=dict)
     buckets: list[BucketRow] = field(default_factory=list)         # by_prompt.buckets, typed
     classes: list[ClassRow] = field(default_factory=list)          # mix.classes, typed
+    arm_rows: list[ArmRow] = field(default_factory=list)          # arms.arms (a server sweep), typed
     turn_reuse: dict[int, float] = field(default_factory=dict)     # agent.turns: turn -> prefix reuse
     split: list[SplitRow] = field(default_factory=list)            # disagg.ttft_split, typed
     stall_causes: list[StallCause] = field(default_factory=list)   # stall.causes, typed
@@ -308,6 +343,7 @@ class ResultEntry(WithParts):
             buckets=[BucketRow.parse(b) for b in _list(_dict(d.get("by_prompt")).get("buckets"))
                      if isinstance(b, dict)],
             classes=[ClassRow.parse(c) for c in _list(_dict(d.get("mix")).get("classes")) if isinstance(c, dict)],
+            arm_rows=[ArmRow.parse(a) for a in _list(_dict(d.get("arms")).get("arms")) if isinstance(a, dict)],
             turn_reuse={t["turn"]: float(t["reuse"]) for t in _list(_dict(d.get("agent")).get("turns"))
                         if isinstance(t, dict) and count(t.get("turn")) is not None
                         and num(t.get("reuse")) is not None},

@@ -12,6 +12,7 @@ from ...core.redact import redact_url
 from ...core.measure.stats import PERCENTILES
 from .charts import (BucketStep, BudgetLine, CdfSeries, Decode, Mark, MetricSeries, PromptPoint, RequestSpan,
                      cdf_chart, roofline_chart, timeline_chart, ttft_scatter)
+from .arms_view import arm_notes, arm_rows, columns as arm_columns, sweep_chart
 from .document import ResultDocument
 from .entry import Cdf, Entry, Point, RequestRow, ResultEntry, entry_of
 from .terminal import (agent_lines, bound_lines, class_rows, columns, legend, messages, prefill_lines, reasoned,
@@ -257,7 +258,8 @@ def test_view(r: ResultEntry, i: int) -> dict:
             "anchor": f"test-{i}", "nodeid": r.nodeid, "verdict": r.verdict,
             "verdict_label": verdict_label(r), "messages": messages(r), "facts": facts,
             "cdfs": cdf_charts(r), "timeline": timeline(r), "scatter": prompt_scatter(r),
-            "roofline": roof_svg, "roofline_text": roof_text}
+            "roofline": roof_svg, "roofline_text": roof_text,
+            "arms": {"columns": arm_columns(r), "rows": arm_rows(r), "notes": arm_notes(r), "chart": sweep_chart(r)}}
 
 
 FACTS = (("workload", "workload"), ("class", "class"), ("prompt_tokens", "prompt tokens"),

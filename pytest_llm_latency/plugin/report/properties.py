@@ -42,4 +42,8 @@ def junit_properties(entry: Entry, prefix: str = PREFIX) -> list[tuple[str, Any]
         at = f"{prefix}mix.{c.name}."
         props += [(at + k, v) for k, v in c.scalars] + [(at + k, v) for k, v in c.stats.items()]
         props += [(f"{at}budget.{k}", status) for k, status in c.budgets]
+    if e.arm_rows:  # a server sweep: the arms meeting every budget, and each arm's figures
+        props.append((f"{prefix}arms.meeting", ", ".join(e.arms.meeting)))
+        for arm in e.arm_rows:
+            props += [(f"{prefix}arms.{arm.name}.{k}", v) for k, v in arm.scalars]
     return props

@@ -135,9 +135,15 @@ DESCRIPTIONS = {
     "stall.causes": "per cause, most stall gaps first: {cause (the class, or 'other requests', of the overlapped "
                     "prefill with the most prompt tokens), gaps, share, prefills (its long prefills), "
                     "prompt_tokens_p50, window_ms_p50}",
+    "arms.mode": "flags: the managed target.command with each arm's flags, one server at a time; urls: servers "
+                 "running at once",
+    "arms.meeting": "the arms meeting every budget of the workload, in block order",
+    "arms.recommended": "among them, the one with the most headroom on its tightest budget (core.result.arm_ranking)",
+    "arms.reported": "the arm whose figures are the result's own (the recommended one; when none meets, the arm with "
+                     "the most headroom)",
 }
 #: value sets that are closed (statuses that other modules may extend stay plain strings)
-ENUMS = {"prefill.linearity": ["linear", "sublinear", "superlinear", "unknown"],
+ENUMS = {"prefill.linearity": ["linear", "sublinear", "superlinear", "unknown"], "arms.mode": ["flags", "urls"],
          "measurement.samples_mode": ["fixed", "auto"]}
 _TURN = {"type": "object", "additionalProperties": False, "required": ["turn"],
          "properties": {"turn": {"type": "integer", "minimum": 1},
@@ -219,7 +225,24 @@ _CAUSE = {"type": "object", "additionalProperties": False, "required": ["cause",
                          "share": {"type": "number"}, "prefills": {"type": "integer", "minimum": 0},
                          "prompt_tokens_p50": {"type": ["number", "null"]},
                          "window_ms_p50": {"type": ["number", "null"]}}}
-_SPECIAL = {"by_prompt.buckets": {"type": "array", "items": _BUCKET},
+_ARM = {"type": "object", "additionalProperties": False, "required": ["name", "requests", "failed", "verdict"],
+        "properties": {"name": {"type": "string"},
+                       "flags": {"type": "string", "description": "flags sweep: the flags appended to the managed "
+                                                                  "command ('' : none)"},
+                       "url": {"type": "string", "description": "urls sweep: the server's URL (credentials masked)"},
+                       "requests": {"type": "integer", "minimum": 0}, "failed": {"type": "integer", "minimum": 0},
+                       "verdict": {"enum": ["pass", "fail", "error"]},
+                       **{k: {"type": ["number", "null"]} for k in ("ttft_p95_ms", "itl_p99_ms", "tpot_p95_ms")},
+                       "headroom": {"type": ["number", "null"], "description": "the tightest budget's budget ÷ "
+                                    "observed (a floor: observed ÷ budget); 1 is at the budget, null: no limit"},
+                       "tightest": {"type": "string", "description": "that budget and its figure in words"},
+                       "why": {"type": "string", "description": "the arm's first violation or error"},
+                       "stall": {"type": "object", "additionalProperties": {"type": "number"},
+                                 "description": "the arm's stall figures (its result's stall part), when measured"},
+                       "classes": {"type": "array", "items": {"type": "object"},
+                                   "description": "a mixed workload: per class {name, verdict, stats, why}"}}}
+_SPECIAL = {"arms.arms": {"type": "array", "items": _ARM},
+            "by_prompt.buckets": {"type": "array", "items": _BUCKET},
             "mix.classes": {"type": "array", "items": _MIX_CLASS},
             "disagg.ttft_split": {"type": "array", "items": _SPLIT},
             "disagg.kv_transfer_buckets": {"type": "object", "additionalProperties": {"type": "string"}},

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ...core.measure.prefill_overlap import possessive
+from .arms_view import sweep_lines
 from .entry import Entry, ResultEntry, entries_of, entry_of
 
 COLUMNS = ("test", "n", "TTFT p50", "TTFT p95", "TPOT p50", "TPOT p95", "decode tok/s", "out tok/s", "verdict")
@@ -116,7 +117,7 @@ def summary_lines(results: Sequence[Entry]) -> list[str]:
     for r in typed:
         lines += [f"  {r.nodeid}: {text}" for kind, text, _ in messages(r) if kind != "note"]
     for lines_of in (itl_count_lines, workers_lines, prefill_lines, prompt_bucket_lines, stall_lines, step_lines,
-                     agent_lines, structured_lines, disagg_lines):
+                     agent_lines, structured_lines, disagg_lines, sweep_lines):
         lines += lines_of(typed)
     noted = [f"  {r.nodeid}: {text}" for r in typed for kind, text, _ in messages(r) if kind == "note"]
     return lines + (["notes (*):"] + noted if noted else [])

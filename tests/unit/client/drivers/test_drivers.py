@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pytest_llm_latency.client.drivers.base import ABArms, Driver, Run
+from pytest_llm_latency.client.drivers.base import ABArms, Driver, Run, SweepArms
 from pytest_llm_latency.client.drivers.registry import DRIVERS, driver_for
 from pytest_llm_latency.client.transport.http import make_http_client
 from pytest_llm_latency.client.runner import Target, make_client
@@ -30,6 +30,8 @@ WORKLOADS = {
     "rate_sweep": {"rate_sweep": {"rate_min": 5, "rate_max": 10, "max_steps": 2}},
     "ab_interleaved": {"baseline_target": "{url}"},
     "ab_alternating": {"baseline_target": {"url": "{url}", "mode": "alternating", "block": 2}},
+    # the arms' clients are injected (Run.sweep: both the reference server here); the URLs only name them
+    "arm_sweep": {"server_sweep": {"urls": {"a": "http://a.invalid", "b": "http://b.invalid"}, "block_size": 2}},
     "trace_replay": {"trace": "trace.jsonl", "trace_block_tokens": 32},
 }
 #: the trace_replay workload's rows (the plugin loads them from the file: ``Run.trace_rows``)
@@ -78,6 +80,7 @@ ON_PROCESSES = {
     "rate_sweep": {},
     "ab_interleaved": {"concurrency": 2},
     "ab_alternating": {"concurrency": 2},
+    "arm_sweep": {"concurrency": 2},
     "trace_replay": {},
 }
 PLACEMENTS = [(name, "local") for name in sorted(DRIVERS)] + [(name, "processes") for name in sorted(ON_PROCESSES)]
@@ -127,13 +130,16 @@ def measure_driver(name: str, workload, client, placement: str):
         ab = ABArms(client, 2)
     elif name == "ab_alternating":
         ab = ABArms(lambda: client, 2, start_a=lambda: client, alternate=stopped.append)
+    sweep = None
+    if name == "arm_sweep":
+        sweep = SweepArms(workload.server_sweep.arms, (client, client), workload.server_sweep.block(workload.samples))
     rows = None
     if name == "trace_replay":
         from pytest_llm_latency.core.spec.trace import read_trace
 
         rows = tuple(read_trace([json.dumps(r) for r in TRACE], "trace.jsonl", 32))
     res = driver.measure(client, workload, Run(seed=0, nonce="drivers", salt_context=name, judge=judge, ab=ab,
-                                               trace_rows=rows))
+                                               sweep=sweep, trace_rows=rows))
     if name != "rate_sweep":  # its steps are judged by the injected Run.judge (the verdict picks the next rate)
         assert res.findings is None, "a driver measures; the checks judge"
     assert res.records and not res.failures, (res.failures, res.notes)
@@ -141,6 +147,9 @@ def measure_driver(name: str, workload, client, placement: str):
     assert judged.verdict == "pass", judged.failure_message()
     if name == "ab_alternating":
         assert stopped[:2] == ["a", "b"] and res.load.ab_mode == "alternating"
+    if name == "arm_sweep":  # both arms judged, both pass: the first is recommended (equal headroom or not)
+        assert [a["name"] for a in judged.arms.arms] == ["a", "b"] and judged.arms.recommended in ("a", "b")
+        assert judged.arms.meeting == ["a", "b"] and judged.arms.blocks == 2
     if name == "rate_sweep":
         assert (res.load.rate_sweep_steps or 0) >= 1 and res.notes[0].startswith("rate_sweep: ")
     if name == "sequential_rounds":

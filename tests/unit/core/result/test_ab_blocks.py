@@ -20,7 +20,7 @@ from pytest_llm_latency.core.measure import coldstart, metrics as m
 from pytest_llm_latency.core.result.blocks import combine_blocks, combine_client, combine_facts
 from pytest_llm_latency.core.checks import judge
 from pytest_llm_latency.core.result.facts import (AgentRun, ColdStarts, Comparison, Facts, GateOutcome, PerChunkItl,
-    RateSweepRun)
+    RateSweepRun, ServerSweepRun)
 from pytest_llm_latency.core.measure.prefix_cache import CacheEvidence
 from pytest_llm_latency.core.measure.bunching import StallTimeline
 from pytest_llm_latency.core.measure.prefill_overlap import PrefillWindow
@@ -194,7 +194,8 @@ FOUND = {
     "prefix_cache": CacheEvidence(4950, 5000, 5, "llama.cpp timings.cache_n of each response"),
     "cache_bound_tokens": 10, "trace_incomplete": "3 rows not sent", "per_chunk_itl": PerChunkItl(1, 5),
     "client_fell_behind": True, "workers_failed": ["worker 1 died"], "agent": AgentRun(None, ("s",), 0.5),
-    "sweep_parts": [("prompt 10: ", PART)], "rate_sweep": RateSweepRun(None), "baseline_target_empty": "none",
+    "sweep_parts": [("prompt 10: ", PART)], "rate_sweep": RateSweepRun(None), "server_sweep": ServerSweepRun(None),
+    "baseline_target_empty": "none",
     "gates": [GateOutcome("roofline", "report", "x")], "comparisons": [Comparison("baseline")],
     "baseline_target_arm": PART, "prefill_windows": [PrefillWindow(0, 5, 2048, "long", 1)],
     "client_stalls": StallTimeline(((10, 5),), 2, 0, 20),
