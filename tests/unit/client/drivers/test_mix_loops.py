@@ -18,7 +18,8 @@ MIX = {"short": {"weight": 0.75, "prompt_tokens": 48, "output_tokens": 4},
        "long": {"weight": 0.25, "prompt_tokens": 2000, "output_tokens": 6}}
 SLO = {"short": {"ttft_p50": 60_000}, "long": {"ttft_p50": 60_000}}
 #: loop -> what its workload adds (8 requests: 6 short, 2 long); A/B: blocks of open loops
-LOOPS = {"closed_loop": {"concurrency": 2}, "open_loop": {"rate": 50}, "ab_interleaved": {"rate": 50}}
+LOOPS = {"closed_loop": {"concurrency": 2}, "open_loop": {"rate": 50}, "ab_interleaved": {"rate": 50},
+         "rate_sweep": {"rate_sweep": {"rate_min": 20, "rate_max": 40, "max_steps": 2}}}
 
 
 def mix_spec(loop: str, url: str, **extra) -> dict:
@@ -37,6 +38,7 @@ def test_a_mix_is_sent_tagged_and_judged_per_class(loop, workers, reference):  #
     assert driver.name == loop
     ab = ABArms(client, 2) if loop == "ab_interleaved" else None
     res = judge(driver.measure(client, w, Run(seed=0, nonce="mix", salt_context=loop, judge=judge, ab=ab)))
+    # a rate sweep: every step an open loop of the whole mix, judged per class to pick the next rate
     assert not res.failures, res.failures
     classes = Counter(r.mix_class for r in res.records)
     if loop == "closed_loop":  # the ramp-up and drain are cut by time: a share, not an exact count
