@@ -228,6 +228,10 @@ def with_trace(item: pytest.Item, workload: Workload) -> tuple[Workload, tuple |
 
     base_dir = Path(str(item.path)).parent
     rows = tuple(load_trace(trace, base_dir))
+    if workload.mix is not None:  # rows judged per class: each names one the slo gives budgets
+        from ..core.spec.mix_spec import check_row_classes
+
+        check_row_classes(workload.mix, rows, str(trace_path(trace, base_dir)))
     workload = replace(workload, trace=replace(trace, path=str(trace_path(trace, base_dir))), samples=len(rows),
                        samples_given=True)
     check_min_samples(workload, f"{item.nodeid} workload {workload.name!r} ({len(rows)} trace rows)")

@@ -251,3 +251,26 @@ def test_two_workers_replay_whole_sessions_and_the_declared_hits_come_from_the_m
             assert q["send_ms"] >= p["end_ms"] + rows[cur]["delay"] - 1, (p, q)
             assert q["cached_tokens"] >= q["declared_cached_tokens"] > 0
     assert got[0]["worker"] != got[1]["worker"]
+
+
+def test_rows_tagged_by_class_are_judged_per_class(pytester, cached_server):
+    """Issue 37: a trace's rows with a ``class`` field, the slo per class: one test item, each class on its own
+    budgets (here the long rows' TTFT budget is too tight: that class alone fails)."""
+    rows = [{**r, "class": "long" if r["input_length"] >= 160 else "short"} for r in sixteen_rows()]
+    (pytester.path / "trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    pytester.makefile(".slo.yaml", replay=f"""
+workloads:
+  replay:
+    trace: trace.jsonl
+    trace_block_tokens: {BLOCK}
+    warmup: 1
+    slo: {{short: {{ttft_max: 10s}}, long: {{ttft_max: 0.001ms}}}}
+""")
+    r = pytester.runpytest("-p", "no:cacheprovider", f"--llm-latency-url={cached_server}", "--llm-latency-json=r.json")
+    r.assert_outcomes(failed=1)
+    res = json.loads((pytester.path / "r.json").read_text())["results"][0]
+    classes = {c["name"]: c for c in res["mix"]["classes"]}
+    n_long = sum(1 for row in rows if row["class"] == "long")
+    assert (classes["long"]["requests"], classes["short"]["requests"]) == (n_long, 16 - n_long)
+    assert (classes["short"]["status"], classes["long"]["status"]) == ("pass", "fail")
+    assert [v.split(":")[0] for v in res["violations"]] == ["long"]

@@ -129,6 +129,9 @@ class Replay:
                  for r in self.rows]
         prompts, stats = prepare_block_prompts(client, specs, nonce=nonce, seed=seed,
                                                block_tokens=self.spec.block_tokens, counter=counter)
+        if workload.mix is not None:  # rows tagged by class: each request is judged with its class
+            classes: dict[int | str | None, str | None] = {r.index: r.klass for r in self.rows}
+            prompts = [replace(p, mix_class=classes.get(p.key)) for p in prompts]
         cold = build_prompts(counter, n=1, prompt_tokens=WARMUP_PROMPT_TOKENS, seed=seed, nonce=f"{nonce}|cold",
                              output_lengths=[WARMUP_OUTPUT_TOKENS]) if workload.cold_budget else []
         said = stats.description.removeprefix("counter given; ")

@@ -66,9 +66,12 @@ def check_mix(res: WorkloadResult) -> list[Finding]:
     rows: list[dict] = []
     out: list[Finding] = [part_update(CHECK, "mix", classes=rows)]
     windows = prefill_windows(res.records, res.failures)
+    total = len(res.records) + len(res.failures)
     for c in mix.classes:
         sub = class_result(res, c, windows)
         row = _row(c, sub)
+        if mix.from_rows:  # a trace's rows name their class: its weight is its share of the requests
+            row["weight"] = round(row["requests"] / total, 4) if total else 0.0
         rows.append(row)
         for check in CLASS_CHECKS:
             for f in check(sub):

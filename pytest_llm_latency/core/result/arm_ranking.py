@@ -115,7 +115,7 @@ def arm_row(name: str, setting: dict[str, Any], res: WorkloadResult, h: Headroom
     classes = [c for c in getattr(getattr(res, "mix", None), "classes", None) or () if isinstance(c, dict)]
     if classes:
         row["classes"] = [{"name": c.get("name"), "verdict": c.get("status"), "stats": c.get("stats") or {},
-                           **({"why": str((c.get("violations") or c.get("errors"))[0])}
+                           **({"why": str([*(c.get("violations") or ()), *(c.get("errors") or ())][0])}
                               if c.get("violations") or c.get("errors") else {})} for c in classes]
     return row
 

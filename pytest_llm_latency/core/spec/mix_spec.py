@@ -73,6 +73,7 @@ class Mix:
     classes: tuple[MixClass, ...]
     start: int = 0
     cycle: int | None = None
+    from_rows: bool = False              # a trace's rows name their class (``trace_classes``): no weights, no sequence
 
     def by_name(self) -> dict[str, MixClass]:
         return {c.name: c for c in self.classes}
@@ -216,3 +217,37 @@ def mix_workload_spec(spec: Mapping[str, Any], where,
     rest = {k: v for k, v in spec.items() if k not in (MIX_KEY, "slo")}
     return mix, {**rest, "class": "custom", "prompt_tokens": mean(lambda c: c.nominal_prompt),
                  "output_tokens": mean(lambda c: c.nominal_output)}
+
+
+def trace_classes(spec: Mapping[str, Any], where, builtin: Mapping[str, Any]) -> tuple[Mix | None, Mapping[str, Any]]:
+    """A trace workload whose rows carry a ``class`` field: its ``slo`` maps each class to its budgets
+    (``slo: {chat: {ttft_p95: 500ms}, summarize: {...}}``; every value a mapping), and the classes are judged
+    as a mix's, each on its rows (``check_row_classes`` at load).  Else ``(None, spec)``: one set of budgets."""
+    slo = spec.get("slo")
+    if not isinstance(slo, Mapping) or not slo or not all(isinstance(v, Mapping) for v in slo.values()):
+        return None, spec
+    classes = []
+    for name, budgets in slo.items():
+        given = {k: (v, where(("slo", name, k))) for k, v in budgets.items()}
+        parsed = tuple(parse_budget(k, v, src) for k, (v, src) in given.items() if v is not None)
+        if not parsed:
+            raise ConfigError(f"{where(('slo', name))}: class {name!r} of the trace has no budgets -- give its "
+                              f"budgets, e.g. slo: {{{name}: {{ttft_p95: 500ms}}}}")
+        classes.append(MixClass(str(name), 0.0, 1, 1, parsed, klass=str(name) if name in builtin else "custom"))
+    return Mix(tuple(classes), from_rows=True), {k: v for k, v in spec.items() if k != "slo"}
+
+
+def check_row_classes(mix: Mix, rows: Any, name: str) -> None:
+    """Every row of a trace judged per class names one of the classes, and every class has a row
+    (``ConfigError`` naming the file and line, before any request)."""
+    names = [c.name for c in mix.classes]
+    for r in rows:
+        if r.klass not in names:
+            got = "no class field" if r.klass is None else f"class {r.klass!r}"
+            raise ConfigError(f"{name}:{r.line}: class: {got}, but the workload judges its rows per class "
+                              f"({', '.join(names)}){did_you_mean(r.klass, names) if r.klass else ''} -- give every "
+                              f"row a \"class\" the slo names, or one set of budgets for all rows")
+    empty = [n for n in names if not any(r.klass == n for r in rows)]
+    if empty:
+        raise ConfigError(f"{name}: no row replayed has class {empty[0]!r}, which the slo gives budgets -- drop "
+                          f"slo.{empty[0]} or replay rows of it (trace_start_ms / trace_rows select the rows)")

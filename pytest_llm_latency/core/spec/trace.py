@@ -20,7 +20,7 @@ from ..errors import ConfigError
 from .trace_spec import (OVERLONG, TRACE_CLASHES, TRACE_KEYS, TraceSpec, is_number, parse_trace_spec,  # noqa: F401
     trace_workload_spec)
 
-FIELDS = ("timestamp", "delay", "input_length", "output_length", "hash_ids", "session_id")
+FIELDS = ("timestamp", "delay", "input_length", "output_length", "hash_ids", "session_id", "class")
 EXAMPLE_ROW = '{"timestamp": 0, "input_length": 655, "output_length": 52, "hash_ids": [46, 47]}'
 _FIX = {
     "timestamp": "give the arrival time in ms from the start of the trace (a number >= 0)",
@@ -29,6 +29,7 @@ _FIX = {
     "output_length": "give the response's length in tokens (an integer >= 1)",
     "hash_ids": "give a list of block ids (integers or strings), one per block of trace_block_tokens tokens",
     "session_id": "give a string or an integer naming the session",
+    "class": "give the row's workload class, a name the workload's slo gives budgets for (slo: {<class>: {...}})",
 }
 
 
@@ -45,6 +46,7 @@ class TraceRow:
     output_length: int
     hash_ids: tuple[int | str, ...]
     session_id: str | None = None
+    klass: str | None = None        # the row's ``class`` (a mixed trace: its class's budgets judge it)
 
     @property
     def first_turn(self) -> bool:
@@ -167,6 +169,9 @@ def read_trace(lines: Iterable[str], name: str, block_tokens: int) -> list[Trace
         if session is not None and (not isinstance(session, str) or not session):
             raise _fail(name, line, "session_id", f"expected a non-empty string or an integer, got {_show(session)}",
                         _FIX["session_id"])
+        klass = obj.get("class")
+        if klass is not None and (not isinstance(klass, str) or not klass):
+            raise _fail(name, line, "class", f"expected a non-empty string, got {_show(klass)}", _FIX["class"])
         later = session is not None and session in first_line
         ts = delay = None
         if later:
@@ -193,7 +198,7 @@ def read_trace(lines: Iterable[str], name: str, block_tokens: int) -> list[Trace
             last = (ts, line)
             if session is not None:
                 first_line[session] = line
-        rows.append(TraceRow(len(rows), line, ts, delay, inp, out, ids, session))
+        rows.append(TraceRow(len(rows), line, ts, delay, inp, out, ids, session, klass))
     if not rows:
         raise ConfigError(f"{name}: the trace has no rows -- each line must be one JSON object such as {EXAMPLE_ROW}")
     return rows

@@ -17,7 +17,7 @@ from ..measure.coldstart import COLD_BUDGET, COLD_STARTS
 from ..measure.compare import parse_tolerances
 from ..errors import ConfigError
 from .lengths import LengthDist, PrefixGroups, parse_prefix_groups, workload_lengths
-from .mix_spec import MIX_KEY, Mix, mix_workload_spec
+from .mix_spec import MIX_KEY, Mix, mix_workload_spec, trace_classes
 from .prefill_spec import PREFILL_ROOFLINE_KEYS, PREFILL_SLO_KEYS, parse_prefill_slo, parse_prompt_sweep
 from .prompt_buckets import BY_PROMPT_KEYS, PromptBudget, parse_prompt_budget, under
 from .load_spec import (DURATION_MAX_REQUESTS, LOAD_KEYS, Load, default_workers, make_load, parse_workers, with_ray,
@@ -152,6 +152,8 @@ def make_workload(name: str, spec: Mapping[str, Any], where=lambda path: ".".joi
     spec = upgrade_workload(spec, where)
     trace, spec = trace_workload_spec(spec, where)
     mix, spec = mix_workload_spec(spec, where, BUILTIN_CLASSES)
+    if trace is not None:  # rows tagged by class: slo per class (core.spec.mix_spec.trace_classes)
+        mix, spec = trace_classes(spec, where, BUILTIN_CLASSES)
     klass_name = spec.get("class", name if name in BUILTIN_CLASSES else AGENT_CLASS if "steps" in spec else "custom")
     if not isinstance(klass_name, str):
         raise ConfigError(f"{where(('class',))}: expected a class name ({', '.join(BUILTIN_CLASSES)} or custom), "

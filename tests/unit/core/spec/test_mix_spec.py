@@ -109,3 +109,31 @@ def test_blocks_of_a_run_send_consecutive_windows_of_one_cycle():
     assert Counter(sum(blocks, [])) == {"chat": 36, "long_summarization": 4}
     beyond = class_sequence(mix, 50, seed=3, cycle=40)  # past the cycle: the next cycle, exact too
     assert beyond[:40] == whole and len(beyond) == 50
+
+
+def test_a_traces_rows_tagged_by_class_are_judged_per_class():
+    """A trace whose slo maps classes to budgets: the rows' ``class`` field says which (checked at load)."""
+    from pytest_llm_latency.core.spec.mix_spec import check_row_classes
+    from pytest_llm_latency.core.spec.trace import read_trace
+
+    w = make_workload("replay", {"trace": "t.jsonl", "slo": {"chat": {"ttft_p95": "500ms"},
+                                                             "summarize": {"ttft_p95": "5s"}}}, WHERE)
+    assert w.mix is not None and w.mix.from_rows and w.budgets == ()
+    assert [(c.name, [b.key for b in c.budgets]) for c in w.mix.classes] == [("chat", ["ttft_p95"]),
+                                                                             ("summarize", ["ttft_p95"])]
+    lines = ['{"timestamp": 0, "input_length": 64, "output_length": 4, "class": "chat"}',
+             '{"timestamp": 10, "input_length": 900, "output_length": 4, "class": "summarize"}']
+    rows = read_trace(lines, "t.jsonl", 512)
+    assert [r.klass for r in rows] == ["chat", "summarize"]
+    check_row_classes(w.mix, rows, "t.jsonl")  # every row a class, every class a row
+    bad = read_trace(lines[:1] + ['{"timestamp": 20, "input_length": 9, "output_length": 2, "class": "chta"}'],
+                     "t.jsonl", 512)
+    with pytest.raises(ConfigError, match=r"t\.jsonl:2: class: class 'chta', but the workload judges its rows per "
+                                          r"class \(chat, summarize\); did you mean 'chat'"):
+        check_row_classes(w.mix, bad, "t.jsonl")
+    with pytest.raises(ConfigError, match=r"t\.jsonl: no row replayed has class 'summarize'"):
+        check_row_classes(w.mix, rows[:1], "t.jsonl")
+    with pytest.raises(ConfigError, match=r"t\.jsonl:1: class: expected a non-empty string, got 3"):
+        read_trace(['{"timestamp": 0, "input_length": 64, "output_length": 4, "class": 3}'], "t.jsonl", 512)
+    plain = make_workload("replay", {"trace": "t.jsonl", "slo": {"ttft_p95": "500ms"}}, WHERE)
+    assert plain.mix is None and [b.key for b in plain.budgets] == ["ttft_p95"]
