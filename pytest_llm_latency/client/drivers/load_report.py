@@ -5,12 +5,14 @@ and drain; and, for every run, the client's health and who bunched the tokens.  
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ...core.measure import metrics as m
 from ...core.measure.bunching import Attribution, StallTimeline, attribute, bursts as burst_reads
 from ...core.result.goodput import fluidity, goodput
 # defined once, in core.metrics
 from ...core.measure.metrics import events_per_read
+from ...core.measure.prefill_overlap import prefill_windows
 from ...core.measure.record import RequestRecord
 from ...core.result.result import WorkloadResult
 from ...core.measure.stamp_bounds import read_bound_ms, read_delays_ms, stamp_mode, token_bounds_ms
@@ -229,6 +231,10 @@ def load_summary(res: WorkloadResult, run: LoadRun) -> None:
     if itl is not None and itl.n:
         load.itl_ms_p99_under_load = round(itl.p99, 4)  # +inf: a miss (JSON null)
     if run.mode == "closed":
+        # the excluded requests' long prompts still stalled the measured streams (core.checks.stalls)
+        # (their failures are measured: core.measure.engine counts them)
+        res.facts.unmeasured_windows = [replace(x, index=0) for x in prefill_windows(
+            [o for o in run.ramp + run.drain if isinstance(o, RequestRecord)])]
         load.ramp_excluded = len(run.ramp)
         load.drain_excluded = len(run.drain)
         res.notes.append(f"closed loop at concurrency {w.concurrency}: {len(res.records) + len(res.failures)} "

@@ -9,13 +9,13 @@ as a whole (error rate, server, roofline, regression, diagnosis) run on the whol
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ..findings import Finding, part_update
 from ..result.result import METRIC_LABEL, Violation, WorkloadResult, measured
 from ..spec.mix_spec import MixClass
-from ..spec.workload import Workload
-from ..measure.prefill_overlap import prefill_windows
+from ..spec.mix_workload import class_workload
+from ..measure.prefill_overlap import prefill_windows, send_order
 from .budgets import check_budgets
 from .samples import check_samples, judgeable
 from .stalls import check_stalls
@@ -38,15 +38,6 @@ class ClassViolation(Violation):
         return f"{self.mix_class}: {self.text}"
 
 
-def class_workload(w: Workload, c: MixClass, requests: int) -> Workload:
-    """The workload one class of ``w`` is judged as: its lengths and budgets, ``w``'s statistics."""
-    return replace(w, name=f"{w.name}[{c.name}]", klass=c.klass, prompt_tokens=c.nominal_prompt,
-                   output_tokens=c.nominal_output, system_prompt_tokens=c.system_prompt_tokens,
-                   prompt_dist=None if isinstance(c.prompt_tokens, int) else c.prompt_tokens,
-                   output_dist=None if isinstance(c.output_tokens, int) else c.output_tokens,
-                   budgets=c.budgets, samples=max(requests, 1), mix=None, prompt_budgets=())
-
-
 def class_result(res: WorkloadResult, c: MixClass, windows: list | None = None) -> WorkloadResult:
     """``res``'s requests of class ``c`` as a measurement of their own (not judged); its streams stall on
     every class's prefills: ``windows``, the whole run's (``core.measure.prefill_overlap``)."""
@@ -55,6 +46,7 @@ def class_result(res: WorkloadResult, c: MixClass, windows: list | None = None) 
     sub = measured(class_workload(res.workload, c, len(records) + len(failures)), records, failures)
     sub.facts = copy.copy(res.facts)  # one run: its server, cold starts and client are every class's
     sub.facts.prefill_windows = prefill_windows(res.records, res.failures) if windows is None else windows
+    sub.facts.request_order = send_order(res.records, res.failures)  # its streams named as in the run's table
     sub.client, sub.measurement, sub.load = res.client, res.measurement, res.load.copy()
     return sub
 
@@ -80,7 +72,7 @@ def check_mix(res: WorkloadResult) -> list[Finding]:
             row["stall"] = sub.stall.to_json()
         row["status"] = "error" if row["errors"] else "fail" if row["violations"] else "pass"
         row["budgets"] = [_budget_row(sub, b.key, row) for b in c.budgets]
-        del row["failed_keys"]
+        del row["failed_keys"], row["error_keys"]
     return out
 
 
@@ -97,7 +89,18 @@ def _named(name: str, f: Finding, sub: WorkloadResult, row: dict) -> list[Findin
         return [Finding(CHECK, "violation", cv.message, cv)]
     if f.kind in ("error", "failed"):
         row["errors" if f.kind == "error" else "violations"].append(f.text)
+        row["error_keys" if f.kind == "error" else "failed_keys"].append(_budget_of(f, sub))
     return [Finding(f.check if f.kind == "failed" else CHECK, f.kind, f"{name}: {f.text}")]
+
+
+def _budget_of(f: Finding, sub: WorkloadResult) -> str:
+    """The budget a class's error or failed-check finding is about (its text starts with the budget's label,
+    key or metric: ``TTFT p95: 6 samples ...``, ``goodput 0.625 < budget 0.9``), else ``*``: every budget."""
+    for b in sub.workload.budgets:
+        label = f"{METRIC_LABEL.get(b.metric, b.metric)} {b.stat}"
+        if f.text.startswith((label + ":", b.key + ":")) or (f.kind == "failed" and f.check == b.metric):
+            return b.key
+    return "*"
 
 
 def _row(c: MixClass, sub: WorkloadResult) -> dict:
@@ -111,7 +114,7 @@ def _row(c: MixClass, sub: WorkloadResult) -> dict:
     return {"name": c.name, "weight": c.weight, "requests": len(sub.records) + len(sub.failures),
             "completed": len(sub.records), "failed": len(sub.failures), "prompt_tokens": describe(c.prompt_tokens),
             "output_tokens": describe(c.output_tokens), "stats": stats, "violations": [], "errors": [],
-            "failed_keys": []}
+            "failed_keys": [], "error_keys": []}
 
 
 def _budget_row(sub: WorkloadResult, key: str, row: dict) -> dict:
@@ -121,5 +124,10 @@ def _budget_row(sub: WorkloadResult, key: str, row: dict) -> dict:
     if b.is_stall:  # the class's stall gaps against every class's long prefills (core.checks.stalls)
         observed = getattr(sub.stall, f"stall_ms_{b.stat}", None)
     observed = None if observed is None else round(observed, 3)
-    status = "fail" if key in row["failed_keys"] else "error" if row["errors"] else "pass"
-    return {"key": key, "limit": b.limit, "unit": b.unit, "observed": observed, "status": status}
+    verdict = next((v for v in sub.verdicts if v.key == key), None)  # judged at the workload's confidence
+    status = "fail" if key in row["failed_keys"] else "error" if {key, "*"} & set(row["error_keys"]) else \
+        "inconclusive" if verdict is not None and verdict.status in ("inconclusive", "not_decided") else "pass"
+    out = {"key": key, "limit": b.limit, "unit": b.unit, "observed": observed, "status": status}
+    if verdict is not None and verdict.method not in ("point", "extreme"):
+        out.update(lower=verdict.lower, upper=verdict.upper, confidence=verdict.confidence, method=verdict.method)
+    return out

@@ -41,15 +41,17 @@ class StallViolation(Violation):
 
 
 def windows_of(res: WorkloadResult) -> list[PrefillWindow]:
-    """The whole run's prefill windows for one class of a mix, else this result's requests'."""
-    if res.facts.prefill_windows is not None:
-        return list(res.facts.prefill_windows)
-    return prefill_windows(res.records, res.failures)
+    """The whole run's prefill windows for one class of a mix, else this result's requests'; with the windows
+    of requests sent but not measured (a closed loop's ramp-up and drain: ``facts.unmeasured_windows``)."""
+    own = res.facts.prefill_windows if res.facts.prefill_windows is not None else \
+        prefill_windows(res.records, res.failures)
+    return list(own) + list(res.facts.unmeasured_windows)
 
 
 def split_of(res: WorkloadResult) -> GapSplit:
     """``res``'s streams' gaps split against the long prefills (``core.measure.prefill_overlap``)."""
-    numbers = {id(x): i for i, x in enumerate(send_order(res.records, res.failures), 1)}
+    order = res.facts.request_order if res.facts.request_order is not None else send_order(res.records, res.failures)
+    numbers = {id(x): i for i, x in enumerate(order, 1)}  # a class's streams: their numbers in the whole run
     return split_gaps(res.records, windows_of(res), res.workload.stall_prompt_tokens, numbers=numbers,
                       stalls=res.facts.client_stalls, read_ms=read_bound_ms(res.client.client_lag_ms_p99))
 

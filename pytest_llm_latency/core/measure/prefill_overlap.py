@@ -84,7 +84,7 @@ class PrefillWindow:
     end_ns: int
     prompt_tokens: int | None
     mix_class: str | None
-    index: int                 # its number in send order (the request table's row), 1-based
+    index: int                 # its number in send order (the request table's row), 1-based; 0: not measured
 
     @property
     def ms(self) -> float:
@@ -263,5 +263,5 @@ def figures(split: GapSplit, span_ns: int) -> dict[str, Any]:
     if split.stall:
         worst = max(split.stall, key=lambda g: g.ms)
         out.update(worst_request=worst.request, worst_cause=worst.cause.cause,
-                   worst_cause_request=worst.cause.index, worst_cause_prompt_tokens=worst.cause.prompt_tokens)
+                   worst_cause_request=worst.cause.index or None, worst_cause_prompt_tokens=worst.cause.prompt_tokens)
     return out

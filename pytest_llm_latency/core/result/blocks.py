@@ -102,6 +102,7 @@ def combine_facts(blocks: Sequence[WorkloadResult], workload: Workload, label: L
         prefill_windows=None if all(f.prefill_windows is None for f in facts) else
         [w for f in facts for w in f.prefill_windows or ()],
         client_stalls=combine_stalls([f.client_stalls for f in facts]),
+        unmeasured_windows=[w for f in facts for w in f.unmeasured_windows],
     )
 
 

@@ -110,6 +110,12 @@ class Facts:
     # issue 37: the whole run's prefill windows (core.measure.prefill_overlap.PrefillWindow), set when res is one
     # class of a mixed workload: its streams were stalled by every class's prefills, not only its own class's
     prefill_windows: list | None = None
+    # the prefill windows of requests sent but not measured (a closed loop's ramp-up and drain): their long
+    # prompts stalled the measured streams too (index 0: not in the request table)
+    unmeasured_windows: list = field(default_factory=list)
+    # the whole run's requests in send order, set with prefill_windows: a class's stall figures name requests by
+    # their number in the run's request table, not their class's
+    request_order: list | None = None
     # the client's lag-monitor stalls on the stamps' clock (core.measure.bunching.StallTimeline;
     # client.drivers.load_report.client_summary): the gaps the client itself made (core.checks.stalls)
     client_stalls: Any = None

@@ -75,6 +75,18 @@ def check_min_samples(w: Workload, where: str, samples: Any = None) -> None:
         w = with_statistics(w, {}, lambda p: where, samples)
     if w.trace is not None and samples is None and not w.samples_given:
         return  # the rows, not yet loaded, are the samples
+    if w.mix is not None and not w.mix.from_rows:  # every class, on its share of the requests
+        from ..spec.mix_spec import class_counts
+        from ..spec.mix_workload import class_workload
+
+        counts = list(zip(w.mix.classes, class_counts(w.mix, w.samples)))
+        for c, k in counts:
+            if k == 0:
+                raise ConfigError(f"{where}: class {c.name} of the mix (weight {c.weight:g}) gets no request of "
+                                  f"{w.samples}: raise requests to at least {-(-1 // c.weight):.0f}")
+        for c, k in counts:
+            check_min_samples(class_workload(w, c, k), f"{where} class {c.name} ({k} of {w.samples} requests)")
+        return
     n = w.samples
     if w.confidence is not None:
         for b in w.budgets:

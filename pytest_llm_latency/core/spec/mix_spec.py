@@ -22,11 +22,17 @@ import random
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
-from .budgets import BUDGET_KEYS, Budget, did_you_mean, parse_budget, parse_int
+from .budgets import ACCEPTANCE_BUDGETS, BUDGET_KEYS, KV_TRANSFER_BUDGETS, Budget, did_you_mean, parse_budget, \
+    parse_int
+from ..measure.coldstart import COLD_BUDGET
 from .lengths import LengthDist, parse_length
 from ..errors import ConfigError
 
 MIX_KEY = "mix"
+#: budgets on what the whole run measures, not a class's requests: a disaggregated target's KV transfer (the pools'
+#: histograms), the speculative-decoding floors (the server's counters) and the cold start (one request after an
+#: unload).  In a mix's slo they stand at its top level, beside the classes.
+RUN_WIDE = KV_TRANSFER_BUDGETS + ACCEPTANCE_BUDGETS + (COLD_BUDGET,)
 CLASS_KEYS = ("weight", "class", "prompt_tokens", "output_tokens", "system_prompt_tokens")
 #: weights must sum to 1 within this
 WEIGHT_TOLERANCE = 1e-6
@@ -96,7 +102,7 @@ def parse_mix(value: Any, slo: Any, where, builtin: Mapping[str, Any], requests:
     if slo is not None and not isinstance(slo, Mapping):
         raise ConfigError(f"{where(('slo',))}: a mixed workload's slo is a mapping per class, e.g. "
                           f"slo: {{chat: {{ttft_p95: 500ms}}}}, got {type(slo).__name__}")
-    slo = dict(slo or {})
+    slo = {k: v for k, v in (slo or {}).items() if k not in RUN_WIDE}
     for name in slo:
         if name not in value:
             hint = did_you_mean(name, list(value))
@@ -155,6 +161,11 @@ def _class(name: str, spec: Any, slo: Any, where, builtin: Mapping[str, Any]) ->
                           f"got {slo!r}")
     given: dict[str, tuple[Any, str]] = {k: (v, "class default") for k, v in (base.budgets.items() if base else ())}
     given.update({k: (v, where(("slo", name, k))) for k, v in (slo or {}).items()})
+    for k in given:
+        if k in RUN_WIDE:
+            raise ConfigError(f"{where(('slo', name, k))}: {k} is judged on the whole run, not one class's requests "
+                              f"(what the server or its pools report over the run) -- put it at the slo's top "
+                              f"level, beside the classes: slo: {{{k}: ..., {name}: {{...}}}}")
     budgets = tuple(parse_budget(k, v, src) for k, (v, src) in given.items() if v is not None)
     if not budgets:
         raise ConfigError(f"{where(('slo', name))}: class {name!r} of the mix has no budgets -- every class is "
@@ -215,6 +226,9 @@ def mix_workload_spec(spec: Mapping[str, Any], where,
     mix = parse_mix(spec[MIX_KEY], spec.get("slo"), where, builtin, requests if isinstance(requests, int) else None)
     mean = lambda f: max(1, round(sum(c.weight * f(c) for c in mix.classes)))  # noqa: E731
     rest = {k: v for k, v in spec.items() if k not in (MIX_KEY, "slo")}
+    run_wide = {k: v for k, v in (spec.get("slo") or {}).items() if k in RUN_WIDE}
+    if run_wide:  # judged on the whole mix, as any workload's
+        rest["slo"] = run_wide
     return mix, {**rest, "class": "custom", "prompt_tokens": mean(lambda c: c.nominal_prompt),
                  "output_tokens": mean(lambda c: c.nominal_output)}
 

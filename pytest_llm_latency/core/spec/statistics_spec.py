@@ -31,8 +31,10 @@ def with_statistics(w: Any, spec: Mapping[str, Any], where, samples: Any = None,
     samples = spec.get("samples", w.samples if not w.sequential else "auto") if samples is None else samples
     if samples == "auto" and (w.prompt_sweep or w.agent is not None or w.baseline_target is not None
                               or w.server_sweep is not None
-                              or w.trace is not None or (w.structured is not None and w.structured.compares)):
-        samples = w.samples  # a run-wide ``auto`` (CLI, env, ini): sweeps, sessions, A/B, traces keep their own count
+                              or w.trace is not None or (w.structured is not None and w.structured.compares)
+                              or w.mix is not None):
+        # a run-wide ``auto`` (CLI, env, ini): sweeps, sessions, A/B, traces and mixes keep their own count
+        samples = w.samples
     auto = samples == "auto"
     if not auto:
         samples = parse_int(samples, where(("samples",)), 1)

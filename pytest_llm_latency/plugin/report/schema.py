@@ -198,7 +198,11 @@ _CLASS_BUDGET = {"type": "object", "additionalProperties": False, "required": ["
                  "properties": {"key": {"type": "string"}, "limit": {"type": "number"}, "unit": {"type": "string"},
                                 "observed": {"type": ["number", "null"], "description": "the class's statistic "
                                              "the budget names (null: a budget judged on other figures)"},
-                                "status": {"enum": ["pass", "fail", "error"]}}}
+                                "status": {"enum": ["pass", "fail", "error", "inconclusive"]},
+                                "lower": {"type": ["number", "null"], "description": "at a confidence: the "
+                                          "statistic's bounds (null: none at this n)"},
+                                "upper": {"type": ["number", "null"]}, "confidence": {"type": ["number", "null"]},
+                                "method": {"type": "string"}}}
 _MIX_CLASS = {"type": "object", "additionalProperties": False, "required": ["name", "weight", "status"],
               "properties": {"name": {"type": "string"}, "weight": {"type": "number"},
                              "requests": {"type": "integer", "minimum": 0}, "completed": {"type": "integer"},

@@ -83,3 +83,48 @@ def test_the_classes_reach_the_json_the_table_and_junit():
     props = dict(junit_properties(parsed))
     assert props["llm.mix.talk.status"] == "fail" and props["llm.mix.summ.ttft_p50_ms"] == 700.0
     assert props["llm.mix.talk.budget.ttft_p50"] == "fail"
+
+
+def test_each_class_budget_has_its_own_status():
+    """A failed fraction budget is that budget's fail; a too-small sample errs its own budget, not the class's
+    others (``core.checks.mix._budget_of``)."""
+    slo = {"talk": {"ttft_p50": "100ms", "ttft_p99": "1s", "goodput_min": 0.9}, "summ": {"ttft_p50": "1s"}}
+    res = evaluate(workload(slo), tagged("talk", 60.0, 4) + tagged("talk", 150.0, 4) + tagged("summ", 700.0, 2), [])
+    rows = {r["name"]: r for r in res.mix.classes}
+    status = {b["key"]: b["status"] for b in rows["talk"]["budgets"]}
+    assert status == {"ttft_p50": "fail", "ttft_p99": "error", "goodput_min": "fail"}, rows["talk"]
+    assert rows["talk"]["status"] == "error"  # the p99 could not be judged on 8 requests
+    assert any(e.startswith("talk: TTFT p99: 8 samples cannot support a p99") for e in res.errors), res.errors
+
+
+def test_a_class_stall_names_streams_by_their_number_in_the_run():
+    """The stall figures of one class count the run's requests, not the class's: the long request sent first
+    is request 1, the stalled stream request 2."""
+    from tests.helpers.records import record_at
+
+    long = replace(record_at([700.0, 705.0, 710.0], send_ms=0.0, prompt_tokens=16000), mix_class="summ")
+    stalled = [replace(record_at([50.0 + 10 * k for k in range(3)] + [720.0 + 10 * k for k in range(3)],
+                                 send_ms=5.0 + i, prompt_tokens=512), mix_class="talk") for i in range(8)]
+    slo = {"talk": {"stall_max": "100ms"}, "summ": {"ttft_max": "10s"}}
+    res = evaluate(workload(slo), [long] + stalled, [])
+    talk = {r["name"]: r for r in res.mix.classes}["talk"]
+    assert talk["status"] == "fail" and talk["budgets"][0]["status"] == "fail", talk
+    assert talk["stall"]["worst_request"] >= 2 and talk["stall"]["worst_cause_request"] == 1
+    assert talk["budgets"][0]["observed"] == talk["stall"]["stall_ms_max"] > 600
+
+
+def test_a_closed_loops_unmeasured_prefills_still_stall_the_measured_streams():
+    """A drained long request is not a sample, but its prefill window stalls the measured streams all the same
+    (``facts.unmeasured_windows``, set by the load report): its gaps are stall gaps, not clean ones."""
+    from pytest_llm_latency.core.checks.stalls import split_of
+    from pytest_llm_latency.core.measure.prefill_overlap import PrefillWindow
+    from pytest_llm_latency.core.result.result import measured
+    from tests.helpers.records import record_at
+
+    w = make_workload("w", {"prompt_tokens": 512, "output_tokens": 6, "requests": 1, "slo": {"stall_max": "1s"}})
+    stream = record_at([50.0, 60.0, 70.0, 770.0, 780.0, 790.0], send_ms=0.0, prompt_tokens=512)
+    res = measured(w, [stream], [])
+    assert not split_of(res).stall  # no long prefill among the samples
+    res.facts.unmeasured_windows = [PrefillWindow(65 * 1_000_000, 765 * 1_000_000, 16000, "summ", 0)]
+    split = split_of(res)
+    assert round(max(split.stall_ms)) == 700 and 700 not in {round(x) for x in split.clean_ms}

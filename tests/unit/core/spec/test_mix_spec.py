@@ -137,3 +137,28 @@ def test_a_traces_rows_tagged_by_class_are_judged_per_class():
         read_trace(['{"timestamp": 0, "input_length": 64, "output_length": 4, "class": 3}'], "t.jsonl", 512)
     plain = make_workload("replay", {"trace": "t.jsonl", "slo": {"ttft_p95": "500ms"}}, WHERE)
     assert plain.mix is None and [b.key for b in plain.budgets] == ["ttft_p95"]
+
+
+def test_budgets_on_the_whole_run_stand_beside_the_classes_never_under_one():
+    w = mixed(slo={**SLO, "kv_transfer_p95": "200ms"})
+    assert [b.key for b in w.budgets] == ["kv_transfer_p95"]  # judged on the run, as any workload's
+    with pytest.raises(ConfigError, match=r"slo\.chat\.kv_transfer_p95: kv_transfer_p95 is judged on the whole run, "
+                                          r"not one class's requests .* put it at the slo's top level"):
+        mixed(slo={**SLO, "chat": {**SLO["chat"], "kv_transfer_p95": "200ms"}})
+    with pytest.raises(ConfigError, match=r"slo\.long_summarization\.cold_ttft_max: .*judged on the whole run"):
+        mixed(slo={**SLO, "long_summarization": {"cold_ttft_max": "5s"}})
+
+
+def test_a_run_wide_samples_override_keeps_the_mix_counts_checked_per_class():
+    from pytest_llm_latency.core.result.sample_size import check_min_samples
+    from pytest_llm_latency.core.spec.workload import with_statistics
+
+    w = mixed()
+    assert with_statistics(w, {}, WHERE, "auto").samples == 200 and not with_statistics(w, {}, WHERE, "auto").sequential
+    check_min_samples(w, "shared")  # 180 and 20 requests: every p95 supported
+    with pytest.raises(ConfigError, match=r"class long_summarization of the mix \(weight 0\.1\) gets no request of 5"):
+        check_min_samples(w, "--llm-latency-samples", 5)
+    tight = mixed(requests=50, slo={**SLO, "long_summarization": {"ttft_p99": "5s"}})
+    with pytest.raises(ConfigError, match=r"class long_summarization \(5 of 50 requests\): budget ttft_p99 .* needs "
+                                          r">= 100 samples, got 5"):
+        check_min_samples(tight, "shared.slo.yaml")
