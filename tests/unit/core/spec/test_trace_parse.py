@@ -122,7 +122,7 @@ def test_a_misspelt_field_is_an_error_naming_the_field():
     del r["hash_ids"]
     assert fails(r | {"hash_id": [1]}) == \
         "t.jsonl:1: hash_id: unknown field; did you mean 'hash_ids'? -- rename it (known fields: timestamp, delay, " \
-        "input_length, output_length, hash_ids, session_id; other fields are ignored)"
+        "input_length, output_length, hash_ids, session_id, class; other fields are ignored)"
     assert fails(row() | {"session": "a"}).startswith("t.jsonl:1: session: unknown field; did you mean "
                                                                "'session_id'?")
 
