@@ -3,7 +3,9 @@
 (``res.disagg``, measured by ``core.measure.kv_transfer``): the statistic is a point estimate from the
 buckets (a percentile interpolated inside its bucket, the bucket stated).  A violation names the link and
 the floor (``core.roofline.kv_transfer``); a budget on a target whose pools report no transfer is an
-error naming the metrics URLs and the names looked for, never a pass.
+error naming the metrics URLs and the names looked for, never a pass.  A statistic whose rank falls in the
++Inf bucket is only "> the highest bound": it fails where that bound is already over the budget, and
+otherwise cannot be judged (an error), never a pass.
 """
 from __future__ import annotations
 
@@ -39,11 +41,19 @@ def check_kv_transfer(res: WorkloadResult) -> list[Finding]:
         if observed is None:
             out.append(Finding(CHECK, "error", f"{b.key}: cannot be judged: {d.transfer_source} gives no {b.stat}"))
             continue
+        above = b.stat in d.kv_transfer_lower_bounds  # observed: the highest bound, the stat only above it
+        bucket = d.kv_transfer_buckets.get(b.stat)
+        where = f"{d.transfer_source}, {d.transfers:g} transfers" + (f"; {b.stat} {bucket}" if bucket else "")
+        if above and observed <= b.limit:
+            out.append(Finding(CHECK, "error", f"{b.key}: the {b.stat} is above the highest bucket, {observed:g} ms: "
+                                               f"cannot be judged against {b.limit:g} ms -- the pools' histogram "
+                                               f"only says it is more ({where}; mean {d.kv_transfer_ms_mean:.1f} ms, "
+                                               "_sum ÷ _count); judge kv_transfer_mean, or give a budget under the "
+                                               "highest bucket's bound (a rank above it then fails)"))
+            continue
         if observed <= b.limit:
             continue
         text = transfer_text(b.stat, observed, kv_bytes=d.kv_bytes, floor_ms=d.floor_ms, link_gb_s=d.link_gb_s,
-                             link_name=d.link_name if d.link != "custom" else None)
-        bucket = d.kv_transfer_buckets.get(b.stat)
-        where = f"{d.transfer_source}, {d.transfers:g} transfers" + (f"; {b.stat} {bucket}" if bucket else "")
+                             link_name=d.link_name if d.link != "custom" else None, lower_bound=above)
         out.append(Finding(CHECK, "failed", f"{text} > budget {b.limit:g} ms ({where})"))
     return out

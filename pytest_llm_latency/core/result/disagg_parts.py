@@ -27,6 +27,8 @@ class DisaggInfo(Part):
     kv_transfer_ms_p99: float | None = None
     kv_transfer_ms_max: float | None = None
     kv_transfer_buckets: dict[str, str] = field(default_factory=dict)  # stat -> the bucket it was interpolated in
+    # the stats whose rank fell in the +Inf bucket: their figure is the highest finite bound, the stat only "> that"
+    kv_transfer_lower_bounds: list[str] = field(default_factory=list)
     transfer_bytes_mean: float | None = None   # the server's bytes per transfer
     transfer_bytes_source: str | None = None
     transfer_gb_s: float | None = None         # achieved: Σ bytes ÷ Σ time (or the server's speed histogram)

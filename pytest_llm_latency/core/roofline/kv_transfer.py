@@ -131,13 +131,17 @@ def transfer_floor(model, prompt_tokens: float, link: Link) -> TransferFloor:
 
 
 def transfer_text(stat: str, observed_ms: float, *, kv_bytes: float | None = None, floor_ms: float | None = None,
-                  link_name: str | None = None, link_gb_s: float | None = None) -> str:
+                  link_name: str | None = None, link_gb_s: float | None = None, lower_bound: bool = False) -> str:
     """``KV transfer p95 180.0 ms for 2.10 GB = 0.47 of the 25 GB/s link (InfiniBand HDR 200G; floor 83.9 ms)``;
-    without the model's KV bytes the link alone; without a link the figure alone."""
-    head = f"KV transfer {stat} {observed_ms:.1f} ms"
+    without the model's KV bytes the link alone; without a link the figure alone.  ``lower_bound``: the
+    statistic's rank is in the histogram's +Inf bucket, so ``observed_ms`` (the highest bound) is only a lower
+    bound: ``KV transfer p95 > 1000.0 ms (above the highest bucket)``, the share of the link at most that."""
+    head = f"KV transfer {stat} {'> ' if lower_bound else ''}{observed_ms:.1f} ms" \
+        + (" (above the highest bucket)" if lower_bound else "")
     named = f"{link_name}; " if link_name else ""
     if kv_bytes is not None and floor_ms is not None and link_gb_s is not None:
-        share = f" = {floor_ms / observed_ms:.2f} of the {link_gb_s:g} GB/s link" if observed_ms > 0 else ""
+        share = f" = {'at most ' if lower_bound else ''}{floor_ms / observed_ms:.2f} of the {link_gb_s:g} GB/s link" \
+            if observed_ms > 0 else ""
         return f"{head} for {format_bytes(kv_bytes)}{share} ({named}floor {floor_ms:.1f} ms)"
     if link_gb_s is not None:
         return f"{head} over the {link_gb_s:g} GB/s link ({named}no floor: the model's KV bytes are unknown)"

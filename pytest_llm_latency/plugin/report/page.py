@@ -201,7 +201,8 @@ def disagg_text(r: ResultEntry) -> list[str]:
     if d.kv_transfer_ms_mean is None:
         out.append(f"KV transfer: not reported ({d.transfer_note or 'see the notes'})")
     else:
-        stats = ", ".join(f"{s} {v:.1f} ms" for s in ("p50", "p95", "max")
+        above = d.kv_transfer_lower_bounds  # "> the highest bound": the rank is in the +Inf bucket
+        stats = ", ".join(f"{s} {'> ' if s in above else ''}{v:.1f} ms" for s in ("p50", "p95", "max")
                           if (v := getattr(d, f"kv_transfer_ms_{s}")) is not None)
         out.append(f"KV transfer ({d.transfer_source}, {d.transfers:g} transfers): mean "
                    f"{d.kv_transfer_ms_mean:.1f} ms, {stats}"

@@ -284,7 +284,8 @@ def disagg_lines(results: Sequence[Entry]) -> list[str]:
             head = f"no KV transfer reported ({d.transfer_note or 'see the notes'})"
         else:
             head = transfer_text("p95", d.kv_transfer_ms_p95, kv_bytes=d.kv_bytes, floor_ms=d.floor_ms,
-                                 link_gb_s=d.link_gb_s, link_name=d.link_name if d.link != "custom" else None)
+                                 link_gb_s=d.link_gb_s, link_name=d.link_name if d.link != "custom" else None,
+                                 lower_bound="p95" in d.kv_transfer_lower_bounds)
             head += f"; mean {d.kv_transfer_ms_mean:.1f} ms over {d.transfers:g} transfers"
         split = " + ".join(f"{p.label} {p.ms:.1f}" for p in r.split)
         ttft = f"; TTFT mean {d.client_ttft_ms_mean:.1f} ms = {split}" if split and d.client_ttft_ms_mean else ""

@@ -128,8 +128,11 @@ def test_only_this_runs_transfers_count_and_a_gauge_is_named_not_judged():
 def test_bucket_bounds_of_the_inf_bucket_say_lower_bound():
     h = hist((0.1, float("inf")), [1, 9], 10.0)
     assert bucket_bounds(h, 0.95) == (0.1, float("inf"))
-    ms, buckets = kt.histogram_ms(h, 1000.0)
+    ms, buckets, above = kt.histogram_ms(h, 1000.0)
     assert ms["p95"] == pytest.approx(100.0) and "a lower bound" in buckets["p95"]
+    assert above == ("p50", "p90", "p95", "p99", "max")   # every rank past the one transfer under 100 ms
+    ms, _, above = kt.histogram_ms(hist((0.1, float("inf")), [10, 0], 0.5), 1000.0)
+    assert above == () and ms["max"] == pytest.approx(100.0)
 
 
 def test_the_ttft_split_names_every_part_and_the_remainder():
@@ -228,3 +231,34 @@ def test_a_budget_on_a_target_that_is_not_disaggregated_is_an_error():
 def test_without_a_link_the_message_says_so():
     res = disagg_result({"kv_transfer_p95": 100}, **MEASURED)
     assert "(no link given: set kv_link for the floor)" in res.failed_checks[0]
+
+
+# -- a statistic in the +Inf bucket: only "> the highest bound" ------------------------------------
+
+ONE_S = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, float("inf"))
+
+
+def slow_transfers():
+    """Buckets up to 1 s; all 20 transfers took 3 s (every percentile reads 1000 ms, the mean 3000 ms)."""
+    st = kt.transfer_stats({"decode": pair("vllm:nixl_xfer_time_seconds", hist(ONE_S, [0] * 11 + [20], 60.0))})
+    assert st.ms["p95"] == pytest.approx(1000.0) and st.ms["mean"] == pytest.approx(3000.0)
+    assert st.lower_bounds == ("p50", "p90", "p95", "p99", "max")
+    return kt.as_part(st, kt.TtftSplit(None))
+
+
+def test_a_percentile_above_the_highest_bucket_never_passes_a_budget_above_that_bound():
+    res = disagg_result({"kv_transfer_p95": "2s"}, **slow_transfers())
+    assert res.verdict == "error"
+    text = res.errors[0]
+    assert text.startswith("kv_transfer_p95: the p95 is above the highest bucket, 1000 ms: cannot be judged "
+                           "against 2000 ms")
+    assert "mean 3000.0 ms" in text and "judge kv_transfer_mean" in text
+
+
+def test_a_percentile_above_the_highest_bucket_fails_a_budget_under_that_bound():
+    res = disagg_result({"kv_transfer_p95": "500ms"}, **slow_transfers(), **FLOOR)
+    assert res.verdict == "fail"
+    assert res.failed_checks[0].startswith("KV transfer p95 > 1000.0 ms (above the highest bucket) for 2.10 GB = "
+                                           "at most 0.08 of the 25 GB/s link")
+    # the mean is exact (_sum ÷ _count): judged as usual
+    assert disagg_result({"kv_transfer_mean": "2s"}, **slow_transfers()).verdict == "fail"
