@@ -5,12 +5,14 @@ buckets (a percentile interpolated inside its bucket, the bucket stated).  A vio
 the floor (``core.roofline.kv_transfer``); a budget on a target whose pools report no transfer is an
 error naming the metrics URLs and the names looked for, never a pass.  A statistic whose rank falls in the
 +Inf bucket is only "> the highest bound": it fails where that bound is already over the budget, and
-otherwise cannot be judged (an error), never a pass.
+otherwise cannot be judged (an error), never a pass.  A percentile needs as many transfers as a sample budget
+needs samples (``core.measure.stats.min_samples_for``: p95 20, p99 100); fewer is an error naming the count.
 """
 from __future__ import annotations
 
 from ..findings import Finding
 from ..measure.kv_transfer import looked_for
+from ..measure.stats import min_samples_for
 from ..result.result import WorkloadResult
 from ..roofline.kv_transfer import transfer_text
 from .samples import judgeable
@@ -37,6 +39,13 @@ def check_kv_transfer(res: WorkloadResult) -> list[Finding]:
                                         f"{' or '.join(urls)}{why}; looked for the histograms {looked_for()}")]
     out: list[Finding] = []
     for b in budgets:
+        need = min_samples_for(b.stat)
+        if d.transfers is not None and d.transfers < need:
+            out.append(Finding(CHECK, "error", f"{b.key}: cannot be judged: a {b.stat} needs at least {need} "
+                                               f"transfers, and the pools reported {d.transfers:g} "
+                                               f"({d.transfer_source}) -- send at least {need} samples (samples: "
+                                               f"{need}), or judge kv_transfer_mean or kv_transfer_max"))
+            continue
         observed = getattr(d, f"kv_transfer_ms_{b.stat}", None)
         if observed is None:
             out.append(Finding(CHECK, "error", f"{b.key}: cannot be judged: {d.transfer_source} gives no {b.stat}"))

@@ -173,7 +173,8 @@ def test_kv_transfer_budgets_are_ms_ceilings_kept_out_of_the_samples():
         parse_budget("kv_transfer_p101", 1, "slo")
     with pytest.raises(ConfigError, match="positive duration"):
         parse_budget("kv_transfer_p95", -5, "slo")
-    # a p99 on 5 samples is not refused: the pools' histograms, not the samples, are judged
+    # a p99 on 5 samples is not refused at load: the pools count the transfers (vLLM once per rank), and the
+    # check wants min_samples_for(p99) = 100 of them (test_a_percentile_needs_as_many_transfers_as_samples)
     for conf in (0.95, None):
         w = make_workload("w", {"class": "custom", "prompt_tokens": 10, "output_tokens": 4, "samples": 5,
                                 "confidence": conf, "slo": {"kv_transfer_p99": 100}})
@@ -262,3 +263,15 @@ def test_a_percentile_above_the_highest_bucket_fails_a_budget_under_that_bound()
                                            "at most 0.08 of the 25 GB/s link")
     # the mean is exact (_sum ÷ _count): judged as usual
     assert disagg_result({"kv_transfer_mean": "2s"}, **slow_transfers()).verdict == "fail"
+
+
+def test_a_percentile_needs_as_many_transfers_as_samples():
+    few = {**MEASURED, "transfers": 3.0, "kv_transfer_ms_p99": 50.0, "kv_transfer_ms_max": 50.0}
+    res = disagg_result({"kv_transfer_p99": 100, "kv_transfer_max": 100, "kv_transfer_mean": 200}, **few)
+    assert res.verdict == "error"
+    assert res.errors == ["kv_transfer_p99: cannot be judged: a p99 needs at least 100 transfers, and the pools "
+                          "reported 3 (vllm:nixl_xfer_time_seconds on the decode pool) -- send at least 100 samples "
+                          "(samples: 100), or judge kv_transfer_mean or kv_transfer_max"]
+    # p95 needs 20: MEASURED's 20 transfers are judged (180 ms over 100: failed); 19 are not
+    assert disagg_result({"kv_transfer_p95": 100}, **MEASURED).verdict == "fail"
+    assert disagg_result({"kv_transfer_p95": 100}, **{**MEASURED, "transfers": 19.0}).verdict == "error"
