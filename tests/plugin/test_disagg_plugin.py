@@ -103,3 +103,36 @@ def test_a_kv_transfer_budget_on_a_target_without_pools_is_an_error_before_any_r
     results = json.loads((pytester.path / "out.json").read_text())["results"] \
         if (pytester.path / "out.json").exists() else []
     assert all(res["n"] == 0 and not res.get("requests") for res in results)  # nothing was sent
+
+
+AB = """
+workloads:
+  pd:
+    class: custom
+    prompt_tokens: 200
+    output_tokens: 4
+    samples: 4
+    warmup: 0
+    confidence: null
+    baseline_target: "{base}"
+    slo: {slo}
+"""
+
+
+def test_an_ab_run_refuses_kv_transfer_budgets_and_scrapes_no_pool(pytester):
+    # the baseline arm's blocks would scrape the candidate's pools, and only the first block's would count
+    base = pair("ib-hdr", "&time_scale=0")
+    pytester.makefile(".slo.yaml", test_pd=AB.format(base=base, slo="{kv_transfer_p95: 10ms}"))
+    r = pytester.runpytest("-p", "no:cacheprovider", f"--llm-latency-url={pair('nvlink-4', '&time_scale=0')}",
+                           "--llm-latency-json=out.json")
+    r.assert_outcomes(errors=1)
+    r.stdout.fnmatch_lines(["*configuration error*kv_transfer_p95 cannot be judged in an A/B run (baseline_target): "
+                            "its blocks alternate between deployments*measure each deployment in its own run*"])
+    pytester.makefile(".slo.yaml", test_pd=AB.format(base=base, slo="{ttft_p50: 60s}"))
+    r = pytester.runpytest("-p", "no:cacheprovider", f"--llm-latency-url={pair('nvlink-4', '&time_scale=0')}",
+                           "--llm-latency-json=out.json")
+    r.assert_outcomes(passed=1)
+    res, = validated_results(pytester.path / "out.json")["results"]
+    assert "disagg" not in res   # no figure from a block's pools standing for the arm
+    assert any(n.startswith("disaggregated target: its pools' /metrics are not scraped in an A/B run")
+               for n in res["notes"])
