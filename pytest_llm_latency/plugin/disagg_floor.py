@@ -10,9 +10,11 @@ the KV-transfer floor's arithmetic added to the ``disagg`` part after the sample
 * ``pools_of``: the pools' ``/metrics`` URLs (a path is joined to the target's resolved URL) and the link
   (``kv_link``: a catalog key or GB/s; ``roofline.catalog.resolve_link``), for the pipeline's scrapes
   (``client/drivers/pipeline.py`` -> ``core.measure.kv_transfer``).
-* ``apply_floor``: the prompt's KV bytes (the roofline's model bytes: ``roofline_gate._model_bytes``; the
-  completed requests' mean prompt tokens) over the link (``core.roofline.kv_transfer``), with the
-  achieved fraction of the link at the mean transfer.
+* ``apply_floor``: each completed request's prompt's KV bytes (the roofline's model bytes:
+  ``roofline_gate._model_bytes``; the request's own prompt tokens, the server's count where it gave one)
+  over the link (``core.roofline.kv_transfer.run_floor``): the mean of those floors and each percentile,
+  for the transfers' same statistic, with the achieved fraction of the link: the mean floor ÷ the mean
+  transfer.
 """
 from __future__ import annotations
 
@@ -97,17 +99,19 @@ def apply_floor(res: WorkloadResult, pools: DisaggTarget | None, spec, workload:
     if not prompts:
         d.floor_note = "no completed request: no prompt length for the floor"
         return
-    from ..core.roofline.kv_transfer import transfer_floor
+    from ..core.roofline.kv_transfer import link_share, run_floor
     from .roofline_gate import _model_bytes
 
     try:
         model = _model_bytes(dict(workload.roofline or {}), spec, base_dir, client)
-        floor = transfer_floor(model, sum(prompts) / len(prompts), link)
+        floor = run_floor(model, prompts, link)
     except ConfigError as exc:
         d.floor_note = f"no transfer floor: {exc}"
         return
-    d.set(kv_bytes_per_token=round(floor.bytes_per_token, 3), prompt_tokens=round(floor.prompt_tokens, 3),
-          kv_bytes=round(floor.bytes, 1), floor_ms=round(floor.floor_ms, 4), floor_arithmetic=floor.arithmetic())
-    frac = floor.fraction(d.kv_transfer_ms_mean)
+    d.set(kv_bytes_per_token=round(floor.bytes / floor.prompt_tokens, 3) if floor.prompt_tokens else None,
+          prompt_tokens=round(floor.prompt_tokens, 3), prompt_tokens_min=min(prompts), prompt_tokens_max=max(prompts),
+          kv_bytes=round(floor.bytes, 1), floor_ms=round(floor.floor_ms, 4), floor_arithmetic=floor.arithmetic(),
+          **{f"floor_ms_{stat}": round(v, 4) for stat, v in floor.stats_ms().items()})
+    frac = link_share(floor.floor_ms, d.kv_transfer_ms_mean)  # the mean's floor with the mean transfer
     if frac is not None:
         d.achieved_fraction = round(frac, 4)

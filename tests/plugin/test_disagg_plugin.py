@@ -136,3 +136,36 @@ def test_an_ab_run_refuses_kv_transfer_budgets_and_scrapes_no_pool(pytester):
     assert "disagg" not in res   # no figure from a block's pools standing for the arm
     assert any(n.startswith("disaggregated target: its pools' /metrics are not scraped in an A/B run")
                for n in res["notes"])
+
+
+MIXED = """
+workloads:
+  pd:
+    class: custom
+    prompt_tokens: {distribution: uniform, min: 200, max: 3000}
+    output_tokens: 2
+    samples: 20
+    warmup: 1
+    confidence: null
+    slo:
+      kv_transfer_p95: 1ms
+"""
+
+
+def test_mixed_prompts_compare_each_transfer_statistic_with_the_same_statistic_of_their_floors(pytester):
+    # each transfer alone on the link takes its own prompt's floor: the mean floor / the mean transfer is 1
+    pytester.makefile(".slo.yaml", test_pd=MIXED)
+    r = pytester.runpytest("-p", "no:cacheprovider", f"--llm-latency-url={pair('ethernet-100g')}",
+                           "--llm-latency-json=out.json")
+    r.assert_outcomes(failed=1)
+    d = validated_results(pytester.path / "out.json")["results"][0]["disagg"]
+    low, top = d["prompt_tokens_min"], d["prompt_tokens_max"]
+    assert 200 <= low < d["prompt_tokens"] < top <= 3000
+    assert abs(d["achieved_fraction"] - 1.0) < 0.02                    # the mean with the mean
+    assert abs(d["floor_ms_max"] - top * 131072 / 12.5e6) < 1e-3       # the longest prompt's
+    assert d["floor_ms_p50"] < d["floor_ms_p95"] < d["floor_ms_max"]
+    r.stdout.fnmatch_lines([f"*KV transfer p95 * ms for * = * of the 12.5 GB/s link (Ethernet 100GbE; floor "
+                            f"{d['floor_ms_p95']:.1f} ms: the p95 of the requests' floors, prompts {low:,.0f}-"
+                            f"{top:,.0f} tokens) > budget 1 ms*",
+                            f"*mean * ms over 20 transfers = {d['achieved_fraction']:.2f} of the link (the mean "
+                            f"floor {d['floor_ms']:.1f} ms)*"])

@@ -2,11 +2,13 @@
 ``core.spec.budgets.KV_TRANSFER_BUDGETS``), judged on the pools' own histogram over the run
 (``res.disagg``, measured by ``core.measure.kv_transfer``): the statistic is a point estimate from the
 buckets (a percentile interpolated inside its bucket, the bucket stated).  A violation names the link and
-the floor (``core.roofline.kv_transfer``); a budget on a target whose pools report no transfer is an
-error naming the metrics URLs and the names looked for, never a pass.  A statistic whose rank falls in the
-+Inf bucket is only "> the highest bound": it fails where that bound is already over the budget, and
-otherwise cannot be judged (an error), never a pass.  A percentile needs as many transfers as a sample budget
-needs samples (``core.measure.stats.min_samples_for``: p95 20, p99 100); fewer is an error naming the count.
+the floor (``core.roofline.kv_transfer``): the same statistic of the requests' own floors (the mean with
+the mean, the p95 with the p95, the max with the longest prompt's).  A budget on a target whose pools
+report no transfer is an error naming the metrics URLs and the names looked for, never a pass.  A
+statistic whose rank falls in the +Inf bucket is only "> the highest bound": it fails where that bound is
+already over the budget, and otherwise cannot be judged (an error), never a pass.  A percentile needs as
+many transfers as a sample budget needs samples (``core.measure.stats.min_samples_for``: p95 20, p99
+100); fewer is an error naming the count.
 """
 from __future__ import annotations
 
@@ -62,7 +64,8 @@ def check_kv_transfer(res: WorkloadResult) -> list[Finding]:
             continue
         if observed <= b.limit:
             continue
-        text = transfer_text(b.stat, observed, kv_bytes=d.kv_bytes, floor_ms=d.floor_ms, link_gb_s=d.link_gb_s,
+        floor_ms, floor_of = d.floor_for(b.stat) or (None, "")  # the same statistic of the requests' floors
+        text = transfer_text(b.stat, observed, floor_ms=floor_ms, floor_of=floor_of, link_gb_s=d.link_gb_s,
                              link_name=d.link_name if d.link != "custom" else None, lower_bound=above)
         out.append(Finding(CHECK, "failed", f"{text} > budget {b.limit:g} ms ({where})"))
     return out

@@ -215,7 +215,7 @@ def disagg_text(r: ResultEntry) -> list[str]:
     if d.floor_arithmetic is not None:
         out.append(f"floor = {d.floor_arithmetic}")
         if d.achieved_fraction is not None and d.kv_transfer_ms_mean:
-            out.append(f"floor ÷ mean transfer = {d.floor_ms:.1f} / {d.kv_transfer_ms_mean:.1f} ms = "
+            out.append(f"mean floor ÷ mean transfer = {d.floor_ms:.1f} / {d.kv_transfer_ms_mean:.1f} ms = "
                        f"{d.achieved_fraction:.2f} of the {d.link_gb_s:g} GB/s link")
         out.append(f"link: {d.link_name} ({d.link_source})")
     elif d.floor_note:

@@ -9,8 +9,9 @@ from pytest_llm_latency.core.checks import evaluate, judge
 from pytest_llm_latency.core.errors import ConfigError
 from pytest_llm_latency.core.measure import kv_transfer as kt
 from pytest_llm_latency.core.measure.server_model import Histogram, Sample, bucket_bounds
-from pytest_llm_latency.core.roofline.kv_layout import KVLayout, LayerKV
-from pytest_llm_latency.core.roofline.kv_transfer import custom_link, kv_cache_bytes, parse_gb_s, transfer_floor
+from pytest_llm_latency.core.roofline.kv_layout import KVLayout, LayerKV, format_bytes
+from pytest_llm_latency.core.roofline.kv_transfer import custom_link, kv_cache_bytes, link_share, parse_gb_s, \
+    run_floor, transfer_floor, transfer_text
 from pytest_llm_latency.core.roofline.modelbytes import ModelBytes
 from pytest_llm_latency.core.result.sample_size import check_min_samples
 from pytest_llm_latency.core.spec.budgets import parse_budget
@@ -199,7 +200,9 @@ def disagg_result(slo, **fields):
 MEASURED = dict(transfer_source="vllm:nixl_xfer_time_seconds on the decode pool", transfers=20.0,
                 kv_transfer_ms_mean=150.0, kv_transfer_ms_p95=180.0,
                 kv_transfer_buckets={"p95": "interpolated in the 100-200 ms bucket"})
-FLOOR = dict(kv_bytes=2_097_152_000.0, floor_ms=83.886, link_name="InfiniBand HDR 200G", link_gb_s=25.0)
+FLOOR = dict(kv_bytes=2_097_152_000.0, floor_ms=83.886, floor_ms_p95=83.886, floor_ms_max=83.886,
+             prompt_tokens=16000.0, prompt_tokens_min=16000.0, prompt_tokens_max=16000.0,
+             link_name="InfiniBand HDR 200G", link_gb_s=25.0)
 
 
 def test_a_transfer_over_its_budget_fails_naming_the_link_and_the_floor():
@@ -275,3 +278,59 @@ def test_a_percentile_needs_as_many_transfers_as_samples():
     # p95 needs 20: MEASURED's 20 transfers are judged (180 ms over 100: failed); 19 are not
     assert disagg_result({"kv_transfer_p95": 100}, **MEASURED).verdict == "fail"
     assert disagg_result({"kv_transfer_p95": 100}, **{**MEASURED, "transfers": 19.0}).verdict == "error"
+
+
+# -- like with like: each statistic of the transfers against the same statistic of the requests' floors --
+
+HDR = custom_link(25)
+MIX = [512.0] * 9 + [16000.0]   # a chat class and a summarization class: the mean prompt is 2,060.8 tokens
+
+
+def test_a_runs_floor_is_each_requests_own_prompts():
+    f = run_floor(catalog.model("llama-3.1-8b"), MIX, HDR)
+    assert not f.uniform and f.prompt_tokens == pytest.approx(2060.8)
+    assert f.floor_ms == pytest.approx(sum(131072 * t for t in MIX) / 10 / 25e9 * 1000)   # Σ floor ÷ requests
+    stats = f.stats_ms()
+    assert stats["max"] == pytest.approx(83.886, abs=1e-3)      # the longest prompt's
+    assert stats["p50"] == pytest.approx(131072 * 512 / 25e6)    # the chat prompt's
+    assert stats["p50"] < f.floor_ms < stats["p95"] < stats["max"]
+    assert f.arithmetic() == ("the mean of 10 requests' floors, each its own prompt (512-16,000 tokens): "
+                              "131,072 B/token × 2,061 tokens (mean) = 270.1 MB ÷ 25 GB/s (25 GB/s link) = 10.8 ms; "
+                              "the longest prompt, 16,000 tokens: 2.10 GB = 83.9 ms")
+    one = run_floor(catalog.model("llama-3.1-8b"), [16000] * 3, HDR)
+    assert one.uniform and one.arithmetic() == transfer_floor(catalog.model("llama-3.1-8b"), 16000, HDR).arithmetic()
+
+
+def test_a_sliding_layers_mean_floor_is_the_mean_of_the_floors_not_the_floor_of_the_mean():
+    layout = KVLayout((LayerKV("full", 1, 1000.0), LayerKV("sliding", 1, 1000.0, window=1000)))
+    mb = ModelBytes(weight_bytes=1e9, kv_bytes_per_token=2000.0, kv_layout=layout)
+    f = run_floor(mb, [500, 9500], custom_link(1))
+    # 500 tokens: 1000 x 500 x 2 = 1.0 MB; 9500 tokens: 1000 x 9500 + 1000 x 1000 = 10.5 MB -> mean 5.75 MB
+    assert f.bytes == pytest.approx((1000 * 500 * 2 + 1000 * 9500 + 1000 * 1000) / 2)
+    assert f.bytes != kv_cache_bytes(mb, 5000)   # 6.0 MB at the mean prompt
+
+
+def test_one_function_gives_the_share_of_the_link():
+    f = transfer_floor(catalog.model("llama-3.1-8b"), 16000, HDR)
+    assert f.fraction(180.0) == link_share(f.floor_ms, 180.0) == pytest.approx(0.466, abs=1e-3)
+    assert link_share(83.9, 0) is None and link_share(None, 10) is None and link_share(1, float("inf")) is None
+    assert "= 0.47 of the 25 GB/s link" in transfer_text("p95", 180.0, floor_ms=f.floor_ms, link_gb_s=25)
+
+
+def test_a_mixed_runs_p95_is_compared_with_the_p95_of_its_floors():
+    f = run_floor(catalog.model("llama-3.1-8b"), MIX * 2, HDR)   # 20 requests: a p95 is judged
+    fields = dict(kv_bytes=f.bytes, floor_ms=f.floor_ms, prompt_tokens=f.prompt_tokens, prompt_tokens_min=512.0,
+                  prompt_tokens_max=16000.0, link_gb_s=25.0, link_name="InfiniBand HDR 200G",
+                  **{f"floor_ms_{k}": v for k, v in f.stats_ms().items()})
+    res = disagg_result({"kv_transfer_p95": 100, "kv_transfer_mean": 20, "kv_transfer_max": 100},
+                        **{**MEASURED, "kv_transfer_ms_mean": 30.0, "kv_transfer_ms_max": 200.0}, **fields)
+    p95, mean, top = res.failed_checks
+    p95_floor = f.stats_ms()["p95"]
+    assert p95.startswith(f"KV transfer p95 180.0 ms for {format_bytes(p95_floor * 25e6)} = "
+                          f"{p95_floor / 180:.2f} of the 25 GB/s link (InfiniBand HDR 200G; floor {p95_floor:.1f} ms: "
+                          "the p95 of the requests' floors, prompts 512-16,000 tokens) > budget 100 ms")
+    assert mean.startswith(f"KV transfer mean 30.0 ms for 270.1 MB = {f.floor_ms / 30:.2f} of the 25 GB/s link "
+                           f"(InfiniBand HDR 200G; floor {f.floor_ms:.1f} ms: the mean of the requests' floors, "
+                           "prompts 512-16,000 tokens) > budget 20 ms")
+    assert top.startswith("KV transfer max 200.0 ms for 2.10 GB = 0.42 of the 25 GB/s link (InfiniBand HDR 200G; "
+                          "floor 83.9 ms: the longest prompt's, 16,000 tokens) > budget 100 ms")
