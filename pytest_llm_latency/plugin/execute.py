@@ -90,7 +90,10 @@ def run_workload(item: pytest.Item, sess: LatencySession, spec: TargetSpec, work
         preflight(workload, Path(str(item.path)).parent)  # the roofline's model bytes: refused before any request
         disagg_floor.preflight(spec, workload, f"{item.nodeid} workload {workload.name!r}")  # kv_transfer budgets
         targets = resolve_targets(item, sess, spec, workload)
-        pools = disagg_floor.pools_of(spec, getattr(targets.client, "base_url", None))
+        blocked = disagg_floor.in_blocks(workload, spec, targets.spec_b)  # A/B, a server sweep: no pool scraped
+        pools = None if blocked else disagg_floor.pools_of(spec, getattr(targets.client, "base_url", None))
+        if blocked:
+            targets = replace(targets, notes=(*targets.notes, blocked))
     except ConfigError as exc:
         config_failure(exc)
     except TargetDown as exc:

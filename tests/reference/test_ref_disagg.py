@@ -64,3 +64,22 @@ def test_the_link_resolves_from_the_catalog_or_gb_s():
     assert parse_reference_url("reference://h100-sxm/llama-3.1-8b?pd_link=ib-ndr").link().gb_s == 50
     assert parse_reference_url("reference://h100-sxm/llama-3.1-8b?pd_link=25").link().gb_s == 25
     assert parse_reference_url("reference://h100-sxm/llama-3.1-8b").link() is None
+
+
+def test_a_slow_links_transfers_stay_inside_the_buckets():
+    # a slow pd_link (1 GB/s, 12 000 tokens = 1.57 GB: 1.6 s alone, more queued) passes vLLM's last bucket, 5 s:
+    # the reference's extend to 80 s, so its percentiles are interpolated, never only "> 5000 ms"
+    from pytest_llm_latency.client.server.server_view import parse_sample
+    from pytest_llm_latency.core.measure.kv_transfer import transfer_stats
+    from pytest_llm_latency.core.measure.server_model import Sample
+    from pytest_llm_latency.targets.reference.metrics import EngineMetrics
+
+    def zero() -> float:
+        return 0.0
+    m = EngineMetrics("m", running=zero, waiting=zero, kv_usage=zero, prefix_queries=zero, prefix_hits=zero,
+                      kv_connector=True)
+    for k in range(20):
+        m.transferred(6.0 + 3.0 * k, 12000 * KV)   # queued on the link: 6 .. 63 s
+    st = transfer_stats({"decode": (Sample(), parse_sample(m.render().decode()))})
+    assert st.transfers == 20 and st.lower_bounds == ()
+    assert 40_000 < st.ms["p95"] <= 80_000 and "interpolated in the 40000-80000 ms bucket" in st.buckets["p95"]

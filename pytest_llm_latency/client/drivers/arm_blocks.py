@@ -42,7 +42,10 @@ def measure_in_blocks(inner, workload: Workload, run: Run, arms: Sequence[tuple[
             if stop is not None:
                 client = client()
             try:
-                at = replace(run, salt_context=f"{run.salt_context}#{salt(block, name)}", ab=None, sweep=None)
+                # no pool scraped (disagg): the pools' histograms are not merged across blocks, and the baseline
+                # arm's blocks would scrape the candidate's pools (plugin.disagg_floor.in_blocks says so)
+                at = replace(run, salt_context=f"{run.salt_context}#{salt(block, name)}", ab=None, sweep=None,
+                             disagg=None)
                 parts[name].append(inner(w).measure(client, w, at))
             finally:
                 if stop is not None:

@@ -103,6 +103,7 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
     with _no_gc_pauses(), ServerTimeline(client, before) as timeline, \
             contextlib.nullcontext() if engine else LagMonitor() as lag:  # the load engine has its own
         sent = driver.send(one, samples, sending, run, recovery.apply) if samples else Sent()
+    never_ready = late and "pools" not in ready and run.disagg is not None
     if late:  # no reading when no worker got ready: no deltas (the run is an error naming the worker)
         before, pools_before = ready.get("before"), ready.get("pools", {})
     outcomes += sent.outcomes
@@ -140,7 +141,7 @@ def measure_samples(client, workload: Workload, run: Run, driver: "SampleDriver"
     if timeline is not None:
         timeline.attach(res, records, failures)
     record_prefix_cache(res, scraped)
-    record_pools(res, run.disagg, pools_before, pools_after)
+    record_pools(res, run.disagg, pools_before, pools_after, never_ready=never_ready)
     record_spec_decode(res, records, before, after, timeline, len(failures))
     res.server.set(**server_timing_summary(records))
     deviations = [r.prompt_deviation for r in records if r.prompt_deviation]

@@ -41,9 +41,15 @@ def fetch_pools(client, disagg: kt.DisaggTarget | None, timeout_s: float = 5.0) 
     return out
 
 
+#: why the pools were not read when worker processes sent the samples and none got ready (no "before" scrape)
+NEVER_READY = "the run never got ready (no worker process reached its samples), so the pools were not read"
+
+
 def record_pools(res, disagg: kt.DisaggTarget | None, before: dict[str, str | None],
-                 after: dict[str, str | None]) -> None:
-    """The pools' transfer and TTFT split on ``res.disagg`` (figures: ``core.checks.kv_transfer`` judges)."""
+                 after: dict[str, str | None], *, never_ready: bool = False) -> None:
+    """The pools' transfer and TTFT split on ``res.disagg`` (figures: ``core.checks.kv_transfer`` judges).
+    ``never_ready``: worker processes sent the samples and none got ready, so there is no scrape before them:
+    the transfer note says so, and no pool is named as silent (the run is an error naming the workers)."""
     if disagg is None:
         return
     from .server_view import parse_sample
@@ -51,6 +57,9 @@ def record_pools(res, disagg: kt.DisaggTarget | None, before: dict[str, str | No
     d = res.disagg
     d.set(prefill_metrics_url=redact_url(disagg.prefill_metrics_url) if disagg.prefill_metrics_url else None,
           decode_metrics_url=redact_url(disagg.decode_metrics_url) if disagg.decode_metrics_url else None)
+    if never_ready:
+        d.transfer_note = NEVER_READY
+        return
     scrapes = {}
     silent = []
     for pool, url in disagg.urls().items():

@@ -2,13 +2,19 @@
 ``core.spec.budgets.KV_TRANSFER_BUDGETS``), judged on the pools' own histogram over the run
 (``res.disagg``, measured by ``core.measure.kv_transfer``): the statistic is a point estimate from the
 buckets (a percentile interpolated inside its bucket, the bucket stated).  A violation names the link and
-the floor (``core.roofline.kv_transfer``); a budget on a target whose pools report no transfer is an
-error naming the metrics URLs and the names looked for, never a pass.
+the floor (``core.roofline.kv_transfer``): the same statistic of the requests' own floors (the mean with
+the mean, the p95 with the p95, the max with the longest prompt's).  A budget on a target whose pools
+report no transfer is an error naming the metrics URLs and the names looked for, never a pass.  A
+statistic whose rank falls in the +Inf bucket is only "> the highest bound": it fails where that bound is
+already over the budget, and otherwise cannot be judged (an error), never a pass.  A percentile needs as
+many transfers as a sample budget needs samples (``core.measure.stats.min_samples_for``: p95 20, p99
+100); fewer is an error naming the count.
 """
 from __future__ import annotations
 
 from ..findings import Finding
 from ..measure.kv_transfer import looked_for
+from ..measure.stats import min_samples_for
 from ..result.result import WorkloadResult
 from ..roofline.kv_transfer import transfer_text
 from .samples import judgeable
@@ -35,15 +41,31 @@ def check_kv_transfer(res: WorkloadResult) -> list[Finding]:
                                         f"{' or '.join(urls)}{why}; looked for the histograms {looked_for()}")]
     out: list[Finding] = []
     for b in budgets:
+        need = min_samples_for(b.stat)
+        if d.transfers is not None and d.transfers < need:
+            out.append(Finding(CHECK, "error", f"{b.key}: cannot be judged: a {b.stat} needs at least {need} "
+                                               f"transfers, and the pools reported {d.transfers:g} "
+                                               f"({d.transfer_source}) -- send at least {need} samples (samples: "
+                                               f"{need}), or judge kv_transfer_mean or kv_transfer_max"))
+            continue
         observed = getattr(d, f"kv_transfer_ms_{b.stat}", None)
         if observed is None:
             out.append(Finding(CHECK, "error", f"{b.key}: cannot be judged: {d.transfer_source} gives no {b.stat}"))
             continue
-        if observed <= b.limit:
-            continue
-        text = transfer_text(b.stat, observed, kv_bytes=d.kv_bytes, floor_ms=d.floor_ms, link_gb_s=d.link_gb_s,
-                             link_name=d.link_name if d.link != "custom" else None)
+        above = b.stat in d.kv_transfer_lower_bounds  # observed: the highest bound, the stat only above it
         bucket = d.kv_transfer_buckets.get(b.stat)
         where = f"{d.transfer_source}, {d.transfers:g} transfers" + (f"; {b.stat} {bucket}" if bucket else "")
+        if above and observed <= b.limit:
+            out.append(Finding(CHECK, "error", f"{b.key}: the {b.stat} is above the highest bucket, {observed:g} ms: "
+                                               f"cannot be judged against {b.limit:g} ms -- the pools' histogram "
+                                               f"only says it is more ({where}; mean {d.kv_transfer_ms_mean:.1f} ms, "
+                                               "_sum ÷ _count); judge kv_transfer_mean, or give a budget under the "
+                                               "highest bucket's bound (a rank above it then fails)"))
+            continue
+        if observed <= b.limit:
+            continue
+        floor_ms, floor_of = d.floor_for(b.stat) or (None, "")  # the same statistic of the requests' floors
+        text = transfer_text(b.stat, observed, floor_ms=floor_ms, floor_of=floor_of, link_gb_s=d.link_gb_s,
+                             link_name=d.link_name if d.link != "custom" else None, lower_bound=above)
         out.append(Finding(CHECK, "failed", f"{text} > budget {b.limit:g} ms ({where})"))
     return out

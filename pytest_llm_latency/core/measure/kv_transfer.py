@@ -6,7 +6,9 @@ by the engines' names: ``server_model.KV_TRANSFER``) and gives
 * the transfer's statistics over the run's delta histogram, in ms: the mean (``_sum ÷ _count``) and
   the percentiles interpolated inside the bucket that holds the rank, as Prometheus'
   ``histogram_quantile`` does (``server_model.bucket_quantile``; ``max`` is the highest bucket's upper
-  bound), each with that bucket's bounds stated, since a bucketed percentile is only known that far;
+  bound), each with that bucket's bounds stated, since a bucketed percentile is only known that far; a
+  statistic whose rank falls in the +Inf bucket is the highest finite bound and only a lower bound
+  (``lower_bounds``: the check fails it where that bound is already over the budget, else cannot judge it);
 * bytes per transfer and the achieved GB/s (Σ bytes ÷ Σ transfer time, or SGLang's speed histogram)
   where the server reports them;
 * the TTFT split, means: queue (the pools' queue time), prefill (the prefill pool's prefill time),
@@ -55,6 +57,7 @@ class TransferStats:
     transfers: float                 # observations in the run (vLLM: one per transfer and rank)
     ms: dict[str, float]             # stat -> ms (mean, p50, p90, p95, p99, max)
     buckets: dict[str, str]          # stat -> the bucket it was interpolated in
+    lower_bounds: tuple[str, ...] = ()  # stats whose rank is in the +Inf bucket: ms is the highest bound, "> that"
     bytes_mean: float | None = None  # per transfer, where reported
     bytes_source: str | None = None
     gb_s: float | None = None        # achieved: Σ bytes ÷ Σ time, or the server's speed histogram's mean
@@ -76,16 +79,21 @@ def _bucket_text(h: Histogram, q: float, scale: float) -> str:
     return f"interpolated in the {lo * scale:g}-{hi * scale:g} ms bucket"
 
 
-def histogram_ms(h: Histogram, scale: float) -> tuple[dict[str, float], dict[str, str]]:
-    """The stats of a delta histogram in ms (``scale``: ms per engine unit) and each one's bucket."""
+def histogram_ms(h: Histogram, scale: float) -> tuple[dict[str, float], dict[str, str], tuple[str, ...]]:
+    """The stats of a delta histogram in ms (``scale``: ms per engine unit), each one's bucket, and the
+    stats whose rank falls in the +Inf bucket (their figure is the highest finite bound: a lower bound)."""
     ms: dict[str, float] = {"mean": h.sum / h.count * scale}
     buckets = {"mean": f"_sum ÷ _count over {h.count:g} observations"}
+    above: list[str] = []
     for stat, q in QUANTILES.items():
         v = bucket_quantile(h, q)
         if v is not None:
             ms[stat] = v * scale
             buckets[stat] = _bucket_text(h, q, scale)
-    return ms, buckets
+            bounds = bucket_bounds(h, q)
+            if bounds is not None and not math.isfinite(bounds[1]):
+                above.append(stat)
+    return ms, buckets, tuple(above)
 
 
 def transfer_stats(scrapes: dict[str, tuple[Sample, Sample]]) -> TransferStats | None:
@@ -98,9 +106,9 @@ def transfer_stats(scrapes: dict[str, tuple[Sample, Sample]]) -> TransferStats |
             if found is None:
                 continue
             name, scale, h = found
-            ms, buckets = histogram_ms(h, scale)
-            return _with_volume(TransferStats(name=name, pool=pool, transfers=h.count, ms=ms, buckets=buckets),
-                                scrapes, pool, h, scale)
+            ms, buckets, above = histogram_ms(h, scale)
+            return _with_volume(TransferStats(name=name, pool=pool, transfers=h.count, ms=ms, buckets=buckets,
+                                              lower_bounds=above), scrapes, pool, h, scale)
     return None
 
 
@@ -209,7 +217,7 @@ def as_part(transfer: TransferStats | None, split: TtftSplit) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if transfer is not None:
         out.update(transfer_source=transfer.source, transfers=round(transfer.transfers, 3),
-                   kv_transfer_buckets=dict(transfer.buckets),
+                   kv_transfer_buckets=dict(transfer.buckets), kv_transfer_lower_bounds=list(transfer.lower_bounds),
                    **{f"kv_transfer_ms_{k}": round(v, 4) for k, v in transfer.ms.items()})
         for key in ("bytes_mean", "bytes_source", "gb_s", "gb_s_source", "failed"):
             v = getattr(transfer, key)

@@ -201,7 +201,8 @@ def disagg_text(r: ResultEntry) -> list[str]:
     if d.kv_transfer_ms_mean is None:
         out.append(f"KV transfer: not reported ({d.transfer_note or 'see the notes'})")
     else:
-        stats = ", ".join(f"{s} {v:.1f} ms" for s in ("p50", "p95", "max")
+        above = d.kv_transfer_lower_bounds  # "> the highest bound": the rank is in the +Inf bucket
+        stats = ", ".join(f"{s} {'> ' if s in above else ''}{v:.1f} ms" for s in ("p50", "p95", "max")
                           if (v := getattr(d, f"kv_transfer_ms_{s}")) is not None)
         out.append(f"KV transfer ({d.transfer_source}, {d.transfers:g} transfers): mean "
                    f"{d.kv_transfer_ms_mean:.1f} ms, {stats}"
@@ -214,7 +215,7 @@ def disagg_text(r: ResultEntry) -> list[str]:
     if d.floor_arithmetic is not None:
         out.append(f"floor = {d.floor_arithmetic}")
         if d.achieved_fraction is not None and d.kv_transfer_ms_mean:
-            out.append(f"floor ÷ mean transfer = {d.floor_ms:.1f} / {d.kv_transfer_ms_mean:.1f} ms = "
+            out.append(f"mean floor ÷ mean transfer = {d.floor_ms:.1f} / {d.kv_transfer_ms_mean:.1f} ms = "
                        f"{d.achieved_fraction:.2f} of the {d.link_gb_s:g} GB/s link")
         out.append(f"link: {d.link_name} ({d.link_source})")
     elif d.floor_note:

@@ -117,10 +117,17 @@ DESCRIPTIONS = {
                                   "that far)",
     "disagg.transfer_gb_s": "achieved GB/s: Σ bytes ÷ Σ transfer time of the server's histograms, or SGLang's speed "
                             "histogram's mean",
-    "disagg.kv_bytes": "the prompt's KV cache bytes (the roofline's per-layer KV at the mean prompt tokens; "
-                       "core.roofline.kv_transfer)",
-    "disagg.floor_ms": "the transfer floor: kv_bytes ÷ link_gb_s (one direction's line rate)",
-    "disagg.achieved_fraction": "floor_ms ÷ kv_transfer_ms_mean: the share of the link a mean transfer achieved",
+    "disagg.kv_bytes": "the completed requests' mean KV cache bytes, each its own prompt's (the roofline's per-layer "
+                       "KV at its prompt tokens; core.roofline.kv_transfer.run_floor)",
+    "disagg.floor_ms": "the transfer floor of the mean: the mean of the requests' floors (each its prompt's KV bytes ÷ "
+                       "link_gb_s, one direction's line rate) = kv_bytes ÷ link_gb_s",
+    "disagg.floor_ms_p95": "the p95 of the requests' floors: what kv_transfer_ms_p95 is compared with (each "
+                           "floor_ms_<stat> with kv_transfer_ms_<stat>; floor_ms_max: the longest prompt's)",
+    "disagg.kv_transfer_lower_bounds": "the statistics whose rank fell in the histogram's +Inf bucket: each figure "
+                                       "is the highest finite bound, the statistic only above it (a budget over "
+                                       "that bound cannot be judged)",
+    "disagg.achieved_fraction": "floor_ms ÷ kv_transfer_ms_mean: the share of the link a mean transfer achieved "
+                                "(the mean floor with the mean transfer)",
     "disagg.ttft_split": "the client's mean TTFT split into queue, prefill, kv_transfer, first_decode_step (the pools' "
                          "own histograms' means) and the remainder (client TTFT − the parts), each with its source",
     "stall.stall_ms_p99": "p99 of the stall gaps: chunk-arrival gaps of a stream that overlapped another request's "

@@ -271,8 +271,9 @@ def structured_lines(results: Sequence[Entry]) -> list[str]:
 
 def disagg_lines(results: Sequence[Entry]) -> list[str]:
     """One line per disaggregated result (JSON ``disagg``): the KV transfer against the link's floor and the
-    TTFT split, ``KV transfer p95 180.0 ms (mean 150.0 ms, 20 transfers) for 2.10 GB = 0.47 of the 25 GB/s
-    link (floor 83.9 ms); TTFT 340.0 ms = queue 15.0 + prefill 200.0 + kv_transfer 90.0 + ...``."""
+    TTFT split, ``KV transfer p95 180.0 ms for 2.10 GB = 0.47 of the 25 GB/s link (floor 83.9 ms); mean 150.0
+    ms over 20 transfers = 0.56 of the link (the mean floor 83.9 ms); TTFT mean 340.0 ms = queue 15.0 + ...``:
+    each statistic of the transfers against the same statistic of the requests' floors."""
     from ...core.roofline.kv_transfer import transfer_text
 
     lines = []
@@ -283,9 +284,13 @@ def disagg_lines(results: Sequence[Entry]) -> list[str]:
         if d.kv_transfer_ms_p95 is None:
             head = f"no KV transfer reported ({d.transfer_note or 'see the notes'})"
         else:
-            head = transfer_text("p95", d.kv_transfer_ms_p95, kv_bytes=d.kv_bytes, floor_ms=d.floor_ms,
-                                 link_gb_s=d.link_gb_s, link_name=d.link_name if d.link != "custom" else None)
+            floor_ms, floor_of = d.floor_for("p95") or (None, "")  # the p95 of the requests' floors
+            head = transfer_text("p95", d.kv_transfer_ms_p95, floor_ms=floor_ms, floor_of=floor_of,
+                                 link_gb_s=d.link_gb_s, link_name=d.link_name if d.link != "custom" else None,
+                                 lower_bound="p95" in d.kv_transfer_lower_bounds)
             head += f"; mean {d.kv_transfer_ms_mean:.1f} ms over {d.transfers:g} transfers"
+            if d.achieved_fraction is not None and d.floor_ms is not None:
+                head += f" = {d.achieved_fraction:.2f} of the link (the mean floor {d.floor_ms:.1f} ms)"
         split = " + ".join(f"{p.label} {p.ms:.1f}" for p in r.split)
         ttft = f"; TTFT mean {d.client_ttft_ms_mean:.1f} ms = {split}" if split and d.client_ttft_ms_mean else ""
         lines.append(f"  {r.nodeid}: {head}{ttft}")

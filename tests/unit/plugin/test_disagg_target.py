@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_llm_latency.core.errors import ConfigError
-from pytest_llm_latency.plugin.disagg_floor import pools_of, preflight
+from pytest_llm_latency.plugin.disagg_floor import in_blocks, pools_of, preflight
 from pytest_llm_latency.plugin.options import BY_NAME, Settings
 from pytest_llm_latency.plugin.session import target_from
 from pytest_llm_latency.plugin.slofile import parse_slo_file
@@ -93,3 +93,25 @@ def test_a_kv_transfer_budget_needs_pools():
         preflight(target_from(settings(), {"url": URL}, "f"), w, "t.py::test w")
     preflight(target_from(settings(cli={"decode_metrics_url": "/m"}), {"url": URL}, "f"), w, "t")
     preflight(target_from(settings(), {"url": URL}, "f"), make_workload("w", {"class": "chat"}), "t")
+
+
+SWEEP = {"urls": {"a": "http://a:8000", "b": "http://b:8000"}, "block_size": 5}
+
+
+@pytest.mark.parametrize("key, value, said", [("baseline_target", "http://base:8000", "an A/B run (baseline_target)"),
+                                              ("server_sweep", SWEEP, "a server sweep (server_sweep:)")])
+def test_a_kv_transfer_budget_in_blocks_is_refused_before_any_request(key, value, said):
+    spec = target_from(settings(cli={"decode_metrics_url": "/m"}), {"url": URL}, "f")
+    w = make_workload("w", {"class": "chat", "samples": 20, "slo": {"kv_transfer_p95": "100ms"}, key: value})
+    with pytest.raises(ConfigError) as exc:
+        preflight(spec, w, "t.py::test w")
+    text = str(exc.value)
+    assert text.startswith(f"t.py::test w: kv_transfer_p95 cannot be judged in {said}: its blocks alternate")
+    assert "measure each deployment in its own run" in text and "--llm-latency-baseline=FILE" in text
+    # without a kv budget it runs, its pools unscraped and said so; a target of one server says nothing
+    plain = make_workload("w", {"class": "chat", "samples": 20, key: value})
+    preflight(spec, plain, "t")
+    assert in_blocks(plain, spec, None).startswith(f"disaggregated target: its pools' /metrics are not scraped in "
+                                                   f"{said}")
+    assert in_blocks(plain, target_from(settings(), {"url": URL}, "f"), None) is None
+    assert in_blocks(make_workload("w", {"class": "chat"}), spec) is None

@@ -12,6 +12,7 @@ from pytest_llm_latency.client.drivers.arm_sweep import ArmSweep
 from pytest_llm_latency.client.drivers.base import Run, SweepArms
 from pytest_llm_latency.client.drivers.registry import driver_for
 from pytest_llm_latency.core.checks import judge
+from pytest_llm_latency.core.measure.kv_transfer import DisaggTarget
 from pytest_llm_latency.core.result.result import measured
 from pytest_llm_latency.core.spec.workload import make_workload
 from tests.helpers.records import record
@@ -45,6 +46,7 @@ class FakeBlock:
     def measure(self, client, workload, run):
         self.log.blocks.append((client.name, run.salt_context, workload.samples, workload.warmup))
         assert run.sweep is None and run.ab is None  # a block is one target's plain loop
+        assert run.disagg is None  # and scrapes no pool: a block's histograms are not merged (disagg_floor.in_blocks)
         return measured(workload, [record(20, gap_ms=client.tpot_ms, tokens=5) for _ in range(workload.samples)], [])
 
 
@@ -55,7 +57,8 @@ def clients(*tpots):
 def run_sweep(tpots, stop=None, starters=None):
     log = Log()
     arms = SweepArms(W.server_sweep.arms, starters or clients(*tpots), 2, stop)
-    res = ArmSweep(lambda w: FakeBlock(log)).measure(None, W, Run(salt_context="t", judge=judge, sweep=arms))
+    res = ArmSweep(lambda w: FakeBlock(log)).measure(None, W, Run(salt_context="t", judge=judge, sweep=arms,
+                                                                  disagg=DisaggTarget(None, "http://fast/metrics")))
     return res, log
 
 

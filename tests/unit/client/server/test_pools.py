@@ -75,3 +75,15 @@ def test_a_silent_pool_is_named():
     assert res.disagg.kv_transfer_ms_mean is None
     assert "no /metrics answer from the decode pool (http://d:8200/metrics)" in res.disagg.transfer_note
     assert any("decode pool" in n for n in res.notes)
+
+
+def test_a_run_that_never_got_ready_says_so_not_that_a_pool_was_silent():
+    # worker processes: no worker reached its samples, so there is no scrape before them ({}): not a silent pool
+    res = res_of()
+    pools = DisaggTarget("http://p:8100/metrics", "http://d:8200/metrics")
+    record_pools(res, pools, {}, {"prefill": "", "decode": AFTER}, never_ready=True)
+    d = res.disagg
+    assert d.kv_transfer_ms_mean is None and d.pools_scraped == []
+    assert d.transfer_note == "the run never got ready (no worker process reached its samples), so the pools were " \
+                              "not read"
+    assert not res.notes and d.decode_metrics_url == "http://d:8200/metrics"

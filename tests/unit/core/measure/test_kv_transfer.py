@@ -9,8 +9,9 @@ from pytest_llm_latency.core.checks import evaluate, judge
 from pytest_llm_latency.core.errors import ConfigError
 from pytest_llm_latency.core.measure import kv_transfer as kt
 from pytest_llm_latency.core.measure.server_model import Histogram, Sample, bucket_bounds
-from pytest_llm_latency.core.roofline.kv_layout import KVLayout, LayerKV
-from pytest_llm_latency.core.roofline.kv_transfer import custom_link, kv_cache_bytes, parse_gb_s, transfer_floor
+from pytest_llm_latency.core.roofline.kv_layout import KVLayout, LayerKV, format_bytes
+from pytest_llm_latency.core.roofline.kv_transfer import custom_link, kv_cache_bytes, link_share, parse_gb_s, \
+    run_floor, transfer_floor, transfer_text
 from pytest_llm_latency.core.roofline.modelbytes import ModelBytes
 from pytest_llm_latency.core.result.sample_size import check_min_samples
 from pytest_llm_latency.core.spec.budgets import parse_budget
@@ -128,8 +129,11 @@ def test_only_this_runs_transfers_count_and_a_gauge_is_named_not_judged():
 def test_bucket_bounds_of_the_inf_bucket_say_lower_bound():
     h = hist((0.1, float("inf")), [1, 9], 10.0)
     assert bucket_bounds(h, 0.95) == (0.1, float("inf"))
-    ms, buckets = kt.histogram_ms(h, 1000.0)
+    ms, buckets, above = kt.histogram_ms(h, 1000.0)
     assert ms["p95"] == pytest.approx(100.0) and "a lower bound" in buckets["p95"]
+    assert above == ("p50", "p90", "p95", "p99", "max")   # every rank past the one transfer under 100 ms
+    ms, _, above = kt.histogram_ms(hist((0.1, float("inf")), [10, 0], 0.5), 1000.0)
+    assert above == () and ms["max"] == pytest.approx(100.0)
 
 
 def test_the_ttft_split_names_every_part_and_the_remainder():
@@ -170,7 +174,8 @@ def test_kv_transfer_budgets_are_ms_ceilings_kept_out_of_the_samples():
         parse_budget("kv_transfer_p101", 1, "slo")
     with pytest.raises(ConfigError, match="positive duration"):
         parse_budget("kv_transfer_p95", -5, "slo")
-    # a p99 on 5 samples is not refused: the pools' histograms, not the samples, are judged
+    # a p99 on 5 samples is not refused at load: the pools count the transfers (vLLM once per rank), and the
+    # check wants min_samples_for(p99) = 100 of them (test_a_percentile_needs_as_many_transfers_as_samples)
     for conf in (0.95, None):
         w = make_workload("w", {"class": "custom", "prompt_tokens": 10, "output_tokens": 4, "samples": 5,
                                 "confidence": conf, "slo": {"kv_transfer_p99": 100}})
@@ -195,7 +200,9 @@ def disagg_result(slo, **fields):
 MEASURED = dict(transfer_source="vllm:nixl_xfer_time_seconds on the decode pool", transfers=20.0,
                 kv_transfer_ms_mean=150.0, kv_transfer_ms_p95=180.0,
                 kv_transfer_buckets={"p95": "interpolated in the 100-200 ms bucket"})
-FLOOR = dict(kv_bytes=2_097_152_000.0, floor_ms=83.886, link_name="InfiniBand HDR 200G", link_gb_s=25.0)
+FLOOR = dict(kv_bytes=2_097_152_000.0, floor_ms=83.886, floor_ms_p95=83.886, floor_ms_max=83.886,
+             prompt_tokens=16000.0, prompt_tokens_min=16000.0, prompt_tokens_max=16000.0,
+             link_name="InfiniBand HDR 200G", link_gb_s=25.0)
 
 
 def test_a_transfer_over_its_budget_fails_naming_the_link_and_the_floor():
@@ -228,3 +235,102 @@ def test_a_budget_on_a_target_that_is_not_disaggregated_is_an_error():
 def test_without_a_link_the_message_says_so():
     res = disagg_result({"kv_transfer_p95": 100}, **MEASURED)
     assert "(no link given: set kv_link for the floor)" in res.failed_checks[0]
+
+
+# -- a statistic in the +Inf bucket: only "> the highest bound" ------------------------------------
+
+ONE_S = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, float("inf"))
+
+
+def slow_transfers():
+    """Buckets up to 1 s; all 20 transfers took 3 s (every percentile reads 1000 ms, the mean 3000 ms)."""
+    st = kt.transfer_stats({"decode": pair("vllm:nixl_xfer_time_seconds", hist(ONE_S, [0] * 11 + [20], 60.0))})
+    assert st.ms["p95"] == pytest.approx(1000.0) and st.ms["mean"] == pytest.approx(3000.0)
+    assert st.lower_bounds == ("p50", "p90", "p95", "p99", "max")
+    return kt.as_part(st, kt.TtftSplit(None))
+
+
+def test_a_percentile_above_the_highest_bucket_never_passes_a_budget_above_that_bound():
+    res = disagg_result({"kv_transfer_p95": "2s"}, **slow_transfers())
+    assert res.verdict == "error"
+    text = res.errors[0]
+    assert text.startswith("kv_transfer_p95: the p95 is above the highest bucket, 1000 ms: cannot be judged "
+                           "against 2000 ms")
+    assert "mean 3000.0 ms" in text and "judge kv_transfer_mean" in text
+
+
+def test_a_percentile_above_the_highest_bucket_fails_a_budget_under_that_bound():
+    res = disagg_result({"kv_transfer_p95": "500ms"}, **slow_transfers(), **FLOOR)
+    assert res.verdict == "fail"
+    assert res.failed_checks[0].startswith("KV transfer p95 > 1000.0 ms (above the highest bucket) for 2.10 GB = "
+                                           "at most 0.08 of the 25 GB/s link")
+    # the mean is exact (_sum ÷ _count): judged as usual
+    assert disagg_result({"kv_transfer_mean": "2s"}, **slow_transfers()).verdict == "fail"
+
+
+def test_a_percentile_needs_as_many_transfers_as_samples():
+    few = {**MEASURED, "transfers": 3.0, "kv_transfer_ms_p99": 50.0, "kv_transfer_ms_max": 50.0}
+    res = disagg_result({"kv_transfer_p99": 100, "kv_transfer_max": 100, "kv_transfer_mean": 200}, **few)
+    assert res.verdict == "error"
+    assert res.errors == ["kv_transfer_p99: cannot be judged: a p99 needs at least 100 transfers, and the pools "
+                          "reported 3 (vllm:nixl_xfer_time_seconds on the decode pool) -- send at least 100 samples "
+                          "(samples: 100), or judge kv_transfer_mean or kv_transfer_max"]
+    # p95 needs 20: MEASURED's 20 transfers are judged (180 ms over 100: failed); 19 are not
+    assert disagg_result({"kv_transfer_p95": 100}, **MEASURED).verdict == "fail"
+    assert disagg_result({"kv_transfer_p95": 100}, **{**MEASURED, "transfers": 19.0}).verdict == "error"
+
+
+# -- like with like: each statistic of the transfers against the same statistic of the requests' floors --
+
+HDR = custom_link(25)
+MIX = [512.0] * 9 + [16000.0]   # a chat class and a summarization class: the mean prompt is 2,060.8 tokens
+
+
+def test_a_runs_floor_is_each_requests_own_prompts():
+    f = run_floor(catalog.model("llama-3.1-8b"), MIX, HDR)
+    assert not f.uniform and f.prompt_tokens == pytest.approx(2060.8)
+    assert f.floor_ms == pytest.approx(sum(131072 * t for t in MIX) / 10 / 25e9 * 1000)   # Σ floor ÷ requests
+    stats = f.stats_ms()
+    assert stats["max"] == pytest.approx(83.886, abs=1e-3)      # the longest prompt's
+    assert stats["p50"] == pytest.approx(131072 * 512 / 25e6)    # the chat prompt's
+    assert stats["p50"] < f.floor_ms < stats["p95"] < stats["max"]
+    assert f.arithmetic() == ("the mean of 10 requests' floors, each its own prompt (512-16,000 tokens): "
+                              "131,072 B/token × 2,061 tokens (mean) = 270.1 MB ÷ 25 GB/s (25 GB/s link) = 10.8 ms; "
+                              "the longest prompt, 16,000 tokens: 2.10 GB = 83.9 ms")
+    one = run_floor(catalog.model("llama-3.1-8b"), [16000] * 3, HDR)
+    assert one.uniform and one.arithmetic() == transfer_floor(catalog.model("llama-3.1-8b"), 16000, HDR).arithmetic()
+
+
+def test_a_sliding_layers_mean_floor_is_the_mean_of_the_floors_not_the_floor_of_the_mean():
+    layout = KVLayout((LayerKV("full", 1, 1000.0), LayerKV("sliding", 1, 1000.0, window=1000)))
+    mb = ModelBytes(weight_bytes=1e9, kv_bytes_per_token=2000.0, kv_layout=layout)
+    f = run_floor(mb, [500, 9500], custom_link(1))
+    # 500 tokens: 1000 x 500 x 2 = 1.0 MB; 9500 tokens: 1000 x 9500 + 1000 x 1000 = 10.5 MB -> mean 5.75 MB
+    assert f.bytes == pytest.approx((1000 * 500 * 2 + 1000 * 9500 + 1000 * 1000) / 2)
+    assert f.bytes != kv_cache_bytes(mb, 5000)   # 6.0 MB at the mean prompt
+
+
+def test_one_function_gives_the_share_of_the_link():
+    f = transfer_floor(catalog.model("llama-3.1-8b"), 16000, HDR)
+    assert f.fraction(180.0) == link_share(f.floor_ms, 180.0) == pytest.approx(0.466, abs=1e-3)
+    assert link_share(83.9, 0) is None and link_share(None, 10) is None and link_share(1, float("inf")) is None
+    assert "= 0.47 of the 25 GB/s link" in transfer_text("p95", 180.0, floor_ms=f.floor_ms, link_gb_s=25)
+
+
+def test_a_mixed_runs_p95_is_compared_with_the_p95_of_its_floors():
+    f = run_floor(catalog.model("llama-3.1-8b"), MIX * 2, HDR)   # 20 requests: a p95 is judged
+    fields = dict(kv_bytes=f.bytes, floor_ms=f.floor_ms, prompt_tokens=f.prompt_tokens, prompt_tokens_min=512.0,
+                  prompt_tokens_max=16000.0, link_gb_s=25.0, link_name="InfiniBand HDR 200G",
+                  **{f"floor_ms_{k}": v for k, v in f.stats_ms().items()})
+    res = disagg_result({"kv_transfer_p95": 100, "kv_transfer_mean": 20, "kv_transfer_max": 100},
+                        **{**MEASURED, "kv_transfer_ms_mean": 30.0, "kv_transfer_ms_max": 200.0}, **fields)
+    p95, mean, top = res.failed_checks
+    p95_floor = f.stats_ms()["p95"]
+    assert p95.startswith(f"KV transfer p95 180.0 ms for {format_bytes(p95_floor * 25e6)} = "
+                          f"{p95_floor / 180:.2f} of the 25 GB/s link (InfiniBand HDR 200G; floor {p95_floor:.1f} ms: "
+                          "the p95 of the requests' floors, prompts 512-16,000 tokens) > budget 100 ms")
+    assert mean.startswith(f"KV transfer mean 30.0 ms for 270.1 MB = {f.floor_ms / 30:.2f} of the 25 GB/s link "
+                           f"(InfiniBand HDR 200G; floor {f.floor_ms:.1f} ms: the mean of the requests' floors, "
+                           "prompts 512-16,000 tokens) > budget 20 ms")
+    assert top.startswith("KV transfer max 200.0 ms for 2.10 GB = 0.42 of the 25 GB/s link (InfiniBand HDR 200G; "
+                          "floor 83.9 ms: the longest prompt's, 16,000 tokens) > budget 100 ms")
