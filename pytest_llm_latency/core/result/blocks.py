@@ -103,6 +103,8 @@ def combine_facts(blocks: Sequence[WorkloadResult], workload: Workload, label: L
         [w for f in facts for w in f.prefill_windows or ()],
         client_stalls=combine_stalls([f.client_stalls for f in facts]),
         unmeasured_windows=[w for f in facts for w in f.unmeasured_windows],
+        request_order=None if all(f.request_order is None for f in facts) else   # a class of a mix's, as its windows
+        [x for f in facts for x in f.request_order or ()],
     )
 
 

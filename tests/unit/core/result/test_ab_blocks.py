@@ -199,6 +199,7 @@ FOUND = {
     "gates": [GateOutcome("roofline", "report", "x")], "comparisons": [Comparison("baseline")],
     "baseline_target_arm": PART, "prefill_windows": [PrefillWindow(0, 5, 2048, "long", 1)],
     "client_stalls": StallTimeline(((10, 5),), 2, 0, 20),
+    "unmeasured_windows": [PrefillWindow(0, 5, 2048, "long", 0)], "request_order": [PART],
 }
 
 
