@@ -17,6 +17,7 @@ from typing import Any
 from ..measure.coldstart import COLD_BUDGET
 from ..measure.stats import fmt_stat
 from ..spec.budgets import Budget
+from .observed import observed as _observed
 from .part import Part
 from .result import METRIC_LABEL, WorkloadResult
 
@@ -37,19 +38,15 @@ def _ratio(observed: float, limit: float, floor: bool) -> float:
     return limit / observed if math.isfinite(observed) else 0.0
 
 
-def _observed(res: WorkloadResult, b: Budget) -> float | None:
-    """The figure budget ``b`` was judged on, from the judged ``res``; None where it has none."""
-    if b.is_fraction:
-        return res.load.goodput_fraction if b.metric == "goodput" else res.load.fluidity_index
-    if b.is_acceptance:
-        return getattr(res.spec_decode, b.metric, None)
-    s = res.summaries.get(b.metric)
-    return s.get(b.stat) if s is not None and s.n else None
+#: the budgets' metrics that are not a per-request metric (``METRIC_LABEL``) in words
+_LABELS = {"itl_stall": "ITL stall", "kv_transfer": "KV transfer"}
 
 
 def _name(b: Budget) -> str:
-    """``TTFT p95``; a fraction or speculative-decoding floor by its key."""
-    return b.key if b.is_fraction or b.is_acceptance else f"{METRIC_LABEL.get(b.metric, b.metric)} {b.stat}"
+    """``TTFT p95``, ``ITL stall p99``; a fraction or speculative-decoding floor by its key."""
+    if b.is_fraction or b.is_acceptance:
+        return b.key
+    return f"{_LABELS.get(b.metric) or METRIC_LABEL.get(b.metric, b.metric)} {b.stat}"
 
 
 def budget_label(b: Budget) -> str:
@@ -57,16 +54,42 @@ def budget_label(b: Budget) -> str:
     return f"{_name(b)} {'>=' if b.is_floor else '<='} {b.limit:g}{' ' + b.unit if b.unit else ''}"
 
 
-def _class_budgets(res: WorkloadResult) -> list[tuple[str, str, float, float]]:
-    """A mixed workload's per-class ``(class, key, budget, observed)`` from its ``mix`` part (``core.checks.mix``:
-    each class's ``budgets`` rows with the figure each was judged on; ms ceilings, ``*_min`` floors)."""
+@dataclass(frozen=True)
+class ClassBudget:
+    """One budget of one class of a mixed workload, as its ``mix`` part row gives it (``core.checks.mix``: the
+    figure it was judged on, ``core.result.observed``; None: none)."""
+    klass: str
+    key: str
+    limit: float
+    unit: str
+    observed: float | None
+
+    @property
+    def floor(self) -> bool:
+        return self.key.endswith("_min")
+
+    def label(self) -> str:
+        """``chat itl_stall_p99 <= 60 ms``."""
+        return f"{self.klass} {self.key} {'>=' if self.floor else '<='} {self.limit:g}{_unit(self.unit)}"
+
+
+def _unit(unit: str) -> str:
+    return f" {unit}" if unit else ""
+
+
+def _class_budgets(res: WorkloadResult) -> list[ClassBudget]:
+    """A mixed workload's per-class budgets from its ``mix`` part (``core.checks.mix``: each class's ``budgets``
+    rows with the figure each was judged on; ``*_min`` floors, the others ceilings)."""
     mix = getattr(res, "mix", None)
     out = []
     for c in getattr(mix, "classes", None) or ():
         for b in c.get("budgets") or ():
             limit, obs = b.get("limit"), b.get("observed")
-            if isinstance(limit, (int, float)) and isinstance(obs, (int, float)) and limit > 0:
-                out.append((str(c.get("name", "?")), str(b.get("key")), float(limit), float(obs)))
+            if isinstance(limit, (int, float)) and not isinstance(limit, bool) and limit > 0:
+                out.append(ClassBudget(str(c.get("name", "?")), str(b.get("key")), float(limit),
+                                       str(b.get("unit") or ""),
+                                       float(obs) if isinstance(obs, (int, float)) and not isinstance(obs, bool)
+                                       else None))
     return out
 
 
@@ -80,13 +103,16 @@ def headroom(res: WorkloadResult) -> Headroom | None:
         if obs is None:
             continue
         r = _ratio(obs, b.limit, b.is_floor)
-        unit = f" {b.unit}" if b.unit else ""
+        unit = _unit(b.unit)
         if best is None or r < best.ratio:
             best = Headroom(r, f"{_name(b)} {fmt_stat(obs)}{unit} vs {b.limit:g}{unit}")
-    for name, key, limit, obs in _class_budgets(res):
-        r = _ratio(obs, limit, key.endswith("_min"))
+    for cb in _class_budgets(res):
+        if cb.observed is None:
+            continue
+        r = _ratio(cb.observed, cb.limit, cb.floor)
         if best is None or r < best.ratio:
-            best = Headroom(r, f"{name} {key} {fmt_stat(obs)} vs {limit:g}")
+            unit = _unit(cb.unit)
+            best = Headroom(r, f"{cb.klass} {cb.key} {fmt_stat(cb.observed)}{unit} vs {cb.limit:g}{unit}")
     return best
 
 
@@ -123,8 +149,7 @@ def arm_row(name: str, setting: dict[str, Any], res: WorkloadResult, h: Headroom
 def budgets_text(res: WorkloadResult) -> str:
     """Every budget the arms are judged on, ``TTFT p95 <= 500 ms and TPOT p95 <= 50 ms`` (classes prefixed)."""
     texts = [budget_label(b) for b in res.workload.budgets if b.key != COLD_BUDGET]
-    texts += [f"{name} {key} {'>=' if key.endswith('_min') else '<='} {limit:g}"
-              for name, key, limit, _ in _class_budgets(res)]
+    texts += [cb.label() for cb in _class_budgets(res)]
     return " and ".join(texts) if texts else "no budgets"
 
 
