@@ -14,9 +14,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ConfigError
 from ..measure.coldstart import COLD_BUDGET
 from ..measure.stats import fmt_stat
-from ..spec.budgets import Budget
+from ..spec.budgets import Budget, parse_budget
 from .observed import observed as _observed
 from .part import Part
 from .result import METRIC_LABEL, WorkloadResult
@@ -44,52 +45,37 @@ _LABELS = {"itl_stall": "ITL stall", "kv_transfer": "KV transfer"}
 
 def _name(b: Budget) -> str:
     """``TTFT p95``, ``ITL stall p99``; a fraction or speculative-decoding floor by its key."""
-    if b.is_fraction or b.is_acceptance:
+    if b.is_fraction or b.is_acceptance or not b.stat:
         return b.key
     return f"{_LABELS.get(b.metric) or METRIC_LABEL.get(b.metric, b.metric)} {b.stat}"
 
 
 def budget_label(b: Budget) -> str:
     """``TTFT p95 <= 500 ms``."""
-    return f"{_name(b)} {'>=' if b.is_floor else '<='} {b.limit:g}{' ' + b.unit if b.unit else ''}"
-
-
-@dataclass(frozen=True)
-class ClassBudget:
-    """One budget of one class of a mixed workload, as its ``mix`` part row gives it (``core.checks.mix``: the
-    figure it was judged on, ``core.result.observed``; None: none)."""
-    klass: str
-    key: str
-    limit: float
-    unit: str
-    observed: float | None
-
-    @property
-    def floor(self) -> bool:
-        return self.key.endswith("_min")
-
-    def label(self) -> str:
-        """``chat itl_stall_p99 <= 60 ms``."""
-        return f"{self.klass} {self.key} {'>=' if self.floor else '<='} {self.limit:g}{_unit(self.unit)}"
+    return f"{_name(b)} {'>=' if b.is_floor else '<='} {b.limit:g}{_unit(b.unit)}"
 
 
 def _unit(unit: str) -> str:
     return f" {unit}" if unit else ""
 
 
-def _class_budgets(res: WorkloadResult) -> list[ClassBudget]:
-    """A mixed workload's per-class budgets from its ``mix`` part (``core.checks.mix``: each class's ``budgets``
-    rows with the figure each was judged on; ``*_min`` floors, the others ceilings)."""
+def _class_budgets(res: WorkloadResult) -> list[tuple[str, Budget, float | None]]:
+    """A mixed workload's per-class ``(class, budget, observed)`` from its ``mix`` part (``core.checks.mix``: each
+    class's ``budgets`` rows, key and limit in the budget's own unit, with the figure each was judged on, by
+    ``core.result.observed``; None: none)."""
     mix = getattr(res, "mix", None)
     out = []
     for c in getattr(mix, "classes", None) or ():
-        for b in c.get("budgets") or ():
-            limit, obs = b.get("limit"), b.get("observed")
-            if isinstance(limit, (int, float)) and not isinstance(limit, bool) and limit > 0:
-                out.append(ClassBudget(str(c.get("name", "?")), str(b.get("key")), float(limit),
-                                       str(b.get("unit") or ""),
-                                       float(obs) if isinstance(obs, (int, float)) and not isinstance(obs, bool)
-                                       else None))
+        for row in c.get("budgets") or ():
+            limit, obs = row.get("limit"), row.get("observed")
+            if not isinstance(limit, (int, float)) or isinstance(limit, bool) or limit <= 0:
+                continue
+            try:
+                b = parse_budget(str(row.get("key")), limit, "")
+            except ConfigError:  # a key parse_budget does not know: named by its key
+                b = Budget(str(row.get("key")), str(row.get("key")), "", float(limit))
+            figure = float(obs) if isinstance(obs, (int, float)) and not isinstance(obs, bool) else None
+            out.append((str(c.get("name", "?")), b, figure))
     return out
 
 
@@ -106,13 +92,13 @@ def headroom(res: WorkloadResult) -> Headroom | None:
         unit = _unit(b.unit)
         if best is None or r < best.ratio:
             best = Headroom(r, f"{_name(b)} {fmt_stat(obs)}{unit} vs {b.limit:g}{unit}")
-    for cb in _class_budgets(res):
-        if cb.observed is None:
+    for name, b, obs in _class_budgets(res):
+        if obs is None:
             continue
-        r = _ratio(cb.observed, cb.limit, cb.floor)
+        r = _ratio(obs, b.limit, b.is_floor or b.key.endswith("_min"))
+        unit = _unit(b.unit)
         if best is None or r < best.ratio:
-            unit = _unit(cb.unit)
-            best = Headroom(r, f"{cb.klass} {cb.key} {fmt_stat(cb.observed)}{unit} vs {cb.limit:g}{unit}")
+            best = Headroom(r, f"{name} {_name(b)} {fmt_stat(obs)}{unit} vs {b.limit:g}{unit}")
     return best
 
 
@@ -149,7 +135,7 @@ def arm_row(name: str, setting: dict[str, Any], res: WorkloadResult, h: Headroom
 def budgets_text(res: WorkloadResult) -> str:
     """Every budget the arms are judged on, ``TTFT p95 <= 500 ms and TPOT p95 <= 50 ms`` (classes prefixed)."""
     texts = [budget_label(b) for b in res.workload.budgets if b.key != COLD_BUDGET]
-    texts += [cb.label() for cb in _class_budgets(res)]
+    texts += [f"{name} {budget_label(b)}" for name, b, _ in _class_budgets(res)]
     return " and ".join(texts) if texts else "no budgets"
 
 

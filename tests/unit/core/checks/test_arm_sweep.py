@@ -129,13 +129,13 @@ def test_an_arms_stall_figures_and_class_verdicts_are_carried_when_its_result_ha
          "budgets": [{"key": "tpot_p95", "limit": 50.0, "unit": "ms", "observed": 60.0, "status": "fail"}],
          "violations": ["TPOT p95 60 ms > 50 ms"], "errors": []}])
     h = headroom(judged)   # summ's TPOT budget is the tightest: 50 / 60
-    assert h.ratio == pytest.approx(50 / 60) and h.tightest == "summ tpot_p95 60.0 ms vs 50 ms"
+    assert h.ratio == pytest.approx(50 / 60) and h.tightest == "summ TPOT p95 60.0 ms vs 50 ms"
     row = arm_row("a", {"flags": ""}, judged, h)
     assert row["stall"] == {"stall_ms_p99": 42.5, "stalls_per_min": 3.0}
     assert row["classes"] == [{"name": "chat", "verdict": "pass", "stats": {"ttft_p95_ms": 400.0}},
                               {"name": "summ", "verdict": "fail", "stats": {"tpot_p95_ms": 60.0},
                                "why": "TPOT p95 60 ms > 50 ms"}]
-    assert "chat ttft_p95 <= 450 ms" in budgets_text(judged) and "summ tpot_p95 <= 50 ms" in budgets_text(judged)
+    assert "chat TTFT p95 <= 450 ms" in budgets_text(judged) and "summ TPOT p95 <= 50 ms" in budgets_text(judged)
 
 
 def test_without_those_parts_the_row_has_neither():
@@ -177,5 +177,5 @@ def test_class_budgets_are_shown_with_their_units():
     judged.mix = MixInfo(classes=[{"name": "chat", "weight": 1.0, "status": "pass", "budgets": [
         {"key": "itl_stall_p99", "limit": 60.0, "unit": "ms", "observed": 40.0, "status": "pass"},
         {"key": "goodput_min", "limit": 0.9, "unit": "", "observed": None, "status": "pass"}]}])
-    assert budgets_text(judged).endswith(" and chat itl_stall_p99 <= 60 ms and chat goodput_min >= 0.9")
-    assert headroom(judged).tightest == "chat itl_stall_p99 40.0 ms vs 60 ms"  # 1.5x: under TPOT's 2x
+    assert budgets_text(judged).endswith(" and chat ITL stall p99 <= 60 ms and chat goodput_min >= 0.9")
+    assert headroom(judged).tightest == "chat ITL stall p99 40.0 ms vs 60 ms"  # 1.5x: under TPOT's 2x
