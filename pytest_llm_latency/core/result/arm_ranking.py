@@ -120,16 +120,36 @@ def arm_row(name: str, setting: dict[str, Any], res: WorkloadResult, h: Headroom
     if why:
         row["why"] = why.splitlines()[0]
     stall = getattr(res, "stall", None)  # another module's part: its figures as they are, when measured
-    figures = stall.to_json() if isinstance(stall, Part) else {}
-    figures = {k: v for k, v in figures.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    figures = _numbers(stall.to_json() if isinstance(stall, Part) else {})
     if figures:
         row["stall"] = figures
     classes = [c for c in getattr(getattr(res, "mix", None), "classes", None) or () if isinstance(c, dict)]
     if classes:
-        row["classes"] = [{"name": c.get("name"), "verdict": c.get("status"), "stats": c.get("stats") or {},
-                           **({"why": str([*(c.get("violations") or ()), *(c.get("errors") or ())][0])}
-                              if c.get("violations") or c.get("errors") else {})} for c in classes]
+        row["classes"] = [_class_row(c) for c in classes]
     return row
+
+
+def _numbers(figures: Any) -> dict[str, float]:
+    """The numeric figures of a part's JSON (a stall part's: not its lists)."""
+    items = figures.items() if isinstance(figures, dict) else ()
+    return {k: v for k, v in items if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def _class_row(c: dict) -> dict[str, Any]:
+    """One class of an arm (a mixed workload; ``core.checks.mix``'s row): its verdict, requests, figures, stall
+    figures and budgets (each with the figure it was judged on), and its first violation or error."""
+    out: dict[str, Any] = {"name": c.get("name"), "verdict": c.get("status")}
+    out.update({k: c[k] for k in ("requests", "failed") if isinstance(c.get(k), int)})
+    out["stats"] = c.get("stats") or {}
+    stall = _numbers(c.get("stall"))
+    if stall:
+        out["stall"] = stall
+    if c.get("budgets"):
+        out["budgets"] = [dict(b) for b in c["budgets"] if isinstance(b, dict)]
+    texts = [*(c.get("violations") or ()), *(c.get("errors") or ())]
+    if texts:
+        out["why"] = str(texts[0]).splitlines()[0]
+    return out
 
 
 def budgets_text(res: WorkloadResult) -> str:

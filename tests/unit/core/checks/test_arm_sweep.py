@@ -121,10 +121,12 @@ def test_an_arms_stall_figures_and_class_verdicts_are_carried_when_its_result_ha
 
     judged = arm(100, 5)
     judged.stall = StallInfo(stall_ms_p99=42.5, stalls_per_min=3.0)
+    chat_budgets = [{"key": "ttft_p95", "limit": 450.0, "unit": "ms", "observed": 400.0, "status": "pass"},
+                    {"key": "itl_stall_p99", "limit": 60.0, "unit": "ms", "observed": 30.0, "status": "pass"}]
     judged.mix = MixInfo(classes=[  # core.checks.mix's rows
-        {"name": "chat", "weight": 0.9, "status": "pass", "stats": {"ttft_p95_ms": 400.0},
-         "budgets": [{"key": "ttft_p95", "limit": 450.0, "unit": "ms", "observed": 400.0, "status": "pass"}],
-         "violations": [], "errors": []},
+        {"name": "chat", "weight": 0.9, "requests": 18, "completed": 18, "failed": 0, "status": "pass",
+         "stats": {"ttft_p95_ms": 400.0}, "budgets": chat_budgets, "violations": [], "errors": [],
+         "stall": {"stall_ms_p99": 30.0, "causes": [{"cause": "summ"}], "windows": "the whole mixed run's"}},
         {"name": "summ", "weight": 0.1, "status": "fail", "stats": {"tpot_p95_ms": 60.0},
          "budgets": [{"key": "tpot_p95", "limit": 50.0, "unit": "ms", "observed": 60.0, "status": "fail"}],
          "violations": ["TPOT p95 60 ms > 50 ms"], "errors": []}])
@@ -132,9 +134,12 @@ def test_an_arms_stall_figures_and_class_verdicts_are_carried_when_its_result_ha
     assert h.ratio == pytest.approx(50 / 60) and h.tightest == "summ TPOT p95 60.0 ms vs 50 ms"
     row = arm_row("a", {"flags": ""}, judged, h)
     assert row["stall"] == {"stall_ms_p99": 42.5, "stalls_per_min": 3.0}
-    assert row["classes"] == [{"name": "chat", "verdict": "pass", "stats": {"ttft_p95_ms": 400.0}},
-                              {"name": "summ", "verdict": "fail", "stats": {"tpot_p95_ms": 60.0},
-                               "why": "TPOT p95 60 ms > 50 ms"}]
+    assert row["classes"] == [  # each class's figures beside the arm's pooled ones: its stall's numbers only
+        {"name": "chat", "verdict": "pass", "requests": 18, "failed": 0, "stats": {"ttft_p95_ms": 400.0},
+         "stall": {"stall_ms_p99": 30.0}, "budgets": chat_budgets},
+        {"name": "summ", "verdict": "fail", "stats": {"tpot_p95_ms": 60.0},
+         "budgets": [{"key": "tpot_p95", "limit": 50.0, "unit": "ms", "observed": 60.0, "status": "fail"}],
+         "why": "TPOT p95 60 ms > 50 ms"}]
     assert "chat TTFT p95 <= 450 ms" in budgets_text(judged) and "summ TPOT p95 <= 50 ms" in budgets_text(judged)
 
 
