@@ -118,6 +118,9 @@ def parse_server_sweep(value: Any, where: Callable[[tuple], str]) -> ServerSweep
     seen: dict[str, str] = {}
     for raw_name, setting in arms_spec.items():
         at = where((KEY, mode, raw_name))
+        if isinstance(raw_name, bool):  # YAML 1.1: on/off/yes/no unquoted are booleans, not the names written
+            raise ConfigError(f"{at}: arm name {raw_name!r}: YAML reads an unquoted on, off, yes, no, true or false "
+                              f"as a boolean, not a name -- quote it, e.g. \"on\": ... and \"off\": ...")
         name = str(raw_name).strip() if raw_name is not None else ""
         if not name or not NAME.match(name):
             raise ConfigError(f"{at}: arm name {raw_name!r}: expected a non-empty name of letters, digits and "

@@ -60,6 +60,9 @@ def test_a_sweep_keeps_fixed_samples_and_point_estimates():
     ({"flags": {"a": "", "b": "-x"}, "block_size": 0}, {}, r"server_sweep\.block_size: expected an integer >= 1"),
     ({"flags": {"a": "", "b": "-x"}, "block_size": 2, "rounds": 2}, {}, r"block_size and rounds both set the blocks"),
     (["--x"], {}, r"server_sweep: expected a mapping"),
+    ({"flags": {True: "--chunked-prefill", False: ""}}, {},  # `on:` / `off:` unquoted in YAML 1.1
+     r"server_sweep\.flags\.True: arm name True: YAML reads an unquoted on, off, yes, no, true or false as a boolean, "
+     r"not a name -- quote it"),
     ({"flags": {"a": "", "b": "-x"}}, {"samples": "auto"}, r"samples: auto does not combine with server_sweep"),
     ({"flags": {"a": "", "b": "-x"}}, {"baseline_target": "http://b"},
      r"server_sweep does not combine with baseline_target"),
