@@ -5,15 +5,17 @@
 a time (as alternating A/B blocks: ``plugin/ab.py``): the first arm starts here, then each block starts
 its arm's server and stops it after.  The flags are first checked against what the command's ``--help``
 lists (``targets/flag_help.py``, once, bounded): a flag it does not list is a configuration error naming
-the flag and the arm; a help text that lists no options skips the check with a note.  ``urls:`` arms are
-servers already running (a ``reference://`` URL is started as any target is) and run at once, interleaved."""
+the flag and the arm; a help text that lists no options skips the check with a note.  An arm's flags are
+expanded as the command is (``${VAR}``: the values masked in every output, the flags shown as written).
+``urls:`` arms are servers already running (a ``reference://`` URL is started as any target is) and run at
+once, interleaved."""
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Any, Callable
 
 from ..core.errors import ConfigError, LatencyError, MeasurementError
-from ..core.redact import redact_url
+from ..core.redact import expand_command, redact_url
 from ..core.spec.server_sweep import ServerSweep, SweepArm, flag_names, unknown_flags
 from ..core.spec.workload import Workload
 from .ab import StartError, describe
@@ -64,14 +66,18 @@ def check_flags(sweep: ServerSweep, spec: TargetSpec,
 
 
 def arm_spec(arm: SweepArm, spec: TargetSpec) -> TargetSpec:
-    """The arm's target: the test's command with its flags appended, or its URL (the test's API and model)."""
+    """The arm's target: the test's command with its flags appended, or its URL (the test's API and model).
+    The flags' ``${VAR}`` / ``$VAR`` / ``~`` are expanded as the command's are (``plugin.session.managed_command``):
+    messages show the flags as written, and the values put in join the command's secrets (masked everywhere)."""
     if arm.url is not None:
         from ..core.redact import split_url_credentials
 
         url, auth = split_url_credentials(arm.url)
         return TargetSpec(url=url, api=spec.api, model=spec.model, auth=auth)
     assert spec.command is not None and spec.command_template is not None
-    return replace(spec, command=spec.command + arm.flags, command_template=spec.command_template + arm.flags)
+    flags, secrets = expand_command(arm.flags)
+    return replace(spec, command=spec.command + tuple(flags), command_template=spec.command_template + arm.flags,
+                   secrets=tuple(dict.fromkeys(spec.secrets + secrets)))
 
 
 def _down(arm: SweepArm, exc: BaseException, when: str = "") -> StartError:
@@ -87,6 +93,8 @@ def sweep_arms(sess: LatencySession, spec: TargetSpec, workload: Workload) -> tu
     assert sweep is not None
     notes = check_flags(sweep, spec)
     specs = {arm.name: arm_spec(arm, spec) for arm in sweep.arms}
+    for s in specs.values():  # every arm's secrets masked from the first message on, whichever arm says it
+        sess.add_secrets(s)
     block = sweep.block(workload.samples)
     if sweep.mode == "urls":  # all running at once
         clients = []

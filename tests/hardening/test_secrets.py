@@ -217,3 +217,62 @@ def test_session_and_target_reprs_hide_every_secret(monkeypatch):
     for text in (repr(spec), repr(sess)):
         for secret in ("tok-valueABCDEF", "hf-literal-XYZ", "pw_secret9"):
             assert secret not in text, text
+
+
+ARM_TOKEN = "arm-EXPANDED-key-0042"
+#: a managed serve-reference taking --api-key (its --help lists it); each start records its arguments
+#: (the server got the value, not the template) and prints them to its log; --crash exits at once
+ARM_SERVER = r'''
+import signal, subprocess, sys
+received, args = sys.argv[1], sys.argv[2:]
+cmd = [sys.executable, "-m", "pytest_llm_latency.cli", "serve-reference"]
+if "--help" in args:
+    text = subprocess.run(cmd + ["--help"], capture_output=True, text=True).stdout
+    print(text + "\n  --api-key KEY  the key clients send\n  --crash  exit at once", flush=True)
+    sys.exit(0)
+print("starting with", args, flush=True)
+with open(received, "a") as fh:
+    fh.write(" ".join(args) + "\n")
+if "--crash" in args:
+    sys.exit(3)
+at = args.index("--api-key")
+child = subprocess.Popen(cmd + args[:at] + args[at + 2:])
+signal.signal(signal.SIGTERM, lambda *_: child.terminate())
+sys.exit(child.wait())
+'''
+
+
+def test_a_sweep_arms_expanded_flag_value_absent_from_every_output(pytester, monkeypatch):
+    """A flags sweep's ``${VAR}`` reaches the server expanded, every output shows the arm's flags as written
+    (the arms part, table, JUnit, HTML, a start error), and the value is masked in the server's log tail."""
+    import html
+    import json
+
+    pytester.makepyfile(arm_server=ARM_SERVER)
+    cmd = json.dumps([sys.executable, "arm_server.py", str(pytester.path / "received.log"), "--time-scale", "0.05",
+                      "--port", "{port}"])
+    work = ("class: custom, prompt_tokens: 24, output_tokens: 4, samples: 2, warmup: 0, confidence: null, "
+            "slo: {ttft_p50: 60s}")
+    pytester.makefile(".slo.yaml", arms=(
+        f"target: {{command: {cmd}, startup_timeout: 60}}\n"
+        f"workloads:\n"
+        f"  ok: {{{work}, server_sweep: {{flags: {{keyed: '--api-key ${{LLM_TEST_ARM_TOKEN}}', "
+        f"other: '--api-key $LLM_TEST_ARM_TOKEN --time-scale 0.04'}}}}}}\n"
+        f"  down: {{{work}, server_sweep: {{flags: {{crashing: '--api-key ${{LLM_TEST_ARM_TOKEN}} --crash', "
+        f"keyed: '--api-key ${{LLM_TEST_ARM_TOKEN}}'}}}}}}\n"))
+    monkeypatch.setenv("LLM_TEST_ARM_TOKEN", ARM_TOKEN)
+    monkeypatch.delenv("LLM_LATENCY_API_KEY", raising=False)
+    r = pytester.runpytest_subprocess(*REPORTS, timeout=300)
+    r.assert_outcomes(passed=1, errors=1)
+    assert ARM_TOKEN in (pytester.path / "received.log").read_text()  # the server got the value
+    outputs = _outputs(pytester, r)
+    out = outputs["stdout"]
+    assert "server_sweep arm 'crashing' (flags --api-key '${LLM_TEST_ARM_TOKEN}' --crash) could not start" in out
+    assert "starting with" in out and "'***'" in out  # the log tail, masked
+    assert "--api-key '${LLM_TEST_ARM_TOKEN}'" in html.unescape(outputs["r.html"])
+    assert "${LLM_TEST_ARM_TOKEN}" in outputs["j.xml"]
+    ok = next(res for res in json.loads(outputs["r.json"])["results"] if res["workload"] == "ok")
+    assert [a["flags"] for a in ok["arms"]["arms"]] == ["--api-key '${LLM_TEST_ARM_TOKEN}'",
+                                                        "--api-key '$LLM_TEST_ARM_TOKEN' --time-scale 0.04"]
+    for name, text in outputs.items():
+        assert ARM_TOKEN not in text, f"expanded ${{LLM_TEST_ARM_TOKEN}} leaked into {name}"

@@ -12,7 +12,8 @@ import copy
 from dataclasses import dataclass
 
 from ..findings import Finding, part_update
-from ..result.result import METRIC_LABEL, Violation, WorkloadResult, measured
+from ..result.observed import observed as budget_observed
+from ..result.result import Violation, WorkloadResult, measured
 from ..spec.mix_spec import MixClass
 from ..spec.mix_workload import class_workload
 from ..measure.prefill_overlap import prefill_windows, send_order
@@ -119,10 +120,7 @@ def _row(c: MixClass, sub: WorkloadResult) -> dict:
 
 def _budget_row(sub: WorkloadResult, key: str, row: dict) -> dict:
     b = next(b for b in sub.workload.budgets if b.key == key)
-    s = sub.summaries.get(b.metric)
-    observed = None if s is None or b.metric not in METRIC_LABEL else s.get(b.stat)
-    if b.is_stall:  # the class's stall gaps against every class's long prefills (core.checks.stalls)
-        observed = getattr(sub.stall, f"stall_ms_{b.stat}", None)
+    observed = budget_observed(sub, b)  # its stall figures: against every class's long prefills (check_stalls)
     observed = None if observed is None else round(observed, 3)
     verdict = next((v for v in sub.verdicts if v.key == key), None)  # judged at the workload's confidence
     status = "fail" if key in row["failed_keys"] else "error" if {key, "*"} & set(row["error_keys"]) else \

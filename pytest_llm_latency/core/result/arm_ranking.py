@@ -14,9 +14,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ConfigError
 from ..measure.coldstart import COLD_BUDGET
 from ..measure.stats import fmt_stat
-from ..spec.budgets import Budget
+from ..spec.budgets import Budget, parse_budget
+from .observed import observed as _observed
 from .part import Part
 from .result import METRIC_LABEL, WorkloadResult
 
@@ -37,36 +39,43 @@ def _ratio(observed: float, limit: float, floor: bool) -> float:
     return limit / observed if math.isfinite(observed) else 0.0
 
 
-def _observed(res: WorkloadResult, b: Budget) -> float | None:
-    """The figure budget ``b`` was judged on, from the judged ``res``; None where it has none."""
-    if b.is_fraction:
-        return res.load.goodput_fraction if b.metric == "goodput" else res.load.fluidity_index
-    if b.is_acceptance:
-        return getattr(res.spec_decode, b.metric, None)
-    s = res.summaries.get(b.metric)
-    return s.get(b.stat) if s is not None and s.n else None
+#: the budgets' metrics that are not a per-request metric (``METRIC_LABEL``) in words
+_LABELS = {"itl_stall": "ITL stall", "kv_transfer": "KV transfer"}
 
 
 def _name(b: Budget) -> str:
-    """``TTFT p95``; a fraction or speculative-decoding floor by its key."""
-    return b.key if b.is_fraction or b.is_acceptance else f"{METRIC_LABEL.get(b.metric, b.metric)} {b.stat}"
+    """``TTFT p95``, ``ITL stall p99``; a fraction or speculative-decoding floor by its key."""
+    if b.is_fraction or b.is_acceptance or not b.stat:
+        return b.key
+    return f"{_LABELS.get(b.metric) or METRIC_LABEL.get(b.metric, b.metric)} {b.stat}"
 
 
 def budget_label(b: Budget) -> str:
     """``TTFT p95 <= 500 ms``."""
-    return f"{_name(b)} {'>=' if b.is_floor else '<='} {b.limit:g}{' ' + b.unit if b.unit else ''}"
+    return f"{_name(b)} {'>=' if b.is_floor else '<='} {b.limit:g}{_unit(b.unit)}"
 
 
-def _class_budgets(res: WorkloadResult) -> list[tuple[str, str, float, float]]:
-    """A mixed workload's per-class ``(class, key, budget, observed)`` from its ``mix`` part (``core.checks.mix``:
-    each class's ``budgets`` rows with the figure each was judged on; ms ceilings, ``*_min`` floors)."""
+def _unit(unit: str) -> str:
+    return f" {unit}" if unit else ""
+
+
+def _class_budgets(res: WorkloadResult) -> list[tuple[str, Budget, float | None]]:
+    """A mixed workload's per-class ``(class, budget, observed)`` from its ``mix`` part (``core.checks.mix``: each
+    class's ``budgets`` rows, key and limit in the budget's own unit, with the figure each was judged on, by
+    ``core.result.observed``; None: none)."""
     mix = getattr(res, "mix", None)
     out = []
     for c in getattr(mix, "classes", None) or ():
-        for b in c.get("budgets") or ():
-            limit, obs = b.get("limit"), b.get("observed")
-            if isinstance(limit, (int, float)) and isinstance(obs, (int, float)) and limit > 0:
-                out.append((str(c.get("name", "?")), str(b.get("key")), float(limit), float(obs)))
+        for row in c.get("budgets") or ():
+            limit, obs = row.get("limit"), row.get("observed")
+            if not isinstance(limit, (int, float)) or isinstance(limit, bool) or limit <= 0:
+                continue
+            try:
+                b = parse_budget(str(row.get("key")), limit, "")
+            except ConfigError:  # a key parse_budget does not know: named by its key
+                b = Budget(str(row.get("key")), str(row.get("key")), "", float(limit))
+            figure = float(obs) if isinstance(obs, (int, float)) and not isinstance(obs, bool) else None
+            out.append((str(c.get("name", "?")), b, figure))
     return out
 
 
@@ -80,13 +89,16 @@ def headroom(res: WorkloadResult) -> Headroom | None:
         if obs is None:
             continue
         r = _ratio(obs, b.limit, b.is_floor)
-        unit = f" {b.unit}" if b.unit else ""
+        unit = _unit(b.unit)
         if best is None or r < best.ratio:
             best = Headroom(r, f"{_name(b)} {fmt_stat(obs)}{unit} vs {b.limit:g}{unit}")
-    for name, key, limit, obs in _class_budgets(res):
-        r = _ratio(obs, limit, key.endswith("_min"))
+    for name, b, obs in _class_budgets(res):
+        if obs is None:
+            continue
+        r = _ratio(obs, b.limit, b.is_floor or b.key.endswith("_min"))
+        unit = _unit(b.unit)
         if best is None or r < best.ratio:
-            best = Headroom(r, f"{name} {key} {fmt_stat(obs)} vs {limit:g}")
+            best = Headroom(r, f"{name} {_name(b)} {fmt_stat(obs)}{unit} vs {b.limit:g}{unit}")
     return best
 
 
@@ -108,23 +120,42 @@ def arm_row(name: str, setting: dict[str, Any], res: WorkloadResult, h: Headroom
     if why:
         row["why"] = why.splitlines()[0]
     stall = getattr(res, "stall", None)  # another module's part: its figures as they are, when measured
-    figures = stall.to_json() if isinstance(stall, Part) else {}
-    figures = {k: v for k, v in figures.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    figures = _numbers(stall.to_json() if isinstance(stall, Part) else {})
     if figures:
         row["stall"] = figures
     classes = [c for c in getattr(getattr(res, "mix", None), "classes", None) or () if isinstance(c, dict)]
     if classes:
-        row["classes"] = [{"name": c.get("name"), "verdict": c.get("status"), "stats": c.get("stats") or {},
-                           **({"why": str([*(c.get("violations") or ()), *(c.get("errors") or ())][0])}
-                              if c.get("violations") or c.get("errors") else {})} for c in classes]
+        row["classes"] = [_class_row(c) for c in classes]
     return row
+
+
+def _numbers(figures: Any) -> dict[str, float]:
+    """The numeric figures of a part's JSON (a stall part's: not its lists)."""
+    items = figures.items() if isinstance(figures, dict) else ()
+    return {k: v for k, v in items if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def _class_row(c: dict) -> dict[str, Any]:
+    """One class of an arm (a mixed workload; ``core.checks.mix``'s row): its verdict, requests, figures, stall
+    figures and budgets (each with the figure it was judged on), and its first violation or error."""
+    out: dict[str, Any] = {"name": c.get("name"), "verdict": c.get("status")}
+    out.update({k: c[k] for k in ("requests", "failed") if isinstance(c.get(k), int)})
+    out["stats"] = c.get("stats") or {}
+    stall = _numbers(c.get("stall"))
+    if stall:
+        out["stall"] = stall
+    if c.get("budgets"):
+        out["budgets"] = [dict(b) for b in c["budgets"] if isinstance(b, dict)]
+    texts = [*(c.get("violations") or ()), *(c.get("errors") or ())]
+    if texts:
+        out["why"] = str(texts[0]).splitlines()[0]
+    return out
 
 
 def budgets_text(res: WorkloadResult) -> str:
     """Every budget the arms are judged on, ``TTFT p95 <= 500 ms and TPOT p95 <= 50 ms`` (classes prefixed)."""
     texts = [budget_label(b) for b in res.workload.budgets if b.key != COLD_BUDGET]
-    texts += [f"{name} {key} {'>=' if key.endswith('_min') else '<='} {limit:g}"
-              for name, key, limit, _ in _class_budgets(res)]
+    texts += [f"{name} {budget_label(b)}" for name, b, _ in _class_budgets(res)]
     return " and ".join(texts) if texts else "no budgets"
 
 

@@ -118,6 +118,9 @@ def parse_server_sweep(value: Any, where: Callable[[tuple], str]) -> ServerSweep
     seen: dict[str, str] = {}
     for raw_name, setting in arms_spec.items():
         at = where((KEY, mode, raw_name))
+        if isinstance(raw_name, bool):  # YAML 1.1: on/off/yes/no unquoted are booleans, not the names written
+            raise ConfigError(f"{at}: arm name {raw_name!r}: YAML reads an unquoted on, off, yes, no, true or false "
+                              f"as a boolean, not a name -- quote it, e.g. \"on\": ... and \"off\": ...")
         name = str(raw_name).strip() if raw_name is not None else ""
         if not name or not NAME.match(name):
             raise ConfigError(f"{at}: arm name {raw_name!r}: expected a non-empty name of letters, digits and "
@@ -184,15 +187,24 @@ USABLE_OPTIONS = 3
 
 
 def unknown_flags(names: Sequence[str], help_text: str) -> list[str] | None:
-    """The names ``help_text`` does not list (``--foo`` is listed also as ``--[no-]foo``); None when the text
-    lists too few options to tell (no usable help: the check is skipped, never a refusal)."""
+    """The names ``help_text`` does not list; None when the text lists too few options to tell (no usable
+    help: the check is skipped, never a refusal).  A name is listed where it stands alone: ``--foo N``,
+    ``--foo=N``, ``-b, --batch-size N`` (llama.cpp), ``[--foo | --no-foo]`` (argparse); ``--foo`` and ``--no-foo``
+    are both listed by ``--[no-]foo`` (vLLM)."""
     if len(set(re.findall(r"(?<![\w-])--[A-Za-z][\w-]*", help_text))) < USABLE_OPTIONS:
         return None
     missing = []
     for name in dict.fromkeys(names):
-        bare = name.lstrip("-")
-        dashes = name[: len(name) - len(bare)]
-        pattern = rf"(?<![\w-]){re.escape(dashes)}(?:\[no-\])?{re.escape(bare)}(?![\w-])"
-        if not re.search(pattern, help_text):
+        if not any(re.search(p, help_text) for p in _spellings(name)):
             missing.append(name)
     return missing
+
+
+def _spellings(name: str) -> list[str]:
+    """The patterns of ``name`` as a help text may list it (``unknown_flags``)."""
+    bare = name.lstrip("-")
+    dashes = re.escape(name[: len(name) - len(bare)])
+    out = [rf"(?<![\w-]){dashes}(?:\[no-\])?{re.escape(bare)}(?![\w-])"]
+    if bare.startswith("no-") and len(bare) > 3:  # --no-foo as the negation of --[no-]foo
+        out.append(rf"(?<![\w-]){dashes}\[no-\]{re.escape(bare[3:])}(?![\w-])")
+    return out

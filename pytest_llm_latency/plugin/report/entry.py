@@ -240,11 +240,51 @@ class StallCause:
                    num(raw.get("prompt_tokens_p50")), num(raw.get("window_ms_p50")))
 
 
+def _stall_p99(stall: dict[str, float]) -> float | None:
+    """The stall gaps' p99 of a stall part's figures (``stall_ms_p99``; else the first p99 among them)."""
+    if "stall_ms_p99" in stall:
+        return stall["stall_ms_p99"]
+    return next((v for k, v in stall.items() if "p99" in k and "clean" not in k), None)
+
+
+def _numbers(raw: Any) -> dict[str, float]:
+    return {str(k): float(v) for k, v in _dict(raw).items() if num(v) is not None}
+
+
+@dataclass(frozen=True)
+class ArmClass:
+    """One class of a mixed workload in one arm (``arms.arms[].classes``): its verdict, first violation,
+    requests, figures (``stats``: ttft_p95_ms, ...), stall figures and budgets (key -> limit, in its unit)."""
+    name: str
+    verdict: str
+    why: str | None = None
+    requests: int | None = None
+    failed: int | None = None
+    stats: dict[str, float] = field(default_factory=dict)
+    stall: dict[str, float] = field(default_factory=dict)
+    budgets: dict[str, float] = field(default_factory=dict)
+
+    def stat(self, key: str) -> float | None:
+        return self.stats.get(key)
+
+    @property
+    def stall_p99_ms(self) -> float | None:
+        return _stall_p99(self.stall)
+
+    @classmethod
+    def parse(cls, raw: dict) -> "ArmClass":
+        budgets = {str(b.get("key")): float(b["limit"]) for b in _list(raw.get("budgets"))
+                   if isinstance(b, dict) and num(b.get("limit")) is not None}
+        return cls(str(raw.get("name", "?")), str(raw.get("verdict", "?")), text(raw.get("why")),
+                   count(raw.get("requests")), count(raw.get("failed")), _numbers(raw.get("stats")),
+                   _numbers(raw.get("stall")), budgets)
+
+
 @dataclass(frozen=True)
 class ArmRow:
     """One arm of a server sweep (``arms.arms``: ``core.result.sweep_parts.ArmsInfo``); ``setting`` its flags
-    ('' : none) or URL; ``stall_p99_ms`` the first p99 among its stall figures; ``classes`` a mixed workload's
-    (class, verdict, first violation)."""
+    ('' : none) or URL; ``stall`` its stall figures (numbers), ``stall_p99_ms`` their p99; ``classes`` a mixed
+    workload's, in this arm."""
     name: str
     setting: str
     is_url: bool
@@ -256,20 +296,22 @@ class ArmRow:
     tpot_p95_ms: float | None = None
     headroom: float | None = None
     why: str | None = None
-    stall_p99_ms: float | None = None
-    classes: tuple[tuple[str, str, str | None], ...] = ()
+    stall: dict[str, float] = field(default_factory=dict)
+    classes: tuple[ArmClass, ...] = ()
     scalars: tuple[tuple[str, Any], ...] = ()   # the row's scalar figures for JUnit, in the JSON's order
+
+    @property
+    def stall_p99_ms(self) -> float | None:
+        return _stall_p99(self.stall)
 
     @classmethod
     def parse(cls, raw: dict) -> "ArmRow":
-        stall = _dict(raw.get("stall"))
         classes = [c for c in _list(raw.get("classes")) if isinstance(c, dict)]
         return cls(str(raw.get("name", "?")), text(raw.get("url")) or text(raw.get("flags")) or "",
                    text(raw.get("url")) is not None, str(raw.get("verdict", "?")), count(raw.get("requests")),
                    count(raw.get("failed")), num(raw.get("ttft_p95_ms")), num(raw.get("itl_p99_ms")),
                    num(raw.get("tpot_p95_ms")), num(raw.get("headroom")), text(raw.get("why")),
-                   next((num(v) for k, v in stall.items() if "p99" in str(k) and num(v) is not None), None),
-                   tuple((str(c.get("name", "?")), str(c.get("verdict", "?")), text(c.get("why"))) for c in classes),
+                   _numbers(raw.get("stall")), tuple(ArmClass.parse(c) for c in classes),
                    tuple((k, v) for k, v in raw.items() if k != "name" and isinstance(v, (int, float, str))
                          and not isinstance(v, bool)))
 

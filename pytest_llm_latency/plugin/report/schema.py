@@ -236,6 +236,16 @@ _CAUSE = {"type": "object", "additionalProperties": False, "required": ["cause",
                          "share": {"type": "number"}, "prefills": {"type": "integer", "minimum": 0},
                          "prompt_tokens_p50": {"type": ["number", "null"]},
                          "window_ms_p50": {"type": ["number", "null"]}}}
+_ARM_CLASS = {"type": "object", "additionalProperties": False, "required": ["name", "verdict"],
+              "properties": {"name": {"type": "string"}, "verdict": {"enum": ["pass", "fail", "error"]},
+                             "requests": {"type": "integer", "minimum": 0}, "failed": {"type": "integer", "minimum": 0},
+                             "stats": {"type": "object", "additionalProperties": {"type": ["number", "null"]},
+                                       "description": "the class's ttft_p95_ms, tpot_p50_ms, ... in this arm"},
+                             "stall": {"type": "object", "additionalProperties": {"type": "number"},
+                                       "description": "the class's stall figures in this arm (the stall part's "
+                                                      "numbers)"},
+                             "budgets": {"type": "array", "items": _CLASS_BUDGET},
+                             "why": {"type": "string", "description": "the class's first violation or error"}}}
 _ARM = {"type": "object", "additionalProperties": False, "required": ["name", "requests", "failed", "verdict"],
         "properties": {"name": {"type": "string"},
                        "flags": {"type": "string", "description": "flags sweep: the flags appended to the managed "
@@ -250,8 +260,9 @@ _ARM = {"type": "object", "additionalProperties": False, "required": ["name", "r
                        "why": {"type": "string", "description": "the arm's first violation or error"},
                        "stall": {"type": "object", "additionalProperties": {"type": "number"},
                                  "description": "the arm's stall figures (its result's stall part), when measured"},
-                       "classes": {"type": "array", "items": {"type": "object"},
-                                   "description": "a mixed workload: per class {name, verdict, stats, why}"}}}
+                       "classes": {"type": "array", "items": _ARM_CLASS,
+                                   "description": "a mixed workload: per class its verdict and figures in this arm "
+                                                  "(the arm's own figures pool the classes)"}}}
 _SPECIAL = {"arms.arms": {"type": "array", "items": _ARM},
             "by_prompt.buckets": {"type": "array", "items": _BUCKET},
             "mix.classes": {"type": "array", "items": _MIX_CLASS},

@@ -78,3 +78,15 @@ def test_an_arms_target_is_the_command_with_its_flags():
     assert spec.command == TARGET.command + ("--chunked-prefill", "--max-num-batched-tokens", "512")
     assert spec.command_template[-3:] == ("--chunked-prefill", "--max-num-batched-tokens", "512")
     assert spec.secrets == ("s3cret",) and spec.api == "openai-chat"
+
+
+def test_an_arms_flags_are_expanded_as_the_command_is_shown_as_written_and_their_values_are_secrets(monkeypatch):
+    monkeypatch.setenv("LLM_TEST_ARM_KEY", "arm-TOKEN-1234")
+    monkeypatch.setenv("LLM_TEST_SHORT", "on")  # too short to mask: "on" would garble every message
+    arm = sweep({"keyed": "--api-key ${LLM_TEST_ARM_KEY} --flash-attn $LLM_TEST_SHORT", "plain": ""}).arms[0]
+    spec = arm_spec(arm, TARGET)
+    assert spec.command[-4:] == ("--api-key", "arm-TOKEN-1234", "--flash-attn", "on")
+    assert spec.command_template[-4:] == ("--api-key", "${LLM_TEST_ARM_KEY}", "--flash-attn", "$LLM_TEST_SHORT")
+    assert spec.secrets == ("s3cret", "arm-TOKEN-1234")
+    assert arm.describe() == "flags --api-key '${LLM_TEST_ARM_KEY}' --flash-attn '$LLM_TEST_SHORT'"
+    assert "arm-TOKEN-1234" not in repr(spec)

@@ -121,23 +121,66 @@ def test_an_arms_stall_figures_and_class_verdicts_are_carried_when_its_result_ha
 
     judged = arm(100, 5)
     judged.stall = StallInfo(stall_ms_p99=42.5, stalls_per_min=3.0)
+    chat_budgets = [{"key": "ttft_p95", "limit": 450.0, "unit": "ms", "observed": 400.0, "status": "pass"},
+                    {"key": "itl_stall_p99", "limit": 60.0, "unit": "ms", "observed": 30.0, "status": "pass"}]
     judged.mix = MixInfo(classes=[  # core.checks.mix's rows
-        {"name": "chat", "weight": 0.9, "status": "pass", "stats": {"ttft_p95_ms": 400.0},
-         "budgets": [{"key": "ttft_p95", "limit": 450.0, "unit": "ms", "observed": 400.0, "status": "pass"}],
-         "violations": [], "errors": []},
+        {"name": "chat", "weight": 0.9, "requests": 18, "completed": 18, "failed": 0, "status": "pass",
+         "stats": {"ttft_p95_ms": 400.0}, "budgets": chat_budgets, "violations": [], "errors": [],
+         "stall": {"stall_ms_p99": 30.0, "causes": [{"cause": "summ"}], "windows": "the whole mixed run's"}},
         {"name": "summ", "weight": 0.1, "status": "fail", "stats": {"tpot_p95_ms": 60.0},
          "budgets": [{"key": "tpot_p95", "limit": 50.0, "unit": "ms", "observed": 60.0, "status": "fail"}],
          "violations": ["TPOT p95 60 ms > 50 ms"], "errors": []}])
     h = headroom(judged)   # summ's TPOT budget is the tightest: 50 / 60
-    assert h.ratio == pytest.approx(50 / 60) and h.tightest == "summ tpot_p95 60.0 vs 50"
+    assert h.ratio == pytest.approx(50 / 60) and h.tightest == "summ TPOT p95 60.0 ms vs 50 ms"
     row = arm_row("a", {"flags": ""}, judged, h)
     assert row["stall"] == {"stall_ms_p99": 42.5, "stalls_per_min": 3.0}
-    assert row["classes"] == [{"name": "chat", "verdict": "pass", "stats": {"ttft_p95_ms": 400.0}},
-                              {"name": "summ", "verdict": "fail", "stats": {"tpot_p95_ms": 60.0},
-                               "why": "TPOT p95 60 ms > 50 ms"}]
-    assert "chat ttft_p95 <= 450" in budgets_text(judged) and "summ tpot_p95 <= 50" in budgets_text(judged)
+    assert row["classes"] == [  # each class's figures beside the arm's pooled ones: its stall's numbers only
+        {"name": "chat", "verdict": "pass", "requests": 18, "failed": 0, "stats": {"ttft_p95_ms": 400.0},
+         "stall": {"stall_ms_p99": 30.0}, "budgets": chat_budgets},
+        {"name": "summ", "verdict": "fail", "stats": {"tpot_p95_ms": 60.0},
+         "budgets": [{"key": "tpot_p95", "limit": 50.0, "unit": "ms", "observed": 60.0, "status": "fail"}],
+         "why": "TPOT p95 60 ms > 50 ms"}]
+    assert "chat TTFT p95 <= 450 ms" in budgets_text(judged) and "summ TPOT p95 <= 50 ms" in budgets_text(judged)
 
 
 def test_without_those_parts_the_row_has_neither():
     row = arm_row("a", {"flags": ""}, arm(100, 5), None)
     assert "stall" not in row and "classes" not in row and "headroom" not in row
+
+
+def test_a_stall_budget_is_ranked_on_the_stall_figure_it_was_judged_on():
+    """Budgets ttft_p95 3 s and itl_stall_p99 60 ms: A (TTFT 1 s, stall 59 ms) is 1.02x on its tightest
+    budget, B (TTFT 1.5 s, stall 20 ms) 2x: B is recommended, not A for its TTFT's 3x."""
+    from pytest_llm_latency.core.result.traffic_parts import StallInfo
+
+    w = make_workload("w", {**SPEC, "slo": {"ttft_p95": "3s", "itl_stall_p99": "60ms"}})
+    a, b = arm(1000, 5, w), arm(1500, 5, w)
+    a.stall, b.stall = StallInfo(stall_ms_p99=59.0), StallInfo(stall_ms_p99=20.0)
+    ha, hb = headroom(a), headroom(b)
+    assert ha.ratio == pytest.approx(60 / 59) and ha.tightest == "ITL stall p99 59.0 ms vs 60 ms"
+    assert hb.ratio == pytest.approx(2.0) and hb.tightest == "TTFT p95 1500.0 ms vs 3000 ms"
+    _, best, why = recommend([Arm("A", "pass", ha), Arm("B", "pass", hb)], budgets_text(a))
+    assert best == "B" and "(2.00x on its tightest budget, TTFT p95 1500.0 ms vs 3000 ms)" in why
+    assert budgets_text(a) == "TTFT p95 <= 3000 ms and ITL stall p99 <= 60 ms"
+
+
+def test_a_kv_transfer_budget_is_ranked_on_the_pools_histogram_figure():
+    from pytest_llm_latency.core.result.disagg_parts import DisaggInfo
+
+    w = make_workload("w", {**SPEC, "slo": {"ttft_p50": "10s", "kv_transfer_p95": "40ms"}})
+    judged = arm(100, 5, w)
+    assert headroom(judged).tightest.startswith("TTFT p50")  # no transfer measured: that budget has no figure
+    judged.disagg = DisaggInfo(kv_transfer_ms_p95=32.0)
+    h = headroom(judged)
+    assert h.ratio == pytest.approx(40 / 32) and h.tightest == "KV transfer p95 32.0 ms vs 40 ms"
+
+
+def test_class_budgets_are_shown_with_their_units():
+    from pytest_llm_latency.core.result.mix_parts import MixInfo
+
+    judged = arm(100, 5)
+    judged.mix = MixInfo(classes=[{"name": "chat", "weight": 1.0, "status": "pass", "budgets": [
+        {"key": "itl_stall_p99", "limit": 60.0, "unit": "ms", "observed": 40.0, "status": "pass"},
+        {"key": "goodput_min", "limit": 0.9, "unit": "", "observed": None, "status": "pass"}]}])
+    assert budgets_text(judged).endswith(" and chat ITL stall p99 <= 60 ms and chat goodput_min >= 0.9")
+    assert headroom(judged).tightest == "chat ITL stall p99 40.0 ms vs 60 ms"  # 1.5x: under TPOT's 2x

@@ -174,3 +174,27 @@ def test_the_keys_parse_into_the_workload():
     assert w.stall_prompt_tokens == 4096 and workload({}).stall_prompt_tokens == 1024
     got = {b.key: (b.metric, b.stat, b.limit, b.is_stall) for b in w.budgets}
     assert got == {"itl_stall_p95": ("itl_stall", "p95", 40.0, True), "stall_max": ("itl_stall", "max", 1500.0, True)}
+
+
+@pytest.mark.parametrize("key", ["itl_stall_mean", "itl_stall_p50", "itl_stall_p90", "itl_stall_p95",
+                                 "itl_stall_p99", "stall_max"])
+def test_every_stall_budgets_figure_is_in_the_stall_part_as_judged(key):
+    """What a sweep's ranking and a mix's class rows read (``core.result.observed``) is the figure judged."""
+    from pytest_llm_latency.core.result.observed import observed
+
+    res = evaluate(workload({key: "1ms"}), *server())
+    (v,) = res.violations
+    assert observed(res, v.budget) == pytest.approx(v.observed, abs=1e-3) and observed(res, v.budget) > 1
+
+
+def test_a_mix_class_row_gives_its_stall_budgets_figure_for_every_stat():
+    """``core.checks.mix``'s class rows read the figure through ``core.result.observed`` (p95 too, not only the
+    stats the part once had)."""
+    mix = {"chat": {"weight": 0.7, "prompt_tokens": 100, "output_tokens": 2},
+           "long_summarization": {"weight": 0.3, "prompt_tokens": 16000, "output_tokens": 2}}
+    w = make_workload("w", {"mix": mix, "requests": 15, "confidence": None, "max_error_rate": 0.5,
+                            "slo": {"chat": {"itl_stall_p95": "1s", "stall_max": "1s"}}})
+    res = evaluate(w, *server())
+    chat = next(c for c in res.mix.classes if c["name"] == "chat")
+    got = {b["key"]: b["observed"] for b in chat["budgets"]}
+    assert got["itl_stall_p95"] == chat["stall"]["stall_ms_p95"] == 600.0 and got["stall_max"] == 600.0

@@ -60,6 +60,9 @@ def test_a_sweep_keeps_fixed_samples_and_point_estimates():
     ({"flags": {"a": "", "b": "-x"}, "block_size": 0}, {}, r"server_sweep\.block_size: expected an integer >= 1"),
     ({"flags": {"a": "", "b": "-x"}, "block_size": 2, "rounds": 2}, {}, r"block_size and rounds both set the blocks"),
     (["--x"], {}, r"server_sweep: expected a mapping"),
+    ({"flags": {True: "--chunked-prefill", False: ""}}, {},  # `on:` / `off:` unquoted in YAML 1.1
+     r"server_sweep\.flags\.True: arm name True: YAML reads an unquoted on, off, yes, no, true or false as a boolean, "
+     r"not a name -- quote it"),
     ({"flags": {"a": "", "b": "-x"}}, {"samples": "auto"}, r"samples: auto does not combine with server_sweep"),
     ({"flags": {"a": "", "b": "-x"}}, {"baseline_target": "http://b"},
      r"server_sweep does not combine with baseline_target"),
@@ -97,6 +100,37 @@ def test_unknown_flags_against_a_help_text():
                           "--ubatch-size", "--enable-prefix-caching"], HELP) == []
     assert unknown_flags(["--max-num-batched-token", "--no-such-flag", "-u", "--port"], HELP) == [
         "--max-num-batched-token", "--no-such-flag", "-u"]  # a prefix of a flag is not the flag
+
+
+#: llama-server 0.3.36's ``--help``, verbatim lines: short and long names, negations listed beside the flag
+LLAMA_HELP = """-t,    --threads N                      number of CPU threads to use during generation (default: -1)
+-b,    --batch-size N                   logical maximum batch size (default: 2048)
+-ub,   --ubatch-size N                  physical maximum batch size (default: 512)
+-fa,   --flash-attn [on|off|auto]       set Flash Attention use ('on', 'off', or 'auto', default: 'auto')
+--perf, --no-perf                       whether to enable internal libllama performance timings (default:
+-kvo,  --kv-offload, -nkvo, --no-kv-offload
+-cb,   --cont-batching                  enable continuous batching (a.k.a dynamic batching) (default: enabled)
+"""
+
+
+@pytest.mark.parametrize("flags", [
+    ["--no-enable-prefix-caching"],                       # vLLM's --[no-]x: the negation too
+    ["--enable-prefix-caching=true"], ["--max-num-batched-tokens=2048"], ["--batch-size=512"],  # --flag=value
+])
+def test_negations_and_flag_equals_value_spellings_are_listed(flags):
+    assert unknown_flags(flag_names(flags), HELP) == []
+
+
+@pytest.mark.parametrize("flags", [["-b", "512"], ["-ub", "256"], ["--batch-size=1024"], ["-fa", "on"],
+                                   ["--flash-attn=off"], ["--no-perf"], ["-nkvo"], ["--no-kv-offload"], ["-cb"],
+                                   ["-t", "8", "--threads", "8"]])
+def test_llama_servers_short_flags_and_negations_are_listed(flags):
+    assert unknown_flags(flag_names(flags), LLAMA_HELP) == []
+
+
+def test_a_negation_the_help_does_not_list_is_still_refused():
+    assert unknown_flags(["--no-batch-size", "--no-", "-nb", "--no-prefix-caching"], LLAMA_HELP + HELP) == [
+        "--no-batch-size", "--no-", "-nb", "--no-prefix-caching"]
 
 
 def test_a_help_text_listing_no_options_skips_the_check():
