@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..findings import Finding, part_update
 from ..result.observed import observed as budget_observed
-from ..result.result import Violation, WorkloadResult, measured
+from ..result.result import METRIC_LABEL, Violation, WorkloadResult, measured
 from ..spec.mix_spec import MixClass
 from ..spec.mix_workload import class_workload
 from ..measure.prefill_overlap import prefill_windows, send_order
