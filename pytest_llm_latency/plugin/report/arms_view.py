@@ -127,7 +127,7 @@ def sweep_chart(r: ResultEntry) -> str:
     if budget is not None and budget[0] is not None:  # a class's stall budget: that class in every arm
         name, stat, limit = budget
         classes = [next((c for c in a.classes if c.name == name), None) for a in r.arm_rows]
-        points = [ArmPoint(a.name, c.stat("ttft_p95_ms") if c else None, c.stall.get(f"stall_ms_{stat}") if c else None,
+        points = [ArmPoint(a.name, c.stat("ttft_p95_ms") if c else None, _figure(c.stall, f"stall_ms_{stat}") if c else None,
                            a.verdict, a.name == r.arms.recommended) for a, c in zip(r.arm_rows, classes)]
         x_budget = next((c.budgets["ttft_p95"] for c in classes if c and "ttft_p95" in c.budgets), None)
         return arms_chart(f"Server sweep: class {name}'s TTFT p95 against its stall {stat} per arm ({name} carries "
@@ -138,7 +138,7 @@ def sweep_chart(r: ResultEntry) -> str:
     x_budget = b["ttft_p95_ms"] if "ttft_p95_ms" in b else None
     if budget is not None:  # the workload's own stall budget
         _, stat, limit = budget
-        points = [ArmPoint(a.name, a.ttft_p95_ms, a.stall.get(f"stall_ms_{stat}"), a.verdict,
+        points = [ArmPoint(a.name, a.ttft_p95_ms, _figure(a.stall, f"stall_ms_{stat}"), a.verdict,
                            a.name == r.arms.recommended) for a in r.arm_rows]
         return arms_chart(f"Server sweep: TTFT p95 against stall {stat} per arm{pooled}", points,
                           y_label=f"stall {stat} (ms)", x_budget=x_budget, y_budget=limit)
@@ -148,3 +148,8 @@ def sweep_chart(r: ResultEntry) -> str:
     return arms_chart("Server sweep: TTFT p95 against " + ("stall p99" if use_stall else "ITL p99") + " per arm"
                       + pooled, points, y_label="stall p99 (ms)" if use_stall else "ITL p99 (ms)",
                       x_budget=x_budget, y_budget=b["itl_p99_ms"] if "itl_p99_ms" in b and not use_stall else None)
+
+
+def _figure(figures: dict[str, float], key: str) -> float | None:
+    """One stall figure of an arm or class (``None``: not measured)."""
+    return figures[key] if key in figures else None
