@@ -127,8 +127,9 @@ def sweep_chart(r: ResultEntry) -> str:
     if budget is not None and budget[0] is not None:  # a class's stall budget: that class in every arm
         name, stat, limit = budget
         classes = [next((c for c in a.classes if c.name == name), None) for a in r.arm_rows]
-        points = [ArmPoint(a.name, c.stat("ttft_p95_ms") if c else None, _figure(c.stall, f"stall_ms_{stat}") if c else None,
-                           a.verdict, a.name == r.arms.recommended) for a, c in zip(r.arm_rows, classes)]
+        points = [ArmPoint(a.name, c.stat("ttft_p95_ms") if c else None,
+                           _figure(c.stall, f"stall_ms_{stat}") if c else None, a.verdict,
+                           a.name == r.arms.recommended) for a, c in zip(r.arm_rows, classes)]
         x_budget = next((c.budgets["ttft_p95"] for c in classes if c and "ttft_p95" in c.budgets), None)
         return arms_chart(f"Server sweep: class {name}'s TTFT p95 against its stall {stat} per arm ({name} carries "
                           f"the stall budget)", points, y_label=f"{name} stall {stat} (ms)", x_budget=x_budget,
