@@ -108,16 +108,23 @@ def arm_row(name: str, setting: dict[str, Any], res: WorkloadResult, h: Headroom
     if why:
         row["why"] = why.splitlines()[0]
     stall = getattr(res, "stall", None)  # another module's part: its figures as they are, when measured
-    figures = stall.to_json() if isinstance(stall, Part) else {}
-    figures = {k: v for k, v in figures.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    figures = _numbers(stall.to_json() if isinstance(stall, Part) else {})
     if figures:
         row["stall"] = figures
     classes = [c for c in getattr(getattr(res, "mix", None), "classes", None) or () if isinstance(c, dict)]
-    if classes:
+    if classes:  # a class's stall figures too: a mix's stall budgets are per class (core.checks.mix)
         row["classes"] = [{"name": c.get("name"), "verdict": c.get("status"), "stats": c.get("stats") or {},
+                           **({"stall": _numbers(c["stall"])} if _numbers(c.get("stall")) else {}),
                            **({"why": str((c.get("violations") or c.get("errors"))[0])}
                               if c.get("violations") or c.get("errors") else {})} for c in classes]
     return row
+
+
+def _numbers(figures: Any) -> dict[str, float]:
+    """The numeric figures of a stall part's JSON (its lists and names left out)."""
+    if not isinstance(figures, dict):
+        return {}
+    return {k: v for k, v in figures.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def budgets_text(res: WorkloadResult) -> str:

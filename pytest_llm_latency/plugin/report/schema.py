@@ -240,7 +240,8 @@ _ARM = {"type": "object", "additionalProperties": False, "required": ["name", "r
                        "stall": {"type": "object", "additionalProperties": {"type": "number"},
                                  "description": "the arm's stall figures (its result's stall part), when measured"},
                        "classes": {"type": "array", "items": {"type": "object"},
-                                   "description": "a mixed workload: per class {name, verdict, stats, why}"}}}
+                                   "description": "a mixed workload: per class {name, verdict, stats, stall (the "
+                                                  "class's numeric stall figures, when measured), why}"}}}
 _SPECIAL = {"arms.arms": {"type": "array", "items": _ARM},
             "by_prompt.buckets": {"type": "array", "items": _BUCKET},
             "mix.classes": {"type": "array", "items": _MIX_CLASS},

@@ -124,7 +124,9 @@ def test_an_arms_stall_figures_and_class_verdicts_are_carried_when_its_result_ha
     judged.mix = MixInfo(classes=[  # core.checks.mix's rows
         {"name": "chat", "weight": 0.9, "status": "pass", "stats": {"ttft_p95_ms": 400.0},
          "budgets": [{"key": "ttft_p95", "limit": 450.0, "unit": "ms", "observed": 400.0, "status": "pass"}],
-         "violations": [], "errors": []},
+         "violations": [], "errors": [],
+         "stall": {"stall_ms_p99": 30.5, "stall_ms_max": 41.0, "stall_gaps": 120, "windows": "the whole mixed run's",
+                   "causes": [{"cause": "summ", "gaps": 120, "share": 1.0, "prefills": 3}]}},
         {"name": "summ", "weight": 0.1, "status": "fail", "stats": {"tpot_p95_ms": 60.0},
          "budgets": [{"key": "tpot_p95", "limit": 50.0, "unit": "ms", "observed": 60.0, "status": "fail"}],
          "violations": ["TPOT p95 60 ms > 50 ms"], "errors": []}])
@@ -132,7 +134,8 @@ def test_an_arms_stall_figures_and_class_verdicts_are_carried_when_its_result_ha
     assert h.ratio == pytest.approx(50 / 60) and h.tightest == "summ tpot_p95 60.0 vs 50"
     row = arm_row("a", {"flags": ""}, judged, h)
     assert row["stall"] == {"stall_ms_p99": 42.5, "stalls_per_min": 3.0}
-    assert row["classes"] == [{"name": "chat", "verdict": "pass", "stats": {"ttft_p95_ms": 400.0}},
+    assert row["classes"] == [{"name": "chat", "verdict": "pass", "stats": {"ttft_p95_ms": 400.0},  # its stall numbers
+                               "stall": {"stall_ms_p99": 30.5, "stall_ms_max": 41.0, "stall_gaps": 120}},
                               {"name": "summ", "verdict": "fail", "stats": {"tpot_p95_ms": 60.0},
                                "why": "TPOT p95 60 ms > 50 ms"}]
     assert "chat ttft_p95 <= 450" in budgets_text(judged) and "summ tpot_p95 <= 50" in budgets_text(judged)
