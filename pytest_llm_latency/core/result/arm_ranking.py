@@ -112,12 +112,22 @@ def arm_row(name: str, setting: dict[str, Any], res: WorkloadResult, h: Headroom
     if figures:
         row["stall"] = figures
     classes = [c for c in getattr(getattr(res, "mix", None), "classes", None) or () if isinstance(c, dict)]
-    if classes:  # a class's stall figures too: a mix's stall budgets are per class (core.checks.mix)
-        row["classes"] = [{"name": c.get("name"), "verdict": c.get("status"), "stats": c.get("stats") or {},
-                           **({"stall": _numbers(c["stall"])} if _numbers(c.get("stall")) else {}),
-                           **({"why": str((c.get("violations") or c.get("errors"))[0])}
-                              if c.get("violations") or c.get("errors") else {})} for c in classes]
+    if classes:
+        row["classes"] = [_class_row(c) for c in classes]
     return row
+
+
+def _class_row(c: dict[str, Any]) -> dict[str, Any]:
+    """One class of a mixed arm (``core.checks.mix``'s row): its verdict, figures, stall figures (a mix's stall
+    budgets are per class) and first violation or error."""
+    out: dict[str, Any] = {"name": c.get("name"), "verdict": c.get("status"), "stats": c.get("stats") or {}}
+    stall = _numbers(c.get("stall"))
+    if stall:
+        out["stall"] = stall
+    why = c.get("violations") or c.get("errors")
+    if why:
+        out["why"] = str(why[0])
+    return out
 
 
 def _numbers(figures: Any) -> dict[str, float]:
