@@ -147,5 +147,5 @@ def test_smaller_prompt_batches_stall_chat_less_and_the_sweep_recommends_them(
     # the terminal's sweep table names the arm meeting the budgets
     assert re.search(r"small\s+-b 256 -ub 256\s+120\s+0\s.*PASS \(recommended\)", out), out
     assert re.search(r"big\s+-b 8192 -ub 512\s+120\s+0\s.*FAIL", out), out
-    assert f"small: the only setting meeting chat itl_stall_p99 <= {STALL_BUDGET_MS}" in out
+    assert f"small: the only setting meeting chat ITL stall p99 <= {STALL_BUDGET_MS} ms" in out
     r.assert_outcomes(passed=1)
