@@ -31,6 +31,9 @@ STALL_GAPS_TO_CLEAR = 20   # stall gaps it takes to say the long gaps are *not* 
 class Evidence:
     """Figures from one run; None where not measured.  Times in ms."""
     ttft_p50: float | None = None
+    #: the client's mean TTFT: the whole the server's mean queue and prefill times are parts of (a p50 is
+    #: no such whole: a mix's or a skewed run's means sit far above its median)
+    ttft_mean: float | None = None
     itl_p50: float | None = None
     itl_p99: float | None = None
     concurrency: int = 1
@@ -86,12 +89,18 @@ def _client_starved(e: Evidence):
                                        f"these figures are not the server's")
 
 
+def _ttft_whole(e: Evidence) -> tuple[float | None, str]:
+    """The TTFT a server's mean time is a part of: the client's mean, else (not measured) its p50."""
+    return (e.ttft_mean, "mean TTFT") if e.ttft_mean else (e.ttft_p50, "TTFT p50")
+
+
 def _queueing(e: Evidence):
     waiting, queue = e.s("server_waiting_max"), e.s("server_queue_ms_mean")
     running = e.s("server_running_max")
     limit = f", running max {running:.0f}: max_num_seqs?" if running is not None else ", max_num_seqs?"
-    if queue is not None and e.ttft_p50 and queue >= BULK * e.ttft_p50:
-        return Cause("queueing, not the model", f"{queue:.0f} ms of the {e.ttft_p50:.0f} ms TTFT p50 was spent "
+    ttft, label = _ttft_whole(e)
+    if queue is not None and ttft and queue >= BULK * ttft:
+        return Cause("queueing, not the model", f"{queue:.0f} ms of the {ttft:.0f} ms {label} was spent "
                      f"in the server's queue (max waiting {waiting or 0:.0f}{limit})", FIRST_TOKEN)
     if waiting is not None and waiting > 0:
         spent = f"; {queue:.0f} ms mean queue time" if queue is not None else ""
@@ -101,9 +110,10 @@ def _queueing(e: Evidence):
 
 def _prefill_bound(e: Evidence):
     prefill = e.s("server_prefill_ms_mean")
-    if prefill is not None and e.ttft_p50 and prefill >= BULK * e.ttft_p50:
-        return Cause("prefill-bound TTFT", f"the server's prefill took {prefill:.0f} ms of the {e.ttft_p50:.0f} ms "
-                     f"TTFT p50 ({e.prompt_tokens} prompt tokens): shorter prompts, a shared prefix with "
+    ttft, label = _ttft_whole(e)
+    if prefill is not None and ttft and prefill >= BULK * ttft:
+        return Cause("prefill-bound TTFT", f"the server's prefill took {prefill:.0f} ms of the {ttft:.0f} ms "
+                     f"{label} ({e.prompt_tokens} prompt tokens): shorter prompts, a shared prefix with "
                      f"prefix caching, or more compute", FIRST_TOKEN)
     pts = sorted(e.ttft_by_prompt)
     if len(pts) >= 4 and pts[-1][0] >= 2 * pts[0][0]:
