@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..measure.coldstart import COLD_BUDGET
+from ..errors import ConfigError
 from ..measure.stats import fmt_stat
-from ..spec.budgets import Budget
+from ..spec.budgets import Budget, parse_budget
 from .part import Part
 from .result import METRIC_LABEL, WorkloadResult
 
@@ -47,9 +48,15 @@ def _observed(res: WorkloadResult, b: Budget) -> float | None:
     return s.get(b.stat) if s is not None and s.n else None
 
 
+#: the budgets judged outside the per-request metrics, named as their checks' messages name them
+_LABELS = {**METRIC_LABEL, "itl_stall": "ITL stall", "kv_transfer": "KV transfer"}
+
+
 def _name(b: Budget) -> str:
-    """``TTFT p95``; a fraction or speculative-decoding floor by its key."""
-    return b.key if b.is_fraction or b.is_acceptance else f"{METRIC_LABEL.get(b.metric, b.metric)} {b.stat}"
+    """``TTFT p95``, ``ITL stall p99``; a fraction or speculative-decoding floor by its key."""
+    if b.is_fraction or b.is_acceptance or not b.stat:
+        return b.key
+    return f"{_LABELS.get(b.metric, b.metric)} {b.stat}"
 
 
 def budget_label(b: Budget) -> str:
@@ -57,16 +64,20 @@ def budget_label(b: Budget) -> str:
     return f"{_name(b)} {'>=' if b.is_floor else '<='} {b.limit:g}{' ' + b.unit if b.unit else ''}"
 
 
-def _class_budgets(res: WorkloadResult) -> list[tuple[str, str, float, float]]:
-    """A mixed workload's per-class ``(class, key, budget, observed)`` from its ``mix`` part (``core.checks.mix``:
-    each class's ``budgets`` rows with the figure each was judged on; ms ceilings, ``*_min`` floors)."""
+def _class_budgets(res: WorkloadResult) -> list[tuple[str, Budget, float]]:
+    """A mixed workload's per-class ``(class, budget, observed)`` from its ``mix`` part (``core.checks.mix``:
+    each class's ``budgets`` rows, key and limit in the budget's own unit, with the figure each was judged on)."""
     mix = getattr(res, "mix", None)
     out = []
     for c in getattr(mix, "classes", None) or ():
-        for b in c.get("budgets") or ():
-            limit, obs = b.get("limit"), b.get("observed")
+        for row in c.get("budgets") or ():
+            limit, obs = row.get("limit"), row.get("observed")
             if isinstance(limit, (int, float)) and isinstance(obs, (int, float)) and limit > 0:
-                out.append((str(c.get("name", "?")), str(b.get("key")), float(limit), float(obs)))
+                try:
+                    b = parse_budget(str(row.get("key")), limit, "")
+                except ConfigError:  # a key parse_budget does not know: named by its key, an ms ceiling
+                    b = Budget(str(row.get("key")), str(row.get("key")), "", float(limit))
+                out.append((str(c.get("name", "?")), b, float(obs)))
     return out
 
 
@@ -83,10 +94,11 @@ def headroom(res: WorkloadResult) -> Headroom | None:
         unit = f" {b.unit}" if b.unit else ""
         if best is None or r < best.ratio:
             best = Headroom(r, f"{_name(b)} {fmt_stat(obs)}{unit} vs {b.limit:g}{unit}")
-    for name, key, limit, obs in _class_budgets(res):
-        r = _ratio(obs, limit, key.endswith("_min"))
+    for name, b, obs in _class_budgets(res):
+        r = _ratio(obs, b.limit, b.is_floor or b.key.endswith("_min"))
+        unit = f" {b.unit}" if b.unit else ""
         if best is None or r < best.ratio:
-            best = Headroom(r, f"{name} {key} {fmt_stat(obs)} vs {limit:g}")
+            best = Headroom(r, f"{name} {_name(b)} {fmt_stat(obs)}{unit} vs {b.limit:g}{unit}")
     return best
 
 
@@ -123,8 +135,7 @@ def arm_row(name: str, setting: dict[str, Any], res: WorkloadResult, h: Headroom
 def budgets_text(res: WorkloadResult) -> str:
     """Every budget the arms are judged on, ``TTFT p95 <= 500 ms and TPOT p95 <= 50 ms`` (classes prefixed)."""
     texts = [budget_label(b) for b in res.workload.budgets if b.key != COLD_BUDGET]
-    texts += [f"{name} {key} {'>=' if key.endswith('_min') else '<='} {limit:g}"
-              for name, key, limit, _ in _class_budgets(res)]
+    texts += [f"{name} {budget_label(b)}" for name, b, _ in _class_budgets(res)]
     return " and ".join(texts) if texts else "no budgets"
 
 

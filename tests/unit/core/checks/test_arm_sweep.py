@@ -129,13 +129,34 @@ def test_an_arms_stall_figures_and_class_verdicts_are_carried_when_its_result_ha
          "budgets": [{"key": "tpot_p95", "limit": 50.0, "unit": "ms", "observed": 60.0, "status": "fail"}],
          "violations": ["TPOT p95 60 ms > 50 ms"], "errors": []}])
     h = headroom(judged)   # summ's TPOT budget is the tightest: 50 / 60
-    assert h.ratio == pytest.approx(50 / 60) and h.tightest == "summ tpot_p95 60.0 vs 50"
+    assert h.ratio == pytest.approx(50 / 60) and h.tightest == "summ TPOT p95 60.0 ms vs 50 ms"
     row = arm_row("a", {"flags": ""}, judged, h)
     assert row["stall"] == {"stall_ms_p99": 42.5, "stalls_per_min": 3.0}
     assert row["classes"] == [{"name": "chat", "verdict": "pass", "stats": {"ttft_p95_ms": 400.0}},
                               {"name": "summ", "verdict": "fail", "stats": {"tpot_p95_ms": 60.0},
                                "why": "TPOT p95 60 ms > 50 ms"}]
-    assert "chat ttft_p95 <= 450" in budgets_text(judged) and "summ tpot_p95 <= 50" in budgets_text(judged)
+    assert budgets_text(judged) == ("TTFT p50 <= 500 ms and TPOT p50 <= 10 ms and chat TTFT p95 <= 450 ms and summ "
+                                    "TPOT p95 <= 50 ms")
+
+
+def test_a_class_budget_is_named_as_its_check_names_it_with_its_unit():
+    """The issue's mix (docs/sharing-a-server.md): "chat ITL stall p99 <= 60 ms", never "chat itl_stall_p99 <= 60"
+    (a bare number: 60 what?), and the tightest budget the same way."""
+    from pytest_llm_latency.core.result.mix_parts import MixInfo
+
+    judged = arm(100, 5)
+    judged.mix = MixInfo(classes=[
+        {"name": "chat", "status": "fail", "budgets": [
+            {"key": "ttft_p95", "limit": 1500.0, "unit": "ms", "observed": 936.2, "status": "pass"},
+            {"key": "itl_stall_p99", "limit": 60.0, "unit": "ms", "observed": 105.2, "status": "fail"},
+            {"key": "stall_max", "limit": 1000.0, "unit": "ms", "observed": 500.0, "status": "pass"}]},
+        {"name": "summ", "status": "pass", "budgets": [
+            {"key": "output_tps_min", "limit": 20.0, "unit": "tok/s", "observed": 40.0, "status": "pass"}]}])
+    assert budgets_text(judged) == ("TTFT p50 <= 500 ms and TPOT p50 <= 10 ms and chat TTFT p95 <= 1500 ms and chat "
+                                    "ITL stall p99 <= 60 ms and chat ITL stall max <= 1000 ms and summ output tok/s "
+                                    "min >= 20 tok/s")
+    h = headroom(judged)
+    assert h.ratio == pytest.approx(60 / 105.2) and h.tightest == "chat ITL stall p99 105.2 ms vs 60 ms"
 
 
 def test_without_those_parts_the_row_has_neither():
