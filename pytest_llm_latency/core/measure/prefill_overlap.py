@@ -39,6 +39,7 @@ length.
 """
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -253,7 +254,9 @@ def figures(split: GapSplit, span_ns: int) -> dict[str, Any]:
         "long_prompt_tokens_p50": _median(w.prompt_tokens or 0 for w in split.long_windows),
         "long_window_ms_p50": _median(w.ms for w in split.long_windows),
         "stall_gaps": len(stall_ms), "clean_gaps": len(clean), "client_gaps": split.client_gaps,
-        "stall_ms_p50": _p(stall_ms, 50), "stall_ms_p99": _p(stall_ms, 99),
+        "stall_ms_mean": round(math.fsum(stall_ms) / len(stall_ms), 3) if stall_ms else None,
+        "stall_ms_p50": _p(stall_ms, 50), "stall_ms_p90": _p(stall_ms, 90), "stall_ms_p95": _p(stall_ms, 95),
+        "stall_ms_p99": _p(stall_ms, 99),
         "stall_ms_max": round(max(stall_ms), 3) if stall_ms else None,
         "clean_ms_p50": _p(clean, 50), "clean_ms_p99": clean_p99, "stalls": noticed,
         "stalls_per_min": round(noticed / (span_ns / 60e9), 3) if span_ns > 0 else None,

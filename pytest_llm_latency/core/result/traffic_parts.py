@@ -21,7 +21,10 @@ class StallInfo(Part):
     stall_gaps: int | None = None
     clean_gaps: int | None = None
     client_gaps: int | None = None             # left out of both: the client's own stall made them
-    stall_ms_p50: float | None = None
+    stall_ms_mean: float | None = None         # every statistic a stall budget takes (itl_stall_<stat>, stall_max):
+    stall_ms_p50: float | None = None          # a class's budget row reads the figure it was judged on here
+    stall_ms_p90: float | None = None
+    stall_ms_p95: float | None = None
     stall_ms_p99: float | None = None
     stall_ms_max: float | None = None
     clean_ms_p50: float | None = None
