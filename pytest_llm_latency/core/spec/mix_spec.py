@@ -22,6 +22,7 @@ import random
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
+from ..measure.coldstart import COLD_BUDGET
 from .budgets import BUDGET_KEYS, Budget, did_you_mean, parse_budget, parse_int
 from .lengths import LengthDist, parse_length
 from ..errors import ConfigError
@@ -41,6 +42,15 @@ MIX_CLASHES = {
     "structured": "structured output is judged against unconstrained twins of one class: give it its own workload",
     "trace": "a trace's rows give every request's lengths: replay it as its own workload",
     "steps": "agent sessions are a workload of their own",
+}
+
+
+#: budgets a class cannot take, and why: they are not judged on a class's requests (``core.checks.mix``'s
+#: CLASS_CHECKS judge samples, per-request budgets and stalls), so a class would never be judged on them
+WHOLE_RUN_ONLY = {
+    "kv_transfer": "the KV transfer is judged on the pools' transfer histograms, which count every class's "
+                   "transfers together",
+    COLD_BUDGET: "the cold start is one request sent after unloading the model, not a share of the mix",
 }
 
 
@@ -155,6 +165,11 @@ def _class(name: str, spec: Any, slo: Any, where, builtin: Mapping[str, Any]) ->
     given: dict[str, tuple[Any, str]] = {k: (v, "class default") for k, v in (base.budgets.items() if base else ())}
     given.update({k: (v, where(("slo", name, k))) for k, v in (slo or {}).items()})
     budgets = tuple(parse_budget(k, v, src) for k, (v, src) in given.items() if v is not None)
+    for b in budgets:
+        if b.key in WHOLE_RUN_ONLY or b.is_kv_transfer:
+            why = WHOLE_RUN_ONLY.get(b.key, WHOLE_RUN_ONLY["kv_transfer"])
+            raise ConfigError(f"{b.source}: a mix class cannot take {b.key}: {why} -- measure it in a workload of "
+                              f"its own against the same target (slo: {{{b.key}: ...}})")
     if not budgets:
         raise ConfigError(f"{where(('slo', name))}: class {name!r} of the mix has no budgets -- every class is "
                           f"judged on its own: add slo: {{{name}: {{ttft_p95: ..., tpot_p95: ...}}}}")
