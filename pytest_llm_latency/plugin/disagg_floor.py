@@ -8,7 +8,8 @@ the KV-transfer floor's arithmetic added to the ``disagg`` part after the sample
   (``client/drivers/pipeline.py`` -> ``core.measure.kv_transfer``).
 * ``apply_floor``: the prompt's KV bytes (the roofline's model bytes: ``roofline_gate._model_bytes``; the
   completed requests' mean prompt tokens) over the link (``core.roofline.kv_transfer``), with the
-  achieved fraction of the link at the mean transfer.
+  achieved fraction of the link at the mean transfer; where the prompts' lengths differ, each percentile's
+  floor at that percentile of the prompts (``floor_by_stat``: a mix's p95 transfer is its long prompts').
 """
 from __future__ import annotations
 
@@ -18,6 +19,10 @@ from ..core.errors import ConfigError
 from ..core.measure.kv_transfer import DisaggTarget
 from ..core.result.result import WorkloadResult
 from ..core.spec.workload import Workload
+
+
+#: the transfer statistics whose floor is the same percentile of the prompts' lengths
+PERCENTILE_STATS = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0), ("max", 100.0))
 
 
 def preflight(spec, workload: Workload, where: str) -> None:
@@ -76,3 +81,11 @@ def apply_floor(res: WorkloadResult, pools: DisaggTarget | None, spec, workload:
     frac = floor.fraction(d.kv_transfer_ms_mean)
     if frac is not None:
         d.achieved_fraction = round(frac, 4)
+    if len(set(prompts)) > 1:  # the mean prompt's floor bounds the mean transfer, not a long prompt's p95
+        from ..core.measure.stats import percentile
+
+        ordered = sorted(float(p) for p in prompts)
+        for stat, q in PERCENTILE_STATS:
+            at = transfer_floor(model, percentile(ordered, q), link)
+            d.floor_by_stat[stat] = {"prompt_tokens": round(at.prompt_tokens, 3), "kv_bytes": round(at.bytes, 1),
+                                     "floor_ms": round(at.floor_ms, 4)}

@@ -103,3 +103,27 @@ def test_a_kv_transfer_budget_on_a_target_without_pools_is_an_error_before_any_r
     results = json.loads((pytester.path / "out.json").read_text())["results"] \
         if (pytester.path / "out.json").exists() else []
     assert all(res["n"] == 0 and not res.get("requests") for res in results)  # nothing was sent
+
+
+def test_prompts_of_different_lengths_compare_a_percentile_transfer_with_that_percentiles_prompt(pytester):
+    """A p95 transfer is a long prompt's: against the mean prompt's floor it claimed a small share of the link
+    (a chat + summarization mix on 25 GB/s: 'KV transfer p95 89.1 ms for 270.1 MB = 0.12 of the link' while the
+    16,000-token transfers ran at ~0.9 of it).  Every p95 prompt here is 4000 tokens; the mean is ~2500."""
+    from pytest_llm_latency.core.roofline.kv_layout import format_bytes
+
+    pytester.makefile(".slo.yaml", test_pd=SLO.replace("prompt_tokens: 2000", "prompt_tokens: {distribution: "
+                                                       "uniform, min: 1000, max: 4000}").replace("samples: 6",
+                                                                                                 "samples: 10"))
+    r = pytester.runpytest("-p", "no:cacheprovider", f"--llm-latency-url={pair('ethernet-100g')}",
+                           "--llm-latency-json=out.json")
+    r.assert_outcomes(failed=1)
+    d = validated_results(pytester.path / "out.json")["results"][0]["disagg"]
+    p95 = d["floor_by_stat"]["p95"]
+    assert d["prompt_tokens"] < p95["prompt_tokens"] <= 4000 and p95["kv_bytes"] > d["kv_bytes"]
+    assert set(d["floor_by_stat"]) == {"p50", "p90", "p95", "p99", "max"}
+    assert p95["floor_ms"] == round(p95["kv_bytes"] / 12.5e9 * 1000, 4)
+    out = r.stdout.str()
+    share = p95["floor_ms"] / d["kv_transfer_ms_p95"]
+    assert (f"KV transfer p95 {d['kv_transfer_ms_p95']:.1f} ms for {format_bytes(p95['kv_bytes'])} = {share:.2f} "
+            f"of the 12.5 GB/s link (Ethernet 100GbE; floor {p95['floor_ms']:.1f} ms) > budget 10 ms") in out
+    assert d["floor_arithmetic"].startswith("131,072 B/token × ")  # the HTML's arithmetic: the mean prompt's

@@ -41,7 +41,8 @@ def check_kv_transfer(res: WorkloadResult) -> list[Finding]:
             continue
         if observed <= b.limit:
             continue
-        text = transfer_text(b.stat, observed, kv_bytes=d.kv_bytes, floor_ms=d.floor_ms, link_gb_s=d.link_gb_s,
+        kv_bytes, floor_ms = d.floor_at(b.stat)
+        text = transfer_text(b.stat, observed, kv_bytes=kv_bytes, floor_ms=floor_ms, link_gb_s=d.link_gb_s,
                              link_name=d.link_name if d.link != "custom" else None)
         bucket = d.kv_transfer_buckets.get(b.stat)
         where = f"{d.transfer_source}, {d.transfers:g} transfers" + (f"; {b.stat} {bucket}" if bucket else "")

@@ -44,7 +44,19 @@ class DisaggInfo(Part):
     floor_ms: float | None = None              # kv_bytes ÷ link bandwidth
     achieved_fraction: float | None = None     # floor ÷ mean transfer time (achieved GB/s ÷ link)
     floor_arithmetic: str | None = None
+    # prompts of different lengths (a mix, a distribution, a trace): a p95 transfer is a long prompt's, so each
+    # percentile's floor is at that percentile of the prompt tokens: stat -> {prompt_tokens, kv_bytes, floor_ms}
+    floor_by_stat: dict[str, dict] = field(default_factory=dict)
     floor_note: str | None = None              # why there is no floor (no model bytes, no link)
     # the TTFT split (means): [{part, ms, source}] -- queue, prefill, kv_transfer, first_decode_step, remainder
     client_ttft_ms_mean: float | None = None
     ttft_split: list[dict] = field(default_factory=list)
+
+    def floor_at(self, stat: str) -> tuple[float | None, float | None]:
+        """``(kv_bytes, floor_ms)`` a transfer's ``stat`` compares with: that percentile's prompt where the
+        prompts' lengths differ (``floor_by_stat``), else the one prompt length's (the mean)."""
+        at = self.floor_by_stat.get(stat)
+        if isinstance(at, dict) and isinstance(at.get("kv_bytes"), (int, float)) \
+                and isinstance(at.get("floor_ms"), (int, float)):
+            return float(at["kv_bytes"]), float(at["floor_ms"])
+        return self.kv_bytes, self.floor_ms

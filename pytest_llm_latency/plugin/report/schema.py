@@ -120,6 +120,8 @@ DESCRIPTIONS = {
     "disagg.kv_bytes": "the prompt's KV cache bytes (the roofline's per-layer KV at the mean prompt tokens; "
                        "core.roofline.kv_transfer)",
     "disagg.floor_ms": "the transfer floor: kv_bytes ÷ link_gb_s (one direction's line rate)",
+    "disagg.floor_by_stat": "prompts of different lengths: per transfer statistic (p50, p90, p95, p99, max) the floor "
+                            "at that percentile of the prompt tokens, which its budget's message compares with",
     "disagg.achieved_fraction": "floor_ms ÷ kv_transfer_ms_mean: the share of the link a mean transfer achieved",
     "disagg.ttft_split": "the client's mean TTFT split into queue, prefill, kv_transfer, first_decode_step (the pools' "
                          "own histograms' means) and the remainder (client TTFT − the parts), each with its source",
@@ -241,11 +243,15 @@ _ARM = {"type": "object", "additionalProperties": False, "required": ["name", "r
                                  "description": "the arm's stall figures (its result's stall part), when measured"},
                        "classes": {"type": "array", "items": {"type": "object"},
                                    "description": "a mixed workload: per class {name, verdict, stats, why}"}}}
+_FLOOR_KEYS = ("prompt_tokens", "kv_bytes", "floor_ms")
+_FLOOR_AT = {"type": "object", "additionalProperties": False, "required": list(_FLOOR_KEYS),
+             "properties": {k: {"type": "number", "minimum": 0} for k in _FLOOR_KEYS}}
 _SPECIAL = {"arms.arms": {"type": "array", "items": _ARM},
             "by_prompt.buckets": {"type": "array", "items": _BUCKET},
             "mix.classes": {"type": "array", "items": _MIX_CLASS},
             "disagg.ttft_split": {"type": "array", "items": _SPLIT},
             "disagg.kv_transfer_buckets": {"type": "object", "additionalProperties": {"type": "string"}},
+            "disagg.floor_by_stat": {"type": "object", "additionalProperties": _FLOOR_AT},
             "stall.worst_per_stream": {"type": "array", "items": _STREAM},
             "stall.causes": {"type": "array", "items": _CAUSE},
             "load.worker_lag": {"type": "array", "items": _WORKER},

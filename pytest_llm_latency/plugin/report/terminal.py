@@ -283,7 +283,8 @@ def disagg_lines(results: Sequence[Entry]) -> list[str]:
         if d.kv_transfer_ms_p95 is None:
             head = f"no KV transfer reported ({d.transfer_note or 'see the notes'})"
         else:
-            head = transfer_text("p95", d.kv_transfer_ms_p95, kv_bytes=d.kv_bytes, floor_ms=d.floor_ms,
+            kv_bytes, floor_ms = d.floor_at("p95")
+            head = transfer_text("p95", d.kv_transfer_ms_p95, kv_bytes=kv_bytes, floor_ms=floor_ms,
                                  link_gb_s=d.link_gb_s, link_name=d.link_name if d.link != "custom" else None)
             head += f"; mean {d.kv_transfer_ms_mean:.1f} ms over {d.transfers:g} transfers"
         split = " + ".join(f"{p.label} {p.ms:.1f}" for p in r.split)

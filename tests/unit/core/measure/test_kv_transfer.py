@@ -228,3 +228,20 @@ def test_a_budget_on_a_target_that_is_not_disaggregated_is_an_error():
 def test_without_a_link_the_message_says_so():
     res = disagg_result({"kv_transfer_p95": 100}, **MEASURED)
     assert "(no link given: set kv_link for the floor)" in res.failed_checks[0]
+
+
+def test_prompts_of_different_lengths_judge_a_percentile_against_that_percentiles_prompt():
+    """A mix of 512- and 16,000-token prompts: its mean prompt (2,061 tokens, 270 MB) bounds the mean transfer;
+    its p95 transfer is a 16,000-token prompt's (2.10 GB), whose floor the p95's message names."""
+    mean = dict(kv_bytes=270_139_392.0, floor_ms=10.8056, link_name="InfiniBand HDR 200G", link_gb_s=25.0)
+    by = {"p95": {"prompt_tokens": 16000.0, "kv_bytes": 2_097_152_000.0, "floor_ms": 83.8861},
+          "p50": {"prompt_tokens": 512.0, "kv_bytes": 67_108_864.0, "floor_ms": 2.6844}}
+    measured = {**MEASURED, "kv_transfer_ms_p95": 89.1, "kv_transfer_ms_mean": 19.2}
+    res = disagg_result({"kv_transfer_p95": 50, "kv_transfer_mean": 15}, **measured, **mean, floor_by_stat=by)
+    mean_text, p95 = sorted(res.failed_checks)
+    assert p95.startswith("KV transfer p95 89.1 ms for 2.10 GB = 0.94 of the 25 GB/s link (InfiniBand HDR 200G; "
+                          "floor 83.9 ms) > budget 50 ms")
+    assert mean_text.startswith("KV transfer mean 19.2 ms for 270.1 MB = 0.56 of the 25 GB/s link")  # the mean's
+    assert res.disagg.floor_at("max") == (mean["kv_bytes"], mean["floor_ms"])  # no such row: the mean prompt's
+    res.disagg.floor_by_stat = {"p95": {"kv_bytes": "2 GB"}}  # a malformed row is not read
+    assert res.disagg.floor_at("p95") == (mean["kv_bytes"], mean["floor_ms"])
