@@ -25,6 +25,7 @@ NETWORK_GAP_MS = 50.0   # client TTFT beyond the server's, with an idle queue
 FEW_TOKENS_PER_STEP = 1.5  # a speculating server whose steps emit fewer: its drafts are mostly rejected
 STALL_CONCENTRATION = 2.0  # stall gaps' p99 / clean gaps' p99: the long gaps are the long prefills'
 STALL_GAPS_TO_CLEAR = 20   # stall gaps it takes to say the long gaps are *not* the prefills'
+CHUNKED_WINDOW_SHARE = 0.5  # stall gaps' p99 under half the prefill window: the prefill ran as several steps
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class Evidence:
     # the gaps that overlapped another request's long prefill vs the others (core.measure.prefill_overlap:
     # res.stall), the long prefills and their main cause ("62% of them during long_summarization's prefills")
     stall_p99: float | None = None
+    stall_p50: float | None = None
     clean_p99: float | None = None
     clean_p50: float | None = None
     stall_gaps: int = 0
@@ -157,6 +159,13 @@ def _stall_decides(e: Evidence) -> bool:
     return e.stall_p99 >= STALL_CONCENTRATION * e.clean_p99 or e.stall_gaps >= STALL_GAPS_TO_CLEAR
 
 
+def typical_text(e: Evidence) -> str:
+    """``, p50 20.9 ms vs 7.6 ms``: the typical gaps, where the tails alone do not show the concentration."""
+    if e.stall_p50 is None or not e.clean_p50 or e.stall_p99 >= STALL_CONCENTRATION * (e.clean_p99 or 0.0):
+        return ""
+    return f", p50 {e.stall_p50:.1f} ms vs {e.clean_p50:.1f} ms"
+
+
 def _prefill_stall(e: Evidence):
     """Long gaps inside other requests' long prefills: chunked prefill and its token budget per step; long
     gaps everywhere alike: batching or queueing, not the prefills."""
@@ -164,16 +173,26 @@ def _prefill_stall(e: Evidence):
         return None
     during = (f"gaps overlapping another request's prefill of >= {e.stall_prompt_tokens} prompt tokens: p99 "
               f"{e.stall_p99:.1f} ms ({e.stall_gaps} gaps) vs {e.clean_p99:.1f} ms otherwise")
-    if e.stall_p99 >= STALL_CONCENTRATION * e.clean_p99:
+    # the long gaps are the prefills': the tail well above the clean tail, or the typical stall gap well above
+    # the typical clean one (a clean tail can hold other prompts' prefill steps: a mix's short prompts)
+    typical = e.stall_p50 is not None and e.clean_p50 and e.stall_p50 >= STALL_CONCENTRATION * e.clean_p50
+    if e.stall_p99 >= STALL_CONCENTRATION * e.clean_p99 or typical:
         cause = f"; {e.stall_cause}" if e.stall_cause else ""
+        known = e.long_prompt_tokens is not None and e.long_window_ms is not None
         window = (f" (the long prefills: median {e.long_prompt_tokens:.0f} tokens, {e.long_window_ms:.0f} ms from "
-                  f"send to first token{cause})" if e.long_prompt_tokens is not None and e.long_window_ms is not None
-                  else "")
-        return Cause("long prefills stall decode", f"{during}{window}: an unchunked prefill is one engine step every "
-                     f"running stream waits for -- chunk it into the decode batches with a token budget per step: "
-                     f"vLLM --enable-chunked-prefill with --max-num-batched-tokens (around 2048 favours ITL, higher "
-                     f"favours TTFT), SGLang --chunked-prefill-size, llama.cpp -b / -ub (its logical / physical "
-                     f"batch)", PAUSES)
+                  f"send to first token{cause})" if known else "")
+        if known and e.long_window_ms and e.stall_p99 < CHUNKED_WINDOW_SHARE * e.long_window_ms:
+            return Cause("long prefills stall decode", f"{during}{typical_text(e)}{window}: the prefills ran as "
+                         f"several steps (a stall gap is a fraction of the window: chunked), and every step that "
+                         f"carries a chunk pauses the running streams -- a smaller token budget per step shortens "
+                         f"the pause, at the cost of more steps per prompt (TTFT): vLLM --max-num-batched-tokens "
+                         f"(around 2048 favours ITL, higher favours TTFT), SGLang --chunked-prefill-size, llama.cpp "
+                         f"-ub (its physical batch)", PAUSES)
+        return Cause("long prefills stall decode", f"{during}{typical_text(e)}{window}: an unchunked prefill is one "
+                     f"engine step every running stream waits for -- chunk it into the decode batches with a token "
+                     f"budget per step: vLLM --enable-chunked-prefill with --max-num-batched-tokens (around 2048 "
+                     f"favours ITL, higher favours TTFT), SGLang --chunked-prefill-size, llama.cpp -b / -ub (its "
+                     f"logical / physical batch)", PAUSES)
     tail = max(e.stall_p99, e.clean_p99)
     if not e.clean_p50 or tail < ITL_TAIL_RATIO * e.clean_p50:
         return None  # no tail to explain

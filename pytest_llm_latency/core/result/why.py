@@ -50,7 +50,8 @@ def stall_evidence(res: WorkloadResult) -> dict:
     top = st.causes[0] if st.causes else None
     cause = (f"{top['share']:.0%} of the stall gaps during {possessive(top['cause'])} prefills"
              if top and top.get("cause") != "other requests" else None)
-    return {"stall_p99": st.stall_ms_p99, "clean_p99": st.clean_ms_p99, "clean_p50": st.clean_ms_p50,
+    return {"stall_p99": st.stall_ms_p99, "stall_p50": st.stall_ms_p50, "clean_p99": st.clean_ms_p99,
+            "clean_p50": st.clean_ms_p50,
             "stall_gaps": st.stall_gaps, "stall_prompt_tokens": st.stall_prompt_tokens,
             "long_prompt_tokens": st.long_prompt_tokens_p50, "long_window_ms": st.long_window_ms_p50,
             "stall_cause": cause}
