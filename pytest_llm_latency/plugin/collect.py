@@ -37,8 +37,10 @@ class SloFile(pytest.File):
                                   workers_source=s.source("workers"), ray_source=s.source("ray"))
             if not s.get("skip"):
                 from .session import target_from
+                from .server_sweep import sweep_url_target
 
-                target = target_from(s, spec.target, spec.where(("target",)))  # a URL or command exists
+                # a URL or command exists (a file of urls: sweeps only: their first arm's)
+                target = target_from(s, sweep_url_target(spec.target, spec.workloads), spec.where(("target",)))
                 sweeps = [w.server_sweep for w in spec.workloads if w.server_sweep is not None]
                 if sweeps:  # a flags sweep needs the managed command (its --help is read when it runs)
                     from .server_sweep import check_sweep_target
@@ -84,7 +86,9 @@ class SloItem(pytest.Item):
         sess = get_session(self.config)
         where = self.spec.where(("target",))
         try:
-            target = target_from(sess.settings, self.spec.target, where)
+            from .server_sweep import sweep_url_target
+
+            target = target_from(sess.settings, sweep_url_target(self.spec.target, [self.workload]), where)
         except ConfigError as exc:
             config_failure(exc)
         res = run_workload(self, sess, target, self.workload)  # its overrides were applied by parse_slo_file

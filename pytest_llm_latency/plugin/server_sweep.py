@@ -12,7 +12,7 @@ once, interleaved."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ..core.errors import ConfigError, LatencyError, MeasurementError
 from ..core.redact import expand_command, redact_url
@@ -23,6 +23,21 @@ from .session import LatencySession, TargetSpec
 
 #: a start that failed: what ``sess.client`` raises for a target that cannot come up
 START_ERRORS = (MeasurementError, LatencyError, OSError, RuntimeError)
+
+
+def sweep_url_target(target: dict | None, workloads: Sequence[Workload]) -> dict:
+    """The file's ``target:`` mapping, where every workload sweeps running servers (``urls:``) and it gives
+    neither ``url`` nor ``command``: the first arm's URL stands in for the test's own (never started; the arms
+    are the targets, the test's target gives them its api and model), so such a file needs no target.url."""
+    out = dict(target or {})
+    sweeps = [w.server_sweep for w in workloads]
+    if out.get("url") or out.get("command") or not sweeps:
+        return out
+    if all(s is not None and s.mode == "urls" for s in sweeps):
+        first = sweeps[0]
+        assert first is not None
+        out["url"] = first.arms[0].url
+    return out
 
 
 def check_sweep_target(sweep: ServerSweep, spec: TargetSpec) -> None:

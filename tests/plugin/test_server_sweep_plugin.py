@@ -74,6 +74,21 @@ def test_a_url_sweep_where_no_arm_meets_the_budget_fails_naming_each_arm(pyteste
     assert [a["verdict"] for a in res["arms"]["arms"]] == ["fail"] * 3
 
 
+def test_a_file_of_url_sweeps_needs_no_target_of_its_own(pytester):
+    """The arms are the targets: a file with no target.url (and no --llm-latency-url) sweeps its URLs, the
+    first arm's standing in for the test's own (never started); a workload that is no urls: sweep still needs
+    one."""
+    pytester.makefile(".slo.yaml", sweep=URLS.format(ref=REF, budget="1s").replace(f'target: {{url: "{REF}"}}\n', ""))
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--llm-latency-json=r.json", timeout=300)
+    r.assert_outcomes(passed=1)
+    arms = json.loads((pytester.path / "r.json").read_text())["results"][0]["arms"]
+    assert [a["name"] for a in arms["arms"]] == ["fast", "mid", "slow"] and arms["recommended"] == "fast"
+    pytester.makefile(".slo.yaml", sweep=URLS.format(ref=REF, budget="1s").replace(f'target: {{url: "{REF}"}}\n', "")
+                      + "  plain: {class: custom, prompt_tokens: 8, output_tokens: 2}\n")
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
+    assert "no LLM server URL: set --llm-latency-url" in r.stdout.str() and r.ret != 0
+
+
 #: a managed serve-reference that logs each start (with its arguments) and stop; its --help is not a start
 WRAPPER = r'''
 import signal, subprocess, sys

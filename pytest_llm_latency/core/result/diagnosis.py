@@ -25,12 +25,16 @@ NETWORK_GAP_MS = 50.0   # client TTFT beyond the server's, with an idle queue
 FEW_TOKENS_PER_STEP = 1.5  # a speculating server whose steps emit fewer: its drafts are mostly rejected
 STALL_CONCENTRATION = 2.0  # stall gaps' p99 / clean gaps' p99: the long gaps are the long prefills'
 STALL_GAPS_TO_CLEAR = 20   # stall gaps it takes to say the long gaps are *not* the prefills'
+CHUNKED_WINDOW_SHARE = 0.5  # stall gaps' p99 under half the prefill window: the prefill ran as several steps
 
 
 @dataclass(frozen=True)
 class Evidence:
     """Figures from one run; None where not measured.  Times in ms."""
     ttft_p50: float | None = None
+    #: the client's mean TTFT: the whole the server's mean queue and prefill times are parts of (a p50 is
+    #: no such whole: a mix's or a skewed run's means sit far above its median)
+    ttft_mean: float | None = None
     itl_p50: float | None = None
     itl_p99: float | None = None
     concurrency: int = 1
@@ -56,6 +60,7 @@ class Evidence:
     # the gaps that overlapped another request's long prefill vs the others (core.measure.prefill_overlap:
     # res.stall), the long prefills and their main cause ("62% of them during long_summarization's prefills")
     stall_p99: float | None = None
+    stall_p50: float | None = None
     clean_p99: float | None = None
     clean_p50: float | None = None
     stall_gaps: int = 0
@@ -86,12 +91,18 @@ def _client_starved(e: Evidence):
                                        f"these figures are not the server's")
 
 
+def _ttft_whole(e: Evidence) -> tuple[float | None, str]:
+    """The TTFT a server's mean time is a part of: the client's mean, else (not measured) its p50."""
+    return (e.ttft_mean, "mean TTFT") if e.ttft_mean else (e.ttft_p50, "TTFT p50")
+
+
 def _queueing(e: Evidence):
     waiting, queue = e.s("server_waiting_max"), e.s("server_queue_ms_mean")
     running = e.s("server_running_max")
     limit = f", running max {running:.0f}: max_num_seqs?" if running is not None else ", max_num_seqs?"
-    if queue is not None and e.ttft_p50 and queue >= BULK * e.ttft_p50:
-        return Cause("queueing, not the model", f"{queue:.0f} ms of the {e.ttft_p50:.0f} ms TTFT p50 was spent "
+    ttft, label = _ttft_whole(e)
+    if queue is not None and ttft and queue >= BULK * ttft:
+        return Cause("queueing, not the model", f"{queue:.0f} ms of the {ttft:.0f} ms {label} was spent "
                      f"in the server's queue (max waiting {waiting or 0:.0f}{limit})", FIRST_TOKEN)
     if waiting is not None and waiting > 0:
         spent = f"; {queue:.0f} ms mean queue time" if queue is not None else ""
@@ -101,9 +112,10 @@ def _queueing(e: Evidence):
 
 def _prefill_bound(e: Evidence):
     prefill = e.s("server_prefill_ms_mean")
-    if prefill is not None and e.ttft_p50 and prefill >= BULK * e.ttft_p50:
-        return Cause("prefill-bound TTFT", f"the server's prefill took {prefill:.0f} ms of the {e.ttft_p50:.0f} ms "
-                     f"TTFT p50 ({e.prompt_tokens} prompt tokens): shorter prompts, a shared prefix with "
+    ttft, label = _ttft_whole(e)
+    if prefill is not None and ttft and prefill >= BULK * ttft:
+        return Cause("prefill-bound TTFT", f"the server's prefill took {prefill:.0f} ms of the {ttft:.0f} ms "
+                     f"{label} ({e.prompt_tokens} prompt tokens): shorter prompts, a shared prefix with "
                      f"prefix caching, or more compute", FIRST_TOKEN)
     pts = sorted(e.ttft_by_prompt)
     if len(pts) >= 4 and pts[-1][0] >= 2 * pts[0][0]:
@@ -147,6 +159,14 @@ def _stall_decides(e: Evidence) -> bool:
     return e.stall_p99 >= STALL_CONCENTRATION * e.clean_p99 or e.stall_gaps >= STALL_GAPS_TO_CLEAR
 
 
+def typical_text(e: Evidence) -> str:
+    """``, p50 20.9 ms vs 7.6 ms``: the typical gaps, where the tails alone do not show the concentration."""
+    if e.stall_p50 is None or not e.clean_p50 or e.stall_p99 is None \
+            or e.stall_p99 >= STALL_CONCENTRATION * (e.clean_p99 or 0.0):
+        return ""
+    return f", p50 {e.stall_p50:.1f} ms vs {e.clean_p50:.1f} ms"
+
+
 def _prefill_stall(e: Evidence):
     """Long gaps inside other requests' long prefills: chunked prefill and its token budget per step; long
     gaps everywhere alike: batching or queueing, not the prefills."""
@@ -154,16 +174,26 @@ def _prefill_stall(e: Evidence):
         return None
     during = (f"gaps overlapping another request's prefill of >= {e.stall_prompt_tokens} prompt tokens: p99 "
               f"{e.stall_p99:.1f} ms ({e.stall_gaps} gaps) vs {e.clean_p99:.1f} ms otherwise")
-    if e.stall_p99 >= STALL_CONCENTRATION * e.clean_p99:
+    # the long gaps are the prefills': the tail well above the clean tail, or the typical stall gap well above
+    # the typical clean one (a clean tail can hold other prompts' prefill steps: a mix's short prompts)
+    typical = e.stall_p50 is not None and e.clean_p50 and e.stall_p50 >= STALL_CONCENTRATION * e.clean_p50
+    if e.stall_p99 >= STALL_CONCENTRATION * e.clean_p99 or typical:
         cause = f"; {e.stall_cause}" if e.stall_cause else ""
+        known = e.long_prompt_tokens is not None and e.long_window_ms is not None
         window = (f" (the long prefills: median {e.long_prompt_tokens:.0f} tokens, {e.long_window_ms:.0f} ms from "
-                  f"send to first token{cause})" if e.long_prompt_tokens is not None and e.long_window_ms is not None
-                  else "")
-        return Cause("long prefills stall decode", f"{during}{window}: an unchunked prefill is one engine step every "
-                     f"running stream waits for -- chunk it into the decode batches with a token budget per step: "
-                     f"vLLM --enable-chunked-prefill with --max-num-batched-tokens (around 2048 favours ITL, higher "
-                     f"favours TTFT), SGLang --chunked-prefill-size, llama.cpp -b / -ub (its logical / physical "
-                     f"batch)", PAUSES)
+                  f"send to first token{cause})" if known else "")
+        if known and e.long_window_ms and e.stall_p99 < CHUNKED_WINDOW_SHARE * e.long_window_ms:
+            return Cause("long prefills stall decode", f"{during}{typical_text(e)}{window}: the prefills ran as "
+                         f"several steps (a stall gap is a fraction of the window: chunked), and every step that "
+                         f"carries a chunk pauses the running streams -- a smaller token budget per step shortens "
+                         f"the pause, at the cost of more steps per prompt (TTFT): vLLM --max-num-batched-tokens "
+                         f"(around 2048 favours ITL, higher favours TTFT), SGLang --chunked-prefill-size, llama.cpp "
+                         f"-ub (its physical batch)", PAUSES)
+        return Cause("long prefills stall decode", f"{during}{typical_text(e)}{window}: an unchunked prefill is one "
+                     f"engine step every running stream waits for -- chunk it into the decode batches with a token "
+                     f"budget per step: vLLM --enable-chunked-prefill with --max-num-batched-tokens (around 2048 "
+                     f"favours ITL, higher favours TTFT), SGLang --chunked-prefill-size, llama.cpp -b / -ub (its "
+                     f"logical / physical batch)", PAUSES)
     tail = max(e.stall_p99, e.clean_p99)
     if not e.clean_p50 or tail < ITL_TAIL_RATIO * e.clean_p50:
         return None  # no tail to explain

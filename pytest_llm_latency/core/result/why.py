@@ -17,6 +17,7 @@ def evidence(res: WorkloadResult) -> Evidence:
     w, client, sd = res.workload, res.client, res.spec_decode
     done = res.completed
     ttft = done["ttft"].p50 if "ttft" in done else None
+    ttft_mean = done["ttft"].mean if "ttft" in done else None
     itl50 = done["itl"].p50 if "itl" in done else None
     itl99 = done["itl"].p99 if "itl" in done else None
     early, late = [], []
@@ -29,7 +30,7 @@ def evidence(res: WorkloadResult) -> Evidence:
     prompts = tuple((r.prompt_tokens, t) for r in res.records
                     if r.prompt_tokens and (t := m.ttft_ms(r)) is not None)
     return Evidence(
-        ttft_p50=ttft, itl_p50=itl50, itl_p99=itl99, concurrency=w.concurrency,
+        ttft_p50=ttft, ttft_mean=ttft_mean, itl_p50=itl50, itl_p99=itl99, concurrency=w.concurrency,
         open_loop=bool(w.load and w.load.open_loop), prompt_tokens=w.prompt_tokens,
         shared_prefix_tokens=w.shared_prefix_tokens,
         client_lag_p99=client.client_lag_ms_p99, client_fell_behind=bool(client.client_fell_behind),
@@ -49,7 +50,8 @@ def stall_evidence(res: WorkloadResult) -> dict:
     top = st.causes[0] if st.causes else None
     cause = (f"{top['share']:.0%} of the stall gaps during {possessive(top['cause'])} prefills"
              if top and top.get("cause") != "other requests" else None)
-    return {"stall_p99": st.stall_ms_p99, "clean_p99": st.clean_ms_p99, "clean_p50": st.clean_ms_p50,
+    return {"stall_p99": st.stall_ms_p99, "stall_p50": st.stall_ms_p50, "clean_p99": st.clean_ms_p99,
+            "clean_p50": st.clean_ms_p50,
             "stall_gaps": st.stall_gaps, "stall_prompt_tokens": st.stall_prompt_tokens,
             "long_prompt_tokens": st.long_prompt_tokens_p50, "long_window_ms": st.long_window_ms_p50,
             "stall_cause": cause}

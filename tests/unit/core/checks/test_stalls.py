@@ -144,6 +144,30 @@ def test_one_class_of_a_mix_sees_every_class_prefills_through_the_facts():
     assert "50 during long_summarization's prefills" in sub.violations[0].message
 
 
+@pytest.mark.parametrize("key", ["itl_stall_mean", "itl_stall_p50", "itl_stall_p90", "itl_stall_p95",
+                                 "itl_stall_p99", "stall_max"])
+def test_a_mix_classs_stall_budget_row_carries_the_figure_it_was_judged_on(key):
+    """Every stall statistic is in the stall part, so a class's budget row (JSON ``mix.classes[].budgets``,
+    a sweep's headroom and its budgets in words) has it: an itl_stall_p95 once had no figure there."""
+    from pytest_llm_latency.core.measure.verdict import estimate
+
+    records, failures = server()
+    w = make_workload("shared", {"mix": {"chat": {"weight": 0.9, "prompt_tokens": 100, "output_tokens": 2},
+                                         "long_summarization": {"weight": 0.1, "prompt_tokens": 16000,
+                                                                "output_tokens": 2}},
+                                 "requests": 15, "confidence": None, "max_error_rate": 0.5,
+                                 "slo": {"chat": {key: "2s", "ttft_p95": None, "tpot_p95": None},  # 10 chats
+                                         "long_summarization": {"ttft_max": "10s", "ttft_p95": None,
+                                                                "tpot_p95": None}}})
+    res = evaluate(w, records, failures)
+    chat = next(c for c in res.mix.classes if c["name"] == "chat")
+    (row,) = chat["budgets"]
+    stat = "max" if key == "stall_max" else key.rsplit("_", 1)[1]
+    stall_ms = [600.0] * 50 + [10.0] * 50  # server(): each of the 5 long prefills stalls the 10 streams once
+    assert row["key"] == key and row["status"] == "pass" and row["observed"] is not None
+    assert row["observed"] == chat["stall"][f"stall_ms_{stat}"] == pytest.approx(estimate(stall_ms, stat), abs=1e-3)
+
+
 def test_no_stall_budget_and_nothing_overlapping_writes_no_part():
     records, _ = server(arrivals=())
     res = evaluate(workload({"ttft_p50": "1s"}), records, [])

@@ -52,3 +52,38 @@ def test_no_tail_no_cause_and_too_few_stall_gaps_leave_it_to_the_batching_tail()
     assert [c.name for c in diagnose(few, {"itl"})] == ["batching tail"]
     none = Evidence(itl_p50=7.0, itl_p99=60.0, concurrency=8)  # no stall split at all: as before
     assert [c.name for c in diagnose(none, {"itl"})] == ["batching tail"]
+
+
+#: the chat + summarization mix on a server with 512-token chunks (docs/sharing-a-server.md): every stall gap is
+#: one step carrying a chunk (~21 ms), against ~8 ms decode steps; the clean tail holds the chats' own prefill
+#: steps, so the tails alone (29.0 vs 17.5 ms) do not show it
+CHUNKED = dict(STALLED, stall_p99=29.0, stall_p50=20.9, clean_p99=17.5, clean_p50=7.6, stall_gaps=1335,
+               long_window_ms=693.0, stall_cause="100% of the stall gaps during long_summarization's prefills")
+
+
+def test_chunked_prefill_steps_are_named_by_the_typical_gap_with_a_smaller_token_budget_not_batching():
+    (c,) = diagnose(Evidence(**CHUNKED, server={"server_running_max": 15.0}), {"itl_stall"})
+    assert c.name == "long prefills stall decode"
+    assert c.text == (
+        "gaps overlapping another request's prefill of >= 1024 prompt tokens: p99 29.0 ms (1335 gaps) vs 17.5 ms "
+        "otherwise, p50 20.9 ms vs 7.6 ms (the long prefills: median 16000 tokens, 693 ms from send to first token; "
+        "100% of the stall gaps during long_summarization's prefills): the prefills ran as several steps (a stall "
+        "gap is a fraction of the window: chunked), and every step that carries a chunk pauses the running streams "
+        "-- a smaller token budget per step shortens the pause, at the cost of more steps per prompt (TTFT): vLLM "
+        "--max-num-batched-tokens (around 2048 favours ITL, higher favours TTFT), SGLang --chunked-prefill-size, "
+        "llama.cpp -ub (its physical batch)")
+
+
+def test_a_chunked_tail_far_above_the_clean_one_says_chunked_without_the_medians():
+    e = Evidence(**{**CHUNKED, "stall_p99": 142.9, "stall_p50": 80.9, "clean_p99": 19.3})  # 2048-token chunks
+    (c,) = diagnose(e, {"itl_stall"})
+    assert "p99 142.9 ms (1335 gaps) vs 19.3 ms otherwise (the long prefills" in c.text
+    assert "the prefills ran as several steps" in c.text and "an unchunked prefill" not in c.text
+    unchunked = Evidence(**{**CHUNKED, "stall_p99": 706.6, "clean_p99": 40.9})  # a stall as long as the window
+    assert "an unchunked prefill is one engine step" in diagnose(unchunked, {"itl_stall"})[0].text
+
+
+def test_typical_stall_gaps_like_the_clean_ones_are_still_batching_or_queueing():
+    e = Evidence(**{**CHUNKED, "stall_p50": 8.1}, server={"server_running_max": 15.0, "server_running_mean": 4.7})
+    (c,) = diagnose(e, {"itl_stall"})
+    assert c.name == "batching or queueing, not prefill stalls" and "running max 15, mean 4.7" in c.text
