@@ -25,12 +25,15 @@ def test_every_driver_that_can_be_dealt_runs_on_the_ray_nodes(name, server, clus
     """The second axis on Ray: each driver the worker processes take (``tests/unit/client/drivers/test_drivers.py``'s
     table) through the two protocols with ``ray:`` (``client.placement.RayNodes``), two nodes sending."""
     spec = {**workload_spec(name, server.url), **ON_PROCESSES[name], "workers": 2, "ray": cluster.address}
-    if "baseline_target" in spec:  # refused before any request, with the reason (core.spec.load_spec's ray refusal)
-        from pytest_llm_latency.core.errors import ConfigError
+    refused = {"baseline_target": r"an A/B run \(baseline_target\) on Ray nodes is not yet supported",
+               "server_sweep": r"a server sweep \(server_sweep\) on Ray nodes is not yet supported"}
+    for key, reason in refused.items():  # refused before any request, with the reason (core.spec.load_spec)
+        if key in spec:
+            from pytest_llm_latency.core.errors import ConfigError
 
-        with pytest.raises(ConfigError, match=r"an A/B run \(baseline_target\) on Ray nodes is not yet supported"):
-            make_workload(name, spec)
-        return
+            with pytest.raises(ConfigError, match=reason):
+                make_workload(name, spec)
+            return
     with make_http_client() as http:
         client = make_client(Target(server.url, "openai-chat"), http)
         res = measure_driver(name, make_workload(name, spec), client, "ray")

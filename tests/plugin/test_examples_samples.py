@@ -50,7 +50,7 @@ def test_enough_samples_run_every_example(examples):
                                       "--llm-latency-json=r.json", timeout=300)
     # time_scale=0.1 models a tenth of the prefill time: the sweep runs 10x above
     # the compute ceiling, which can never pass: an error that says so
-    r.assert_outcomes(passed=7, errors=1)
+    r.assert_outcomes(passed=8, errors=1)
     out = r.stdout.str()
     assert "prefill roofline configuration error" in out or "TTFT does not grow with prompt length" in out
     import json
@@ -58,10 +58,12 @@ def test_enough_samples_run_every_example(examples):
     results = [res for res in json.loads((examples.path / "r.json").read_text())["results"]
                if res["workload"] != "prefill"]
     # samples are sessions in agent_session.slo.yaml: 25 sessions of 5 turns are 125 requests; a trace's
-    # rows are its samples (24 in traces/example.jsonl), whatever the run-wide count says
+    # rows are its samples (24 in traces/example.jsonl), whatever the run-wide count says; the shared-server
+    # sweep's result is its recommended arm's 25 requests (of both classes)
     assert {res["workload"]: res["n"] for res in results} == {"chat": 25, "agent": 25, "long_summarization": 25,
                                                               "agent_session": 125, "production_trace": 24,
-                                                              "responses_chat": 25, "messages_agent": 25}
+                                                              "responses_chat": 25, "messages_agent": 25,
+                                                              "shared": 25}
     for res in results:  # every documented statistic reaches the JSON (rebuilt from JUnit properties)
         assert set(res["ttft_ms"]) == {"mean", "p50", "p90", "p95", "p99", "max", "min", "n", "censored"}
         assert res["ttft_ms"]["min"] <= res["ttft_ms"]["p50"] <= res["ttft_ms"]["max"]

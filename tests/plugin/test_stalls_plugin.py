@@ -10,6 +10,10 @@ import pytest
 
 from pytest_llm_latency.targets.reference.launch import start_reference
 
+# ~20 s against two reference servers: the slow tier (the default tier's end-to-end stall check is
+# tests/plugin/test_server_sweep_mix.py: the same engine with chunked prefill off and on, as two arms)
+pytestmark = pytest.mark.slow_tier
+
 REF = "reference://h100-sxm/llama-3.1-8b?time_scale=1"
 TEST = """
 import pytest

@@ -22,10 +22,11 @@ def test_samples_auto_decides_every_example_budget_and_reports_bounds_and_counts
     # time-scaled reference target exceeds by design) and agent_session.slo.yaml its sessions:
     # a run-wide ``auto`` leaves both at their own sample counts (tested below), and trace.slo.yaml
     # replays its rows once each (a point estimate, as an open loop): left out here, as are the Responses and
-    # Messages examples (the chat and agent classes again on other APIs: test_examples_samples runs them)
+    # Messages examples (the chat and agent classes again on other APIs: test_examples_samples runs them), and the
+    # shared-server sweep (a mix's open loop over two servers: point estimates per class, a fixed count)
     latency_examples = [f for f in EXAMPLES.glob("*.slo.yaml")
                         if f.name not in ("prefill.slo.yaml", "agent_session.slo.yaml", "trace.slo.yaml",
-                                          "responses.slo.yaml", "messages.slo.yaml")]
+                                          "responses.slo.yaml", "messages.slo.yaml", "shared_server.slo.yaml")]
     assert len(latency_examples) == 3
     for f in latency_examples:
         shutil.copy(f, pytester.path / f.name)
