@@ -30,7 +30,7 @@ def mix_spec(loop: str, url: str, **extra) -> dict:
 
 
 @pytest.mark.parametrize("loop, workers", [(loop, 1) for loop in sorted(LOOPS)]
-                         + [("open_loop", 2), ("ab_interleaved", 2)])  # worker processes: one loop of each engine
+                         + [("closed_loop", 2), ("open_loop", 2)])  # worker processes: the closed and the open engine
 def test_a_mix_is_sent_tagged_and_judged_per_class(loop, workers, reference):  # noqa: F811
     url, client = reference
     w = make_workload("mixed", mix_spec(loop, url, workers=workers))
